@@ -1,0 +1,3 @@
+from jobrelay.cli.main import main
+
+main()
