@@ -1,0 +1,45 @@
+"""Names of the labels, annotations and values jobrelay writes on Jobs.
+
+Everything a restarted controller needs lives in these keys on the apiservers:
+the placement on the management Job, the origin on the mirror.
+"""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_CONTROLLER_NAME = "jobrelay.dev/relay"
+BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
+
+# On the management Job: the worker cluster that holds (or held) its mirror.
+CLUSTER_ANNOTATION = "jobrelay.dev/cluster"
+
+# On the mirror: which controller created it, for which management Job.
+MIRROR_LABEL = "jobrelay.dev/mirror"  # value: controller_label_value(controller name)
+ORIGIN_UID_LABEL = "jobrelay.dev/origin-uid"  # value: the management Job's metadata.uid
+CONTROLLER_ANNOTATION = "jobrelay.dev/controller"  # value: the controller name, verbatim
+ORIGIN_CLUSTER_ANNOTATION = "jobrelay.dev/origin"  # value: free-form name of the manager
+
+# Labels the management cluster's apiserver/controller generate; never copied to a mirror.
+GENERATED_JOB_LABELS = frozenset(
+    {
+        "controller-uid",
+        "batch.kubernetes.io/controller-uid",
+        "job-name",
+        "batch.kubernetes.io/job-name",
+    }
+)
+
+FIELD_MANAGER = "jobrelay"
+
+_LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def controller_label_value(controller_name: str) -> str:
+    """A label-safe form of a controller name (``jobrelay.dev/relay`` -> ``jobrelay.dev.relay``).
+
+    managedBy is at most 63 characters, as is a label value, so only the ``/``
+    and other path characters need replacing.
+    """
+    value = _LABEL_VALUE_INVALID.sub(".", controller_name)[:63]
+    return value.strip("._-") or "jobrelay"
