@@ -1,0 +1,34 @@
+# jobrelay developer entry points. `make demo` and `make test` work on a fresh
+# machine: they install what is missing first (pip deps, etcd, Kubernetes builds).
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: deps build demo test test-unit lint bench fleet-down
+
+deps:
+	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || $(PYTHON) -m pip install -q -e '.[dev]'
+	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
+
+build: deps
+	$(PYTHON) -m jobrelay fleet build
+
+lint: deps
+	ruff check src tests bench
+	ruff format --check src tests bench
+	mypy
+	lint-imports
+
+test: build
+	$(PYTHON) -m pytest $(PYTEST_ARGS); code=$$?; [ $$code -eq 5 ] && echo "no tests selected" && code=0; exit $$code
+
+test-unit: deps
+	$(PYTHON) -m pytest tests/unit $(PYTEST_ARGS)
+
+demo: build
+	$(PYTHON) -m jobrelay.demo
+
+bench: build
+	$(PYTHON) -m bench
+
+fleet-down:
+	$(PYTHON) -m jobrelay fleet down

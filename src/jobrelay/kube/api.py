@@ -1,0 +1,695 @@
+"""A thin asynchronous client for one Kubernetes apiserver, on plain JSON dicts.
+
+Objects stay ``dict[str, Any]`` decoded straight from the response bytes with
+msgspec: jobrelay copies Jobs between clusters and must never lose a field it
+does not know, which typed models would do. lightkube only supplies the
+connection (kubeconfig parsing, TLS, client certificates, tokens, exec
+plugins); requests, errors and watches are ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx2
+import msgspec
+from lightkube.config.client_adapter import ConnectionParams
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.core.exceptions import ConfigError as _LightkubeConfigError
+
+import jobrelay
+
+__all__ = [
+    "CRDS",
+    "EVENTS",
+    "JOBS",
+    "LEASES",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "SECRETS",
+    "WORKER_CLUSTERS",
+    "ApiClient",
+    "ApiError",
+    "ApiOptions",
+    "KubeconfigError",
+    "ListResult",
+    "PatchType",
+    "RequestRecord",
+    "Resource",
+    "WatchEvent",
+]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a kind lives on the apiserver: enough to build every URL for it."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+# Our own CRD: one object per worker cluster, on the management cluster.
+WORKER_CLUSTERS = Resource(
+    "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
+)
+
+
+class PatchType(enum.StrEnum):
+    """The Content-Type that selects how the apiserver interprets a PATCH body."""
+
+    MERGE = "application/merge-patch+json"
+    STRATEGIC = "application/strategic-merge-patch+json"
+    JSON = "application/json-patch+json"
+    APPLY = "application/apply-patch+yaml"  # JSON is YAML, so the body is still JSON
+
+
+@dataclass(frozen=True, slots=True)
+class ApiOptions:
+    """Connection settings of one ApiClient. Timeouts are in seconds."""
+
+    connect_timeout: float = 5.0
+    # Bounds every non-watch request (read, write and waiting for a pooled connection).
+    request_timeout: float = 30.0
+    # Each open watch holds one HTTP/1.1 connection, so this caps watches plus requests.
+    max_connections: int = 100
+    http2: bool = False
+    # Honour HTTP(S)_PROXY / NO_PROXY from the environment, as kubectl does.
+    trust_env: bool = True
+    user_agent: str = f"jobrelay/{jobrelay.__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One finished request, handed to the ``on_request`` hook (for metrics)."""
+
+    cluster: str
+    verb: str  # Kubernetes verb: get, list, watch, create, update, patch, delete
+    resource: str  # plural, e.g. "jobs"
+    code: int  # HTTP status; 0 when no response arrived
+    seconds: float  # for watches: until the response headers, not the stream's end
+
+
+class ListResult(msgspec.Struct, frozen=True):
+    """All items of a (possibly paginated) list, and the resourceVersion to watch from."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One line of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
+
+    type: str
+    object: dict[str, Any]
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig (file or Secret content) that cannot be turned into a client."""
+
+
+class ApiError(Exception):
+    """A request the apiserver refused, or that never reached it (``code == 0``).
+
+    ``reason`` and ``message`` come from the ``Status`` body when there is one,
+    so callers branch on the apiserver's own reason, as client-go does.
+    """
+
+    def __init__(
+        self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details: Mapping[str, Any] = details or {}
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any]) -> ApiError:
+        """The error a ``Status`` object describes, e.g. the object of a watch ERROR event."""
+        code = status.get("code") or 0
+        reason = status.get("reason") or _REASON_FROM_CODE.get(code, "Unknown")
+        return cls(code, reason, status.get("message") or "", status.get("details"))
+
+    @property
+    def is_not_found(self) -> bool:
+        return self.reason == "NotFound"
+
+    @property
+    def is_conflict(self) -> bool:
+        # AlreadyExists is a 409 too, but means something else to a caller.
+        return self.reason == "Conflict"
+
+    @property
+    def is_already_exists(self) -> bool:
+        return self.reason == "AlreadyExists"
+
+    @property
+    def is_gone(self) -> bool:
+        # 410 comes as "Expired" (too old resourceVersion, continue token) or "Gone".
+        return self.code == 410 or self.reason in ("Expired", "Gone")
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.reason == "Invalid"
+
+    @property
+    def is_unreachable(self) -> bool:
+        """No answer from the apiserver: connection refused, TLS failure, timeout."""
+        return self.code == 0 and self.reason in ("Unreachable", "Timeout")
+
+
+# Like client-go's apierrors.IsXxx, callers test the reason; when a body carries
+# none (e.g. a proxy answered), it is derived from the HTTP code.
+_REASON_FROM_CODE = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Gone",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+class _Status(msgspec.Struct):
+    kind: str = ""
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+    details: dict[str, Any] | None = None
+
+
+_status_decoder = msgspec.json.Decoder(_Status)
+_watch_event_decoder = msgspec.json.Decoder(WatchEvent)
+_json_encoder = msgspec.json.Encoder()
+
+
+def _error_from_body(code: int, body: bytes) -> ApiError:
+    fallback_reason = _REASON_FROM_CODE.get(code, "Unknown")
+    try:
+        status = _status_decoder.decode(body)
+    except msgspec.DecodeError:
+        text = body[:500].decode("utf-8", "replace").strip()
+        return ApiError(code, fallback_reason, text or f"HTTP {code}")
+    if status.kind != "Status":
+        return ApiError(code, fallback_reason, f"HTTP {code}")
+    return ApiError(
+        status.code or code, status.reason or fallback_reason, status.message, status.details
+    )
+
+
+def _path(resource: Resource, namespace: str | None, name: str | None = None) -> str:
+    prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
+    if resource.namespaced and namespace:
+        prefix = f"{prefix}/namespaces/{quote(namespace, safe='')}"
+    elif not resource.namespaced and namespace:
+        raise ValueError(f"{resource.plural} are cluster-scoped; got namespace {namespace!r}")
+    elif resource.namespaced and name is not None:
+        raise ValueError(f"{resource.plural} are namespaced; a namespace is required")
+    path = f"{prefix}/{resource.plural}"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
+
+
+def _namespace_of(resource: Resource, obj: Mapping[str, Any], namespace: str | None) -> str | None:
+    if namespace is not None or not resource.namespaced:
+        return namespace
+    ns = obj.get("metadata", {}).get("namespace")
+    return ns if isinstance(ns, str) else None
+
+
+def _name_of(obj: Mapping[str, Any]) -> str:
+    name = obj.get("metadata", {}).get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("object has no metadata.name")
+    return name
+
+
+class ApiClient:
+    """One apiserver: requests on raw dicts, raising ApiError on any failure.
+
+    Build it with :meth:`from_kubeconfig` or :meth:`from_kubeconfig_dict`; the
+    constructor takes a ready ``httpx2.AsyncClient`` (its ``base_url`` is the
+    apiserver) so tests can hand in a mock transport. Close it with
+    :meth:`aclose` or ``async with``.
+    """
+
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        *,
+        cluster: str = "default",
+        options: ApiOptions | None = None,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self._http = http
+        self._options = options or ApiOptions()
+        self._on_request = on_request
+        self._counts: Counter[str] = Counter()
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | Path,
+        context: str | None = None,
+        *,
+        cluster: str | None = None,
+        options: ApiOptions | None = None,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> ApiClient:
+        """A client for ``context`` (default: the current context) of a kubeconfig file.
+
+        ``cluster`` names the client in logs and metrics; it defaults to the context name.
+        """
+        try:
+            config = KubeConfig.from_file(path)
+        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise KubeconfigError(f"cannot load kubeconfig {path}: {exc}") from exc
+        return cls._from_config(config, context, cluster, options, on_request)
+
+    @classmethod
+    def from_kubeconfig_dict(
+        cls,
+        kubeconfig: Mapping[str, Any],
+        context: str | None = None,
+        *,
+        cluster: str | None = None,
+        options: ApiOptions | None = None,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> ApiClient:
+        """Like :meth:`from_kubeconfig` for an already parsed kubeconfig (e.g. from a Secret).
+
+        Certificates and keys must be inline (``*-data``): there is no file to
+        resolve relative paths against.
+        """
+        try:
+            config = KubeConfig.from_dict(dict(kubeconfig))
+        except (_LightkubeConfigError, ValueError, KeyError, TypeError) as exc:
+            raise KubeconfigError(f"invalid kubeconfig: {exc}") from exc
+        return cls._from_config(config, context, cluster, options, on_request)
+
+    @classmethod
+    def _from_config(
+        cls,
+        config: Any,
+        context: str | None,
+        cluster: str | None,
+        options: ApiOptions | None,
+        on_request: Callable[[RequestRecord], None] | None,
+    ) -> ApiClient:
+        options = options or ApiOptions()
+        timeout = httpx2.Timeout(options.request_timeout, connect=options.connect_timeout)
+        try:
+            single = config.get(context_name=context)
+            # lightkube's client_adapter.AsyncClient() would build the same client
+            # but cannot pass pool limits or default headers; its httpx_params()
+            # gives us the part that matters (TLS, client certs, token/exec auth).
+            params = ConnectionParams(
+                timeout=timeout, trust_env=options.trust_env, http2=options.http2
+            ).httpx_params(single)
+            http = httpx2.AsyncClient(
+                **params,
+                limits=httpx2.Limits(max_connections=options.max_connections),
+                headers={"User-Agent": options.user_agent, "Accept": "application/json"},
+            )
+        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise KubeconfigError(f"cannot use kubeconfig context {context!r}: {exc}") from exc
+        name = cluster or str(single.context_name)
+        return cls(http, cluster=name, options=options, on_request=on_request)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def request_counts(self) -> Mapping[str, int]:
+        """Requests sent so far, per Kubernetes verb (a snapshot)."""
+        return dict(self._counts)
+
+    # -- reads ---------------------------------------------------------------
+
+    async def get(
+        self, resource: Resource, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self._call("get", "GET", resource, _path(resource, namespace, name))
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ListResult:
+        """Every matching object, fetched in pages of ``limit``.
+
+        Items get ``apiVersion`` and ``kind`` filled in (the apiserver omits
+        them inside lists), so a listed object looks like a fetched one.
+        """
+        params: dict[str, str] = {}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        path = _path(resource, namespace)
+        items: list[dict[str, Any]] = []
+        metadata: dict[str, Any] = {}
+        continue_token = ""
+        while True:
+            page_params = dict(params)
+            if limit > 0:
+                page_params["limit"] = str(limit)
+            if continue_token:
+                page_params["continue"] = continue_token
+            try:
+                page = await self._call("list", "GET", resource, path, params=page_params)
+            except ApiError as exc:
+                if not (continue_token and exc.is_gone):
+                    raise
+                # The continue token outlived etcd compaction mid-pagination; like
+                # client-go's pager, fall back to one consistent unpaginated list.
+                _log.info(
+                    "%s: continue token expired listing %s, relisting in one page",
+                    self.cluster,
+                    resource.plural,
+                )
+                items, continue_token, limit = [], "", 0
+                continue
+            items.extend(page.get("items") or ())
+            metadata = page.get("metadata") or {}
+            continue_token = metadata.get("continue") or ""
+            if not continue_token:
+                break
+        for item in items:
+            item.setdefault("apiVersion", resource.api_version)
+            item.setdefault("kind", resource.kind)
+        return ListResult(items=items, resource_version=str(metadata.get("resourceVersion", "")))
+
+    # -- writes --------------------------------------------------------------
+
+    async def create(
+        self,
+        resource: Resource,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """POST ``obj``; for namespaced kinds the namespace defaults to its metadata's."""
+        ns = _namespace_of(resource, obj, namespace)
+        if resource.namespaced and not ns:
+            raise ValueError(f"{resource.plural} are namespaced; a namespace is required")
+        params = {"fieldManager": field_manager} if field_manager else None
+        return await self._call(
+            "create", "POST", resource, _path(resource, ns), params=params, body=obj
+        )
+
+    async def replace(
+        self,
+        resource: Resource,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """PUT ``obj`` (optimistic concurrency on its metadata.resourceVersion).
+
+        ``subresource="status"`` replaces only the status, the way controllers own it.
+        """
+        ns = _namespace_of(resource, obj, namespace)
+        path = _path(resource, ns, _name_of(obj))
+        if subresource:
+            path = f"{path}/{subresource}"
+        params = {"fieldManager": field_manager} if field_manager else None
+        return await self._call("update", "PUT", resource, path, params=params, body=obj)
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """PATCH ``name``. Server-side apply (``PatchType.APPLY``) needs ``field_manager``;
+        ``force`` takes over fields other managers own."""
+        path = _path(resource, namespace, name)
+        if subresource:
+            path = f"{path}/{subresource}"
+        params: dict[str, str] = {}
+        if field_manager:
+            params["fieldManager"] = field_manager
+        if patch_type is PatchType.APPLY:
+            if not field_manager:
+                raise ValueError("server-side apply requires a field_manager")
+            if force:
+                params["force"] = "true"
+        return await self._call(
+            "patch",
+            "PATCH",
+            resource,
+            path,
+            params=params,
+            body=patch,
+            content_type=patch_type.value,
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation_policy: str | None = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        """DELETE ``name``; returns the object (while finalizers run) or a Status.
+
+        ``uid`` / ``resource_version`` are preconditions: the apiserver answers
+        409 Conflict instead of deleting a different incarnation of the name.
+        The default ``Background`` propagation deletes a Job's Pods too (the
+        apiserver's default for Jobs, ``orphan``, would leave them running).
+        """
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        preconditions = {
+            key: value
+            for key, value in (("uid", uid), ("resourceVersion", resource_version))
+            if value
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return await self._call(
+            "delete", "DELETE", resource, _path(resource, namespace, name), body=options
+        )
+
+    # -- watch ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
+        """Open a watch; yields an iterator of events that ends when the server closes it.
+
+        Raises ApiError when the apiserver refuses the watch (410 for a too-old
+        ``resource_version``). A stream may still deliver an ERROR event whose
+        object is a Status. Nothing here detects a silent dead connection:
+        callers bound the wait for the next event (the Informer does).
+        """
+        params: dict[str, str] = {"watch": "true"}
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        if timeout_seconds is not None:
+            params["timeoutSeconds"] = str(timeout_seconds)
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        opts = self._options
+        # The server ends the stream after timeoutSeconds; a read that waits much
+        # longer than that means the connection is gone.
+        read_timeout = None if timeout_seconds is None else timeout_seconds + opts.request_timeout
+        timeout = httpx2.Timeout(
+            connect=opts.connect_timeout,
+            read=read_timeout,
+            write=opts.request_timeout,
+            pool=opts.request_timeout,
+        )
+        request = self._http.build_request(
+            "GET", _path(resource, namespace), params=params, timeout=timeout
+        )
+        started = time.monotonic()
+        code = 0
+        try:
+            response = await self._http.send(request, stream=True)
+            code = response.status_code
+        except httpx2.HTTPError as exc:
+            raise _unreachable(exc) from exc
+        except _LightkubeConfigError as exc:  # an exec credential plugin failed
+            raise ApiError(0, "Unauthorized", str(exc)) from exc
+        finally:
+            self._record("watch", resource, code, time.monotonic() - started)
+        try:
+            if code != 200:
+                raise _error_from_body(code, await response.aread())
+            events = _decode_events(response)
+            try:
+                yield events
+            finally:
+                await events.aclose()
+        except httpx2.HTTPError as exc:
+            # The connection broke mid-stream; the consumer sees it as an ApiError too.
+            raise _unreachable(exc) from exc
+        finally:
+            await response.aclose()
+
+    # -- internals -----------------------------------------------------------
+
+    async def _call(
+        self,
+        verb: str,
+        method: str,
+        resource: Resource,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        content = None if body is None else _json_encoder.encode(body)
+        headers = {"Content-Type": content_type} if content is not None else None
+        started = time.monotonic()
+        code = 0
+        try:
+            response = await self._http.request(
+                method, path, params=params, content=content, headers=headers
+            )
+            code = response.status_code
+        except httpx2.HTTPError as exc:
+            raise _unreachable(exc) from exc
+        except _LightkubeConfigError as exc:  # an exec credential plugin failed
+            raise ApiError(0, "Unauthorized", str(exc)) from exc
+        finally:
+            self._record(verb, resource, code, time.monotonic() - started)
+        if code >= 400:
+            raise _error_from_body(code, response.content)
+        try:
+            decoded = msgspec.json.decode(response.content)
+        except msgspec.DecodeError as exc:
+            raise ApiError(code, "InvalidResponse", f"undecodable body: {exc}") from exc
+        if not isinstance(decoded, dict):
+            raise ApiError(code, "InvalidResponse", "response body is not a JSON object")
+        return decoded
+
+    def _record(self, verb: str, resource: Resource, code: int, seconds: float) -> None:
+        self._counts[verb] += 1
+        if self._on_request is None:
+            return
+        try:
+            self._on_request(RequestRecord(self.cluster, verb, resource.plural, code, seconds))
+        except Exception:
+            # Metrics must never break a request.
+            _log.exception("on_request hook failed")
+
+
+def _unreachable(exc: httpx2.HTTPError) -> ApiError:
+    reason = "Timeout" if isinstance(exc, httpx2.TimeoutException) else "Unreachable"
+    return ApiError(0, reason, f"{type(exc).__name__}: {exc}")
+
+
+async def _decode_events(response: httpx2.Response) -> AsyncGenerator[WatchEvent]:
+    async for line in _split_lines(response.aiter_bytes()):
+        try:
+            yield _watch_event_decoder.decode(line)
+        except msgspec.DecodeError as exc:
+            raise ApiError(200, "InvalidResponse", f"undecodable watch event: {exc}") from exc
+
+
+async def _split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes | bytearray]:
+    """Newline-delimited records from arbitrarily cut chunks.
+
+    A large object arrives over many chunks; each chunk is scanned once and
+    appended once, so the cost stays linear in the line's size.
+    """
+    pending = bytearray()
+    async for chunk in chunks:
+        start = 0
+        if pending:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                pending += chunk
+                continue
+            pending += memoryview(chunk)[:newline]
+            # Hand out the buffer itself and start a new one: no copy of a big line.
+            line, pending = pending, bytearray()
+            yield line
+            start = newline + 1
+        while (newline := chunk.find(b"\n", start)) >= 0:
+            if newline > start:
+                yield chunk[start:newline]
+            start = newline + 1
+        if start < len(chunk):
+            pending += memoryview(chunk)[start:]
+    if pending.strip():
+        yield pending

@@ -1,0 +1,241 @@
+"""Kubernetes Events (core/v1) about the objects jobrelay manages.
+
+``EventRecorder.record`` is synchronous and never raises: a reconcile should
+not fail, or wait, because an Event could not be written. Records go to a
+small pending map that one background task drains. Like client-go's event
+correlator, a repeat of the same (object, type, reason, message) within the
+dedupe window patches ``count`` and ``lastTimestamp`` of the Event already
+written instead of creating another one; repeats that pile up while the
+writer is busy are folded into a single write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from jobrelay.kube.api import EVENTS, ApiClient, ApiError
+
+__all__ = ["EventRecorder", "EventType"]
+
+_log = logging.getLogger(__name__)
+
+EventType = Literal["Normal", "Warning"]
+
+# The apiserver rejects longer messages from the events.k8s.io API; keep core
+# Events within the same bound so both views of an Event stay valid.
+_MAX_MESSAGE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    namespace: str
+    kind: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class _Pending:
+    involved: dict[str, Any]
+    repeats: int  # occurrences not yet written
+    first_seen: str
+    last_seen: str
+
+
+@dataclass(slots=True)
+class _Written:
+    event_name: str
+    count: int
+    written_at: float  # monotonic
+
+
+class EventRecorder:
+    """Writes Events about objects through ``client``, deduplicated and off the caller's path.
+
+    Call :meth:`aclose` (or use ``async with``) to flush before the client closes.
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        component: str = "jobrelay",
+        instance: str | None = None,
+        dedupe_window: float = 600.0,
+        max_pending: int = 1000,
+        max_remembered: int = 4096,
+        close_timeout: float = 5.0,
+    ) -> None:
+        self._client = client
+        self._component = component
+        self._instance = instance or socket.gethostname()
+        self._dedupe_window = dedupe_window
+        self._max_pending = max_pending
+        self._max_remembered = max_remembered
+        self._close_timeout = close_timeout
+        self._pending: OrderedDict[_Key, _Pending] = OrderedDict()
+        # What we wrote recently, least recently used first, to patch instead of create.
+        self._written: OrderedDict[_Key, _Written] = OrderedDict()
+        self._wakeup = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def record(
+        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str
+    ) -> None:
+        """Queue an Event about ``obj`` (which needs apiVersion, kind and metadata)."""
+        try:
+            self._record(obj, event_type, reason, message)
+        except Exception:
+            _log.exception("cannot record event %s about %s", reason, _describe(obj))
+
+    async def aclose(self) -> None:
+        """Write what is pending (for at most ``close_timeout`` seconds), then stop."""
+        self._closing = True
+        writer, self._writer = self._writer, None
+        if writer is None:
+            return
+        self._wakeup.set()
+        try:
+            await asyncio.wait_for(writer, self._close_timeout)
+        except TimeoutError:
+            _log.warning("dropped %d pending events on close", len(self._pending))
+
+    async def __aenter__(self) -> EventRecorder:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _record(
+        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str
+    ) -> None:
+        if self._closing:
+            _log.debug("recorder closed; dropping event %s about %s", reason, _describe(obj))
+            return
+        metadata = obj.get("metadata") or {}
+        kind, api_version, name = obj.get("kind"), obj.get("apiVersion"), metadata.get("name")
+        if not (kind and api_version and name):
+            _log.warning("event %s: object lacks apiVersion, kind or name; dropped", reason)
+            return
+        message = message[:_MAX_MESSAGE]
+        # Cluster-scoped objects (WorkerClusters) get their Events in "default", as kubectl does.
+        namespace = metadata.get("namespace") or "default"
+        uid = metadata.get("uid") or ""
+        key = _Key(namespace, kind, name, uid, event_type, reason, message)
+        now = _timestamp()
+        pending = self._pending.get(key)
+        if pending is not None:
+            pending.repeats += 1
+            pending.last_seen = now
+            return
+        if len(self._pending) >= self._max_pending:
+            _log.warning("event backlog full; dropping %s about %s", reason, _describe(obj))
+            return
+        involved = {"apiVersion": api_version, "kind": kind, "name": name}
+        if metadata.get("namespace"):
+            involved["namespace"] = metadata["namespace"]
+        if uid:
+            involved["uid"] = uid
+        if metadata.get("resourceVersion"):
+            involved["resourceVersion"] = metadata["resourceVersion"]
+        self._pending[key] = _Pending(involved, 1, now, now)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(
+                self._write_loop(), name="event-recorder"
+            )
+        self._wakeup.set()
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                key, pending = self._pending.popitem(last=False)
+                try:
+                    await self._write(key, pending)
+                except ApiError as exc:
+                    _log.warning(
+                        "cannot write event %s about %s %s/%s: %s",
+                        key.reason,
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                        exc,
+                    )
+                except Exception:
+                    _log.exception(
+                        "cannot write event %s about %s %s/%s",
+                        key.reason,
+                        key.kind,
+                        key.namespace,
+                        key.name,
+                    )
+            if self._closing:
+                return
+
+    async def _write(self, key: _Key, pending: _Pending) -> None:
+        written = self._written.get(key)
+        if written is not None and time.monotonic() - written.written_at < self._dedupe_window:
+            count = written.count + pending.repeats
+            try:
+                await self._client.patch(
+                    EVENTS,
+                    written.event_name,
+                    {"count": count, "lastTimestamp": pending.last_seen},
+                    namespace=key.namespace,
+                )
+            except ApiError as exc:
+                if not exc.is_not_found:
+                    raise
+                # The Event expired (the apiserver's event TTL) or was deleted: start anew.
+            else:
+                self._remember(key, _Written(written.event_name, count, time.monotonic()))
+                return
+        # Named like client-go's: unique per object and nanosecond, within 253 characters.
+        event_name = f"{key.name[:236]}.{time.time_ns():x}"
+        await self._client.create(
+            EVENTS,
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": event_name, "namespace": key.namespace},
+                "involvedObject": pending.involved,
+                "type": key.type,
+                "reason": key.reason,
+                "message": key.message,
+                "source": {"component": self._component, "host": self._instance},
+                "reportingComponent": self._component,
+                "reportingInstance": self._instance,
+                "firstTimestamp": pending.first_seen,
+                "lastTimestamp": pending.last_seen,
+                "count": pending.repeats,
+            },
+        )
+        self._remember(key, _Written(event_name, pending.repeats, time.monotonic()))
+
+    def _remember(self, key: _Key, written: _Written) -> None:
+        self._written[key] = written
+        self._written.move_to_end(key)
+        while len(self._written) > self._max_remembered:
+            self._written.popitem(last=False)
+
+
+def _timestamp() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{obj.get('kind', '?')} {metadata.get('namespace', '')}/{metadata.get('name', '?')}"

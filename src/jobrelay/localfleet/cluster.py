@@ -1,0 +1,225 @@
+"""One local cluster: its files on disk and the command lines of its components.
+
+A cluster is etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+and kwok (simulated nodes and pods), all on 127.0.0.1, with TLS from the
+fleet's CA and RBAC on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from jobrelay.localfleet import pki
+from jobrelay.localfleet.binaries import Binaries
+
+SERVICE_CIDR = "10.96.0.0/16"
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PORT_NAMES = ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
+# kwok's client-go (v0.33) asks for streaming lists, which need etcd's
+# RequestWatchProgress (etcd 3.4.31+/3.5.13+); with Debian's etcd 3.4.23 its
+# watches end every few seconds and it misses pod deletions. Plain list+watch works.
+ENVIRONMENT = {"kwok": {"KUBE_FEATURE_WatchListClient": "false"}}
+
+
+@dataclass(frozen=True)
+class ClusterFiles:
+    """Where one cluster keeps its data, certificates, kubeconfigs and logs."""
+
+    state_dir: Path
+    name: str
+
+    @property
+    def root(self) -> Path:
+        return self.state_dir / self.name
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.state_dir / f"{self.name}.kubeconfig"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    def log(self, component: str) -> Path:
+        return self.root / "logs" / f"{component}.log"
+
+    def kubeconfig(self, component: str) -> Path:
+        return self.root / f"{component}.kubeconfig"
+
+
+def write_kubeconfig(
+    path: Path, *, cluster: str, server: str, ca: Path, client: pki.CertPair
+) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [
+            {
+                "name": f"{cluster}-user",
+                "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
+            }
+        ],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": f"{cluster}-user"}}],
+        "current-context": cluster,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def prepare(
+    files: ClusterFiles, *, ca: pki.CertPair, admin: pki.CertPair, ports: dict[str, int]
+) -> None:
+    """Write certificates and kubeconfigs; existing keys are kept across restarts."""
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    pki.issue(
+        ca,
+        files.pki,
+        "apiserver",
+        common_name="kube-apiserver",
+        server_hosts=("127.0.0.1", "localhost", "10.96.0.1", "kubernetes.default.svc"),
+    )
+    pki.ensure_service_account_key(files.pki)
+    identities = {
+        "kube-controller-manager": pki.issue(
+            ca, files.pki, "controller-manager", common_name="system:kube-controller-manager"
+        ),
+        "kube-scheduler": pki.issue(
+            ca, files.pki, "scheduler", common_name="system:kube-scheduler"
+        ),
+    }
+    for component, identity in identities.items():
+        write_kubeconfig(
+            files.kubeconfig(component),
+            cluster=files.name,
+            server=server,
+            ca=ca.cert,
+            client=identity,
+        )
+    write_kubeconfig(
+        files.admin_kubeconfig, cluster=files.name, server=server, ca=ca.cert, client=admin
+    )
+    scheduler_config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {
+            "kubeconfig": str(files.kubeconfig("kube-scheduler")),
+            "qps": 200,
+            "burst": 400,
+        },
+        "leaderElection": {"leaderElect": False},
+    }
+    (files.root / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config))
+
+
+def commands(
+    files: ClusterFiles, binaries: Binaries, *, ca: Path, ports: dict[str, int]
+) -> dict[str, list[str]]:
+    """The command line of every component, keyed by component name."""
+    etcd_client = f"http://127.0.0.1:{ports['etcd-client']}"
+    etcd_peer = f"http://127.0.0.1:{ports['etcd-peer']}"
+    tls = files.pki
+    kcm_kubeconfig = str(files.kubeconfig("kube-controller-manager"))
+    scheduler_kubeconfig = str(files.kubeconfig("kube-scheduler"))
+    return {
+        "etcd": [
+            str(binaries.etcd),
+            f"--name={files.name}",
+            f"--data-dir={files.etcd_data}",
+            f"--listen-client-urls={etcd_client}",
+            f"--advertise-client-urls={etcd_client}",
+            f"--listen-peer-urls={etcd_peer}",
+            f"--initial-advertise-peer-urls={etcd_peer}",
+            f"--initial-cluster={files.name}={etcd_peer}",
+            "--logger=zap",
+            "--log-level=warn",
+            # Keeps memory small: the apiserver compacts history itself every 5 minutes.
+            "--snapshot-count=10000",
+            "--quota-backend-bytes=2147483648",
+        ],
+        "kube-apiserver": [
+            str(binaries.kube_apiserver),
+            f"--etcd-servers={etcd_client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            f"--tls-cert-file={tls / 'apiserver.crt'}",
+            f"--tls-private-key-file={tls / 'apiserver.key'}",
+            f"--client-ca-file={ca}",
+            f"--service-account-key-file={tls / 'sa.pub'}",
+            f"--service-account-signing-key-file={tls / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            # Simulated pods mount no token, and without this plugin a Job's first pods
+            # in a fresh namespace don't wait for the "default" ServiceAccount to appear.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--max-requests-inflight=800",
+            "--max-mutating-requests-inflight=400",
+            "--profiling=false",
+            "--v=1",
+        ],
+        "kube-controller-manager": [
+            str(binaries.kube_controller_manager),
+            f"--kubeconfig={kcm_kubeconfig}",
+            f"--authentication-kubeconfig={kcm_kubeconfig}",
+            f"--authorization-kubeconfig={kcm_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['controller-manager']}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={tls / 'sa.key'}",
+            f"--root-ca-file={ca}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The default 20 QPS would make the worker's own Job controller the
+            # bottleneck of every throughput measurement.
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--profiling=false",
+            "--v=1",
+        ],
+        "kube-scheduler": [
+            str(binaries.kube_scheduler),
+            f"--config={files.root / 'scheduler.yaml'}",
+            f"--authentication-kubeconfig={scheduler_kubeconfig}",
+            f"--authorization-kubeconfig={scheduler_kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['scheduler']}",
+            "--profiling=false",
+            "--v=1",
+        ],
+        "kwok": [
+            str(binaries.kwok),
+            f"--kubeconfig={files.admin_kubeconfig}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-label-selector=type=kwok",
+            f"--config={KWOK_STAGES}",
+            f"--server-address=127.0.0.1:{ports['kwok']}",
+            "--node-lease-duration-seconds=40",
+            # Room for the pod IPs of thousands of short-lived benchmark pods.
+            "--cidr=10.0.0.1/16",
+        ],
+    }
+
+
+def health_urls(ports: dict[str, int]) -> dict[str, str]:
+    """Where each component answers whether it is healthy."""
+    return {
+        "etcd": f"http://127.0.0.1:{ports['etcd-client']}/health",
+        "kube-apiserver": f"https://127.0.0.1:{ports['apiserver']}/readyz",
+        "kube-controller-manager": f"https://127.0.0.1:{ports['controller-manager']}/healthz",
+        "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
+        "kwok": f"http://127.0.0.1:{ports['kwok']}/healthz",
+    }

@@ -1,0 +1,92 @@
+"""Simulated nodes for each cluster, and the workers' registration with the manager."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jobrelay.fleet import registry
+from jobrelay.kube.api import NODES, ApiClient, ApiError
+
+if TYPE_CHECKING:
+    from jobrelay.localfleet.fleet import NodeShape
+
+NODE_READY_TIMEOUT = 60.0
+FLEET_LABEL = "fleet.jobrelay.dev/cluster"
+
+
+def node_manifest(cluster: str, index: int, shape: NodeShape) -> dict[str, Any]:
+    name = f"{cluster}-node-{index}"
+    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
+    if shape.gpu:
+        capacity["nvidia.com/gpu"] = str(shape.gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "type": "kwok",  # kwok manages nodes with this label
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                FLEET_LABEL: cluster,
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        # The node-initialize stage copies this capacity into the node's status.
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+async def _ensure_nodes(client: ApiClient, cluster: str, shape: NodeShape) -> None:
+    for index in range(1, shape.count + 1):
+        try:
+            await client.create(NODES, node_manifest(cluster, index, shape))
+        except ApiError as error:
+            if not error.is_already_exists:
+                raise
+    deadline = asyncio.get_running_loop().time() + NODE_READY_TIMEOUT
+    while True:
+        nodes = (await client.list(NODES, label_selector=f"{FLEET_LABEL}={cluster}")).items
+        ready = [node for node in nodes if _is_ready(node)]
+        if len(ready) >= shape.count:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError(
+                f"{cluster}: only {len(ready)} of {shape.count} simulated nodes became Ready "
+                f"within {NODE_READY_TIMEOUT:.0f}s (see the kwok log)"
+            )
+        await asyncio.sleep(0.2)
+
+
+def _is_ready(node: Mapping[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def prepare_clusters(
+    kubeconfigs: Mapping[str, Path], *, manager: str, shape: NodeShape
+) -> None:
+    """Create every cluster's nodes, then register each worker with the manager."""
+    clients = {
+        name: ApiClient.from_kubeconfig(path, cluster=name) for name, path in kubeconfigs.items()
+    }
+    try:
+        await asyncio.gather(
+            *(_ensure_nodes(client, name, shape) for name, client in clients.items())
+        )
+        manager_client = clients[manager]
+        await registry.install_crd(manager_client)
+        for name, path in kubeconfigs.items():
+            if name != manager:
+                await registry.register(
+                    manager_client,
+                    name,
+                    registry.inline_kubeconfig(path),
+                    labels={"fleet.jobrelay.dev/local": "true"},
+                )
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients.values()))

@@ -1,0 +1,181 @@
+"""EventRecorder over a mock transport: creation, dedupe, coalescing, failure isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import httpx2
+import msgspec
+import pytest
+
+from jobrelay.kube.api import ApiClient
+from jobrelay.kube.events import EventRecorder
+
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "train", "namespace": "team-a", "uid": "u-1", "resourceVersion": "5"},
+}
+
+
+class EventServer:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self.fail_with: int | None = None
+        self.patch_status = 200
+        self.received = asyncio.Event()
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        body = msgspec.json.decode(request.content)
+        self.requests.append((request.method, request.url.path, body))
+        self.received.set()
+        if self.fail_with is not None:
+            status = {
+                "kind": "Status",
+                "code": self.fail_with,
+                "reason": "InternalError",
+                "message": "etcd down",
+            }
+            return httpx2.Response(self.fail_with, content=msgspec.json.encode(status))
+        if request.method == "PATCH" and self.patch_status != 200:
+            status = {"kind": "Status", "code": 404, "reason": "NotFound", "message": "gone"}
+            return httpx2.Response(self.patch_status, content=msgspec.json.encode(status))
+        return httpx2.Response(200, content=msgspec.json.encode(body))
+
+    def methods(self) -> list[str]:
+        return [method for method, _, _ in self.requests]
+
+
+@pytest.fixture
+def server() -> EventServer:
+    return EventServer()
+
+
+@pytest.fixture
+def client(server: EventServer) -> ApiClient:
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(server), base_url="https://m")
+    return ApiClient(http, cluster="manager")
+
+
+async def test_an_event_is_created_about_the_involved_object(
+    server: EventServer, client: ApiClient
+) -> None:
+    async with EventRecorder(client, component="jobrelay", instance="pod-1") as recorder:
+        recorder.record(JOB, "Normal", "Dispatched", "placed on worker-a")
+    ((method, path, event),) = server.requests
+    assert (method, path) == ("POST", "/api/v1/namespaces/team-a/events")
+    assert event["involvedObject"] == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "namespace": "team-a",
+        "uid": "u-1",
+        "resourceVersion": "5",
+    }
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Normal",
+        "Dispatched",
+        "placed on worker-a",
+    )
+    assert event["count"] == 1
+    assert event["metadata"]["name"].startswith("train.")
+    assert event["source"] == {"component": "jobrelay", "host": "pod-1"}
+    assert event["firstTimestamp"] == event["lastTimestamp"]
+
+
+async def test_a_repeat_patches_the_count_instead_of_creating(
+    server: EventServer, client: ApiClient
+) -> None:
+    async with EventRecorder(client) as recorder:
+        recorder.record(JOB, "Warning", "WorkerLost", "worker-a unreachable")
+        await _written(server, 1)
+        recorder.record(JOB, "Warning", "WorkerLost", "worker-a unreachable")
+        await _written(server, 2)
+        recorder.record(JOB, "Warning", "WorkerLost", "worker-a unreachable")
+        await _written(server, 3)
+        recorder.record(JOB, "Warning", "WorkerLost", "worker-b unreachable")  # new message
+    assert server.methods() == ["POST", "PATCH", "PATCH", "POST"]
+    created_name = server.requests[0][2]["metadata"]["name"]
+    assert server.requests[1][1].endswith(f"/events/{created_name}")
+    assert [body.get("count") for _, _, body in server.requests] == [1, 2, 3, 1]
+
+
+async def test_a_burst_is_folded_into_one_write(server: EventServer, client: ApiClient) -> None:
+    async with EventRecorder(client) as recorder:
+        for _ in range(50):
+            recorder.record(JOB, "Normal", "Synced", "status copied")
+    assert server.methods() == ["POST"]
+    assert server.requests[0][2]["count"] == 50
+
+
+async def test_an_expired_event_is_created_anew(server: EventServer, client: ApiClient) -> None:
+    async with EventRecorder(client) as recorder:
+        recorder.record(JOB, "Normal", "Synced", "x")
+        await _written(server, 1)
+        server.patch_status = 404
+        recorder.record(JOB, "Normal", "Synced", "x")
+    assert server.methods() == ["POST", "PATCH", "POST"]
+
+
+async def test_outside_the_window_a_repeat_creates_a_new_event(
+    server: EventServer, client: ApiClient
+) -> None:
+    async with EventRecorder(client, dedupe_window=0) as recorder:
+        recorder.record(JOB, "Normal", "Synced", "x")
+        await _written(server, 1)
+        recorder.record(JOB, "Normal", "Synced", "x")
+    assert server.methods() == ["POST", "POST"]
+
+
+async def test_failures_are_logged_never_raised(
+    server: EventServer, client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.fail_with = 500
+    with caplog.at_level(logging.WARNING, logger="jobrelay.kube.events"):
+        async with EventRecorder(client) as recorder:
+            recorder.record(JOB, "Normal", "Synced", "x")
+            recorder.record({"metadata": {"name": "no-kind"}}, "Normal", "Synced", "x")
+    assert "cannot write event Synced" in caplog.text
+    assert "lacks apiVersion" in caplog.text
+
+
+async def test_cluster_scoped_objects_get_events_in_default(
+    server: EventServer, client: ApiClient
+) -> None:
+    worker = {
+        "apiVersion": "jobrelay.dev/v1alpha1",
+        "kind": "WorkerCluster",
+        "metadata": {"name": "worker-a", "uid": "w"},
+    }
+    async with EventRecorder(client) as recorder:
+        recorder.record(worker, "Warning", "Unreachable", "x" * 5000)
+    _, path, event = server.requests[0]
+    assert path == "/api/v1/namespaces/default/events"
+    assert "namespace" not in event["involvedObject"]
+    assert len(event["message"]) == 1024
+
+
+async def test_records_after_close_are_dropped(server: EventServer, client: ApiClient) -> None:
+    recorder = EventRecorder(client)
+    await recorder.aclose()
+    recorder.record(JOB, "Normal", "Synced", "x")
+    assert server.requests == []
+
+
+async def test_a_full_backlog_drops_instead_of_growing(
+    server: EventServer, client: ApiClient
+) -> None:
+    async with EventRecorder(client, max_pending=3) as recorder:
+        for index in range(10):
+            recorder.record(JOB, "Normal", "Step", f"step {index}")
+    assert len(server.requests) == 3
+
+
+async def _written(server: EventServer, count: int) -> None:
+    """Wait until the writer task has sent ``count`` requests."""
+    async with asyncio.timeout(2):
+        while len(server.requests) < count:
+            server.received.clear()
+            await server.received.wait()
