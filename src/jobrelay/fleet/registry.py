@@ -203,7 +203,9 @@ async def read_kubeconfig(
     ref = worker.get("spec", {}).get("kubeconfigSecretRef") or {}
     name, key = str(ref.get("name") or ""), str(ref.get("key") or SECRET_KEY)
     if not name:
-        raise RegistryError(f"WorkerCluster {worker.get('metadata', {}).get('name')} names no Secret")
+        raise RegistryError(
+            f"WorkerCluster {worker.get('metadata', {}).get('name')} names no Secret"
+        )
     try:
         secret = await client.get(SECRETS, name, namespace=namespace)
     except ApiError as error:

@@ -73,7 +73,15 @@ def slim_mirror(obj: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": {
             key: metadata[key]
-            for key in ("name", "namespace", "uid", "labels", "annotations", "resourceVersion", "deletionTimestamp")
+            for key in (
+                "name",
+                "namespace",
+                "uid",
+                "labels",
+                "annotations",
+                "resourceVersion",
+                "deletionTimestamp",
+            )
             if key in metadata
         },
         "spec": {key: value for key, value in spec.items() if key != "template"},
@@ -99,6 +107,7 @@ class WorkerPool:
         self._task: asyncio.Task[None] | None = None
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
         self._status_written: dict[str, dict[str, Any]] = {}
+        self._worker_added = asyncio.Event()
 
     # -- reading ---------------------------------------------------------------
 
@@ -136,13 +145,13 @@ class WorkerPool:
 
     async def wait_connected(self, timeout: float) -> None:
         """Wait (bounded) until every registered worker has listed its mirrors once."""
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(TimeoutError, RuntimeError):
             async with asyncio.timeout(timeout):
-                while not all(
-                    (worker := self._workers.get(name)) is not None and worker.mirrors.has_synced
-                    for name in self._registrations.keys()
-                ):
-                    await asyncio.sleep(0.05)
+                for name in self._registrations.keys():  # noqa: SIM118 (an Informer, not a dict)
+                    while (worker := self._workers.get(name)) is None:
+                        self._worker_added.clear()
+                        await self._worker_added.wait()
+                    await worker.mirrors.wait_synced()
 
     async def stop(self) -> None:
         self._queue.shutdown()
@@ -186,7 +195,9 @@ class WorkerPool:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._options.connect_timeout):
                     await current.mirrors.wait_synced()
-        current.last_error = "" if current.mirrors.has_synced else "cannot list Jobs on the worker yet"
+        current.last_error = (
+            "" if current.mirrors.has_synced else "cannot list Jobs on the worker yet"
+        )
         await self._write_status(name, current)
         return self._options.status_interval
 
@@ -194,27 +205,45 @@ class WorkerPool:
         ref = spec.get("kubeconfigSecretRef") or {}
         secret_version = ""
         with contextlib.suppress(ApiError):
-            secret = await self._manager.get(SECRETS, str(ref.get("name")), namespace=self._options.namespace)
+            secret = await self._manager.get(
+                SECRETS, str(ref.get("name")), namespace=self._options.namespace
+            )
             secret_version = str(secret.get("metadata", {}).get("resourceVersion", ""))
-        return (str(ref.get("name")), str(ref.get("key")), str(spec.get("context") or ""), secret_version)
+        return (
+            str(ref.get("name")),
+            str(ref.get("key")),
+            str(spec.get("context") or ""),
+            secret_version,
+        )
 
-    async def _connect(self, name: str, spec: Mapping[str, Any], identity: tuple[str, ...]) -> Worker | None:
+    async def _connect(
+        self, name: str, spec: Mapping[str, Any], identity: tuple[str, ...]
+    ) -> Worker | None:
         try:
-            kubeconfig = await registry.read_kubeconfig(self._manager, {"spec": spec}, self._options.namespace)
+            kubeconfig = await registry.read_kubeconfig(
+                self._manager, {"spec": spec}, self._options.namespace
+            )
             client = ApiClient.from_kubeconfig_dict(
                 kubeconfig, spec.get("context") or None, cluster=name, options=self._options.api
             )
         except (registry.RegistryError, ValueError) as error:
             _log.warning("worker %s: %s", name, error)
-            await self._write_conditions(name, connected=False, reason="InvalidKubeconfig", message=str(error))
+            await self._write_conditions(
+                name, connected=False, reason="InvalidKubeconfig", message=str(error)
+            )
             return None
         mirrors = Informer(
-            client, JOBS, label_selector=self._selector, transform=slim_mirror, options=self._options.informer
+            client,
+            JOBS,
+            label_selector=self._selector,
+            transform=slim_mirror,
+            options=self._options.informer,
         )
         mirrors.add_handler(lambda event: self._on_mirror_change(event.key))
         mirrors.start()
         worker = Worker(name, client, mirrors, identity)
         self._workers[name] = worker
+        self._worker_added.set()
         _log.info("worker %s: connecting to %s", name, client.cluster)
         return worker
 
@@ -240,23 +269,35 @@ class WorkerPool:
             "message": message,
         }
         previous = self._status_written.get(name)
-        if previous is not None and previous.get("condition") == wanted and previous.get("active") == active:
+        if (
+            previous is not None
+            and previous.get("condition") == wanted
+            and previous.get("active") == active
+        ):
             return
         registration = self._registrations.get(name) or {}
         existing = next(
-            (c for c in (registration.get("status") or {}).get("conditions") or [] if c.get("type") == "Connected"),
+            (
+                c
+                for c in (registration.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Connected"
+            ),
             None,
         )
         transition = (
             existing["lastTransitionTime"]
-            if existing and existing.get("status") == wanted["status"] and existing.get("lastTransitionTime")
+            if existing
+            and existing.get("status") == wanted["status"]
+            and existing.get("lastTransitionTime")
             else datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         )
         status: dict[str, Any] = {"conditions": [{**wanted, "lastTransitionTime": transition}]}
         if active is not None:
             status["activeMirrors"] = active
         try:
-            await self._manager.patch(WORKER_CLUSTERS, name, {"status": status}, subresource="status")
+            await self._manager.patch(
+                WORKER_CLUSTERS, name, {"status": status}, subresource="status"
+            )
         except ApiError as error:
             if not error.is_not_found:
                 _log.warning("worker %s: cannot write status: %s", name, error)

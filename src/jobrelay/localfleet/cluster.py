@@ -19,9 +19,8 @@ SERVICE_CIDR = "10.96.0.0/16"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 PORT_NAMES = ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
-# kwok's client-go (v0.33) asks for streaming lists, which need etcd's
-# RequestWatchProgress (etcd 3.4.31+/3.5.13+); with Debian's etcd 3.4.23 its
-# watches end every few seconds and it misses pod deletions. Plain list+watch works.
+# Belt and braces with the apiserver's WatchList=false: kwok's client-go should
+# not even ask for streaming lists.
 ENVIRONMENT = {"kwok": {"KUBE_FEATURE_WatchListClient": "false"}}
 
 
@@ -169,6 +168,10 @@ def commands(
             "--max-requests-inflight=800",
             "--max-mutating-requests-inflight=400",
             "--profiling=false",
+            # Streaming lists need etcd's RequestWatchProgress (etcd 3.4.31+); Debian's
+            # etcd 3.4.23 lacks it, and some clients (kwok) then lose watch events
+            # instead of falling back. Plain list+watch is what every client supports.
+            "--feature-gates=WatchList=false",
             "--v=1",
         ],
         "kube-controller-manager": [

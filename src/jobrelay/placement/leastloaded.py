@@ -42,7 +42,9 @@ def place(candidates: Sequence[Candidate], *, excluded: Iterable[str] = ()) -> D
     eligible: list[Candidate] = []
     for candidate in sorted(candidates, key=lambda c: c.name):
         if candidate.name in excluded_names:
-            rejected.append((candidate.name, "holds a Job of the same name that jobrelay did not create"))
+            rejected.append(
+                (candidate.name, "holds a Job of the same name that jobrelay did not create")
+            )
         elif not candidate.connected:
             rejected.append((candidate.name, "not connected"))
         elif candidate.cordoned:

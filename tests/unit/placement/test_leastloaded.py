@@ -18,7 +18,9 @@ candidates = st.lists(
 
 
 def test_picks_the_least_loaded_connected_worker() -> None:
-    decision = place([Candidate("a", True, active=3), Candidate("b", True, active=1), Candidate("c", False)])
+    decision = place(
+        [Candidate("a", True, active=3), Candidate("b", True, active=1), Candidate("c", False)]
+    )
     assert decision.cluster == "b"
     assert decision.rejected == (("c", "not connected"),)
 
