@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from jobrelay.kube.api import JOBS, ApiClient, ApiError, Resource
 
 Obj = dict[str, Any]
+T = TypeVar("T")
 
 
 def job_manifest(
@@ -97,3 +99,146 @@ async def wait_for(
     raise AssertionError(
         f"{resource.kind} {namespace}/{name}: timed out waiting for {what}; last: {last}"
     )
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = 60.0,
+    interval: float = 0.2,
+    what: str = "condition",
+) -> T:
+    """Poll the coroutine ``check`` until it returns something other than None or False."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result is not None and result is not False:
+            return result
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+class WatchRecorder:
+    """Every version of the objects of one kind that a list+watch delivers (tests only).
+
+    ``start()`` lists first and returns only once the watch is about to begin
+    from that list's resourceVersion, so nothing created afterwards is missed.
+    The watch is re-opened from the last resourceVersion seen when the server
+    ends it; on 410 Gone it relists (``relists`` counts these gaps, during
+    which short-lived versions may have been missed).
+    """
+
+    def __init__(
+        self,
+        client: ApiClient,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        # (event type, object); the type is LISTED for objects from a (re)list.
+        self.events: list[tuple[str, Obj]] = []
+        self.relists = 0
+        self.errors: list[ApiError] = []
+        self._resource_version = ""
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    async def start(self) -> WatchRecorder:
+        await self._relist()
+        self._task = asyncio.create_task(self._run(), name=f"watch {self.resource.plural}")
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def __aenter__(self) -> WatchRecorder:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def versions(self, uid: str) -> list[Obj]:
+        """Every version seen of the object with this uid, oldest first (the last may be DELETED)."""
+        return [obj for _, obj in self.events if obj.get("metadata", {}).get("uid") == uid]
+
+    def deleted(self, uid: str) -> bool:
+        return any(
+            kind == "DELETED" and obj.get("metadata", {}).get("uid") == uid
+            for kind, obj in self.events
+        )
+
+    def objects(self) -> dict[str, Obj]:
+        """The last version seen of every object ever seen, by uid (deleted ones included)."""
+        latest: dict[str, Obj] = {}
+        for _, obj in self.events:
+            latest[obj.get("metadata", {}).get("uid", "")] = obj
+        return latest
+
+    async def wait(self, predicate: Callable[[], T | None], *, timeout: float = 30.0) -> T:
+        """Until ``predicate()`` (evaluated on what was recorded) is neither None nor False."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result is not None and result is not False:
+                return result
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"watch on {self.resource.plural} in {self.namespace}: timed out after "
+                    f"{timeout:.0f}s ({len(self.events)} events recorded)"
+                )
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 1.0))
+
+    def _record(self, kind: str, obj: Obj) -> None:
+        self.events.append((kind, obj))
+        self._changed.set()
+
+    async def _relist(self) -> None:
+        listed = await self.client.list(
+            self.resource, namespace=self.namespace, label_selector=self.label_selector
+        )
+        for item in listed.items:
+            self._record("LISTED", item)
+        self._resource_version = listed.resource_version
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self.client.watch(
+                    self.resource,
+                    namespace=self.namespace,
+                    label_selector=self.label_selector,
+                    resource_version=self._resource_version,
+                    timeout_seconds=60,
+                ) as stream:
+                    async for event in stream:
+                        version = event.object.get("metadata", {}).get("resourceVersion")
+                        if event.type == "ERROR":
+                            raise ApiError.from_status(event.object)
+                        if version:
+                            self._resource_version = str(version)
+                        if event.type != "BOOKMARK":
+                            self._record(event.type, event.object)
+            except ApiError as error:
+                if error.is_gone:
+                    self.relists += 1
+                    try:
+                        await self._relist()
+                    except ApiError as relist_error:
+                        self.errors.append(relist_error)
+                        await asyncio.sleep(0.2)
+                else:
+                    self.errors.append(error)
+                    await asyncio.sleep(0.2)

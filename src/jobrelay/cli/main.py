@@ -5,7 +5,10 @@ from __future__ import annotations
 import click
 
 from jobrelay import __version__
+from jobrelay.cli.clusters import clusters
 from jobrelay.cli.fleet import fleet
+from jobrelay.cli.jobs import jobs
+from jobrelay.cli.run import install, run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -14,7 +17,8 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-cli.add_command(fleet)
+for command in (run, install, clusters, jobs, fleet):
+    cli.add_command(command)
 
 
 def main() -> None:

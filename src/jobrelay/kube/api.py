@@ -303,6 +303,24 @@ class ApiClient:
         return cls._from_config(config, context, cluster, options, on_request)
 
     @classmethod
+    def from_environment(
+        cls,
+        context: str | None = None,
+        *,
+        cluster: str | None = None,
+        options: ApiOptions | None = None,
+        on_request: Callable[[RequestRecord], None] | None = None,
+    ) -> ApiClient:
+        """Like kubectl: ``$KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service account."""
+        try:
+            config = KubeConfig.from_env()
+        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
+            raise KubeconfigError(
+                f"no kubeconfig found ($KUBECONFIG, ~/.kube/config, in-cluster): {exc}"
+            ) from exc
+        return cls._from_config(config, context, cluster, options, on_request)
+
+    @classmethod
     def from_kubeconfig_dict(
         cls,
         kubeconfig: Mapping[str, Any],

@@ -99,7 +99,8 @@ class _WatchEnded(Exception):
 
 
 Handler = Callable[[InformerEvent], None]
-Transform = Callable[[dict[str, Any]], dict[str, Any]]
+# Returns the object to cache, or None to ignore it (as if it did not exist).
+Transform = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 class Informer:
@@ -275,6 +276,8 @@ class Informer:
             key = object_key(raw)
             old = old_cache.get(key)
             new = self._transform(raw) if self._transform else raw
+            if new is None:
+                continue
             new_cache[key] = new
             if old is None:
                 events.append(InformerEvent(Change.ADDED, key, None, new))
@@ -336,7 +339,12 @@ class Informer:
             return
         key = object_key(obj)
         new = self._transform(obj) if self._transform else obj
-        if event.type in ("ADDED", "MODIFIED"):
+        if new is None:
+            # Filtered out: an object that stops matching leaves the cache as if deleted.
+            old = self._cache.pop(key, None)
+            if old is not None:
+                self._dispatch(InformerEvent(Change.DELETED, key, old, None))
+        elif event.type in ("ADDED", "MODIFIED"):
             # After a re-watch an ADDED may concern a known object, and vice versa.
             old = self._cache.get(key)
             self._cache[key] = new
