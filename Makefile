@@ -25,7 +25,7 @@ test-unit: deps
 	$(PYTHON) -m pytest tests/unit $(PYTEST_ARGS)
 
 demo: build
-	$(PYTHON) -m jobrelay.demo
+	$(PYTHON) -m jobrelay demo
 
 bench: build
 	$(PYTHON) -m bench

@@ -6,6 +6,7 @@ import click
 
 from jobrelay import __version__
 from jobrelay.cli.clusters import clusters
+from jobrelay.cli.demo import demo
 from jobrelay.cli.fleet import fleet
 from jobrelay.cli.jobs import jobs
 from jobrelay.cli.run import install, run
@@ -17,7 +18,7 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, fleet):
+for command in (run, install, clusters, jobs, fleet, demo):
     cli.add_command(command)
 
 

@@ -101,6 +101,7 @@ class Dispatcher:
         """Bring one management Job and its mirror in line; returns a requeue delay or None."""
         job = self._jobs.get(key)
         if job is None or _meta(job).get("deletionTimestamp"):
+            self._release(key)
             await self._delete_mirrors(key, keep_uid=None, why="its management Job is gone")
             return None
         uid = str(_meta(job).get("uid"))
@@ -109,6 +110,7 @@ class Dispatcher:
         )
 
         if is_finished(job):
+            self._release(key)
             # The final status is on the management Job: the mirror has served its purpose.
             if not self._options.keep_finished_mirrors:
                 await self._delete_mirrors(key, keep_uid=None, why="its Job has finished")
@@ -154,7 +156,7 @@ class Dispatcher:
             if mirror is None:
                 return retry
         else:
-            self._placing.get(cluster, set()).discard(key)
+            self._release(key)
 
         await self._sync_spec(worker, job, mirror)
         status = next_status(job, mirror, now=_now())
@@ -168,6 +170,14 @@ class Dispatcher:
         return None
 
     # -- placement ----------------------------------------------------------------
+
+    def _reserve(self, cluster: str, key: str) -> None:
+        self._release(key)
+        self._placing.setdefault(cluster, set()).add(key)
+
+    def _release(self, key: str) -> None:
+        for keys in self._placing.values():
+            keys.discard(key)
 
     def _candidates(self) -> list[Candidate]:
         return [
@@ -202,6 +212,8 @@ class Dispatcher:
                 _log.warning("%s: %s", key, message, extra={"job": key})
                 return None, self._options.unplaceable_retry
             cluster = decision.cluster
+        # Reserve before the first await: concurrent placements must see this one.
+        self._reserve(cluster, key)
         try:
             placed = await self._manager.patch(
                 JOBS,
@@ -212,10 +224,13 @@ class Dispatcher:
                 namespace=str(_meta(job).get("namespace")),
             )  # fmt: skip
         except ApiError as error:
+            self._release(key)
             if error.is_conflict or error.is_not_found:
                 return None, _CONFLICT_RETRY
             raise
-        self._placing.setdefault(cluster, set()).add(key)
+        except BaseException:
+            self._release(key)
+            raise
         _log.info("placed %s on %s", key, cluster, extra={"job": key, "cluster": cluster})
         return placed, 0.0
 
@@ -279,9 +294,7 @@ class Dispatcher:
         self, job: Obj, old_cluster: str, excluded: frozenset[str]
     ) -> tuple[Obj | None, float]:
         """Move an unstarted Job off ``old_cluster`` (it holds no mirror of ours there)."""
-        self._placing.get(old_cluster, set()).discard(
-            f"{_meta(job).get('namespace')}/{_meta(job).get('name')}"
-        )
+        self._release(f"{_meta(job).get('namespace')}/{_meta(job).get('name')}")
         fresh = await self._manager.get(
             JOBS, str(_meta(job).get("name")), namespace=str(_meta(job).get("namespace"))
         )

@@ -1,0 +1,153 @@
+"""Fixtures of the end-to-end tests: the real controller against the real local fleet.
+
+Design
+------
+* ``controller`` is **module-scoped**: each test module gets its own
+  ``python -m jobrelay run --kubeconfig <manager> --log-format json`` process,
+  with the extra arguments the module lists in ``CONTROLLER_ARGS`` (default:
+  none, i.e. the default mode in which finished mirrors are deleted). Only one
+  controller runs at a time: pytest finishes a module's fixtures before the
+  next module starts, and two controllers of the same name on one manager
+  would fight over the same Jobs.
+* Before each start the WorkerClusters' status is cleared, so readiness is
+  either this process's own readiness log line (``"msg": "jobrelay ready..."``
+  or ``"event": "ready"``) or every worker showing ``Connected=True`` again.
+* Comparing a management Job with its mirror does not need
+  ``--keep-finished-mirrors``: the ``relay`` fixture watches every Job of the
+  test's namespace on each worker from before the test creates anything, so the
+  mirror's final version is known even after jobrelay deleted it, and the
+  default mode's deletion is checked at the same time. The chaos module runs
+  with ``--keep-finished-mirrors`` so that it can also count the mirrors left
+  on the workers at the end.
+* After every test that used the controller, the part of its log written
+  during that test must hold no apiserver 422 / ``Invalid`` and no
+  ``Traceback``, and the process must still be alive (if it died, it is
+  restarted for the next test and this test fails). At module teardown it gets
+  SIGTERM (by PID) and must exit with code 0 within 30 s; the whole log is
+  checked once more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from tests.e2e.support import ControllerProcess, Relay
+
+if TYPE_CHECKING:
+    from tests.conftest import FleetHandle
+
+NamespaceFactory = Callable[[Iterable[str]], Awaitable[str]]
+
+
+@pytest.fixture(scope="module")
+async def controller(
+    request: pytest.FixtureRequest,
+    fleet: FleetHandle,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[ControllerProcess]:
+    """The jobrelay controller for this module (``CONTROLLER_ARGS`` in the module adds flags)."""
+    extra_args = list(getattr(request.module, "CONTROLLER_ARGS", ()))
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    log_path = tmp_path_factory.mktemp(f"jobrelay-{module}") / "controller.log"
+    process = ControllerProcess(
+        fleet.kubeconfig("manager"), log_path, workers=fleet.workers, extra_args=extra_args
+    )
+    manager = fleet.client("manager")
+    try:
+        await process.start(manager)
+        try:
+            await process.wait_ready(manager)
+            yield process
+        finally:
+            if process.running:
+                await process.stop()
+            else:
+                process.assert_alive()  # fails with the log's tail
+        process.assert_clean_log()
+    finally:
+        if process.running:  # stop() failed half way: never leave it behind
+            await process.kill()
+        await manager.aclose()
+
+
+@pytest.fixture(autouse=True)
+async def _controller_log_per_test(
+    request: pytest.FixtureRequest, fleet: FleetHandle
+) -> AsyncIterator[None]:
+    """Blame a 422, a traceback or a crash on the test during which it happened."""
+    if "controller" not in request.fixturenames:
+        yield
+        return
+    process: ControllerProcess = request.getfixturevalue("controller")
+    process.mark(f"test {request.node.nodeid} begins")
+    since = process.log_size()
+    yield
+    process.mark(f"test {request.node.nodeid} ends")
+    if not process.running:
+        code = process.returncode()
+        tail = process.log_tail()
+        async with fleet.client("manager") as manager:
+            await process.start(manager)
+            await process.wait_ready(manager)
+        pytest.fail(f"jobrelay died during this test (exit code {code}); its log ends:\n{tail}")
+    process.assert_clean_log(since)
+
+
+@pytest.fixture
+async def make_namespace(
+    request: pytest.FixtureRequest, clients: dict[str, ApiClient]
+) -> AsyncIterator[NamespaceFactory]:
+    """Create a fresh namespace on the given clusters only; deleted from every cluster after."""
+    made: list[str] = []
+    base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:36]
+
+    async def make(clusters: Iterable[str]) -> str:
+        name = f"{base.strip('-')}-{uuid.uuid4().hex[:6]}"
+        made.append(name)
+        for cluster in clusters:
+            await clients[cluster].create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            )
+        return name
+
+    yield make
+    for name in made:
+        for client in clients.values():  # jobrelay may have created it on a worker
+            with contextlib.suppress(ApiError):
+                await client.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+async def relay(
+    controller: ControllerProcess,
+    fleet: FleetHandle,
+    clients: dict[str, ApiClient],
+    namespace: str,
+) -> AsyncIterator[Relay]:
+    """Submit and check relayed Jobs in the test's namespace (on every cluster)."""
+    async with Relay(clients, fleet.workers, namespace, controller) as watched:
+        yield watched
+
+
+@pytest.fixture
+async def make_relay(
+    controller: ControllerProcess, fleet: FleetHandle, clients: dict[str, ApiClient]
+) -> AsyncIterator[Callable[[str], Awaitable[Relay]]]:
+    """A Relay for a namespace of the test's own making."""
+    opened: list[Relay] = []
+
+    async def make(namespace: str) -> Relay:
+        relay = Relay(clients, fleet.workers, namespace, controller)
+        await relay.__aenter__()
+        opened.append(relay)
+        return relay
+
+    yield make
+    for relay in opened:
+        await relay.__aexit__(None, None, None)

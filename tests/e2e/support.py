@@ -1,0 +1,618 @@
+"""What the end-to-end tests share: the controller as a subprocess, and checks of relayed Jobs.
+
+The controller under test is ``python -m jobrelay run`` exactly as a user
+starts it. The tests judge it only by what the apiservers show (management
+Jobs, mirrors, Events, WorkerCluster status) and by its log: a 422 from an
+apiserver or a Python traceback in the log fails the test that was running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobrelay.jobs.naming import (
+    CLUSTER_ANNOTATION,
+    DEFAULT_CONTROLLER_NAME,
+    MIRROR_LABEL,
+    ORIGIN_UID_LABEL,
+    controller_label_value,
+)
+from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from tests.kubetools import Obj, WatchRecorder, condition, eventually, finished, is_true
+
+MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
+# Conditions whose type, status and reason the management Job must show exactly as
+# the mirror does. Suspended is left out: while the management Job is suspended
+# there may be no mirror at all, so the suspend tests check it on their own.
+COPIED_CONDITIONS = ("FailureTarget", "Failed", "SuccessCriteriaMet", "Complete")
+COUNTERS = ("active", "succeeded", "failed", "ready", "terminating")
+# Generated on the worker by its own apiserver for the mirror; must never come from the manager.
+CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+LOG_MARK = "# jobrelay-e2e:"  # lines the tests write into the controller's log
+_READY_MESSAGE = re.compile(r"^\s*(?:jobrelay\s+|controller\s+)*(?:is\s+)?ready\b", re.IGNORECASE)
+# An apiserver's 422: anywhere in the log, in the forms ApiError and the apiserver use.
+_INVALID_ANYWHERE = re.compile(
+    r"\b422 Invalid\b|\bis invalid: |\"code\":\s*422\b|\bHTTP 422\b|Unprocessable Entity"
+    r"|\"reason\":\s*\"Invalid\""
+)
+# In error and warning lines, any 422 or Invalid at all.
+_INVALID_IN_ERROR = re.compile(r"\b422\b|\bInvalid\b")
+_ERROR_LEVELS = frozenset({"warning", "warn", "error", "critical", "fatal", "exception"})
+
+
+# -- the controller process ---------------------------------------------------
+
+
+class ControllerProcess:
+    """``python -m jobrelay run`` against the management cluster, as a child process.
+
+    stdout and stderr go, appended, to ``log_path`` (one file across restarts,
+    with a marker line before each start). Stopping and killing go by PID only.
+    """
+
+    def __init__(
+        self,
+        manager_kubeconfig: Path,
+        log_path: Path,
+        *,
+        workers: Sequence[str],
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.argv = [
+            sys.executable, "-m", "jobrelay", "run",
+            "--kubeconfig", str(manager_kubeconfig),
+            "--log-format", "json",
+            *extra_args,
+        ]  # fmt: skip
+        self.log_path = log_path
+        self.workers = list(workers)
+        self.keep_finished_mirrors = "--keep-finished-mirrors" in extra_args
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self._run_offset = 0  # where the current run's output begins in the log
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def log_text(self, since: int = 0) -> str:
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(since)
+                return log.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def mark(self, text: str) -> None:
+        """Write a marker line into the log (to find where a test or a restart began)."""
+        with self.log_path.open("a") as log:
+            log.write(f"{LOG_MARK} {time.strftime('%H:%M:%S')} {text}\n")
+
+    async def start(self, manager: ApiClient) -> None:
+        """Start a new process; WorkerCluster status is cleared first (see wait_ready)."""
+        if self.running:
+            raise RuntimeError(f"controller already running (pid {self.pid})")
+        await reset_worker_status(manager, self.workers)
+        self.starts += 1
+        self.mark(f"start #{self.starts}: {' '.join(self.argv)}")
+        self._run_offset = self.log_size()
+        self.process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("ab") as log:
+            return subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                # Its own session: a Ctrl-C meant for pytest does not reach it; the
+                # fixture stops it by PID.
+                start_new_session=True,
+            )
+
+    async def wait_ready(self, manager: ApiClient, *, timeout: float = 60.0) -> None:
+        """Until this run logs readiness or every worker shows Connected=True.
+
+        ``start()`` removed the WorkerClusters' status, so Connected=True can only
+        have been written by this run.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.running:
+                raise AssertionError(
+                    f"jobrelay exited with code {self.returncode()} while starting; "
+                    f"{self.log_path} ends:\n{self.log_tail()}"
+                )
+            if self._logged_ready() or await workers_connected(manager, self.workers):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"jobrelay not ready within {timeout:.0f}s (no readiness log line, and not "
+                    f"every WorkerCluster Connected=True); {self.log_path} ends:\n{self.log_tail()}"
+                )
+            await asyncio.sleep(0.2)
+
+    def _logged_ready(self) -> bool:
+        for line in self.log_text(self._run_offset).splitlines():
+            record = _json_record(line)
+            if record is None:
+                continue
+            message = str(record.get("msg") or record.get("message") or "")
+            if record.get("event") == "ready" or _READY_MESSAGE.match(message):
+                return True
+        return False
+
+    def returncode(self) -> int | None:
+        return self.process.poll() if self.process else None
+
+    async def kill(self, sig: int = signal.SIGKILL, *, timeout: float = 30.0) -> int:
+        """Send ``sig`` to the process (by PID) and wait for it to exit; its exit code."""
+        process = self.process
+        if process is None:
+            raise RuntimeError("controller was never started")
+        if process.poll() is None:
+            self.mark(f"sending {signal.Signals(sig).name} to pid {process.pid}")
+            process.send_signal(sig)
+        try:
+            code = await asyncio.to_thread(process.wait, timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait, 10)
+            raise AssertionError(
+                f"jobrelay (pid {process.pid}) did not exit within {timeout:.0f}s of "
+                f"{signal.Signals(sig).name}; killed it. {self.log_path} ends:\n{self.log_tail()}"
+            ) from None
+        self.mark(f"pid {process.pid} exited with code {code}")
+        return code
+
+    async def restart(self, manager: ApiClient, sig: int = signal.SIGKILL) -> None:
+        await self.kill(sig)
+        await self.start(manager)
+        await self.wait_ready(manager)
+
+    async def stop(self, *, timeout: float = 30.0) -> None:
+        """SIGTERM, and require a clean exit (code 0) within ``timeout``."""
+        if self.process is None:
+            return
+        if self.process.poll() is not None:
+            code = self.process.returncode
+            raise AssertionError(
+                f"jobrelay had already exited (code {code}) before it was stopped; "
+                f"{self.log_path} ends:\n{self.log_tail()}"
+            )
+        code = await self.kill(signal.SIGTERM, timeout=timeout)
+        assert code == 0, (
+            f"jobrelay exited with code {code} on SIGTERM; {self.log_path} ends:\n{self.log_tail()}"
+        )
+
+    def log_problems(self, since: int = 0) -> list[str]:
+        """Lines showing an apiserver 422 or a Python traceback."""
+        problems = []
+        for line in self.log_text(since).splitlines():
+            if line.startswith(LOG_MARK):
+                continue
+            record = _json_record(line)
+            level = str(record.get("level") or record.get("levelname") or "") if record else ""
+            if "Traceback" in line:
+                problems.append(f"traceback: {line}")
+            elif _INVALID_ANYWHERE.search(line) or (
+                (record is None or level.lower() in _ERROR_LEVELS)
+                and _INVALID_IN_ERROR.search(line)
+            ):
+                problems.append(f"422/Invalid: {line}")
+        return problems
+
+    def assert_clean_log(self, since: int = 0) -> None:
+        problems = self.log_problems(since)
+        listing = "\n".join(problems[:20])
+        assert not problems, f"{len(problems)} problem line(s) in {self.log_path}:\n{listing}"
+
+    def assert_alive(self) -> None:
+        assert self.running, (
+            f"jobrelay died (exit code {self.returncode()}); {self.log_path} ends:\n"
+            + self.log_tail()
+        )
+
+
+def _json_record(line: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+async def reset_worker_status(manager: ApiClient, workers: Sequence[str]) -> None:
+    for worker in workers:
+        with contextlib.suppress(ApiError):  # no CRD or no such worker yet: nothing to clear
+            await manager.patch(WORKER_CLUSTERS, worker, {"status": None}, subresource="status")
+
+
+async def workers_connected(manager: ApiClient, workers: Sequence[str]) -> bool:
+    try:
+        listed = await manager.list(WORKER_CLUSTERS)
+    except ApiError:
+        return False
+    connected = {item["metadata"]["name"] for item in listed.items if is_true(item, "Connected")}
+    return set(workers) <= connected
+
+
+# -- checks of relayed Jobs ---------------------------------------------------
+
+
+def status_digest(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a Job's status that the management Job must share with its mirror."""
+    status = job.get("status") or {}
+    return {
+        **{counter: status.get(counter) or 0 for counter in COUNTERS},
+        "conditions": sorted(
+            (entry["type"], entry["status"], entry.get("reason") or "")
+            for entry in status.get("conditions") or []
+            if entry.get("type") in COPIED_CONDITIONS
+        ),
+        "completedIndexes": status.get("completedIndexes") or "",
+        "failedIndexes": status.get("failedIndexes") or "",
+        "startTime": status.get("startTime"),
+        "completionTime": status.get("completionTime"),
+    }
+
+
+def assert_status_matches(job: Mapping[str, Any], mirror: Mapping[str, Any]) -> None:
+    ours, theirs = status_digest(job), status_digest(mirror)
+    differences = {key: (ours[key], theirs[key]) for key in ours if ours[key] != theirs[key]}
+    assert not differences, (
+        f"management Job {job['metadata']['name']} differs from its mirror "
+        f"(field: (management, mirror)): {differences}"
+    )
+
+
+def assert_finished_status_is_sound(job: Mapping[str, Any]) -> None:
+    status = job.get("status") or {}
+    name = job["metadata"]["name"]
+    assert status.get("startTime"), f"{name}: finished without startTime: {status}"
+    if is_true(job, "Complete"):
+        assert status.get("completionTime"), f"{name}: Complete without completionTime: {status}"
+        assert status["startTime"] <= status["completionTime"], status
+    assert not (status.get("active") or 0), f"{name}: finished with active pods: {status}"
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    assert not any(uncounted.values()), f"{name}: finished with uncounted pods: {status}"
+
+
+def assert_clean_mirror(mirror: Mapping[str, Any], job: Mapping[str, Any]) -> None:
+    """A mirror is a plain Job of the worker, labelled with its origin."""
+    meta, spec = mirror["metadata"], mirror.get("spec") or {}
+    job_meta = job["metadata"]
+    assert (meta["namespace"], meta["name"]) == (job_meta["namespace"], job_meta["name"])
+    labels = meta.get("labels") or {}
+    assert labels.get(ORIGIN_UID_LABEL) == job_meta["uid"], labels
+    assert f"{MIRROR_LABEL}={labels.get(MIRROR_LABEL)}" == MIRROR_SELECTOR, labels
+    assert spec.get("managedBy") in (None, "kubernetes.io/job-controller"), spec.get("managedBy")
+    assert "ttlSecondsAfterFinished" not in spec, "a mirror must not be deleted by the worker's TTL"
+    template_labels = (spec.get("template") or {}).get("metadata", {}).get("labels") or {}
+    # The selector and pod labels were generated by the worker for this mirror.
+    assert template_labels.get(CONTROLLER_UID_LABEL) == meta["uid"], template_labels
+
+
+def versions_problems(versions: Sequence[Obj]) -> list[str]:
+    """What went backwards over the recorded versions of one management Job.
+
+    Counters never decrease, terminal conditions never go away once True, and
+    the placement annotation never changes once set (no re-dispatch happens in
+    these tests).
+    """
+    problems: list[str] = []
+    best = {"succeeded": 0, "failed": 0}
+    terminal_seen: set[str] = set()
+    placed: str | None = None
+    for version in versions:
+        status = version.get("status") or {}
+        rv = version.get("metadata", {}).get("resourceVersion")
+        for counter in best:
+            value = status.get(counter) or 0
+            if value < best[counter]:
+                problems.append(f"rv {rv}: {counter} went from {best[counter]} to {value}")
+            best[counter] = max(best[counter], value)
+        for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"):
+            if is_true(version, kind):
+                terminal_seen.add(kind)
+            elif kind in terminal_seen:
+                problems.append(f"rv {rv}: {kind}=True disappeared")
+        cluster = (version.get("metadata", {}).get("annotations") or {}).get(CLUSTER_ANNOTATION)
+        if placed and cluster != placed:
+            problems.append(f"rv {rv}: placement changed from {placed} to {cluster}")
+        placed = cluster or placed
+    return problems
+
+
+@dataclass
+class Relayed:
+    """A finished management Job, the worker it ran on, and its mirror's final version."""
+
+    job: Obj
+    cluster: str
+    mirror: Obj
+
+    @property
+    def uid(self) -> str:
+        return str(self.job["metadata"]["uid"])
+
+
+class Relay:
+    """Drives and observes relayed Jobs in one namespace.
+
+    It watches the management Jobs of the namespace and every Job of the
+    namespace on each worker from before the test creates anything, so the
+    final state of a mirror is known even after jobrelay has deleted it, and
+    every version of a management Job can be checked for regressions.
+    """
+
+    def __init__(
+        self,
+        clients: Mapping[str, ApiClient],
+        workers: Sequence[str],
+        namespace: str,
+        controller: ControllerProcess,
+    ) -> None:
+        self.clients = clients
+        self.manager = clients["manager"]
+        self.workers = list(workers)
+        self.namespace = namespace
+        self.controller = controller
+        self.jobs = WatchRecorder(self.manager, JOBS, namespace=namespace)
+        # All Jobs, not only labelled ones: an unlabelled copy would be a bug too.
+        self.worker_jobs = {
+            worker: WatchRecorder(clients[worker], JOBS, namespace=namespace) for worker in workers
+        }
+
+    async def __aenter__(self) -> Relay:
+        await self.jobs.start()
+        for recorder in self.worker_jobs.values():
+            await recorder.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.jobs.stop()
+        for recorder in self.worker_jobs.values():
+            await recorder.stop()
+
+    # -- acting --
+
+    async def submit(self, manifest: Mapping[str, Any], *, managed: bool = True) -> Obj:
+        body = json.loads(json.dumps(manifest))
+        if managed:
+            body["spec"].setdefault("managedBy", DEFAULT_CONTROLLER_NAME)
+        return await self.manager.create(JOBS, body, namespace=self.namespace)
+
+    async def get(self, name: str) -> Obj:
+        return await self.manager.get(JOBS, name, namespace=self.namespace)
+
+    async def set_suspend(self, name: str, suspend: bool) -> Obj:
+        return await self.manager.patch(
+            JOBS, name, {"spec": {"suspend": suspend}}, namespace=self.namespace
+        )
+
+    # -- waiting --
+
+    async def wait(self, name: str, predicate: Any, *, timeout: float = 60.0, what: str) -> Obj:
+        async def check() -> Obj | None:
+            try:
+                job = await self.get(name)
+            except ApiError as error:
+                if error.is_not_found:
+                    return None
+                raise
+            return job if predicate(job) else None
+
+        return await eventually(check, timeout=timeout, what=f"Job {name}: {what}")
+
+    async def wait_finished(self, name: str, *, timeout: float = 90.0) -> Obj:
+        return await self.wait(name, finished, timeout=timeout, what="Complete or Failed")
+
+    async def wait_gone(self, name: str, *, timeout: float = 30.0) -> None:
+        async def gone() -> bool:
+            try:
+                await self.get(name)
+            except ApiError as error:
+                if error.is_not_found:
+                    return True
+                raise
+            return False
+
+        await eventually(gone, timeout=timeout, what=f"Job {name} deleted")
+
+    async def wait_placed(self, name: str, *, timeout: float = 30.0) -> str:
+        job = await self.wait(name, placement, timeout=timeout, what=f"{CLUSTER_ANNOTATION} set")
+        cluster = placement(job)
+        assert cluster in self.workers, f"{name} placed on unknown cluster {cluster!r}"
+        return cluster
+
+    async def wait_active(self, name: str, *, timeout: float = 60.0) -> Obj:
+        return await self.wait(
+            name, lambda job: (job.get("status") or {}).get("active", 0) > 0,
+            timeout=timeout, what="active > 0 (copied from the mirror)",
+        )  # fmt: skip
+
+    # -- mirrors as the workers show them --
+
+    def mirror_versions(self, uid: str) -> dict[str, list[Obj]]:
+        """Every version of every worker Job that claims (by label) to mirror ``uid``."""
+        found: dict[str, list[Obj]] = {}
+        for worker, recorder in self.worker_jobs.items():
+            versions = [
+                obj
+                for _, obj in recorder.events
+                if (obj["metadata"].get("labels") or {}).get(ORIGIN_UID_LABEL) == uid
+            ]
+            if versions:
+                found[worker] = versions
+        return found
+
+    def mirror_uids(self, uid: str) -> set[tuple[str, str]]:
+        """(worker, mirror uid) of every mirror of ``uid`` ever seen."""
+        return {
+            (worker, obj["metadata"]["uid"])
+            for worker, versions in self.mirror_versions(uid).items()
+            for obj in versions
+        }
+
+    def jobs_named(self, name: str, worker: str) -> list[Obj]:
+        """The last version of every Job called ``name`` ever seen on ``worker``."""
+        return [
+            obj
+            for obj in self.worker_jobs[worker].objects().values()
+            if obj["metadata"]["name"] == name
+        ]
+
+    async def final_mirror(self, uid: str, *, timeout: float = 15.0) -> tuple[str, Obj]:
+        """The only mirror of ``uid``, in its last version once finished."""
+
+        def found() -> tuple[str, Obj] | None:
+            versions = self.mirror_versions(uid)
+            for worker, objs in versions.items():
+                if finished(objs[-1]):
+                    return worker, objs[-1]
+            return None
+
+        worker, mirror = await self._recorded(found, timeout, f"a finished mirror of {uid}")
+        mirrors = self.mirror_uids(uid)
+        assert len(mirrors) == 1, f"more than one mirror was created for {uid}: {mirrors}"
+        return worker, mirror
+
+    async def wait_mirror(self, uid: str, *, timeout: float = 30.0) -> tuple[str, Obj]:
+        def found() -> tuple[str, Obj] | None:
+            for worker, objs in self.mirror_versions(uid).items():
+                return worker, objs[-1]
+            return None
+
+        return await self._recorded(found, timeout, f"a mirror of {uid}")
+
+    async def wait_mirror_gone(self, uid: str, *, timeout: float = 30.0) -> None:
+        def gone() -> bool:
+            return all(
+                self.worker_jobs[worker].deleted(mirror_uid)
+                for worker, mirror_uid in self.mirror_uids(uid)
+            )
+
+        await self._recorded(gone, timeout, f"every mirror of {uid} deleted")
+
+    async def _recorded(self, predicate: Any, timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result is not None and result is not False:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            await asyncio.sleep(0.1)
+
+    # -- events --
+
+    async def events(self, uid: str) -> list[Obj]:
+        listed = await self.manager.list(
+            EVENTS, namespace=self.namespace, field_selector=f"involvedObject.uid={uid}"
+        )
+        return listed.items
+
+    async def wait_event(
+        self, uid: str, predicate: Any, *, timeout: float = 30.0, what: str
+    ) -> Obj:
+        async def check() -> Obj | None:
+            return next((event for event in await self.events(uid) if predicate(event)), None)
+
+        try:
+            return await eventually(check, timeout=timeout, what=what)
+        except AssertionError as error:
+            seen = [
+                (e.get("type"), e.get("reason"), e.get("message")) for e in await self.events(uid)
+            ]
+            raise AssertionError(f"{error}; Events on the Job: {seen}") from None
+
+    async def assert_dispatched_event(self, job: Mapping[str, Any], cluster: str) -> None:
+        await self.wait_event(
+            job["metadata"]["uid"],
+            lambda e: (
+                e.get("type") == "Normal"
+                and e.get("reason") == "Dispatched"
+                and cluster in (e.get("message") or "")
+            ),
+            what=f"a Normal Dispatched Event naming {cluster}",
+        )
+
+    # -- the whole check --
+
+    async def verify(
+        self,
+        name: str,
+        *,
+        outcome: str = "Complete",
+        reason: str | None = None,
+        timeout: float = 90.0,
+        events: bool = True,
+    ) -> Relayed:
+        """Wait for ``name`` to finish, then check it against its mirror and its history.
+
+        - the expected terminal condition (and reason), a sound finished status;
+        - placed on a worker, where exactly one mirror was ever created, a clean
+          Job whose final status the management Job shows (counters, conditions
+          and reasons, indexes, start and completion time);
+        - no version of the management Job went backwards;
+        - a Normal ``Dispatched`` Event naming the worker (when ``events``);
+        - the mirror is deleted within 30 s, or kept with ``--keep-finished-mirrors``.
+        """
+        job = await self.wait_finished(name, timeout=timeout)
+        status = job.get("status") or {}
+        assert is_true(job, outcome), f"{name}: expected {outcome}=True, got {status}"
+        if reason is not None:
+            found = condition(job, outcome) or {}
+            assert found.get("reason") == reason, f"{name}: {outcome} reason: {found}"
+        assert_finished_status_is_sound(job)
+        cluster = placement(job)
+        assert cluster in self.workers, f"{name}: {CLUSTER_ANNOTATION} = {cluster!r}"
+        uid = job["metadata"]["uid"]
+        mirror_cluster, mirror = await self.final_mirror(uid)
+        assert mirror_cluster == cluster, f"{name}: annotated {cluster}, mirror on {mirror_cluster}"
+        assert_clean_mirror(mirror, job)
+        assert_status_matches(job, mirror)
+        history = self.jobs.versions(uid)
+        problems = versions_problems(history)
+        assert not problems, f"{name}: management Job went backwards: {problems}"
+        if events:
+            await self.assert_dispatched_event(job, cluster)
+        if self.controller.keep_finished_mirrors:
+            kept = await self.clients[cluster].get(JOBS, name, namespace=self.namespace)
+            assert kept["metadata"]["uid"] == mirror["metadata"]["uid"]
+        else:
+            await self.wait_mirror_gone(uid)
+        return Relayed(job, cluster, mirror)
+
+
+def placement(job: Mapping[str, Any]) -> str | None:
+    return (job.get("metadata", {}).get("annotations") or {}).get(CLUSTER_ANNOTATION)
