@@ -108,7 +108,9 @@ class Informer:
     namespace and selectors.
 
     ``transform`` slims every object before it is cached (keep
-    ``metadata.name``, ``namespace`` and ``resourceVersion``). Handlers are
+    ``metadata.name``, ``namespace`` and ``resourceVersion``), or returns None
+    to leave it out, which makes it a filter the apiserver cannot apply (an
+    object that stops matching is reported as deleted). Handlers are
     quick synchronous callables (typically: enqueue a key); they run after the
     cache has been updated, so a reconcile that reads the cache sees at least
     the state that triggered it. Cached objects are shared: treat as read-only.

@@ -290,6 +290,27 @@ async def test_transform_slims_objects_before_caching(fake: Any, client: ApiClie
     assert seen.events[1].new == informer.get("default/b")
 
 
+async def test_transform_returning_none_filters_objects_out(fake: Any, client: ApiClient) -> None:
+    fake.put("mine", owner="us")
+    fake.put("theirs", owner="them")
+
+    def ours_only(obj: dict[str, Any]) -> dict[str, Any] | None:
+        return obj if obj["data"]["owner"] == "us" else None
+
+    seen = Recorder()
+    informer = Informer(client, fake.RESOURCE, transform=ours_only, options=FAST)
+    informer.add_handler(seen)
+    async with informer:
+        await informer.wait_synced()
+        assert informer.keys() == ["default/mine"]
+        await fake.next_watch()
+        fake.put("other", owner="them")  # never cached, never reported
+        fake.put("mine", owner="them")  # stops matching: leaves the cache as a deletion
+        await seen.wait_for(2)
+    assert seen.changes() == [(Change.ADDED, "default/mine"), (Change.DELETED, "default/mine")]
+    assert len(informer) == 0
+
+
 async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
     fake: Any, client: ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:
