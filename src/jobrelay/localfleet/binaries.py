@@ -66,47 +66,82 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
 
 
 def _version_of(binary: Path, flag: str = "--version") -> str:
+    """What ``binary --version`` prints; BinaryError saying why when it cannot run."""
+    if not binary.exists():
+        raise BinaryError(f"{binary} does not exist")
+    if binary.is_dir() or not os.access(binary, os.X_OK):
+        raise BinaryError(f"{binary} is not an executable file")
     try:
         result = subprocess.run(
             [str(binary), flag], capture_output=True, text=True, timeout=30, check=False
         )
+    except subprocess.TimeoutExpired as error:
+        raise BinaryError(f"`{binary} {flag}` did not answer within 30s") from error
     except OSError as error:
         raise BinaryError(f"{binary} cannot be run: {error}") from error
     return (result.stdout + result.stderr).strip()
+
+
+def _checked_version(binary: Path, *, hint: str) -> str:
+    try:
+        return _version_of(binary)
+    except BinaryError as error:
+        raise BinaryError(f"{error} ({hint})") from error
+
+
+def _first_line(text: str) -> str:
+    return repr(text.splitlines()[0]) if text else "nothing"
 
 
 def _kubernetes_dir(progress: Progress, *, build: bool) -> Path:
     explicit = os.environ.get("JOBRELAY_K8S_BIN_DIR")
     if explicit:
         directory = Path(explicit)
-        _check_kubernetes(directory, hint="JOBRELAY_K8S_BIN_DIR")
+        hint = (
+            f"JOBRELAY_K8S_BIN_DIR={explicit}: point it at a directory holding "
+            f"{', '.join(K8S_COMPONENTS)} {K8S_VERSION.rsplit('.', 1)[0]}.x, "
+            "or unset it to use jobrelay's own build"
+        )
+        if not directory.is_dir():
+            raise BinaryError(f"{directory} is not a directory ({hint})")
+        _check_kubernetes(directory, hint=hint)
         return directory
     directory = cache_root() / "bin" / f"k8s-{K8S_VERSION}"
+    rebuild = f"delete {directory} and run `jobrelay fleet build` to rebuild"
     if all((directory / name).exists() for name in K8S_COMPONENTS):
-        _check_kubernetes(directory, hint=f"delete {directory} to rebuild")
+        _check_kubernetes(directory, hint=rebuild)
         return directory
     if not build:
-        raise BinaryError(f"Kubernetes binaries are not built yet in {directory}")
+        raise BinaryError(
+            f"Kubernetes binaries are not built yet in {directory}: run `jobrelay fleet build`"
+        )
     with _build_lock():
         if not all((directory / name).exists() for name in K8S_COMPONENTS):
             _build_kubernetes(directory, progress)
-    _check_kubernetes(directory, hint=f"delete {directory} to rebuild")
+    _check_kubernetes(directory, hint=rebuild)
     return directory
 
 
 def _check_kubernetes(directory: Path, *, hint: str) -> None:
+    """Every component present and of the right minor version; all problems in one message."""
     wanted = K8S_VERSION.rsplit(".", 1)[0]  # v1.35: any patch release of the minor works
+    problems: list[str] = []
     for name in K8S_COMPONENTS:
         binary = directory / name
-        if not binary.exists():
-            raise BinaryError(f"{binary} is missing ({hint})")
-        version = _version_of(binary)
+        try:
+            version = _version_of(binary)
+        except BinaryError as error:
+            problems.append(str(error))
+            continue
         match = re.search(r"v\d+\.\d+\.\d+\S*", version)
         if not match or not (match.group(0) + ".").startswith(wanted + "."):
-            raise BinaryError(
-                f"{binary} reports {version!r}, but jobrelay's local fleet needs "
-                f"Kubernetes {wanted}.x ({hint})"
-            )
+            problems.append(f"{binary} reports {_first_line(version)}, not Kubernetes {wanted}.x")
+    if problems:
+        raise BinaryError(
+            f"jobrelay's local fleet needs Kubernetes {wanted}.x, but:\n  "
+            + "\n  ".join(problems)
+            + f"\nTo fix: {hint}."
+        )
 
 
 def _etcd() -> Path:
@@ -122,11 +157,18 @@ def _etcd() -> Path:
             "(or point JOBRELAY_ETCD_BINARY at an etcd 3.4+ binary)"
         )
     binary = Path(found)
-    version = _version_of(binary)
+    hint = (
+        f"JOBRELAY_ETCD_BINARY={explicit}: point it at an etcd 3.4+ binary, or unset it "
+        "to use the etcd on PATH"
+        if explicit
+        else "install etcd 3.4+ with `apt-get install etcd-server`, or point "
+        "JOBRELAY_ETCD_BINARY at one"
+    )
+    version = _checked_version(binary, hint=hint)
     match = re.search(r"etcd Version: (\d+)\.(\d+)", version)
     if not match or (int(match.group(1)), int(match.group(2))) < (3, 4):
         raise BinaryError(
-            f"{binary} reports {version.splitlines()[:1]}; etcd 3.4 or newer is needed"
+            f"{binary} reports {_first_line(version)}, but etcd 3.4 or newer is needed ({hint})"
         )
     return binary
 
@@ -134,13 +176,21 @@ def _etcd() -> Path:
 def _kwok(progress: Progress, *, build: bool) -> Path:
     explicit = os.environ.get("JOBRELAY_KWOK_BINARY")
     if explicit:
-        return Path(explicit)
+        binary = Path(explicit)
+        hint = (
+            f"JOBRELAY_KWOK_BINARY={explicit}: point it at a kwok {KWOK_VERSION} binary, "
+            "or unset it to use jobrelay's own build"
+        )
+        version = _checked_version(binary, hint=hint)
+        if "kwok version" not in version:
+            raise BinaryError(f"{binary} reports {_first_line(version)}, not kwok ({hint})")
+        return binary
     directory = cache_root() / "bin" / f"kwok-{KWOK_VERSION}"
     binary = directory / "kwok"
     if binary.exists():
         return binary
     if not build:
-        raise BinaryError(f"kwok is not built yet in {directory}")
+        raise BinaryError(f"kwok is not built yet in {directory}: run `jobrelay fleet build`")
     with _build_lock():
         if not binary.exists():
             go = _go()

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+# The line spawn() writes before each run's output in a component's (appended) log.
+_RUN_HEADER = re.compile(r"^--- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d starting .*$", re.M)
+_TAIL_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,19 @@ def _start_ticks(pid: int) -> int | None:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after its last ')'.
     fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":  # a zombie has exited; only its parent's wait() is missing
+    if fields[0] == "Z" and not _has_live_threads(pid):
+        # A zombie has exited; only its parent's wait() is missing. But a killed
+        # multi-threaded (Go) process shows its main thread as a zombie while the
+        # other threads still tear down, holding its sockets: that one is still alive.
         return None
     return int(fields[19])
+
+
+def _has_live_threads(pid: int) -> bool:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def is_running(record: ProcessRecord) -> bool:
@@ -131,8 +146,17 @@ def _reap(record: ProcessRecord) -> None:
 
 
 def log_tail(record: ProcessRecord, lines: int = 15) -> str:
+    """The last ``lines`` lines the process wrote, never an earlier run's (logs are appended to)."""
     try:
-        text = Path(record.log).read_text(errors="replace")
+        with Path(record.log).open("rb") as log:
+            # Long-lived apiservers write hundreds of MB; the tail is all we need.
+            log.seek(max(0, log.seek(0, os.SEEK_END) - _TAIL_BYTES))
+            text = log.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    headers = list(_RUN_HEADER.finditer(text))
+    this_run = text[headers[-1].end() :] if headers else text
+    this_run_lines = this_run.strip("\n").splitlines()
+    if not this_run_lines:
+        return "(it wrote nothing)"
+    return "\n".join(this_run_lines[-lines:])

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from jobrelay.jobs.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import EVENTS, JOBS, NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.kube.events import EventRecorder
 
@@ -26,6 +25,9 @@ def configmap(name: str, namespace: str, **data: str) -> dict[str, Any]:
     }
 
 
+UNCLAIMED_CONTROLLER_NAME = "kubetest.jobrelay.dev/nobody"
+
+
 def managed_job(name: str, namespace: str) -> dict[str, Any]:
     """A Job the built-in controller leaves alone, so the test alone writes its status."""
     return {
@@ -33,7 +35,9 @@ def managed_job(name: str, namespace: str) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
-            "managedBy": DEFAULT_CONTROLLER_NAME,
+            # No controller runs under this name (e2e tests may run jobrelay's
+            # on the same fleet), so the test alone writes the status.
+            "managedBy": UNCLAIMED_CONTROLLER_NAME,
             "template": {
                 "spec": {
                     "restartPolicy": "Never",

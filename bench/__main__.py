@@ -1,0 +1,5 @@
+"""``python -m bench``: run jobrelay's benchmarks."""
+
+from bench.cli import main
+
+main()
