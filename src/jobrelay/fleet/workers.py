@@ -50,13 +50,22 @@ class Worker:
     cordoned: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     last_error: str = ""
+    # Keys of the mirrors that have not finished, kept by the informer handler:
+    # placement asks for the count on every decision, so it must not scan.
+    unfinished: set[str] = field(default_factory=set)
 
     @property
     def connected(self) -> bool:
         return self.mirrors.has_synced and not self.last_error
 
     def active_mirrors(self) -> int:
-        return sum(1 for mirror in self.mirrors.values() if not is_finished(mirror))
+        return len(self.unfinished)
+
+    def track(self, event: InformerEvent) -> None:
+        if event.new is None or is_finished(event.new):
+            self.unfinished.discard(event.key)
+        else:
+            self.unfinished.add(event.key)
 
     async def close(self) -> None:
         await self.mirrors.stop()
@@ -239,9 +248,10 @@ class WorkerPool:
             transform=slim_mirror,
             options=self._options.informer,
         )
+        worker = Worker(name, client, mirrors, identity)
+        mirrors.add_handler(worker.track)
         mirrors.add_handler(lambda event: self._on_mirror_change(event.key))
         mirrors.start()
-        worker = Worker(name, client, mirrors, identity)
         self._workers[name] = worker
         self._worker_added.set()
         _log.info("worker %s: connecting to %s", name, client.cluster)
