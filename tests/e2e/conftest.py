@@ -77,9 +77,7 @@ async def controller(
 
 
 @pytest.fixture(autouse=True)
-async def _controller_log_per_test(
-    request: pytest.FixtureRequest, fleet: FleetHandle
-) -> AsyncIterator[None]:
+async def _controller_log_per_test(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     """Blame a 422, a traceback or a crash on the test during which it happened."""
     if "controller" not in request.fixturenames:
         yield
@@ -92,9 +90,8 @@ async def _controller_log_per_test(
     if not process.running:
         code = process.returncode()
         tail = process.log_tail()
-        async with fleet.client("manager") as manager:
-            await process.start(manager)
-            await process.wait_ready(manager)
+        await process.start()  # for the module's next tests
+        await process.wait_ready()
         pytest.fail(f"jobrelay died during this test (exit code {code}); its log ends:\n{tail}")
     process.assert_clean_log(since)
 
