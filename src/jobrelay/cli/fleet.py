@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import click
 
 from jobrelay.localfleet import binaries
 from jobrelay.localfleet.binaries import BinaryError
-from jobrelay.localfleet.fleet import FleetError, LocalFleet, NodeShape
+from jobrelay.localfleet.fleet import (
+    DEFAULT_WORKERS,
+    MANAGER,
+    FleetError,
+    LocalFleet,
+    NodeShape,
+)
 
 state_dir_option = click.option(
     "--state-dir",
@@ -29,44 +36,77 @@ def fleet() -> None:
 
 
 @fleet.command()
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 20))
-@state_dir_option
-@click.option("--nodes-per-cluster", default=2, show_default=True, type=click.IntRange(0, 1000))
-@click.option("--node-cpu", default="8", show_default=True, help="CPU capacity of each node.")
 @click.option(
-    "--node-memory", default="32Gi", show_default=True, help="Memory capacity of each node."
+    "--workers",
+    default=None,
+    type=click.IntRange(1, 20),
+    help=f"Worker clusters [default: the stopped fleet's count, else {DEFAULT_WORKERS}].",
+)
+@state_dir_option
+@click.option(
+    "--nodes-per-cluster",
+    default=None,
+    type=click.IntRange(0, 1000),
+    help=f"Simulated nodes per cluster [default: {NodeShape.count}].",
+)
+@click.option(
+    "--node-cpu", default=None, help=f"CPU capacity of each node [default: {NodeShape.cpu}]."
+)
+@click.option(
+    "--node-memory",
+    default=None,
+    help=f"Memory capacity of each node [default: {NodeShape.memory}].",
 )
 @click.option(
     "--node-gpu",
-    default=0,
-    show_default=True,
+    default=None,
     type=click.IntRange(0),
-    help="nvidia.com/gpu per node.",
+    help=f"nvidia.com/gpu per node [default: {NodeShape.gpu}].",
 )
 @click.option(
     "--base-port",
     default=0,
-    type=click.IntRange(0, 65000),
-    help="Use ports from N up, not random ones.",
+    type=click.IntRange(0, 65535),
+    help="Put the fleet on ports N, N+1, ... (6 per cluster) instead of random free ones; "
+    "also moves a stopped fleet, keeping its data. Best below 32768, where outgoing "
+    "connections never take ports.",
 )
 def up(
-    workers: int,
+    workers: int | None,
     state_dir: Path | None,
-    nodes_per_cluster: int,
-    node_cpu: str,
-    node_memory: str,
-    node_gpu: int,
+    nodes_per_cluster: int | None,
+    node_cpu: str | None,
+    node_memory: str | None,
+    node_gpu: int | None,
     base_port: int,
 ) -> None:
-    """Start (or reuse) the manager and WORKERS worker clusters."""
+    """Start (or reuse) the manager and WORKERS worker clusters.
+
+    On a healthy fleet it returns at once; on a stopped or crashed one it stops
+    what is left and starts it again, keeping the clusters' data.
+    """
     local = _open(state_dir)
-    shape = NodeShape(count=nodes_per_cluster, cpu=node_cpu, memory=node_memory, gpu=node_gpu)
+    # Options left out keep what a stopped fleet was started with (else NodeShape's defaults).
+    recorded = local.node_shape
+    shape = dataclasses.replace(
+        recorded,
+        count=recorded.count if nodes_per_cluster is None else nodes_per_cluster,
+        cpu=node_cpu or recorded.cpu,
+        memory=node_memory or recorded.memory,
+        gpu=recorded.gpu if node_gpu is None else node_gpu,
+    )
     try:
         started = asyncio.run(local.up(workers=workers, node_shape=shape, base_port=base_port))
     except (FleetError, BinaryError) as error:
-        raise click.ClickException(f"{error}\n(run `jobrelay fleet down` to clean up)") from error
+        raise click.ClickException(str(error)) from error
     if not started:
-        click.echo("the fleet is already up", err=True)
+        note = "the fleet is already up"
+        if base_port and local.clusters[MANAGER].ports["etcd-client"] != base_port:
+            note += (
+                f" on its recorded ports (--base-port ignored: run {local.command('down')} "
+                "first to move it)"
+            )
+        click.echo(note, err=True)
     click.echo(local.summary())
 
 
@@ -84,35 +124,54 @@ def build() -> None:
 @fleet.command()
 @state_dir_option
 @click.option(
-    "--purge", is_flag=True, help="Also delete the state directory (etcd data, certificates)."
+    "--purge",
+    is_flag=True,
+    help="Also delete the state directory (etcd data, certificates, logs); it must hold a "
+    "state.json.",
 )
 def down(state_dir: Path | None, purge: bool) -> None:
-    """Stop every process the fleet started (by recorded PID)."""
+    """Stop every process the fleet started (by recorded PID and start time)."""
     local = _open(state_dir)
-    stopped = local.down(purge=purge)
-    click.echo(
-        f"stopped {len(stopped)} processes" + (f" and removed {local.state_dir}" if purge else "")
-    )
+    if not local.state_dir.exists():
+        click.echo(f"no fleet in {local.state_dir}: nothing to stop")
+        return
+    try:
+        stopped = local.down(purge=purge)
+    except FleetError as error:
+        raise click.ClickException(str(error)) from error
+    done = f"stopped {len(stopped)} processes" if stopped else "nothing was running"
+    click.echo(done + (f"; removed {local.state_dir}" if purge else f" in {local.state_dir}"))
 
 
 @fleet.command()
 @state_dir_option
 def status(state_dir: Path | None) -> None:
-    """Show each cluster's components and their health."""
-    local = _open(state_dir)
-    if not local.clusters:
-        raise click.ClickException(f"no fleet in {local.state_dir}: run `jobrelay fleet up`")
+    """Show each cluster's components and their health; exits 1 unless all are healthy."""
+    local = _require_fleet(state_dir)
+    running, total = local.running_count()
+    if not total:
+        raise click.ClickException(
+            f"the fleet in {local.state_dir} is stopped: {local.command('up')} starts it "
+            "again with its data"
+        )
     report = asyncio.run(local.health())
-    healthy = True
+    healthy = 0
     for name, components in report.items():
         click.echo(f"{name}  (kubeconfig {local.kubeconfig(name)})")
         for component, (ok, detail) in components.items():
-            healthy &= ok
+            healthy += ok
             mark = click.style("ok  ", fg="green") if ok else click.style("DOWN", fg="red")
             click.echo(f"  {mark} {component:<24} {detail}")
-    if not healthy:
+    checked = sum(len(components) for components in report.values())
+    if healthy < checked:
+        what = (
+            f"{checked - healthy} of {checked} components are down"
+            if running
+            else "no component is running"
+        )
         raise click.ClickException(
-            "some components are down: `jobrelay fleet up` restarts the fleet"
+            f"{what}: {local.command('up')} restarts the fleet, keeping its data; "
+            f"component logs are in {local.state_dir}/<cluster>/logs/"
         )
 
 
@@ -120,10 +179,7 @@ def status(state_dir: Path | None) -> None:
 @state_dir_option
 def env(state_dir: Path | None) -> None:
     """Print shell exports: KUBECONFIG_<CLUSTER> for each cluster, KUBECONFIG for the manager."""
-    local = _open(state_dir)
-    if not local.clusters:
-        raise click.ClickException(f"no fleet in {local.state_dir}: run `jobrelay fleet up`")
-    click.echo(local.env_exports())
+    click.echo(_require_fleet(state_dir).env_exports())
 
 
 def _open(state_dir: Path | None) -> LocalFleet:
@@ -131,3 +187,13 @@ def _open(state_dir: Path | None) -> LocalFleet:
         return LocalFleet(state_dir, progress=_progress)
     except FleetError as error:
         raise click.ClickException(str(error)) from error
+
+
+def _require_fleet(state_dir: Path | None) -> LocalFleet:
+    local = _open(state_dir)
+    if not local.clusters:
+        raise click.ClickException(
+            f"no fleet in {local.state_dir}: start one with {local.command('up')}"
+            + ("" if state_dir else " (or pass --state-dir, or set JOBRELAY_FLEET_DIR)")
+        )
+    return local

@@ -15,21 +15,34 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
+import shlex
+import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import binaries as binaries_mod
-from jobrelay.localfleet import cluster, nodes, pki, processes
+from jobrelay.localfleet import cluster, nodes, pki, ports, processes
 from jobrelay.localfleet.processes import ProcessRecord
 
 MANAGER = "manager"
+DEFAULT_WORKERS = 2
 STATE_FILE = "state.json"
 STARTUP_TIMEOUT = 90.0
+# A loaded machine can make a live component miss a 2 s probe; re-probe this
+# long before `up` declares a fleet broken and restarts it under its users.
+HEALTH_GRACE = 10.0
+# Start order, stage by stage; stopping goes in reverse, so that each component
+# can still reach what it depends on while it shuts down (an apiserver whose
+# etcd is gone waits out its whole grace period).
+STAGES = (
+    ("etcd",),
+    ("kube-apiserver",),
+    ("kube-controller-manager", "kube-scheduler", "kwok"),
+)
 
 Progress = Callable[[str], None]
 
@@ -89,6 +102,12 @@ class LocalFleet:
         self.node_shape = NodeShape()
         self._load()
 
+    def _say(self, message: str) -> None:
+        # Progress is a courtesy: a closed stderr (`jobrelay fleet up | head`) must
+        # not abort a start half-way, nor the clean-up after a failed one.
+        with contextlib.suppress(OSError):
+            self._progress(message)
+
     # --- state -------------------------------------------------------------
 
     @property
@@ -99,6 +118,7 @@ class LocalFleet:
         try:
             data = json.loads(self._state_path.read_text())
         except FileNotFoundError:
+            self.clusters, self.node_shape = {}, NodeShape()
             return
         except (OSError, ValueError) as error:
             raise FleetError(
@@ -131,7 +151,17 @@ class LocalFleet:
                 raise FleetError(
                     f"another `jobrelay fleet` command is working on {self.state_dir}; wait for it"
                 ) from error
+            # Another LocalFleet (another command, another test) may have restarted
+            # or purged the fleet since this one read the state: act on what is true now.
+            self._load()
             yield
+
+    def command(self, verb: str, *options: str) -> str:
+        """The `jobrelay fleet` command line for this state directory, to quote in messages."""
+        words = ["jobrelay", "fleet", verb]
+        if self.state_dir != default_state_dir().absolute():
+            words += ["--state-dir", shlex.quote(str(self.state_dir))]
+        return "`" + " ".join([*words, *options]) + "`"
 
     # --- queries -----------------------------------------------------------
 
@@ -154,6 +184,16 @@ class LocalFleet:
         records = self.all_records()
         return sum(processes.is_running(record) for record in records), len(records)
 
+    def not_running(self) -> list[str]:
+        """Every cluster component without a live process: gone, or never started."""
+        return [
+            f"{name}/{component}"
+            for name, state in self.clusters.items()
+            for component in cluster.COMPONENTS
+            if (record := state.processes.get(component)) is None
+            or not processes.is_running(record)
+        ]
+
     async def health(self) -> dict[str, dict[str, tuple[bool, str]]]:
         """Per cluster and component: (healthy, detail)."""
         ca = pki.CertPair(self.state_dir / "pki" / "ca.crt", self.state_dir / "pki" / "ca.key").cert
@@ -161,7 +201,7 @@ class LocalFleet:
         async def check(state: ClusterState, component: str) -> tuple[bool, str]:
             record = state.processes.get(component)
             if record is None:
-                return False, "never started"
+                return False, "not started"
             if not processes.is_running(record):
                 return False, f"not running (pid {record.pid} gone)"
             ok, detail = await probe(cluster.health_urls(state.ports)[component], ca=ca)
@@ -182,66 +222,164 @@ class LocalFleet:
     # --- up ----------------------------------------------------------------
 
     async def up(
-        self, *, workers: int = 2, node_shape: NodeShape | None = None, base_port: int = 0
+        self,
+        *,
+        workers: int | None = None,
+        node_shape: NodeShape | None = None,
+        base_port: int = 0,
     ) -> bool:
-        """Bring the fleet up; returns False when it was already healthy and nothing was done."""
+        """Bring the fleet up; returns False when it was already healthy and nothing was done.
+
+        ``workers`` defaults to the recorded fleet's count (a restart brings back
+        the same fleet), else to ``DEFAULT_WORKERS``; ``node_shape`` to the
+        recorded one. ``base_port`` moves every cluster to ports from there up.
+        """
         with self._locked():
+            if workers is None:
+                workers = len(self.workers) if self.clusters else DEFAULT_WORKERS
             wanted = [MANAGER, *worker_names(workers)]
-            if self.clusters and await self.is_healthy():
+            if self.clusters and await self._healthy_within(HEALTH_GRACE):
                 if sorted(self.clusters) != sorted(wanted):
                     raise FleetError(
                         f"the fleet in {self.state_dir} runs {', '.join(self.clusters)}; "
-                        f"run `jobrelay fleet down` before asking for {workers} workers"
+                        f"run {self.command('down')} before asking for {workers} workers"
                     )
                 return False
             running, total = self.running_count()
-            if total:
-                self._progress(
-                    f"found a stopped or broken fleet in {self.state_dir} ({running} of {total} "
-                    "processes running, e.g. after a crash): stopping what is left and starting again"
+            if running:
+                down = self.not_running()
+                self._say(
+                    f"found a broken fleet in {self.state_dir} ("
+                    + (
+                        f"not running: {', '.join(down)}"
+                        if down
+                        else "every process runs, but not all pass their health checks"
+                    )
+                    + "): stopping what still runs and starting it again, keeping the clusters' data"
                 )
-                processes.stop(self.all_records())
-            binaries = binaries_mod.resolve(self._progress)
+                self._stop_all()
+            elif total:
+                self._say(
+                    f"found a crashed fleet in {self.state_dir} (none of its {total} processes "
+                    "running): starting it again, keeping the clusters' data"
+                )
+            binaries = binaries_mod.resolve(self._say)
             if node_shape is not None:
                 self.node_shape = node_shape
             self._assign_ports(wanted, base_port)
             started = time.monotonic()
             try:
                 await self._start(binaries)
-            except BaseException:
-                self._progress("stopping what was started ...")
-                processes.stop(self.all_records())
+            except BaseException as error:
+                self._say("stopping what was started ...")
+                stopped = self._stop_all()
                 self._save()
+                if isinstance(error, FleetError):
+                    raise FleetError(
+                        f"{error}\n(stopped the {len(stopped)} processes this attempt had "
+                        f"started; fix the cause, then run {self.command('up')} again)"
+                    ) from error
                 raise
-            self._progress(f"fleet up in {time.monotonic() - started:.1f}s")
+            self._say(f"fleet up in {time.monotonic() - started:.1f}s")
             return True
 
+    async def _healthy_within(self, seconds: float) -> bool:
+        """Healthy now, or - while every recorded process is alive - within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if await self.is_healthy():
+                return True
+            running, total = self.running_count()
+            if not total or running < total or time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.5)
+
+    def _stop_all(self) -> list[str]:
+        """Stop every recorded process, stage by stage in reverse start order."""
+        stage_of = {component: index for index, stage in enumerate(STAGES) for component in stage}
+        by_stage: dict[int, list[ProcessRecord]] = {}
+        for state in self.clusters.values():
+            for component, record in state.processes.items():
+                # A name no stage knows (from an older state file) is stopped last.
+                by_stage.setdefault(stage_of.get(component, -1), []).append(record)
+        stopped: list[str] = []
+        for index in sorted(by_stage, reverse=True):
+            stopped += processes.stop(by_stage[index])
+        return stopped
+
     def _assign_ports(self, wanted: list[str], base_port: int) -> None:
-        """Reuse each cluster's recorded ports (etcd remembers its peer URL); pick new ones otherwise."""
+        """Reuse each cluster's recorded ports (etcd remembers its peer URL); pick new ones otherwise.
+
+        Every port must be free before anything starts: a clash found here is
+        one clear message, where a clash found by a component is a log to read.
+        """
         previous = self.clusters
-        self.clusters = {}
-        fresh = _free_ports(len(wanted) * len(cluster.PORT_NAMES), base_port)
+        per_cluster = len(cluster.PORT_NAMES)
+        needed = len(wanted) * per_cluster
+        fresh: list[int] = []
+        if base_port:
+            if base_port + needed - 1 > ports.HIGHEST_PORT:
+                raise FleetError(
+                    f"--base-port {base_port} leaves too few ports for {len(wanted)} clusters "
+                    f"({per_cluster} each): choose one at most {ports.HIGHEST_PORT - needed + 1}"
+                )
+            fresh = list(range(base_port, base_port + needed))
+        elif any(name not in previous for name in wanted):
+            kept = {port for state in previous.values() for port in state.ports.values()}
+            fresh = ports.pick(needed, exclude=kept)
+        assigned: dict[str, dict[str, int]] = {}
         for index, name in enumerate(wanted):
             if name in previous and not base_port:
-                ports = previous[name].ports
+                assigned[name] = previous[name].ports
             else:
-                offset = index * len(cluster.PORT_NAMES)
-                ports = dict(
-                    zip(
-                        cluster.PORT_NAMES,
-                        fresh[offset : offset + len(cluster.PORT_NAMES)],
-                        strict=True,
-                    )
-                )
-            for port_name, port in ports.items():
-                if not _port_is_free(port):
-                    raise FleetError(
-                        f"port {port} ({name} {port_name}) is already in use by another program; "
-                        f"stop that program, or pick other ports with `jobrelay fleet up --base-port N` "
-                        f"(or remove {self.state_dir} to start afresh with new ones)"
-                    )
-            self.clusters[name] = ClusterState(name, ports)
+                block = fresh[index * per_cluster : (index + 1) * per_cluster]
+                assigned[name] = dict(zip(cluster.PORT_NAMES, block, strict=True))
+        taken = [
+            f"  {port} ({name} {port_name}): {ports.describe_holder(port)}"
+            for name, named_ports in assigned.items()
+            for port_name, port in named_ports.items()
+            if not ports.is_free(port)
+        ]
+        if taken:
+            raise FleetError(self._ports_taken_message(taken, base_port, wanted, previous))
+        self.clusters = {name: ClusterState(name, assigned[name]) for name in wanted}
         self._save()
+
+    def _ports_taken_message(
+        self, taken: list[str], base_port: int, wanted: list[str], previous: dict[str, ClusterState]
+    ) -> str:
+        needed = len(wanted) * len(cluster.PORT_NAMES)
+        # The suggested command must bring up the fleet asked for, not the default one.
+        implied = len([name for name in previous if name != MANAGER]) or DEFAULT_WORKERS
+        workers = len(wanted) - 1
+        keep_workers = ["--workers", str(workers)] if workers != implied else []
+        suggestion = ports.free_block(needed)
+        move = self.command("up", *keep_workers, "--base-port", str(suggestion or "N"))
+        listing = "\n".join(taken)
+        if base_port:
+            low, high = ports.ephemeral_range()
+            overlap = base_port <= high and base_port + needed - 1 >= low
+            return (
+                f"ports {base_port}-{base_port + needed - 1} (--base-port {base_port}) are not "
+                f"all free:\n{listing}\nStop what holds them, or choose another base port, "
+                f"e.g. {move}"
+                + (
+                    f" (ports {low}-{high} are the kernel's ephemeral range, which outgoing "
+                    "connections take at random: a base port below it avoids such clashes)"
+                    if overlap
+                    else ""
+                )
+            )
+        if previous:
+            return (
+                f"ports recorded for the fleet in {self._state_path} are not all free:\n"
+                f"{listing}\nStop what holds them and run {self.command('up')} again, or move "
+                f"the fleet to other ports, keeping its data: {move}"
+            )
+        return (
+            f"ports picked for the fleet were taken before it could start:\n{listing}\n"
+            f"Run {self.command('up')} again."
+        )
 
     async def _start(self, binaries: binaries_mod.Binaries) -> None:
         pki_dir = self.state_dir / "pki"
@@ -256,34 +394,40 @@ class LocalFleet:
             argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
         # Each stage starts on every cluster at once: the apiservers' start-up is
         # what costs, and three of them overlap well even on two cores.
-        for stage in (
-            ("etcd",),
-            ("kube-apiserver",),
-            ("kube-controller-manager", "kube-scheduler", "kwok"),
-        ):
-            self._progress(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
+        for stage in STAGES:
+            self._say(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
             for name, state in self.clusters.items():
                 for component in stage:
-                    state.processes[component] = processes.spawn(
-                        f"{name}/{component}",
-                        argv[name][component],
-                        self.files(name).log(component),
-                        env=cluster.ENVIRONMENT.get(component),
-                    )
-            self._save()
-            await asyncio.gather(
-                *(
+                    state.processes[component] = self._spawn(name, component, argv[name])
+                    # Recorded at once: if we die now, `down` still finds this process.
+                    self._save()
+            await _all_or_first_error(
+                [
                     self._wait_healthy(state, component, ca.cert)
                     for state in self.clusters.values()
                     for component in stage
-                )
+                ]
             )
-        self._progress("creating simulated nodes and registering workers ...")
-        await nodes.prepare_clusters(
-            {name: self.files(name).admin_kubeconfig for name in self.clusters},
-            manager=MANAGER,
-            shape=self.node_shape,
-        )
+        self._say("creating simulated nodes and registering workers ...")
+        try:
+            await nodes.prepare_clusters(
+                {name: self.files(name).admin_kubeconfig for name in self.clusters},
+                manager=MANAGER,
+                shape=self.node_shape,
+            )
+        except nodes.NodesNotReady as error:
+            raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
+
+    def _spawn(self, name: str, component: str, argv: dict[str, list[str]]) -> ProcessRecord:
+        log = self.files(name).log(component)
+        try:
+            return processes.spawn(
+                f"{name}/{component}", argv[component], log, env=cluster.ENVIRONMENT.get(component)
+            )
+        except OSError as error:
+            raise FleetError(
+                f"cannot start {name}/{component} ({argv[component][0]}): {error}"
+            ) from error
 
     async def _wait_healthy(self, state: ClusterState, component: str, ca: Path) -> None:
         record = state.processes[component]
@@ -293,8 +437,9 @@ class LocalFleet:
         while time.monotonic() < deadline:
             code = processes.exit_status(record)
             if code is not None or not processes.is_running(record):
+                how = f"with code {code}" if code is not None else "(exit code unknown)"
                 raise FleetError(
-                    f"{record.name} exited (code {code}) while starting; its log {record.log} ends:\n"
+                    f"{record.name} exited {how} while starting; its log {record.log} ends:\n"
                     + processes.log_tail(record)
                 )
             ok, detail = await probe(url, ca=ca)
@@ -309,19 +454,33 @@ class LocalFleet:
     # --- down --------------------------------------------------------------
 
     def down(self, *, purge: bool = False) -> list[str]:
-        """Stop every recorded process; with ``purge``, delete the state directory too."""
+        """Stop every recorded process; with ``purge``, delete the state directory too.
+
+        Returns the names of the processes that were still running.
+        """
+        if not self.state_dir.exists():
+            return []
+        if purge and not self._looks_like_state_dir():
+            raise FleetError(
+                f"{self.state_dir} holds no {STATE_FILE}, so it is not a fleet's state directory: "
+                "not deleting it"
+            )
         with self._locked():
-            stopped = processes.stop(self.all_records())
+            stopped = self._stop_all()
             for state in self.clusters.values():
                 state.processes.clear()
             if self.clusters:
                 self._save()
-        if purge and self.state_dir.exists():
-            import shutil
-
-            shutil.rmtree(self.state_dir)
-            self.clusters = {}
+            if purge:
+                # Under the lock, so that no `up` starts writing into what is being deleted.
+                shutil.rmtree(self.state_dir)
+                self.clusters = {}
         return stopped
+
+    def _looks_like_state_dir(self) -> bool:
+        # A directory that up created but stopped filling before state.json (say,
+        # a binary was missing) holds only the lock file.
+        return self._state_path.exists() or {p.name for p in self.state_dir.iterdir()} <= {".lock"}
 
     # --- reporting ---------------------------------------------------------
 
@@ -346,32 +505,24 @@ class LocalFleet:
                 + (f" / {shape.gpu} GPU" if shape.gpu else "")
                 + f"  kubeconfig {self.kubeconfig(name)}"
             )
-        lines.append(f'  shell exports: eval "$(jobrelay fleet env --state-dir {self.state_dir})"')
+        lines.append(f'  shell exports: eval "$({self.command("env").strip("`")})"')
         return "\n".join(lines)
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe_socket:
-        # As Go's listeners do: a port whose old connections linger in TIME_WAIT is free.
-        probe_socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe_socket.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+async def _all_or_first_error(waits: list[Coroutine[Any, Any, None]]) -> None:
+    """Await every coroutine; on the first failure cancel the others and raise it.
 
-
-def _free_ports(count: int, base_port: int) -> list[int]:
-    if base_port:
-        return list(range(base_port, base_port + count))
-    # Hold every socket until all are chosen, so the kernel hands out distinct ports.
-    sockets = []
+    Unlike a bare gather, no sibling keeps polling a fleet that is being
+    stopped, and unlike a TaskGroup the error is not wrapped in a group.
+    """
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
     try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:
-        for sock in sockets:
-            sock.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error

@@ -17,6 +17,14 @@ NODE_READY_TIMEOUT = 60.0
 FLEET_LABEL = "fleet.jobrelay.dev/cluster"
 
 
+class NodesNotReady(RuntimeError):
+    """KWOK did not make a cluster's simulated nodes Ready in time."""
+
+    def __init__(self, cluster: str, message: str) -> None:
+        super().__init__(message)
+        self.cluster = cluster
+
+
 def node_manifest(cluster: str, index: int, shape: NodeShape) -> dict[str, Any]:
     name = f"{cluster}-node-{index}"
     capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
@@ -55,9 +63,10 @@ async def _ensure_nodes(client: ApiClient, cluster: str, shape: NodeShape) -> No
         if len(ready) >= shape.count:
             return
         if asyncio.get_running_loop().time() > deadline:
-            raise RuntimeError(
+            raise NodesNotReady(
+                cluster,
                 f"{cluster}: only {len(ready)} of {shape.count} simulated nodes became Ready "
-                f"within {NODE_READY_TIMEOUT:.0f}s (see the kwok log)"
+                f"within {NODE_READY_TIMEOUT:.0f}s",
             )
         await asyncio.sleep(0.2)
 

@@ -14,6 +14,7 @@ import errno
 import os
 import random
 import socket
+from collections.abc import Collection
 from pathlib import Path
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -60,12 +61,19 @@ def is_free(port: int) -> bool:
     return bind_error(port) is None
 
 
-def pick(count: int, *, rng: random.Random | None = None) -> list[int]:
-    """``count`` distinct free ports, outside the ephemeral range when there is room."""
+def pick(
+    count: int, *, exclude: Collection[int] = (), rng: random.Random | None = None
+) -> list[int]:
+    """``count`` distinct free ports, none in ``exclude`` (say, a stopped cluster's),
+    outside the ephemeral range when there is room."""
     low, high = ephemeral_range()
     candidates = [
-        *range(LOWEST_PICKED_PORT, max(LOWEST_PICKED_PORT, low)),
-        *range(max(LOWEST_PICKED_PORT, high + 1), HIGHEST_PORT + 1),
+        port
+        for port in (
+            *range(LOWEST_PICKED_PORT, max(LOWEST_PICKED_PORT, low)),
+            *range(max(LOWEST_PICKED_PORT, high + 1), HIGHEST_PORT + 1),
+        )
+        if port not in exclude
     ]
     chooser = rng or random.SystemRandom()
     chosen: list[int] = []
@@ -76,18 +84,21 @@ def pick(count: int, *, rng: random.Random | None = None) -> list[int]:
             chosen.append(port)
             if len(chosen) == count:
                 return chosen
-    return _kernel_picked(count)
+    return _kernel_picked(count, exclude)
 
 
-def _kernel_picked(count: int) -> list[int]:
+def _kernel_picked(count: int, exclude: Collection[int]) -> list[int]:
     """Ports the kernel chooses (inside the ephemeral range): the last resort."""
     # Hold every socket until all are chosen, so the kernel hands out distinct ports.
     sockets: list[socket.socket] = []
     try:
-        for _ in range(count):
+        while len(sockets) < count:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
             sockets.append(sock)
+            if sock.getsockname()[1] in exclude:
+                sockets.remove(sock)
+                sock.close()
         return [sock.getsockname()[1] for sock in sockets]
     finally:
         for sock in sockets:
@@ -151,7 +162,7 @@ def _sockets_on(port: int) -> list[tuple[str, int]]:
 
 
 def _process_with_socket(inode: int) -> str | None:
-    """"pid N (command line)" of a process holding socket ``inode``, if we may look."""
+    """ "pid N (command line)" of a process holding socket ``inode``, if we may look."""
     if not inode:
         return None
     target = f"socket:[{inode}]"
@@ -174,5 +185,5 @@ def command_line(pid: int, limit: int = 120) -> str:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return "?"
-    text = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+    text = " ".join(raw.replace(b"\0", b" ").decode(errors="replace").split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -78,7 +79,9 @@ def spawn(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         log.write(
-            f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting {' '.join(argv)}\n".encode()
+            # One line, whatever the arguments hold: log_tail finds runs by these headers.
+            f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting "
+            f"{shlex.join(argv).replace(chr(10), ' ')}\n".encode()
         )
         log.flush()
         process = subprocess.Popen(
