@@ -2,11 +2,11 @@
 
 ``EventRecorder.record`` is synchronous and never raises: a reconcile should
 not fail, or wait, because an Event could not be written. Records go to a
-small pending map that one background task drains. Like client-go's event
+small pending map that a few background tasks drain. Like client-go's event
 correlator, a repeat of the same (object, type, reason, message) within the
 dedupe window patches ``count`` and ``lastTimestamp`` of the Event already
 written instead of creating another one; repeats that pile up while the
-writer is busy are folded into a single write.
+writers are busy are folded into a single write.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class EventRecorder:
         max_pending: int = 1000,
         max_remembered: int = 4096,
         close_timeout: float = 5.0,
+        writers: int = 4,
     ) -> None:
         self._client = client
         self._component = component
@@ -88,7 +89,8 @@ class EventRecorder:
         # What we wrote recently, least recently used first, to patch instead of create.
         self._written: OrderedDict[_Key, _Written] = OrderedDict()
         self._wakeup = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self._writers_wanted = writers
+        self._writers: list[asyncio.Task[None]] = []
         self._closing = False
 
     def record(
@@ -103,12 +105,12 @@ class EventRecorder:
     async def aclose(self) -> None:
         """Write what is pending (for at most ``close_timeout`` seconds), then stop."""
         self._closing = True
-        writer, self._writer = self._writer, None
-        if writer is None:
+        writers, self._writers = self._writers, []
+        if not writers:
             return
         self._wakeup.set()
         try:
-            await asyncio.wait_for(writer, self._close_timeout)
+            await asyncio.wait_for(asyncio.gather(*writers), self._close_timeout)
         except TimeoutError:
             _log.warning("dropped %d pending events on close", len(self._pending))
 
@@ -151,10 +153,14 @@ class EventRecorder:
         if metadata.get("resourceVersion"):
             involved["resourceVersion"] = metadata["resourceVersion"]
         self._pending[key] = _Pending(involved, 1, now, now)
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(
-                self._write_loop(), name="event-recorder"
-            )
+        if not self._writers:
+            # Several writers: one Event costs a round trip, and a busy controller
+            # emits a few per Job; a single writer caps Events at ~1/latency per second.
+            loop = asyncio.get_running_loop()
+            self._writers = [
+                loop.create_task(self._write_loop(), name=f"event-recorder-{index}")
+                for index in range(self._writers_wanted)
+            ]
         self._wakeup.set()
 
     async def _write_loop(self) -> None:
