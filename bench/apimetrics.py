@@ -78,6 +78,39 @@ def parse_request_totals(text: str) -> RequestCounts:
     return counts
 
 
+_DURATION = re.compile(
+    r"^apiserver_request_duration_seconds_(?P<part>sum|count)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Scrape:
+    """What one scrape of ``/metrics`` tells the bench."""
+
+    requests: RequestCounts
+    # Server-side time spent on write requests (all resources): seconds, count.
+    write_seconds: float
+    writes_timed: int
+
+
+def parse_scrape(text: str) -> Scrape:
+    seconds = 0.0
+    timed = 0
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_duration_seconds_"):
+            continue
+        match = _DURATION.match(line)
+        if match is None:
+            continue
+        if dict(_LABEL.findall(match["labels"])).get("verb") not in WRITE_VERBS:
+            continue
+        if match["part"] == "sum":
+            seconds += float(match["value"])
+        else:
+            timed += int(float(match["value"]))
+    return Scrape(parse_request_totals(text), seconds, timed)
+
+
 def difference(after: RequestCounts, before: RequestCounts) -> RequestCounts:
     """What happened between two scrapes (series that did not grow are left out)."""
     delta: RequestCounts = Counter()
@@ -119,8 +152,8 @@ class MetricsClient:
         response.raise_for_status()
         return response.text
 
-    async def request_totals(self) -> RequestCounts:
-        return parse_request_totals(await self.get_text("/metrics"))
+    async def scrape(self) -> Scrape:
+        return parse_scrape(await self.get_text("/metrics"))
 
     async def version(self) -> str:
         response = await self._http.get("/version", headers={"Accept": "application/json"})

@@ -1,0 +1,75 @@
+"""One PNG: latency CDFs, and Jobs per second over time. matplotlib is optional."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def plot(result: Json, path: Path) -> str:
+    """Write the figure; returns a message saying what was done (or why not)."""
+    try:
+        # Imported by name: the bench runs (and type-checks) without matplotlib installed.
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib): no plot written"
+    scenarios = result["scenarios"]
+    latency = scenarios.get("latency")
+    throughput = scenarios.get("throughput", {})
+    relay_runs = throughput.get("throughput", {}).get("runs", [])
+    base_runs = throughput.get("baseline", {}).get("runs", [])
+    if latency is None and not relay_runs and not base_runs:
+        return "no latency or throughput results: no plot written"
+    figure, (cdf, rate) = plt.subplots(1, 2, figsize=(13, 4.8))
+    if latency is not None:
+        for key, label in (("dispatch_ms", "dispatch"), ("status_ms", "status copy")):
+            samples = sorted(latency["samples"][key])
+            if samples:
+                fractions = [(i + 1) / len(samples) for i in range(len(samples))]
+                cdf.plot(samples, fractions, label=f"{label} (n={len(samples)})")
+        cdf.set_xscale("log")
+        cdf.set_xlabel("latency (ms, log scale)")
+        cdf.set_ylabel("fraction of samples")
+        p = latency["params"]
+        cdf.set_title(f"Latency CDF: {p['jobs']} Jobs at {p['rate_per_s']:g}/s")
+        cdf.grid(True, which="both", alpha=0.3)
+        cdf.legend()
+    else:
+        cdf.set_axis_off()
+    if relay_runs or base_runs:
+        if relay_runs:
+            series = relay_runs[0]["series"]
+            for key, label in (
+                ("accepted", "jobrelay: Jobs created on the manager/s"),
+                ("dispatched", "jobrelay: mirrors created/s"),
+                ("finished", "jobrelay: Jobs finished/s"),
+            ):
+                rate.plot(range(len(series[key])), series[key], label=label)
+        if base_runs:
+            series = base_runs[0]["series"]
+            rate.plot(
+                range(len(series["finished"])),
+                series["finished"],
+                linestyle="--",
+                label="baseline: Jobs finished/s",
+            )
+        rate.set_xlabel("seconds since the first create (round 1)")
+        rate.set_ylabel("Jobs per second")
+        rate.set_title(f"Throughput: {throughput['params']['jobs']} Jobs")
+        rate.grid(True, alpha=0.3)
+        rate.legend()
+    else:
+        rate.set_axis_off()
+    figure.suptitle(
+        f"jobrelay benchmark, {result['started_utc']} ({result['machine']['nproc']} CPUs)"
+    )
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"plot written to {path}"
