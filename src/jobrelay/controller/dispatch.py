@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.fleet.workers import Worker, WorkerPool
 from jobrelay.jobs.conditions import COMPLETE, FAILED, finished_condition, is_finished
@@ -94,6 +95,10 @@ class Dispatcher:
         # Placements whose mirror the worker's cache does not show yet, so that a
         # burst of Jobs spreads out instead of all seeing the same loads.
         self._placing: dict[str, set[str]] = {}
+        # Mirrors created as (cluster, key, origin uid), and deleted by their uid,
+        # that the worker caches do not show yet.
+        self._created = Expectations()
+        self._deleted = Expectations()
 
     # -- the reconcile ----------------------------------------------------------
 
@@ -141,6 +146,9 @@ class Dispatcher:
         mirror = worker.mirrors.get(key)
         if mirror is not None and not is_mirror_of(mirror, job, self._options.controller_name):
             mirror = None  # an earlier incarnation's; deleted above, the cache will catch up
+        if mirror is None and self._created.pending((cluster, key, uid)):
+            # Created by an earlier pass; its watch event will bring the key back.
+            return None
         if mirror is None:
             if not placed_now:
                 # The caches may lag our own writes: a mirror we deleted after copying
@@ -157,6 +165,7 @@ class Dispatcher:
                 return retry
         else:
             self._release(key)
+            self._created.observed((cluster, key, uid))
 
         await self._sync_spec(worker, job, mirror)
         status = next_status(job, mirror, now=_now())
@@ -252,6 +261,7 @@ class Dispatcher:
                     await self._ensure_namespace(worker.client, namespace)
                     continue
                 return None, self._rejected(worker, job, error)
+            self._created.expect((worker.name, key, str(_meta(job).get("uid"))))
             self._events.record(
                 job, "Normal", "Dispatched", f"Dispatched to worker cluster {worker.name}"
             )
@@ -378,14 +388,17 @@ class Dispatcher:
 
     async def _delete_mirror(self, worker: Worker, mirror: Obj, *, why: str) -> None:
         name, namespace = str(_meta(mirror).get("name")), str(_meta(mirror).get("namespace"))
+        mirror_uid = str(_meta(mirror).get("uid"))
+        if self._deleted.pending(mirror_uid):
+            return  # deleted by an earlier pass; the cache has not caught up yet
         try:
-            await worker.client.delete(
-                JOBS, name, namespace=namespace, uid=str(_meta(mirror).get("uid"))
-            )
+            await worker.client.delete(JOBS, name, namespace=namespace, uid=mirror_uid)
         except ApiError as error:
             if error.is_not_found or error.is_conflict:
+                self._deleted.expect(mirror_uid)
                 return  # already gone, or already replaced by another object
             raise
+        self._deleted.expect(mirror_uid)
         _log.info("deleted mirror %s/%s on %s: %s", namespace, name, worker.name, why,
                   extra={"job": f"{namespace}/{name}", "cluster": worker.name})  # fmt: skip
 

@@ -101,6 +101,10 @@ class ApiOptions:
     request_timeout: float = 30.0
     # Each open watch holds one HTTP/1.1 connection, so this caps watches plus requests.
     max_connections: int = 100
+    # Idle connections are kept this long: httpx's default of 5 s made a busy
+    # controller redo TLS handshakes constantly (most of its CPU, under py-spy).
+    # Below the apiserver's own idle timeout, so it never closes one under us.
+    keepalive_expiry: float = 60.0
     http2: bool = False
     # Honour HTTP(S)_PROXY / NO_PROXY from the environment, as kubectl does.
     trust_env: bool = True
@@ -362,7 +366,11 @@ class ApiClient:
             ).httpx_params(single)
             http = httpx2.AsyncClient(
                 **params,
-                limits=httpx2.Limits(max_connections=options.max_connections),
+                limits=httpx2.Limits(
+                    max_connections=options.max_connections,
+                    max_keepalive_connections=options.max_connections,
+                    keepalive_expiry=options.keepalive_expiry,
+                ),
                 headers={"User-Agent": options.user_agent, "Accept": "application/json"},
             )
         except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
