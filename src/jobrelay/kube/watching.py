@@ -243,6 +243,9 @@ class Informer:
                 else:
                     problem = str(exc)
             except TimeoutError:
+                # Also routine on a quiet resource: an apiserver whose etcd sends no
+                # progress notifications (etcd < 3.4.31) sends no bookmarks either.
+                level = logging.INFO
                 problem = f"no event or bookmark for {self._options.inactivity_timeout:g}s"
             except _WatchEnded:
                 problem = "watch ended without any event"
