@@ -407,11 +407,14 @@ class ApiClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = 500,
+        transform: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> ListResult:
         """Every matching object, fetched in pages of ``limit``.
 
         Items get ``apiVersion`` and ``kind`` filled in (the apiserver omits
         them inside lists), so a listed object looks like a fetched one.
+        ``transform`` slims (or, returning None, drops) each item as its page
+        arrives, so a large list never holds every full object at once.
         """
         params: dict[str, str] = {}
         if label_selector:
@@ -442,14 +445,16 @@ class ApiClient:
                 )
                 items, continue_token, limit = [], "", 0
                 continue
-            items.extend(page.get("items") or ())
+            for item in page.get("items") or ():
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                kept = transform(item) if transform else item
+                if kept is not None:
+                    items.append(kept)
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or ""
             if not continue_token:
                 break
-        for item in items:
-            item.setdefault("apiVersion", resource.api_version)
-            item.setdefault("kind", resource.kind)
         return ListResult(items=items, resource_version=str(metadata.get("resourceVersion", "")))
 
     # -- writes --------------------------------------------------------------

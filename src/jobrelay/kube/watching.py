@@ -273,20 +273,19 @@ class Informer:
             label_selector=self._label_selector,
             field_selector=self._field_selector,
             limit=self._options.page_size,
+            # Per page: a relist of many large objects never holds them all unslimmed.
+            transform=self._transform,
         )
         old_cache = self._cache
         new_cache: dict[str, dict[str, Any]] = {}
         events: list[InformerEvent] = []
-        for raw in result.items:
-            key = object_key(raw)
+        for new in result.items:
+            key = object_key(new)
             old = old_cache.get(key)
-            new = self._transform(raw) if self._transform else raw
-            if new is None:
-                continue
             new_cache[key] = new
             if old is None:
                 events.append(InformerEvent(Change.ADDED, key, None, new))
-            elif _version_of(old) is None or _version_of(old) != _version_of(raw):
+            elif _version_of(old) is None or _version_of(old) != _version_of(new):
                 events.append(InformerEvent(Change.UPDATED, key, old, new))
         events.extend(
             InformerEvent(Change.DELETED, key, old, None)
