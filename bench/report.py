@@ -580,9 +580,18 @@ the controller's own log lines (`placed ...`, `created mirror ...`).
 """
 
 
+ANALYSIS_HEADING = "## Analysis"
+
+
 def write_docs(path: Path, markdown: str) -> None:
+    """Rewrite the page with the latest results, keeping its hand-written analysis."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(DOCS_INTRO + markdown.replace("## jobrelay benchmark", "## Latest results", 1))
+    previous = path.read_text() if path.exists() else ""
+    start = previous.find(ANALYSIS_HEADING)
+    end = previous.find("## Latest results", start) if start >= 0 else -1
+    analysis = previous[start:end] if start >= 0 and end > start else ""
+    latest = markdown.replace("## jobrelay benchmark", "## Latest results", 1)
+    path.write_text(DOCS_INTRO + analysis + latest)
 
 
 def write_json(path: Path, result: Json) -> None:
