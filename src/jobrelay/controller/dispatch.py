@@ -154,9 +154,12 @@ class Dispatcher:
                 # The caches may lag our own writes: a mirror we deleted after copying
                 # its final status must not come back because the cached Job does not
                 # show that status yet. Only the apiserver's copy can tell.
-                job = await self._fresh(job)
-                if job is None or is_finished(job):
+                fresh = await self._fresh(job)
+                if fresh is None or is_finished(fresh):
                     return None
+                if _meta(fresh).get("uid") != uid or _cluster_of(fresh) != cluster:
+                    return _CONFLICT_RETRY  # replaced or moved meanwhile: start over from the cache
+                job = fresh
                 if _has_run(job):
                     _log.warning("mirror of %s is gone from %s: creating it again", key, cluster,
                                  extra={"job": key, "cluster": cluster})  # fmt: skip

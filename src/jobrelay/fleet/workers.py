@@ -112,6 +112,10 @@ class WorkerPool:
         self._options = options or PoolOptions()
         self._workers: dict[str, Worker] = {}
         self._registrations = Informer(manager, WORKER_CLUSTERS, options=self._options.informer)
+        # The kubeconfig Secrets, watched so that a rotated credential reconnects its worker.
+        self._secrets = Informer(
+            manager, SECRETS, namespace=self._options.namespace, options=self._options.informer
+        )
         self._queue: WorkQueue[str] = WorkQueue()
         self._task: asyncio.Task[None] | None = None
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
@@ -146,7 +150,10 @@ class WorkerPool:
 
     async def start(self) -> None:
         self._registrations.add_handler(self._on_registration)
+        self._secrets.add_handler(self._on_secret)
+        self._secrets.start()
         self._registrations.start()
+        await self._secrets.wait_synced()
         await self._registrations.wait_synced()
         self._task = asyncio.get_running_loop().create_task(
             run_workers(self._queue, 2, self._sync, name="worker-pool"), name="worker-pool"
@@ -169,12 +176,20 @@ class WorkerPool:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._registrations.stop()
+        await self._secrets.stop()
         for worker in list(self._workers.values()):
             await worker.close()
         self._workers.clear()
 
     def _on_registration(self, event: InformerEvent) -> None:
         self._queue.add(event.key)
+
+    def _on_secret(self, event: InformerEvent) -> None:
+        secret = str((event.obj.get("metadata") or {}).get("name"))
+        for registration in self._registrations.values():
+            ref = (registration.get("spec") or {}).get("kubeconfigSecretRef") or {}
+            if ref.get("name") == secret:
+                self._queue.add(str(registration["metadata"]["name"]))
 
     # -- keeping one worker current ------------------------------------------------
 
@@ -189,7 +204,7 @@ class WorkerPool:
             self._status_written.pop(name, None)
             return None
         spec = registration.get("spec") or {}
-        identity = await self._identity(spec)
+        identity = self._identity(spec)
         if current is None or current.identity != identity:
             if current is not None:
                 _log.info("worker %s changed: reconnecting", name)
@@ -210,14 +225,10 @@ class WorkerPool:
         await self._write_status(name, current)
         return self._options.status_interval
 
-    async def _identity(self, spec: Mapping[str, Any]) -> tuple[str, ...]:
+    def _identity(self, spec: Mapping[str, Any]) -> tuple[str, ...]:
         ref = spec.get("kubeconfigSecretRef") or {}
-        secret_version = ""
-        with contextlib.suppress(ApiError):
-            secret = await self._manager.get(
-                SECRETS, str(ref.get("name")), namespace=self._options.namespace
-            )
-            secret_version = str(secret.get("metadata", {}).get("resourceVersion", ""))
+        secret = self._secrets.get(f"{self._options.namespace}/{ref.get('name')}") or {}
+        secret_version = str((secret.get("metadata") or {}).get("resourceVersion", ""))
         return (
             str(ref.get("name")),
             str(ref.get("key")),

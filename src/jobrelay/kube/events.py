@@ -91,6 +91,7 @@ class EventRecorder:
         self._wakeup = asyncio.Event()
         self._writers_wanted = writers
         self._writers: list[asyncio.Task[None]] = []
+        self._in_flight: set[_Key] = set()
         self._closing = False
 
     def record(
@@ -165,31 +166,49 @@ class EventRecorder:
 
     async def _write_loop(self) -> None:
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._pending:
-                key, pending = self._pending.popitem(last=False)
-                try:
-                    await self._write(key, pending)
-                except ApiError as exc:
-                    _log.warning(
-                        "cannot write event %s about %s %s/%s: %s",
-                        key.reason,
-                        key.kind,
-                        key.namespace,
-                        key.name,
-                        exc,
-                    )
-                except Exception:
-                    _log.exception(
-                        "cannot write event %s about %s %s/%s",
-                        key.reason,
-                        key.kind,
-                        key.namespace,
-                        key.name,
-                    )
-            if self._closing:
-                return
+            key = self._next_key()
+            if key is None:
+                if self._closing:
+                    return
+                # Checked and cleared with no await in between: no wake-up is lost,
+                # and every writer waits on its own (one writer's clear can't strand another).
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            pending = self._pending.pop(key)
+            # One write per key at a time: a repeat must find the first Event
+            # remembered, to count it rather than create a second one.
+            self._in_flight.add(key)
+            try:
+                await self._write(key, pending)
+            except ApiError as exc:
+                _log.warning(
+                    "cannot write event %s about %s %s/%s: %s",
+                    key.reason,
+                    key.kind,
+                    key.namespace,
+                    key.name,
+                    exc,
+                )
+            except Exception:
+                _log.exception(
+                    "cannot write event %s about %s %s/%s",
+                    key.reason,
+                    key.kind,
+                    key.namespace,
+                    key.name,
+                )
+            finally:
+                self._in_flight.discard(key)
+                if key in self._pending:
+                    self._wakeup.set()  # a repeat waited for this write
+
+    def _next_key(self) -> _Key | None:
+        """The oldest pending key that no other writer is writing."""
+        for key in self._pending:
+            if key not in self._in_flight:
+                return key
+        return None
 
     async def _write(self, key: _Key, pending: _Pending) -> None:
         written = self._written.get(key)

@@ -110,6 +110,28 @@ async def test_a_burst_is_folded_into_one_write(server: EventServer, client: Api
     assert server.requests[0][2]["count"] == 50
 
 
+async def test_a_repeat_during_the_first_write_counts_it_instead_of_duplicating() -> None:
+    gate, arrived = asyncio.Event(), asyncio.Event()
+    methods: list[str] = []
+
+    async def slow_first_write(request: httpx2.Request) -> httpx2.Response:
+        methods.append(request.method)
+        arrived.set()
+        await gate.wait()  # hold the first POST open while the repeat is recorded
+        return httpx2.Response(200, content=request.content)
+
+    http = httpx2.AsyncClient(
+        transport=httpx2.MockTransport(slow_first_write), base_url="https://m"
+    )
+    async with EventRecorder(ApiClient(http), writers=4) as recorder:
+        recorder.record(JOB, "Normal", "Synced", "x")
+        await asyncio.wait_for(arrived.wait(), 2)
+        recorder.record(JOB, "Normal", "Synced", "x")
+        await asyncio.sleep(0.05)  # idle writers had their chance to take the repeat
+        gate.set()
+    assert methods == ["POST", "PATCH"]
+
+
 async def test_an_expired_event_is_created_anew(server: EventServer, client: ApiClient) -> None:
     async with EventRecorder(client) as recorder:
         recorder.record(JOB, "Normal", "Synced", "x")
