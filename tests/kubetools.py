@@ -122,6 +122,10 @@ async def eventually(
 class WatchRecorder:
     """Every version of the objects of one kind that a list+watch delivers (tests only).
 
+    Deliberately not built on ``jobrelay.kube.watching.Informer``: the tests use
+    it as the judge of what the controller did (e.g. "one mirror ever"), so it
+    must not share the code under test.
+
     ``start()`` lists first and returns only once the watch is about to begin
     from that list's resourceVersion, so nothing created afterwards is missed.
     The watch is re-opened from the last resourceVersion seen when the server

@@ -28,7 +28,7 @@ from jobrelay.jobs.spec import is_suspended
 from jobrelay.jobs.status import next_status
 from jobrelay.kube.api import JOBS, NAMESPACES, ApiClient, ApiError
 from jobrelay.kube.events import EventRecorder
-from jobrelay.kube.watching import Informer
+from jobrelay.kube.watching import Informer, object_key
 from jobrelay.placement.leastloaded import Candidate, place
 
 _log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class Dispatcher:
     ) -> tuple[Obj | None, float]:
         """Choose a worker and record it on the Job, returning the updated Job;
         (None, retry delay) when none fits or the Job changed meanwhile."""
-        key = f"{_meta(job).get('namespace')}/{_meta(job).get('name')}"
+        key = object_key(job)
         adopted = [
             worker.name
             for worker, mirror in self._pool.mirrors_of(key)
@@ -249,7 +249,7 @@ class Dispatcher:
     # -- the mirror ---------------------------------------------------------------
 
     async def _create_mirror(self, worker: Worker, job: Obj) -> tuple[Obj | None, float]:
-        key = f"{_meta(job).get('namespace')}/{_meta(job).get('name')}"
+        key = object_key(job)
         body = build_mirror(
             job, controller_name=self._options.controller_name, origin=self._options.origin
         )
@@ -307,7 +307,7 @@ class Dispatcher:
         self, job: Obj, old_cluster: str, excluded: frozenset[str]
     ) -> tuple[Obj | None, float]:
         """Move an unstarted Job off ``old_cluster`` (it holds no mirror of ours there)."""
-        self._release(f"{_meta(job).get('namespace')}/{_meta(job).get('name')}")
+        self._release(object_key(job))
         fresh = await self._manager.get(
             JOBS, str(_meta(job).get("name")), namespace=str(_meta(job).get("namespace"))
         )
@@ -359,7 +359,7 @@ class Dispatcher:
                 raise
 
     def _rejected(self, worker: Worker, job: Obj, error: ApiError) -> float:
-        key = f"{_meta(job).get('namespace')}/{_meta(job).get('name')}"
+        key = object_key(job)
         if error.is_not_found:
             message = (
                 f"worker cluster {worker.name} has no namespace {_meta(job).get('namespace')} "
@@ -427,7 +427,7 @@ class Dispatcher:
         violations = status_violations(job, proposed)
         if violations:
             # The apiserver would answer 422: a bug in the translation, never the user's.
-            key = f"{_meta(job).get('namespace')}/{_meta(job).get('name')}"
+            key = object_key(job)
             _log.error("refusing to write a status that breaks the Job API rules: %s", "; ".join(violations),
                        extra={"job": key})  # fmt: skip
             return job

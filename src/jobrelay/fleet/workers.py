@@ -269,16 +269,15 @@ class WorkerPool:
         return worker
 
     async def _write_status(self, name: str, worker: Worker) -> None:
-        if worker.connected:
-            await self._write_conditions(
-                name, connected=True, reason="Connected", message="mirror Jobs listed and watched",
-                active=worker.active_mirrors(),
-            )  # fmt: skip
-        else:
-            await self._write_conditions(
-                name, connected=False, reason="Unreachable", message=worker.last_error,
-                active=worker.active_mirrors(),
-            )  # fmt: skip
+        reason, message = (
+            ("Connected", "mirror Jobs listed and watched")
+            if worker.connected
+            else ("Unreachable", worker.last_error)
+        )
+        await self._write_conditions(
+            name, connected=worker.connected, reason=reason, message=message,
+            active=worker.active_mirrors(),
+        )  # fmt: skip
 
     async def _write_conditions(
         self, name: str, *, connected: bool, reason: str, message: str, active: int | None = None
