@@ -39,7 +39,7 @@ from bench.workload import (
     resume_request,
     wait_until,
 )
-from jobrelay.jobs.naming import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 from jobrelay.kube.api import ApiClient, ApiOptions, RequestRecord
 
 Json = dict[str, Any]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobrelay.jobs.naming import (
+from jobrelay.kinds.naming import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
     MIRROR_LABEL,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobrelay.jobs.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION
 from jobrelay.kube.api import JOBS, NAMESPACES, PODS, ApiClient, ApiError, Resource
 from tests.e2e.support import Relay
 from tests.kubetools import finished, is_true, job_manifest, wait_for

@@ -25,7 +25,7 @@ from collections import defaultdict
 
 import pytest
 
-from jobrelay.jobs.naming import ORIGIN_UID_LABEL
+from jobrelay.kinds.naming import ORIGIN_UID_LABEL
 from jobrelay.kube.api import JOBS, ApiClient
 from tests.e2e.support import (
     ControllerProcess,

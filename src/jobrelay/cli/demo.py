@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
-from jobrelay.jobs.conditions import finished_condition
-from jobrelay.jobs.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.job.conditions import finished_condition
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import JOBS, NAMESPACES, ApiClient, ApiError
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet

@@ -1,4 +1,4 @@
-"""`jobrelay jobs`: the managed Jobs, where they run, and what went wrong."""
+"""`jobrelay jobs`: the managed workloads of every kind, where they run, and what went wrong."""
 
 from __future__ import annotations
 
@@ -9,47 +9,75 @@ from typing import Any
 import click
 
 from jobrelay.cli.common import manager_client, manager_options
-from jobrelay.jobs.conditions import finished_condition
-from jobrelay.jobs.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
-from jobrelay.jobs.spec import is_suspended
-from jobrelay.kube.api import EVENTS, JOBS, ApiError
+from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
 
 
-def _state(job: dict[str, Any]) -> str:
-    final = finished_condition(job)
-    if final:
-        return str(final["type"])
-    if is_suspended(job):
+def _state(kind: WorkloadKind, obj: dict[str, Any]) -> str:
+    finish = kind.finish(obj)
+    if finish is not None:
+        return "Succeeded" if finish.succeeded else "Failed"
+    if kind.is_suspended(obj):
         return "Suspended"
-    status = job.get("status") or {}
-    if status.get("active"):
+    status = obj.get("status") or {}
+    if status.get("active") or kind.has_run(obj):
         return "Running"
     return (
         "Dispatched"
-        if (job["metadata"].get("annotations") or {}).get(CLUSTER_ANNOTATION)
+        if (obj["metadata"].get("annotations") or {}).get(CLUSTER_ANNOTATION)
         else "Pending"
     )
+
+
+async def _managed(
+    client: ApiClient, kinds: list[WorkloadKind], namespace: str | None, controller_name: str
+) -> list[tuple[WorkloadKind, dict[str, Any]]]:
+    found: list[tuple[WorkloadKind, dict[str, Any]]] = []
+    for kind in kinds:
+        try:
+            listed = await client.list(Resource.of(kind.ref), namespace=namespace)
+        except ApiError as error:
+            if error.is_not_found:
+                continue  # a kind this manager does not serve
+            raise
+        found.extend(
+            (kind, obj)
+            for obj in listed.items
+            if (obj.get("spec") or {}).get("managedBy") == controller_name
+        )
+    return found
 
 
 @click.command()
 @manager_options
 @click.option("-n", "--namespace", default=None, help="Only this namespace [default: all].")
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True)
+@click.option("--kind", "kind_names", multiple=True, metavar="Kind.version.group",
+              help="Kinds to list (repeatable) [default: every kind with an adapter of its own "
+                   "that the manager serves].")  # fmt: skip
 def jobs(
-    kubeconfig: Path | None, context: str | None, namespace: str | None, controller_name: str
+    kubeconfig: Path | None,
+    context: str | None,
+    namespace: str | None,
+    controller_name: str,
+    kind_names: tuple[str, ...],
 ) -> None:
-    """List managed Jobs: worker, state, counts and the latest warning about each."""
+    """List managed workloads: kind, worker, state, counts and the latest warning about each."""
+    try:
+        kinds = kinds_from_names(kind_names or tuple(DEDICATED))
+    except KindError as error:
+        raise click.BadParameter(str(error), param_hint="--kind") from error
 
-    async def go() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def go() -> tuple[list[tuple[WorkloadKind, dict[str, Any]]], list[dict[str, Any]]]:
         async with manager_client(kubeconfig, context) as client:
-            found = await client.list(JOBS, namespace=namespace)
-            warnings = await client.list(
-                EVENTS, namespace=namespace, field_selector="type=Warning,involvedObject.kind=Job"
-            )
-            return found.items, warnings.items
+            found = await _managed(client, kinds, namespace, controller_name)
+            warnings = await client.list(EVENTS, namespace=namespace, field_selector="type=Warning")
+            return found, warnings.items
 
     try:
-        items, warnings = asyncio.run(go())
+        managed, warnings = asyncio.run(go())
     except ApiError as error:
         raise click.ClickException(str(error)) from error
     latest: dict[str, dict[str, Any]] = {}
@@ -60,18 +88,23 @@ def jobs(
             latest.get(uid, {}).get("lastTimestamp") or latest.get(uid, {}).get("eventTime") or ""
         ):
             latest[uid] = event
-    managed = [job for job in items if (job.get("spec") or {}).get("managedBy") == controller_name]
     click.echo(
-        f"{'NAMESPACE':<20} {'NAME':<30} {'WORKER':<12} {'STATE':<11} {'OK/FAIL':>8}  LAST WARNING"
+        f"{'KIND':<8} {'NAMESPACE':<20} {'NAME':<30} {'WORKER':<12} {'STATE':<10} "
+        f"{'OK/FAIL':>8}  LAST WARNING"
     )
-    for job in managed:
-        meta, status = job["metadata"], job.get("status") or {}
+    for kind, obj in managed:
+        meta, status = obj["metadata"], obj.get("status") or {}
         warning = latest.get(meta.get("uid"), {})
         note = f"{warning.get('reason')}: {warning.get('message')}" if warning else ""
+        counts = (
+            f"{status.get('succeeded', 0):>4}/{status.get('failed', 0):<3}"
+            if "succeeded" in status or "failed" in status or "active" in status
+            else f"{'-':>4}/{'-':<3}"
+        )
         click.echo(
-            f"{meta['namespace']:<20} {meta['name']:<30} "
-            f"{(meta.get('annotations') or {}).get(CLUSTER_ANNOTATION, '-'):<12} {_state(job):<11} "
-            f"{status.get('succeeded', 0):>4}/{status.get('failed', 0):<3}  {note}".rstrip()
+            f"{kind.ref.kind:<8} {meta['namespace']:<20} {meta['name']:<30} "
+            f"{(meta.get('annotations') or {}).get(CLUSTER_ANNOTATION, '-'):<12} "
+            f"{_state(kind, obj):<10} {counts}  {note}".rstrip()
         )
     if not managed:
-        click.echo(f"no Jobs with spec.managedBy={controller_name}")
+        click.echo(f"no workloads with spec.managedBy={controller_name}")

@@ -3,33 +3,85 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 
 from jobrelay.cli.common import manager_client, manager_options
 from jobrelay.controller import runner
-from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.options import (
+    ControllerOptions,
+    KindSettings,
+    PlacementSettings,
+    QueueSettings,
+    WorkerSettings,
+)
 from jobrelay.fleet import registry
-from jobrelay.jobs.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds import KindError
+from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiError
 from jobrelay.observe.logging import setup_logging
 
 
+def _default(settings: type[Any], name: str) -> Any:
+    """A setting's default, read from its dataclass (the one place defaults are written)."""
+    found = {f.name: f for f in dataclasses.fields(settings)}[name]
+    if found.default is not dataclasses.MISSING:
+        return found.default
+    raise LookupError(f"{settings.__name__}.{name} has no plain default")
+
+
+def _kind_name(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    for value in values:
+        try:
+            parse_kind_name(value)
+        except KindError as error:
+            raise click.BadParameter(str(error)) from error
+    return values
+
+
 @click.command()
 @manager_options
-@click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
-              help="The spec.managedBy value of the Jobs to dispatch.")  # fmt: skip
-@click.option("--namespace", default=registry.DEFAULT_NAMESPACE, show_default=True,
+@click.option("--controller-name", default=_default(ControllerOptions, "controller_name"), show_default=True,
+              help="The spec.managedBy value of the workloads to dispatch.")  # fmt: skip
+@click.option("--origin", default=_default(ControllerOptions, "origin"), show_default=True,
+              help="This management cluster's name, written on every mirror.")  # fmt: skip
+@click.option("--kind", "kinds", multiple=True, callback=_kind_name, metavar="Kind.version.group",
+              help="A workload kind to dispatch (repeatable); default: "
+                   f"{', '.join(_default(KindSettings, 'names'))}. Job.v1.batch and "
+                   "JobSet.v1alpha2.jobset.x-k8s.io have adapters of their own; any other CRD "
+                   "with spec.managedBy is mirrored as it stands.")  # fmt: skip
+@click.option("--finished-condition", "finished_conditions", multiple=True, metavar="TYPE",
+              help="A condition type that, once True, finishes a workload of a generic kind "
+                   f"(repeatable); default: {', '.join(_default(KindSettings, 'finished_conditions'))}.")  # fmt: skip
+@click.option("--namespace", default=_default(WorkerSettings, "namespace"), show_default=True,
               help="Namespace of the worker kubeconfig Secrets.")  # fmt: skip
 @click.option(
     "--keep-finished-mirrors", is_flag=True, help="Leave finished mirrors on the workers."
 )
 @click.option("--no-create-namespaces", is_flag=True,
-              help="Do not create a Job's namespace on a worker that lacks it (report it instead).")  # fmt: skip
-@click.option("--gc-interval", default=60.0, show_default=True, type=click.FloatRange(1.0),
-              help="Seconds between full passes over all Jobs and mirrors (orphan clean-up bound).")  # fmt: skip
-@click.option("--concurrency", default=16, show_default=True, type=click.IntRange(1, 256))
+              help="Do not create a workload's namespace on a worker that lacks it (report it instead).")  # fmt: skip
+@click.option("--worker-sync-timeout", default=_default(WorkerSettings, "sync_timeout"), show_default=True,
+              type=click.FloatRange(0.0), help="Seconds a worker may take to list its mirrors.")  # fmt: skip
+@click.option("--worker-status-interval", default=_default(WorkerSettings, "status_interval"),
+              show_default=True, type=click.FloatRange(1.0),
+              help="Seconds between refreshes of each WorkerCluster's status.")  # fmt: skip
+@click.option("--rejected-retry", default=_default(WorkerSettings, "rejected_retry"), show_default=True,
+              type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
+@click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
+              show_default=True, type=click.FloatRange(0.1),
+              help="Seconds before trying again to place a workload no worker can take.")  # fmt: skip
+@click.option("--gc-interval", default=_default(QueueSettings, "gc_interval"), show_default=True,
+              type=click.FloatRange(1.0),
+              help="Seconds between full passes over all workloads and mirrors (orphan clean-up bound).")  # fmt: skip
+@click.option("--concurrency", default=_default(QueueSettings, "concurrency"), show_default=True,
+              type=click.IntRange(1, 256), help="Reconciles at once.")  # fmt: skip
+@click.option("--retry-max-delay", default=_default(QueueSettings, "retry_max_delay"), show_default=True,
+              type=click.FloatRange(0.1), help="Longest per-key backoff between retries, in seconds.")  # fmt: skip
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -38,11 +90,19 @@ def run(
     kubeconfig: Path | None,
     context: str | None,
     controller_name: str,
+    origin: str,
+    kinds: tuple[str, ...],
+    finished_conditions: tuple[str, ...],
     namespace: str,
     keep_finished_mirrors: bool,
     no_create_namespaces: bool,
+    worker_sync_timeout: float,
+    worker_status_interval: float,
+    rejected_retry: float,
+    unplaceable_retry: float,
     gc_interval: float,
     concurrency: int,
+    retry_max_delay: float,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -51,17 +111,32 @@ def run(
     Installs (or updates) the WorkerCluster CRD at start.
     """
     setup_logging("json" if log_format == "json" else "text", log_level)
+    kind_settings = KindSettings()
     options = ControllerOptions(
         controller_name=controller_name,
-        namespace=namespace,
-        keep_finished_mirrors=keep_finished_mirrors,
-        create_namespaces=not no_create_namespaces,
-        gc_interval=gc_interval,
-        concurrency=concurrency,
+        origin=origin,
+        queue=QueueSettings(
+            concurrency=concurrency, gc_interval=gc_interval, retry_max_delay=retry_max_delay
+        ),
+        workers=WorkerSettings(
+            namespace=namespace,
+            create_namespaces=not no_create_namespaces,
+            keep_finished_mirrors=keep_finished_mirrors,
+            sync_timeout=worker_sync_timeout,
+            status_interval=worker_status_interval,
+            rejected_retry=rejected_retry,
+        ),
+        kinds=KindSettings(
+            names=kinds or kind_settings.names,
+            finished_conditions=finished_conditions or kind_settings.finished_conditions,
+        ),
+        placement=PlacementSettings(unplaceable_retry=unplaceable_retry),
     )
     manager = manager_client(kubeconfig, context)
     try:
         asyncio.run(runner.run(manager, options))
+    except runner.ConfigurationError as error:
+        raise click.ClickException(str(error)) from error
     except ApiError as error:
         raise click.ClickException(f"the management cluster answered: {error}") from error
 

@@ -1,32 +1,74 @@
-"""Everything an operator can tune about the controller, with its default."""
+"""Everything an operator can tune about the controller, grouped by concern, with defaults.
+
+These dataclasses are the one place a default is written: ``jobrelay run``
+takes its flags' defaults from here, and docs/architecture.md's settings
+table lists them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.jobs.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.registry import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    # Reconciles running at once; each is I/O-bound.
+    concurrency: int = 16
+    # Every this many seconds all known keys are reconciled again from the caches
+    # (no API reads): a safety net that bounds how long an orphaned mirror can live.
+    gc_interval: float = 60.0
+    # Per-key backoff of retries (conflicts, caches not synced, errors): the first
+    # delay, doubled on each further retry of the key, up to the maximum.
+    retry_base_delay: float = 0.005
+    retry_max_delay: float = 60.0
+    # Global token bucket over all retries: sustained retries per second, and burst.
+    retry_qps: float = 50.0
+    retry_burst: int = 200
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    # Where WorkerCluster kubeconfig Secrets live (and, later, the leader Lease).
+    namespace: str = DEFAULT_NAMESPACE
+    # Create a workload's namespace on the worker when it is missing there.
+    create_namespaces: bool = True
+    # Keep finished mirrors on the workers (for debugging); by default they are
+    # deleted once their final status has been copied.
+    keep_finished_mirrors: bool = False
+    # How long start-up waits for workers to list their mirrors before dispatching,
+    # and how long one worker may take to list before it counts as not connected.
+    sync_timeout: float = 20.0
+    # How often each worker's status (Connected, activeMirrors) is refreshed at most.
+    status_interval: float = 10.0
+    # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
+    rejected_retry: float = 30.0
+
+
+@dataclass(frozen=True)
+class KindSettings:
+    # Kind.version.group of each workload kind to dispatch; a kind without a
+    # dedicated adapter gets the generic one.
+    names: tuple[str, ...] = DEFAULT_KINDS
+    # Condition types that, once True, finish a workload of a generic kind.
+    finished_conditions: tuple[str, ...] = DEFAULT_FINISHED_CONDITIONS
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    # Retry pacing for a workload no worker can take now.
+    unplaceable_retry: float = 15.0
 
 
 @dataclass(frozen=True)
 class ControllerOptions:
     controller_name: str = DEFAULT_CONTROLLER_NAME
-    # Where WorkerCluster kubeconfig Secrets live (and, later, the leader Lease).
-    namespace: str = DEFAULT_NAMESPACE
     # Names the management cluster in the mirrors' origin annotation.
     origin: str = "manager"
-    # Create a Job's namespace on the worker when it is missing there.
-    create_namespaces: bool = True
-    # Keep finished mirrors on the workers (for debugging); by default they are
-    # deleted once their final status has been copied.
-    keep_finished_mirrors: bool = False
-    # Every this many seconds all known keys are reconciled again from the caches
-    # (no API reads): a safety net that bounds how long an orphaned mirror can live.
-    gc_interval: float = 60.0
-    # Reconciles running at once; each is I/O-bound.
-    concurrency: int = 16
-    # How long start-up waits for workers to list their mirrors before dispatching.
-    worker_sync_timeout: float = 20.0
-    # Retry pacing for Jobs that cannot be placed or whose mirror a worker rejects.
-    unplaceable_retry: float = 15.0
-    rejected_retry: float = 30.0
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    workers: WorkerSettings = field(default_factory=WorkerSettings)
+    kinds: KindSettings = field(default_factory=KindSettings)
+    placement: PlacementSettings = field(default_factory=PlacementSettings)

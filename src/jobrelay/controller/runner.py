@@ -1,9 +1,9 @@
 """Wires the controller together and runs it until told to stop.
 
-Start-up order matters for safety: the management Jobs' cache must be synced
-before any key is reconciled (an unsynced cache would make every mirror look
-orphaned), and workers get a bounded chance to list their mirrors first (so
-that nothing is placed on the strength of an empty cache).
+Start-up order matters for safety: each kind's management cache must be
+synced before any key is reconciled (an unsynced cache would make every
+mirror look orphaned), and workers get a bounded chance to list their mirrors
+first (so that nothing is placed on the strength of an empty cache).
 """
 
 from __future__ import annotations
@@ -12,47 +12,156 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
+from typing import Any
 
-from jobrelay.controller.dispatch import Dispatcher, managed_by
+from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
+from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet import registry
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
-from jobrelay.kube.api import JOBS, ApiClient
+from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
+from jobrelay.kinds.registry import parse_kind_name
+from jobrelay.kube.api import ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
-from jobrelay.kube.watching import Informer
+from jobrelay.kube.watching import Informer, InformerEvent
 
 _log = logging.getLogger(__name__)
+
+
+class ConfigurationError(RuntimeError):
+    """The controller cannot start as configured; the message says what to do."""
+
+
+def managed_by(kind: WorkloadKind, controller_name: str) -> Callable[[dict[str, Any]], Any]:
+    """An informer transform that keeps only the objects this controller manages, slimmed."""
+
+    def transform(obj: dict[str, Any]) -> dict[str, Any] | None:
+        if (obj.get("spec") or {}).get("managedBy") != controller_name:
+            return None
+        return kind.slim_local(obj)
+
+    return transform
+
+
+async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[WorkloadKind]:
+    """The configured kinds, each checked against what the management cluster serves.
+
+    Plurals come from discovery, so a CRD with an irregular plural works; a
+    kind the manager does not serve stops the start with a message saying so.
+    """
+    plurals: dict[str, str] = {}
+    for name in options.kinds.names:
+        kind, version, group = parse_kind_name(name)
+        try:
+            served = await manager.discover(group, version)
+        except ApiError as error:
+            if error.is_not_found:
+                raise ConfigurationError(
+                    f"--kind {name}: the management cluster does not serve "
+                    f"{group or 'core'}/{version}: install the CRD of {kind} first"
+                ) from error
+            raise
+        match = next((r for r in served if r.get("kind") == kind and "/" not in r["name"]), None)
+        if match is None:
+            raise ConfigurationError(
+                f"--kind {name}: the management cluster serves {group}/{version} but no kind "
+                f"{kind} in it (it has: {', '.join(sorted({str(r.get('kind')) for r in served}))})"
+            )
+        if not match.get("namespaced", True):
+            raise ConfigurationError(f"--kind {name}: cluster-scoped kinds cannot be dispatched")
+        plurals[name] = str(match["name"])
+    try:
+        return kinds_from_names(
+            options.kinds.names,
+            finished_conditions=options.kinds.finished_conditions,
+            plurals=plurals,
+        )
+    except (KindError, ValueError) as error:
+        raise ConfigurationError(str(error)) from error
 
 
 class Controller:
     """One running jobrelay: caches, queue, reconcilers."""
 
-    def __init__(self, manager: ApiClient, options: ControllerOptions) -> None:
+    def __init__(
+        self, manager: ApiClient, options: ControllerOptions, kinds: list[WorkloadKind]
+    ) -> None:
         self.options = options
         self.manager = manager
-        self.queue: WorkQueue[str] = WorkQueue(QueueOptions(max_delay=60.0, qps=50.0, burst=200))
-        self.jobs = Informer(manager, JOBS, transform=managed_by(options.controller_name))
+        queue = options.queue
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
+            QueueOptions(
+                base_delay=queue.retry_base_delay,
+                max_delay=queue.retry_max_delay,
+                qps=queue.retry_qps,
+                burst=queue.retry_burst,
+            )
+        )
+        self.kinds = {
+            kind.name: KindRuntime(
+                kind,
+                Informer(
+                    manager,
+                    Resource.of(kind.ref),
+                    transform=managed_by(kind, options.controller_name),
+                ),
+            )
+            for kind in kinds
+        }
+        workers = options.workers
         self.pool = WorkerPool(
             manager,
+            kinds,
             self.queue.add,
-            PoolOptions(namespace=options.namespace, controller_name=options.controller_name),
+            PoolOptions(
+                namespace=workers.namespace,
+                controller_name=options.controller_name,
+                connect_timeout=workers.sync_timeout,
+                status_interval=workers.status_interval,
+                api=ApiOptions(),
+            ),
         )
         self.events = EventRecorder(manager, component="jobrelay")
-        self.dispatcher = Dispatcher(manager, self.jobs, self.pool, self.events, options)
+        executor = Executor(
+            manager=manager,
+            pool=self.pool,
+            events=self.events,
+            create_namespaces=workers.create_namespaces,
+            rejected_retry=workers.rejected_retry,
+            created=Expectations(),
+            deleted=Expectations(),
+            reservations=Reservations(),
+        )
+        settings = Settings(
+            controller_name=options.controller_name,
+            origin=options.origin,
+            keep_finished_mirrors=workers.keep_finished_mirrors,
+            unplaceable_retry=options.placement.unplaceable_retry,
+            rejected_retry=workers.rejected_retry,
+        )
+        self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
+
+    def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
+        return lambda event: self.queue.add(WorkloadKey(kind, event.key))
 
     async def run(self, stop: asyncio.Event) -> None:
         await registry.install_crd(self.manager)
-        await registry.ensure_namespace(self.manager, self.options.namespace)
-        self.jobs.add_handler(lambda event: self.queue.add(event.key))
-        self.jobs.start()
+        await registry.ensure_namespace(self.manager, self.options.workers.namespace)
+        for name, runtime in self.kinds.items():
+            runtime.objects.add_handler(self._enqueue(name))
+            runtime.objects.start()
         await self.pool.start()
         try:
-            await self.jobs.wait_synced()
-            await self.pool.wait_connected(self.options.worker_sync_timeout)
+            for runtime in self.kinds.values():
+                await runtime.objects.wait_synced()
+            await self.pool.wait_connected(self.options.workers.sync_timeout)
             _log.info(
-                "jobrelay ready: %d managed Jobs, workers: %s",
-                len(self.jobs),
+                "jobrelay ready: %s; workers: %s",
+                ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
                 ", ".join(
                     f"{w.name}({'connected' if w.connected else 'not connected'})"
                     for w in self.pool.workers()
@@ -64,9 +173,9 @@ class Controller:
                 workers = group.create_task(
                     run_workers(
                         self.queue,
-                        self.options.concurrency,
-                        self.dispatcher.reconcile,
-                        name="dispatch",
+                        self.options.queue.concurrency,
+                        self.reconciler.reconcile,
+                        name="relay",
                     )
                 )
                 resync = group.create_task(self._resync())
@@ -76,7 +185,8 @@ class Controller:
                 resync.cancel()
                 await workers
         finally:
-            await self.jobs.stop()
+            for runtime in self.kinds.values():
+                await runtime.objects.stop()
             await self.pool.stop()
             await self.events.aclose()
 
@@ -84,13 +194,16 @@ class Controller:
         """Reconcile every known key now and then, from the caches alone.
 
         Events drive everything; this bounds what a lost event could cost,
-        e.g. how long an orphaned mirror can outlive its management Job.
+        e.g. how long an orphaned mirror can outlive its management object.
         """
         while True:
-            await asyncio.sleep(self.options.gc_interval)
-            keys = set(self.jobs.keys())
-            for worker in self.pool.workers():
-                keys.update(worker.mirrors.keys())
+            await asyncio.sleep(self.options.queue.gc_interval)
+            keys = {
+                WorkloadKey(name, key)
+                for name, runtime in self.kinds.items()
+                for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
+            }
+            keys.update(self.pool.mirror_keys())
             for key in keys:
                 self.queue.add(key)
 
@@ -102,7 +215,8 @@ async def run(manager: ApiClient, options: ControllerOptions) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await Controller(manager, options).run(stop)
+        kinds = await resolve_kinds(manager, options)
+        await Controller(manager, options, kinds).run(stop)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from jobrelay.jobs.naming import FIELD_MANAGER
+from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube.api import (
     CRDS,
     NAMESPACES,

@@ -1,10 +1,11 @@
-"""The live pool of worker clusters: one client and one mirror-Job cache per worker.
+"""The live pool of worker clusters: one client and one mirror cache per kind per worker.
 
 The pool follows the manager's ``WorkerCluster`` objects: a new or changed
 one is (re)connected from its kubeconfig Secret, a deleted one is dropped.
-Each worker's informer caches only the mirror Jobs this controller created
-(label-selected) and reports every change as the management Job's key, so
-the dispatcher learns of mirror status changes without polling.
+Each worker's informers cache only the mirrors this controller created
+(label-selected), one per configured workload kind, and report every change
+as the management object's key, so the reconciler learns of mirror status
+changes without polling.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from jobrelay.fleet import registry
-from jobrelay.jobs.naming import MIRROR_LABEL, controller_label_value
-from jobrelay.jobs.status import is_finished
-from jobrelay.kube.api import JOBS, SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.naming import MIRROR_LABEL, controller_label_value
+from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
@@ -29,12 +31,14 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class PoolOptions:
-    namespace: str = registry.DEFAULT_NAMESPACE
-    controller_name: str = "jobrelay.dev/relay"
+    """The pool's part of the controller's options (defaults: controller/options.py)."""
+
+    namespace: str
+    controller_name: str
     # How long a worker may take to list its mirrors before it counts as unreachable.
-    connect_timeout: float = 20.0
+    connect_timeout: float
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
-    status_interval: float = 10.0
+    status_interval: float
     api: ApiOptions = field(default_factory=ApiOptions)
     informer: InformerOptions = field(default_factory=InformerOptions)
 
@@ -45,57 +49,54 @@ class Worker:
 
     name: str
     client: ApiClient
-    mirrors: Informer
+    # One mirror cache per configured kind, by the kind's name.
+    mirrors: dict[str, Informer]
     identity: tuple[str, ...]  # what the connection was built from; a change reconnects
+    kinds: dict[str, WorkloadKind] = field(default_factory=dict)
     cordoned: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     last_error: str = ""
-    # Keys of the mirrors that have not finished, kept by the informer handler:
-    # placement asks for the count on every decision, so it must not scan.
-    unfinished: set[str] = field(default_factory=set)
+    # Mirrors that have not finished, kept by the informer handlers: placement
+    # asks for the count on every decision, so it must not scan.
+    unfinished: set[WorkloadKey] = field(default_factory=set)
 
     @property
     def connected(self) -> bool:
-        return self.mirrors.has_synced and not self.last_error
+        return self.synced_all() and not self.last_error
+
+    def synced(self, kind: str) -> bool:
+        """Whether this kind's mirror cache has listed (what it lacks is really absent)."""
+        informer = self.mirrors.get(kind)
+        return informer is not None and informer.has_synced
+
+    def synced_all(self) -> bool:
+        return all(informer.has_synced for informer in self.mirrors.values())
+
+    def not_synced(self) -> list[str]:
+        return [kind for kind, informer in self.mirrors.items() if not informer.has_synced]
+
+    def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        informer = self.mirrors.get(key[0])
+        return informer.get(key[1]) if informer is not None else None
 
     def active_mirrors(self) -> int:
         return len(self.unfinished)
 
-    def track(self, event: InformerEvent) -> None:
-        if event.new is None or is_finished(event.new):
-            self.unfinished.discard(event.key)
+    def track(self, kind: WorkloadKind, event: InformerEvent) -> None:
+        key = WorkloadKey(kind.name, event.key)
+        if event.new is None or kind.is_finished(event.new):
+            self.unfinished.discard(key)
         else:
-            self.unfinished.add(event.key)
+            self.unfinished.add(key)
+
+    async def wait_synced(self) -> None:
+        for informer in self.mirrors.values():
+            await informer.wait_synced()
 
     async def close(self) -> None:
-        await self.mirrors.stop()
+        for informer in self.mirrors.values():
+            await informer.stop()
         await self.client.aclose()
-
-
-def slim_mirror(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the dispatcher needs of a mirror: identity, mutable spec fields and status.
-
-    The pod template and managedFields are most of a Job's bytes and are never read.
-    """
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    return {
-        "metadata": {
-            key: metadata[key]
-            for key in (
-                "name",
-                "namespace",
-                "uid",
-                "labels",
-                "annotations",
-                "resourceVersion",
-                "deletionTimestamp",
-            )
-            if key in metadata
-        },
-        "spec": {key: value for key, value in spec.items() if key != "template"},
-        "status": obj.get("status") or {},
-    }
 
 
 class WorkerPool:
@@ -104,12 +105,14 @@ class WorkerPool:
     def __init__(
         self,
         manager: ApiClient,
-        on_mirror_change: Callable[[str], None],
-        options: PoolOptions | None = None,
+        kinds: Sequence[WorkloadKind],
+        on_mirror_change: Callable[[WorkloadKey], None],
+        options: PoolOptions,
     ) -> None:
         self._manager = manager
+        self._kinds = list(kinds)
         self._on_mirror_change = on_mirror_change
-        self._options = options or PoolOptions()
+        self._options = options
         self._workers: dict[str, Worker] = {}
         self._registrations = Informer(manager, WORKER_CLUSTERS, options=self._options.informer)
         # The kubeconfig Secrets, watched so that a rotated credential reconnects its worker.
@@ -130,18 +133,13 @@ class WorkerPool:
     def workers(self) -> list[Worker]:
         return list(self._workers.values())
 
-    def mirror(self, cluster: str, key: str) -> dict[str, Any] | None:
-        worker = self._workers.get(cluster)
-        return worker.mirrors.get(key) if worker else None
-
-    def mirrors_of(self, key: str) -> list[tuple[Worker, dict[str, Any]]]:
-        """Every cached mirror with the management Job's namespace/name, on any worker."""
-        found = []
+    def mirror_keys(self) -> set[WorkloadKey]:
+        """Every cached mirror's key, on any worker (for a full resync)."""
+        keys: set[WorkloadKey] = set()
         for worker in self._workers.values():
-            mirror = worker.mirrors.get(key)
-            if mirror is not None:
-                found.append((worker, mirror))
-        return found
+            for kind, informer in worker.mirrors.items():
+                keys.update(WorkloadKey(kind, key) for key in informer.keys())  # noqa: SIM118
+        return keys
 
     def is_registered(self, name: str) -> bool:
         return self._registrations.get(name) is not None
@@ -167,7 +165,7 @@ class WorkerPool:
                     while (worker := self._workers.get(name)) is None:
                         self._worker_added.clear()
                         await self._worker_added.wait()
-                    await worker.mirrors.wait_synced()
+                    await worker.wait_synced()
 
     async def stop(self) -> None:
         self._queue.shutdown()
@@ -215,12 +213,13 @@ class WorkerPool:
                 return self._options.status_interval
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
-        if not current.mirrors.has_synced:
+        if not current.synced_all():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._options.connect_timeout):
-                    await current.mirrors.wait_synced()
+                    await current.wait_synced()
+        missing = current.not_synced()
         current.last_error = (
-            "" if current.mirrors.has_synced else "cannot list Jobs on the worker yet"
+            f"cannot list {', '.join(missing)} on the worker yet" if missing else ""
         )
         await self._write_status(name, current)
         return self._options.status_interval
@@ -252,25 +251,30 @@ class WorkerPool:
                 name, connected=False, reason="InvalidKubeconfig", message=str(error)
             )
             return None
-        mirrors = Informer(
-            client,
-            JOBS,
-            label_selector=self._selector,
-            transform=slim_mirror,
-            options=self._options.informer,
-        )
-        worker = Worker(name, client, mirrors, identity)
-        mirrors.add_handler(worker.track)
-        mirrors.add_handler(lambda event: self._on_mirror_change(event.key))
-        mirrors.start()
+        worker = Worker(name, client, {}, identity, kinds={k.name: k for k in self._kinds})
+        for kind in self._kinds:
+            informer = Informer(
+                client,
+                Resource.of(kind.ref),
+                label_selector=self._selector,
+                transform=kind.slim_mirror,
+                options=self._options.informer,
+            )
+            informer.add_handler(functools.partial(worker.track, kind))
+            informer.add_handler(functools.partial(self._mirror_changed, kind.name))
+            worker.mirrors[kind.name] = informer
+            informer.start()
         self._workers[name] = worker
         self._worker_added.set()
         _log.info("worker %s: connecting to %s", name, client.cluster)
         return worker
 
+    def _mirror_changed(self, kind: str, event: InformerEvent) -> None:
+        self._on_mirror_change(WorkloadKey(kind, event.key))
+
     async def _write_status(self, name: str, worker: Worker) -> None:
         reason, message = (
-            ("Connected", "mirror Jobs listed and watched")
+            ("Connected", f"mirrors listed and watched ({', '.join(worker.mirrors)})")
             if worker.connected
             else ("Unreachable", worker.last_error)
         )

@@ -27,6 +27,7 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ConfigError as _LightkubeConfigError
 
 import jobrelay
+from jobrelay.kinds.base import KindRef
 
 __all__ = [
     "CRDS",
@@ -65,6 +66,11 @@ class Resource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    @classmethod
+    def of(cls, ref: KindRef, *, namespaced: bool = True) -> Resource:
+        """The resource a workload kind is served as."""
+        return cls(ref.group, ref.version, ref.plural, ref.kind, namespaced=namespaced)
 
 
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
@@ -398,6 +404,14 @@ class ApiClient:
         self, resource: Resource, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]:
         return await self._call("get", "GET", resource, _path(resource, namespace, name))
+
+    async def discover(self, group: str, version: str) -> list[dict[str, Any]]:
+        """The resources the apiserver serves in ``group/version`` (discovery's APIResourceList)."""
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        discovery = Resource(group, version, "", "APIResourceList", namespaced=False)
+        found = await self._call("get", "GET", discovery, path)
+        resources: list[dict[str, Any]] = found.get("resources") or []
+        return resources
 
     async def list(
         self,

@@ -23,7 +23,9 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["QueueOptions", "QueueShutDown", "WorkQueue", "run_workers"]
+from jobrelay.kube.api import ApiError
+
+__all__ = ["Backoff", "QueueOptions", "QueueShutDown", "WorkQueue", "run_workers"]
 
 _log = logging.getLogger(__name__)
 
@@ -32,6 +34,18 @@ K = TypeVar("K", bound=Hashable)
 
 class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A handler's answer: look at the key again soon, backing off per key.
+
+    For races that the next watch event usually resolves (a conflict, a cache
+    that has not caught up): retried at once at first, then ever more slowly,
+    never at a fixed pace forever; and not an error, so not logged as one.
+    """
+
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,16 +240,18 @@ class WorkQueue(Generic[K]):
 async def run_workers(
     queue: WorkQueue[K],
     workers: int,
-    handler: Callable[[K], Awaitable[float | None]],
+    handler: Callable[[K], Awaitable[float | Backoff | None]],
     *,
     name: str = "worker",
 ) -> None:
     """Process keys with ``workers`` concurrent loops until the queue shuts down.
 
     Each loop takes a key, awaits ``handler(key)`` and releases the key. An
-    exception is logged with the key and the key retried with backoff; a
-    number returned by the handler asks to see the key again after that many
-    seconds (like controller-runtime's RequeueAfter); None means done.
+    exception is logged with the key and the key retried with backoff (an
+    apiserver's refusal or silence in one line, anything else with its
+    traceback); :class:`Backoff` retries with backoff quietly; a number asks
+    to see the key again after that many seconds (like controller-runtime's
+    RequeueAfter); None means done.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -248,6 +264,16 @@ async def run_workers(
                 return
             try:
                 requeue_after = await handler(key)
+            except ApiError as error:
+                delay = queue.add_rate_limited(key)
+                _log.warning(
+                    "%s: processing %s failed (attempt %d), retrying in %.3fs: %s",
+                    name,
+                    key,
+                    queue.num_requeues(key),
+                    delay,
+                    error,
+                )
             except Exception:
                 delay = queue.add_rate_limited(key)
                 _log.exception(
@@ -258,6 +284,10 @@ async def run_workers(
                     delay,
                 )
             else:
+                if isinstance(requeue_after, Backoff):
+                    delay = queue.add_rate_limited(key)
+                    _log.debug("%s: %s again in %.3fs: %s", name, key, delay, requeue_after.why)
+                    continue
                 queue.forget(key)
                 if requeue_after is not None:
                     queue.add_after(key, requeue_after)

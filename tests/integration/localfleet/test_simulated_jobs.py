@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from jobrelay.jobs.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError
 from tests.kubetools import finished, is_true, job_manifest, wait_for
 

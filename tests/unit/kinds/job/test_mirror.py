@@ -6,15 +6,15 @@ import copy
 
 import pytest
 
-from jobrelay.jobs import JsonObj
-from jobrelay.jobs.mirror import (
+from jobrelay.kinds.job import JsonObj
+from jobrelay.kinds.job.mirror import (
     LAST_APPLIED_ANNOTATION,
     build_mirror,
     is_mirror_of,
     is_ours,
     mirror_spec_patch,
 )
-from jobrelay.jobs.naming import (
+from jobrelay.kinds.naming import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_CLUSTER_ANNOTATION,

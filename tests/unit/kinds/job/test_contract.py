@@ -9,11 +9,11 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.jobs.jobsim import JobShape, management_job, ts
-from tests.unit.jobs.strategies import histories
+from tests.unit.kinds.job.jobsim import JobShape, management_job, ts
+from tests.unit.kinds.job.strategies import histories
 
-from jobrelay.jobs import JsonObj
-from jobrelay.jobs.contract import status_violations
+from jobrelay.kinds.job import JsonObj
+from jobrelay.kinds.job.contract import status_violations
 
 T1, T2, T3 = ts(1), ts(60), ts(120)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from tests.unit.jobs.jobsim import BuiltinJobController, JobShape, SuspendStyle
+from tests.unit.kinds.job.jobsim import BuiltinJobController, JobShape, SuspendStyle
 
-from jobrelay.jobs import JsonObj
+from jobrelay.kinds.job import JsonObj
 
 UNLIMITED = 2147483647  # the backoffLimit the apiserver defaults to with backoffLimitPerIndex
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from jobrelay.jobs import JsonObj
+from jobrelay.kinds.job import JsonObj
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -11,18 +11,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jobrelay.jobs.naming import (
-    CONTROLLER_ANNOTATION,
-    GENERATED_JOB_LABELS,
-    MIRROR_LABEL,
-    ORIGIN_CLUSTER_ANNOTATION,
-    ORIGIN_UID_LABEL,
-    controller_label_value,
-)
-from jobrelay.jobs.spec import is_elastic_indexed
-from jobrelay.jobs.types import JsonObj
+from jobrelay.kinds.job.spec import is_elastic_indexed
+from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION, is_mirror_of, is_ours, mirror_metadata
+from jobrelay.kinds.naming import GENERATED_JOB_LABELS
+from jobrelay.kinds.patches import merge_patch
+from jobrelay.kinds.types import JsonObj
 
-LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+__all__ = [
+    "LAST_APPLIED_ANNOTATION",
+    "build_mirror",
+    "is_mirror_of",
+    "is_ours",
+    "mirror_spec_patch",
+]
 
 # Spec fields that belong to the management cluster only: managedBy would make
 # the worker's controller skip the mirror, the selector and manualSelector name
@@ -44,6 +45,9 @@ _MUTABLE_SPEC_DEFAULTS: dict[str, Any] = {
 # unlimited with backoffLimitPerIndex): followed only when the management Job
 # states them, which a Job read back from the apiserver always does.
 _MUTABLE_SPEC_DEFAULTED_ELSEWHERE = ("backoffLimit",)
+# Pod template fields the apiserver lets change on a suspended Job that never
+# ran (mutable scheduling directives, KEP-2926; KEP-5440 builds on them).
+SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 
 
 def build_mirror(job: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
@@ -53,45 +57,14 @@ def build_mirror(job: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
     generated ones; origin labels and annotations added; the spec without the
     management-only fields. ``job`` is not modified.
     """
-    metadata = job.get("metadata") or {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {
-            "name": metadata["name"],
-            "namespace": metadata["namespace"],
-            "labels": {
-                **_user_labels(metadata.get("labels")),
-                MIRROR_LABEL: controller_label_value(controller_name),
-                ORIGIN_UID_LABEL: metadata["uid"],
-            },
-            "annotations": {
-                **_user_annotations(metadata.get("annotations")),
-                CONTROLLER_ANNOTATION: controller_name,
-                ORIGIN_CLUSTER_ANNOTATION: origin,
-            },
-        },
+        "metadata": mirror_metadata(
+            job, controller_name=controller_name, origin=origin, dropped_labels=GENERATED_JOB_LABELS
+        ),
         "spec": _mirror_spec(job.get("spec") or {}),
     }
-
-
-def is_ours(mirror: JsonObj, controller_name: str) -> bool:
-    """Whether a worker Job is a mirror made by the controller of that name."""
-    labels = (mirror.get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(MIRROR_LABEL) == controller_label_value(controller_name))
-
-
-def is_mirror_of(mirror: JsonObj, job: JsonObj, controller_name: str) -> bool:
-    """Whether a worker Job is our mirror of this very management Job (not of a namesake).
-
-    The management Job's UID, not its name, decides: a Job deleted and created
-    again under the same name must not inherit the old one's mirror.
-    """
-    labels = (mirror.get("metadata") or {}).get("labels") or {}
-    uid = (job.get("metadata") or {}).get("uid")
-    return (
-        is_ours(mirror, controller_name) and uid is not None and labels.get(ORIGIN_UID_LABEL) == uid
-    )
 
 
 def mirror_spec_patch(job: JsonObj, mirror: JsonObj) -> JsonObj | None:
@@ -99,11 +72,13 @@ def mirror_spec_patch(job: JsonObj, mirror: JsonObj) -> JsonObj | None:
 
     Only fields the apiserver accepts changes to are considered; ``completions``
     only for an elastic Indexed Job (``completions == parallelism``), where the
-    apiserver requires both to change together. None when nothing differs.
+    apiserver requires both to change together; and, while both are suspended
+    and the mirror has not started, the pod template's scheduling directives
+    (KEP-2926 / KEP-5440). None when nothing differs.
     """
     job_spec = job.get("spec") or {}
     mirror_spec = mirror.get("spec") or {}
-    changes = {
+    changes: JsonObj = {
         field: job_spec.get(field, default)
         for field, default in _MUTABLE_SPEC_DEFAULTS.items()
         if job_spec.get(field, default) != mirror_spec.get(field, default)
@@ -118,15 +93,40 @@ def mirror_spec_patch(job: JsonObj, mirror: JsonObj) -> JsonObj | None:
     if is_elastic_indexed(job_spec) and job_spec["completions"] != mirror_spec.get("completions"):
         changes["completions"] = job_spec["completions"]
         changes["parallelism"] = job_spec["parallelism"]
+    template = _scheduling_patch(job, mirror)
+    if template:
+        changes["template"] = template
     return {"spec": changes} if changes else None
+
+
+def _scheduling_patch(job: JsonObj, mirror: JsonObj) -> JsonObj:
+    """The template edits a suspended, never-started Job accepts, as a merge patch."""
+    mirror_started = bool((mirror.get("status") or {}).get("startTime"))
+    if not (
+        (job.get("spec") or {}).get("suspend")
+        and (mirror.get("spec") or {}).get("suspend")
+        and not mirror_started
+    ):
+        return {}
+    wanted = scheduling_directives((job.get("spec") or {}).get("template") or {})
+    current = scheduling_directives((mirror.get("spec") or {}).get("template") or {})
+    return merge_patch(current, wanted)
+
+
+def scheduling_directives(template: JsonObj) -> JsonObj:
+    """The parts of a pod template that scheduling edits may change, user labels only."""
+    metadata = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    kept_metadata = {
+        "labels": _user_labels(metadata.get("labels")),
+        "annotations": dict(metadata.get("annotations") or {}),
+    }
+    kept_spec = {field: spec[field] for field in SCHEDULING_FIELDS if field in spec}
+    return {"metadata": kept_metadata, "spec": kept_spec}
 
 
 def _user_labels(labels: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (labels or {}).items() if k not in GENERATED_JOB_LABELS}
-
-
-def _user_annotations(annotations: dict[str, str] | None) -> dict[str, str]:
-    return {k: v for k, v in (annotations or {}).items() if k != LAST_APPLIED_ANNOTATION}
 
 
 def _mirror_spec(spec: JsonObj) -> JsonObj:

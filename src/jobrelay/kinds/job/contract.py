@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobrelay.jobs import indexes
-from jobrelay.jobs.conditions import (
+from jobrelay.kinds.job import indexes
+from jobrelay.kinds.job.conditions import (
     COMPLETE,
     FAILED,
     FAILURE_TARGET,
@@ -29,8 +29,8 @@ from jobrelay.jobs.conditions import (
     is_true,
     status_of,
 )
-from jobrelay.jobs.spec import is_elastic_indexed, is_indexed, is_suspended
-from jobrelay.jobs.types import JsonObj
+from jobrelay.kinds.job.spec import is_elastic_indexed, is_indexed, is_suspended
+from jobrelay.kinds.types import JsonObj
 
 _COUNTERS = ("active", "succeeded", "failed", "ready", "terminating")
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.jobs.jobsim import JobShape, comparable, management_job, ts
-from tests.unit.jobs.strategies import histories
+from tests.unit.kinds.job.jobsim import JobShape, comparable, management_job, ts
+from tests.unit.kinds.job.strategies import histories
 
-from jobrelay.jobs import JsonObj
-from jobrelay.jobs.conditions import SUSPENDED
-from jobrelay.jobs.contract import status_violations
-from jobrelay.jobs.status import is_finished, next_status
+from jobrelay.kinds.job import JsonObj
+from jobrelay.kinds.job.conditions import SUSPENDED
+from jobrelay.kinds.job.contract import status_violations
+from jobrelay.kinds.job.status import is_finished, next_status
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
 

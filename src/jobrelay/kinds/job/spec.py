@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobrelay.jobs.types import JsonObj
+from jobrelay.kinds.types import JsonObj
 
 
 def is_suspended(job: JsonObj) -> bool:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from tests.unit.jobs.jobsim import comparable
+from tests.unit.kinds.job.jobsim import comparable
 
-from jobrelay.jobs import JsonObj
-from jobrelay.jobs.contract import status_violations
-from jobrelay.jobs.status import (
+from jobrelay.kinds.job import JsonObj
+from jobrelay.kinds.job.contract import status_violations
+from jobrelay.kinds.job.status import (
     condition,
     finished_condition,
     is_finished,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.jobs import indexes
+from jobrelay.kinds.job import indexes
 
 
 def as_set(intervals: list[indexes.Interval]) -> set[int]:

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import copy
 
-from jobrelay.jobs import indexes
-from jobrelay.jobs.conditions import (
+from jobrelay.kinds.job import indexes
+from jobrelay.kinds.job.conditions import (
     COMPLETE,
     FAILED,
     FALSE,
@@ -42,8 +42,8 @@ from jobrelay.jobs.conditions import (
     is_true,
     status_of,
 )
-from jobrelay.jobs.spec import is_elastic_indexed, is_indexed, is_suspended
-from jobrelay.jobs.types import JsonObj
+from jobrelay.kinds.job.spec import is_elastic_indexed, is_indexed, is_suspended
+from jobrelay.kinds.types import JsonObj
 
 __all__ = [
     "RESUMED_MESSAGE",

@@ -1,0 +1,1 @@
+"""The relay reconciler: snapshot → decide (pure) → act (executor), for every kind."""

@@ -1,0 +1,275 @@
+"""The executor: applies a plan's actions, in order, with today's safety rules.
+
+Writes to the management object are compare-and-swaps on the resourceVersion
+the decision read; a mirror is deleted only with its UID as precondition; a
+missing namespace on a worker is created (when allowed) and the create tried
+once more. Our own creates and deletes are remembered until the caches show
+them (expectations), and placements until their mirror is visible
+(reservations), so the next snapshot does not repeat them. The first action
+that fails stops the plan; what the failure means comes back as a
+:class:`Stopped` for the reconciler to act on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.plan import (
+    Action,
+    CreateMirror,
+    DeleteMirror,
+    Log,
+    PatchMirror,
+    Place,
+    Plan,
+    RecordEvent,
+    Retry,
+    Terminal,
+    WriteStatus,
+)
+from jobrelay.fleet.workers import WorkerPool
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.types import JsonObj
+from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
+from jobrelay.kube.events import EventRecorder
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Collided:
+    """A create met an object of the same name on ``cluster``: read it and decide again."""
+
+    cluster: str
+
+
+Stopped = Retry | Terminal | Collided
+
+
+class Reservations:
+    """Placements whose mirror the worker caches do not show yet, so that a burst of
+    placements spreads out instead of every decision seeing the same loads."""
+
+    def __init__(self) -> None:
+        self._by_cluster: dict[str, set[Hashable]] = {}
+
+    def reserve(self, cluster: str, key: Hashable) -> None:
+        self.release(key)
+        self._by_cluster.setdefault(cluster, set()).add(key)
+
+    def release(self, key: Hashable) -> None:
+        for keys in self._by_cluster.values():
+            keys.discard(key)
+
+    def count(self, cluster: str) -> int:
+        return len(self._by_cluster.get(cluster, ()))
+
+
+@dataclass
+class Executor:
+    manager: ApiClient
+    pool: WorkerPool
+    events: EventRecorder
+    create_namespaces: bool
+    rejected_retry: float
+    created: Expectations
+    deleted: Expectations
+    reservations: Reservations
+
+    async def apply(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, plan: Plan
+    ) -> Stopped | None:
+        """Run the plan's actions; the reason it stopped early, or None when all ran."""
+        if plan.release:
+            self.reservations.release(key)
+        for action in plan.actions:
+            stopped = await self._apply(key, kind, obj, action)
+            if stopped is not None:
+                return stopped
+        return None
+
+    async def _apply(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, action: Action
+    ) -> Stopped | None:
+        extra = {"job": key.key, "kind": kind.ref.kind}
+        match action:
+            case Place():
+                return await self._place(key, kind, action)
+            case CreateMirror():
+                return await self._create(key, kind, obj, action)
+            case PatchMirror():
+                return await self._patch_mirror(kind, action)
+            case DeleteMirror():
+                await self._delete_mirror(kind, action, extra)
+            case WriteStatus():
+                return await self._write_status(key, kind, action)
+            case RecordEvent():
+                if obj is not None:
+                    self.events.record(obj, action.type, action.reason, action.message)
+            case Log():
+                level = logging.WARNING if action.level == "warning" else logging.INFO
+                _log.log(level, "%s: %s", key, action.message, extra=extra)
+        return None
+
+    async def _place(self, key: WorkloadKey, kind: WorkloadKind, action: Place) -> Stopped | None:
+        # Reserve before the first await: concurrent placements must see this one.
+        self.reservations.reserve(action.cluster, key)
+        try:
+            await self.manager.patch(
+                Resource.of(kind.ref),
+                key.name,
+                # The resourceVersion makes this a compare-and-swap: a workload is placed once.
+                {
+                    "metadata": {
+                        "resourceVersion": action.resource_version,
+                        "annotations": {CLUSTER_ANNOTATION: action.cluster},
+                    }
+                },
+                namespace=key.namespace,
+            )
+        except ApiError as error:
+            self.reservations.release(key)
+            if error.is_conflict or error.is_not_found:
+                return Retry("the object changed while it was being placed")
+            raise
+        except BaseException:
+            self.reservations.release(key)
+            raise
+        _log.info(
+            "placed %s on %s",
+            key.key,
+            action.cluster,
+            extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
+        )
+        return None
+
+    async def _create(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, action: CreateMirror
+    ) -> Stopped | None:
+        worker = self.pool.get(action.cluster)
+        if worker is None:
+            return Retry(f"worker cluster {action.cluster} went away")
+        for attempt in range(2):
+            try:
+                await worker.client.create(Resource.of(kind.ref), action.body)
+            except ApiError as error:
+                if error.is_already_exists:
+                    return Collided(action.cluster)
+                if error.is_not_found and attempt == 0 and self.create_namespaces:
+                    await self._ensure_namespace(worker.client, key.namespace)
+                    continue
+                return self._rejected(action.cluster, key, kind, error)
+            self.created.expect((action.cluster, key, action.origin_uid))
+            _log.info(
+                "created mirror of %s on %s",
+                key.key,
+                action.cluster,
+                extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
+            )
+            return None
+        return Retry("the namespace was created; the mirror is created next")
+
+    def _rejected(
+        self, cluster: str, key: WorkloadKey, kind: WorkloadKind, error: ApiError
+    ) -> Terminal:
+        if error.is_not_found:
+            message = (
+                f"worker cluster {cluster} has no namespace {key.namespace} "
+                "(and namespace creation is turned off): create it there"
+            )
+        elif error.is_unreachable:
+            message = f"worker cluster {cluster} is unreachable: {error.message}"
+        else:
+            message = (
+                f"worker cluster {cluster} rejected the mirror {kind.ref.kind} "
+                f"(HTTP {error.code} {error.reason}): {error.message}"
+            )
+        return Terminal("MirrorRejected", message, retry_after=self.rejected_retry)
+
+    async def _patch_mirror(self, kind: WorkloadKind, action: PatchMirror) -> Stopped | None:
+        worker = self.pool.get(action.cluster)
+        if worker is None:
+            return Retry(f"worker cluster {action.cluster} went away")
+        try:
+            await worker.client.patch(
+                Resource.of(kind.ref), action.name, action.patch, namespace=action.namespace
+            )
+        except ApiError as error:
+            if error.is_conflict or error.is_not_found:
+                return Retry("the mirror changed while it was being updated")
+            if error.is_invalid or error.code in (400, 403, 422):
+                return Terminal(
+                    "MirrorUpdateRejected",
+                    f"worker cluster {action.cluster} refused to apply this change to the "
+                    f"mirror (HTTP {error.code} {error.reason}): {error.message}",
+                    retry_after=self.rejected_retry,
+                )
+            raise
+        return None
+
+    async def _delete_mirror(
+        self, kind: WorkloadKind, action: DeleteMirror, extra: dict[str, Any]
+    ) -> None:
+        worker = self.pool.get(action.cluster)
+        if worker is None or self.deleted.pending(action.uid):
+            return  # gone with its worker, or deleted by an earlier pass the cache has not shown
+        try:
+            await worker.client.delete(
+                Resource.of(kind.ref), action.name, namespace=action.namespace, uid=action.uid
+            )
+        except ApiError as error:
+            if not (error.is_not_found or error.is_conflict):
+                raise
+            # Already gone, or already replaced by another object.
+        self.deleted.expect(action.uid)
+        _log.info(
+            "deleted mirror %s/%s on %s: %s",
+            action.namespace,
+            action.name,
+            action.cluster,
+            action.why,
+            extra={**extra, "cluster": action.cluster},
+        )
+
+    async def _write_status(
+        self, key: WorkloadKey, kind: WorkloadKind, action: WriteStatus
+    ) -> Stopped | None:
+        # A merge patch of the status subresource, not a PUT: a PUT of /status
+        # replaces labels and annotations too. The resourceVersion makes it a
+        # compare-and-swap against the status the decision computed from.
+        patch = {"metadata": {"resourceVersion": action.resource_version}, "status": action.patch}
+        try:
+            await self.manager.patch(
+                Resource.of(kind.ref),
+                key.name,
+                patch,
+                namespace=key.namespace,
+                subresource="status",
+            )
+        except ApiError as error:
+            if error.is_conflict or error.is_not_found:
+                return Retry("the object changed while its status was being written")
+            raise
+        return None
+
+    async def _ensure_namespace(self, client: ApiClient, namespace: str) -> None:
+        try:
+            await client.create(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
+        except ApiError as error:
+            if not error.is_already_exists:
+                raise
+            return
+        _log.info(
+            "created namespace %s on %s",
+            namespace,
+            client.cluster,
+            extra={"cluster": client.cluster},
+        )

@@ -1,0 +1,135 @@
+"""What a decision asks for: a few actions, then one outcome for the work queue.
+
+Actions run in order and the first that fails stops the rest (its error
+decides the outcome instead), so a plan can say "place, then create": the
+create never runs if the compare-and-swap that places lost a race.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from jobrelay.kinds.types import JsonObj
+
+EventType = Literal["Normal", "Warning"]
+
+
+# -- actions --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Record ``cluster`` in the placement annotation, compare-and-swap on ``resource_version``."""
+
+    cluster: str
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class CreateMirror:
+    """Create ``body`` on ``cluster`` (its namespace too, when allowed and missing)."""
+
+    cluster: str
+    body: JsonObj
+    origin_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class PatchMirror:
+    cluster: str
+    name: str
+    namespace: str
+    patch: JsonObj
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMirror:
+    """Delete a mirror, preconditioned on its UID (never a newer namesake)."""
+
+    cluster: str
+    name: str
+    namespace: str
+    uid: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStatus:
+    """Merge-patch the management object's status, compare-and-swap on ``resource_version``."""
+
+    patch: JsonObj
+    resource_version: str
+    status: JsonObj  # the whole status the patch leads to
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """An Event on the management object."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A line for the operator's log (what users see goes in Events)."""
+
+    level: Literal["info", "warning"]
+    message: str
+
+
+Action = Place | CreateMirror | PatchMirror | DeleteMirror | WriteStatus | RecordEvent | Log
+
+
+# -- outcomes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Nothing more until something changes (a watch event brings the key back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueAfter:
+    """Look again after ``seconds``: time, not an event, will change things."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Look again soon, backing off per key: a race or a cache that has not caught up."""
+
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFresh:
+    """Decide again with fresher input: the management object from the apiserver
+    (``obj``), or this name read on every connected worker (``probe``)."""
+
+    obj: bool = False
+    probe: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """A problem only the user can fix: a Warning Event says what. No retry until the
+    object changes, or after ``retry_after`` seconds when time may fix it (a quota)."""
+
+    reason: str
+    message: str
+    retry_after: float | None = None
+
+
+Outcome = Done | RequeueAfter | Retry | ReadFresh | Terminal
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    actions: tuple[Action, ...] = ()
+    outcome: Outcome = field(default_factory=Done)
+    # Drop any placement reservation of this key: its mirror is visible, or it needs none.
+    release: bool = False

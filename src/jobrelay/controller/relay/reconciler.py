@@ -1,0 +1,202 @@
+"""One reconcile: snapshot → decide → act, until the decision settles.
+
+The only code between the caches and the pure decision: it builds the
+snapshot (caches, expectations, reservations, the time), applies the plan
+through the executor, reads afresh when the decision asks for it, and turns
+the outcome into what the work queue understands. A terminal problem reaches
+the user as a Warning Event on the object, not only as a log line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable, Mapping
+
+from jobrelay.controller.relay.decide import decide
+from jobrelay.controller.relay.executor import Collided, Executor
+from jobrelay.controller.relay.plan import (
+    Done,
+    Outcome,
+    ReadFresh,
+    RequeueAfter,
+    Retry,
+    Terminal,
+)
+from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
+from jobrelay.fleet.workers import WorkerPool
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.mirrors import is_mirror_of
+from jobrelay.kinds.types import JsonObj
+from jobrelay.kube.api import ApiError, Resource
+from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.watching import Informer
+
+_log = logging.getLogger(__name__)
+
+# A decision settles in at most: read fresh, probe, act. More means a bug; back off.
+_MAX_ROUNDS = 5
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass(frozen=True)
+class KindRuntime:
+    """A configured kind with its management-cluster cache."""
+
+    kind: WorkloadKind
+    objects: Informer
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kinds: Mapping[str, KindRuntime],
+        pool: WorkerPool,
+        executor: Executor,
+        settings: Settings,
+        *,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self._kinds = kinds
+        self._pool = pool
+        self._executor = executor
+        self._settings = settings
+        self._clock = clock
+
+    async def reconcile(self, key: WorkloadKey) -> float | Backoff | None:
+        """Bring one management object and its mirrors in line; the queue's next step."""
+        runtime = self._kinds.get(key.kind)
+        if runtime is None:
+            return None  # a kind no longer configured
+        outcome = await self._settle(key, runtime)
+        match outcome:
+            case Done():
+                return None
+            case RequeueAfter(seconds=seconds):
+                return seconds
+            case Retry(why=why):
+                return Backoff(why)
+            case Terminal(reason=reason, message=message, retry_after=retry_after):
+                obj = runtime.objects.get(key.key)
+                if obj is not None:
+                    self._executor.events.record(obj, "Warning", reason, message)
+                _log.warning("%s: %s", key, message, extra={"job": key.key, "reason": reason})
+                return retry_after
+            case ReadFresh():
+                return Backoff("the decision asked for fresh reads without end")
+        return None
+
+    async def _settle(self, key: WorkloadKey, runtime: KindRuntime) -> Outcome:
+        snapshot = self.snapshot(key, runtime)
+        for _ in range(_MAX_ROUNDS):
+            plan = decide(snapshot)
+            stopped = await self._executor.apply(key, runtime.kind, snapshot.obj, plan)
+            if isinstance(stopped, Collided):
+                read = await self._read_remote(runtime.kind, key, stopped.cluster)
+                snapshot = self._with_reads(
+                    self.snapshot(key, runtime, like=snapshot), {stopped.cluster: read}
+                )
+                continue
+            if stopped is not None:
+                return stopped
+            outcome = plan.outcome
+            if not isinstance(outcome, ReadFresh):
+                return outcome
+            snapshot = self.snapshot(key, runtime, like=snapshot)
+            if outcome.obj:
+                snapshot = dataclasses.replace(
+                    snapshot, obj=await self._read_local(runtime, key), fresh=True
+                )
+            if outcome.probe:
+                reads = {}
+                for worker in snapshot.workers:
+                    if not worker.connected:
+                        continue
+                    try:
+                        reads[worker.name] = await self._read_remote(runtime.kind, key, worker.name)
+                    except ApiError as error:
+                        # Unknown is not absent: that worker is simply not counted as free.
+                        _log.info("%s: cannot read it on %s: %s", key, worker.name, error)
+                snapshot = dataclasses.replace(self._with_reads(snapshot, reads), probed=True)
+        return Retry("the decision did not settle")
+
+    # -- the snapshot -----------------------------------------------------------
+
+    def snapshot(
+        self, key: WorkloadKey, runtime: KindRuntime, *, like: Snapshot | None = None
+    ) -> Snapshot:
+        """What the caches say now; ``like`` carries over fresh reads made this reconcile."""
+        obj = like.obj if like is not None and like.fresh else runtime.objects.get(key.key)
+        uid = str(((obj or {}).get("metadata") or {}).get("uid"))
+        workers = []
+        deleting = set()
+        for worker in self._pool.workers():
+            mirror = worker.mirror(key)
+            if mirror is not None:
+                mirror_uid = str((mirror.get("metadata") or {}).get("uid"))
+                if self._executor.deleted.pending(mirror_uid):
+                    deleting.add(mirror_uid)
+                if obj is not None and is_mirror_of(mirror, obj, self._settings.controller_name):
+                    self._executor.created.observed((worker.name, key, uid))
+            previous = like.worker(worker.name) if like is not None else None
+            workers.append(
+                WorkerState(
+                    name=worker.name,
+                    synced=worker.synced(key.kind),
+                    connected=worker.connected,
+                    cordoned=worker.cordoned,
+                    load=worker.active_mirrors() + self._executor.reservations.count(worker.name),
+                    labels=dict(worker.labels),
+                    mirror=mirror,
+                    read=previous.read if previous is not None else None,
+                    read_done=previous.read_done if previous is not None else False,
+                    create_pending=self._executor.created.pending((worker.name, key, uid)),
+                )
+            )
+        return Snapshot(
+            key=key,
+            kind=runtime.kind,
+            settings=self._settings,
+            obj=obj,
+            workers=tuple(workers),
+            now=self._clock(),
+            fresh=like.fresh if like is not None else False,
+            deleting=frozenset(deleting),
+            probed=like.probed if like is not None else False,
+        )
+
+    @staticmethod
+    def _with_reads(snapshot: Snapshot, reads: Mapping[str, JsonObj | None]) -> Snapshot:
+        workers = tuple(
+            dataclasses.replace(w, read=reads[w.name], read_done=True) if w.name in reads else w
+            for w in snapshot.workers
+        )
+        return dataclasses.replace(snapshot, workers=workers)
+
+    async def _read_local(self, runtime: KindRuntime, key: WorkloadKey) -> JsonObj | None:
+        try:
+            obj = await self._executor.manager.get(
+                Resource.of(runtime.kind.ref), key.name, namespace=key.namespace
+            )
+        except ApiError as error:
+            if error.is_not_found:
+                return None
+            raise
+        return runtime.kind.slim_local(obj)
+
+    async def _read_remote(
+        self, kind: WorkloadKind, key: WorkloadKey, cluster: str
+    ) -> JsonObj | None:
+        worker = self._pool.get(cluster)
+        if worker is None:
+            return None
+        try:
+            return await worker.client.get(Resource.of(kind.ref), key.name, namespace=key.namespace)
+        except ApiError as error:
+            if error.is_not_found:
+                return None
+            raise

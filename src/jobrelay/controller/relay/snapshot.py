@@ -1,0 +1,74 @@
+"""What one reconcile knows: the management object, its mirrors, the workers, the time.
+
+Built by the reconciler from the caches (plus fresh reads when a decision asks
+for them); read by :func:`~jobrelay.controller.relay.decide.decide`, which is
+pure. Frozen, so a decision cannot change what it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.types import JsonObj
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The options a decision depends on (a part of the controller's options)."""
+
+    controller_name: str
+    origin: str = "manager"
+    keep_finished_mirrors: bool = False
+    # Requeue delays, in seconds, for states that only time (or a watch event) resolves.
+    unplaceable_retry: float = 15.0
+    rejected_retry: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerState:
+    """One registered worker as this reconcile sees it."""
+
+    name: str
+    # This kind's mirror cache has listed: what it lacks is really absent.
+    synced: bool
+    # Usable for new placements: its client works and its caches are synced.
+    connected: bool
+    cordoned: bool = False
+    # Unfinished mirrors there (every kind) plus placements not visible yet.
+    load: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # The cached mirror with this key (the cache holds only objects labelled ours).
+    mirror: JsonObj | None = None
+    # A fresh read of the same name on this worker, when one was asked for:
+    # ``read_done`` tells an absent object (None) from "not read".
+    read: JsonObj | None = None
+    read_done: bool = False
+    # We created the mirror of this management object there; the cache does not show it yet.
+    create_pending: bool = False
+
+    @property
+    def seen(self) -> JsonObj | None:
+        """The object of this name there: the fresh read if there was one, else the cache."""
+        return self.read if self.read_done else self.mirror
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    key: WorkloadKey
+    kind: WorkloadKind
+    settings: Settings
+    # The management object (None: gone); from the cache unless ``fresh``.
+    obj: JsonObj | None
+    workers: tuple[WorkerState, ...]
+    now: str  # RFC 3339, for any timestamp a status needs
+    fresh: bool = False
+    # UIDs of mirrors we deleted that the caches still show.
+    deleting: frozenset[str] = frozenset()
+    # Whether a fresh read of this name on every connected worker was made
+    # (after a create met a namesake): then ``read`` says who holds what.
+    probed: bool = False
+
+    def worker(self, name: str) -> WorkerState | None:
+        return next((w for w in self.workers if w.name == name), None)

@@ -1,0 +1,20 @@
+"""Workload kinds: one pure adapter per kind behind one interface (:class:`WorkloadKind`).
+
+Nothing here does I/O; an import-linter contract keeps the kube layer out.
+"""
+
+from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKey, WorkloadKind
+from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names
+from jobrelay.kinds.types import JsonObj
+
+__all__ = [
+    "DEFAULT_KINDS",
+    "Finish",
+    "JsonObj",
+    "KindError",
+    "KindRef",
+    "PodSet",
+    "WorkloadKey",
+    "WorkloadKind",
+    "kinds_from_names",
+]

@@ -1,0 +1,159 @@
+"""The one interface every workload kind implements, and what it is made of.
+
+An adapter is pure: it says how a kind looks (group, version, kind, plural),
+how a mirror is built from a management object, how the management status
+follows the mirror's, what finishes the workload, which spec changes reach a
+mirror, what to drop before caching, and which pods the workload will ask for.
+Everything that does I/O (caches, writes, Events) is generic and lives in the
+controller, which never names a kind (the model: Kueue's MultiKueueAdapter,
+with its I/O moved out).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from jobrelay.kinds.types import JsonObj
+
+
+@dataclass(frozen=True, slots=True)
+class KindRef:
+    """Where a kind is served: enough to build every URL for it."""
+
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def name(self) -> str:
+        """``Kind.version.group``, the form ``jobrelay run --kind`` takes (and kubectl's)."""
+        return (
+            f"{self.kind}.{self.version}.{self.group}"
+            if self.group
+            else f"{self.kind}.{self.version}"
+        )
+
+
+class WorkloadKey(NamedTuple):
+    """A management object as the work queue keys it: its kind's name and ``namespace/name``."""
+
+    kind: str
+    key: str
+
+    @property
+    def namespace(self) -> str:
+        return self.key.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.key.partition("/")[2]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` pods that each request ``requests`` (quantities as the API writes them)."""
+
+    name: str
+    count: int
+    requests: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """How a workload ended: ``succeeded`` or not, with the condition's reason and message."""
+
+    succeeded: bool
+    reason: str = ""
+    message: str = ""
+
+
+class WorkloadKind(abc.ABC):
+    """One workload kind jobrelay dispatches. Subclasses are pure and stateless."""
+
+    ref: KindRef
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    # -- caching ----------------------------------------------------------------
+
+    def slim_local(self, obj: JsonObj) -> JsonObj:
+        """The management object as cached: managedFields dropped (often half its bytes)."""
+        metadata = obj.get("metadata")
+        if metadata and "managedFields" in metadata:
+            obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+        return self._typed(obj)
+
+    @abc.abstractmethod
+    def slim_mirror(self, obj: JsonObj) -> JsonObj:
+        """The mirror as cached: identity, what spec_patch compares, and the status."""
+
+    def _typed(self, obj: JsonObj) -> JsonObj:
+        # List items may lack apiVersion and kind; Events about the object need both.
+        if obj.get("kind") == self.ref.kind and obj.get("apiVersion") == self.ref.api_version:
+            return obj
+        return {**obj, "apiVersion": self.ref.api_version, "kind": self.ref.kind}
+
+    # -- the mirror --------------------------------------------------------------
+
+    @abc.abstractmethod
+    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+        """The mirror to create on a worker for the management object ``obj``."""
+
+    @abc.abstractmethod
+    def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
+        """A merge patch bringing the mirror's spec in line with ``obj``; None when in step."""
+
+    # -- the status ---------------------------------------------------------------
+
+    @abc.abstractmethod
+    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+        """The management object's next status, or None when it is already right.
+
+        ``mirror`` is None when no mirror exists (yet): the status then shows
+        only what the management object itself says (e.g. suspended). ``now``
+        is an RFC 3339 time for any timestamp the status needs.
+        """
+
+    def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
+        """Rules the apiserver would break a write of ``new`` over ``old`` on (none known)."""
+        del old, new
+        return []
+
+    @abc.abstractmethod
+    def finish(self, obj: JsonObj) -> Finish | None:
+        """How the workload ended, or None while it has not."""
+
+    def is_finished(self, obj: JsonObj) -> bool:
+        return self.finish(obj) is not None
+
+    @abc.abstractmethod
+    def is_suspended(self, obj: JsonObj) -> bool:
+        """Whether the management object asks not to run (not placed while created so)."""
+
+    def has_run(self, obj: JsonObj) -> bool:
+        """Whether the status shows the workload ran somewhere (its mirror then held progress)."""
+        return bool((obj.get("status") or {}).get("startTime"))
+
+    # -- placement ----------------------------------------------------------------
+
+    def pod_sets(self, obj: JsonObj) -> list[PodSet]:
+        """The pods the workload will ask for at once (empty when the kind cannot tell)."""
+        del obj
+        return []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"

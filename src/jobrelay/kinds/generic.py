@@ -1,0 +1,84 @@
+"""Any workload CRD with ``spec.managedBy``: the adapter for kinds jobrelay knows nothing of.
+
+The mirror is the object less ``spec.managedBy``, its status and server-set
+metadata; the status is copied as it stands; the workload is finished once a
+condition of one of the configured types is True; ``spec.suspend``, when the
+kind has it, is followed. Like MultiKueue's external frameworks: enough for a
+CRD whose controller honours managedBy, with nothing kind-specific to trust.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+
+from jobrelay.kinds.base import Finish, KindRef, WorkloadKind
+from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.types import JsonObj
+
+DEFAULT_FINISHED_CONDITIONS = ("Complete", "Failed", "Succeeded")
+# Which of the default finishing types mean success (others count as failure).
+SUCCESS_CONDITIONS = frozenset({"Complete", "Completed", "Succeeded"})
+
+
+class GenericKind(WorkloadKind):
+    def __init__(
+        self, ref: KindRef, finished_conditions: Iterable[str] = DEFAULT_FINISHED_CONDITIONS
+    ) -> None:
+        self.ref = ref
+        self.finished_conditions = tuple(finished_conditions)
+        if not self.finished_conditions:
+            raise ValueError(f"{ref.name}: at least one finishing condition type is needed")
+
+    def slim_mirror(self, obj: JsonObj) -> JsonObj:
+        spec = obj.get("spec") or {}
+        return {
+            "metadata": slim_metadata(obj),
+            "spec": {"suspend": spec["suspend"]} if "suspend" in spec else {},
+            "status": obj.get("status") or {},
+        }
+
+    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+        spec = {k: copy.deepcopy(v) for k, v in (obj.get("spec") or {}).items() if k != "managedBy"}
+        return {
+            "apiVersion": self.ref.api_version,
+            "kind": self.ref.kind,
+            "metadata": mirror_metadata(obj, controller_name=controller_name, origin=origin),
+            "spec": spec,
+        }
+
+    def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
+        mine = obj.get("spec") or {}
+        if "suspend" not in mine:
+            return None
+        if bool(mine["suspend"]) == bool((mirror.get("spec") or {}).get("suspend")):
+            return None
+        return {"spec": {"suspend": bool(mine["suspend"])}}
+
+    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+        del now
+        if mirror is None or self.is_finished(obj):
+            return None
+        theirs: JsonObj = mirror.get("status") or {}
+        if not theirs or theirs == (obj.get("status") or {}):
+            return None
+        return copy.deepcopy(theirs)
+
+    def finish(self, obj: JsonObj) -> Finish | None:
+        for condition in (obj.get("status") or {}).get("conditions") or []:
+            if (
+                condition.get("type") in self.finished_conditions
+                and condition.get("status") == "True"
+            ):
+                return Finish(
+                    succeeded=condition.get("type") in SUCCESS_CONDITIONS,
+                    reason=str(condition.get("reason") or condition.get("type")),
+                    message=str(condition.get("message") or ""),
+                )
+        return None
+
+    def is_suspended(self, obj: JsonObj) -> bool:
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def has_run(self, obj: JsonObj) -> bool:
+        return bool(obj.get("status"))

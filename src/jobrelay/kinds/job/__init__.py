@@ -1,0 +1,8 @@
+"""batch/v1 Job: mirrors, the never-backwards status translation, the Job status contract.
+
+Nothing here does I/O; an import-linter contract keeps the kube layer out.
+"""
+
+from jobrelay.kinds.types import JsonObj
+
+__all__ = ["JsonObj"]

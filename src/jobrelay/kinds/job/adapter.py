@@ -1,0 +1,70 @@
+"""The batch/v1 Job adapter: today's Job logic behind the WorkloadKind interface."""
+
+from __future__ import annotations
+
+from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKind
+from jobrelay.kinds.job import conditions, contract, mirror, spec, status
+from jobrelay.kinds.mirrors import slim_metadata
+from jobrelay.kinds.pods import pod_requests
+from jobrelay.kinds.types import JsonObj
+
+
+class JobKind(WorkloadKind):
+    ref = KindRef("batch", "v1", "Job", "jobs")
+
+    def slim_mirror(self, obj: JsonObj) -> JsonObj:
+        # The pod template is most of a Job's bytes; only its scheduling
+        # directives are compared (to follow edits of a suspended Job).
+        mirror_spec = dict(obj.get("spec") or {})
+        template = mirror_spec.pop("template", None)
+        if template is not None:
+            mirror_spec["template"] = mirror.scheduling_directives(template)
+        return {
+            "metadata": slim_metadata(obj),
+            "spec": mirror_spec,
+            "status": obj.get("status") or {},
+        }
+
+    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+        return mirror.build_mirror(obj, controller_name=controller_name, origin=origin)
+
+    def spec_patch(self, obj: JsonObj, mirror_obj: JsonObj) -> JsonObj | None:
+        return mirror.mirror_spec_patch(obj, mirror_obj)
+
+    def next_status(self, obj: JsonObj, mirror_obj: JsonObj | None, *, now: str) -> JsonObj | None:
+        return status.next_status(obj, mirror_obj, now=now)
+
+    def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
+        return contract.status_violations(old, new)
+
+    def finish(self, obj: JsonObj) -> Finish | None:
+        final = conditions.finished_condition(obj)
+        if final is None:
+            return None
+        return Finish(
+            succeeded=final.get("type") == conditions.COMPLETE,
+            reason=str(final.get("reason") or ""),
+            message=str(final.get("message") or ""),
+        )
+
+    def is_suspended(self, obj: JsonObj) -> bool:
+        return spec.is_suspended(obj)
+
+    def has_run(self, obj: JsonObj) -> bool:
+        current = obj.get("status") or {}
+        return bool(current.get("startTime") or current.get("succeeded") or current.get("failed"))
+
+    def pod_sets(self, obj: JsonObj) -> list[PodSet]:
+        job_spec = obj.get("spec") or {}
+        parallelism = job_spec.get("parallelism", 1)
+        completions = job_spec.get("completions")
+        count = parallelism if completions is None else min(parallelism, completions)
+        pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+        return [
+            PodSet(
+                name="main",
+                count=int(count),
+                requests=pod_requests(pod_spec),
+                node_selector=dict(pod_spec.get("nodeSelector") or {}),
+            )
+        ]

@@ -1,0 +1,212 @@
+"""The JobSet adapter (jobset.x-k8s.io/v1alpha2).
+
+A JobSet's status is not guarded by apiserver rules the way a Job's is, but a
+user watching it must never see it go backwards: statuses reach us stale,
+repeated and reordered. So the copy is a merge: ``restarts`` only grows; the
+replicated-job counters of the newest attempt win (a restart legitimately
+resets them, which is why the attempt decides and not each counter), and
+within one attempt ``succeeded`` and ``failed`` only grow; ``terminalState``
+and a True ``Completed`` or ``Failed`` condition, once seen, stay.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKind
+from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.pods import pod_requests
+from jobrelay.kinds.types import JsonObj
+
+COMPLETED = "Completed"
+FAILED = "Failed"
+SUSPENDED = "Suspended"
+_TERMINAL = (COMPLETED, FAILED)
+# Counters of one attempt that never go down until the JobSet restarts.
+_MONOTONIC_COUNTERS = ("succeeded", "failed")
+# Spec fields a mirror follows: the apiserver lets them change on a live JobSet.
+_MUTABLE_SPEC_DEFAULTS: dict[str, Any] = {"suspend": False}
+# Only meaningful on the management cluster: managedBy would make the worker's
+# JobSet controller skip the mirror; a TTL would let the worker delete the
+# mirror before its final status has been copied.
+_MANAGER_ONLY_SPEC_FIELDS = ("managedBy", "ttlSecondsAfterFinished")
+
+
+def _conditions(obj: JsonObj) -> list[JsonObj]:
+    found: list[JsonObj] = (obj.get("status") or {}).get("conditions") or []
+    return found
+
+
+def _true(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:
+    return next(
+        (c for c in conditions if c.get("type") == condition_type and c.get("status") == "True"),
+        None,
+    )
+
+
+class JobSetKind(WorkloadKind):
+    ref = KindRef("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+
+    def slim_mirror(self, obj: JsonObj) -> JsonObj:
+        spec = obj.get("spec") or {}
+        return {
+            "metadata": slim_metadata(obj),
+            "spec": {key: value for key, value in spec.items() if key != "replicatedJobs"},
+            "status": obj.get("status") or {},
+        }
+
+    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+        spec = obj.get("spec") or {}
+        return {
+            "apiVersion": self.ref.api_version,
+            "kind": self.ref.kind,
+            "metadata": mirror_metadata(obj, controller_name=controller_name, origin=origin),
+            "spec": {
+                key: copy.deepcopy(value)
+                for key, value in spec.items()
+                if key not in _MANAGER_ONLY_SPEC_FIELDS
+            },
+        }
+
+    def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
+        mine, theirs = obj.get("spec") or {}, mirror.get("spec") or {}
+        changes = {
+            field: mine.get(field, default)
+            for field, default in _MUTABLE_SPEC_DEFAULTS.items()
+            if mine.get(field, default) != theirs.get(field, default)
+        }
+        return {"spec": changes} if changes else None
+
+    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+        if self.is_finished(obj):
+            return None
+        current: JsonObj = obj.get("status") or {}
+        if mirror is None:
+            desired = dict(current)
+            desired["conditions"] = self._suspended_condition(obj, _conditions(obj), now)
+        else:
+            desired = self._merged(obj, current, mirror.get("status") or {}, now)
+        desired = {k: v for k, v in desired.items() if v not in (None, [], {})}
+        if desired == {k: v for k, v in current.items() if v not in (None, [], {})}:
+            return None
+        return copy.deepcopy(desired)
+
+    def _merged(self, obj: JsonObj, current: JsonObj, theirs: JsonObj, now: str) -> JsonObj:
+        my_restarts = int(current.get("restarts") or 0)
+        their_restarts = int(theirs.get("restarts") or 0)
+        status = dict(current)
+        if their_restarts >= my_restarts:
+            status.update(
+                {k: v for k, v in theirs.items() if k not in ("conditions", "terminalState")}
+            )
+            status["replicatedJobsStatus"] = self._replicated(
+                current.get("replicatedJobsStatus") or [],
+                theirs.get("replicatedJobsStatus") or [],
+                same_attempt=their_restarts == my_restarts,
+            )
+        status["restarts"] = max(my_restarts, their_restarts)
+        if current.get("restartsCountTowardsMax") or theirs.get("restartsCountTowardsMax"):
+            status["restartsCountTowardsMax"] = max(
+                int(current.get("restartsCountTowardsMax") or 0),
+                int(theirs.get("restartsCountTowardsMax") or 0),
+            )
+        if current.get("terminalState") or theirs.get("terminalState"):
+            status["terminalState"] = current.get("terminalState") or theirs.get("terminalState")
+        conditions = self._merged_conditions(_conditions(obj), theirs.get("conditions") or [])
+        status["conditions"] = (
+            conditions
+            if any(_true(conditions, t) for t in _TERMINAL)
+            else self._suspended_condition(obj, conditions, now)
+        )
+        return status
+
+    @staticmethod
+    def _replicated(
+        mine: list[JsonObj], theirs: list[JsonObj], *, same_attempt: bool
+    ) -> list[JsonObj]:
+        if not same_attempt:
+            return copy.deepcopy(theirs)
+        previous = {entry.get("name"): entry for entry in mine}
+        merged = []
+        for entry in theirs:
+            before = previous.get(entry.get("name")) or {}
+            merged.append(
+                {
+                    **entry,
+                    **{
+                        counter: max(int(before.get(counter) or 0), int(entry.get(counter) or 0))
+                        for counter in _MONOTONIC_COUNTERS
+                    },
+                }
+            )
+        return merged
+
+    @staticmethod
+    def _merged_conditions(mine: list[JsonObj], theirs: list[JsonObj]) -> list[JsonObj]:
+        """The mirror's conditions, except that a True terminal one of ours stays."""
+        by_type = {c.get("type"): c for c in theirs}
+        for condition in mine:
+            if condition.get("type") in _TERMINAL and condition.get("status") == "True":
+                by_type[condition.get("type")] = condition
+        return [copy.deepcopy(c) for c in by_type.values()]
+
+    def _suspended_condition(
+        self, obj: JsonObj, conditions: list[JsonObj], now: str
+    ) -> list[JsonObj]:
+        """Our own spec.suspend, not the mirror's, decides the Suspended condition."""
+        suspended = self.is_suspended(obj)
+        existing = next((c for c in conditions if c.get("type") == SUSPENDED), None)
+        if existing is None and not suspended:
+            return list(conditions)
+        wanted_status = "True" if suspended else "False"
+        if existing is not None and existing.get("status") == wanted_status:
+            return list(conditions)
+        replacement = {
+            "type": SUSPENDED,
+            "status": wanted_status,
+            "reason": "SuspendedJobs" if suspended else "ResumeJobs",
+            "message": "jobset is suspended" if suspended else "jobset is resumed",
+            "lastTransitionTime": now,
+        }
+        return [c for c in conditions if c.get("type") != SUSPENDED] + [replacement]
+
+    def finish(self, obj: JsonObj) -> Finish | None:
+        conditions = _conditions(obj)
+        for condition_type in _TERMINAL:
+            found = _true(conditions, condition_type)
+            if found is not None:
+                return Finish(
+                    succeeded=condition_type == COMPLETED,
+                    reason=str(found.get("reason") or ""),
+                    message=str(found.get("message") or ""),
+                )
+        return None
+
+    def is_suspended(self, obj: JsonObj) -> bool:
+        return bool((obj.get("spec") or {}).get("suspend"))
+
+    def has_run(self, obj: JsonObj) -> bool:
+        status = obj.get("status") or {}
+        return bool(status.get("restarts")) or any(
+            entry.get("active") or entry.get("succeeded") or entry.get("failed")
+            for entry in status.get("replicatedJobsStatus") or []
+        )
+
+    def pod_sets(self, obj: JsonObj) -> list[PodSet]:
+        sets = []
+        for replicated in (obj.get("spec") or {}).get("replicatedJobs") or []:
+            job_spec = (replicated.get("template") or {}).get("spec") or {}
+            parallelism = job_spec.get("parallelism", 1)
+            completions = job_spec.get("completions")
+            per_job = parallelism if completions is None else min(parallelism, completions)
+            pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+            sets.append(
+                PodSet(
+                    name=str(replicated.get("name", "")),
+                    count=int(replicated.get("replicas", 1)) * int(per_job),
+                    requests=pod_requests(pod_spec),
+                    node_selector=dict(pod_spec.get("nodeSelector") or {}),
+                )
+            )
+        return sets

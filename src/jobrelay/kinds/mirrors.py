@@ -1,0 +1,114 @@
+"""What every mirror carries, whatever its kind: the marks that tie it to its origin.
+
+A restarted controller keeps no state, so a mirror must say on the worker
+which controller made it (label, to select on), for which management object
+(its UID, so a namesake created later never inherits it) and from which
+management cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from jobrelay.kinds.naming import (
+    CONTROLLER_ANNOTATION,
+    MIRROR_LABEL,
+    ORIGIN_CLUSTER_ANNOTATION,
+    ORIGIN_UID_LABEL,
+    controller_label_value,
+)
+from jobrelay.kinds.types import JsonObj
+
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+# Metadata the apiserver sets or that only means something on the management
+# cluster: a mirror is created without any of it.
+SERVER_SET_METADATA = frozenset(
+    {
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+        "ownerReferences",
+        "finalizers",
+        "generateName",
+    }
+)
+
+
+def mirror_metadata(
+    obj: JsonObj,
+    *,
+    controller_name: str,
+    origin: str,
+    dropped_labels: Collection[str] = (),
+) -> JsonObj:
+    """The mirror's metadata: same namespace and name, the user's labels and
+    annotations (less ``dropped_labels``), and the origin marks."""
+    metadata = obj.get("metadata") or {}
+    return {
+        "name": metadata["name"],
+        "namespace": metadata["namespace"],
+        "labels": {
+            **{k: v for k, v in (metadata.get("labels") or {}).items() if k not in dropped_labels},
+            MIRROR_LABEL: controller_label_value(controller_name),
+            ORIGIN_UID_LABEL: metadata["uid"],
+        },
+        "annotations": {
+            **{
+                k: v
+                for k, v in (metadata.get("annotations") or {}).items()
+                if k != LAST_APPLIED_ANNOTATION
+            },
+            CONTROLLER_ANNOTATION: controller_name,
+            ORIGIN_CLUSTER_ANNOTATION: origin,
+        },
+    }
+
+
+def _labels(obj: Mapping[str, object]) -> Mapping[str, str]:
+    metadata = obj.get("metadata") or {}
+    assert isinstance(metadata, Mapping)
+    labels = metadata.get("labels") or {}
+    assert isinstance(labels, Mapping)
+    return labels
+
+
+def is_ours(mirror: JsonObj, controller_name: str) -> bool:
+    """Whether a worker object is a mirror made by the controller of that name."""
+    return bool(_labels(mirror).get(MIRROR_LABEL) == controller_label_value(controller_name))
+
+
+def origin_uid(mirror: JsonObj) -> str | None:
+    """The UID of the management object a mirror was made for."""
+    value = _labels(mirror).get(ORIGIN_UID_LABEL)
+    return str(value) if value else None
+
+
+def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str) -> bool:
+    """Whether a worker object is our mirror of this very management object (not of a namesake).
+
+    The UID, not the name, decides: an object deleted and created again under
+    the same name must not inherit the old one's mirror.
+    """
+    uid = (obj.get("metadata") or {}).get("uid")
+    return is_ours(mirror, controller_name) and uid is not None and origin_uid(mirror) == uid
+
+
+def slim_metadata(obj: JsonObj) -> JsonObj:
+    """The metadata a cached mirror keeps: identity, marks and versions."""
+    metadata = obj.get("metadata") or {}
+    keep = (
+        "name",
+        "namespace",
+        "uid",
+        "labels",
+        "annotations",
+        "resourceVersion",
+        "deletionTimestamp",
+    )
+    return {key: metadata[key] for key in keep if key in metadata}

@@ -1,0 +1,72 @@
+"""Which kinds a controller dispatches: ``Kind.version.group`` names to adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from jobrelay.kinds.base import KindRef, WorkloadKind
+from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
+
+__all__ = [
+    "DEDICATED",
+    "DEFAULT_FINISHED_CONDITIONS",
+    "DEFAULT_KINDS",
+    "KindError",
+    "default_plural",
+    "kinds_from_names",
+    "parse_kind_name",
+]
+
+# Kinds with an adapter of their own; any other kind gets the generic one.
+DEDICATED: dict[str, WorkloadKind] = {kind.name: kind for kind in (JobKind(), JobSetKind())}
+DEFAULT_KINDS = (JobKind.ref.name,)
+
+
+class KindError(ValueError):
+    """A kind name that cannot be used; the message says how to write it."""
+
+
+def parse_kind_name(text: str) -> tuple[str, str, str]:
+    """``Kind.version.group`` as (kind, version, group); the group may hold dots."""
+    parts = text.strip().split(".", 2)
+    if len(parts) < 2 or not all(parts[:2]) or not parts[0][:1].isupper():
+        raise KindError(
+            f"--kind {text!r}: write Kind.version.group, e.g. Job.v1.batch or "
+            "JobSet.v1alpha2.jobset.x-k8s.io (the kind capitalised, as in the CRD)"
+        )
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else ""
+
+
+def default_plural(kind: str) -> str:
+    """The plural the API uses by convention, when discovery cannot be asked."""
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return lower + "es"
+    if lower.endswith("y") and lower[-2:-1] not in "aeiou":
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def kinds_from_names(
+    names: Iterable[str],
+    *,
+    finished_conditions: Sequence[str] = DEFAULT_FINISHED_CONDITIONS,
+    plurals: dict[str, str] | None = None,
+) -> list[WorkloadKind]:
+    """Adapters for these names, in order, each once: dedicated where one exists.
+
+    ``plurals`` maps a name to the plural its apiserver serves it under
+    (from discovery); a name missing from it uses the conventional plural.
+    """
+    chosen: dict[str, WorkloadKind] = {}
+    for text in names:
+        kind, version, group = parse_kind_name(text)
+        ref = KindRef(group, version, kind, (plurals or {}).get(text) or default_plural(kind))
+        if ref.name in chosen:
+            continue
+        chosen[ref.name] = DEDICATED.get(ref.name) or GenericKind(ref, finished_conditions)
+    if not chosen:
+        raise KindError("at least one --kind is needed")
+    return list(chosen.values())
