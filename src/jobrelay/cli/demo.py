@@ -1,4 +1,5 @@
-"""`jobrelay demo`: a local fleet, jobrelay running, and a batch of Jobs dispatched to completion."""
+"""`jobrelay demo`: a local fleet, jobrelay running, and a batch of Jobs and JobSets dispatched
+to completion."""
 
 from __future__ import annotations
 
@@ -14,13 +15,34 @@ from typing import Any
 
 import click
 
-from jobrelay.kinds.job.conditions import finished_condition
+from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
-from jobrelay.kube.api import JOBS, NAMESPACES, ApiClient, ApiError
+from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet
 
 DEMO_NAMESPACE = "demo"
+JOB = DEDICATED["Job.v1.batch"]
+JOBSET = DEDICATED["JobSet.v1alpha2.jobset.x-k8s.io"]
+DEMO_KINDS = (JOB, JOBSET)
+
+
+def _pod_template(duration: str, outcome: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "annotations": {
+                "fleet.jobrelay.dev/duration": duration,
+                "fleet.jobrelay.dev/outcome": outcome,
+            }
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "250m"}}}
+            ],
+        },
+    }
 
 
 def _job(
@@ -33,25 +55,36 @@ def _job(
         "spec": {
             **({"managedBy": DEFAULT_CONTROLLER_NAME} if managed else {}),
             "backoffLimit": 1,
-            "template": {
-                "metadata": {
-                    "annotations": {
-                        "fleet.jobrelay.dev/duration": duration,
-                        "fleet.jobrelay.dev/outcome": outcome,
-                    }
-                },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {"requests": {"cpu": "250m"}},
-                        }
-                    ],
-                },
-            },
+            "template": _pod_template(duration, outcome),
             **spec,
+        },
+    }
+
+
+def _jobset(name: str, *, managed: bool = True, replicas: int = 2) -> dict[str, Any]:
+    """A JobSet of a driver and ``replicas`` workers of 2 pods each."""
+
+    def replicated(role: str, count: int, parallelism: int) -> dict[str, Any]:
+        return {
+            "name": role,
+            "replicas": count,
+            "template": {
+                "spec": {
+                    "parallelism": parallelism,
+                    "completions": parallelism,
+                    "backoffLimit": 0,
+                    "template": _pod_template("3s", "succeed"),
+                }
+            },
+        }
+
+    return {
+        "apiVersion": JOBSET.ref.api_version,
+        "kind": JOBSET.ref.kind,
+        "metadata": {"name": name, "namespace": DEMO_NAMESPACE, "labels": {"app": "jobrelay-demo"}},
+        "spec": {
+            **({"managedBy": DEFAULT_CONTROLLER_NAME} if managed else {}),
+            "replicatedJobs": [replicated("driver", 1, 1), replicated("workers", replicas, 2)],
         },
     }
 
@@ -67,52 +100,71 @@ def sample_jobs() -> list[dict[str, Any]]:
     return jobs
 
 
-def _row(job: dict[str, Any]) -> tuple[str, str, str, str]:
-    meta, status = job["metadata"], job.get("status") or {}
-    managed = (job.get("spec") or {}).get("managedBy") == DEFAULT_CONTROLLER_NAME
+def sample_jobsets() -> list[dict[str, Any]]:
+    return [_jobset("pipeline"), _jobset("local-pipeline", managed=False, replicas=1)]
+
+
+def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    meta, status = obj["metadata"], obj.get("status") or {}
+    managed = (obj.get("spec") or {}).get("managedBy") == DEFAULT_CONTROLLER_NAME
     where = (
         (meta.get("annotations") or {}).get(CLUSTER_ANNOTATION, "-")
         if managed
         else "manager (local)"
     )
-    final = finished_condition(job)
-    if final:
-        state = str(final["type"]) + (
-            f" ({final.get('reason')})" if final["type"] == "Failed" else ""
-        )
-    elif status.get("active"):
-        state = f"Running ({status['active']} active)"
+    finish = kind.finish(obj)
+    if finish is not None:
+        state = "Succeeded" if finish.succeeded else f"Failed ({finish.reason})"
+    elif kind.has_run(obj) or status.get("active"):
+        state = "Running"
     else:
         state = "Dispatched" if where != "-" else "Pending"
-    counts = f"{status.get('succeeded', 0)}/{status.get('failed', 0)}"
-    return meta["name"], where, state, counts
+    if kind is JOBSET:
+        replicated = status.get("replicatedJobsStatus") or []
+        done = sum(int(r.get("succeeded") or 0) for r in replicated)
+        failed = sum(int(r.get("failed") or 0) for r in replicated)
+        counts = f"{done}/{failed} jobs"
+    else:
+        counts = f"{status.get('succeeded', 0)}/{status.get('failed', 0)}"
+    return kind.ref.kind, meta["name"], where, state, counts
 
 
-async def _watch(manager: ApiClient, names: set[str], timeout: float) -> list[dict[str, Any]]:
+async def _list(manager: ApiClient, names: set[tuple[str, str]]) -> list[tuple[WorkloadKind, Any]]:
+    found = []
+    for kind in DEMO_KINDS:
+        listed = await manager.list(Resource.of(kind.ref), namespace=DEMO_NAMESPACE)
+        found += [
+            (kind, obj) for obj in listed.items if (kind.ref.kind, obj["metadata"]["name"]) in names
+        ]
+    return found
+
+
+async def _watch(
+    manager: ApiClient, names: set[tuple[str, str]], timeout: float
+) -> list[tuple[WorkloadKind, Any]]:
     deadline = time.monotonic() + timeout
     last = ""
     while True:
-        items = [
-            j
-            for j in (await manager.list(JOBS, namespace=DEMO_NAMESPACE)).items
-            if j["metadata"]["name"] in names
-        ]
-        lines = [f"  {n:<14} {w:<16} {s:<24} {c:>5}" for n, w, s, c in sorted(map(_row, items))]
-        table = "\n".join(lines)
+        items = await _list(manager, names)
+        rows = sorted(_row(kind, obj) for kind, obj in items)
+        table = "\n".join(f"  {k:<7} {n:<15} {w:<16} {s:<24} {c:>8}" for k, n, w, s, c in rows)
         if table != last:
             click.echo(
-                f"\n{time.strftime('%H:%M:%S')}  {'JOB':<14} {'WHERE':<16} {'STATE':<24} {'OK/FAIL':>5}"
+                f"\n{time.strftime('%H:%M:%S')}  {'KIND':<7} {'NAME':<15} {'WHERE':<16} "
+                f"{'STATE':<24} {'OK/FAIL':>8}"
             )
             click.echo(table)
             last = table
-        if len(items) == len(names) and all(finished_condition(j) for j in items):
+        if len(items) == len(names) and all(kind.is_finished(obj) for kind, obj in items):
             return items
         if time.monotonic() > deadline:
-            raise click.ClickException(f"the demo Jobs did not all finish within {timeout:.0f}s")
+            raise click.ClickException(
+                f"the demo workloads did not all finish within {timeout:.0f}s"
+            )
         await asyncio.sleep(1.0)
 
 
-async def _submit(manager: ApiClient) -> set[str]:
+async def _submit(manager: ApiClient) -> set[tuple[str, str]]:
     with contextlib.suppress(ApiError):
         await manager.delete(NAMESPACES, DEMO_NAMESPACE)
     # A namespace being deleted refuses new objects: wait for it to go.
@@ -127,10 +179,11 @@ async def _submit(manager: ApiClient) -> set[str]:
     await manager.create(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEMO_NAMESPACE}}
     )
-    names = set()
-    for job in sample_jobs():
-        await manager.create(JOBS, job)
-        names.add(job["metadata"]["name"])
+    names: set[tuple[str, str]] = set()
+    for kind, objects in ((JOB, sample_jobs()), (JOBSET, sample_jobsets())):
+        for obj in objects:
+            await manager.create(Resource.of(kind.ref), obj)
+            names.add((kind.ref.kind, obj["metadata"]["name"]))
     return names
 
 
@@ -139,7 +192,7 @@ async def _submit(manager: ApiClient) -> set[str]:
               help="Fleet state directory [default: $JOBRELAY_FLEET_DIR or ./.fleet].")  # fmt: skip
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for the Jobs.")
 def demo(state_dir: Path | None, timeout: float) -> None:
-    """Bring up a local fleet, run jobrelay, and dispatch a batch of sample Jobs."""
+    """Bring up a local fleet, run jobrelay, and dispatch a batch of sample Jobs and JobSets."""
     local = LocalFleet(state_dir, progress=lambda m: click.echo(m, err=True))
     try:
         asyncio.run(local.up(workers=2))
@@ -151,15 +204,17 @@ def demo(state_dir: Path | None, timeout: float) -> None:
     click.echo(f"\nstarting jobrelay (log: {log_path}) ...")
     with log_path.open("ab") as log:
         controller = subprocess.Popen(
-            [sys.executable, "-m", "jobrelay", "run", "--kubeconfig", str(kubeconfig)],
+            [sys.executable, "-m", "jobrelay", "run", "--kubeconfig", str(kubeconfig),
+             *(arg for kind in DEMO_KINDS for arg in ("--kind", kind.name))],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
 
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> list[tuple[WorkloadKind, Any]]:
         async with ApiClient.from_kubeconfig(kubeconfig, cluster=MANAGER) as manager:
             names = await _submit(manager)
-            click.echo(f"submitted {len(names)} Jobs to the manager (namespace {DEMO_NAMESPACE}); "
-                       "all but local-report carry spec.managedBy: jobrelay.dev/relay")  # fmt: skip
+            click.echo(f"submitted {len(names)} Jobs and JobSets to the manager (namespace "
+                       f"{DEMO_NAMESPACE}); all but the local-* ones carry "
+                       "spec.managedBy: jobrelay.dev/relay")  # fmt: skip
             return await _watch(manager, names, timeout)
 
     try:
@@ -171,17 +226,18 @@ def demo(state_dir: Path | None, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             controller.kill()
     placed: dict[str, int] = {}
-    for job in finished:
-        where = _row(job)[1]
+    for kind, obj in finished:
+        where = _row(kind, obj)[2]
         placed[where] = placed.get(where, 0) + 1
     click.echo(
-        "\nall demo Jobs finished: "
+        "\nall demo workloads finished: "
         + ", ".join(f"{count} on {where}" for where, count in sorted(placed.items()))
     )
     click.echo(
         f"\nexplore:  export KUBECONFIG={kubeconfig}\n"
-        f"          kubectl get jobs -n {DEMO_NAMESPACE}; kubectl get workerclusters; "
+        f"          kubectl get jobs,jobsets -n {DEMO_NAMESPACE}; kubectl get workerclusters; "
         f"kubectl get events -n {DEMO_NAMESPACE}\n"
-        f"run:      jobrelay run --kubeconfig {kubeconfig}\n"
+        f"run:      jobrelay run --kubeconfig {kubeconfig} "
+        f"{' '.join('--kind ' + kind.name for kind in DEMO_KINDS)}\n"
         f"stop:     jobrelay fleet down --state-dir {local.state_dir}"
     )
