@@ -55,7 +55,10 @@ async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[
     """
     plurals: dict[str, str] = {}
     for name in options.kinds.names:
-        kind, version, group = parse_kind_name(name)
+        try:
+            kind, version, group = parse_kind_name(name)
+        except KindError as error:
+            raise ConfigurationError(str(error)) from error
         try:
             served = await manager.discover(group, version)
         except ApiError as error:

@@ -17,8 +17,8 @@ from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
 from jobrelay.kinds.types import JsonObj
 
 DEFAULT_FINISHED_CONDITIONS = ("Complete", "Failed", "Succeeded")
-# Which of the default finishing types mean success (others count as failure).
-SUCCESS_CONDITIONS = frozenset({"Complete", "Completed", "Succeeded"})
+# Finishing condition types that mean failure; any other finishing type is a success.
+FAILURE_CONDITIONS = frozenset({"Failed", "Failure", "Error", "Errored", "Aborted"})
 
 
 class GenericKind(WorkloadKind):
@@ -71,7 +71,7 @@ class GenericKind(WorkloadKind):
                 and condition.get("status") == "True"
             ):
                 return Finish(
-                    succeeded=condition.get("type") in SUCCESS_CONDITIONS,
+                    succeeded=condition.get("type") not in FAILURE_CONDITIONS,
                     reason=str(condition.get("reason") or condition.get("type")),
                     message=str(condition.get("message") or ""),
                 )

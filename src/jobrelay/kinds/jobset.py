@@ -105,7 +105,8 @@ class JobSetKind(WorkloadKind):
                 theirs.get("replicatedJobsStatus") or [],
                 same_attempt=their_restarts == my_restarts,
             )
-        status["restarts"] = max(my_restarts, their_restarts)
+        if "restarts" in current or "restarts" in theirs:
+            status["restarts"] = max(my_restarts, their_restarts)
         if current.get("restartsCountTowardsMax") or theirs.get("restartsCountTowardsMax"):
             status["restartsCountTowardsMax"] = max(
                 int(current.get("restartsCountTowardsMax") or 0),

@@ -9,7 +9,7 @@ sums are computed in milli-units or bytes.
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 from jobrelay.kinds.types import JsonObj
 
@@ -48,10 +48,11 @@ def parse_quantity(text: str | int | float) -> Decimal:
 
 
 def format_quantity(value: Decimal) -> str:
-    """A number in the plainest quantity form: whole numbers as is, else milli-units."""
+    """A number in the plainest quantity form: whole numbers as is, else milli-units
+    (rounded up, as Kubernetes' MilliValue does: a request never shrinks to nothing)."""
     if value == value.to_integral_value():
         return str(int(value))
-    return f"{int((value * 1000).to_integral_value())}m"
+    return f"{int((value * 1000).to_integral_value(rounding=ROUND_CEILING))}m"
 
 
 def _requests(container: JsonObj) -> dict[str, Decimal]:

@@ -73,7 +73,8 @@ def decide(s: Snapshot) -> Plan:
     actions: list[Action] = list(_deletions(s, keep_uid=uid))
 
     cluster = placement_of(obj)
-    live = [w for w in s.workers if _live_mirror_of(w.mirror, obj, s)]
+    # A fresh read of a worker, when there is one, is truer than its cache.
+    live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s)]
     if cluster and live and all(w.name != cluster for w in live):
         # Placed on one worker while its mirror lives on another: creating one
         # here would run it twice. Only the user's edit can have done this.
@@ -99,7 +100,7 @@ def decide(s: Snapshot) -> Plan:
         if live:
             cluster = live[0].name  # its placement annotation was lost: keep the mirror it has
         else:
-            decision = place(_candidates(s))
+            decision = place(_candidates(s), excluded=_foreign_holders(s))
             if decision.cluster is None:
                 message = f"no worker cluster can take this {kind.ref.kind}: {decision.explain()}"
                 actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
@@ -128,8 +129,9 @@ def decide(s: Snapshot) -> Plan:
     if seen is not None and is_mirror_of(seen, obj, s.settings.controller_name):
         mirror = seen
     elif seen is not None and is_ours(seen, s.settings.controller_name):
-        # An earlier object of this name left its mirror: it goes before ours can be created.
-        if str(_meta(seen).get("uid")) not in s.deleting and worker.read_done:
+        # An earlier object of this name left its mirror: it goes before ours can be created
+        # (by the deletions above when the cache shows it, else here).
+        if worker.read_done and _uid(seen) not in s.deleting | {_uid(worker.mirror)}:
             actions.append(
                 _delete(worker.name, seen, "it belongs to an earlier object of this name")
             )
@@ -210,11 +212,7 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
     """A namesake jobrelay did not create holds the name: never touch it, place elsewhere."""
     if not s.probed:
         return Plan(tuple(actions), ReadFresh(probe=True))
-    foreign = frozenset(
-        w.name
-        for w in s.workers
-        if w.read_done and w.read is not None and not is_ours(w.read, s.settings.controller_name)
-    ) | {worker.name}
+    foreign = _foreign_holders(s) | {worker.name}
     key, kind = s.key, s.kind.ref.kind
     message = (
         f"worker cluster {worker.name} already has a {kind} {key.key} that jobrelay did not "
@@ -230,6 +228,15 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
     # The watch event of the new placement brings the key back to create the mirror there.
     actions.append(Place(decision.cluster, str(_meta(obj).get("resourceVersion"))))
     return Plan(tuple(actions), Done())
+
+
+def _foreign_holders(s: Snapshot) -> frozenset[str]:
+    """The workers a fresh read showed holding a namesake jobrelay did not create."""
+    return frozenset(
+        w.name
+        for w in s.workers
+        if w.read_done and w.read is not None and not is_ours(w.read, s.settings.controller_name)
+    )
 
 
 def _candidates(s: Snapshot) -> list[Candidate]:
@@ -273,6 +280,10 @@ def _delete(cluster: str, mirror: JsonObj, why: str) -> DeleteMirror:
     return DeleteMirror(
         cluster, _name(mirror), _namespace(mirror), str(_meta(mirror).get("uid")), why
     )
+
+
+def _uid(obj: JsonObj | None) -> str | None:
+    return None if obj is None else str(_meta(obj).get("uid"))
 
 
 def _name(obj: JsonObj) -> str:

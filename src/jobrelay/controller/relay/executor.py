@@ -177,10 +177,17 @@ class Executor:
     def _rejected(
         self, cluster: str, key: WorkloadKey, kind: WorkloadKind, error: ApiError
     ) -> Terminal:
-        if error.is_not_found:
+        if error.is_not_found and not self.create_namespaces:
             message = (
                 f"worker cluster {cluster} has no namespace {key.namespace} "
                 "(and namespace creation is turned off): create it there"
+            )
+        elif error.is_not_found:
+            # Its namespace is there (just ensured): the kind itself is not served.
+            message = (
+                f"worker cluster {cluster} answered NotFound to the mirror {kind.ref.kind} in "
+                f"namespace {key.namespace}, which exists: does it serve "
+                f"{kind.ref.api_version}? ({error.message})"
             )
         elif error.is_unreachable:
             message = f"worker cluster {cluster} is unreachable: {error.message}"

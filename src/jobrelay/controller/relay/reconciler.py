@@ -100,6 +100,11 @@ class Reconciler:
                 snapshot = self._with_reads(
                     self.snapshot(key, runtime, like=snapshot), {stopped.cluster: read}
                 )
+                # The object as it now stands: neither the cache nor an earlier read
+                # shows the placement this plan may have just written.
+                snapshot = dataclasses.replace(
+                    snapshot, obj=await self._read_local(runtime, key), fresh=True
+                )
                 continue
             if stopped is not None:
                 return stopped
@@ -119,7 +124,8 @@ class Reconciler:
                     try:
                         reads[worker.name] = await self._read_remote(runtime.kind, key, worker.name)
                     except ApiError as error:
-                        # Unknown is not absent: that worker is simply not counted as free.
+                        # Unknown is not foreign: that worker stays a candidate, and a create
+                        # there that collides starts this again.
                         _log.info("%s: cannot read it on %s: %s", key, worker.name, error)
                 snapshot = dataclasses.replace(self._with_reads(snapshot, reads), probed=True)
         return Retry("the decision did not settle")

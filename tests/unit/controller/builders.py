@@ -1,0 +1,320 @@
+"""Small builders for the decision's input: management objects, mirrors, workers, snapshots.
+
+Everything is a plain JSON object as the caches hold it, so a test reads like
+the state it sets up: ``job(placed="w1")``, ``mirror(job(), status=RUNNING)``,
+``worker("w1", mirror=...)``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from jobrelay.controller.relay.plan import (
+    Action,
+    CreateMirror,
+    DeleteMirror,
+    Log,
+    Outcome,
+    PatchMirror,
+    Place,
+    RecordEvent,
+    Retry,
+    Terminal,
+    WriteStatus,
+)
+from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
+from jobrelay.kinds.base import KindRef, WorkloadKey, WorkloadKind
+from jobrelay.kinds.generic import GenericKind
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.kinds.mirrors import mirror_metadata
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.types import JsonObj
+
+CONTROLLER = "jobrelay.dev/relay"
+NAMESPACE = "team-a"
+NAME = "train"
+UID = "uid-1"
+OLD_UID = "uid-0"  # an earlier object of the same name
+RV = "10"
+NOW = "2026-03-01T12:10:00Z"
+T_START = "2026-03-01T12:00:00Z"
+T_END = "2026-03-01T12:05:00Z"
+
+JOB = JobKind()
+JOBSET = JobSetKind()
+WIDGET = GenericKind(KindRef("example.com", "v1", "Widget", "widgets"))
+
+SETTINGS = Settings(controller_name=CONTROLLER, origin="manager")
+KEEP = Settings(controller_name=CONTROLLER, origin="manager", keep_finished_mirrors=True)
+
+
+def key_of(kind: WorkloadKind = JOB) -> WorkloadKey:
+    return WorkloadKey(kind.name, f"{NAMESPACE}/{NAME}")
+
+
+# -- statuses (Job) -------------------------------------------------------------
+
+
+def condition(kind: str, status: str = "True", reason: str = "", message: str = "") -> JsonObj:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason or kind,
+        "message": message,
+        "lastProbeTime": T_END,
+        "lastTransitionTime": T_END,
+    }
+
+
+RUNNING: JsonObj = {"startTime": T_START, "active": 1, "ready": 1}
+COMPLETE: JsonObj = {
+    "startTime": T_START,
+    "completionTime": T_END,
+    "succeeded": 1,
+    "conditions": [
+        condition("SuccessCriteriaMet", reason="CompletionsReached"),
+        condition("Complete", reason="CompletionsReached"),
+    ],
+}
+FAILED: JsonObj = {
+    "startTime": T_START,
+    "failed": 7,
+    "conditions": [
+        condition("FailureTarget", reason="BackoffLimitExceeded", message="too many failures"),
+        condition("Failed", reason="BackoffLimitExceeded", message="too many failures"),
+    ],
+}
+
+
+# -- objects --------------------------------------------------------------------
+
+
+def job(
+    *,
+    uid: str = UID,
+    rv: str = RV,
+    placed: str | None = None,
+    suspend: bool = False,
+    parallelism: int = 1,
+    status: JsonObj | None = None,
+    deleting: bool = False,
+) -> JsonObj:
+    """A management Job as its cache holds it."""
+    metadata: JsonObj = {
+        "name": NAME,
+        "namespace": NAMESPACE,
+        "uid": uid,
+        "resourceVersion": rv,
+        "labels": {"team": "a"},
+    }
+    if placed is not None:
+        metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+    if deleting:
+        metadata["deletionTimestamp"] = NOW
+    obj: JsonObj = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "managedBy": CONTROLLER,
+            "suspend": suspend,
+            "parallelism": parallelism,
+            "completions": 1,
+            "backoffLimit": 6,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}],
+                }
+            },
+        },
+    }
+    if status is not None:
+        obj["status"] = copy.deepcopy(status)
+    return obj
+
+
+def jobset(
+    *,
+    uid: str = UID,
+    placed: str | None = None,
+    suspend: bool = False,
+    status: JsonObj | None = None,
+) -> JsonObj:
+    metadata: JsonObj = {"name": NAME, "namespace": NAMESPACE, "uid": uid, "resourceVersion": RV}
+    if placed is not None:
+        metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+    obj: JsonObj = {
+        "apiVersion": JOBSET.ref.api_version,
+        "kind": "JobSet",
+        "metadata": metadata,
+        "spec": {
+            "managedBy": CONTROLLER,
+            "suspend": suspend,
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {"spec": {"parallelism": 2, "template": {"spec": {}}}},
+                }
+            ],
+        },
+    }
+    if status is not None:
+        obj["status"] = copy.deepcopy(status)
+    return obj
+
+
+def widget(
+    *,
+    uid: str = UID,
+    placed: str | None = None,
+    spec: JsonObj | None = None,
+    status: JsonObj | None = None,
+) -> JsonObj:
+    metadata: JsonObj = {"name": NAME, "namespace": NAMESPACE, "uid": uid, "resourceVersion": RV}
+    if placed is not None:
+        metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+    obj: JsonObj = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": metadata,
+        "spec": {"managedBy": CONTROLLER, "size": 3, **(spec or {})},
+    }
+    if status is not None:
+        obj["status"] = copy.deepcopy(status)
+    return obj
+
+
+def mirror(
+    obj: JsonObj,
+    *,
+    kind: WorkloadKind = JOB,
+    uid: str = "m-1",
+    origin_uid: str | None = None,
+    status: JsonObj | None = None,
+    spec: JsonObj | None = None,
+    deleting: bool = False,
+) -> JsonObj:
+    """Our mirror of ``obj`` as a worker's cache holds it (slimmed by the kind).
+
+    ``origin_uid`` makes it the mirror of another object of the same name.
+    """
+    body = kind.build_mirror(obj, controller_name=CONTROLLER, origin="manager")
+    metadata = body["metadata"]
+    metadata["uid"] = uid
+    metadata["resourceVersion"] = "500"
+    if origin_uid is not None:
+        metadata["labels"][ORIGIN_UID_LABEL] = origin_uid
+    if deleting:
+        metadata["deletionTimestamp"] = NOW
+    if spec:
+        body["spec"] = {**body["spec"], **spec}
+    if status is not None:
+        body["status"] = copy.deepcopy(status)
+    return kind.slim_mirror(body)
+
+
+def foreign(obj: JsonObj, *, uid: str = "f-1") -> JsonObj:
+    """A namesake on a worker that jobrelay did not create (no mirror label)."""
+    metadata = mirror_metadata(obj, controller_name=CONTROLLER, origin="manager")
+    labels = {
+        k: v for k, v in metadata["labels"].items() if k not in (MIRROR_LABEL, ORIGIN_UID_LABEL)
+    }
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "uid": uid, "labels": labels},
+        "spec": {},
+    }
+
+
+_NOT_READ = object()
+
+
+def worker(
+    name: str,
+    *,
+    synced: bool = True,
+    connected: bool = True,
+    cordoned: bool = False,
+    load: int = 0,
+    mirror: JsonObj | None = None,
+    read: Any = _NOT_READ,
+    create_pending: bool = False,
+) -> WorkerState:
+    """A worker; pass ``read=`` (an object or None) for a fresh read of the name there."""
+    read_done = read is not _NOT_READ
+    return WorkerState(
+        name=name,
+        synced=synced,
+        connected=connected,
+        cordoned=cordoned,
+        load=load,
+        mirror=mirror,
+        read=read if read_done else None,
+        read_done=read_done,
+        create_pending=create_pending,
+    )
+
+
+def snapshot(
+    obj: JsonObj | None,
+    *workers: WorkerState,
+    kind: WorkloadKind = JOB,
+    settings: Settings = SETTINGS,
+    fresh: bool = False,
+    probed: bool = False,
+    deleting: frozenset[str] = frozenset(),
+) -> Snapshot:
+    return Snapshot(
+        key=key_of(kind),
+        kind=kind,
+        settings=settings,
+        obj=obj,
+        workers=tuple(workers),
+        now=NOW,
+        fresh=fresh,
+        deleting=deleting,
+        probed=probed,
+    )
+
+
+# -- reading plans ----------------------------------------------------------------
+
+
+def summary(action: Action) -> tuple[Any, ...]:
+    """An action's key fields: what a table row states about it."""
+    match action:
+        case Place():
+            return ("Place", action.cluster, action.resource_version)
+        case CreateMirror():
+            return ("Create", action.cluster, action.origin_uid)
+        case PatchMirror():
+            return ("Patch", action.cluster, action.patch)
+        case DeleteMirror():
+            return ("Delete", action.cluster, action.uid)
+        case WriteStatus():
+            true = sorted(
+                c["type"]
+                for c in action.status.get("conditions") or []
+                if c.get("status") == "True"
+            )
+            return ("Status", *true)
+        case RecordEvent():
+            return ("Event", action.type, action.reason)
+        case Log():
+            return ("Log", action.level)
+    raise AssertionError(f"unknown action {action!r}")
+
+
+def outcome_summary(outcome: Outcome) -> Any:
+    """An outcome, with free text (a Retry's why, a Terminal's message) left out."""
+    match outcome:
+        case Retry():
+            return Retry("")
+        case Terminal():
+            return Terminal(outcome.reason, "", outcome.retry_after)
+    return outcome

@@ -1,0 +1,297 @@
+"""Fakes for the controller's I/O: an in-memory apiserver per cluster, a worker pool, caches.
+
+FakeCluster answers a real ApiClient through httpx2.MockTransport, for any
+namespaced kind: create (AlreadyExists; NotFound when the namespace is
+missing), get, merge patch with the resourceVersion compare-and-swap, status
+patches, delete with a UID precondition, discovery, and scripted failures. So
+the executor's error handling is exercised against the Status bodies a real
+apiserver sends, not against hand-made ApiErrors. The caches (FakeInformer,
+FakeWorker) change only when a test says so: they lag, as real ones do.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+import msgspec
+
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.mirrors import is_ours
+from jobrelay.kinds.patches import apply_merge_patch
+from jobrelay.kinds.types import JsonObj
+from jobrelay.kube.api import ApiClient
+
+_revisions = itertools.count(1000)
+
+
+def status_body(code: int, reason: str, message: str = "", **details: Any) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message or reason,
+        "details": details,
+    }
+
+
+@dataclass
+class Failure:
+    method: str
+    path_suffix: str
+    code: int  # 0: the connection fails; negative: the client raises something unexpected
+    reason: str
+    times: int = 1
+
+
+@dataclass
+class FakeCluster:
+    """One apiserver. ``objects`` is keyed by (plural, namespace, name)."""
+
+    name: str
+    namespaces: set[str] = field(default_factory=lambda: {"default", "team-a"})
+    objects: dict[tuple[str, str, str], JsonObj] = field(default_factory=dict)
+    # group/version -> the APIResourceList's resources (discovery).
+    served: dict[str, list[JsonObj]] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    events: list[JsonObj] = field(default_factory=list)
+    _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    # -- test side -------------------------------------------------------------
+
+    def client(self) -> ApiClient:
+        http = httpx2.AsyncClient(
+            transport=httpx2.MockTransport(self), base_url=f"https://{self.name}"
+        )
+        return ApiClient(http, cluster=self.name)
+
+    def fail(
+        self, method: str, path_suffix: str, code: int, reason: str, *, times: int = 1
+    ) -> None:
+        """Answer the next ``times`` requests ``method`` to a path ending so with an error."""
+        self.failures.append(Failure(method, path_suffix, code, reason, times))
+
+    def put(self, plural: str, obj: JsonObj) -> JsonObj:
+        """Store an object as if created by someone; fills in uid and resourceVersion."""
+        metadata = obj.setdefault("metadata", {})
+        metadata.setdefault("uid", f"{self.name}-uid-{next(self._uids)}")
+        metadata["resourceVersion"] = str(next(_revisions))
+        self.objects[(plural, metadata["namespace"], metadata["name"])] = obj
+        return obj
+
+    def get(self, plural: str, key: str) -> JsonObj | None:
+        namespace, _, name = key.partition("/")
+        return self.objects.get((plural, namespace, name))
+
+    def writes(self) -> list[tuple[str, str, Any]]:
+        return [r for r in self.requests if r[0] != "GET"]
+
+    # -- server side -----------------------------------------------------------
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        body = msgspec.json.decode(request.content) if request.content else None
+        self.requests.append((request.method, path, body))
+        for failure in self.failures:
+            if (
+                failure.times > 0
+                and request.method == failure.method
+                and path.endswith(failure.path_suffix)
+            ):
+                failure.times -= 1
+                if failure.code == 0:
+                    raise httpx2.ConnectError("connection refused", request=request)
+                if failure.code < 0:
+                    raise RuntimeError(failure.reason)  # a bug, not an API answer
+                return _answer(failure.code, status_body(failure.code, failure.reason))
+        parts = path.strip("/").split("/")
+        # /api/v1/... or /apis/<group>/<version>/...
+        prefix, rest = (parts[:2], parts[2:]) if parts[0] == "api" else (parts[:3], parts[3:])
+        group_version = "/".join(prefix[1:])
+        if not rest:
+            return self._discovery(group_version)
+        if rest == ["namespaces"] and request.method == "POST":
+            return self._create_namespace(body)
+        if len(rest) < 3 or rest[0] != "namespaces":
+            raise AssertionError(f"unexpected {request.method} {path}")
+        namespace, plural, *named = rest[1:]
+        if plural == "events" and request.method in ("POST", "PATCH"):
+            self.events.append(body)
+            return _answer(201, body)
+        if not named:
+            assert request.method == "POST", path
+            return self._create(plural, namespace, body)
+        name, subresource = named[0], (named[1] if len(named) > 1 else "")
+        key = (plural, namespace, name)
+        if key not in self.objects:
+            return _answer(404, status_body(404, "NotFound", f'{plural} "{name}" not found'))
+        if request.method == "GET":
+            return _answer(200, self.objects[key])
+        if request.method == "PATCH":
+            return self._patch(key, body, subresource)
+        if request.method == "DELETE":
+            return self._delete(key, body)
+        raise AssertionError(f"unexpected {request.method} {path}")
+
+    def _discovery(self, group_version: str) -> httpx2.Response:
+        if group_version not in self.served:
+            return _answer(404, status_body(404, "NotFound", "the server could not find it"))
+        resources = self.served[group_version]
+        return _answer(200, {"kind": "APIResourceList", "resources": resources})
+
+    def _create_namespace(self, body: JsonObj) -> httpx2.Response:
+        name = body["metadata"]["name"]
+        if name in self.namespaces:
+            return _answer(409, status_body(409, "AlreadyExists", f'namespaces "{name}"'))
+        self.namespaces.add(name)
+        return _answer(201, body)
+
+    def _create(self, plural: str, namespace: str, body: JsonObj) -> httpx2.Response:
+        if namespace not in self.namespaces:
+            return _answer(
+                404,
+                status_body(
+                    404, "NotFound", f'namespaces "{namespace}" not found', kind="namespaces"
+                ),
+            )
+        name = body["metadata"]["name"]
+        if (plural, namespace, name) in self.objects:
+            return _answer(409, status_body(409, "AlreadyExists", f'{plural} "{name}" exists'))
+        stored = self.put(plural, msgspec.json.decode(msgspec.json.encode(body)))
+        return _answer(201, stored)
+
+    def _patch(
+        self, key: tuple[str, str, str], patch: JsonObj, subresource: str
+    ) -> httpx2.Response:
+        current = self.objects[key]
+        wanted = (patch.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != current["metadata"]["resourceVersion"]:
+            return _answer(409, status_body(409, "Conflict", "the object has been modified"))
+        patch = dict(patch)
+        metadata = {k: v for k, v in (patch.pop("metadata", None) or {}).items()}
+        metadata.pop("resourceVersion", None)
+        if subresource == "status":
+            patch = {"status": patch.get("status") or {}}
+        elif metadata:
+            patch["metadata"] = metadata
+        updated = apply_merge_patch(current, patch)
+        updated["metadata"] = {**updated["metadata"], "resourceVersion": str(next(_revisions))}
+        self.objects[key] = updated
+        return _answer(200, updated)
+
+    def _delete(self, key: tuple[str, str, str], options: JsonObj | None) -> httpx2.Response:
+        uid = ((options or {}).get("preconditions") or {}).get("uid")
+        if uid is not None and uid != self.objects[key]["metadata"]["uid"]:
+            return _answer(409, status_body(409, "Conflict", "Precondition failed: UID"))
+        del self.objects[key]
+        return _answer(200, {"kind": "Status", "status": "Success"})
+
+
+def _answer(code: int, body: Any) -> httpx2.Response:
+    return httpx2.Response(code, content=msgspec.json.encode(body))
+
+
+# -- caches and the pool ------------------------------------------------------------
+
+
+class FakeInformer:
+    """The management cache: what the test (or ``refresh``) last put in it."""
+
+    def __init__(self, objects: dict[str, JsonObj] | None = None) -> None:
+        self.objects: dict[str, JsonObj] = dict(objects or {})
+
+    def get(self, key: str) -> JsonObj | None:
+        return self.objects.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self.objects)
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def refresh(self, cluster: FakeCluster, kind: WorkloadKind) -> None:
+        """Catch up with the apiserver, as a watch would."""
+        self.objects = {
+            f"{ns}/{name}": kind.slim_local(copy.deepcopy(obj))
+            for (plural, ns, name), obj in cluster.objects.items()
+            if plural == kind.ref.plural
+        }
+
+
+@dataclass
+class FakeWorker:
+    """What the pool exposes of one worker: its client, its state and its mirror caches."""
+
+    name: str
+    cluster: FakeCluster
+    connected: bool = True
+    cordoned: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    synced_kinds: set[str] | None = None  # None: every kind
+    cache: dict[WorkloadKey, JsonObj] = field(default_factory=dict)
+    active: int = 0
+
+    def __post_init__(self) -> None:
+        self.client = self.cluster.client()
+
+    def mirror(self, key: WorkloadKey) -> JsonObj | None:
+        return self.cache.get(key)
+
+    def synced(self, kind: str) -> bool:
+        return self.synced_kinds is None or kind in self.synced_kinds
+
+    def active_mirrors(self) -> int:
+        return self.active
+
+    def refresh(self, kind: WorkloadKind, controller_name: str) -> None:
+        """Catch up with the worker's apiserver: our mirrors of this kind, slimmed."""
+        self.cache = {key: obj for key, obj in self.cache.items() if key.kind != kind.name} | {
+            WorkloadKey(kind.name, f"{ns}/{name}"): kind.slim_mirror(copy.deepcopy(obj))
+            for (plural, ns, name), obj in self.cluster.objects.items()
+            if plural == kind.ref.plural and is_ours(obj, controller_name)
+        }
+
+
+class FakePool:
+    def __init__(self, *workers: FakeWorker) -> None:
+        self._workers = {w.name: w for w in workers}
+
+    def get(self, name: str) -> FakeWorker | None:
+        return self._workers.get(name)
+
+    def workers(self) -> list[FakeWorker]:
+        return list(self._workers.values())
+
+    def mirror_keys(self) -> set[WorkloadKey]:
+        return {key for w in self._workers.values() for key in w.cache}
+
+    async def aclose(self) -> None:
+        for worker in self._workers.values():
+            await worker.client.aclose()
+
+
+@dataclass
+class RecordedEvent:
+    name: str
+    type: str
+    reason: str
+    message: str
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.recorded: list[RecordedEvent] = []
+
+    def record(self, obj: JsonObj, event_type: str, reason: str, message: str) -> None:
+        self.recorded.append(
+            RecordedEvent(str(obj["metadata"]["name"]), event_type, reason, message)
+        )
+
+    def reasons(self) -> list[str]:
+        return [e.reason for e in self.recorded]

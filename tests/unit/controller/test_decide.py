@@ -1,0 +1,740 @@
+"""Table tests of decide(): one row per situation a management object and its mirrors can be in.
+
+In the style of Kueue's multikueue workload_test.go: each row names the
+workers as the reconcile sees them (connected, synced, cordoned, load, the
+cached mirror, a fresh read), the management object, the flags (fresh,
+probed, deleting) and what the decision must ask for: the actions (by type
+and key fields, see builders.summary), the Events, and the outcome.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from tests.unit.controller.builders import (
+    COMPLETE,
+    CONTROLLER,
+    FAILED,
+    JOB,
+    JOBSET,
+    KEEP,
+    NOW,
+    OLD_UID,
+    RUNNING,
+    RV,
+    SETTINGS,
+    T_END,
+    T_START,
+    UID,
+    WIDGET,
+    foreign,
+    job,
+    jobset,
+    mirror,
+    outcome_summary,
+    snapshot,
+    summary,
+    widget,
+    worker,
+)
+
+from jobrelay.controller.relay.decide import decide, placement_of, with_placement
+from jobrelay.controller.relay.plan import (
+    CreateMirror,
+    DeleteMirror,
+    Done,
+    Outcome,
+    Place,
+    Plan,
+    ReadFresh,
+    RecordEvent,
+    RequeueAfter,
+    Retry,
+    Terminal,
+    WriteStatus,
+)
+from jobrelay.controller.relay.snapshot import Settings, WorkerState
+from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, ORIGIN_UID_LABEL
+from jobrelay.kinds.patches import apply_merge_patch
+from jobrelay.kinds.types import JsonObj
+
+UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
+
+
+class RefusingJobKind(JobKind):
+    """A Job kind whose status rules refuse every write: only a jobrelay bug could lead there."""
+
+    def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
+        del old, new
+        return ["status.startTime: cannot be changed [rule 14]"]
+
+
+@dataclass(frozen=True)
+class Case:
+    obj: JsonObj | None
+    workers: tuple[WorkerState, ...]
+    actions: tuple[tuple[Any, ...], ...]  # every action but RecordEvent, in order
+    outcome: Outcome
+    events: tuple[tuple[str, str], ...] = ()  # (type, reason), in order
+    kind: WorkloadKind = JOB
+    settings: Settings = SETTINGS
+    fresh: bool = False
+    probed: bool = False
+    deleting: frozenset[str] = frozenset()
+    release: bool | None = None  # None: not stated by the row
+
+
+w = worker
+
+
+def condition_true(kind: str) -> JsonObj:
+    return {"type": kind, "status": "True", "reason": kind, "lastTransitionTime": T_END}
+
+
+PLACED = job(placed="w1", status=RUNNING)
+PLACED_FRESH_NEVER_RAN = job(placed="w1")
+OLD_MIRROR = mirror(job(uid=OLD_UID), uid="m-0")
+
+CASES: dict[str, Case] = {
+    # -- not placed --------------------------------------------------------------
+    "not placed: placed on the least-loaded usable worker, mirror created there": Case(
+        obj=job(),
+        workers=(
+            w("w1", load=2),
+            w("w2", load=1),
+            w("w3", cordoned=True),
+            w("w4", connected=False),
+            w("w5", synced=False),
+        ),
+        actions=(("Place", "w2", RV), ("Create", "w2", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "not placed: load ties go to the first name": Case(
+        obj=job(),
+        workers=(w("w2", load=1), w("w1", load=1)),
+        actions=(("Place", "w1", RV), ("Create", "w1", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "not placed: no worker connected": Case(
+        obj=job(),
+        workers=(w("w1", connected=False), w("w2", connected=False)),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "NoWorkerAvailable"),),
+        outcome=UNPLACEABLE,
+    ),
+    "not placed: every worker cordoned": Case(
+        obj=job(),
+        workers=(w("w1", cordoned=True), w("w2", cordoned=True)),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "NoWorkerAvailable"),),
+        outcome=UNPLACEABLE,
+    ),
+    "not placed: no worker registered": Case(
+        obj=job(),
+        workers=(),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "NoWorkerAvailable"),),
+        outcome=UNPLACEABLE,
+    ),
+    "not placed: its live mirror (annotation lost) is kept where it is": Case(
+        obj=job(status=RUNNING),
+        workers=(w("w1"), w("w2", load=9, mirror=mirror(job(), status=RUNNING))),
+        actions=(("Place", "w2", RV),),
+        outcome=Done(),
+        release=True,
+    ),
+    "not placed: created suspended: its status only, no placement": Case(
+        obj=job(suspend=True),
+        workers=(w("w1"),),
+        actions=(("Status", "Suspended"),),
+        outcome=Done(),
+    ),
+    "not placed: created suspended, status already says so: nothing": Case(
+        obj=job(
+            suspend=True,
+            status={
+                "conditions": [
+                    {
+                        "type": "Suspended",
+                        "status": "True",
+                        "reason": "JobSuspended",
+                        "message": "Job suspended",
+                        "lastProbeTime": T_START,
+                        "lastTransitionTime": T_START,
+                    }
+                ]
+            },
+        ),
+        workers=(w("w1"),),
+        actions=(),
+        outcome=Done(),
+    ),
+    # -- placed, mirror missing ----------------------------------------------------
+    "placed, mirror missing, from the cache: read the object afresh first": Case(
+        obj=PLACED,
+        workers=(w("w1"),),
+        actions=(),
+        outcome=ReadFresh(obj=True),
+    ),
+    "placed, mirror missing, fresh, never ran: created": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1"), w("w2")),
+        fresh=True,
+        actions=(("Create", "w1", UID),),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "placed, mirror missing, fresh, it ran: created again with a warning": Case(
+        obj=PLACED,
+        workers=(w("w1"),),
+        fresh=True,
+        actions=(("Log", "warning"), ("Create", "w1", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "placed, mirror missing, fresh read says finished: leftovers deleted, done": Case(
+        obj=job(placed="w1", status=COMPLETE),
+        workers=(w("w1"), w("w2", mirror=mirror(job(), uid="m-2", status=COMPLETE))),
+        fresh=True,
+        actions=(("Delete", "w2", "m-2"),),
+        outcome=Done(),
+        release=True,
+    ),
+    "placed, mirror missing, fresh read says absent: the cached mirror is stale": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1", mirror=mirror(job()), read=None),),
+        fresh=True,
+        actions=(("Create", "w1", UID),),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "placed, mirror created, the cache does not show it yet: wait for its event": Case(
+        obj=PLACED,
+        workers=(w("w1", create_pending=True),),
+        fresh=True,
+        actions=(),
+        outcome=Done(),
+    ),
+    "placed, mirror missing, worker not registered": Case(
+        obj=job(placed="w9"),
+        workers=(w("w1"),),
+        actions=(),
+        events=(("Warning", "WorkerUnavailable"),),
+        outcome=UNPLACEABLE,
+    ),
+    "placed, the worker's cache has not listed": Case(
+        obj=PLACED,
+        workers=(w("w1", synced=False), w("w2")),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "placed on one worker while its mirror lives on another: never a second one": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1"), w("w2", mirror=mirror(job(), status=RUNNING))),
+        fresh=True,
+        actions=(),
+        outcome=Terminal("PlacementConflict", ""),
+    ),
+    "placed on one worker, the mirror on another is terminating: no conflict": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1"), w("w2", mirror=mirror(job(), deleting=True))),
+        fresh=True,
+        actions=(("Create", "w1", UID),),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "placed, another worker's fresh read shows its live mirror: never a second one": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1"), w("w2", read=mirror(job(), status=RUNNING))),
+        fresh=True,
+        actions=(),
+        outcome=Terminal("PlacementConflict", ""),
+    ),
+    "not placed, its live mirror seen only by a fresh read: kept where it is": Case(
+        obj=job(status=RUNNING),
+        workers=(w("w1"), w("w2", load=3, read=mirror(job(), status=RUNNING))),
+        fresh=True,
+        actions=(("Place", "w2", RV),),
+        outcome=Done(),
+    ),
+    "not placed, the cached mirror is gone by a fresh read: placed afresh": Case(
+        obj=job(),
+        workers=(w("w1", load=1), w("w2", connected=False, mirror=mirror(job()), read=None)),
+        fresh=True,
+        actions=(("Place", "w1", RV), ("Create", "w1", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "not placed, a fresh read shows a namesake on the least loaded: placed elsewhere": Case(
+        obj=job(),
+        workers=(w("w1", read=foreign(job())), w("w2", load=4)),
+        fresh=True,
+        probed=True,
+        actions=(("Place", "w2", RV), ("Create", "w2", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    # -- a namesake jobrelay did not create ------------------------------------------
+    "namesake without our label: probe every worker before moving": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1", read=foreign(job())), w("w2")),
+        fresh=True,
+        actions=(),
+        outcome=ReadFresh(probe=True),
+    ),
+    "namesake after the probe: placed elsewhere, away from every foreign holder": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(
+            w("w1", read=foreign(job())),
+            w("w2", read=foreign(job(), uid="f-2")),
+            w("w3", load=5, read=None),
+            w("w4", load=2),
+        ),
+        fresh=True,
+        probed=True,
+        actions=(("Log", "warning"), ("Place", "w4", RV)),
+        events=(("Warning", "NameCollision"),),
+        outcome=Done(),
+    ),
+    "namesake after the probe, no other worker can take it": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(
+            w("w1", read=foreign(job())),
+            w("w2", read=foreign(job(), uid="f-2")),
+            w("w3", cordoned=True),
+        ),
+        fresh=True,
+        probed=True,
+        actions=(("Log", "warning"),),
+        events=(("Warning", "NameCollision"), ("Warning", "NoWorkerAvailable")),
+        outcome=UNPLACEABLE,
+    ),
+    # -- an earlier object of the same name ---------------------------------------------
+    "an earlier object's mirror in the cache blocks the name: deleted, retry": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=OLD_MIRROR),),
+        actions=(("Delete", "w1", "m-0"),),
+        outcome=Retry(""),
+    ),
+    "an earlier object's mirror found by a fresh read: deleted, retry": Case(
+        obj=PLACED,
+        workers=(w("w1", read=OLD_MIRROR),),
+        fresh=True,
+        actions=(("Delete", "w1", "m-0"),),
+        outcome=Retry(""),
+    ),
+    "an earlier object's mirror in the cache and the read: deleted once": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=OLD_MIRROR, read=OLD_MIRROR),),
+        fresh=True,
+        actions=(("Delete", "w1", "m-0"),),
+        outcome=Retry(""),
+    ),
+    "an earlier object's mirror already deleted, the cache lags: retry only": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=OLD_MIRROR),),
+        deleting=frozenset({"m-0"}),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "an earlier object's mirror elsewhere: deleted, ours created": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1"), w("w2", mirror=OLD_MIRROR)),
+        fresh=True,
+        actions=(("Delete", "w2", "m-0"), ("Create", "w1", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    # -- running: spec and status follow ---------------------------------------------
+    "running, in step: nothing to do": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
+        actions=(),
+        outcome=Done(),
+        release=True,
+    ),
+    "running: the mirror's status is copied": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
+        actions=(("Status",),),
+        outcome=Done(),
+        release=True,
+    ),
+    "spec drift: suspended": Case(
+        obj=job(placed="w1", suspend=True, status=RUNNING),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
+        actions=(("Patch", "w1", {"spec": {"suspend": True}}), ("Status", "Suspended")),
+        events=(("Normal", "Suspended"),),
+        outcome=Done(),
+    ),
+    "spec drift: resumed": Case(
+        obj=job(
+            placed="w1",
+            status={"conditions": [{"type": "Suspended", "status": "True", "reason": "x"}]},
+        ),
+        workers=(w("w1", mirror=mirror(job(suspend=True))),),
+        actions=(("Patch", "w1", {"spec": {"suspend": False}}), ("Status",)),
+        events=(("Normal", "Resumed"),),
+        outcome=Done(),
+    ),
+    "spec drift: parallelism, no Event": Case(
+        obj=job(placed="w1", parallelism=4, status=RUNNING),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
+        actions=(("Patch", "w1", {"spec": {"parallelism": 4}}),),
+        outcome=Done(),
+    ),
+    # -- finishing ------------------------------------------------------------------
+    "the mirror completed: status written, Completed, mirror deleted": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(), status=COMPLETE)),),
+        actions=(("Status", "Complete", "SuccessCriteriaMet"), ("Delete", "w1", "m-1")),
+        events=(("Normal", "Completed"),),
+        outcome=Done(),
+        release=True,
+    ),
+    "the mirror failed: status written, Failed, mirror deleted": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(), status=FAILED)),),
+        actions=(("Status", "Failed", "FailureTarget"), ("Delete", "w1", "m-1")),
+        events=(("Warning", "Failed"),),
+        outcome=Done(),
+    ),
+    "the mirror completed, keep_finished_mirrors: kept": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(), status=COMPLETE)),),
+        settings=KEEP,
+        actions=(("Status", "Complete", "SuccessCriteriaMet"),),
+        events=(("Normal", "Completed"),),
+        outcome=Done(),
+    ),
+    "finished: its mirrors deleted": Case(
+        obj=job(placed="w1", status=COMPLETE),
+        workers=(w("w1", mirror=mirror(job(), status=COMPLETE)), w("w2", mirror=OLD_MIRROR)),
+        actions=(("Delete", "w1", "m-1"), ("Delete", "w2", "m-0")),
+        outcome=Done(),
+        release=True,
+    ),
+    "finished, keep_finished_mirrors: only an earlier object's mirror goes": Case(
+        obj=job(placed="w1", status=COMPLETE),
+        workers=(w("w1", mirror=mirror(job(), status=COMPLETE)), w("w2", mirror=OLD_MIRROR)),
+        settings=KEEP,
+        actions=(("Delete", "w2", "m-0"),),
+        outcome=Done(),
+        release=True,
+    ),
+    "the status the rules refuse is not written": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
+        kind=RefusingJobKind(),
+        actions=(),
+        outcome=Terminal("StatusNotCopied", ""),
+        release=True,
+    ),
+    "created suspended, the status the rules refuse is not written": Case(
+        obj=job(suspend=True),
+        workers=(w("w1"),),
+        kind=RefusingJobKind(),
+        actions=(),
+        outcome=Terminal("StatusNotCopied", ""),
+    ),
+    # -- the management object goes ------------------------------------------------
+    "being deleted: every mirror deleted but those already going": Case(
+        obj=job(placed="w1", deleting=True, status=RUNNING),
+        workers=(
+            w("w1", mirror=mirror(job(), status=RUNNING)),
+            w("w2", mirror=OLD_MIRROR),
+            w("w3", mirror=mirror(job(), uid="m-3", deleting=True)),
+            w("w4", mirror=mirror(job(), uid="m-4")),
+            w("w5"),
+        ),
+        deleting=frozenset({"m-4"}),
+        actions=(("Delete", "w1", "m-1"), ("Delete", "w2", "m-0")),
+        outcome=Done(),
+        release=True,
+    ),
+    "gone: every mirror deleted": Case(
+        obj=None,
+        workers=(w("w1", mirror=mirror(job())), w("w2", mirror=OLD_MIRROR)),
+        actions=(("Delete", "w1", "m-1"), ("Delete", "w2", "m-0")),
+        outcome=Done(),
+        release=True,
+    ),
+    "gone, nothing left anywhere": Case(
+        obj=None, workers=(w("w1"),), actions=(), outcome=Done(), release=True
+    ),
+    # -- JobSet ---------------------------------------------------------------------
+    "JobSet not placed: placed and created": Case(
+        kind=JOBSET,
+        obj=jobset(),
+        workers=(w("w1", load=1), w("w2")),
+        actions=(("Place", "w2", RV), ("Create", "w2", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+    "JobSet suspended: mirror suspended, condition shown": Case(
+        kind=JOBSET,
+        obj=jobset(placed="w1", suspend=True),
+        workers=(w("w1", mirror=mirror(jobset(), kind=JOBSET)),),
+        actions=(("Patch", "w1", {"spec": {"suspend": True}}), ("Status", "Suspended")),
+        events=(("Normal", "Suspended"),),
+        outcome=Done(),
+    ),
+    "JobSet completed: status, Completed, mirror deleted": Case(
+        kind=JOBSET,
+        obj=jobset(placed="w1"),
+        workers=(
+            w(
+                "w1",
+                mirror=mirror(
+                    jobset(),
+                    kind=JOBSET,
+                    status={
+                        "terminalState": "Completed",
+                        "conditions": [condition_true("Completed")],
+                    },
+                ),
+            ),
+        ),
+        actions=(("Status", "Completed"), ("Delete", "w1", "m-1")),
+        events=(("Normal", "Completed"),),
+        outcome=Done(),
+    ),
+    "JobSet mirror missing, cache only: read afresh": Case(
+        kind=JOBSET,
+        obj=jobset(placed="w1"),
+        workers=(w("w1"),),
+        actions=(),
+        outcome=ReadFresh(obj=True),
+    ),
+    # -- a generic kind ---------------------------------------------------------------
+    "generic: the mirror's status is copied as it stands": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1"),
+        workers=(w("w1", mirror=mirror(widget(), kind=WIDGET, status={"phase": "Running"})),),
+        actions=(("Status",),),
+        outcome=Done(),
+    ),
+    "generic: finished by a Succeeded condition": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1", status={"phase": "Running"}),
+        workers=(
+            w(
+                "w1",
+                mirror=mirror(
+                    widget(),
+                    kind=WIDGET,
+                    status={"phase": "Done", "conditions": [condition_true("Succeeded")]},
+                ),
+            ),
+        ),
+        actions=(("Status", "Succeeded"), ("Delete", "w1", "m-1")),
+        events=(("Normal", "Completed"),),
+        outcome=Done(),
+    ),
+    "generic: a Failed condition is a failure": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1"),
+        workers=(
+            w(
+                "w1",
+                mirror=mirror(
+                    widget(), kind=WIDGET, status={"conditions": [condition_true("Failed")]}
+                ),
+            ),
+        ),
+        actions=(("Status", "Failed"), ("Delete", "w1", "m-1")),
+        events=(("Warning", "Failed"),),
+        outcome=Done(),
+    ),
+    "generic without spec.suspend: nothing to patch": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1", spec={"size": 5}),
+        workers=(w("w1", mirror=mirror(widget(), kind=WIDGET)),),
+        actions=(),
+        outcome=Done(),
+    ),
+    "generic with spec.suspend: followed": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1", spec={"suspend": True}),
+        workers=(w("w1", mirror=mirror(widget(spec={"suspend": False}), kind=WIDGET)),),
+        actions=(("Patch", "w1", {"spec": {"suspend": True}}),),
+        events=(("Normal", "Suspended"),),
+        outcome=Done(),
+    ),
+    "generic created fresh: its mirror built and created": Case(
+        kind=WIDGET,
+        obj=widget(placed="w1"),
+        workers=(w("w1"),),
+        fresh=True,
+        actions=(("Create", "w1", UID),),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
+    ),
+}
+
+
+def _snapshot_of(case: Case) -> Any:
+    return snapshot(
+        case.obj,
+        *case.workers,
+        kind=case.kind,
+        settings=case.settings,
+        fresh=case.fresh,
+        probed=case.probed,
+        deleting=case.deleting,
+    )
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_decide(name: str) -> None:
+    case = CASES[name]
+    plan = decide(_snapshot_of(case))
+    actions = tuple(summary(a) for a in plan.actions if not isinstance(a, RecordEvent))
+    events = tuple((a.type, a.reason) for a in plan.actions if isinstance(a, RecordEvent))
+    assert actions == case.actions
+    assert events == case.events
+    assert outcome_summary(plan.outcome) == case.outcome
+    if case.release is not None:
+        assert plan.release == case.release
+
+
+# -- what the rows cannot say in key fields --------------------------------------------
+
+
+def _plan(obj: JsonObj | None, *workers: WorkerState, **kwargs: Any) -> Plan:
+    return decide(snapshot(obj, *workers, **kwargs))
+
+
+def _of(plan: Plan, kind: type) -> list[Any]:
+    return [a for a in plan.actions if isinstance(a, kind)]
+
+
+def test_the_placement_is_a_compare_and_swap_written_before_the_create() -> None:
+    plan = _plan(job(rv="77"), w("w1"))
+    assert [type(a).__name__ for a in plan.actions] == ["Place", "CreateMirror", "RecordEvent"]
+    assert plan.actions[0] == Place("w1", "77")
+
+
+def test_the_mirror_body_is_the_kinds_mirror_of_the_placed_object() -> None:
+    (create,) = _of(_plan(job(), w("w1")), CreateMirror)
+    body = create.body
+    assert body["kind"] == "Job"
+    assert body["metadata"]["labels"][ORIGIN_UID_LABEL] == UID
+    assert "managedBy" not in body["spec"]
+    # The placement annotation just written travels with it.
+    assert body["metadata"]["annotations"][CLUSTER_ANNOTATION] == "w1"
+    (create,) = _of(_plan(jobset(), w("w1"), kind=JOBSET), CreateMirror)
+    assert create.body["kind"] == "JobSet"
+    assert create.body["spec"]["replicatedJobs"][0]["replicas"] == 2
+    assert "managedBy" not in create.body["spec"]
+
+
+def test_a_status_write_is_a_compare_and_swap_with_the_patch_to_the_whole_status() -> None:
+    obj = job(placed="w1", rv="42", status={"startTime": T_START, "active": 1, "ready": 0})
+    plan = _plan(obj, w("w1", mirror=mirror(job(), status=RUNNING)))
+    (write,) = _of(plan, WriteStatus)
+    assert write.resource_version == "42"
+    assert apply_merge_patch(obj["status"], write.patch) == write.status
+    assert write.patch["ready"] == 1 and write.status["startTime"] == T_START
+
+
+def test_events_say_where_and_why() -> None:
+    plan = _plan(PLACED, w("w1", mirror=mirror(job(), status=FAILED)))
+    (event,) = _of(plan, RecordEvent)
+    assert event.message == "Failed on worker cluster w1: BackoffLimitExceeded too many failures"
+    plan = _plan(PLACED, w("w1", mirror=mirror(job(), status=COMPLETE)))
+    assert _of(plan, RecordEvent)[0].message == "Completed on worker cluster w1"
+    plan = _plan(job(), w("w1", connected=False), w("w2", cordoned=True))
+    assert _of(plan, RecordEvent)[0].message == (
+        "no worker cluster can take this Job: w1: not connected; w2: cordoned"
+    )
+    plan = _plan(
+        PLACED_FRESH_NEVER_RAN, w("w1", read=foreign(job())), w("w2"), fresh=True, probed=True
+    )
+    assert "worker cluster w1 already has a Job team-a/train that jobrelay did not create" in (
+        _of(plan, RecordEvent)[0].message
+    )
+
+
+def test_a_failure_without_reason_or_message_reads_cleanly() -> None:
+    status = {"conditions": [{"type": "Failed", "status": "True"}]}
+    plan = _plan(
+        widget(placed="w1"),
+        w("w1", mirror=mirror(widget(), kind=WIDGET, status=status)),
+        kind=WIDGET,
+    )
+    # The generic kind names the condition type when the reason is empty.
+    assert _of(plan, RecordEvent)[0].message == "Failed on worker cluster w1: Failed"
+
+
+def test_terminal_messages_tell_the_user_what_to_do() -> None:
+    plan = _plan(
+        job(placed="w1"), w("w1"), w("w2", mirror=mirror(job(), status=RUNNING)), fresh=True
+    )
+    assert isinstance(plan.outcome, Terminal)
+    assert "set the annotation back to w2" in plan.outcome.message
+    plan = _plan(
+        job(placed="w1"),
+        w("w1", mirror=mirror(job(), status=RUNNING)),
+        kind=RefusingJobKind(),
+    )
+    assert isinstance(plan.outcome, Terminal)
+    assert plan.outcome.message.endswith("status.startTime: cannot be changed [rule 14]")
+    assert plan.outcome.retry_after is None
+
+
+def test_deletions_say_why() -> None:
+    plan = _plan(None, w("w1", mirror=mirror(job())))
+    assert [d.why for d in _of(plan, DeleteMirror)] == ["its management Job is gone"]
+    plan = _plan(job(placed="w1", status=COMPLETE), w("w1", mirror=mirror(job())))
+    assert [d.why for d in _of(plan, DeleteMirror)] == ["its Job has finished"]
+    plan = _plan(PLACED, w("w1", mirror=OLD_MIRROR))
+    assert [d.why for d in _of(plan, DeleteMirror)] == [
+        "it belongs to an earlier object of this name"
+    ]
+    (delete,) = _of(plan, DeleteMirror)
+    assert (delete.name, delete.namespace) == ("train", "team-a")
+
+
+def test_requeue_delays_come_from_the_settings() -> None:
+    settings = Settings(controller_name=CONTROLLER, unplaceable_retry=3.5)
+    assert _plan(job(), settings=settings).outcome == RequeueAfter(3.5)
+    assert _plan(job(placed="nowhere"), w("w1"), settings=settings).outcome == RequeueAfter(3.5)
+
+
+def test_a_mirror_of_another_controller_is_a_namesake() -> None:
+    theirs = mirror(job())
+    other = Settings(controller_name="example.com/other")
+    plan = _plan(PLACED_FRESH_NEVER_RAN, w("w1", read=theirs), fresh=True, settings=other)
+    assert plan.outcome == ReadFresh(probe=True)
+
+
+def test_placement_helpers() -> None:
+    obj = job()
+    assert placement_of(obj) == ""
+    placed = with_placement(obj, "w3")
+    assert placement_of(placed) == "w3"
+    assert placed["metadata"]["labels"] == obj["metadata"]["labels"]
+    assert "annotations" not in obj["metadata"]  # the input is not changed
+    assert placement_of({}) == ""
+
+
+def test_decide_does_not_change_its_input() -> None:
+    for name, case in CASES.items():
+        snap = _snapshot_of(case)
+        before = copy.deepcopy((snap.obj, snap.workers))
+        decide(snap)
+        assert (snap.obj, snap.workers) == before, name
+
+
+def test_now_stamps_new_conditions() -> None:
+    (write,) = _of(_plan(job(suspend=True), w("w1")), WriteStatus)
+    (suspended,) = write.status["conditions"]
+    assert suspended["lastTransitionTime"] == NOW

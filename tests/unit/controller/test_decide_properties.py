@@ -1,0 +1,321 @@
+"""Property tests of decide(): whatever the snapshot, the promises of a workload hold.
+
+Snapshots are random: any set of workers (connected or not, synced or not,
+cordoned, loaded), on each a cached mirror of this object, of an earlier
+object of the same name, or none, maybe terminating, maybe already deleted by
+us; maybe a fresh read showing the same, something else, or a namesake
+jobrelay did not create; a management Job placed anywhere or nowhere,
+suspended or not, running, finished or being deleted; any of the flags.
+Mirror statuses come from a model of the built-in Job controller (jobsim), and
+the management status from delivering a prefix of that history, so both are
+statuses a real reconcile would see.
+
+The promises:
+
+(a) never two live mirrors: at most one create per plan, never while some
+    worker holds a live mirror of the object, only where it is placed, and
+    only after a fresh read (a lagging cache must not resurrect a finished one);
+(b) a status write is always one the kind's rules accept;
+(c) a placement never goes to a worker that cannot take it (disconnected,
+    cordoned, not synced, or holding a namesake jobrelay did not create),
+    except to keep a live mirror where it already runs;
+(d) deciding is deterministic and leaves its input alone;
+and, from the same snapshots: a namesake jobrelay did not create is never
+deleted, a running workload's mirror is never deleted, and a decision never
+asks again for a read it was just given.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.unit.controller.builders import CONTROLLER, NOW
+from tests.unit.kinds.job.jobsim import management_job, ts
+from tests.unit.kinds.job.strategies import histories
+
+from jobrelay.controller.relay.decide import decide, placement_of
+from jobrelay.controller.relay.plan import (
+    CreateMirror,
+    DeleteMirror,
+    Place,
+    Plan,
+    ReadFresh,
+    WriteStatus,
+)
+from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.mirrors import is_mirror_of, is_ours
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.patches import apply_merge_patch
+from jobrelay.kinds.types import JsonObj
+
+PROPERTY_SETTINGS = settings(max_examples=500, deadline=None, derandomize=True)
+
+KIND = JobKind()
+UID = "uid-manager"
+OLD_UID = "uid-earlier"
+KEY = WorkloadKey(KIND.name, "team-a/sim")
+NAMES = ("w1", "w2", "w3", "w4")
+
+
+def _meta(obj: JsonObj) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+@st.composite
+def management_and_statuses(draw: st.DrawFn) -> tuple[JsonObj, list[JsonObj]]:
+    """A management Job that has seen a prefix of its mirror's history, and that history."""
+    shape, history = draw(histories(suspend_styles=("none", "keep", "clear")))
+    obj = management_job(shape)
+    obj["metadata"].update({"uid": UID, "resourceVersion": "7", "labels": {"app": "sim"}})
+    statuses = [m.get("status") or {} for m in history]
+    for step, status in enumerate(statuses[: draw(st.integers(0, len(statuses)))]):
+        written = KIND.next_status(obj, {"spec": obj["spec"], "status": status}, now=ts(step))
+        if written is not None:
+            obj = {**obj, "status": written}
+    return obj, statuses
+
+
+def _mirror_body(obj: JsonObj, uid: str, origin: str, status: JsonObj) -> JsonObj:
+    body = KIND.build_mirror(obj, controller_name=CONTROLLER, origin="manager")
+    body["metadata"]["uid"] = uid
+    body["metadata"]["labels"][ORIGIN_UID_LABEL] = origin
+    body["status"] = copy.deepcopy(status)
+    return body
+
+
+@st.composite
+def worker_objects(
+    draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj], *, foreign: bool
+) -> JsonObj | None:
+    """One object of the name on a worker: ours (this or an earlier object), or a namesake."""
+    choices = ["none", "this", "earlier"] + (["foreign"] if foreign else [])
+    which = draw(st.sampled_from(choices))
+    if which == "none":
+        return None
+    uid = f"{name}-{which}-{draw(st.sampled_from('ab'))}"
+    if which == "foreign":
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "sim", "namespace": "team-a", "uid": uid, "labels": {"x": "y"}},
+            "spec": {},
+        }
+    body = _mirror_body(
+        obj,
+        uid,
+        UID if which == "this" else OLD_UID,
+        draw(st.sampled_from(statuses)),
+    )
+    body["spec"]["suspend"] = draw(st.booleans())
+    if draw(st.integers(0, 5)) == 0:
+        body["metadata"]["deletionTimestamp"] = NOW
+    return KIND.slim_mirror(body)
+
+
+@st.composite
+def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -> WorkerState:
+    # The cache holds only objects labelled ours; a read may find anything.
+    cached = draw(worker_objects(name, obj, statuses, foreign=False))
+    read_done = draw(st.booleans())
+    read: JsonObj | None = None
+    if read_done:
+        read = draw(
+            st.one_of(st.just(cached), st.none(), worker_objects(name, obj, statuses, foreign=True))
+        )
+    return WorkerState(
+        name=name,
+        synced=draw(st.integers(0, 4)) > 0,
+        connected=draw(st.integers(0, 4)) > 0,
+        cordoned=draw(st.integers(0, 4)) == 0,
+        load=draw(st.integers(0, 3)),
+        labels={},
+        mirror=cached,
+        read=read,
+        read_done=read_done,
+        create_pending=draw(st.integers(0, 5)) == 0,
+    )
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    obj, statuses = draw(management_and_statuses())
+    names = draw(st.permutations(NAMES))[: draw(st.integers(0, len(NAMES)))]
+    states = tuple(draw(workers(name, obj, statuses)) for name in names)
+    placement = draw(st.sampled_from([None, None, "w9", *NAMES]))
+    if placement is not None:
+        obj["metadata"]["annotations"] = {CLUSTER_ANNOTATION: placement}
+    obj["spec"]["suspend"] = draw(st.integers(0, 3)) == 0
+    if draw(st.integers(0, 7)) == 0:
+        obj["metadata"]["deletionTimestamp"] = NOW
+    uids = sorted(
+        {
+            str(_meta(o)["uid"])
+            for state in states
+            for o in (state.mirror, state.read)
+            if o is not None
+        }
+    )
+    return Snapshot(
+        key=KEY,
+        kind=KIND,
+        settings=Settings(
+            controller_name=CONTROLLER, keep_finished_mirrors=draw(st.integers(0, 3)) == 0
+        ),
+        obj=None if draw(st.integers(0, 9)) == 0 else obj,
+        workers=states,
+        now=NOW,
+        fresh=draw(st.booleans()),
+        deleting=frozenset(uid for uid in uids if draw(st.integers(0, 3)) == 0),
+        probed=draw(st.booleans()),
+    )
+
+
+# -- what the properties look at -----------------------------------------------------
+
+
+def live_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
+    """Whether an object on a worker is a live mirror of the management object."""
+    return (
+        candidate is not None
+        and s.obj is not None
+        and is_mirror_of(candidate, s.obj, CONTROLLER)
+        and not _meta(candidate).get("deletionTimestamp")
+        and str(_meta(candidate).get("uid")) not in s.deleting
+    )
+
+
+def holds_live_mirror(s: Snapshot, state: WorkerState) -> bool:
+    """What the reconcile knows best: the fresh read if one was made, else the cache."""
+    return live_mirror(s, state.seen)
+
+
+def holds_namesake(state: WorkerState) -> bool:
+    return state.read_done and state.read is not None and not is_ours(state.read, CONTROLLER)
+
+
+def over(s: Snapshot) -> bool:
+    """Whether the management object is finished, being deleted or gone."""
+    obj = s.obj
+    return obj is None or bool(_meta(obj).get("deletionTimestamp")) or KIND.is_finished(obj)
+
+
+def finishes(s: Snapshot, plan: Plan) -> bool:
+    """Whether the object is over, or the plan writes its final status."""
+    obj = s.obj
+    if obj is None or over(s):
+        return True
+    return any(
+        isinstance(a, WriteStatus) and KIND.is_finished({**obj, "status": a.status})
+        for a in plan.actions
+    )
+
+
+def of(plan: Plan, kind: type) -> list[Any]:
+    return [a for a in plan.actions if isinstance(a, kind)]
+
+
+# -- the properties ----------------------------------------------------------------
+
+
+def check_never_two_live_mirrors(s: Snapshot, plan: Plan) -> None:
+    creates = of(plan, CreateMirror)
+    assert len(creates) <= 1
+    if not creates:
+        return
+    (create,) = creates
+    assert s.obj is not None and not finishes(s, plan)
+    holders = [state.name for state in s.workers if holds_live_mirror(s, state)]
+    assert holders == [], f"created on {create.cluster} while {holders} hold a live mirror"
+    places = of(plan, Place)
+    assert create.cluster == (places[-1].cluster if places else placement_of(s.obj))
+    # Never on the strength of a cache alone: a fresh object, or one placed just now.
+    assert s.fresh or places
+    assert create.origin_uid == UID
+    assert create.body["metadata"]["labels"][ORIGIN_UID_LABEL] == UID
+    target = s.worker(create.cluster)
+    assert target is not None and target.synced and not target.create_pending
+    assert not holds_namesake(target)
+
+
+def check_status_writes_are_always_legal(s: Snapshot, plan: Plan) -> None:
+    writes = of(plan, WriteStatus)
+    assert len(writes) <= 1
+    for write in writes:
+        assert s.obj is not None
+        old = s.obj
+        assert KIND.status_violations(old, {**old, "status": write.status}) == []
+        assert apply_merge_patch(old.get("status") or {}, write.patch) == write.status
+        assert write.resource_version == _meta(old)["resourceVersion"]
+
+
+def check_placements_go_where_the_workload_can_run(s: Snapshot, plan: Plan) -> None:
+    places = of(plan, Place)
+    assert len(places) <= 1
+    for place in places:
+        assert s.obj is not None and not over(s)
+        target = s.worker(place.cluster)
+        assert target is not None
+        if holds_live_mirror(s, target):
+            continue  # its annotation was lost: the mirror stays where it runs
+        assert target.connected and target.synced and not target.cordoned
+        assert not holds_namesake(target)
+        assert place.cluster != placement_of(s.obj)
+
+
+def check_decide_is_deterministic_and_pure(s: Snapshot, plan: Plan) -> None:
+    before = copy.deepcopy((s.obj, s.workers, s.deleting))
+    assert decide(s) == plan
+    assert (s.obj, s.workers, s.deleting) == before
+
+
+def check_deletes_touch_only_our_mirrors_and_never_a_running_one(s: Snapshot, plan: Plan) -> None:
+    deletes = of(plan, DeleteMirror)
+    assert len({d.uid for d in deletes}) == len(deletes), "the same mirror deleted twice"
+    for delete in deletes:
+        state = s.worker(delete.cluster)
+        assert state is not None
+        targets = [
+            o
+            for o in (state.mirror, state.read if state.read_done else None)
+            if o is not None and str(_meta(o)["uid"]) == delete.uid
+        ]
+        assert targets, "deletes something it has not seen"
+        for target in targets:
+            assert _meta(target)["labels"].get(MIRROR_LABEL), "deletes a namesake"
+            if s.obj is not None and is_mirror_of(target, s.obj, CONTROLLER):
+                assert finishes(s, plan), "deletes the mirror of a running workload"
+
+
+def check_a_read_once_given_is_not_asked_for_again(s: Snapshot, plan: Plan) -> None:
+    outcome = plan.outcome
+    if isinstance(outcome, ReadFresh):
+        assert outcome.obj or outcome.probe
+        assert not (outcome.obj and s.fresh)
+        assert not (outcome.probe and s.probed)
+
+
+CHECKS = (
+    check_never_two_live_mirrors,
+    check_status_writes_are_always_legal,
+    check_placements_go_where_the_workload_can_run,
+    check_decide_is_deterministic_and_pure,
+    check_deletes_touch_only_our_mirrors_and_never_a_running_one,
+    check_a_read_once_given_is_not_asked_for_again,
+)
+
+
+# One generated snapshot feeds every check: generating it is most of the cost.
+@PROPERTY_SETTINGS
+@given(snapshots())
+def test_the_promises_hold_for_any_snapshot(s: Snapshot) -> None:
+    before = copy.deepcopy((s.obj, s.workers))
+    plan = decide(s)
+    assert (s.obj, s.workers) == before, "decide changed its input"
+    for check in CHECKS:
+        check(s, plan)

@@ -1,0 +1,440 @@
+"""The executor against in-memory apiservers: each action's writes, preconditions and failures."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from tests.unit.controller.builders import (
+    JOB,
+    JOBSET,
+    NAME,
+    NAMESPACE,
+    UID,
+    job,
+    key_of,
+    mirror,
+)
+from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker
+
+from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.executor import Collided, Executor, Reservations
+from jobrelay.controller.relay.plan import (
+    Action,
+    CreateMirror,
+    DeleteMirror,
+    Log,
+    PatchMirror,
+    Place,
+    Plan,
+    RecordEvent,
+    Retry,
+    Terminal,
+    WriteStatus,
+)
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.types import JsonObj
+from jobrelay.kube.api import ApiError
+
+KEY = key_of(JOB)
+JOB_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}"
+
+
+@dataclass
+class Env:
+    manager: FakeCluster
+    worker: FakeWorker
+    executor: Executor
+    events: FakeEvents
+
+    def stored_job(self) -> JsonObj:
+        obj = self.manager.get("jobs", KEY.key)
+        assert obj is not None
+        return obj
+
+    async def run(self, *actions: Action, obj: JsonObj | None = None, release: bool = False) -> Any:
+        return await self.executor.apply(
+            KEY, JOB, obj or self.stored_job(), Plan(tuple(actions), release=release)
+        )
+
+
+async def make_env(*, create_namespaces: bool = True) -> AsyncIterator[Env]:
+    manager = FakeCluster("manager")
+    manager.put("jobs", job(rv="0"))
+    worker = FakeWorker("w1", FakeCluster("w1"))
+    pool = FakePool(worker)
+    events = FakeEvents()
+    client = manager.client()
+    executor = Executor(
+        manager=client,
+        pool=pool,  # type: ignore[arg-type]
+        events=events,  # type: ignore[arg-type]
+        create_namespaces=create_namespaces,
+        rejected_retry=30.0,
+        created=Expectations(),
+        deleted=Expectations(),
+        reservations=Reservations(),
+    )
+    yield Env(manager, worker, executor, events)
+    await client.aclose()
+    await pool.aclose()
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    async for value in make_env():
+        yield value
+
+
+@pytest.fixture
+async def strict_env() -> AsyncIterator[Env]:
+    """Namespace creation turned off."""
+    async for value in make_env(create_namespaces=False):
+        yield value
+
+
+def rv(env: Env) -> str:
+    return str(env.stored_job()["metadata"]["resourceVersion"])
+
+
+def create_action(env: Env, cluster: str = "w1") -> CreateMirror:
+    placed = env.stored_job()
+    body = JOB.build_mirror(placed, controller_name="jobrelay.dev/relay", origin="manager")
+    return CreateMirror(cluster, body, UID)
+
+
+# -- Place --------------------------------------------------------------------------
+
+
+async def test_place_is_a_compare_and_swap_and_reserves_the_worker(env: Env) -> None:
+    assert await env.run(Place("w1", rv(env))) is None
+    stored = env.stored_job()
+    assert stored["metadata"]["annotations"] == {CLUSTER_ANNOTATION: "w1"}
+    method, path, body = env.manager.writes()[-1]
+    assert (method, path) == ("PATCH", JOB_PATH)
+    assert body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
+    # Until its mirror is visible, the placement counts on the worker's load.
+    assert env.executor.reservations.count("w1") == 1
+    # A plan that finds the mirror visible releases it.
+    await env.run(release=True)
+    assert env.executor.reservations.count("w1") == 0
+
+
+async def test_place_conflict_retries_and_releases_the_reservation(env: Env) -> None:
+    stale = rv(env)
+    env.manager.put("jobs", env.stored_job())  # someone else wrote: a new resourceVersion
+    outcome = await env.run(Place("w1", stale), create_action(env))
+    assert isinstance(outcome, Retry)
+    assert env.executor.reservations.count("w1") == 0
+    assert "annotations" not in env.stored_job()["metadata"]
+    # The plan stopped: the create that followed the placement was never sent.
+    assert env.worker.cluster.requests == []
+
+
+async def test_place_on_a_deleted_object_retries(env: Env) -> None:
+    env.manager.objects.clear()
+    outcome = await env.run(Place("w1", "5"), obj=job())
+    assert isinstance(outcome, Retry)
+    assert env.executor.reservations.count("w1") == 0
+
+
+async def test_place_failing_otherwise_raises_and_releases(env: Env) -> None:
+    env.manager.fail("PATCH", JOB_PATH, 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.run(Place("w1", rv(env)))
+    assert env.executor.reservations.count("w1") == 0
+    env.manager.fail("PATCH", JOB_PATH, 0, "")
+    with pytest.raises(ApiError) as raised:
+        await env.run(Place("w1", rv(env)))
+    assert raised.value.is_unreachable
+    assert env.executor.reservations.count("w1") == 0
+    env.manager.fail("PATCH", JOB_PATH, -1, "boom")
+    with pytest.raises(RuntimeError):
+        await env.run(Place("w1", rv(env)))
+    assert env.executor.reservations.count("w1") == 0
+
+
+def test_reservations_follow_the_latest_placement() -> None:
+    reservations = Reservations()
+    reservations.reserve("w1", "a")
+    reservations.reserve("w1", "b")
+    reservations.reserve("w2", "a")  # placed again elsewhere: counted there only
+    assert (reservations.count("w1"), reservations.count("w2")) == (1, 1)
+    reservations.release("a")
+    reservations.release("never-reserved")
+    assert (reservations.count("w1"), reservations.count("w2"), reservations.count("w3")) == (
+        1,
+        0,
+        0,
+    )
+
+
+# -- CreateMirror -------------------------------------------------------------------
+
+
+async def test_create_sends_the_body_and_expects_it(env: Env) -> None:
+    action = create_action(env)
+    assert await env.run(action) is None
+    created = env.worker.cluster.get("jobs", KEY.key)
+    assert created is not None
+    assert created["spec"] == action.body["spec"]
+    assert env.executor.created.pending(("w1", KEY, UID))
+
+
+async def test_create_meeting_a_namesake_is_a_collision(env: Env) -> None:
+    env.worker.cluster.put("jobs", {"metadata": {"name": NAME, "namespace": NAMESPACE}})
+    assert await env.run(create_action(env)) == Collided("w1")
+    assert not env.executor.created.pending(("w1", KEY, UID))
+
+
+async def test_create_in_a_missing_namespace_creates_it_then_the_mirror(env: Env) -> None:
+    env.worker.cluster.namespaces.clear()
+    assert await env.run(create_action(env)) is None
+    assert NAMESPACE in env.worker.cluster.namespaces
+    assert [(m, p) for m, p, _ in env.worker.cluster.writes()] == [
+        ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
+        ("POST", "/api/v1/namespaces"),
+        ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
+    ]
+    assert env.worker.cluster.get("jobs", KEY.key) is not None
+    assert env.executor.created.pending(("w1", KEY, UID))
+
+
+async def test_a_namespace_created_meanwhile_is_fine(env: Env) -> None:
+    env.worker.cluster.fail("POST", "/jobs", 404, "NotFound")
+    assert await env.run(create_action(env)) is None  # the namespace exists: AlreadyExists
+    assert env.worker.cluster.get("jobs", KEY.key) is not None
+
+
+async def test_a_namespace_that_cannot_be_created_stops_the_plan(env: Env) -> None:
+    env.worker.cluster.namespaces.clear()
+    env.worker.cluster.fail("POST", "/api/v1/namespaces", 403, "Forbidden")
+    with pytest.raises(ApiError) as raised:
+        await env.run(create_action(env))
+    assert raised.value.code == 403
+
+
+async def test_create_in_a_missing_namespace_without_creating_it_is_terminal(
+    strict_env: Env,
+) -> None:
+    strict_env.worker.cluster.namespaces.clear()
+    outcome = await strict_env.run(create_action(strict_env))
+    assert isinstance(outcome, Terminal)
+    assert outcome.reason == "MirrorRejected"
+    assert outcome.retry_after == 30.0
+    assert "has no namespace team-a (and namespace creation is turned off)" in outcome.message
+    assert strict_env.worker.cluster.namespaces == set()
+
+
+async def test_not_found_even_with_the_namespace_there_does_not_blame_the_namespace(
+    env: Env,
+) -> None:
+    # A worker that does not serve the kind (its CRD is missing) answers 404 too.
+    env.worker.cluster.fail("POST", "/jobs", 404, "NotFound", times=2)
+    outcome = await env.run(create_action(env))
+    assert isinstance(outcome, Terminal)
+    assert outcome.reason == "MirrorRejected"
+    assert "namespace creation is turned off" not in outcome.message
+    assert "Job" in outcome.message and "batch/v1" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "expected"),
+    [
+        (403, "Forbidden", "rejected the mirror Job (HTTP 403 Forbidden)"),
+        (422, "Invalid", "rejected the mirror Job (HTTP 422 Invalid)"),
+        (0, "", "worker cluster w1 is unreachable"),
+    ],
+)
+async def test_a_mirror_the_worker_refuses_is_terminal_for_a_while(
+    env: Env, code: int, reason: str, expected: str
+) -> None:
+    env.worker.cluster.fail("POST", "/jobs", code, reason)
+    outcome = await env.run(create_action(env), RecordEvent("Normal", "Dispatched", "x"))
+    assert isinstance(outcome, Terminal)
+    assert (outcome.reason, outcome.retry_after) == ("MirrorRejected", 30.0)
+    assert expected in outcome.message
+    assert env.events.recorded == []  # the plan stopped before the Dispatched event
+
+
+async def test_create_on_a_worker_that_went_away_retries(env: Env) -> None:
+    assert isinstance(await env.run(create_action(env, "gone")), Retry)
+
+
+# -- PatchMirror --------------------------------------------------------------------
+
+
+def patch_action(patch: JsonObj | None = None, cluster: str = "w1") -> PatchMirror:
+    return PatchMirror(cluster, NAME, NAMESPACE, patch or {"spec": {"suspend": True}})
+
+
+async def test_patch_mirror(env: Env) -> None:
+    env.worker.cluster.put("jobs", JOB.build_mirror(job(), controller_name="c", origin="m"))
+    assert await env.run(patch_action()) is None
+    stored = env.worker.cluster.get("jobs", KEY.key)
+    assert stored is not None and stored["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "expected"),
+    [(409, "Conflict", Retry), (404, "NotFound", Retry), (422, "Invalid", Terminal)],
+)
+async def test_patch_mirror_failures(
+    env: Env, code: int, reason: str, expected: type[Retry | Terminal]
+) -> None:
+    env.worker.cluster.put("jobs", JOB.build_mirror(job(), controller_name="c", origin="m"))
+    env.worker.cluster.fail("PATCH", f"/jobs/{NAME}", code, reason)
+    outcome = await env.run(patch_action())
+    assert isinstance(outcome, expected)
+    if isinstance(outcome, Terminal):
+        assert outcome.reason == "MirrorUpdateRejected"
+        assert outcome.retry_after == 30.0
+
+
+async def test_patch_mirror_server_error_raises(env: Env) -> None:
+    env.worker.cluster.fail("PATCH", f"/jobs/{NAME}", 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.run(patch_action())
+
+
+async def test_patch_mirror_on_a_worker_that_went_away_retries(env: Env) -> None:
+    assert isinstance(await env.run(patch_action(cluster="gone")), Retry)
+
+
+# -- DeleteMirror -------------------------------------------------------------------
+
+
+def delete_action(uid: str, cluster: str = "w1") -> DeleteMirror:
+    return DeleteMirror(cluster, NAME, NAMESPACE, uid, "its Job has finished")
+
+
+async def test_delete_is_preconditioned_on_the_uid_and_expected(env: Env) -> None:
+    stored = env.worker.cluster.put("jobs", mirror(job()))
+    uid = stored["metadata"]["uid"]
+    assert await env.run(delete_action(uid)) is None
+    assert env.worker.cluster.get("jobs", KEY.key) is None
+    method, path, options = env.worker.cluster.writes()[-1]
+    assert (method, path) == ("DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}")
+    assert options["preconditions"] == {"uid": uid}
+    assert options["propagationPolicy"] == "Background"
+    assert env.executor.deleted.pending(uid)
+    # Deleted already (the cache has not caught up): not sent again.
+    assert await env.run(delete_action(uid)) is None
+    assert len(env.worker.cluster.writes()) == 1
+
+
+async def test_delete_of_a_mirror_already_gone_is_fine_and_expected(env: Env) -> None:
+    assert await env.run(delete_action("m-gone"), RecordEvent("Normal", "After", "x")) is None
+    assert env.executor.deleted.pending("m-gone")
+    assert env.events.reasons() == ["After"]  # the plan went on
+
+
+async def test_delete_never_removes_a_newer_namesake(env: Env) -> None:
+    newer = env.worker.cluster.put("jobs", mirror(job()))
+    assert await env.run(delete_action("m-older")) is None  # 409 on the precondition
+    assert env.worker.cluster.get("jobs", KEY.key) == newer
+    assert env.executor.deleted.pending("m-older")
+
+
+async def test_delete_failing_otherwise_raises(env: Env) -> None:
+    env.worker.cluster.put("jobs", mirror(job()))
+    env.worker.cluster.fail("DELETE", f"/jobs/{NAME}", 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.run(delete_action("m-1"))
+    assert not env.executor.deleted.pending("m-1")
+
+
+async def test_delete_on_a_worker_that_went_away_is_skipped(env: Env) -> None:
+    assert await env.run(delete_action("m-1", cluster="gone")) is None
+    assert not env.executor.deleted.pending("m-1")
+
+
+# -- WriteStatus --------------------------------------------------------------------
+
+
+def write_action(resource_version: str) -> WriteStatus:
+    status = {"active": 1, "startTime": "2026-03-01T12:00:00Z"}
+    return WriteStatus(status, resource_version, status)
+
+
+async def test_write_status_patches_the_status_subresource(env: Env) -> None:
+    assert await env.run(write_action(rv(env))) is None
+    method, path, body = env.manager.writes()[-1]
+    assert (method, path) == ("PATCH", JOB_PATH + "/status")
+    assert body["status"] == {"active": 1, "startTime": "2026-03-01T12:00:00Z"}
+    assert "resourceVersion" in body["metadata"]
+    assert env.stored_job()["status"]["active"] == 1
+
+
+async def test_write_status_conflict_retries_and_stops_the_plan(env: Env) -> None:
+    stale = rv(env)
+    env.manager.put("jobs", env.stored_job())
+    outcome = await env.run(write_action(stale), RecordEvent("Normal", "Completed", "done"))
+    assert isinstance(outcome, Retry)
+    assert "status" not in env.stored_job()
+    assert env.events.recorded == []
+
+
+async def test_write_status_of_a_deleted_object_retries(env: Env) -> None:
+    env.manager.objects.clear()
+    assert isinstance(await env.run(write_action("1"), obj=job()), Retry)
+
+
+async def test_write_status_failing_otherwise_raises(env: Env) -> None:
+    env.manager.fail("PATCH", "/status", 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.run(write_action(rv(env)))
+
+
+# -- Events and logs ----------------------------------------------------------------
+
+
+async def test_events_and_logs(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="jobrelay.controller.relay.executor")
+    outcome = await env.run(
+        RecordEvent("Warning", "NoWorkerAvailable", "none"),
+        Log("warning", "careful"),
+        Log("info", "fyi"),
+    )
+    assert outcome is None
+    assert [(e.name, e.type, e.reason) for e in env.events.recorded] == [
+        (NAME, "Warning", "NoWorkerAvailable")
+    ]
+    levels = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.WARNING, f"{KEY}: careful") in levels
+    assert (logging.INFO, f"{KEY}: fyi") in levels
+    # No object (it is gone): no Event to hang on it.
+    await env.executor.apply(KEY, JOB, None, Plan((RecordEvent("Normal", "X", "y"),)))
+    assert len(env.events.recorded) == 1
+
+
+async def test_a_whole_plan_places_then_creates(env: Env) -> None:
+    obj = env.stored_job()
+    body = JOB.build_mirror(obj, controller_name="jobrelay.dev/relay", origin="manager")
+    outcome = await env.run(
+        Place("w1", rv(env)),
+        CreateMirror("w1", body, UID),
+        RecordEvent("Normal", "Dispatched", "Dispatched to worker cluster w1"),
+    )
+    assert outcome is None
+    assert env.worker.cluster.get("jobs", KEY.key) is not None
+    assert env.events.reasons() == ["Dispatched"]
+
+
+async def test_resources_follow_the_kind(env: Env) -> None:
+    """The executor names no kind: a JobSet's writes go to the jobsets resource."""
+    obj = {
+        "apiVersion": JOBSET.ref.api_version,
+        "kind": "JobSet",
+        "metadata": {"name": NAME, "namespace": NAMESPACE, "uid": UID},
+        "spec": {},
+    }
+    env.manager.put("jobsets", obj)
+    plan = Plan((Place("w1", obj["metadata"]["resourceVersion"]),))
+    assert await env.executor.apply(key_of(JOBSET), JOBSET, obj, plan) is None
+    assert env.manager.writes()[-1][1] == (
+        f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/{NAME}"
+    )

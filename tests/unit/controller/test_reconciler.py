@@ -1,0 +1,421 @@
+"""The reconciler: snapshots from caches, the decide/execute loop, fresh reads, the queue's answer.
+
+Real decide and executor, in-memory apiservers (fakes.FakeCluster) and caches
+that change only when a test refreshes them, so every lag a real cache has
+can be staged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from tests.unit.controller.builders import (
+    COMPLETE,
+    CONTROLLER,
+    JOB,
+    NAME,
+    NAMESPACE,
+    NOW,
+    RUNNING,
+    SETTINGS,
+    UID,
+    job,
+    key_of,
+    mirror,
+)
+from tests.unit.controller.fakes import (
+    FakeCluster,
+    FakeEvents,
+    FakeInformer,
+    FakePool,
+    FakeWorker,
+)
+
+from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay import reconciler as reconciler_module
+from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.controller.relay.plan import Plan, ReadFresh, Terminal
+from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_now
+from jobrelay.controller.relay.snapshot import Snapshot
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.types import JsonObj
+from jobrelay.kube.api import ApiError
+from jobrelay.kube.queueing import Backoff
+
+KEY = key_of(JOB)
+
+
+@dataclass
+class Env:
+    manager: FakeCluster
+    workers: dict[str, FakeWorker]
+    informer: FakeInformer
+    events: FakeEvents
+    executor: Executor
+    reconciler: Reconciler
+
+    def submit(self, obj: JsonObj) -> JsonObj:
+        """A user creates the management object; the cache shows it."""
+        stored = self.manager.put("jobs", obj)
+        self.informer.refresh(self.manager, JOB)
+        return stored
+
+    def stored(self) -> JsonObj | None:
+        return self.manager.get("jobs", KEY.key)
+
+    def placement(self) -> str | None:
+        stored = self.stored()
+        assert stored is not None
+        return (stored["metadata"].get("annotations") or {}).get(CLUSTER_ANNOTATION)
+
+    def mirror_on(self, name: str) -> JsonObj | None:
+        return self.workers[name].cluster.get("jobs", KEY.key)
+
+    def catch_up(self) -> None:
+        """Every cache catches up with its apiserver."""
+        self.informer.refresh(self.manager, JOB)
+        for worker in self.workers.values():
+            worker.refresh(JOB, CONTROLLER)
+
+    async def reconcile(self) -> Any:
+        return await self.reconciler.reconcile(KEY)
+
+
+async def make_env(*workers: FakeWorker) -> AsyncIterator[Env]:
+    manager = FakeCluster("manager")
+    pool = FakePool(*workers)
+    informer = FakeInformer()
+    events = FakeEvents()
+    client = manager.client()
+    executor = Executor(
+        manager=client,
+        pool=pool,  # type: ignore[arg-type]
+        events=events,  # type: ignore[arg-type]
+        create_namespaces=True,
+        rejected_retry=30.0,
+        created=Expectations(),
+        deleted=Expectations(),
+        reservations=Reservations(),
+    )
+    reconciler = Reconciler(
+        {JOB.name: KindRuntime(JOB, informer)},  # type: ignore[arg-type]
+        pool,  # type: ignore[arg-type]
+        executor,
+        SETTINGS,
+        clock=lambda: NOW,
+    )
+    yield Env(manager, {w.name: w for w in workers}, informer, events, executor, reconciler)
+    await client.aclose()
+    await pool.aclose()
+
+
+def workers(*names: str, **kwargs: Any) -> list[FakeWorker]:
+    return [FakeWorker(name, FakeCluster(name), **kwargs) for name in names]
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    w1, w2 = workers("w1", "w2")
+    w1.active = 2  # w2 is the least loaded
+    async for value in make_env(w1, w2):
+        yield value
+
+
+# -- the queue's answers ----------------------------------------------------------------
+
+
+async def test_a_kind_no_longer_configured_is_dropped(env: Env) -> None:
+    assert await env.reconciler.reconcile(WorkloadKey("Gone.v1.example.com", "a/b")) is None
+
+
+async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: Env) -> None:
+    env.submit(job())
+    assert await env.reconcile() is None
+    assert env.placement() == "w2"
+    created = env.mirror_on("w2")
+    assert created is not None and env.mirror_on("w1") is None
+    assert env.events.reasons() == ["Dispatched"]
+
+    # Our placement patch brings the key back before any cache shows the mirror:
+    # the create is expected, so nothing is created twice.
+    env.informer.refresh(env.manager, JOB)
+    assert await env.reconcile() is None
+    assert len(env.workers["w2"].cluster.writes()) == 1
+
+    # The worker runs it.
+    created["status"] = dict(RUNNING)
+    env.catch_up()
+    assert await env.reconcile() is None
+    stored = env.stored()
+    assert stored is not None and stored["status"]["active"] == 1
+
+    # ... to the end: final status copied, Completed, mirror deleted.
+    created["status"] = dict(COMPLETE)
+    env.catch_up()
+    assert await env.reconcile() is None
+    stored = env.stored()
+    assert stored is not None and JOB.is_finished(stored)
+    assert env.events.reasons() == ["Dispatched", "Completed"]
+    assert env.mirror_on("w2") is None
+
+    # The worker's cache shows the delete before the management cache shows the
+    # final status: the mirror must not be created again from the stale object.
+    env.workers["w2"].refresh(JOB, CONTROLLER)
+    cached = env.informer.get(KEY.key)
+    assert cached is not None and not JOB.is_finished(cached)
+    assert await env.reconcile() is None
+    assert env.mirror_on("w2") is None and env.mirror_on("w1") is None
+    env.catch_up()
+    assert await env.reconcile() is None
+    assert env.mirror_on("w2") is None and env.mirror_on("w1") is None
+    assert env.events.reasons() == ["Dispatched", "Completed"]
+
+
+async def test_no_worker_requeues_after_the_settings_delay() -> None:
+    async for env in make_env():
+        env.submit(job())
+        assert await env.reconcile() == SETTINGS.unplaceable_retry
+        assert env.events.reasons() == ["NoWorkerAvailable"]
+
+
+async def test_retry_is_a_backoff(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.workers["w1"].synced_kinds = set()
+    answer = await env.reconcile()
+    assert isinstance(answer, Backoff)
+    assert "has not listed" in answer.why
+
+
+async def test_a_lost_race_is_a_backoff(env: Env) -> None:
+    stale = job()
+    env.submit(stale)
+    env.manager.put("jobs", env.stored())  # changed meanwhile; the cache shows the old one
+    assert isinstance(await env.reconcile(), Backoff)
+    assert env.placement() is None
+    assert env.executor.reservations.count("w2") == 0
+
+
+async def test_terminal_records_a_warning_event_and_no_retry(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.workers["w2"].cache[KEY] = mirror(job(), status=RUNNING)
+    assert await env.reconcile() is None
+    assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "PlacementConflict")]
+    assert env.mirror_on("w1") is None
+
+
+async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.workers["w1"].cluster.fail("POST", "/jobs", 403, "Forbidden")
+    assert await env.reconcile() == 30.0
+    (event,) = env.events.recorded
+    assert (event.type, event.reason) == ("Warning", "MirrorRejected")
+    assert "HTTP 403 Forbidden" in event.message
+
+
+async def test_terminal_for_an_object_gone_from_the_cache_has_no_event(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        reconciler_module, "decide", lambda s: Plan((), Terminal("X", "msg", retry_after=2.0))
+    )
+    assert await env.reconcile() == 2.0
+    assert env.events.recorded == []
+
+
+async def test_a_decision_that_never_settles_backs_off(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Snapshot] = []
+
+    def never_settles(s: Snapshot) -> Plan:
+        seen.append(s)
+        return Plan((), ReadFresh(obj=True))
+
+    monkeypatch.setattr(reconciler_module, "decide", never_settles)
+    env.submit(job())
+    answer = await env.reconcile()
+    assert isinstance(answer, Backoff)
+    assert len(seen) == 5
+    assert all(s.fresh for s in seen[1:])
+
+
+# -- fresh reads ----------------------------------------------------------------------
+
+
+async def test_read_fresh_rereads_the_object_and_decides_again(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    assert await env.reconcile() is None
+    assert ("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}") in [
+        (m, p) for m, p, _ in env.manager.requests
+    ]
+    assert env.mirror_on("w1") is not None  # the fresh object was unfinished: created
+
+
+async def test_a_mirror_is_not_resurrected_when_the_fresh_object_is_finished(env: Env) -> None:
+    env.submit(job(placed="w1", status=RUNNING))
+    finished = env.stored()
+    assert finished is not None
+    finished["status"] = dict(COMPLETE)  # the cache has not seen the final status yet
+    assert await env.reconcile() is None
+    assert env.mirror_on("w1") is None
+    assert env.events.recorded == []
+
+
+async def test_a_fresh_read_finding_the_object_gone_creates_nothing(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.manager.objects.clear()  # deleted; the cache still has it
+    assert await env.reconcile() is None
+    assert env.mirror_on("w1") is None and env.mirror_on("w2") is None
+    assert env.events.recorded == []
+
+
+async def test_a_failing_fresh_read_raises(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.manager.fail("GET", f"/jobs/{NAME}", 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.reconcile()
+
+
+# -- collisions and the probe -----------------------------------------------------------
+
+
+async def test_collided_create_reads_the_namesake_then_probes_and_moves() -> None:
+    w1, w2, w3, w4, w5 = workers("w1", "w2", "w3", "w4", "w5")
+    w2.active, w4.active = 3, 1
+    w5.connected = False
+    async for env in make_env(w1, w2, w3, w4, w5):
+        env.submit(job(placed="w1"))
+        namesake = {"metadata": {"name": NAME, "namespace": NAMESPACE, "labels": {"x": "y"}}}
+        w1.cluster.put("jobs", namesake)
+        w3.cluster.put("jobs", dict(namesake, metadata=dict(namesake["metadata"])))
+        w4.cluster.fail("GET", f"/jobs/{NAME}", 0, "")  # unreachable for the probe
+        assert await env.reconcile() is None
+        # Placed away from both holders of a namesake; the unreachable one is not
+        # known to hold one, and w5 is not connected.
+        assert env.placement() == "w4"
+        assert env.events.reasons() == ["NameCollision"]
+        assert w1.cluster.get("jobs", KEY.key) == namesake  # never touched
+        assert [m for m, _, _ in w1.cluster.writes()] == ["POST"]
+        for worker in (w2, w3, w4):
+            assert ("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}") in [
+                (m, p) for m, p, _ in worker.cluster.requests
+            ]
+        assert w5.cluster.requests == []
+
+
+async def test_a_collision_right_after_placing_moves_within_the_same_reconcile() -> None:
+    w1, w2 = workers("w1", "w2")
+    w2.active = 5
+    async for env in make_env(w1, w2):
+        env.submit(job())
+        w1.cluster.put("jobs", {"metadata": {"name": NAME, "namespace": NAMESPACE}})
+        # The cache will not show the placement written during this reconcile.
+        assert await env.reconcile() is None
+        assert env.placement() == "w2"
+        assert env.events.reasons() == ["NameCollision"]
+        assert env.mirror_on("w2") is None  # created once the cache shows the move
+        env.catch_up()
+        assert await env.reconcile() is None
+        assert env.mirror_on("w2") is not None
+
+
+async def test_a_collision_with_our_own_unseen_mirror_is_no_collision(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    ours = env.workers["w1"].cluster.put("jobs", mirror(job(), status=RUNNING))
+    assert await env.reconcile() is None
+    assert env.events.reasons() == []
+    assert env.mirror_on("w1") == ours
+    stored = env.stored()
+    assert stored is not None and stored["status"]["active"] == 1  # its status followed
+
+
+async def test_a_collision_whose_read_fails_raises(env: Env) -> None:
+    env.submit(job(placed="w1"))
+    env.workers["w1"].cluster.put("jobs", {"metadata": {"name": NAME, "namespace": NAMESPACE}})
+    env.workers["w1"].cluster.fail("GET", f"/jobs/{NAME}", 500, "InternalError")
+    with pytest.raises(ApiError):
+        await env.reconcile()
+
+
+async def test_reading_on_a_worker_that_went_away_finds_nothing(env: Env) -> None:
+    assert await env.reconciler._read_remote(JOB, KEY, "gone") is None
+
+
+# -- the snapshot -----------------------------------------------------------------------
+
+
+async def test_snapshot_reflects_caches_expectations_and_reservations(env: Env) -> None:
+    w1, w2 = env.workers["w1"], env.workers["w2"]
+    w1.labels = {"zone": "a"}
+    w1.cordoned = True
+    w2.synced_kinds = {"JobSet.v1alpha2.jobset.x-k8s.io"}
+    obj = env.submit(job(placed="w1"))
+    w1.cache[KEY] = mirror(obj, uid="m-1")
+    w2.cache[KEY] = mirror(job(uid="uid-old"), uid="m-old")
+    executor = env.executor
+    executor.created.expect(("w1", KEY, UID))
+    executor.created.expect(("w2", KEY, UID))
+    executor.deleted.expect("m-old")
+    executor.reservations.reserve("w2", WorkloadKey(JOB.name, "team-a/other"))
+
+    s = env.reconciler.snapshot(KEY, KindRuntime(JOB, env.informer))  # type: ignore[arg-type]
+    assert s.obj == env.informer.get(KEY.key) and not s.fresh and not s.probed
+    assert s.now == NOW and s.key == KEY and s.kind is JOB
+    one, two = s.workers
+    assert (one.name, one.cordoned, dict(one.labels), one.load) == ("w1", True, {"zone": "a"}, 2)
+    assert (two.synced, two.load) == (False, 1)
+    # The cache shows the created mirror on w1: that expectation is met.
+    assert not one.create_pending and not executor.created.pending(("w1", KEY, UID))
+    assert two.create_pending
+    assert s.deleting == frozenset({"m-old"})
+    assert not one.read_done and one.seen == one.mirror
+
+
+async def test_snapshot_like_an_earlier_one_keeps_its_fresh_reads(env: Env) -> None:
+    env.submit(job())
+    runtime = KindRuntime(JOB, env.informer)  # type: ignore[arg-type]
+    first = env.reconciler.snapshot(KEY, runtime)
+    fresh_obj = job(placed="w2")
+    read = {"metadata": {"name": NAME}}
+    earlier = Snapshot(
+        key=first.key,
+        kind=first.kind,
+        settings=first.settings,
+        obj=fresh_obj,
+        workers=tuple(
+            w if w.name != "w1" else type(w)(**{**_fields(w), "read": read, "read_done": True})
+            for w in first.workers
+        ),
+        now=first.now,
+        fresh=True,
+        probed=True,
+    )
+    again = env.reconciler.snapshot(KEY, runtime, like=earlier)
+    assert again.obj == fresh_obj and again.fresh and again.probed
+    w1 = again.worker("w1")
+    assert w1 is not None and w1.read == read and w1.read_done
+    w2 = again.worker("w2")
+    assert w2 is not None and not w2.read_done
+
+
+def _fields(state: Any) -> dict[str, Any]:
+    return {name: getattr(state, name) for name in state.__slots__}
+
+
+def test_utc_now_is_rfc3339() -> None:
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", utc_now())
+
+
+async def test_an_outcome_still_asking_for_reads_is_a_backoff(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unsettled(key: WorkloadKey, runtime: KindRuntime) -> ReadFresh:
+        return ReadFresh(probe=True)
+
+    monkeypatch.setattr(env.reconciler, "_settle", unsettled)
+    assert isinstance(await env.reconcile(), Backoff)

@@ -1,0 +1,368 @@
+"""The runner's wiring: which kinds it serves, what it builds from the options, how it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from tests.unit.controller.builders import CONTROLLER, job
+from tests.unit.controller.fakes import FakeCluster, FakeInformer
+
+from jobrelay.controller import runner
+from jobrelay.controller.options import (
+    ControllerOptions,
+    KindSettings,
+    PlacementSettings,
+    QueueSettings,
+    WorkerSettings,
+)
+from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.generic import GenericKind
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.kube.api import ApiClient, ApiError
+from jobrelay.kube.watching import Change, InformerEvent
+
+JOB = JobKind()
+
+BATCH = [
+    {"name": "jobs", "kind": "Job", "namespaced": True},
+    {"name": "jobs/status", "kind": "Job", "namespaced": True},
+    {"name": "cronjobs", "kind": "CronJob", "namespaced": True},
+]
+JOBSETS = [{"name": "jobsets", "kind": "JobSet", "namespaced": True}]
+EXAMPLE = [
+    # A subresource listed first must not be taken for the kind.
+    {"name": "mice/status", "kind": "Mouse", "namespaced": True},
+    {"name": "mice", "kind": "Mouse", "namespaced": True},
+    {"name": "clusterwidgets", "kind": "ClusterWidget", "namespaced": False},
+]
+
+
+@pytest.fixture
+async def manager() -> AsyncIterator[tuple[FakeCluster, ApiClient]]:
+    cluster = FakeCluster(
+        "manager",
+        served={
+            "batch/v1": BATCH,
+            "jobset.x-k8s.io/v1alpha2": JOBSETS,
+            "example.com/v1": EXAMPLE,
+        },
+    )
+    client = cluster.client()
+    yield cluster, client
+    await client.aclose()
+
+
+def options_for(*names: str, **kind_settings: Any) -> ControllerOptions:
+    return ControllerOptions(kinds=KindSettings(names=names, **kind_settings))
+
+
+# -- managed_by -------------------------------------------------------------------------
+
+
+def test_managed_by_keeps_only_our_objects_slimmed_and_typed() -> None:
+    transform = runner.managed_by(JOB, CONTROLLER)
+    ours = job()
+    ours["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    del ours["apiVersion"], ours["kind"]  # as list items come
+    kept = transform(ours)
+    assert kept is not None
+    assert "managedFields" not in kept["metadata"]
+    assert (kept["apiVersion"], kept["kind"]) == ("batch/v1", "Job")
+    assert transform({**job(), "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}) is None
+    assert transform({**job(), "spec": {}}) is None
+    assert transform({"metadata": {"name": "bare"}}) is None
+
+
+# -- resolve_kinds ----------------------------------------------------------------------
+
+
+async def test_resolve_the_default_kind(manager: tuple[FakeCluster, ApiClient]) -> None:
+    kinds = await runner.resolve_kinds(manager[1], ControllerOptions())
+    assert [type(k) for k in kinds] == [JobKind]
+
+
+async def test_resolve_dedicated_and_generic_kinds_with_served_plurals(
+    manager: tuple[FakeCluster, ApiClient],
+) -> None:
+    options = options_for(
+        "Job.v1.batch",
+        "JobSet.v1alpha2.jobset.x-k8s.io",
+        "Mouse.v1.example.com",
+        "Job.v1.batch",
+        finished_conditions=("Done",),
+    )
+    kinds = await runner.resolve_kinds(manager[1], options)
+    assert [type(k) for k in kinds] == [JobKind, JobSetKind, GenericKind]
+    mouse = kinds[2]
+    assert isinstance(mouse, GenericKind)
+    assert mouse.ref.plural == "mice"  # from discovery, not the conventional "mouses"
+    assert mouse.finished_conditions == ("Done",)
+    requested = [p for m, p, _ in manager[0].requests if m == "GET"]
+    assert requested == [
+        "/apis/batch/v1",
+        "/apis/jobset.x-k8s.io/v1alpha2",
+        "/apis/example.com/v1",
+        "/apis/batch/v1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "Widget.v1.widgets.example.org",
+            "--kind Widget.v1.widgets.example.org: the management cluster does not serve "
+            "widgets.example.org/v1: install the CRD of Widget first",
+        ),
+        (
+            "Rat.v1.example.com",
+            "--kind Rat.v1.example.com: the management cluster serves example.com/v1 but no "
+            "kind Rat in it (it has: ClusterWidget, Mouse)",
+        ),
+        (
+            "ClusterWidget.v1.example.com",
+            "--kind ClusterWidget.v1.example.com: cluster-scoped kinds cannot be dispatched",
+        ),
+    ],
+)
+async def test_kinds_the_manager_cannot_serve_stop_the_start(
+    manager: tuple[FakeCluster, ApiClient], name: str, message: str
+) -> None:
+    with pytest.raises(runner.ConfigurationError) as raised:
+        await runner.resolve_kinds(manager[1], options_for("Job.v1.batch", name))
+    assert str(raised.value) == message
+
+
+async def test_no_kind_or_no_finishing_condition_stops_the_start(
+    manager: tuple[FakeCluster, ApiClient],
+) -> None:
+    with pytest.raises(runner.ConfigurationError, match="at least one --kind"):
+        await runner.resolve_kinds(manager[1], options_for())
+    with pytest.raises(runner.ConfigurationError, match="finishing condition"):
+        await runner.resolve_kinds(
+            manager[1], options_for("Mouse.v1.example.com", finished_conditions=())
+        )
+
+
+async def test_discovery_failing_otherwise_is_an_api_error(
+    manager: tuple[FakeCluster, ApiClient],
+) -> None:
+    manager[0].fail("GET", "/apis/batch/v1", 503, "ServiceUnavailable")
+    with pytest.raises(ApiError) as raised:
+        await runner.resolve_kinds(manager[1], ControllerOptions())
+    assert raised.value.code == 503
+
+
+# -- the Controller -----------------------------------------------------------------------
+
+
+OPTIONS = ControllerOptions(
+    controller_name="example.com/relay",
+    origin="hq",
+    queue=QueueSettings(concurrency=2, gc_interval=0.0, retry_base_delay=0.5),
+    workers=WorkerSettings(
+        namespace="relay-system",
+        create_namespaces=False,
+        keep_finished_mirrors=True,
+        rejected_retry=7.0,
+    ),
+    placement=PlacementSettings(unplaceable_retry=9.0),
+)
+
+
+@pytest.fixture
+async def controller(
+    manager: tuple[FakeCluster, ApiClient],
+) -> AsyncIterator[runner.Controller]:
+    yield runner.Controller(manager[1], OPTIONS, [JOB, JobSetKind()])
+
+
+def test_the_controller_is_built_from_the_options(controller: runner.Controller) -> None:
+    assert list(controller.kinds) == [JOB.name, "JobSet.v1alpha2.jobset.x-k8s.io"]
+    reconciler = controller.reconciler
+    settings = reconciler._settings
+    assert (settings.controller_name, settings.origin) == ("example.com/relay", "hq")
+    assert settings.keep_finished_mirrors is True
+    assert (settings.unplaceable_retry, settings.rejected_retry) == (9.0, 7.0)
+    executor = reconciler._executor
+    assert executor.create_namespaces is False and executor.rejected_retry == 7.0
+    assert executor.pool is controller.pool and executor.events is controller.events
+    assert controller.pool._options.namespace == "relay-system"
+    assert controller.pool._options.controller_name == "example.com/relay"
+    assert controller.queue._options.base_delay == 0.5
+    # The management caches keep only the objects of this controller name.
+    informer = controller.kinds[JOB.name].objects
+    assert informer._transform is not None
+    assert informer._transform(job()) is None
+    assert informer._transform({**job(), "spec": {"managedBy": "example.com/relay"}})
+
+
+async def test_informer_events_enqueue_the_kinds_key(controller: runner.Controller) -> None:
+    handler = controller._enqueue(JOB.name)
+    handler(InformerEvent(Change.ADDED, "team-a/train", None, job()))
+    assert await controller.queue.get() == WorkloadKey(JOB.name, "team-a/train")
+
+
+class RunningInformer(FakeInformer):
+    """A management cache with the lifecycle the Controller drives."""
+
+    def __init__(self, objects: dict[str, Any]) -> None:
+        super().__init__(objects)
+        self.handlers: list[Callable[[InformerEvent], None]] = []
+        self.calls: list[str] = []
+
+    def add_handler(self, handler: Callable[[InformerEvent], None]) -> None:
+        self.handlers.append(handler)
+
+    def start(self) -> None:
+        self.calls.append("start")
+        for key, obj in self.objects.items():
+            for handler in self.handlers:
+                handler(InformerEvent(Change.ADDED, key, None, obj))
+
+    async def wait_synced(self) -> None:
+        self.calls.append("wait_synced")
+
+    async def stop(self) -> None:
+        self.calls.append("stop")
+
+
+def stub_pool(controller: runner.Controller, calls: list[str]) -> None:
+    async def start() -> None:
+        calls.append("start")
+
+    async def wait_connected(timeout: float) -> None:
+        calls.append(f"wait_connected {timeout}")
+
+    async def stop() -> None:
+        calls.append("stop")
+
+    pool: Any = controller.pool
+    pool.start, pool.wait_connected, pool.stop = start, wait_connected, stop
+
+
+async def test_run_syncs_first_reconciles_then_stops_cleanly(
+    manager: tuple[FakeCluster, ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster, client = manager
+    calls: list[str] = []
+
+    async def install_crd(c: ApiClient) -> None:
+        calls.append("install_crd")
+
+    async def ensure_namespace(c: ApiClient, namespace: str) -> None:
+        calls.append(f"namespace {namespace}")
+
+    monkeypatch.setattr(runner.registry, "install_crd", install_crd)
+    monkeypatch.setattr(runner.registry, "ensure_namespace", ensure_namespace)
+    options = dataclasses.replace(OPTIONS, queue=QueueSettings(gc_interval=3600.0))
+    controller = runner.Controller(client, options, [JOB])
+    informer = RunningInformer({"team-a/train": job()})
+    controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
+    pool_calls: list[str] = []
+    stub_pool(controller, pool_calls)
+    reconciled: list[tuple[WorkloadKey, Any]] = []
+    done = asyncio.Event()
+    reconcile = controller.reconciler.reconcile
+
+    async def spy(key: WorkloadKey) -> Any:
+        answer = await reconcile(key)
+        reconciled.append((key, answer))
+        done.set()
+        return answer
+
+    monkeypatch.setattr(controller.reconciler, "reconcile", spy)
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop))
+    async with asyncio.timeout(10):
+        await done.wait()
+        stop.set()
+        await task
+    assert calls == ["install_crd", "namespace relay-system"]
+    assert informer.calls == ["start", "wait_synced", "stop"]
+    assert pool_calls == ["start", f"wait_connected {options.workers.sync_timeout}", "stop"]
+    # No worker is registered: nothing can take it, so it is looked at again later.
+    assert reconciled == [(WorkloadKey(JOB.name, "team-a/train"), 9.0)]
+    # The Warning Event was written before the recorder closed.
+    assert [e["reason"] for e in cluster.events] == ["NoWorkerAvailable"]
+
+
+async def test_resync_requeues_every_known_key(controller: runner.Controller) -> None:
+    informer = FakeInformer({"team-a/a": job(), "team-a/b": job()})
+    controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
+    mirror_key = WorkloadKey("JobSet.v1alpha2.jobset.x-k8s.io", "team-b/c")
+    pool: Any = controller.pool
+    pool.mirror_keys = lambda: {mirror_key}
+    queued = asyncio.Event()
+    add = controller.queue.add
+
+    def spy(key: WorkloadKey) -> None:
+        add(key)
+        if len(controller.queue) == 3:
+            queued.set()
+
+    queue: Any = controller.queue
+    queue.add = spy
+    resync = asyncio.create_task(controller._resync())  # gc_interval is 0: at once
+    try:
+        async with asyncio.timeout(10):
+            await queued.wait()
+    finally:
+        resync.cancel()
+    keys = {await controller.queue.get() for _ in range(3)}
+    assert keys == {
+        WorkloadKey(JOB.name, "team-a/a"),
+        WorkloadKey(JOB.name, "team-a/b"),
+        mirror_key,
+    }
+
+
+# -- run() ---------------------------------------------------------------------------------
+
+
+class SignalledController:
+    """Stands in for the Controller: asks the process to stop, as an operator would."""
+
+    built: list[tuple[ApiClient, ControllerOptions, list[WorkloadKind]]] = []
+
+    def __init__(
+        self, manager: ApiClient, options: ControllerOptions, kinds: list[WorkloadKind]
+    ) -> None:
+        self.built.append((manager, options, kinds))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        signal.raise_signal(signal.SIGTERM)
+        async with asyncio.timeout(10):
+            await stop.wait()
+
+
+async def test_run_stops_on_sigterm_and_closes_the_manager(
+    manager: tuple[FakeCluster, ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, client = manager
+    monkeypatch.setattr(runner, "Controller", SignalledController)
+    SignalledController.built.clear()
+    await runner.run(client, ControllerOptions())
+    ((built_with, _, kinds),) = SignalledController.built
+    assert built_with is client and [type(k) for k in kinds] == [JobKind]
+    assert client._http.is_closed
+    # The handlers are gone again.
+    assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+    assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+
+
+async def test_run_with_a_bad_configuration_still_cleans_up(
+    manager: tuple[FakeCluster, ApiClient],
+) -> None:
+    _, client = manager
+    with pytest.raises(runner.ConfigurationError):
+        await runner.run(client, options_for("Nope.v1.example.net"))
+    assert client._http.is_closed
+    assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)

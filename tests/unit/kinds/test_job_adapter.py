@@ -1,0 +1,175 @@
+"""JobKind: the Job logic behind the WorkloadKind interface (the logic itself is tested beside it)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from jobrelay.kinds.base import Finish, PodSet
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.types import JsonObj
+
+KIND = JobKind()
+NOW = "2026-03-01T12:10:00Z"
+
+
+def job(**spec: object) -> JsonObj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": "uid-1",
+            "resourceVersion": "7",
+            "generation": 2,
+            "labels": {"app": "train"},
+            "annotations": {"note": "x"},
+        },
+        "spec": {
+            "managedBy": "jobrelay.dev/relay",
+            "parallelism": 1,
+            "template": {
+                "metadata": {"labels": {"app": "train", "job-name": "train"}},
+                "spec": {
+                    "nodeSelector": {"pool": "gpu"},
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "trainer",
+                            "resources": {"requests": {"cpu": "2", "memory": "1Gi"}},
+                        }
+                    ],
+                },
+            },
+            **spec,
+        },
+    }
+
+
+def with_status(obj: JsonObj, status: JsonObj) -> JsonObj:
+    return {**obj, "status": status}
+
+
+def condition(kind: str, status: str = "True", reason: str = "", message: str = "") -> JsonObj:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+def test_ref() -> None:
+    assert KIND.name == "Job.v1.batch"
+    assert KIND.ref.api_version == "batch/v1"
+    assert KIND.ref.plural == "jobs"
+    assert repr(KIND) == "JobKind(Job.v1.batch)"
+
+
+def test_slim_local_drops_managed_fields_and_types_list_items() -> None:
+    obj = job()
+    obj["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    del obj["apiVersion"], obj["kind"]
+    slim = KIND.slim_local(obj)
+    assert "managedFields" not in slim["metadata"]
+    assert (slim["apiVersion"], slim["kind"]) == ("batch/v1", "Job")
+    assert "managedFields" in obj["metadata"]  # the input is left alone
+    typed = job()
+    assert KIND.slim_local(typed) is typed  # nothing to drop: no copy
+
+
+def test_slim_mirror_keeps_identity_spec_scheduling_and_status() -> None:
+    mirror = KIND.build_mirror(job(), controller_name="jobrelay.dev/relay", origin="hq")
+    mirror["metadata"].update({"uid": "m-1", "resourceVersion": "9", "generation": 1})
+    mirror["status"] = {"active": 1}
+    slim = KIND.slim_mirror(mirror)
+    assert set(slim) == {"metadata", "spec", "status"}
+    assert slim["metadata"]["uid"] == "m-1" and "generation" not in slim["metadata"]
+    assert slim["metadata"]["labels"][MIRROR_LABEL] == "jobrelay.dev.relay"
+    template = slim["spec"]["template"]
+    assert template == {
+        "metadata": {"labels": {"app": "train"}, "annotations": {}},
+        "spec": {"nodeSelector": {"pool": "gpu"}},
+    }
+    assert slim["status"] == {"active": 1}
+    # A slimmed mirror compares like the full one: no spec drift from slimming.
+    assert KIND.spec_patch(job(), slim) is None
+    assert KIND.slim_mirror({"metadata": {"name": "a"}})["status"] == {}
+
+
+def test_build_mirror_and_spec_patch() -> None:
+    mirror = KIND.build_mirror(job(), controller_name="jobrelay.dev/relay", origin="hq")
+    assert mirror["metadata"]["labels"][ORIGIN_UID_LABEL] == "uid-1"
+    assert "managedBy" not in mirror["spec"]
+    assert KIND.spec_patch(job(suspend=True), mirror) == {"spec": {"suspend": True}}
+    assert KIND.spec_patch(job(), mirror) is None
+
+
+def test_next_status_follows_the_mirror_and_checks_the_contract() -> None:
+    mirror = with_status(job(), {"startTime": NOW, "active": 1})
+    status = KIND.next_status(job(), mirror, now=NOW)
+    assert status is not None and status["active"] == 1
+    assert KIND.next_status(with_status(job(), status), mirror, now=NOW) is None
+    old = with_status(job(), {"succeeded": 2})
+    assert KIND.status_violations(old, with_status(job(), {"succeeded": 2})) == []
+    (problem,) = KIND.status_violations(old, with_status(job(), {"succeeded": 1}))
+    assert "rule 6" in problem
+
+
+@pytest.mark.parametrize(
+    ("conditions", "finish"),
+    [
+        ([], None),
+        ([condition("Complete", "False")], None),
+        ([condition("FailureTarget")], None),
+        (
+            [condition("SuccessCriteriaMet"), condition("Complete", reason="CompletionsReached")],
+            Finish(True, "CompletionsReached", ""),
+        ),
+        (
+            [
+                condition("FailureTarget"),
+                condition("Failed", reason="DeadlineExceeded", message="late"),
+            ],
+            Finish(False, "DeadlineExceeded", "late"),
+        ),
+        ([{"type": "Failed", "status": "True"}], Finish(False, "", "")),
+    ],
+)
+def test_finish(conditions: list[JsonObj], finish: Finish | None) -> None:
+    obj = with_status(job(), {"conditions": conditions})
+    assert KIND.finish(obj) == finish
+    assert KIND.is_finished(obj) is (finish is not None)
+    assert KIND.finish(job()) is None
+
+
+def test_suspended_and_has_run() -> None:
+    assert KIND.is_suspended(job(suspend=True))
+    assert not KIND.is_suspended(job())
+    assert not KIND.has_run(job())
+    assert not KIND.has_run(with_status(job(), {"active": 0}))
+    for ran in ({"startTime": NOW}, {"succeeded": 1}, {"failed": 1}):
+        assert KIND.has_run(with_status(job(), ran))
+
+
+@pytest.mark.parametrize(
+    ("spec", "count"),
+    [
+        ({}, 1),  # parallelism defaults to 1
+        ({"parallelism": 4}, 4),  # completions unset: as many as run in parallel
+        ({"parallelism": 4, "completions": 2}, 2),
+        ({"parallelism": 2, "completions": 10}, 2),
+        ({"parallelism": 0}, 0),
+    ],
+)
+def test_pod_sets(spec: JsonObj, count: int) -> None:
+    obj = job()
+    obj["spec"].pop("parallelism")
+    obj["spec"].update(spec)
+    before = copy.deepcopy(obj)
+    assert KIND.pod_sets(obj) == [
+        PodSet("main", count, {"cpu": "2", "memory": "1073741824"}, {"pool": "gpu"})
+    ]
+    assert obj == before
+
+
+def test_pod_sets_of_a_bare_job() -> None:
+    assert KIND.pod_sets({"spec": {}}) == [PodSet("main", 1, {}, {})]
