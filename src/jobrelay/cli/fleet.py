@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from jobrelay.localfleet import binaries
+from jobrelay.localfleet import binaries, cluster
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import (
     DEFAULT_WORKERS,
@@ -67,9 +67,9 @@ def fleet() -> None:
     "--base-port",
     default=0,
     type=click.IntRange(0, 65535),
-    help="Put the fleet on ports N, N+1, ... (6 per cluster) instead of random free ones; "
-    "also moves a stopped fleet, keeping its data. Best below 32768, where outgoing "
-    "connections never take ports.",
+    help=f"Put the fleet on ports N, N+1, ... ({len(cluster.PORT_NAMES)} per cluster) instead "
+    "of random free ones; also moves a stopped fleet, keeping its data. Best below 32768, "
+    "where outgoing connections never take ports.",
 )
 def up(
     workers: int | None,
@@ -112,7 +112,7 @@ def up(
 
 @fleet.command()
 def build() -> None:
-    """Build (or find in the cache) the Kubernetes, etcd and kwok binaries the fleet runs."""
+    """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet runs."""
     try:
         found = binaries.resolve(_progress)
     except BinaryError as error:

@@ -2,9 +2,13 @@
 
 Release downloads are out of reach, so kube-apiserver, kube-controller-manager
 and kube-scheduler are built from ``k8s.io/kubernetes`` used as a Go module
-(its staging modules replaced by their published v0.x releases), and kwok with
-``go install``. Builds land in a versioned cache directory outside the repo and
-are reused; a lock keeps two concurrent first runs from building twice.
+(its staging modules replaced by their published v0.x releases), kwok with
+``go install``, and the JobSet controller with ``go build`` in a tiny module
+requiring ``sigs.k8s.io/jobset`` (``go install sigs.k8s.io/jobset@VERSION``
+asks the proxy for the module's version list, which the proxy refuses); its
+CRD, RBAC role and webhook configurations are taken from the same module zip
+(see ``_jobset``). Builds land in a versioned cache directory outside the repo and are reused; a
+lock keeps two concurrent first runs from building twice.
 etcd comes from Debian's ``etcd-server`` package (3.4, which a v1.35 apiserver
 accepts) because it installs in seconds, where a Go build costs minutes.
 """
@@ -13,21 +17,35 @@ from __future__ import annotations
 
 import fcntl
 import json
+import mmap
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 K8S_VERSION = "v1.35.4"
 K8S_STAGING_VERSION = "v0.35.4"
 KWOK_VERSION = "v0.7.0"
 K8S_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# v0.11.0 rather than v0.10.1 (the proxy serves both): it is built against k8s.io
+# v0.35, the fleet's Kubernetes minor (v0.10.1: v0.34); both skip JobSets whose
+# spec.managedBy names another controller, as releases since at least v0.5 do.
+JOBSET_VERSION = "v0.11.0"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+JOBSET_BINARY = "jobset-controller"
+# What the JobSet build keeps of its module next to the binary: CRD, RBAC role and
+# webhook configurations, as JSON (the CRD's 800 KB of YAML parse slowly in Python).
+JOBSET_MANIFESTS = "jobset-manifests.json"
 
 Progress = Callable[[str], None]
 
@@ -43,6 +61,9 @@ class Binaries:
     kube_scheduler: Path
     etcd: Path
     kwok: Path
+    jobset_controller: Path
+    # The JSON file of the manifests matching jobset_controller (see JOBSET_MANIFESTS).
+    jobset_manifests: Path
 
 
 def cache_root() -> Path:
@@ -56,12 +77,17 @@ def cache_root() -> Path:
 def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
     """Locate every binary, building what is missing when ``build`` is true."""
     k8s_dir = _kubernetes_dir(progress, build=build)
+    etcd = _etcd()
+    kwok = _kwok(progress, build=build)
+    jobset_controller, jobset_manifests = _jobset(progress, build=build)
     return Binaries(
         kube_apiserver=k8s_dir / "kube-apiserver",
         kube_controller_manager=k8s_dir / "kube-controller-manager",
         kube_scheduler=k8s_dir / "kube-scheduler",
-        etcd=_etcd(),
-        kwok=_kwok(progress, build=build),
+        etcd=etcd,
+        kwok=kwok,
+        jobset_controller=jobset_controller,
+        jobset_manifests=jobset_manifests,
     )
 
 
@@ -213,14 +239,322 @@ def _kwok(progress: Progress, *, build: bool) -> Path:
     return binary
 
 
-def _go() -> str:
+def _jobset(progress: Progress, *, build: bool) -> tuple[Path, Path]:
+    """The JobSet controller binary, and the JSON file of its version's manifests.
+
+    ``JOBRELAY_JOBSET_BINARY`` points at another build of the pinned minor
+    release (checked by the Go module information in the binary). Its manifests
+    are a ``jobset-manifests.json`` next to it when there is one (the layout of
+    jobrelay's own cache directory), else the cached ones, which are extracted
+    from the module zip when missing: that needs Go and the proxy, but no build.
+    """
+    directory = cache_root() / "bin" / f"jobset-controller-{JOBSET_VERSION}"
+    binary, manifests = directory / JOBSET_BINARY, directory / JOBSET_MANIFESTS
+    explicit = os.environ.get("JOBRELAY_JOBSET_BINARY")
+    if explicit:
+        binary = Path(explicit)
+        _check_jobset(
+            binary,
+            hint=f"JOBRELAY_JOBSET_BINARY={explicit}: point it at a JobSet controller "
+            f"{_minor(JOBSET_VERSION)}.x (a Go build of {JOBSET_MODULE}), or unset it to use "
+            "jobrelay's own build",
+        )
+        beside = binary.parent / JOBSET_MANIFESTS
+        if beside.is_file():
+            return binary, beside
+        if manifests.is_file():
+            return binary, manifests
+        if not build:
+            raise BinaryError(
+                f"the JobSet {JOBSET_VERSION} CRD, RBAC role and webhook configurations are "
+                f"not in {directory} yet: run `jobrelay fleet build`"
+            )
+        with _build_lock():
+            if not manifests.is_file():
+                go = _go("the JobSet manifests", _JOBSET_GO_ALTERNATIVE)
+                directory.mkdir(parents=True, exist_ok=True)
+                module = _download_module(go, JOBSET_MODULE, JOBSET_VERSION, _jobset_workspace())
+                _write_jobset_manifests(Path(module["Zip"]), manifests)
+        return binary, manifests
+    if binary.exists() and manifests.exists():
+        return binary, manifests
+    if not build:
+        raise BinaryError(
+            f"the JobSet controller is not built yet in {directory}: run `jobrelay fleet build`"
+        )
+    with _build_lock():
+        if not (binary.exists() and manifests.exists()):
+            _build_jobset(directory, progress)
+    return binary, manifests
+
+
+_JOBSET_GO_ALTERNATIVE = (
+    f"JOBRELAY_JOBSET_BINARY to a JobSet controller {JOBSET_VERSION} binary with a "
+    f"{JOBSET_MANIFESTS} next to it"
+)
+
+
+def _minor(version: str) -> str:
+    return version.rsplit(".", 1)[0]
+
+
+def _jobset_workspace() -> Path:
+    # Where the build module lives; also a harmless directory for `go mod download`.
+    workspace = cache_root() / "build" / f"jobset-{JOBSET_VERSION}"
+    workspace.mkdir(parents=True, exist_ok=True)
+    return workspace
+
+
+def _build_jobset(directory: Path, progress: Progress) -> None:
+    """Build the controller from a tiny module of ours that requires the release.
+
+    ``go install sigs.k8s.io/jobset@VERSION`` would be simpler, but it looks up
+    the module's deprecation in its version list, which the proxy refuses. Built
+    as a dependency (JobSet's go.mod has no replace directives, so nothing needs
+    pinning), the binary records the module's version and checksum, which is how
+    ``_check_jobset`` recognises it; dependency versions are the release's own.
+    """
+    go = _go("the JobSet controller", _JOBSET_GO_ALTERNATIVE)
+    progress(
+        f"building the JobSet controller {JOBSET_VERSION} from the Go module proxy "
+        "(2-5 minutes once, later runs reuse it) ..."
+    )
+    workspace = _jobset_workspace()
+    module = _download_module(go, JOBSET_MODULE, JOBSET_VERSION, workspace)
+    upstream = Path(module["GoMod"]).read_text()
+    go_directive = re.search(r"^go (\S+)", upstream, re.M)
+    (workspace / "go.mod").write_text(
+        "module jobrelay.dev/jobsetbuild\n\n"
+        f"go {go_directive.group(1) if go_directive else '1.25.0'}\n\n"
+        f"require {JOBSET_MODULE} {JOBSET_VERSION}\n"
+    )
+    (workspace / "tools.go").write_text(
+        f'//go:build tools\n\npackage jobsetbuild\n\nimport _ "{JOBSET_MODULE}"\n'
+    )
+    progress("resolving dependencies (go mod tidy) ...")
+    _run_go([go, "mod", "tidy"], cwd=workspace, env={}, progress=progress)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="jobset-", dir=directory.parent))
+    try:
+        _write_jobset_manifests(Path(module["Zip"]), staging / JOBSET_MANIFESTS)
+        version_package = f"{JOBSET_MODULE}/pkg/version"
+        commit = (module.get("Origin") or {}).get("Hash", "")
+        ldflags = f"-s -w -X {version_package}.GitVersion={JOBSET_VERSION}" + (
+            f" -X {version_package}.GitCommit={commit}" if commit else ""
+        )
+        _run_go(
+            [
+                go,
+                "build",
+                "-v",
+                "-trimpath",
+                f"-ldflags={ldflags}",
+                "-o",
+                str(staging / JOBSET_BINARY),
+                JOBSET_MODULE,
+            ],
+            cwd=workspace,
+            env={},
+            progress=progress,
+        )
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _replace_dir(staging, directory)
+
+
+def _download_module(go: str, module: str, version: str, cwd: Path) -> dict[str, Any]:
+    """`go mod download -json module@version`: the paths of its zip, extracted tree and go.mod."""
+    info = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+    )
+    if info.returncode != 0:
+        raise BinaryError(
+            f"cannot download {module}@{version} (is the Go module proxy reachable?): "
+            + (info.stdout + info.stderr)[-2000:]
+        )
+    found: dict[str, Any] = json.loads(info.stdout)
+    return found
+
+
+# libyaml when PyYAML has it: the JobSet CRD is 800 KB of YAML.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def jobset_manifests_from_zip(archive_path: Path) -> dict[str, Any]:
+    """The CRD, RBAC role and webhook configurations of the JobSet module zip.
+
+    They are upstream's ``config/components`` as its default kustomization
+    renders them (``jobset-`` name prefix, the webhook patches applied); the
+    webhooks' ``clientConfig.service`` is left for the fleet to replace by a URL.
+    """
+    root = f"{JOBSET_MODULE}@{JOBSET_VERSION}/config/components/"
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+
+            def documents(name: str) -> list[Any]:
+                text = archive.read(root + name)
+                return [doc for doc in yaml.load_all(text, Loader=_YAML_LOADER) if doc]
+
+            (crd,) = documents("crd/bases/jobset.x-k8s.io_jobsets.yaml")
+            (role,) = documents("rbac/role.yaml")
+            configurations = {doc["kind"]: doc for doc in documents("webhook/manifests.yaml")}
+            (kustomization,) = documents("webhook/kustomization.yaml")
+            for patch in kustomization.get("patches") or []:
+                target = configurations[patch["target"]["kind"]]
+                for operation in documents("webhook/" + patch["path"])[0]:
+                    _apply_json_patch(target, operation)
+    except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile, yaml.YAMLError) as error:
+        raise BinaryError(
+            f"{archive_path} does not hold the JobSet manifests jobrelay expects: {error!r}"
+        ) from error
+    role["metadata"]["name"] = "jobset-" + role["metadata"]["name"]
+    webhook_configurations = []
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        configuration = configurations[kind]
+        configuration["metadata"]["name"] = "jobset-" + configuration["metadata"]["name"]
+        webhook_configurations.append(configuration)
+    return {
+        "version": JOBSET_VERSION,
+        "crd": crd,
+        "clusterRole": role,
+        "webhookConfigurations": webhook_configurations,
+    }
+
+
+def _apply_json_patch(document: Any, operation: dict[str, Any]) -> None:
+    """One RFC 6902 ``add``, ``replace`` or ``remove`` (what kustomize patches use here)."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in operation["path"].split("/")[1:]]
+    for part in parts[:-1]:
+        document = document[int(part)] if isinstance(document, list) else document[part]
+    last, op = parts[-1], operation["op"]
+    if isinstance(document, list):
+        index = len(document) if last == "-" else int(last)
+        if op == "add":
+            document.insert(index, operation["value"])
+        elif op == "replace":
+            document[index] = operation["value"]
+        elif op == "remove":
+            del document[index]
+        else:
+            raise ValueError(f"unsupported patch operation {op!r}")
+    elif op in ("add", "replace"):
+        document[last] = operation["value"]
+    elif op == "remove":
+        del document[last]
+    else:
+        raise ValueError(f"unsupported patch operation {op!r}")
+
+
+def _write_jobset_manifests(archive_path: Path, destination: Path) -> None:
+    manifests = jobset_manifests_from_zip(archive_path)
+    temporary = destination.with_suffix(".tmp")
+    temporary.write_text(json.dumps(manifests, separators=(",", ":")))
+    temporary.replace(destination)
+
+
+_GO_BUILDINFO_MAGIC = b"\xff Go buildinf:"
+# Go 1.18+ writes the version and module strings inline after a 32-byte header.
+_GO_BUILDINFO_INLINE = 0x2
+
+
+def go_module_info(binary: Path) -> str:
+    """The module information Go embeds in what it builds (as `go version -m` prints it).
+
+    Empty for anything else. Read from the file, so checking a binary never runs it.
+    """
+    try:
+        with binary.open("rb") as file:
+            if os.fstat(file.fileno()).st_size < 64:
+                return ""
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                at = data.find(_GO_BUILDINFO_MAGIC)
+                while at % 16 and at != -1:  # the header is 16-byte aligned
+                    at = data.find(_GO_BUILDINFO_MAGIC, at + 1)
+                if at == -1 or not data[at + 15] & _GO_BUILDINFO_INLINE:
+                    return ""
+                position = at + 32
+                strings: list[bytes] = []
+                for _ in range(2):  # the Go version, then the module information
+                    length, position = _uvarint(data, position)
+                    strings.append(data[position : position + length])
+                    position += length
+    except (OSError, ValueError, IndexError):
+        return ""
+    info = strings[1]
+    # Framed by 16-byte sentinels, the last one after a newline.
+    if len(info) >= 33 and info[-17] == ord("\n"):
+        info = info[16:-16]
+    return info.decode(errors="replace")
+
+
+def _uvarint(data: mmap.mmap, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+        if shift > 63:
+            raise ValueError("malformed varint")
+
+
+def jobset_version(module_info: str) -> str | None:
+    """The JobSet release a binary was built from: its module version, else the
+    ``-X .../pkg/version.GitVersion=`` it was linked with; None when unknown."""
+    for line in module_info.splitlines():
+        fields = line.split("\t")
+        is_jobset = fields[0] in ("mod", "dep") and fields[1:2] == [JOBSET_MODULE]
+        if is_jobset and len(fields) > 2 and fields[2].startswith("v"):
+            return fields[2]
+    found = re.search(
+        re.escape(JOBSET_MODULE) + r"/pkg/version\.GitVersion=([^\s'\"]+)", module_info
+    )
+    if found and found.group(1).startswith("v") and not found.group(1).startswith("v0.0.0"):
+        return found.group(1)
+    return None
+
+
+def _check_jobset(binary: Path, *, hint: str) -> None:
+    if not binary.exists():
+        raise BinaryError(f"{binary} does not exist ({hint})")
+    if binary.is_dir() or not os.access(binary, os.X_OK):
+        raise BinaryError(f"{binary} is not an executable file ({hint})")
+    info = go_module_info(binary)
+    names_jobset = any(
+        line.split("\t")[1:2] == [JOBSET_MODULE]
+        for line in info.splitlines()
+        if line.startswith(("path\t", "mod\t", "dep\t"))
+    )
+    if not names_jobset:
+        raise BinaryError(
+            f"{binary} is not a JobSet controller (it carries no Go module information "
+            f"naming {JOBSET_MODULE}) ({hint})"
+        )
+    version = jobset_version(info)
+    wanted = _minor(JOBSET_VERSION)
+    # A build of unknown version (a developer's checkout) is given the benefit of the doubt.
+    if version is not None and not (version + ".").startswith(wanted + "."):
+        raise BinaryError(f"{binary} is JobSet {version}, not {wanted}.x ({hint})")
+
+
+def _go(
+    what: str = "the Kubernetes binaries",
+    alternative: str = "JOBRELAY_K8S_BIN_DIR to a directory holding kube-apiserver, "
+    f"kube-controller-manager and kube-scheduler {K8S_VERSION}",
+) -> str:
     go = shutil.which("go")
     if not go:
         raise BinaryError(
-            "Go is not installed, and the Kubernetes binaries must be built from source: "
+            f"Go is not installed, and {what} must be built from source: "
             "install Go 1.25+ (e.g. `apt-get install golang-go` or from go.dev), or set "
-            "JOBRELAY_K8S_BIN_DIR to a directory holding kube-apiserver, "
-            f"kube-controller-manager and kube-scheduler {K8S_VERSION}"
+            + alternative
         )
     return go
 

@@ -1,8 +1,8 @@
 """One local cluster: its files on disk and the command lines of its components.
 
-A cluster is etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-and kwok (simulated nodes and pods), all on 127.0.0.1, with TLS from the
-fleet's CA and RBAC on.
+A cluster is etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+kwok (simulated nodes and pods) and the JobSet controller (see ``jobset``), all
+on 127.0.0.1, with TLS from the fleet's CA and RBAC on.
 """
 
 from __future__ import annotations
@@ -12,12 +12,27 @@ from pathlib import Path
 
 import yaml
 
-from jobrelay.localfleet import pki
+from jobrelay.localfleet import jobset, pki
 from jobrelay.localfleet.binaries import Binaries
 
 SERVICE_CIDR = "10.96.0.0/16"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PORT_NAMES = ("etcd-client", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    jobset.COMPONENT,
+)
+PORT_NAMES = (
+    "etcd-client",
+    "etcd-peer",
+    "apiserver",
+    "controller-manager",
+    "scheduler",
+    "kwok",
+    *jobset.PORT_NAMES,
+)
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 # Belt and braces with the apiserver's WatchList=false: kwok's client-go should
 # not even ask for streaming lists.
@@ -97,6 +112,7 @@ def prepare(
         "kube-scheduler": pki.issue(
             ca, files.pki, "scheduler", common_name="system:kube-scheduler"
         ),
+        jobset.COMPONENT: pki.issue(ca, files.pki, jobset.COMPONENT, common_name=jobset.USER),
     }
     for component, identity in identities.items():
         write_kubeconfig(
@@ -120,6 +136,7 @@ def prepare(
         "leaderElection": {"leaderElect": False},
     }
     (files.root / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config))
+    jobset.prepare(files, ca=ca, ports=ports)
 
 
 def commands(
@@ -214,6 +231,7 @@ def commands(
             # Room for the pod IPs of thousands of short-lived benchmark pods.
             "--cidr=10.0.0.1/16",
         ],
+        jobset.COMPONENT: jobset.command(files, binaries.jobset_controller),
     }
 
 
@@ -225,4 +243,5 @@ def health_urls(ports: dict[str, int]) -> dict[str, str]:
         "kube-controller-manager": f"https://127.0.0.1:{ports['controller-manager']}/healthz",
         "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
         "kwok": f"http://127.0.0.1:{ports['kwok']}/healthz",
+        jobset.COMPONENT: jobset.health_url(ports),
     }

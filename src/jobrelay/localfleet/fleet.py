@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobrelay.kube.api import ApiClient, ApiError
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import binaries as binaries_mod
-from jobrelay.localfleet import cluster, nodes, pki, ports, processes
+from jobrelay.localfleet import cluster, jobset, nodes, pki, ports, processes
 from jobrelay.localfleet.processes import ProcessRecord
 
 MANAGER = "manager"
@@ -37,11 +38,12 @@ STARTUP_TIMEOUT = 90.0
 HEALTH_GRACE = 10.0
 # Start order, stage by stage; stopping goes in reverse, so that each component
 # can still reach what it depends on while it shuts down (an apiserver whose
-# etcd is gone waits out its whole grace period).
+# etcd is gone waits out its whole grace period). The JobSet controller starts
+# last within its stage: only once its CRD, RBAC and webhooks are installed.
 STAGES = (
     ("etcd",),
     ("kube-apiserver",),
-    ("kube-controller-manager", "kube-scheduler", "kwok"),
+    ("kube-controller-manager", "kube-scheduler", "kwok", jobset.COMPONENT),
 )
 
 Progress = Callable[[str], None]
@@ -134,6 +136,7 @@ class LocalFleet:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         data = {
             "kubernetes": binaries_mod.K8S_VERSION,
+            "jobset": binaries_mod.JOBSET_VERSION,
             "nodes": self.node_shape.__dict__,
             "clusters": {name: state.to_json() for name, state in self.clusters.items()},
         }
@@ -317,6 +320,12 @@ class LocalFleet:
         per_cluster = len(cluster.PORT_NAMES)
         needed = len(wanted) * per_cluster
         fresh: list[int] = []
+        # A fleet recorded by an older jobrelay lacks the ports of newer components.
+        missing = {
+            name: [p for p in cluster.PORT_NAMES if p not in previous[name].ports]
+            for name in wanted
+            if name in previous
+        }
         if base_port:
             if base_port + needed - 1 > ports.HIGHEST_PORT:
                 raise FleetError(
@@ -324,15 +333,18 @@ class LocalFleet:
                     f"({per_cluster} each): choose one at most {ports.HIGHEST_PORT - needed + 1}"
                 )
             fresh = list(range(base_port, base_port + needed))
-        elif any(name not in previous for name in wanted):
+        elif any(name not in previous for name in wanted) or any(missing.values()):
             kept = {port for state in previous.values() for port in state.ports.values()}
             fresh = ports.pick(needed, exclude=kept)
         assigned: dict[str, dict[str, int]] = {}
         for index, name in enumerate(wanted):
+            block = fresh[index * per_cluster : (index + 1) * per_cluster]
             if name in previous and not base_port:
-                assigned[name] = previous[name].ports
+                assigned[name] = {
+                    port_name: previous[name].ports.get(port_name) or block.pop()
+                    for port_name in cluster.PORT_NAMES
+                }
             else:
-                block = fresh[index * per_cluster : (index + 1) * per_cluster]
                 assigned[name] = dict(zip(cluster.PORT_NAMES, block, strict=True))
         taken = [
             f"  {port} ({name} {port_name}): {ports.describe_holder(port)}"
@@ -394,21 +406,73 @@ class LocalFleet:
             argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
         # Each stage starts on every cluster at once: the apiservers' start-up is
         # what costs, and three of them overlap well even on two cores.
-        for stage in STAGES:
+        *first_stages, last_stage = STAGES
+        for stage in first_stages:
             self._say(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
-            for name, state in self.clusters.items():
-                for component in stage:
-                    state.processes[component] = self._spawn(name, component, argv[name])
-                    # Recorded at once: if we die now, `down` still finds this process.
-                    self._save()
+            self._spawn_stage(stage, argv)
+            await self._wait_stage(stage, ca.cert)
+        # The last stage runs two branches side by side: the built-in components
+        # and then nodes, and the JobSet controller, which must wait for its CRD.
+        core = tuple(component for component in last_stage if component != jobset.COMPONENT)
+        self._say(
+            f"starting {', '.join(core)} on {len(self.clusters)} clusters, and "
+            f"{jobset.COMPONENT} once its CRD, RBAC and webhooks are installed ..."
+        )
+        self._spawn_stage(core, argv)
+
+        async def core_then_nodes() -> None:
+            await self._wait_stage(core, ca.cert)
+            self._say("creating simulated nodes and registering workers ...")
+            await self._prepare_nodes()
+
+        async def jobset_controller() -> None:
+            await self._install_jobset(binaries, ca.cert)
+            self._spawn_stage((jobset.COMPONENT,), argv)
+            await self._wait_stage((jobset.COMPONENT,), ca.cert)
             await _all_or_first_error(
-                [
-                    self._wait_healthy(state, component, ca.cert)
-                    for state in self.clusters.values()
-                    for component in stage
-                ]
+                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self.clusters]
             )
-        self._say("creating simulated nodes and registering workers ...")
+
+        await _all_or_first_error([core_then_nodes(), jobset_controller()])
+
+    def _spawn_stage(self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]]) -> None:
+        for name, state in self.clusters.items():
+            for component in stage:
+                state.processes[component] = self._spawn(name, component, argv[name])
+                # Recorded at once: if we die now, `down` still finds this process.
+                self._save()
+
+    async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
+        await _all_or_first_error(
+            [
+                self._wait_healthy(state, component, ca)
+                for state in self.clusters.values()
+                for component in stage
+            ]
+        )
+
+    async def _install_jobset(self, binaries: binaries_mod.Binaries, ca: Path) -> None:
+        """The JobSet CRD, RBAC and webhook configurations, on every cluster at once."""
+        try:
+            manifests = jobset.Manifests.load(binaries.jobset_manifests)
+        except jobset.JobSetError as error:
+            raise FleetError(str(error)) from error
+
+        async def install(name: str, state: ClusterState) -> None:
+            async with ApiClient.from_kubeconfig(self.kubeconfig(name), cluster=name) as client:
+                try:
+                    await jobset.install(
+                        client, manifests, ca=ca, webhook_port=state.ports["jobset-webhook"]
+                    )
+                except (ApiError, jobset.JobSetError) as error:
+                    raise FleetError(
+                        f"{name}: cannot install JobSet {manifests.version}'s CRD, RBAC and "
+                        f"webhooks: {error}"
+                    ) from error
+
+        await _all_or_first_error([install(name, state) for name, state in self.clusters.items()])
+
+    async def _prepare_nodes(self) -> None:
         try:
             await nodes.prepare_clusters(
                 {name: self.files(name).admin_kubeconfig for name in self.clusters},
@@ -417,6 +481,19 @@ class LocalFleet:
             )
         except nodes.NodesNotReady as error:
             raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
+
+    async def _check_jobset_webhooks(self, name: str, ca: Path, admin: pki.CertPair) -> None:
+        state = self.clusters[name]
+        try:
+            await jobset.check_webhooks(
+                f"https://127.0.0.1:{state.ports['apiserver']}", ca=ca, client_cert=admin
+            )
+        except jobset.JobSetError as error:
+            record = state.processes[jobset.COMPONENT]
+            raise FleetError(
+                f"{name}: {error}; {record.name}'s log {record.log} ends:\n"
+                + processes.log_tail(record)
+            ) from error
 
     def _spawn(self, name: str, component: str, argv: dict[str, list[str]]) -> ProcessRecord:
         log = self.files(name).log(component)
@@ -495,7 +572,8 @@ class LocalFleet:
 
     def summary(self) -> str:
         lines = [
-            f"local fleet in {self.state_dir} (Kubernetes {binaries_mod.K8S_VERSION}, KWOK nodes):"
+            f"local fleet in {self.state_dir} (Kubernetes {binaries_mod.K8S_VERSION}, "
+            f"JobSet {binaries_mod.JOBSET_VERSION}, KWOK nodes):"
         ]
         shape = self.node_shape
         for name, state in self.clusters.items():

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from jobrelay.cli.fleet import fleet as fleet_cli
 from jobrelay.kube.api import NAMESPACES, WORKER_CLUSTERS, ApiClient, Resource
-from jobrelay.localfleet import binaries, processes
+from jobrelay.localfleet import binaries, cluster, processes
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet, NodeShape
 from jobrelay.localfleet.processes import ProcessRecord
 
@@ -30,6 +30,9 @@ pytestmark = pytest.mark.integration
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 KEPT_NAMESPACE = "lifecycle-kept"
+# Manager and worker-1, each with etcd, apiserver, controller manager, scheduler,
+# kwok and the JobSet controller.
+COMPONENT_COUNT = 2 * len(cluster.COMPONENTS)
 
 
 def quiet(state_dir: Path) -> LocalFleet:
@@ -79,7 +82,8 @@ async def test_up_on_a_healthy_fleet_returns_at_once(small_fleet: Path) -> None:
 def test_status_reports_every_component_healthy(small_fleet: Path) -> None:
     result = CliRunner().invoke(fleet_cli, ["status", "--state-dir", str(small_fleet)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.count(" healthy\n") == 10
+    assert result.stdout.count(" healthy\n") == COMPONENT_COUNT
+    assert result.stdout.count(" jobset-controller ") == 2
     assert "DOWN" not in result.stdout
 
 
@@ -142,7 +146,7 @@ async def test_killed_apiserver_is_noticed_and_up_restarts_keeping_data(
     )
     assert status.exit_code == 1
     assert f"DOWN kube-apiserver           not running (pid {victim.pid} gone)" in status.stdout
-    assert "1 of 10 components are down" in status.stderr
+    assert f"1 of {COMPONENT_COUNT} components are down" in status.stderr
 
     messages: list[str] = []
     restarter = LocalFleet(small_fleet, progress=messages.append)

@@ -5,12 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.unit.localfleet.fakes import VERSIONS, FakeBinaries, write_script
+from tests.unit.localfleet.fakes import (
+    VERSIONS,
+    FakeBinaries,
+    jobset_module_info,
+    write_fake_manifests,
+    write_go_binary,
+    write_script,
+)
 
 
 @pytest.fixture
 def fake_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBinaries:
-    """Point JOBRELAY_K8S_BIN_DIR, JOBRELAY_ETCD_BINARY and JOBRELAY_KWOK_BINARY at fakes.
+    """Point JOBRELAY_K8S_BIN_DIR, JOBRELAY_ETCD_BINARY, JOBRELAY_KWOK_BINARY and
+    JOBRELAY_JOBSET_BINARY at fakes (the JobSet one with its manifests beside it).
 
     Call it with ``component=version`` (underscores for dashes) to fake another
     version, ``component=None`` to leave that binary out, and
@@ -21,11 +29,18 @@ def fake_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBinari
         directory = tmp_path / "fakebin"
         versions = {**VERSIONS, **{k.replace("_", "-"): v for k, v in overrides.items()}}
         for name, version in versions.items():
-            if version is not None:
-                write_script(directory / name, version, when_run=(run or {}).get(name, "exit 1"))
+            when_run = (run or {}).get(name, "exit 1")
+            if version is None:
+                continue
+            if name == "jobset-controller":
+                write_go_binary(directory / name, jobset_module_info(version), when_run=when_run)
+            else:
+                write_script(directory / name, version, when_run=when_run)
+        write_fake_manifests(directory)
         monkeypatch.setenv("JOBRELAY_K8S_BIN_DIR", str(directory))
         monkeypatch.setenv("JOBRELAY_ETCD_BINARY", str(directory / "etcd"))
         monkeypatch.setenv("JOBRELAY_KWOK_BINARY", str(directory / "kwok"))
+        monkeypatch.setenv("JOBRELAY_JOBSET_BINARY", str(directory / "jobset-controller"))
         return directory
 
     return make

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from tests.unit.localfleet.fakes import FakeBinaries, listen_on
 
 from jobrelay.cli.fleet import fleet
-from jobrelay.localfleet import ports
+from jobrelay.localfleet import cluster, ports
 
 
 @pytest.fixture
@@ -73,15 +73,17 @@ def test_taken_base_port_fails_up_naming_the_port_and_its_holder(
     runner: CliRunner, tmp_path: Path, fake_binaries: FakeBinaries
 ) -> None:
     fake_binaries()
-    base = ports.free_block(12)
+    per_cluster = len(cluster.PORT_NAMES)
+    base = ports.free_block(2 * per_cluster)
     assert base is not None
-    with listen_on(base + 7):
+    worker_etcd_peer = base + per_cluster + 1
+    with listen_on(worker_etcd_peer):
         result = runner.invoke(
             fleet,
             ["up", "--workers", "1", "--base-port", str(base), "--state-dir", str(tmp_path / "f")],
         )
     assert result.exit_code == 1
-    assert f"{base + 7} (worker-1 etcd-peer): listened on by pid" in result.stderr
+    assert f"{worker_etcd_peer} (worker-1 etcd-peer): listened on by pid" in result.stderr
     assert "choose another base port, e.g. `jobrelay fleet up --state-dir" in result.stderr
 
 

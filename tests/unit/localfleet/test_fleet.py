@@ -73,6 +73,29 @@ def test_recorded_ports_are_kept_and_new_clusters_get_fresh_ones(tmp_path: Path)
     assert not set(fleet.clusters["worker-1"].ports.values()) & set(manager_ports.values())
 
 
+def test_a_fleet_recorded_before_the_jobset_controller_keeps_its_ports_and_gains_new_ones(
+    tmp_path: Path,
+) -> None:
+    fleet = quiet(tmp_path)
+    fleet._assign_ports(["manager"], 0)
+    older = {
+        name: port
+        for name, port in fleet.clusters["manager"].ports.items()
+        if not name.startswith("jobset-")
+    }
+    fleet.clusters["manager"] = ClusterState("manager", older)
+    fleet._save()
+    restarted = quiet(tmp_path)
+    # Not started yet, so reported as such rather than probed on a port it lacks.
+    report = asyncio.run(restarted.health())
+    assert report["manager"]["jobset-controller"] == (False, "not started")
+    restarted._assign_ports(["manager"], 0)
+    ports_now = restarted.clusters["manager"].ports
+    assert {name: ports_now[name] for name in older} == older
+    assert set(ports_now) == set(cluster.PORT_NAMES)
+    assert len(set(ports_now.values())) == PER_CLUSTER
+
+
 def test_taken_base_port_names_the_holder_and_suggests_another(
     tmp_path: Path, held_port: int
 ) -> None:
@@ -103,7 +126,8 @@ def test_taken_recorded_port_offers_to_move_the_fleet_keeping_data(
 
 
 def test_base_port_too_high_for_the_fleet(tmp_path: Path) -> None:
-    with pytest.raises(FleetError, match="choose one at most 65518"):
+    highest = 65535 - 3 * PER_CLUSTER + 1  # 65512 with 8 ports per cluster
+    with pytest.raises(FleetError, match=f"choose one at most {highest}"):
         quiet(tmp_path)._assign_ports(["manager", "worker-1", "worker-2"], 65530)
 
 
