@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobrelay.localfleet import ports
 from jobrelay.localfleet.binaries import JOBSET_MANIFESTS, JOBSET_MODULE, JOBSET_VERSION
 
 VERSIONS = {
@@ -44,6 +45,20 @@ def listen_on(port: int, host: str = "127.0.0.1") -> socket.socket:
     sock.bind((host, port))
     sock.listen()
     return sock
+
+
+def listen_in_free_block(size: int, offset: int, *, tries: int = 50) -> tuple[int, socket.socket]:
+    """A free block of ``size`` ports and a listener on its port ``offset``, bound in one
+    step: a port another process takes between the choice and the bind means another
+    block, never a failed test."""
+    for _ in range(tries):
+        base = ports.free_block(size)
+        assert base is not None
+        try:
+            return base, listen_on(base + offset)
+        except OSError:
+            continue
+    raise AssertionError(f"no free block of {size} ports in {tries} tries")
 
 
 # The 16-byte markers Go puts around the module information in a binary.

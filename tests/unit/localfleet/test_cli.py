@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.unit.localfleet.fakes import FakeBinaries, listen_on
+from tests.unit.localfleet.fakes import FakeBinaries, listen_in_free_block
 
 from jobrelay.cli.fleet import fleet
-from jobrelay.localfleet import cluster, ports
+from jobrelay.localfleet import cluster
 
 
 @pytest.fixture
@@ -74,10 +74,9 @@ def test_taken_base_port_fails_up_naming_the_port_and_its_holder(
 ) -> None:
     fake_binaries()
     per_cluster = len(cluster.PORT_NAMES)
-    base = ports.free_block(2 * per_cluster)
-    assert base is not None
+    base, listener = listen_in_free_block(2 * per_cluster, per_cluster + 1)
     worker_etcd_peer = base + per_cluster + 1
-    with listen_on(worker_etcd_peer):
+    with listener:
         result = runner.invoke(
             fleet,
             ["up", "--workers", "1", "--base-port", str(base), "--state-dir", str(tmp_path / "f")],

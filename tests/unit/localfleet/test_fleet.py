@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.unit.localfleet.fakes import FakeBinaries, listen_on
+from tests.unit.localfleet.fakes import FakeBinaries, listen_in_free_block
 
 from jobrelay.localfleet import cluster, ports, processes
 from jobrelay.localfleet.fleet import ClusterState, FleetError, LocalFleet, NodeShape
@@ -23,10 +23,8 @@ def quiet(state_dir: Path) -> LocalFleet:
 @pytest.fixture
 def held_port() -> Iterator[int]:
     """A port outside the ephemeral range with a listener on it."""
-    # Below the ephemeral range, so that a base port just under it fits below 65535.
-    port = ports.free_block(1)
-    assert port is not None
-    with listen_on(port):
+    port, listener = listen_in_free_block(1, 0)
+    with listener:
         yield port
 
 
