@@ -29,7 +29,7 @@ from jobrelay.kinds.naming import (
     ORIGIN_UID_LABEL,
     controller_label_value,
 )
-from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
@@ -384,12 +384,16 @@ class Relayed:
 
 
 class Relay:
-    """Drives and observes relayed Jobs in one namespace.
+    """Drives and observes relayed Jobs (or objects of another kind) in one namespace.
 
-    It watches the management Jobs of the namespace and every Job of the
+    It watches the management objects of the namespace and every object of the
     namespace on each worker from before the test creates anything, so the
     final state of a mirror is known even after jobrelay has deleted it, and
-    every version of a management Job can be checked for regressions.
+    every version of a management object can be checked for regressions.
+
+    ``resource`` is the kind relayed (Jobs by default; ``jobs`` and
+    ``worker_jobs`` then record objects of that kind) and ``is_finished`` says
+    when one of them has ended. ``verify`` checks Jobs only.
     """
 
     def __init__(
@@ -398,16 +402,22 @@ class Relay:
         workers: Sequence[str],
         namespace: str,
         controller: ControllerProcess,
+        *,
+        resource: Resource = JOBS,
+        is_finished: Callable[[Mapping[str, Any]], bool] = finished,
     ) -> None:
         self.clients = clients
         self.manager = clients["manager"]
         self.workers = list(workers)
         self.namespace = namespace
         self.controller = controller
-        self.jobs = WatchRecorder(self.manager, JOBS, namespace=namespace)
-        # All Jobs, not only labelled ones: an unlabelled copy would be a bug too.
+        self.resource = resource
+        self.is_finished = is_finished
+        self.jobs = WatchRecorder(self.manager, resource, namespace=namespace)
+        # All objects, not only labelled ones: an unlabelled copy would be a bug too.
         self.worker_jobs = {
-            worker: WatchRecorder(clients[worker], JOBS, namespace=namespace) for worker in workers
+            worker: WatchRecorder(clients[worker], resource, namespace=namespace)
+            for worker in workers
         }
 
     async def __aenter__(self) -> Relay:
@@ -427,14 +437,14 @@ class Relay:
         body = json.loads(json.dumps(manifest))
         if managed:
             body["spec"].setdefault("managedBy", DEFAULT_CONTROLLER_NAME)
-        return await self.manager.create(JOBS, body, namespace=self.namespace)
+        return await self.manager.create(self.resource, body, namespace=self.namespace)
 
     async def get(self, name: str) -> Obj:
-        return await self.manager.get(JOBS, name, namespace=self.namespace)
+        return await self.manager.get(self.resource, name, namespace=self.namespace)
 
     async def set_suspend(self, name: str, suspend: bool) -> Obj:
         return await self.manager.patch(
-            JOBS, name, {"spec": {"suspend": suspend}}, namespace=self.namespace
+            self.resource, name, {"spec": {"suspend": suspend}}, namespace=self.namespace
         )
 
     # -- waiting --
@@ -451,10 +461,10 @@ class Relay:
                 raise
             return job if predicate(job) else None
 
-        return await eventually(check, timeout=timeout, what=f"Job {name}: {what}")
+        return await eventually(check, timeout=timeout, what=f"{self.resource.kind} {name}: {what}")
 
     async def wait_finished(self, name: str, *, timeout: float = 90.0) -> Obj:
-        return await self.wait(name, finished, timeout=timeout, what="Complete or Failed")
+        return await self.wait(name, self.is_finished, timeout=timeout, what="finished")
 
     async def wait_gone(self, name: str, *, timeout: float = 30.0) -> None:
         async def gone() -> bool:
@@ -466,7 +476,7 @@ class Relay:
                 raise
             return False
 
-        await eventually(gone, timeout=timeout, what=f"Job {name} deleted")
+        await eventually(gone, timeout=timeout, what=f"{self.resource.kind} {name} deleted")
 
     async def wait_placed(self, name: str, *, timeout: float = 30.0) -> str:
         job = await self.wait(
@@ -488,7 +498,7 @@ class Relay:
     # -- mirrors as the workers show them --
 
     def mirror_versions(self, uid: str) -> dict[str, list[Obj]]:
-        """Every version of every worker Job that claims (by label) to mirror ``uid``."""
+        """Every version of every worker object that claims (by label) to mirror ``uid``."""
         found: dict[str, list[Obj]] = {}
         for worker, recorder in self.worker_jobs.items():
             versions = [
@@ -509,7 +519,7 @@ class Relay:
         }
 
     def jobs_named(self, name: str, worker: str) -> list[Obj]:
-        """The last version of every Job called ``name`` ever seen on ``worker``."""
+        """The last version of every object called ``name`` ever seen on ``worker``."""
         return [
             obj
             for obj in self.worker_jobs[worker].objects().values()
@@ -522,7 +532,7 @@ class Relay:
         def found() -> tuple[str, Obj] | None:
             versions = self.mirror_versions(uid)
             for worker, objs in versions.items():
-                if finished(objs[-1]):
+                if self.is_finished(objs[-1]):
                     return worker, objs[-1]
             return None
 
@@ -578,7 +588,7 @@ class Relay:
             seen = [
                 (e.get("type"), e.get("reason"), e.get("message")) for e in await self.events(uid)
             ]
-            raise AssertionError(f"{error}; Events on the Job: {seen}") from None
+            raise AssertionError(f"{error}; Events on the {self.resource.kind}: {seen}") from None
 
     async def assert_dispatched_event(self, job: Mapping[str, Any], cluster: str) -> None:
         await self.wait_event(

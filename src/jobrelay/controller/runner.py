@@ -144,7 +144,6 @@ class Controller:
             origin=options.origin,
             keep_finished_mirrors=workers.keep_finished_mirrors,
             unplaceable_retry=options.placement.unplaceable_retry,
-            rejected_retry=workers.rejected_retry,
         )
         self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
 

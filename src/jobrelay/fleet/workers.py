@@ -62,7 +62,14 @@ class Worker:
 
     @property
     def connected(self) -> bool:
-        return self.synced_all() and not self.last_error
+        """The worker answers: at least one kind's mirrors are listed and watched.
+
+        A kind a worker does not serve (its CRD is missing there) makes that
+        worker no candidate for that kind only; its other kinds still flow.
+        """
+        return (
+            any(informer.has_synced for informer in self.mirrors.values()) and not self.last_error
+        )
 
     def synced(self, kind: str) -> bool:
         """Whether this kind's mirror cache has listed (what it lacks is really absent)."""
@@ -213,13 +220,15 @@ class WorkerPool:
                 return self._options.status_interval
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
-        if not current.synced_all():
+        if not current.connected:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._options.connect_timeout):
                     await current.wait_synced()
         missing = current.not_synced()
         current.last_error = (
-            f"cannot list {', '.join(missing)} on the worker yet" if missing else ""
+            f"cannot list {', '.join(missing)} on the worker yet"
+            if missing and len(missing) == len(current.mirrors)
+            else ""
         )
         await self._write_status(name, current)
         return self._options.status_interval
@@ -273,10 +282,15 @@ class WorkerPool:
         self._on_mirror_change(WorkloadKey(kind, event.key))
 
     async def _write_status(self, name: str, worker: Worker) -> None:
+        listed = [kind for kind in worker.mirrors if kind not in worker.not_synced()]
+        message = f"mirrors listed and watched ({', '.join(listed)})"
+        if worker.not_synced():
+            message += (
+                f"; not listed (no CRD there, or no rights): {', '.join(worker.not_synced())}, "
+                "so no such workload is placed here"
+            )
         reason, message = (
-            ("Connected", f"mirrors listed and watched ({', '.join(worker.mirrors)})")
-            if worker.connected
-            else ("Unreachable", worker.last_error)
+            ("Connected", message) if worker.connected else ("Unreachable", worker.last_error)
         )
         await self._write_conditions(
             name, connected=worker.connected, reason=reason, message=message,

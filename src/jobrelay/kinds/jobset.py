@@ -7,6 +7,13 @@ replicated-job counters of the newest attempt win (a restart legitimately
 resets them, which is why the attempt decides and not each counter), and
 within one attempt ``succeeded`` and ``failed`` only grow; ``terminalState``
 and a True ``Completed`` or ``Failed`` condition, once seen, stay.
+
+One trade-off, knowingly made: the JobSet controller (v0.11) first writes
+``restarts: N+1`` with the previous attempt's counters and only then resets
+them as it recreates the child Jobs. Keeping each counter's maximum within an
+attempt means a ``failed`` seen in that transitional status stays on the
+management JobSet for the new attempt, where the worker shows 0: a counter
+that never goes back is worth more to a user watching it than that blip.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ the state it sets up: ``job(placed="w1")``, ``mirror(job(), status=RUNNING)``,
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from jobrelay.controller.relay.plan import (
@@ -46,8 +47,13 @@ JOB = JobKind()
 JOBSET = JobSetKind()
 WIDGET = GenericKind(KindRef("example.com", "v1", "Widget", "widgets"))
 
-SETTINGS = Settings(controller_name=CONTROLLER, origin="manager")
-KEEP = Settings(controller_name=CONTROLLER, origin="manager", keep_finished_mirrors=True)
+SETTINGS = Settings(
+    controller_name=CONTROLLER,
+    origin="manager",
+    keep_finished_mirrors=False,
+    unplaceable_retry=15.0,
+)
+KEEP = dataclasses.replace(SETTINGS, keep_finished_mirrors=True)
 
 
 def key_of(kind: WorkloadKind = JOB) -> WorkloadKey:

@@ -10,13 +10,13 @@ and key fields, see builders.summary), the Events, and the outcome.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from tests.unit.controller.builders import (
     COMPLETE,
-    CONTROLLER,
     FAILED,
     JOB,
     JOBSET,
@@ -704,14 +704,14 @@ def test_deletions_say_why() -> None:
 
 
 def test_requeue_delays_come_from_the_settings() -> None:
-    settings = Settings(controller_name=CONTROLLER, unplaceable_retry=3.5)
+    settings = dataclasses.replace(SETTINGS, unplaceable_retry=3.5)
     assert _plan(job(), settings=settings).outcome == RequeueAfter(3.5)
     assert _plan(job(placed="nowhere"), w("w1"), settings=settings).outcome == RequeueAfter(3.5)
 
 
 def test_a_mirror_of_another_controller_is_a_namesake() -> None:
     theirs = mirror(job())
-    other = Settings(controller_name="example.com/other")
+    other = dataclasses.replace(SETTINGS, controller_name="example.com/other")
     plan = _plan(PLACED_FRESH_NEVER_RAN, w("w1", read=theirs), fresh=True, settings=other)
     assert plan.outcome == ReadFresh(probe=True)
 

@@ -28,11 +28,12 @@ asks again for a read it was just given.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.controller.builders import CONTROLLER, NOW
+from tests.unit.controller.builders import CONTROLLER, NOW, SETTINGS
 from tests.unit.kinds.job.jobsim import management_job, ts
 from tests.unit.kinds.job.strategies import histories
 
@@ -45,7 +46,7 @@ from jobrelay.controller.relay.plan import (
     ReadFresh,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours
@@ -164,9 +165,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(
         key=KEY,
         kind=KIND,
-        settings=Settings(
-            controller_name=CONTROLLER, keep_finished_mirrors=draw(st.integers(0, 3)) == 0
-        ),
+        settings=dataclasses.replace(SETTINGS, keep_finished_mirrors=draw(st.integers(0, 3)) == 0),
         obj=None if draw(st.integers(0, 9)) == 0 else obj,
         workers=states,
         now=NOW,

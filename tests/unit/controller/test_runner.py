@@ -190,7 +190,7 @@ def test_the_controller_is_built_from_the_options(controller: runner.Controller)
     settings = reconciler._settings
     assert (settings.controller_name, settings.origin) == ("example.com/relay", "hq")
     assert settings.keep_finished_mirrors is True
-    assert (settings.unplaceable_retry, settings.rejected_retry) == (9.0, 7.0)
+    assert settings.unplaceable_retry == 9.0
     executor = reconciler._executor
     assert executor.create_namespaces is False and executor.rejected_retry == 7.0
     assert executor.pool is controller.pool and executor.events is controller.events

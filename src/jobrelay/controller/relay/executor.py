@@ -154,25 +154,27 @@ class Executor:
         worker = self.pool.get(action.cluster)
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
-        for attempt in range(2):
+        namespace_ensured = not self.create_namespaces
+        while True:
             try:
                 await worker.client.create(Resource.of(kind.ref), action.body)
+                break
             except ApiError as error:
                 if error.is_already_exists:
                     return Collided(action.cluster)
-                if error.is_not_found and attempt == 0 and self.create_namespaces:
-                    await self._ensure_namespace(worker.client, key.namespace)
-                    continue
-                return self._rejected(action.cluster, key, kind, error)
-            self.created.expect((action.cluster, key, action.origin_uid))
-            _log.info(
-                "created mirror of %s on %s",
-                key.key,
-                action.cluster,
-                extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
-            )
-            return None
-        return Retry("the namespace was created; the mirror is created next")
+                if not (error.is_not_found and not namespace_ensured):
+                    return self._rejected(action.cluster, key, kind, error)
+            # NotFound on a create means the namespace is missing there: create it, once.
+            await self._ensure_namespace(worker.client, key.namespace)
+            namespace_ensured = True
+        self.created.expect((action.cluster, key, action.origin_uid))
+        _log.info(
+            "created mirror of %s on %s",
+            key.key,
+            action.cluster,
+            extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
+        )
+        return None
 
     def _rejected(
         self, cluster: str, key: WorkloadKey, kind: WorkloadKind, error: ApiError

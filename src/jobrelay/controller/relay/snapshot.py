@@ -16,14 +16,14 @@ from jobrelay.kinds.types import JsonObj
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The options a decision depends on (a part of the controller's options)."""
+    """The options a decision depends on: a part of the controller's options,
+    whose defaults are written in controller/options.py only."""
 
     controller_name: str
-    origin: str = "manager"
-    keep_finished_mirrors: bool = False
-    # Requeue delays, in seconds, for states that only time (or a watch event) resolves.
-    unplaceable_retry: float = 15.0
-    rejected_retry: float = 30.0
+    origin: str
+    keep_finished_mirrors: bool
+    # Requeue delay, in seconds, for a workload no worker can take now.
+    unplaceable_retry: float
 
 
 @dataclass(frozen=True, slots=True)
