@@ -47,6 +47,7 @@ from jobrelay.controller.relay.plan import (
     DeleteMirror,
     Done,
     Outcome,
+    PatchMirror,
     Place,
     Plan,
     ReadFresh,
@@ -239,8 +240,9 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1"),
         workers=(w("w1"), w("w2", mirror=mirror(job(), status=RUNNING))),
         fresh=True,
-        actions=(),
-        outcome=Terminal("PlacementConflict", ""),
+        actions=(("Log", "warning"), ("Status",)),
+        events=(("Warning", "PlacementConflict"),),
+        outcome=Done(),
     ),
     "placed on one worker, the mirror on another is terminating: no conflict": Case(
         obj=PLACED_FRESH_NEVER_RAN,
@@ -254,8 +256,9 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1"),
         workers=(w("w1"), w("w2", read=mirror(job(), status=RUNNING))),
         fresh=True,
-        actions=(),
-        outcome=Terminal("PlacementConflict", ""),
+        actions=(("Log", "warning"), ("Status",)),
+        events=(("Warning", "PlacementConflict"),),
+        outcome=Done(),
     ),
     "not placed, its live mirror seen only by a fresh read: kept where it is": Case(
         obj=job(status=RUNNING),
@@ -674,12 +677,14 @@ def test_a_failure_without_reason_or_message_reads_cleanly() -> None:
     assert _of(plan, RecordEvent)[0].message == "Failed on worker cluster w1: Failed"
 
 
-def test_terminal_messages_tell_the_user_what_to_do() -> None:
+def test_warnings_and_terminal_messages_tell_the_user_what_to_do() -> None:
     plan = _plan(
         job(placed="w1"), w("w1"), w("w2", mirror=mirror(job(), status=RUNNING)), fresh=True
     )
-    assert isinstance(plan.outcome, Terminal)
-    assert "set the annotation back to w2" in plan.outcome.message
+    (conflict,) = _of(plan, RecordEvent)
+    assert "set the annotation back to w2" in conflict.message
+    assert not _of(plan, CreateMirror)
+    assert all(not isinstance(a, PatchMirror) or a.cluster == "w2" for a in plan.actions)
     plan = _plan(
         job(placed="w1"),
         w("w1", mirror=mirror(job(), status=RUNNING)),

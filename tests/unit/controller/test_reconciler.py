@@ -42,6 +42,7 @@ from jobrelay.controller.relay.plan import Plan, ReadFresh, Terminal
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_now
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
@@ -200,12 +201,24 @@ async def test_a_lost_race_is_a_backoff(env: Env) -> None:
     assert env.executor.reservations.count("w2") == 0
 
 
-async def test_terminal_records_a_warning_event_and_no_retry(env: Env) -> None:
+async def test_terminal_records_a_warning_event_and_no_retry(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(JobKind, "status_violations", lambda _self, _old, _new: ["rule 99"])
+    env.submit(job(placed="w1"))
+    env.workers["w1"].cache[KEY] = mirror(job(), status=RUNNING)
+    assert await env.reconcile() is None
+    assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "StatusNotCopied")]
+    assert "rule 99" in env.events.recorded[0].message
+
+
+async def test_a_moved_annotation_keeps_following_the_running_mirror(env: Env) -> None:
     env.submit(job(placed="w1"))
     env.workers["w2"].cache[KEY] = mirror(job(), status=RUNNING)
     assert await env.reconcile() is None
     assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "PlacementConflict")]
     assert env.mirror_on("w1") is None
+    assert (env.stored().get("status") or {}).get("active") == 1  # still followed on w2
 
 
 async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:

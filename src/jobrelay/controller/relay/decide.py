@@ -7,8 +7,9 @@ test reaches it in microseconds:
 - a workload is placed once, by a compare-and-swap of its placement
   annotation written *before* its mirror exists;
 - it never has two live mirrors: a mirror is created only where it is placed,
-  only when no live mirror of it exists anywhere, and only after a fresh read
-  shows it unfinished (a lagging cache must not resurrect a finished one);
+  only when no live mirror of it exists anywhere (one that does is followed,
+  wherever the annotation points), and only after a fresh read shows it
+  unfinished (a lagging cache must not resurrect a finished one);
 - a namesake on a worker that jobrelay did not create is never touched;
 - the management status follows the mirror's and is never written when the
   kind's rules would refuse it.
@@ -76,18 +77,19 @@ def decide(s: Snapshot) -> Plan:
     # A fresh read of a worker, when there is one, is truer than its cache.
     live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s)]
     if cluster and live and all(w.name != cluster for w in live):
-        # Placed on one worker while its mirror lives on another: creating one
-        # here would run it twice. Only the user's edit can have done this.
+        # Placed on one worker while its mirror lives on another (a hand edit of
+        # the annotation): a mirror where it points would run it twice. The one
+        # that runs stays the one followed, and the user is told.
         elsewhere = live[0].name
-        return Plan(
-            tuple(actions),
-            Terminal(
-                "PlacementConflict",
-                f"placed on worker cluster {cluster} (annotation {CLUSTER_ANNOTATION}) while its "
-                f"mirror runs on {elsewhere}; jobrelay does not move a running workload: set the "
-                f"annotation back to {elsewhere}, or delete and re-create the {kind.ref.kind}",
-            ),
+        message = (
+            f"placed on worker cluster {cluster} (annotation {CLUSTER_ANNOTATION}) while its "
+            f"mirror runs on {elsewhere}; jobrelay does not move a running workload and keeps "
+            f"following the mirror on {elsewhere}: set the annotation back to {elsewhere}, or "
+            f"delete and re-create the {kind.ref.kind} to run it elsewhere"
         )
+        actions.append(RecordEvent("Warning", "PlacementConflict", message))
+        actions.append(Log("warning", message))
+        cluster = elsewhere
 
     placed_now = False
     if not cluster:
