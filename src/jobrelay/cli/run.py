@@ -80,8 +80,14 @@ def _kind_name(
               help="Seconds between full passes over all workloads and mirrors (orphan clean-up bound).")  # fmt: skip
 @click.option("--concurrency", default=_default(QueueSettings, "concurrency"), show_default=True,
               type=click.IntRange(1, 256), help="Reconciles at once.")  # fmt: skip
+@click.option("--retry-base-delay", default=_default(QueueSettings, "retry_base_delay"), show_default=True,
+              type=click.FloatRange(0.001), help="First per-key backoff of a retried key, in seconds (doubles each retry).")  # fmt: skip
 @click.option("--retry-max-delay", default=_default(QueueSettings, "retry_max_delay"), show_default=True,
               type=click.FloatRange(0.1), help="Longest per-key backoff between retries, in seconds.")  # fmt: skip
+@click.option("--retry-qps", default=_default(QueueSettings, "retry_qps"), show_default=True,
+              type=click.FloatRange(0.1), help="Retries per second over all keys (a token bucket).")  # fmt: skip
+@click.option("--retry-burst", default=_default(QueueSettings, "retry_burst"), show_default=True,
+              type=click.IntRange(1), help="Retries that may go at once above --retry-qps.")  # fmt: skip
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -102,7 +108,10 @@ def run(
     unplaceable_retry: float,
     gc_interval: float,
     concurrency: int,
+    retry_base_delay: float,
     retry_max_delay: float,
+    retry_qps: float,
+    retry_burst: int,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -116,7 +125,12 @@ def run(
         controller_name=controller_name,
         origin=origin,
         queue=QueueSettings(
-            concurrency=concurrency, gc_interval=gc_interval, retry_max_delay=retry_max_delay
+            concurrency=concurrency,
+            gc_interval=gc_interval,
+            retry_base_delay=retry_base_delay,
+            retry_max_delay=retry_max_delay,
+            retry_qps=retry_qps,
+            retry_burst=retry_burst,
         ),
         workers=WorkerSettings(
             namespace=namespace,

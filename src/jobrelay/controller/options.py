@@ -22,8 +22,10 @@ class QueueSettings:
     # (no API reads): a safety net that bounds how long an orphaned mirror can live.
     gc_interval: float = 60.0
     # Per-key backoff of retries (conflicts, caches not synced, errors): the first
-    # delay, doubled on each further retry of the key, up to the maximum.
-    retry_base_delay: float = 0.005
+    # delay, doubled on each further retry of the key, up to the maximum. A conflict
+    # means a newer version is on its way through the watch, which brings the key
+    # back by itself: retrying sooner than that only buys another conflict.
+    retry_base_delay: float = 0.1
     retry_max_delay: float = 60.0
     # Global token bucket over all retries: sustained retries per second, and burst.
     retry_qps: float = 50.0

@@ -6,6 +6,7 @@ the placement on the management Job, the origin on the mirror.
 
 from __future__ import annotations
 
+import functools
 import re
 
 DEFAULT_CONTROLLER_NAME = "jobrelay.dev/relay"
@@ -35,6 +36,7 @@ FIELD_MANAGER = "jobrelay"
 _LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9._-]")
 
 
+@functools.lru_cache(maxsize=64)
 def controller_label_value(controller_name: str) -> str:
     """A label-safe form of a controller name (``jobrelay.dev/relay`` -> ``jobrelay.dev.relay``).
 

@@ -156,7 +156,7 @@ class Reconciler:
                     connected=worker.connected,
                     cordoned=worker.cordoned,
                     load=worker.active_mirrors() + self._executor.reservations.count(worker.name),
-                    labels=dict(worker.labels),
+                    labels=worker.labels,
                     mirror=mirror,
                     read=previous.read if previous is not None else None,
                     read_done=previous.read_done if previous is not None else False,
