@@ -649,19 +649,9 @@ def _write_build_module(workspace: Path, go: str, progress: Progress) -> None:
     release is what makes the module buildable from the proxy.
     """
     progress(f"resolving k8s.io/kubernetes@{K8S_VERSION} on the Go module proxy ...")
-    info = subprocess.run(
-        [go, "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=workspace,
-    )
-    if info.returncode != 0:
-        raise BinaryError(
-            f"cannot download k8s.io/kubernetes@{K8S_VERSION} (is the Go module proxy reachable?): "
-            + (info.stdout + info.stderr)[-2000:]
-        )
-    upstream = Path(json.loads(info.stdout)["GoMod"]).read_text()
+    upstream = Path(
+        _download_module(go, "k8s.io/kubernetes", K8S_VERSION, workspace)["GoMod"]
+    ).read_text()
     staging_modules = re.findall(r"^\s*(k8s\.io/[\w.-]+) => \./staging/", upstream, re.M)
     go_directive = re.search(r"^go (\S+)", upstream, re.M)
     replaces = "\n".join(f"\t{name} => {name} {K8S_STAGING_VERSION}" for name in staging_modules)
