@@ -70,6 +70,10 @@ def _kind_name(
 @click.option("--worker-status-interval", default=_default(WorkerSettings, "status_interval"),
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds between refreshes of each WorkerCluster's status.")  # fmt: skip
+@click.option("--worker-health-timeout", default=_default(WorkerSettings, "health_timeout"),
+              show_default=True, type=click.FloatRange(1.0),
+              help="Seconds within which a failing or silent worker shows Connected=False "
+                   "and takes no new workloads (it is probed every sixth of it).")  # fmt: skip
 @click.option("--rejected-retry", default=_default(WorkerSettings, "rejected_retry"), show_default=True,
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
 @click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
@@ -104,6 +108,7 @@ def run(
     no_create_namespaces: bool,
     worker_sync_timeout: float,
     worker_status_interval: float,
+    worker_health_timeout: float,
     rejected_retry: float,
     unplaceable_retry: float,
     gc_interval: float,
@@ -138,6 +143,7 @@ def run(
             keep_finished_mirrors=keep_finished_mirrors,
             sync_timeout=worker_sync_timeout,
             status_interval=worker_status_interval,
+            health_timeout=worker_health_timeout,
             rejected_retry=rejected_retry,
         ),
         kinds=KindSettings(

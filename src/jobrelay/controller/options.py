@@ -46,6 +46,9 @@ class WorkerSettings:
     sync_timeout: float = 20.0
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
     status_interval: float = 10.0
+    # A worker that fails or stops answering shows Connected=False (and takes no new
+    # workloads) within this many seconds; it is probed every sixth of it.
+    health_timeout: float = 30.0
     # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
     rejected_retry: float = 30.0
 

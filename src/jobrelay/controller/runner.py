@@ -125,6 +125,7 @@ class Controller:
                 controller_name=options.controller_name,
                 connect_timeout=workers.sync_timeout,
                 status_interval=workers.status_interval,
+                health_timeout=workers.health_timeout,
                 api=ApiOptions(),
             ),
         )

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import health, registry
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.naming import MIRROR_LABEL, controller_label_value
 from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
@@ -39,6 +39,9 @@ class PoolOptions:
     connect_timeout: float
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
     status_interval: float
+    # A worker that fails or stops answering shows Connected=False within this many
+    # seconds: it is probed (GET /version) every sixth of it, each probe bounded by a third.
+    health_timeout: float
     api: ApiOptions = field(default_factory=ApiOptions)
     informer: InformerOptions = field(default_factory=InformerOptions)
 
@@ -55,20 +58,30 @@ class Worker:
     kinds: dict[str, WorkloadKind] = field(default_factory=dict)
     cordoned: bool = False
     labels: dict[str, str] = field(default_factory=dict)
-    last_error: str = ""
+    # The last probe's failure (None: it answered, or no probe ran yet).
+    probe_error: Exception | None = None
+    # When it last answered (RFC 3339) and its gitVersion, from the probe.
+    last_contact: str | None = None
+    kubernetes_version: str | None = None
+    probe_task: asyncio.Task[None] | None = None
     # Mirrors that have not finished, kept by the informer handlers: placement
     # asks for the count on every decision, so it must not scan.
     unfinished: set[WorkloadKey] = field(default_factory=set)
 
     @property
     def connected(self) -> bool:
-        """The worker answers: at least one kind's mirrors are listed and watched.
+        """The worker answers its probe and at least one kind's mirrors are listed and watched.
 
         A kind a worker does not serve (its CRD is missing there) makes that
         worker no candidate for that kind only; its other kinds still flow.
         """
-        return (
-            any(informer.has_synced for informer in self.mirrors.values()) and not self.last_error
+        return self.verdict().connected
+
+    def verdict(self) -> health.Verdict:
+        """Its Connected condition now, from the last probe and its informers."""
+        return health.verdict(
+            self.probe_error,
+            {kind: (i.has_synced, i.last_error) for kind, i in self.mirrors.items()},
         )
 
     def synced(self, kind: str) -> bool:
@@ -101,6 +114,11 @@ class Worker:
             await informer.wait_synced()
 
     async def close(self) -> None:
+        task, self.probe_task = self.probe_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for informer in self.mirrors.values():
             await informer.stop()
         await self.client.aclose()
@@ -129,7 +147,7 @@ class WorkerPool:
         self._queue: WorkQueue[str] = WorkQueue()
         self._task: asyncio.Task[None] | None = None
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
-        self._status_written: dict[str, dict[str, Any]] = {}
+        self._status_written: dict[str, health.Written] = {}
         self._worker_added = asyncio.Event()
 
     # -- reading ---------------------------------------------------------------
@@ -220,16 +238,12 @@ class WorkerPool:
                 return self._options.status_interval
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
-        if not current.connected:
+        if current.probe_error is None and not any(
+            informer.has_synced for informer in current.mirrors.values()
+        ):
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._options.connect_timeout):
                     await current.wait_synced()
-        missing = current.not_synced()
-        current.last_error = (
-            f"cannot list {', '.join(missing)} on the worker yet"
-            if missing and len(missing) == len(current.mirrors)
-            else ""
-        )
         await self._write_status(name, current)
         return self._options.status_interval
 
@@ -276,42 +290,79 @@ class WorkerPool:
         self._workers[name] = worker
         self._worker_added.set()
         _log.info("worker %s: connecting to %s", name, client.cluster)
+        await self._probe(worker)
+        worker.probe_task = asyncio.get_running_loop().create_task(
+            self._probe_loop(worker), name=f"probe-{name}"
+        )
         return worker
+
+    # -- health ----------------------------------------------------------------------
+
+    async def _probe_loop(self, worker: Worker) -> None:
+        """Probe every sixth of the health timeout; a changed verdict is written at once."""
+        interval = self._options.health_timeout / 6
+        seen = worker.verdict()
+        while True:
+            await asyncio.sleep(interval)
+            await self._probe(worker)
+            now = worker.verdict()
+            # A new message alone waits for the next status refresh.
+            if (now.connected, now.reason) != (seen.connected, seen.reason):
+                _log.log(
+                    logging.INFO if now.connected else logging.WARNING,
+                    "worker %s: %s: %s",
+                    worker.name,
+                    now.reason,
+                    now.message,
+                )
+                seen = now
+                self._queue.add(worker.name)
+
+    async def _probe(self, worker: Worker) -> None:
+        """GET /version, bounded by a third of the health timeout."""
+        timeout = self._options.health_timeout / 3
+        try:
+            async with asyncio.timeout(timeout):
+                version = await worker.client.version(timeout=timeout)
+        except Exception as error:  # whatever it is, the worker did not answer
+            worker.probe_error = error
+            return
+        worker.probe_error = None
+        worker.last_contact = _now()
+        git_version = version.get("gitVersion")
+        if isinstance(git_version, str) and git_version:
+            worker.kubernetes_version = git_version
 
     def _mirror_changed(self, kind: str, event: InformerEvent) -> None:
         self._on_mirror_change(WorkloadKey(kind, event.key))
 
     async def _write_status(self, name: str, worker: Worker) -> None:
-        listed = [kind for kind in worker.mirrors if kind not in worker.not_synced()]
-        message = f"mirrors listed and watched ({', '.join(listed)})"
-        if worker.not_synced():
-            message += (
-                f"; not listed (no CRD there, or no rights): {', '.join(worker.not_synced())}, "
-                "so no such workload is placed here"
-            )
-        reason, message = (
-            ("Connected", message) if worker.connected else ("Unreachable", worker.last_error)
-        )
+        verdict = worker.verdict()
         await self._write_conditions(
-            name, connected=worker.connected, reason=reason, message=message,
-            active=worker.active_mirrors(),
+            name, connected=verdict.connected, reason=verdict.reason, message=verdict.message,
+            active=worker.active_mirrors(), worker=worker,
         )  # fmt: skip
 
     async def _write_conditions(
-        self, name: str, *, connected: bool, reason: str, message: str, active: int | None = None
+        self,
+        name: str,
+        *,
+        connected: bool,
+        reason: str,
+        message: str,
+        active: int | None = None,
+        worker: Worker | None = None,
     ) -> None:
+        """Write the status on a change, and for a connected worker once a heartbeat."""
         wanted: dict[str, Any] = {
             "type": "Connected",
             "status": "True" if connected else "False",
             "reason": reason,
             "message": message,
         }
-        previous = self._status_written.get(name)
-        if (
-            previous is not None
-            and previous.get("condition") == wanted
-            and previous.get("active") == active
-        ):
+        version = worker.kubernetes_version if worker is not None else None
+        now = asyncio.get_running_loop().time()
+        if not health.needs_write(self._status_written.get(name), wanted, active, version, now):
             return
         registration = self._registrations.get(name) or {}
         existing = next(
@@ -322,16 +373,14 @@ class WorkerPool:
             ),
             None,
         )
-        transition = (
-            existing["lastTransitionTime"]
-            if existing
-            and existing.get("status") == wanted["status"]
-            and existing.get("lastTransitionTime")
-            else datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        )
+        transition = health.transition_time(existing, wanted["status"], _now())
         status: dict[str, Any] = {"conditions": [{**wanted, "lastTransitionTime": transition}]}
         if active is not None:
             status["activeMirrors"] = active
+        if worker is not None and worker.last_contact:
+            status["lastContactTime"] = worker.last_contact
+        if version:
+            status["kubernetesVersion"] = version
         try:
             await self._manager.patch(
                 WORKER_CLUSTERS, name, {"status": status}, subresource="status"
@@ -340,4 +389,8 @@ class WorkerPool:
             if not error.is_not_found:
                 _log.warning("worker %s: cannot write status: %s", name, error)
             return
-        self._status_written[name] = {"condition": wanted, "active": active}
+        self._status_written[name] = health.Written(wanted, active, version, now)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -87,6 +87,8 @@ CRDS = Resource(
 WORKER_CLUSTERS = Resource(
     "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
 )
+# Not a resource: /version, named so that request records and counts can show it.
+_VERSION = Resource("", "", "version", "Version", namespaced=False)
 
 
 class PatchType(enum.StrEnum):
@@ -405,6 +407,13 @@ class ApiClient:
     ) -> dict[str, Any]:
         return await self._call("get", "GET", resource, _path(resource, namespace, name))
 
+    async def version(self, *, timeout: float | None = None) -> dict[str, Any]:
+        """The apiserver's ``/version`` (``gitVersion`` and the rest): a cheap liveness probe.
+
+        ``timeout`` bounds this one request (connect, TLS handshake and answer).
+        """
+        return await self._call("get", "GET", _VERSION, "/version", timeout=timeout)
+
     async def discover(self, group: str, version: str) -> list[dict[str, Any]]:
         """The resources the apiserver serves in ``group/version`` (discovery's APIResourceList)."""
         path = f"/apis/{group}/{version}" if group else f"/api/{version}"
@@ -661,14 +670,16 @@ class ApiClient:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         content = None if body is None else _json_encoder.encode(body)
         headers = {"Content-Type": content_type} if content is not None else None
         started = time.monotonic()
         code = 0
         try:
+            extra: dict[str, Any] = {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
             response = await self._http.request(
-                method, path, params=params, content=content, headers=headers
+                method, path, params=params, content=content, headers=headers, **extra
             )
             code = response.status_code
         except httpx2.HTTPError as exc:

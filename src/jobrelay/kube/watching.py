@@ -138,6 +138,7 @@ class Informer:
         self._resource_version = ""
         self._handlers: list[Handler] = []
         self._synced = asyncio.Event()
+        self._last_error: Exception | None = None
         self._task: asyncio.Task[None] | None = None
         self._backoff = _Backoff(self._options.backoff_initial, self._options.backoff_max)
         where = f" in {namespace}" if namespace else ""
@@ -169,6 +170,11 @@ class Informer:
     def has_synced(self) -> bool:
         """Whether the first list has been cached and handed to the handlers."""
         return self._synced.is_set()
+
+    @property
+    def last_error(self) -> Exception | None:
+        """Why the last list or watch failed; None once a list or a watch event succeeds."""
+        return self._last_error
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -236,20 +242,23 @@ class Informer:
                 await self._watch()
                 continue  # the server ended the watch after timeoutSeconds: re-arm
             except ApiError as exc:
+                self._last_error = exc
                 if exc.is_gone:
                     need_list = True
                     level = logging.INFO  # routine: compaction, an apiserver restart
                     problem = f"resourceVersion {self._resource_version} expired ({exc.message})"
                 else:
                     problem = str(exc)
-            except TimeoutError:
+            except TimeoutError as exc:
+                self._last_error = exc
                 # Also routine on a quiet resource: an apiserver whose etcd sends no
                 # progress notifications (etcd < 3.4.31) sends no bookmarks either.
                 level = logging.INFO
                 problem = f"no event or bookmark for {self._options.inactivity_timeout:g}s"
             except _WatchEnded:
                 problem = "watch ended without any event"
-            except Exception:
+            except Exception as exc:
+                self._last_error = exc
                 # A bug (in a transform, say): the cache may be half-updated, so
                 # start over from a list rather than let the informer die.
                 _log.exception("informer %s failed", self.name)
@@ -300,6 +309,7 @@ class Informer:
             len(new_cache),
             result.resource_version,
         )
+        self._last_error = None
         for event in events:
             self._dispatch(event)
         self._synced.set()
@@ -326,6 +336,7 @@ class Informer:
                     self._apply(event)
                     if not delivered:
                         delivered = True
+                        self._last_error = None
                         self._backoff.reset()  # the watch works: the next failure starts afresh
         if not delivered:
             # A healthy watch sends at least one bookmark before it times out; one

@@ -56,6 +56,7 @@ def test_every_flag_reaches_its_setting(captured: list[ControllerOptions], kubec
         "--finished-condition", "Done", "--namespace", "relay",
         "--keep-finished-mirrors", "--no-create-namespaces",
         "--worker-sync-timeout", "5", "--worker-status-interval", "3", "--rejected-retry", "7",
+        "--worker-health-timeout", "12",
         "--unplaceable-retry", "9", "--gc-interval", "30", "--concurrency", "4",
         "--retry-base-delay", "0.2", "--retry-max-delay", "8", "--retry-qps", "5",
         "--retry-burst", "10",
@@ -73,6 +74,7 @@ def test_every_flag_reaches_its_setting(captured: list[ControllerOptions], kubec
         False,
     )
     assert (workers.sync_timeout, workers.status_interval, workers.rejected_retry) == (5, 3, 7)
+    assert workers.health_timeout == 12
     assert options.placement.unplaceable_retry == 9
     queue = options.queue
     assert (queue.gc_interval, queue.concurrency) == (30, 4)

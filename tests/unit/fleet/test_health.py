@@ -1,0 +1,161 @@
+"""The Connected verdict of a worker: error classification and status transitions (pure)."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import httpx2
+import msgspec
+import pytest
+
+from jobrelay.fleet.health import (
+    HEARTBEAT_SECONDS,
+    Verdict,
+    Written,
+    classify,
+    needs_write,
+    transition_time,
+    verdict,
+)
+from jobrelay.fleet.registry import RegistryError
+from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
+
+FORBIDDEN_LIST = (
+    'jobs.batch is forbidden: User "jobrelay" cannot list resource "jobs" in API group '
+    '"batch" at the cluster scope'
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "in_message"),
+    [
+        (ApiError(0, "Unreachable", "ConnectError: [Errno 111] Connection refused"),
+         "Unreachable", "Connection refused"),
+        (ApiError(0, "Unreachable", "ConnectError: [Errno -2] Name or service not known"),
+         "Unreachable", "Name or service not known"),
+        (ApiError(0, "Timeout", "ReadTimeout: timed out"), "Timeout", "timed out"),
+        (ApiError(0, "Timeout", "ConnectTimeout: "), "Timeout", "no answer in time"),
+        (ApiError(0, "Unreachable",
+                  "ConnectError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"),
+         "TLSError", "CERTIFICATE_VERIFY_FAILED"),
+        (ApiError(0, "Unauthorized", "exec plugin failed"), "Unauthorized", "exec plugin"),
+        (ApiError(401, "Unauthorized", "Unauthorized"), "Unauthorized", "401"),
+        (ApiError(403, "Forbidden", FORBIDDEN_LIST), "Forbidden", "may not list on jobs.batch"),
+        (ApiError(403, "Forbidden", 'forbidden: User "x" cannot list resource "namespaces" in '
+                  'API group "" at the cluster scope'), "Forbidden", "may not list on namespaces "),
+        (ApiError(403, "Forbidden", 'forbidden: User "system:anonymous" cannot get path '
+                  '"/version"'), "Forbidden", "may not get on path /version"),
+        (ApiError(403, "Forbidden", "no"), "Forbidden", "lack a permission"),
+        (ApiError(504, "Timeout", "gateway"), "Timeout", "504"),
+        (ApiError(503, "ServiceUnavailable", "later"), "ApiError", "503 ServiceUnavailable"),
+        (KubeconfigError("invalid kubeconfig: no cluster"), "InvalidKubeconfig", "no cluster"),
+        (RegistryError("Secret x/y is missing"), "InvalidKubeconfig", "missing"),
+        (TimeoutError(), "Timeout", "no answer in time"),
+        (ssl.SSLError("bad handshake"), "TLSError", "bad handshake"),
+        (ConnectionRefusedError(111, "refused"), "Unreachable", "refused"),
+        (RuntimeError("boom"), "ApiError", "RuntimeError: boom"),
+    ],
+)  # fmt: skip
+def test_classify(error: BaseException, reason: str, in_message: str) -> None:
+    got_reason, message = classify(error)
+    assert got_reason == reason
+    assert in_message in message
+
+
+async def test_classify_real_client_errors() -> None:
+    """The errors ApiClient really raises on a refused connection and on a timeout."""
+
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("[Errno 111] Connection refused", request=request)
+
+    def hang(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ReadTimeout("timed out", request=request)
+
+    def unauthorized(_request: httpx2.Request) -> httpx2.Response:
+        body = {"kind": "Status", "code": 401, "reason": "Unauthorized", "message": "Unauthorized"}
+        return httpx2.Response(401, content=msgspec.json.encode(body))
+
+    for handler, reason in (
+        (refuse, "Unreachable"),
+        (hang, "Timeout"),
+        (unauthorized, "Unauthorized"),
+    ):
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler), base_url="https://w")
+        async with ApiClient(http, cluster="w") as client:
+            with pytest.raises(ApiError) as caught:
+                await client.version(timeout=1.0)
+        assert classify(caught.value)[0] == reason
+
+
+async def test_version_reads_git_version() -> None:
+    seen: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.url.path)
+        return httpx2.Response(200, content=msgspec.json.encode({"gitVersion": "v1.35.4"}))
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w")
+    async with ApiClient(http, cluster="w") as client:
+        assert (await client.version(timeout=2.0))["gitVersion"] == "v1.35.4"
+        assert client.request_counts == {"get": 1}
+    assert seen == ["/version"]
+
+
+def test_verdict_probe_failure_wins_over_synced_informers() -> None:
+    got = verdict(ApiError(0, "Timeout", "ReadTimeout"), {"Job.v1.batch": (True, None)})
+    assert (got.connected, got.reason) == (False, "Timeout")
+
+
+def test_verdict_connected_names_listed_and_missing_kinds() -> None:
+    got = verdict(None, {"Job.v1.batch": (True, None), "JobSet": (False, None)})
+    assert got.connected and got.reason == "Connected"
+    assert "(Job.v1.batch)" in got.message and "JobSet" in got.message
+
+
+def test_verdict_no_kind_listed_uses_the_informer_error() -> None:
+    got = verdict(None, {"Job.v1.batch": (False, ApiError(403, "Forbidden", FORBIDDEN_LIST))})
+    assert got == Verdict(False, "Forbidden", got.message)
+    assert got.message.startswith("cannot list Job.v1.batch: the credentials may not list on jobs")
+
+
+def test_verdict_not_listed_yet_without_error() -> None:
+    got = verdict(None, {"Job.v1.batch": (False, None)})
+    assert (got.connected, got.reason) == (False, "NotListed")
+
+
+def test_verdict_recovers_when_the_probe_answers_again() -> None:
+    informers: dict[str, tuple[bool, BaseException | None]] = {"Job.v1.batch": (True, None)}
+    down = verdict(ApiError(0, "Timeout", "t"), informers)
+    up = verdict(None, informers)
+    assert not down.connected and up == Verdict(True, "Connected", up.message)
+
+
+def condition(status: str, reason: str = "Connected") -> dict[str, Any]:
+    return {"type": "Connected", "status": status, "reason": reason, "message": "m"}
+
+
+def test_needs_write_first_time_and_on_change() -> None:
+    assert needs_write(None, condition("True"), 0, None, 0.0)
+    previous = Written(condition("True"), 0, "v1.35.4", at=100.0)
+    assert not needs_write(previous, condition("True"), 0, "v1.35.4", 101.0)
+    assert needs_write(previous, condition("False", "Timeout"), 0, "v1.35.4", 101.0)
+    assert needs_write(previous, condition("True"), 1, "v1.35.4", 101.0)
+    assert needs_write(previous, condition("True"), 0, "v1.36.0", 101.0)
+    # An unknown version (no answer yet) is no change.
+    assert not needs_write(previous, condition("True"), 0, None, 101.0)
+
+
+def test_needs_write_heartbeat_only_when_connected() -> None:
+    healthy = Written(condition("True"), 0, None, at=0.0)
+    assert not needs_write(healthy, condition("True"), 0, None, HEARTBEAT_SECONDS - 1)
+    assert needs_write(healthy, condition("True"), 0, None, HEARTBEAT_SECONDS)
+    down = Written(condition("False", "Timeout"), 0, None, at=0.0)
+    assert not needs_write(down, condition("False", "Timeout"), 0, None, 10 * HEARTBEAT_SECONDS)
+
+
+def test_transition_time_kept_while_status_stays() -> None:
+    existing = {**condition("True"), "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    assert transition_time(existing, "True", "NOW") == "2026-01-01T00:00:00Z"
+    assert transition_time(existing, "False", "NOW") == "NOW"
+    assert transition_time(None, "True", "NOW") == "NOW"
