@@ -651,3 +651,42 @@ class Relay:
 
 def placement(job: Mapping[str, Any]) -> str | None:
     return (job.get("metadata", {}).get("annotations") or {}).get(CLUSTER_ANNOTATION)
+
+
+def assert_origin_marks(mirror: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
+    """A mirror of ``obj`` (any kind): same namespace and name, the origin labels, the
+    user's ``team`` label copied, and an identity of its own."""
+    meta, origin = mirror["metadata"], obj["metadata"]
+    assert (meta["namespace"], meta["name"]) == (origin["namespace"], origin["name"])
+    labels = meta.get("labels") or {}
+    assert labels.get(ORIGIN_UID_LABEL) == origin["uid"], labels
+    assert labels.get(MIRROR_LABEL) == controller_label_value(DEFAULT_CONTROLLER_NAME), labels
+    assert labels.get("team") == "e2e", f"the user's labels were not copied: {labels}"
+    assert meta["uid"] != origin["uid"]
+
+
+async def finished_on_its_worker(
+    relay: Relay, name: str, *, outcome: str, timeout: float
+) -> tuple[Obj, str, Obj]:
+    """Wait until ``name`` ended with the ``outcome`` condition True; returns it, the
+    worker it is placed on, and the last version of its mirror there (recorded by the
+    watch, as jobrelay deletes finished mirrors)."""
+    obj = await relay.wait_finished(name, timeout=timeout)
+    assert is_true(obj, outcome), f"{name}: expected {outcome}=True, got {obj.get('status')}"
+    cluster = placement(obj)
+    assert cluster in relay.workers, f"{name}: {CLUSTER_ANNOTATION} = {cluster!r}"
+    mirror_cluster, mirror = await relay.final_mirror(obj["metadata"]["uid"])
+    assert mirror_cluster == cluster, f"{name}: placed on {cluster}, mirror on {mirror_cluster}"
+    return obj, cluster, mirror
+
+
+async def assert_dispatched_once_and_cleaned(relay: Relay, obj: Obj, cluster: str) -> None:
+    """Dispatched to ``cluster`` (Event), its mirror gone after the end, and never a
+    namesake on any other worker."""
+    name = obj["metadata"]["name"]
+    await relay.assert_dispatched_event(obj, cluster)
+    await relay.wait_mirror_gone(obj["metadata"]["uid"], timeout=30)
+    for worker in relay.workers:
+        named = relay.jobs_named(name, worker)
+        expected = 1 if worker == cluster else 0
+        assert len(named) == expected, f"{len(named)} objects {name} ever seen on {worker}"

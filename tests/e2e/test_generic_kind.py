@@ -28,14 +28,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.kinds.naming import (
-    CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
-    MIRROR_LABEL,
-    ORIGIN_UID_LABEL,
-    controller_label_value,
 )
 from jobrelay.kube.api import CRDS, ApiClient, ApiError, Resource
-from tests.e2e.support import ControllerProcess, Relay, placement
+from tests.e2e.support import (
+    ControllerProcess,
+    Relay,
+    assert_dispatched_once_and_cleaned,
+    assert_origin_marks,
+    finished_on_its_worker,
+    placement,
+)
 from tests.kubetools import Obj, condition, eventually, is_true
 
 if TYPE_CHECKING:
@@ -424,15 +427,10 @@ async def sleepers(
 
 
 def assert_clean_mirror(mirror: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
-    """Same name and spec less managedBy, the user's labels, the origin marks."""
-    meta, origin = mirror["metadata"], obj["metadata"]
-    assert (meta["namespace"], meta["name"]) == (origin["namespace"], origin["name"])
-    labels = meta.get("labels") or {}
-    assert labels.get(ORIGIN_UID_LABEL) == origin["uid"], labels
-    assert labels.get(MIRROR_LABEL) == controller_label_value(DEFAULT_CONTROLLER_NAME), labels
-    assert labels.get("team") == "e2e", f"the user's labels were not copied: {labels}"
-    assert (meta.get("annotations") or {}).get("note") == origin["name"], meta.get("annotations")
-    assert meta["uid"] != origin["uid"]
+    """The origin marks, the user's annotations, and the same spec less managedBy."""
+    assert_origin_marks(mirror, obj)
+    meta = mirror["metadata"]
+    assert (meta.get("annotations") or {}).get("note") == obj["metadata"]["name"], meta
     assert "managedBy" not in mirror["spec"], mirror["spec"]
     expected = {k: v for k, v in obj["spec"].items() if k != "managedBy"}
     assert mirror["spec"] == expected, f"mirror spec {mirror['spec']} != {expected}"
@@ -479,25 +477,17 @@ async def finished_and_cleaned(
     Returns the management Sleeper, the worker its mirror ran on and the
     mirror's last version (recorded by the watch, as jobrelay deletes it).
     """
-    obj = await relay.wait_finished(name, timeout=timeout)
-    assert is_true(obj, outcome), f"{name}: expected {outcome}=True, got {obj.get('status')}"
+    obj, cluster, mirror = await finished_on_its_worker(
+        relay, name, outcome=outcome, timeout=timeout
+    )
     uid = obj["metadata"]["uid"]
-    cluster = placement(obj)
-    assert cluster in relay.workers, f"{name}: {CLUSTER_ANNOTATION} = {cluster!r}"
-    mirror_cluster, mirror = await relay.final_mirror(uid)
-    assert mirror_cluster == cluster, f"{name}: placed on {cluster}, mirror on {mirror_cluster}"
     assert_clean_mirror(mirror, obj)
     assert obj["status"] == mirror["status"], (
         f"{name}: the final status is not the mirror's: {obj['status']} != {mirror['status']}"
     )
     assert not (problems := status_problems(relay, uid, cluster)), problems
     assert not (problems := history_problems(relay.jobs.versions(uid))), problems
-    await relay.assert_dispatched_event(obj, cluster)
-    await relay.wait_mirror_gone(uid, timeout=30)
-    for worker in relay.workers:
-        named = relay.jobs_named(name, worker)
-        expected = 1 if worker == cluster else 0
-        assert len(named) == expected, f"{len(named)} Sleepers {name} ever seen on {worker}"
+    await assert_dispatched_once_and_cleaned(relay, obj, cluster)
     return obj, cluster, mirror
 
 

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.naming import (
-    CLUSTER_ANNOTATION,
-    DEFAULT_CONTROLLER_NAME,
-    MIRROR_LABEL,
-    ORIGIN_UID_LABEL,
-    controller_label_value,
-)
 from jobrelay.kube.api import CRDS, JOBS, PODS, ApiClient, ApiError, Resource
-from tests.e2e.support import ControllerProcess, Relay, placement
+from tests.e2e.support import (
+    ControllerProcess,
+    Relay,
+    assert_dispatched_once_and_cleaned,
+    assert_origin_marks,
+    finished_on_its_worker,
+    placement,
+)
 from tests.kubetools import Obj, WatchRecorder, condition, eventually, is_true
 
 if TYPE_CHECKING:
@@ -292,12 +292,7 @@ def copied_from(final: Mapping[str, Any], mirror_versions: list[Obj]) -> Obj | N
 
 def assert_clean_mirror(mirror: Mapping[str, Any], obj: Mapping[str, Any]) -> None:
     """A plain JobSet of the worker: no managedBy nor TTL, the origin marks, the same jobs."""
-    meta, origin = mirror["metadata"], obj["metadata"]
-    assert (meta["namespace"], meta["name"]) == (origin["namespace"], origin["name"])
-    labels = meta.get("labels") or {}
-    assert labels.get(ORIGIN_UID_LABEL) == origin["uid"], labels
-    assert labels.get(MIRROR_LABEL) == controller_label_value(DEFAULT_CONTROLLER_NAME), labels
-    assert labels.get("team") == "e2e", labels
+    assert_origin_marks(mirror, obj)
     spec = mirror.get("spec") or {}
     assert "managedBy" not in spec, f"the mirror is managed by {spec['managedBy']}"
     assert "ttlSecondsAfterFinished" not in spec, "the worker's TTL could delete the mirror"
@@ -323,14 +318,11 @@ async def finished_and_cleaned(
     Returns the management JobSet, the worker its mirror ran on and the
     mirror's last version (recorded by the watch, as jobrelay deletes it).
     """
-    obj = await relay.wait_finished(name, timeout=timeout)
-    assert is_true(obj, outcome), f"{name}: expected {outcome}=True, got {obj.get('status')}"
+    obj, cluster, mirror = await finished_on_its_worker(
+        relay, name, outcome=outcome, timeout=timeout
+    )
     assert (obj.get("status") or {}).get("terminalState") == outcome, obj.get("status")
     uid = obj["metadata"]["uid"]
-    cluster = placement(obj)
-    assert cluster in relay.workers, f"{name}: {CLUSTER_ANNOTATION} = {cluster!r}"
-    mirror_cluster, mirror = await relay.final_mirror(uid)
-    assert mirror_cluster == cluster, f"{name}: placed on {cluster}, mirror on {mirror_cluster}"
     assert_clean_mirror(mirror, obj)
     mirror_versions = relay.mirror_versions(uid)[cluster]
     assert copied_from(obj, mirror_versions) is not None, (
@@ -339,12 +331,7 @@ async def finished_and_cleaned(
     )
     problems = history_problems(relay.jobs.versions(uid))
     assert not problems, f"{name}: the management JobSet went backwards: {problems}"
-    await relay.assert_dispatched_event(obj, cluster)
-    await relay.wait_mirror_gone(uid, timeout=30)
-    for worker in relay.workers:
-        named = relay.jobs_named(name, worker)
-        expected = 1 if worker == cluster else 0
-        assert len(named) == expected, f"{len(named)} JobSets {name} ever seen on {worker}"
+    await assert_dispatched_once_and_cleaned(relay, obj, cluster)
     return obj, cluster, mirror
 
 
