@@ -89,12 +89,6 @@ class Worker:
         informer = self.mirrors.get(kind)
         return informer is not None and informer.has_synced
 
-    def synced_all(self) -> bool:
-        return all(informer.has_synced for informer in self.mirrors.values())
-
-    def not_synced(self) -> list[str]:
-        return [kind for kind, informer in self.mirrors.items() if not informer.has_synced]
-
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
         informer = self.mirrors.get(key[0])
         return informer.get(key[1]) if informer is not None else None

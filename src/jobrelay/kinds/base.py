@@ -95,17 +95,11 @@ class WorkloadKind(abc.ABC):
         metadata = obj.get("metadata")
         if metadata and "managedFields" in metadata:
             obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
-        return self._typed(obj)
+        return obj
 
     @abc.abstractmethod
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         """The mirror as cached: identity, what spec_patch compares, and the status."""
-
-    def _typed(self, obj: JsonObj) -> JsonObj:
-        # List items may lack apiVersion and kind; Events about the object need both.
-        if obj.get("kind") == self.ref.kind and obj.get("apiVersion") == self.ref.api_version:
-            return obj
-        return {**obj, "apiVersion": self.ref.api_version, "kind": self.ref.kind}
 
     # -- the mirror --------------------------------------------------------------
 

@@ -121,7 +121,9 @@ class JobSetKind(WorkloadKind):
             )
         if current.get("terminalState") or theirs.get("terminalState"):
             status["terminalState"] = current.get("terminalState") or theirs.get("terminalState")
-        conditions = self._merged_conditions(_conditions(obj), theirs.get("conditions") or [])
+        # Ours has no True terminal condition (next_status stops once it has one),
+        # so the mirror's conditions are the ones to show.
+        conditions = copy.deepcopy(theirs.get("conditions") or [])
         status["conditions"] = (
             conditions
             if any(_true(conditions, t) for t in _TERMINAL)
@@ -149,15 +151,6 @@ class JobSetKind(WorkloadKind):
                 }
             )
         return merged
-
-    @staticmethod
-    def _merged_conditions(mine: list[JsonObj], theirs: list[JsonObj]) -> list[JsonObj]:
-        """The mirror's conditions, except that a True terminal one of ours stays."""
-        by_type = {c.get("type"): c for c in theirs}
-        for condition in mine:
-            if condition.get("type") in _TERMINAL and condition.get("status") == "True":
-                by_type[condition.get("type")] = condition
-        return [copy.deepcopy(c) for c in by_type.values()]
 
     def _suspended_condition(
         self, obj: JsonObj, conditions: list[JsonObj], now: str

@@ -19,6 +19,8 @@ from typing import Any
 import httpx2
 import msgspec
 
+from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.executor import Executor, Reservations
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kinds.patches import apply_merge_patch
@@ -295,3 +297,19 @@ class FakeEvents:
 
     def reasons(self) -> list[str]:
         return [e.reason for e in self.recorded]
+
+
+def executor_over(
+    manager: ApiClient, pool: FakePool, events: FakeEvents, *, create_namespaces: bool = True
+) -> Executor:
+    """A real Executor over fakes, with fresh expectations and reservations."""
+    return Executor(
+        manager=manager,
+        pool=pool,  # type: ignore[arg-type]
+        events=events,  # type: ignore[arg-type]
+        create_namespaces=create_namespaces,
+        rejected_retry=30.0,
+        created=Expectations(),
+        deleted=Expectations(),
+        reservations=Reservations(),
+    )

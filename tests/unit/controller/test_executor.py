@@ -18,9 +18,8 @@ from tests.unit.controller.builders import (
     key_of,
     mirror,
 )
-from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker
+from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
 
-from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.executor import Collided, Executor, Reservations
 from jobrelay.controller.relay.plan import (
     Action,
@@ -68,16 +67,7 @@ async def make_env(*, create_namespaces: bool = True) -> AsyncIterator[Env]:
     pool = FakePool(worker)
     events = FakeEvents()
     client = manager.client()
-    executor = Executor(
-        manager=client,
-        pool=pool,  # type: ignore[arg-type]
-        events=events,  # type: ignore[arg-type]
-        create_namespaces=create_namespaces,
-        rejected_retry=30.0,
-        created=Expectations(),
-        deleted=Expectations(),
-        reservations=Reservations(),
-    )
+    executor = executor_over(client, pool, events, create_namespaces=create_namespaces)
     yield Env(manager, worker, executor, events)
     await client.aclose()
     await pool.aclose()

@@ -33,11 +33,11 @@ from tests.unit.controller.fakes import (
     FakeInformer,
     FakePool,
     FakeWorker,
+    executor_over,
 )
 
-from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay import reconciler as reconciler_module
-from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.plan import Plan, ReadFresh, Terminal
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_now
 from jobrelay.controller.relay.snapshot import Snapshot
@@ -93,16 +93,7 @@ async def make_env(*workers: FakeWorker) -> AsyncIterator[Env]:
     informer = FakeInformer()
     events = FakeEvents()
     client = manager.client()
-    executor = Executor(
-        manager=client,
-        pool=pool,  # type: ignore[arg-type]
-        events=events,  # type: ignore[arg-type]
-        create_namespaces=True,
-        rejected_retry=30.0,
-        created=Expectations(),
-        deleted=Expectations(),
-        reservations=Reservations(),
-    )
+    executor = executor_over(client, pool, events)
     reconciler = Reconciler(
         {JOB.name: KindRuntime(JOB, informer)},  # type: ignore[arg-type]
         pool,  # type: ignore[arg-type]

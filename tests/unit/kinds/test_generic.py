@@ -172,5 +172,3 @@ def test_slim_local_drops_managed_fields() -> None:
     obj = widget()
     obj["metadata"]["managedFields"] = [{"manager": "x"}]
     assert "managedFields" not in KIND.slim_local(obj)["metadata"]
-    untyped = {"metadata": {"name": "w"}}
-    assert KIND.slim_local(untyped)["apiVersion"] == "example.com/v1beta1"
