@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from jobrelay.controller import runner
 from jobrelay.controller.options import (
     ControllerOptions,
     KindSettings,
+    LeaderElectionSettings,
     PlacementSettings,
     QueueSettings,
     WorkerSettings,
@@ -22,7 +24,12 @@ from jobrelay.fleet import registry
 from jobrelay.kinds import KindError
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiError
+from jobrelay.kube.leaderelection import LeadershipLost
 from jobrelay.observe.logging import setup_logging
+from jobrelay.web.health import parse_address
+
+# A Lease's name: an RFC 1123 subdomain.
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _default(settings: type[Any], name: str) -> Any:
@@ -42,6 +49,21 @@ def _kind_name(
         except KindError as error:
             raise click.BadParameter(str(error)) from error
     return values
+
+
+def _lease_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+        raise click.BadParameter(f"{value!r} is not a valid Lease name (lower-case DNS subdomain)")
+    return value
+
+
+def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if value:
+        try:
+            parse_address(value)
+        except ValueError as error:
+            raise click.BadParameter(str(error)) from error
+    return value
 
 
 @click.command()
@@ -92,6 +114,30 @@ def _kind_name(
               type=click.FloatRange(0.1), help="Retries per second over all keys (a token bucket).")  # fmt: skip
 @click.option("--retry-burst", default=_default(QueueSettings, "retry_burst"), show_default=True,
               type=click.IntRange(1), help="Retries that may go at once above --retry-qps.")  # fmt: skip
+@click.option("--leader-elect/--no-leader-elect", "leader_elect",
+              default=_default(LeaderElectionSettings, "enabled"), show_default=True,
+              help="Run as one of several replicas: only the holder of the Lease acts, the others "
+                   "keep warm caches and take over when it goes.")  # fmt: skip
+@click.option("--leader-election-id", "lease_name", default=None, callback=_lease_name,
+              help="Name of the Lease (in --namespace) [default: from --controller-name, "
+                   "e.g. jobrelay-relay].")  # fmt: skip
+@click.option("--leader-election-lease-duration", "lease_duration",
+              default=_default(LeaderElectionSettings, "lease_duration"), show_default=True,
+              type=click.FloatRange(1.0),
+              help="Seconds a standby waits, after the leader's last renewal, before taking over.")  # fmt: skip
+@click.option("--leader-election-renew-deadline", "renew_deadline",
+              default=_default(LeaderElectionSettings, "renew_deadline"), show_default=True,
+              type=click.FloatRange(0.1),
+              help="Seconds the leader keeps acting without a successful renewal (then it exits); "
+                   "less than the lease duration.")  # fmt: skip
+@click.option("--leader-election-retry-period", "retry_period",
+              default=_default(LeaderElectionSettings, "retry_period"), show_default=True,
+              type=click.FloatRange(0.01),
+              help="Seconds between tries to acquire or renew the Lease.")  # fmt: skip
+@click.option("--health-address", default=_default(ControllerOptions, "health_address"),
+              callback=_address, metavar="HOST:PORT",
+              help="Serve /healthz and /readyz here (e.g. :8081; port 0 picks a free one, logged) "
+                   "[default: none].")  # fmt: skip
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -117,13 +163,31 @@ def run(
     retry_max_delay: float,
     retry_qps: float,
     retry_burst: int,
+    leader_elect: bool,
+    lease_name: str | None,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    health_address: str,
     log_format: str,
     log_level: str,
 ) -> None:
     """Run the controller in the foreground until SIGTERM or SIGINT.
 
-    Installs (or updates) the WorkerCluster CRD at start.
+    Installs (or updates) the WorkerCluster CRD at start. With leader election
+    (the default) it acts only while holding the Lease; if it cannot renew it
+    in time it stops acting and exits with code 1, to come back as a standby.
     """
+    election = LeaderElectionSettings(
+        enabled=leader_elect,
+        lease_name=lease_name,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+    )
+    problems = runner.election_timing(ControllerOptions(leader_election=election)).problems()
+    if leader_elect and problems:
+        raise click.UsageError("leader election: " + "; ".join(problems))
     setup_logging("json" if log_format == "json" else "text", log_level)
     kind_settings = KindSettings()
     options = ControllerOptions(
@@ -151,10 +215,15 @@ def run(
             finished_conditions=finished_conditions or kind_settings.finished_conditions,
         ),
         placement=PlacementSettings(unplaceable_retry=unplaceable_retry),
+        leader_election=election,
+        health_address=health_address,
     )
     manager = manager_client(kubeconfig, context)
+    election_client = manager_client(kubeconfig, context) if leader_elect else None
     try:
-        asyncio.run(runner.run(manager, options))
+        asyncio.run(runner.run(manager, options, election_client=election_client))
+    except LeadershipLost:
+        raise click.exceptions.Exit(1) from None  # the runner logged why
     except runner.ConfigurationError as error:
         raise click.ClickException(str(error)) from error
     except ApiError as error:

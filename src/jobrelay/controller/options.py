@@ -7,6 +7,7 @@ table lists them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
@@ -34,7 +35,7 @@ class QueueSettings:
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    # Where WorkerCluster kubeconfig Secrets live (and, later, the leader Lease).
+    # Where WorkerCluster kubeconfig Secrets live, and the leader Lease.
     namespace: str = DEFAULT_NAMESPACE
     # Create a workload's namespace on the worker when it is missing there.
     create_namespaces: bool = True
@@ -69,6 +70,36 @@ class PlacementSettings:
 
 
 @dataclass(frozen=True)
+class LeaderElectionSettings:
+    # Two replicas may run; only the one holding the Lease acts, the other keeps
+    # warm caches. Off: this process acts alone (never run two so).
+    enabled: bool = True
+    # The Lease's name in the workers' namespace; None: lease_name_for(controller name).
+    lease_name: str | None = None
+    # Seconds (client-go's defaults). A standby takes over a lease not renewed for
+    # lease_duration; the leader stops acting when it could not renew it within
+    # renew_deadline (< lease_duration); both try every retry_period.
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def lease_name_for(controller_name: str) -> str:
+    """A DNS-safe Lease name from a controller name: ``jobrelay.dev/relay`` -> ``jobrelay-relay``.
+
+    The domain's first label and the path, so each controller name on one
+    manager has a Lease of its own.
+    """
+    domain, _, path = controller_name.lower().partition("/")
+    parts = [domain.split(".", 1)[0], path] if path else [domain]
+    name = _NOT_DNS.sub("-", "-".join(parts)).strip("-")[:63].strip("-")
+    return name or "jobrelay"
+
+
+@dataclass(frozen=True)
 class ControllerOptions:
     controller_name: str = DEFAULT_CONTROLLER_NAME
     # Names the management cluster in the mirrors' origin annotation.
@@ -77,3 +108,11 @@ class ControllerOptions:
     workers: WorkerSettings = field(default_factory=WorkerSettings)
     kinds: KindSettings = field(default_factory=KindSettings)
     placement: PlacementSettings = field(default_factory=PlacementSettings)
+    leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    # HOST:PORT of /healthz and /readyz; "" serves none (two local replicas never
+    # collide by default); port 0 picks a free port, logged at start.
+    health_address: str = ""
+
+    @property
+    def lease_name(self) -> str:
+        return self.leader_election.lease_name or lease_name_for(self.controller_name)

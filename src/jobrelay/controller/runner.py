@@ -4,6 +4,12 @@ Start-up order matters for safety: each kind's management cache must be
 synced before any key is reconciled (an unsynced cache would make every
 mirror look orphaned), and workers get a bounded chance to list their mirrors
 first (so that nothing is placed on the strength of an empty cache).
+
+With leader election (the default) every replica starts its caches and the
+worker pool, then campaigns for the Lease; only the leader runs the reconcile
+workers and the resync, and every write of any replica passes a fence that
+opens only while it holds the lease (controller-runtime's order: caches,
+then election, then the leader-only runnables).
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_name
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
+from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
+from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.web.health import Health, HealthServer
 
 _log = logging.getLogger(__name__)
 
@@ -87,14 +96,39 @@ async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[
         raise ConfigurationError(str(error)) from error
 
 
+def election_timing(options: ControllerOptions) -> ElectionTiming:
+    election = options.leader_election
+    return ElectionTiming(election.lease_duration, election.renew_deadline, election.retry_period)
+
+
 class Controller:
-    """One running jobrelay: caches, queue, reconcilers."""
+    """One running jobrelay: caches, queue, reconcilers; with an elector, leader or standby."""
 
     def __init__(
-        self, manager: ApiClient, options: ControllerOptions, kinds: list[WorkloadKind]
+        self,
+        manager: ApiClient,
+        options: ControllerOptions,
+        kinds: list[WorkloadKind],
+        *,
+        election_client: ApiClient | None = None,
+        identity: str | None = None,
     ) -> None:
         self.options = options
         self.manager = manager
+        self.identity = identity or new_identity()
+        self.elector: Elector | None = None
+        if options.leader_election.enabled:
+            if election_client is None or election_client is manager:
+                # The manager's client is fenced; the elector's must not be.
+                raise ValueError("leader election needs a client of its own (election_client)")
+            self.elector = Elector(
+                election_client,
+                namespace=options.workers.namespace,
+                name=options.lease_name,
+                identity=self.identity,
+                timing=election_timing(options),
+            )
+        self.synced = False
         queue = options.queue
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(
             QueueOptions(
@@ -126,10 +160,12 @@ class Controller:
                 connect_timeout=workers.sync_timeout,
                 status_interval=workers.status_interval,
                 health_timeout=workers.health_timeout,
-                api=ApiOptions(),
+                # Workers' clients write (mirrors) only while this replica may.
+                api=ApiOptions(write_fence=self.may_write),
             ),
         )
-        self.events = EventRecorder(manager, component="jobrelay")
+        # Events name the replica that wrote them (reportingInstance).
+        self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         executor = Executor(
             manager=manager,
             pool=self.pool,
@@ -151,9 +187,31 @@ class Controller:
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         return lambda event: self.queue.add(WorkloadKey(kind, event.key))
 
+    def may_write(self) -> bool:
+        """The write fence: always without election, else only while holding the lease."""
+        return self.elector is None or self.elector.holds_lease()
+
+    def health(self) -> Health:
+        if self.elector is None:
+            return Health("leader", self.synced, self.identity, self.identity)
+        if self.elector.is_leader:
+            return Health("leader", self.synced, self.elector.leader, self.identity)
+        return Health("standby", self.synced, self.elector.leader, self.identity)
+
     async def run(self, stop: asyncio.Event) -> None:
+        server = await self._serve_health()
+        try:
+            await self._run(stop)
+        finally:
+            if server is not None:
+                await server.close()
+
+    async def _run(self, stop: asyncio.Event) -> None:
+        # Idempotent start-up writes every replica makes: the CRD its caches need,
+        # and the namespace the Lease lives in. From here on, writes are fenced.
         await registry.install_crd(self.manager)
         await registry.ensure_namespace(self.manager, self.options.workers.namespace)
+        self.manager.write_fence = self.may_write
         for name, runtime in self.kinds.items():
             runtime.objects.add_handler(self._enqueue(name))
             runtime.objects.start()
@@ -162,36 +220,85 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
             await self.pool.wait_connected(self.options.workers.sync_timeout)
+            self.synced = True
             _log.info(
-                "jobrelay ready: %s; workers: %s",
+                "caches synced: %s; workers: %s",
                 ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
                 ", ".join(
                     f"{w.name}({'connected' if w.connected else 'not connected'})"
                     for w in self.pool.workers()
                 )
                 or "none registered",
-                extra={"event": "ready"},
+                extra={"event": "synced"},
             )
-            async with asyncio.TaskGroup() as group:
-                workers = group.create_task(
-                    run_workers(
-                        self.queue,
-                        self.options.queue.concurrency,
-                        self.reconciler.reconcile,
-                        name="relay",
-                    )
-                )
-                resync = group.create_task(self._resync())
-                await stop.wait()
-                _log.info("stopping")
-                self.queue.shutdown()
-                resync.cancel()
-                await workers
+            if self.elector is None:
+                await self._lead(stop)
+            else:
+                await self.elector.run(stop, lambda: self._lead(stop), self._stopped_leading)
         finally:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
             await self.pool.stop()
             await self.events.aclose()
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        """The leader's work: reconcile every known key, then whatever changes, until ``stop``."""
+        for key in self._known_keys():
+            self.queue.add(key)
+        _log.info(
+            "jobrelay ready: %s%d keys queued",
+            "leading; " if self.elector is not None else "",
+            len(self.queue),
+            extra={"event": "ready"},
+        )
+        async with asyncio.TaskGroup() as group:
+            workers = group.create_task(
+                run_workers(
+                    self.queue,
+                    self.options.queue.concurrency,
+                    self.reconciler.reconcile,
+                    name="relay",
+                )
+            )
+            resync = group.create_task(self._resync())
+            await stop.wait()
+            _log.info("stopping")
+            self.queue.shutdown()
+            resync.cancel()
+            await workers
+        # Pending Events are written while this replica still holds the lease.
+        await self.events.aclose()
+
+    def _stopped_leading(self) -> None:
+        # Lost (or released, when nothing is pending any more): what is still
+        # queued must not be written.
+        self.events.abandon()
+
+    async def _serve_health(self) -> HealthServer | None:
+        if not self.options.health_address:
+            return None
+        server = HealthServer(self.options.health_address, self.health)
+        try:
+            bound = await server.start()
+        except OSError as error:
+            raise ConfigurationError(
+                f"--health-address {self.options.health_address}: cannot listen: {error}"
+            ) from error
+        _log.info(
+            "serving /healthz and /readyz on %s",
+            ", ".join(bound),
+            extra={"event": "health-listening", "addresses": bound},
+        )
+        return server
+
+    def _known_keys(self) -> set[WorkloadKey]:
+        keys = {
+            WorkloadKey(name, key)
+            for name, runtime in self.kinds.items()
+            for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
+        }
+        keys.update(self.pool.mirror_keys())
+        return keys
 
     async def _resync(self) -> None:
         """Reconcile every known key now and then, from the caches alone.
@@ -201,28 +308,39 @@ class Controller:
         """
         while True:
             await asyncio.sleep(self.options.queue.gc_interval)
-            keys = {
-                WorkloadKey(name, key)
-                for name, runtime in self.kinds.items()
-                for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
-            }
-            keys.update(self.pool.mirror_keys())
-            for key in keys:
+            for key in self._known_keys():
                 self.queue.add(key)
 
 
-async def run(manager: ApiClient, options: ControllerOptions) -> None:
-    """Run until SIGTERM or SIGINT."""
+async def run(
+    manager: ApiClient, options: ControllerOptions, *, election_client: ApiClient | None = None
+) -> None:
+    """Run until SIGTERM or SIGINT; raises LeadershipLost when the lease could not be renewed.
+
+    ``election_client`` (a second client of the manager) carries the Lease
+    requests, so that renewals never wait behind the controller's own.
+    """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
         kinds = await resolve_kinds(manager, options)
-        await Controller(manager, options, kinds).run(stop)
+        controller = Controller(manager, options, kinds, election_client=election_client)
+        await controller.run(stop)
+    except LeadershipLost as lost:
+        _log.error(
+            "leadership lost: %s; stopped acting and exiting, so that a restart comes back "
+            "as a standby",
+            lost,
+            extra={"event": "leadership-lost"},
+        )
+        raise
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(signum)
         await manager.aclose()
+        if election_client is not None:
+            await election_client.aclose()
         _log.info("stopped")

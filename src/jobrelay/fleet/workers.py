@@ -348,6 +348,9 @@ class WorkerPool:
         worker: Worker | None = None,
     ) -> None:
         """Write the status on a change, and for a connected worker once a heartbeat."""
+        fence = self._options.api.write_fence
+        if fence is not None and not fence():
+            return  # a standby writes nothing; once leading, the next refresh writes it
         wanted: dict[str, Any] = {
             "type": "Connected",
             "status": "True" if connected else "False",

@@ -48,6 +48,7 @@ __all__ = [
     "RequestRecord",
     "Resource",
     "WatchEvent",
+    "WriteFenced",
 ]
 
 _log = logging.getLogger(__name__)
@@ -117,6 +118,9 @@ class ApiOptions:
     # Honour HTTP(S)_PROXY / NO_PROXY from the environment, as kubectl does.
     trust_env: bool = True
     user_agent: str = f"jobrelay/{jobrelay.__version__}"
+    # Asked before every write (any method but GET); False refuses it with WriteFenced.
+    # A standby, or a leader past its renew deadline, must not write (leader election).
+    write_fence: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,17 @@ class ApiError(Exception):
     def is_unreachable(self) -> bool:
         """No answer from the apiserver: connection refused, TLS failure, timeout."""
         return self.code == 0 and self.reason in ("Unreachable", "Timeout")
+
+
+class WriteFenced(ApiError):
+    """A write this process refused to send: it does not hold the leader lease (now)."""
+
+    def __init__(self, verb: str, resource: str) -> None:
+        super().__init__(
+            0,
+            "NotLeader",
+            f"{verb} {resource} refused: this replica does not hold the leader lease",
+        )
 
 
 # Like client-go's apierrors.IsXxx, callers test the reason; when a body carries
@@ -293,6 +308,8 @@ class ApiClient:
         self._options = options or ApiOptions()
         self._on_request = on_request
         self._counts: Counter[str] = Counter()
+        # See ApiOptions.write_fence; settable, e.g. once start-up writes are done.
+        self.write_fence = self._options.write_fence
 
     @classmethod
     def from_kubeconfig(
@@ -672,6 +689,8 @@ class ApiClient:
         content_type: str = "application/json",
         timeout: float | None = None,
     ) -> dict[str, Any]:
+        if method != "GET" and self.write_fence is not None and not self.write_fence():
+            raise WriteFenced(verb, resource.plural)
         content = None if body is None else _json_encoder.encode(body)
         headers = {"Content-Type": content_type} if content is not None else None
         started = time.monotonic()

@@ -115,6 +115,17 @@ class EventRecorder:
         except TimeoutError:
             _log.warning("dropped %d pending events on close", len(self._pending))
 
+    def abandon(self) -> None:
+        """Stop at once and drop what is pending: this process may no longer write."""
+        self._closing = True
+        dropped = len(self._pending)
+        self._pending.clear()
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            writer.cancel()
+        if dropped:
+            _log.info("dropped %d pending events", dropped)
+
     async def __aenter__(self) -> EventRecorder:
         return self
 

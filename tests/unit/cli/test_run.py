@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from jobrelay.cli import run as run_command
-from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.options import ControllerOptions, LeaderElectionSettings
+from jobrelay.kube.leaderelection import LeadershipLost
 
 
 @pytest.fixture
@@ -16,9 +17,16 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[ControllerOptions]:
     """The options `jobrelay run` would start the controller with (nothing is started)."""
     seen: list[ControllerOptions] = []
 
-    async def fake_run(manager: Any, options: ControllerOptions) -> None:
+    async def fake_run(
+        manager: Any, options: ControllerOptions, *, election_client: Any = None
+    ) -> None:
         seen.append(options)
+        # Leader election gets a client of its own; without it, none.
+        assert (election_client is not None) == options.leader_election.enabled
+        assert election_client is not manager
         await manager.aclose()
+        if election_client is not None:
+            await election_client.aclose()
 
     monkeypatch.setattr(run_command.runner, "run", fake_run)
     monkeypatch.setattr(run_command, "setup_logging", lambda *_args: None)
@@ -89,3 +97,76 @@ def test_a_badly_written_kind_is_refused_with_the_form_to_use(
     assert result.exit_code == 2
     assert "write Kind.version.group" in result.output
     assert captured == []
+
+
+def test_leader_election_and_health_flags_reach_their_settings(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    result = _invoke(
+        "--leader-election-id", "relay-east.example", "--leader-election-lease-duration", "30",
+        "--leader-election-renew-deadline", "20", "--leader-election-retry-period", "4",
+        "--health-address", "127.0.0.1:0",
+        kubeconfig=kubeconfig,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert options.leader_election == LeaderElectionSettings(
+        enabled=True,
+        lease_name="relay-east.example",
+        lease_duration=30,
+        renew_deadline=20,
+        retry_period=4,
+    )
+    assert options.lease_name == "relay-east.example"
+    assert options.health_address == "127.0.0.1:0"
+
+
+def test_no_leader_elect_runs_alone(captured: list[ControllerOptions], kubeconfig: str) -> None:
+    result = _invoke("--no-leader-elect", kubeconfig=kubeconfig)
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert options.leader_election.enabled is False
+    assert options.lease_name == "jobrelay-relay"  # unused, but named all the same
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--leader-election-renew-deadline", "15"), "shorter than the lease duration"),
+        (("--leader-election-retry-period", "9"), "shorter than the renew"),
+        (("--leader-election-id", "Not_A_Name"), "not a valid Lease name"),
+        (("--health-address", "8081"), "is not HOST:PORT"),
+        (("--health-address", "localhost:http"), "is not HOST:PORT"),
+    ],
+)
+def test_unsafe_or_malformed_election_and_health_flags_are_refused(
+    captured: list[ControllerOptions], kubeconfig: str, args: tuple[str, ...], message: str
+) -> None:
+    result = _invoke(*args, kubeconfig=kubeconfig)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert captured == []
+
+
+def test_unsafe_timings_do_not_matter_without_election(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    result = _invoke(
+        "--no-leader-elect", "--leader-election-renew-deadline", "20", kubeconfig=kubeconfig
+    )
+    assert result.exit_code == 0, result.output
+
+
+def test_lost_leadership_exits_with_code_1(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: str
+) -> None:
+    async def losing_run(manager: Any, options: Any, *, election_client: Any = None) -> None:
+        await manager.aclose()
+        await election_client.aclose()
+        raise LeadershipLost("lease jobrelay-system/jobrelay-relay not renewed within 10s")
+
+    monkeypatch.setattr(run_command.runner, "run", losing_run)
+    monkeypatch.setattr(run_command, "setup_logging", lambda *_args: None)
+    result = _invoke(kubeconfig=kubeconfig)
+    assert result.exit_code == 1
+    assert result.output == ""  # the runner logged the one line that says why

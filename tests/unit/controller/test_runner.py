@@ -16,6 +16,7 @@ from jobrelay.controller import runner
 from jobrelay.controller.options import (
     ControllerOptions,
     KindSettings,
+    LeaderElectionSettings,
     PlacementSettings,
     QueueSettings,
     WorkerSettings,
@@ -173,6 +174,8 @@ OPTIONS = ControllerOptions(
         rejected_retry=7.0,
     ),
     placement=PlacementSettings(unplaceable_retry=9.0),
+    # One replica alone here; the elected runs are tested in test_runner_election.py.
+    leader_election=LeaderElectionSettings(enabled=False),
 )
 
 
@@ -332,7 +335,11 @@ class SignalledController:
     built: list[tuple[ApiClient, ControllerOptions, list[WorkloadKind]]] = []
 
     def __init__(
-        self, manager: ApiClient, options: ControllerOptions, kinds: list[WorkloadKind]
+        self,
+        manager: ApiClient,
+        options: ControllerOptions,
+        kinds: list[WorkloadKind],
+        **_: Any,
     ) -> None:
         self.built.append((manager, options, kinds))
 

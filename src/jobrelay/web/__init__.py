@@ -1,0 +1,4 @@
+"""The controller's own HTTP side (probes today).
+
+- ``health``: ``/healthz`` and ``/readyz`` with the replica's role
+"""

@@ -1,0 +1,129 @@
+"""``/healthz`` and ``/readyz`` of one controller process, over plain HTTP/1.1.
+
+h11 does the HTTP (parsing, framing, the protocol's rules) on asyncio streams:
+two fixed JSON answers need no web framework. Each connection carries one
+request and is closed, as probes expect.
+
+- ``/healthz``: 200 whenever the event loop answers at all (liveness: a loop
+  that is stuck answers nothing and the probe times out).
+- ``/readyz``: 200 once the caches have synced, leader or standby; 503 before.
+
+Both bodies say the same: ``{"role": "leader"|"standby", "ready": bool,
+"leader": "<holder identity>", "identity": "<this replica>"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import h11
+
+__all__ = ["Health", "HealthServer", "parse_address"]
+
+_log = logging.getLogger(__name__)
+
+# A client gets this long to send its request (a stalled one must not hold a connection).
+REQUEST_TIMEOUT = 10.0
+_MAX_REQUEST_BYTES = 16 * 1024
+
+Role = Literal["leader", "standby"]
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    role: Role
+    ready: bool
+    leader: str  # the lease holder's identity as last seen ("" unknown)
+    identity: str  # this replica's
+
+    def body(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+
+def parse_address(text: str) -> tuple[str | None, int]:
+    """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; port 0 picks a free one."""
+    host, colon, port_text = text.rpartition(":")
+    if not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. :8081 or 127.0.0.1:8081)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host or None), int(port_text)
+
+
+class HealthServer:
+    """Serves the probes from ``health()``, asked afresh at every request."""
+
+    def __init__(self, address: str, health: Callable[[], Health]) -> None:
+        self._host, self._port = parse_address(address)
+        self._health = health
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> list[str]:
+        """Listen; the addresses actually bound (with the port chosen when it was 0)."""
+        self._server = await asyncio.start_server(self._serve, host=self._host, port=self._port)
+        bound = []
+        for sock in self._server.sockets:
+            host, port = sock.getsockname()[:2]
+            bound.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        return bound
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                request = await _next_request(connection, reader)
+            if request is None:
+                return
+            status, body = self._answer(request)
+            headers = [
+                ("content-type", "application/json"),
+                ("content-length", str(len(body))),
+                ("cache-control", "no-store"),
+                ("connection", "close"),
+            ]
+            writer.write(connection.send(h11.Response(status_code=status, headers=headers)) or b"")
+            if request.method != b"HEAD":
+                writer.write(connection.send(h11.Data(data=body)) or b"")
+            writer.write(connection.send(h11.EndOfMessage()) or b"")
+            await writer.drain()
+        except (h11.ProtocolError, TimeoutError, ConnectionError) as error:
+            _log.debug("health endpoint: dropped a connection: %s", error)
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    def _answer(self, request: h11.Request) -> tuple[int, bytes]:
+        if request.method not in (b"GET", b"HEAD"):
+            return 405, b'{"error": "only GET and HEAD"}'
+        path = request.target.split(b"?", 1)[0]
+        if path not in (b"/healthz", b"/readyz"):
+            return 404, b'{"error": "not found: try /healthz or /readyz"}'
+        health = self._health()
+        ok = path == b"/healthz" or health.ready
+        return (200 if ok else 503), health.body()
+
+
+async def _next_request(
+    connection: h11.Connection, reader: asyncio.StreamReader
+) -> h11.Request | None:
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await reader.read(4096))
+            continue
+        if isinstance(event, h11.Request):
+            return event
+        return None  # the client closed before asking anything
