@@ -16,10 +16,12 @@ from jobrelay.kube.api import (
     WORKER_CLUSTERS,
     ApiClient,
     ApiError,
+    ApiOptions,
     KubeconfigError,
     PatchType,
     RequestRecord,
     Resource,
+    WriteFenced,
 )
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
@@ -422,3 +424,33 @@ def test_bad_kubeconfigs_raise_kubeconfig_error(broken: dict[str, Any]) -> None:
 def test_a_missing_kubeconfig_file_raises_kubeconfig_error(tmp_path: Any) -> None:
     with pytest.raises(KubeconfigError):
         ApiClient.from_kubeconfig(tmp_path / "nope")
+
+
+async def test_a_closed_write_fence_refuses_every_write_without_sending_it() -> None:
+    allowed = [False]
+    async with api(lambda request: json_response(200, {"metadata": {}})) as (client, seen):
+        client.write_fence = lambda: allowed[0]
+        job = {"metadata": {"name": "j", "namespace": "ns"}}
+        attempts = [
+            client.create(JOBS, job),
+            client.replace(JOBS, job),
+            client.patch(JOBS, "j", {"spec": {}}, namespace="ns"),
+            client.delete(JOBS, "j", namespace="ns"),
+        ]
+        for attempt in attempts:
+            with pytest.raises(WriteFenced) as refused:
+                await attempt
+            assert (refused.value.code, refused.value.reason) == (0, "NotLeader")
+        # Reads and watches are never fenced: a standby keeps its caches warm.
+        await client.get(JOBS, "j", namespace="ns")
+        assert [r.method for r in seen] == ["GET"]
+        allowed[0] = True
+        await client.create(JOBS, job)
+        assert [r.method for r in seen] == ["GET", "POST"]
+
+
+def test_a_client_takes_its_write_fence_from_its_options() -> None:
+    fence = lambda: True  # noqa: E731
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: json_response(200, {})))
+    assert ApiClient(http, options=ApiOptions(write_fence=fence)).write_fence is fence
+    assert ApiClient(http).write_fence is None

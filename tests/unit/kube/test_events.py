@@ -201,3 +201,31 @@ async def _written(server: EventServer, count: int) -> None:
         while len(server.requests) < count:
             server.received.clear()
             await server.received.wait()
+
+
+async def test_abandoning_drops_what_is_pending_and_writes_nothing_more(
+    server: EventServer, client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = EventRecorder(client, writers=1)
+    gate = asyncio.Event()
+    write = client.create
+
+    async def held(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        await gate.wait()  # the first write is in flight when leadership ends
+        return await write(*args, **kwargs)
+
+    client.create = held  # type: ignore[method-assign]
+    recorder.record(JOB, "Normal", "Dispatched", "to worker-1")
+    recorder.record(JOB, "Normal", "Completed", "done")
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.INFO, logger="jobrelay.kube.events"):
+        recorder.abandon()
+    gate.set()
+    for _ in range(10):  # let the cancelled writer run to its end
+        await asyncio.sleep(0)
+    assert server.requests == []
+    assert "dropped 1 pending events" in caplog.text
+    recorder.record(JOB, "Warning", "Failed", "after")  # closed: dropped quietly
+    await recorder.aclose()
+    assert server.requests == []
+    await client.aclose()
