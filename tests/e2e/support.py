@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
+
 from jobrelay.kinds.naming import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
@@ -110,6 +112,11 @@ class ControllerProcess:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+    def run_records(self) -> list[dict[str, Any]]:
+        """The JSON log records of the current run (since the last start)."""
+        records = (_json_record(line) for line in self.log_text(self._run_offset).splitlines())
+        return [record for record in records if record is not None]
+
     def mark(self, text: str) -> None:
         """Write a marker line into the log (to find where a test or a restart began)."""
         with self.log_path.open("a") as log:
@@ -123,12 +130,16 @@ class ControllerProcess:
         async with ApiClient.from_kubeconfig(self.manager_kubeconfig, cluster="manager") as made:
             yield made
 
-    async def start(self, manager: ApiClient | None = None) -> None:
-        """Start a new process; WorkerCluster status is cleared first (see wait_ready)."""
+    async def start(
+        self, manager: ApiClient | None = None, *, clear_worker_status: bool = True
+    ) -> None:
+        """Start a new process; WorkerCluster status is cleared first (see wait_ready),
+        unless another replica leads and owns it (``clear_worker_status=False``)."""
         if self.running:
             raise RuntimeError(f"controller already running (pid {self.pid})")
-        async with self._manager(manager) as client:
-            await reset_worker_status(client, self.workers)
+        if clear_worker_status:
+            async with self._manager(manager) as client:
+                await reset_worker_status(client, self.workers)
         self.starts += 1
         self.mark(f"start #{self.starts}: {' '.join(self.argv)}")
         self._run_offset = self.log_size()
@@ -690,3 +701,85 @@ async def assert_dispatched_once_and_cleaned(relay: Relay, obj: Obj, cluster: st
         named = relay.jobs_named(name, worker)
         expected = 1 if worker == cluster else 0
         assert len(named) == expected, f"{len(named)} objects {name} ever seen on {worker}"
+
+
+# -- replicas with leader election --------------------------------------------
+
+# Log lines of the controller's writes (executor) and of refused or failed status writes.
+_WRITE_LINE = re.compile(
+    r"^(placed |created mirror |deleted mirror |created namespace |worker \S+: cannot write)"
+)
+
+
+class Replica(ControllerProcess):
+    """A controller replica serving /healthz and /readyz on a port the kernel picks.
+
+    ``--health-address 127.0.0.1:0`` binds a free port and logs it, so replicas
+    side by side never depend on a port being free.
+    """
+
+    def __init__(
+        self,
+        manager_kubeconfig: Path,
+        log_path: Path,
+        *,
+        workers: Sequence[str],
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            manager_kubeconfig,
+            log_path,
+            workers=workers,
+            extra_args=["--health-address", "127.0.0.1:0", *extra_args],
+        )
+
+    def health_url(self) -> str | None:
+        for record in self.run_records():
+            if record.get("event") == "health-listening":
+                return f"http://{record['addresses'][0]}"
+        return None
+
+    async def readyz(self) -> tuple[int, dict[str, Any]] | None:
+        """/readyz's status code and body, or None while it does not answer."""
+        url = self.health_url()
+        if url is None or not self.running:
+            return None
+        try:
+            async with httpx2.AsyncClient(timeout=5, trust_env=False) as http:
+                answer = await http.get(f"{url}/readyz")
+        except httpx2.HTTPError:
+            return None
+        return answer.status_code, json.loads(answer.content)
+
+    async def wait_role(self, role: str, *, timeout: float = 60.0) -> dict[str, Any]:
+        """Until /readyz answers 200 with ``role``; its body."""
+
+        async def check() -> dict[str, Any] | None:
+            if not self.running:
+                raise AssertionError(
+                    f"replica exited with code {self.returncode()}; "
+                    f"{self.log_path} ends:\n{self.log_tail()}"
+                )
+            answer = await self.readyz()
+            if answer is not None and answer[0] == 200 and answer[1]["role"] == role:
+                return answer[1]
+            return None
+
+        return await eventually(
+            check, timeout=timeout, interval=0.1, what=f"{self.log_path.stem} ready as {role}"
+        )
+
+    def writes_logged(self, *, before_event: str | None = None) -> list[str]:
+        """Messages of the current run that report a write, up to the first record of
+        ``before_event`` (e.g. "leading": what it wrote while standing by)."""
+        found = []
+        for record in self.run_records():
+            if before_event is not None and record.get("event") == before_event:
+                break
+            message = str(record.get("msg") or "")
+            if _WRITE_LINE.match(message):
+                found.append(message)
+        return found
+
+    def logged(self, event: str) -> bool:
+        return any(record.get("event") == event for record in self.run_records())
