@@ -25,6 +25,7 @@ from jobrelay.kinds import KindError
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiError
 from jobrelay.kube.leaderelection import LeadershipLost
+from jobrelay.kube.lease import ElectionTiming
 from jobrelay.observe.logging import setup_logging
 from jobrelay.web.health import parse_address
 
@@ -185,7 +186,7 @@ def run(
         renew_deadline=renew_deadline,
         retry_period=retry_period,
     )
-    problems = runner.election_timing(ControllerOptions(leader_election=election)).problems()
+    problems = ElectionTiming(lease_duration, renew_deadline, retry_period).problems()
     if leader_elect and problems:
         raise click.UsageError("leader election: " + "; ".join(problems))
     setup_logging("json" if log_format == "json" else "text", log_level)

@@ -193,7 +193,10 @@ class Elector:
             self._observed = observe(self._observed, lease, loop.time())
             decision = decide(self._observed, loop.time(), self.identity, self._timing, _wall())
             if isinstance(decision, Wait):
-                self._problem = None
+                if self._leading:  # someone took it behind our back
+                    self._report_problem(f"the lease is now held by {decision.holder}")
+                    return False
+                self._clear_problem()
                 self._report_holder(decision)
                 return False
             return await self._write(decision, sent)
@@ -227,9 +230,7 @@ class Elector:
         loop = asyncio.get_running_loop()
         self._lease = written
         self._observed = observe(self._observed, written, loop.time())
-        if self._problem is not None:
-            _log.info("lease %s: reachable again", self.lease)
-            self._problem = None
+        self._clear_problem()
         until = leading_until(sent, self._timing)
         if loop.time() >= until:
             # The answer came too late to act on; the next try renews it.
@@ -305,6 +306,11 @@ class Elector:
         elif problem != self._problem:
             _log.warning("lease %s: cannot read or take it: %s", self.lease, problem)
         self._problem = problem
+
+    def _clear_problem(self) -> None:
+        if self._problem is not None:
+            _log.info("lease %s: reachable again", self.lease)
+            self._problem = None
 
     def _transitions(self) -> int:
         record = self._observed.record if self._observed is not None else None
