@@ -180,13 +180,14 @@ class Elector:
         try:
             if self._leading and self._observed is not None and self._observed.record is not None:
                 # The leader renews from its own last write, without a read (client-go's
-                # fast path); a conflict means someone else wrote: read and decide again.
+                # fast path); a conflict means someone else wrote, NotFound that someone
+                # deleted it: read and decide again.
                 decision = decide(self._observed, sent, self.identity, self._timing, _wall())
                 try:
                     if isinstance(decision, Acquire):
                         return await self._write(decision, sent)
                 except ApiError as error:
-                    if not error.is_conflict:
+                    if not (error.is_conflict or error.is_not_found):
                         raise
             lease = await self._read()
             self._lease = lease

@@ -299,6 +299,21 @@ async def test_a_lease_taken_behind_the_leaders_back_ends_its_leadership(
     assert leases.holder(NAME) == "intruder"
 
 
+async def test_a_deleted_lease_is_created_again_by_its_leader(
+    leases: FakeLeases, make: Callable[[str], Candidate]
+) -> None:
+    leader = make("leader")
+    leader.start()
+    await leader.wait_started()
+    await asyncio.sleep(3)
+    del leases.objects[(NAMESPACE, NAME)]  # say, kubectl delete lease
+    await asyncio.sleep(4)
+    assert leases.holder(NAME) == "leader" and leader.elector.holds_lease()
+    assert leases.spec(NAME)["leaseTransitions"] == 0
+    assert leader.cancelled_at is None
+    await leader.finish()
+
+
 async def test_an_apiserver_that_answers_after_the_deadline_makes_no_leader(
     leases: FakeLeases, make: Callable[[str], Candidate], caplog: pytest.LogCaptureFixture
 ) -> None:
