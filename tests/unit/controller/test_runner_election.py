@@ -316,3 +316,15 @@ async def test_without_election_it_leads_alone(rig: Rig) -> None:
     )
     assert alone.elector is None and alone.may_write()
     assert alone.health() == runner.Health("leader", False, "solo_1_bb", "solo_1_bb")
+
+
+async def test_a_taken_health_port_stops_the_start(rig: Rig) -> None:
+    blocker = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = blocker.sockets[0].getsockname()[1]
+    rig.controller.options = dataclasses.replace(OPTIONS, health_address=f"127.0.0.1:{port}")
+    try:
+        with pytest.raises(runner.ConfigurationError, match="cannot listen"):
+            await rig.controller.run(rig.stop)
+    finally:
+        blocker.close()
+        await blocker.wait_closed()

@@ -40,6 +40,7 @@ class FakeLeases:
         self.down = False  # every connection refused
         self.frozen = False  # every request hangs (until thawed)
         self.cut_off: set[str] = set()  # clients whose requests never reach the server
+        self.latency = 0.0  # seconds each request takes to reach the server
         self._revisions = itertools.count(1)
         self._thawed = asyncio.Event()
 
@@ -91,6 +92,8 @@ class FakeLeases:
         if self.frozen:
             self._thawed.clear()
             await self._thawed.wait()
+        if self.latency:
+            await asyncio.sleep(self.latency)
         path = request.url.path
         assert path.startswith(PREFIX), path
         namespace, plural, *named = path[len(PREFIX) :].split("/")

@@ -401,6 +401,66 @@ async def test_stopped_while_standing_by_returns_without_writing(
     assert leases.writes("standby") == [] and standby.stopped_leading == []
 
 
+async def test_candidates_starting_together_elect_one(
+    leases: FakeLeases, make: Callable[[str], Candidate]
+) -> None:
+    leases.latency = 0.1  # both read "no Lease" before either creates it
+    both = [make("left"), make("right")]
+    for candidate in both:
+        candidate.start()
+    await asyncio.sleep(20)
+    leaders = [c.elector.identity for c in both if c.elector.is_leader]
+    assert len(leaders) == 1 and leases.holder(NAME) == leaders[0]
+    # The loser's create met AlreadyExists: one POST each, one succeeded.
+    assert [r.ok for r in leases.requests if r.method == "POST"] == [True, False]
+    for candidate in both:
+        await candidate.finish()
+
+
+async def test_stopped_while_a_try_wins_it_hands_the_lease_back(
+    leases: FakeLeases, make: Callable[[str], Candidate]
+) -> None:
+    leases.frozen = True
+    late = make("late")
+    late.start()
+    await asyncio.sleep(1)  # its first try hangs on the frozen apiserver
+    late.stop.set()
+    leases.thaw()
+    await late.finish()
+    assert late.started_at is None
+    assert [r.method for r in leases.requests] == ["GET", "POST", "PUT"]
+    assert leases.holder(NAME) == ""
+
+
+async def test_a_leader_that_cannot_release_says_so_and_stops(
+    leases: FakeLeases, make: Callable[[str], Candidate], caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = make("leader")
+    leader.start()
+    await leader.wait_started()
+    await asyncio.sleep(1)
+    leases.down = True
+    with caplog.at_level(logging.WARNING, logger="jobrelay.kube.leaderelection"):
+        await leader.finish()
+    assert "could not release lease" in caplog.text
+    assert leases.holder(NAME) == "leader"  # it runs out by itself
+
+
+async def test_cancelling_run_stops_the_leading_task_and_releases(
+    leases: FakeLeases, make: Callable[[str], Candidate]
+) -> None:
+    leader = make("leader")
+    leader.start()
+    await leader.wait_started()
+    assert leader.task is not None
+    leader.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(60):
+            await leader.task
+    assert leader.cancelled_at is not None
+    assert leases.holder(NAME) == ""
+
+
 def test_unsafe_timings_are_refused() -> None:
     with pytest.raises(ValueError, match="shorter than the lease duration"):
         Elector(
