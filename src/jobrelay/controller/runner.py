@@ -126,6 +126,7 @@ class Controller:
                 connect_timeout=workers.sync_timeout,
                 status_interval=workers.status_interval,
                 health_timeout=workers.health_timeout,
+                lost_timeout=workers.lost_timeout,
                 api=ApiOptions(),
             ),
         )

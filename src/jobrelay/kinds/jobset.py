@@ -63,12 +63,19 @@ class JobSetKind(WorkloadKind):
             "status": obj.get("status") or {},
         }
 
-    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+    def build_mirror(
+        self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+    ) -> JsonObj:
+        # Nothing is carried over: a later run starts the workload from the beginning
+        # (its status still never goes backwards).
+        del now
         spec = obj.get("spec") or {}
         return {
             "apiVersion": self.ref.api_version,
             "kind": self.ref.kind,
-            "metadata": mirror_metadata(obj, controller_name=controller_name, origin=origin),
+            "metadata": mirror_metadata(
+                obj, controller_name=controller_name, origin=origin, run=run
+            ),
             "spec": {
                 key: copy.deepcopy(value)
                 for key, value in spec.items()
@@ -85,7 +92,9 @@ class JobSetKind(WorkloadKind):
         }
         return {"spec": changes} if changes else None
 
-    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+    def next_status(
+        self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
+    ) -> JsonObj | None:
         if self.is_finished(obj):
             return None
         current: JsonObj = obj.get("status") or {}

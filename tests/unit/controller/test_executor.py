@@ -34,7 +34,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
 
@@ -102,7 +102,10 @@ def create_action(env: Env, cluster: str = "w1") -> CreateMirror:
 async def test_place_is_a_compare_and_swap_and_reserves_the_worker(env: Env) -> None:
     assert await env.run(Place("w1", rv(env))) is None
     stored = env.stored_job()
-    assert stored["metadata"]["annotations"] == {CLUSTER_ANNOTATION: "w1"}
+    assert stored["metadata"]["annotations"] == {
+        CLUSTER_ANNOTATION: "w1",
+        PLACEMENTS_ANNOTATION: "w1",
+    }
     method, path, body = env.manager.writes()[-1]
     assert (method, path) == ("PATCH", JOB_PATH)
     assert body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
