@@ -183,9 +183,6 @@ def uncordon(name: str, manager_kubeconfig: Path | None) -> None:
     click.echo(_run(go()))
 
 
-timeout_help = "Seconds to wait at most"
-
-
 class _Printer:
     """Progress lines, each printed once (the watch repeats unchanged states)."""
 
@@ -209,16 +206,16 @@ class _Printer:
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Wait until no unfinished mirror is left on the worker (status.activeMirrors 0).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
-              help=f"{timeout_help}; on expiry exit 1, the drain staying in place [default: until drained].")  # fmt: skip
+              help="Seconds to wait at most; on expiry exit 1, the drain staying in place [default: until drained].")  # fmt: skip
 @manager_kubeconfig
 def drain_(
     name: str, force: bool, wait: bool, timeout: float | None, manager_kubeconfig: Path | None
 ) -> None:
     """Cordon worker NAME and move its workloads elsewhere.
 
-    Workloads whose mirror has not started are re-dispatched to other workers and
-    running ones finish there; with --force running ones move too. Ctrl-C stops
-    waiting and leaves the drain in place.
+    Workloads whose mirror has not started are re-dispatched to other workers;
+    running ones finish on NAME, or with --force move too. Ctrl-C stops waiting
+    and leaves the drain in place.
     """
     requested: list[DrainMode] = []
     printer = _Printer()
@@ -261,7 +258,7 @@ def drain_(
               help="Remove it even with unfinished mirrors: drain it with All first (at most "
                    "--timeout), then remove it even if the worker cannot be reached.")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
-              help=f"With --force: {timeout_help.lower()} for the drain before removing anyway.")  # fmt: skip
+              help="With --force: seconds to wait at most for the drain before removing anyway.")  # fmt: skip
 @click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
               metavar="Kind.version.group",
               help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip

@@ -397,24 +397,27 @@ def cleanup_message(
     credential jobrelay has to clean up later.
     """
     deleted = ", ".join(f"{count} {kind}" for kind, count in result.deleted.items() if count)
-    done = f"deleted {deleted} mirror(s)" if deleted else "no mirrors left to delete"
-    text = f"worker cluster {name}: {done}"
-    if result.not_served:
-        text += f" (not served there, so none: {', '.join(result.not_served)})"
+    not_served = (
+        f" (not served there, so none: {', '.join(result.not_served)})" if result.not_served else ""
+    )
     if result.error is None:
-        return text
+        done = f"deleted {deleted} mirror(s)" if deleted else "no mirrors left to delete"
+        return f"worker cluster {name}: {done}{not_served}"
     command = leftover_command(kind_names, controller_name)
+    failed = (
+        f"worker cluster {name}: {f'deleted {deleted} mirror(s), then ' if deleted else ''}"
+        f"cannot delete its mirrors ({result.error}), so some may remain"
+    )
     if force:
         return (
-            f"{text}; cannot reach it ({result.error}), so mirrors may remain on it. Removing "
-            f"it anyway (--force); once it is reachable delete them with:\n  {command}"
+            f"{failed}. Removing it anyway (--force); once it answers, delete them with:\n"
+            f"  {command}"
         )
     return (
-        f"{text}; cannot reach it ({result.error}), so mirrors may remain on it: nothing was "
-        "removed and it stays cordoned. Fix the connection (`jobrelay clusters list` shows "
-        f"why) and run `jobrelay clusters remove {name}` again, or "
-        f"`jobrelay clusters remove {name} --force` to remove it anyway and delete what remains "
-        f"later with:\n  {command}"
+        f"{failed}: nothing was removed and it stays cordoned. Fix the connection or "
+        f"credentials (`jobrelay clusters list` shows why) and run `jobrelay clusters remove "
+        f"{name}` again, or `jobrelay clusters remove {name} --force` to remove it anyway and "
+        f"delete what remains later with:\n  {command}"
     )
 
 

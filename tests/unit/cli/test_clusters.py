@@ -339,7 +339,7 @@ def test_remove_of_an_unreachable_worker_is_refused_without_force(
     worker.unreachable = True
     result = invoke("remove", "w1")
     assert result.exit_code == 1
-    assert "cannot reach it (Unreachable: cannot connect" in result.stderr
+    assert "cannot delete its mirrors (Unreachable: cannot connect" in result.stderr
     assert "nothing was removed and it stays cordoned" in result.stderr
     assert "`jobrelay clusters remove w1 --force` to remove it anyway" in result.stderr
     assert (
@@ -358,7 +358,7 @@ def test_remove_force_of_an_unreachable_worker_removes_it_and_says_what_may_rema
     result = invoke("remove", "w1", "--force", "--kind", "Job.v1.batch",
                     "--kind", "JobSet.v1alpha2.jobset.x-k8s.io")  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "mirrors may remain on it. Removing it anyway (--force)" in result.stdout
+    assert "so some may remain. Removing it anyway (--force)" in result.stdout
     assert (
         "kubectl --kubeconfig WORKER-KUBECONFIG delete "
         "Job.v1.batch,JobSet.v1alpha2.jobset.x-k8s.io --all-namespaces"
@@ -374,7 +374,7 @@ def test_remove_with_a_missing_secret_says_so(
     result = invoke("remove", "w1")
     assert result.exit_code == 1
     assert (
-        "cannot reach it (InvalidKubeconfig: Secret jobrelay-system/worker-w1-kubeconfig is missing)"
+        "cannot delete its mirrors (InvalidKubeconfig: Secret jobrelay-system/worker-w1-kubeconfig is missing)"
         in result.stderr
     )
 

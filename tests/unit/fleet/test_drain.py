@@ -300,16 +300,17 @@ KINDS = ["Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io"]
          "worker cluster w1: no mirrors left to delete (not served there, so none: "
          "JobSet.v1alpha2.jobset.x-k8s.io)"),
         (CleanupResult({"Job.v1.batch": 1}, (), "Timeout: no answer in time"), True,
-         "worker cluster w1: deleted 1 Job.v1.batch mirror(s); cannot reach it (Timeout: no "
-         "answer in time), so mirrors may remain on it. Removing it anyway (--force); once it "
-         "is reachable delete them with:\n  kubectl --kubeconfig WORKER-KUBECONFIG delete "
+         "worker cluster w1: deleted 1 Job.v1.batch mirror(s), then cannot delete its mirrors "
+         "(Timeout: no answer in time), so some may remain. Removing it anyway (--force); once "
+         "it answers, delete them with:\n  kubectl --kubeconfig WORKER-KUBECONFIG delete "
          "Job.v1.batch,JobSet.v1alpha2.jobset.x-k8s.io --all-namespaces "
          "-l jobrelay.dev/mirror=jobrelay.dev.relay"),
         (CleanupResult({}, (), "Unreachable: cannot connect"), False,
-         "worker cluster w1: no mirrors left to delete; cannot reach it (Unreachable: cannot "
-         "connect), so mirrors may remain on it: nothing was removed and it stays cordoned. Fix "
-         "the connection (`jobrelay clusters list` shows why) and run `jobrelay clusters remove "
-         "w1` again, or `jobrelay clusters remove w1 --force` to remove it anyway"),
+         "worker cluster w1: cannot delete its mirrors (Unreachable: cannot connect), so some "
+         "may remain: nothing was removed and it stays cordoned. Fix the connection or "
+         "credentials (`jobrelay clusters list` shows why) and run `jobrelay clusters remove "
+         "w1` again, or `jobrelay clusters remove w1 --force` to remove it anyway and delete "
+         "what remains later with:\n  kubectl"),
     ],
 )  # fmt: skip
 def test_cleanup_message(result: CleanupResult, force: bool, expected: str) -> None:
