@@ -3,21 +3,21 @@
 The CLI writes a request on the ``WorkerCluster``'s spec and reads the answer
 from its status, which only the controller writes:
 
-=====================  ==================================================================
-field                  meaning
-=====================  ==================================================================
-``spec.cordoned``      no new workload is placed on the worker; those there finish
-``spec.drain``         ``NotStarted``: the controller re-dispatches the unfinished
-                       workloads whose mirror has not started, running ones finish;
-                       ``All``: it re-dispatches every unfinished one (counters carried over)
+========================  ================================================================
+field                     meaning
+========================  ================================================================
+``spec.cordoned``         no new workload is placed on the worker; those there finish
+``spec.drain``            ``NotStarted``: the controller re-dispatches the unfinished
+                          workloads whose mirror has not started, running ones finish;
+                          ``All``: it re-dispatches every unfinished one (counters kept)
 ``status.activeMirrors``  unfinished mirrors on the worker: 0 means drained
-``status.lostTime``    when the controller declared the worker lost
-=====================  ==================================================================
+``status.lostTime``       when the controller declared the worker lost
+========================  ================================================================
 
 A worker is removed only when no unfinished mirror is left on it (or with
 ``--force``, which first drains it with ``All``); the CLI then deletes every
-mirror still there, so that none is left behind. Every message ends with the
-command to run next.
+mirror still there, so that none is left behind. Every refusal, time-out and
+interruption says what it left in place and which command to run next.
 """
 
 from __future__ import annotations
