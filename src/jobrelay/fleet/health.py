@@ -144,6 +144,7 @@ class Written:
     kubernetes_version: str | None
     at: float
     lost_time: str | None = None
+    observed_generation: int | None = None
 
 
 def needs_write(
@@ -154,6 +155,7 @@ def needs_write(
     now: float,
     *,
     lost_time: str | None = None,
+    observed_generation: int | None = None,
     heartbeat: float = HEARTBEAT_SECONDS,
 ) -> bool:
     """Whether the status must be written: on any change, and for a connected
@@ -161,6 +163,8 @@ def needs_write(
     if previous is None:
         return True
     if (previous.condition, previous.active, previous.lost_time) != (condition, active, lost_time):
+        return True
+    if observed_generation is not None and previous.observed_generation != observed_generation:
         return True
     if kubernetes_version and previous.kubernetes_version != kubernetes_version:
         return True

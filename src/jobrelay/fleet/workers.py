@@ -61,6 +61,7 @@ class Worker:
     identity: tuple[str, ...]  # what the connection was built from; a change reconnects
     kinds: dict[str, WorkloadKind] = field(default_factory=dict)
     cordoned: bool = False
+    drain: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     # The last probe's failure (None: it answered, or no probe ran yet).
     probe_error: Exception | None = None
@@ -316,6 +317,13 @@ class WorkerPool:
             current = await self._connect(name, spec, identity)
             if current is None:
                 return self._options.status_interval
+        drain = str(spec.get("drain") or "")
+        if drain != current.drain:
+            # A drain moves workloads that no event of theirs would bring back.
+            current.drain = drain
+            if drain:
+                _log.info("worker %s: draining (%s)", name, drain)
+                self._requeue_mirrors(name)
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
         if current.probe_error is None and not any(
@@ -477,11 +485,17 @@ class WorkerPool:
         }
         version = worker.kubernetes_version if worker is not None else None
         lost_time = self._lost_time(name)
+        registration = self._registrations.get(name) or {}
+        # The spec (cordon, drain) this status reflects: a drain waits for this to catch up.
+        generation = (registration.get("metadata") or {}).get("generation")
+        generation = generation if isinstance(generation, int) else None
         now = asyncio.get_running_loop().time()
         previous = self._status_written.get(name)
-        if not health.needs_write(previous, wanted, active, version, now, lost_time=lost_time):
+        if not health.needs_write(
+            previous, wanted, active, version, now,
+            lost_time=lost_time, observed_generation=generation,
+        ):  # fmt: skip
             return
-        registration = self._registrations.get(name) or {}
         existing = next(
             (
                 c
@@ -500,6 +514,8 @@ class WorkerPool:
             status["kubernetesVersion"] = version
         # Null removes it from the stored status once the worker is back.
         status["lostTime"] = lost_time
+        if generation is not None:
+            status["observedGeneration"] = generation
         try:
             await self._manager.patch(
                 WORKER_CLUSTERS, name, {"status": status}, subresource="status"
@@ -508,7 +524,9 @@ class WorkerPool:
             if not error.is_not_found:
                 _log.warning("worker %s: cannot write status: %s", name, error)
             return
-        self._status_written[name] = health.Written(wanted, active, version, now, lost_time)
+        self._status_written[name] = health.Written(
+            wanted, active, version, now, lost_time, generation
+        )
 
 
 def _now() -> str:
