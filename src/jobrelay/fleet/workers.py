@@ -242,9 +242,10 @@ class WorkerPool:
             self._down_since.pop(name, None)
             return None
         if name not in self._down_since:
-            # Down since its Connected condition turned False, as the manager recorded it
-            # (so a restart does not reset the clock), or since now.
-            self._down_since[name] = _down_since(registration) or now
+            # A worker already declared lost stays lost across a restart; any other is
+            # timed from now: the stored condition may be older than what this process
+            # saw, and declaring a worker lost too early could run a workload twice.
+            self._down_since[name] = _declared_lost_since(registration) or now
         return health.lost_in(self._down_since[name], now, self._options.lost_timeout)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -538,9 +539,13 @@ def _rfc3339(epoch_seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _down_since(registration: Mapping[str, Any]) -> float | None:
-    """When the stored Connected condition turned False (epoch seconds), if it is False."""
-    for condition in (registration.get("status") or {}).get("conditions") or []:
+def _declared_lost_since(registration: Mapping[str, Any]) -> float | None:
+    """For a worker its status says was declared lost: when its Connected condition
+    turned False (epoch seconds). None for any other."""
+    status = registration.get("status") or {}
+    if not status.get("lostTime"):
+        return None
+    for condition in status.get("conditions") or []:
         if condition.get("type") != "Connected" or condition.get("status") != "False":
             continue
         try:
