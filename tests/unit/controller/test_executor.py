@@ -382,6 +382,14 @@ async def test_write_status_failing_otherwise_raises(env: Env) -> None:
         await env.run(write_action(rv(env)))
 
 
+async def test_a_status_the_apiserver_refuses_is_terminal_and_says_so(env: Env) -> None:
+    env.manager.fail("PATCH", "/status", 422, "Invalid")
+    outcome = await env.run(write_action(rv(env)), RecordEvent("Normal", "Completed", "done"))
+    assert isinstance(outcome, Terminal) and outcome.reason == "StatusNotCopied"
+    assert "a jobrelay bug" in outcome.message and outcome.retry_after is None
+    assert env.events.recorded == []  # the plan stopped there
+
+
 # -- Events and logs ----------------------------------------------------------------
 
 

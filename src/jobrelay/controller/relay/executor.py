@@ -270,6 +270,14 @@ class Executor:
         except ApiError as error:
             if error.is_conflict or error.is_not_found:
                 return Retry("the object changed while its status was being written")
+            if error.is_invalid:
+                # The rules checker let through what the apiserver refuses: a bug of ours,
+                # shown to the user, and not retried until something changes.
+                return Terminal(
+                    "StatusNotCopied",
+                    "the management apiserver refused the status jobrelay computed (a jobrelay "
+                    f"bug, please report it): {error.message}",
+                )
             raise
         return None
 
