@@ -1,16 +1,26 @@
-"""`jobrelay clusters`: register, list and remove worker clusters."""
+"""`jobrelay clusters`: register, list, cordon, drain and remove worker clusters.
+
+What each verb decides and says lives in :mod:`jobrelay.fleet.drain` (pure);
+the requests in :mod:`jobrelay.fleet.maintenance`.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from jobrelay.cli.common import manager_client
-from jobrelay.fleet import registry
+from jobrelay.fleet import drain, maintenance, registry
+from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, parse_kind_name
 from jobrelay.kube.api import ApiError
+
+T = TypeVar("T")
 
 manager_kubeconfig = click.option(
     "--manager-kubeconfig",
@@ -28,11 +38,43 @@ def clusters() -> None:
     """Worker clusters registered with the management cluster (WorkerCluster objects)."""
 
 
-def _run(coroutine: Any) -> Any:
+def _run(coroutine: Coroutine[Any, Any, T], on_interrupt: Callable[[], str] | None = None) -> T:
+    """Run ``coroutine``; API and registry errors become CLI errors, and Ctrl-C says
+    (``on_interrupt``) what it left behind, exiting 130 like a shell."""
     try:
         return asyncio.run(coroutine)
-    except (ApiError, registry.RegistryError) as error:
+    except ApiError as error:
+        raise click.ClickException(_manager_error(error)) from error
+    except registry.RegistryError as error:
         raise click.ClickException(str(error)) from error
+    except KeyboardInterrupt:
+        if on_interrupt is None:
+            raise
+        click.echo(on_interrupt(), err=True)
+        raise click.exceptions.Exit(130) from None
+
+
+def _manager_error(error: ApiError) -> str:
+    """A refusal or silence of the management cluster, and what to do about it.
+
+    (The workers' errors never get here: `remove` reports them itself.)
+    """
+    if error.code == 0:
+        return (
+            f"cannot reach the management cluster ({error}): check --manager-kubeconfig "
+            "(default $KUBECONFIG) and that its apiserver is up, then run the command again"
+        )
+    if error.code in (401, 403):
+        return (
+            f"the management cluster refused the request ({error}): `jobrelay clusters` needs "
+            "to get, list, watch, patch and delete workerclusters.jobrelay.dev, and to get and "
+            "delete Secrets in --namespace; use a kubeconfig with those rights"
+        )
+    return f"the management cluster answered {error}; run the command again once that is fixed"
+
+
+# How `remove` reaches a worker (from its Secret's kubeconfig); unit tests swap it.
+worker_connector = maintenance.connect_worker
 
 
 @clusters.command()
@@ -79,7 +121,7 @@ def add(
 @clusters.command("list")
 @manager_kubeconfig
 def list_(manager_kubeconfig: Path | None) -> None:
-    """List worker clusters with their connection state and active mirrors."""
+    """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state."""
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(manager_kubeconfig, None) as client:
@@ -89,32 +131,205 @@ def list_(manager_kubeconfig: Path | None) -> None:
     if not workers:
         click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
         return
-    click.echo(f"{'NAME':<20} {'CONNECTED':<10} {'ACTIVE':>6}  {'CORDONED':<8}  LABELS / MESSAGE")
+    rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "LABELS / MESSAGE")]
     for worker in workers:
-        status = worker.get("status") or {}
-        connected: dict[str, Any] = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "Connected"), {}
-        )
+        state = WorkerState.of(worker)
         labels = ",".join(f"{k}={v}" for k, v in (worker["metadata"].get("labels") or {}).items())
-        message = connected.get("message", "") if connected.get("status") != "True" else ""
-        click.echo(
-            f"{worker['metadata']['name']:<20} {connected.get('status', 'Unknown'):<10} "
-            f"{status.get('activeMirrors', 0):>6}  {bool(worker.get('spec', {}).get('cordoned'))!s:<8}  "
-            f"{labels} {message}".rstrip()
+        notes = [labels] if labels else []
+        if state.lost_time:
+            notes.append(f"lost since {state.lost_time}")
+        if state.connected != "True" and state.connected_message:
+            notes.append(state.connected_message)
+        active = "-" if state.active_mirrors is None else str(state.active_mirrors)
+        rows.append(
+            (state.name, state.connected, active, drain.state_summary(state), "; ".join(notes))
         )
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        cells[2] = row[2].rjust(widths[2])  # counts align right
+        click.echo("  ".join([*cells, row[4]]).rstrip())
 
 
 @clusters.command()
 @click.argument("name")
 @manager_kubeconfig
-@namespace_option
-def remove(name: str, manager_kubeconfig: Path | None, namespace: str) -> None:
-    """Unregister worker NAME (its running mirrors are left alone)."""
+def cordon(name: str, manager_kubeconfig: Path | None) -> None:
+    """Place no new workloads on worker NAME; those already there finish there."""
 
-    async def go() -> bool:
+    async def go() -> str:
         async with manager_client(manager_kubeconfig, None) as client:
-            return await registry.unregister(client, name, namespace=namespace)
+            before = WorkerState.of(await maintenance.get_worker(client, name))
+            if not before.cordoned:
+                await maintenance.patch_spec(client, name, drain.cordon_patch())
+            return drain.cordon_message(before)
 
-    if not _run(go()):
-        raise click.ClickException(f"no worker cluster named {name}")
-    click.echo(f"removed worker cluster {name}")
+    click.echo(_run(go()))
+
+
+@clusters.command()
+@click.argument("name")
+@manager_kubeconfig
+def uncordon(name: str, manager_kubeconfig: Path | None) -> None:
+    """Let worker NAME take new workloads again, cancelling any drain."""
+
+    async def go() -> str:
+        async with manager_client(manager_kubeconfig, None) as client:
+            before = WorkerState.of(await maintenance.get_worker(client, name))
+            if before.cordoned or before.drain:
+                await maintenance.patch_spec(client, name, drain.uncordon_patch())
+            return drain.uncordon_message(before)
+
+    click.echo(_run(go()))
+
+
+class _Printer:
+    """Progress lines, each printed once (the watch repeats unchanged states)."""
+
+    def __init__(self) -> None:
+        self._last = ""
+
+    def progress(self, progress: DrainProgress) -> None:
+        if progress.line != self._last:
+            self._last = progress.line
+            click.echo(progress.line)
+
+    def retry(self, line: str) -> None:
+        click.echo(line, err=True)
+
+
+@clusters.command("drain")
+@click.argument("name")
+@click.option("--force", is_flag=True,
+              help="Move running workloads too (spec.drain=All; counters carried over), "
+                   "not only those that have not started (NotStarted).")  # fmt: skip
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Wait until no unfinished mirror is left on the worker (status.activeMirrors 0).")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=0), default=None,
+              help="Seconds to wait at most; on expiry exit 1, the drain staying in place [default: until drained].")  # fmt: skip
+@manager_kubeconfig
+def drain_(
+    name: str, force: bool, wait: bool, timeout: float | None, manager_kubeconfig: Path | None
+) -> None:
+    """Cordon worker NAME and move its workloads elsewhere.
+
+    Workloads whose mirror has not started are re-dispatched to other workers;
+    running ones finish on NAME, or with --force move too. Ctrl-C stops waiting
+    and leaves the drain in place.
+    """
+    requested: list[DrainMode] = []
+    printer = _Printer()
+
+    async def go() -> tuple[WorkerState, bool]:
+        async with manager_client(manager_kubeconfig, None) as client:
+            before = WorkerState.of(await maintenance.get_worker(client, name))
+            mode = drain.drain_target(before, force=force)
+            stored = await maintenance.start_drain(client, name, mode)
+            requested.append(mode)
+            click.echo(drain.drain_started_message(before, mode))
+            if not wait:
+                return WorkerState.of(stored), False
+            return await maintenance.wait_until_drained(
+                client, stored, timeout=timeout, on_progress=printer.progress,
+                on_retry=printer.retry,
+            )  # fmt: skip
+
+    def interrupted() -> str:
+        if not requested:
+            return f"interrupted: nothing changed on worker cluster {name}"
+        return drain.drain_interrupted_message(name, requested[0])
+
+    state, drained = _run(go(), interrupted)
+    if not wait:
+        click.echo(
+            f"not waiting: `jobrelay clusters list` shows its unfinished mirrors (ACTIVE), "
+            f"`jobrelay clusters drain {name}` waits for them"
+        )
+    elif drained:
+        click.echo(f"`jobrelay clusters remove {name}` removes it")
+    else:
+        assert timeout is not None  # without one, the wait ends only when drained
+        raise click.ClickException(drain.drain_timeout_message(state, requested[0], timeout))
+
+
+@clusters.command()
+@click.argument("name")
+@click.option("--force", is_flag=True,
+              help="Remove it even with unfinished mirrors: drain it with All first (at most "
+                   "--timeout), then remove it even if the worker cannot be reached.")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
+              help="With --force: seconds to wait at most for the drain before removing anyway.")  # fmt: skip
+@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
+              metavar="Kind.version.group",
+              help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
+@click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
+              help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
+@manager_kubeconfig
+@namespace_option
+def remove(
+    name: str,
+    force: bool,
+    timeout: float,
+    kind_names: tuple[str, ...],
+    controller_name: str,
+    manager_kubeconfig: Path | None,
+    namespace: str,
+) -> None:
+    """Unregister worker NAME, leaving no mirror behind.
+
+    Refused while the worker has unfinished mirrors unless it was drained or
+    --force is given. The mirrors left on it (finished ones, say) are deleted with
+    its own credentials, then its WorkerCluster and kubeconfig Secret.
+    """
+    for kind_name in kind_names:
+        try:
+            parse_kind_name(kind_name)
+        except KindError as error:
+            raise click.BadParameter(str(error), param_hint="--kind") from error
+    phase = [RemovalPhase.CHECKING]
+    printer = _Printer()
+
+    async def go() -> None:
+        async with manager_client(manager_kubeconfig, None) as client:
+            try:
+                worker = await maintenance.get_worker(client, name)
+            except registry.RegistryError:
+                # A Secret may outlive a failed `clusters add`: nothing else to remove.
+                await registry.unregister(client, name, namespace=namespace)
+                raise
+            state = WorkerState.of(worker)
+            decision = drain.decide_removal(state, force=force)
+            if decision.removal is Removal.REFUSE:
+                raise click.ClickException(decision.message)
+            click.echo(decision.message)
+            if decision.removal is Removal.DRAIN_ALL_FIRST:
+                worker = await maintenance.start_drain(client, name, DrainMode.ALL)
+                phase[0] = RemovalPhase.DRAINING
+                state, drained = await maintenance.wait_until_drained(
+                    client, worker, timeout=timeout, on_progress=printer.progress,
+                    on_retry=printer.retry,
+                )  # fmt: skip
+                if not drained:
+                    click.echo(drain.forced_removal_message(state, timeout))
+            elif not state.cordoned:
+                # No placement may start while its mirrors are being deleted.
+                worker = await maintenance.patch_spec(client, name, drain.cordon_patch())
+            phase[0] = RemovalPhase.CLEANING
+            result = await maintenance.delete_mirrors(
+                client, worker, namespace=namespace, kind_names=kind_names,
+                controller_name=controller_name, connect=worker_connector,
+            )  # fmt: skip
+            message = drain.cleanup_message(
+                name, result, kind_names=kind_names, controller_name=controller_name, force=force
+            )
+            if result.error is not None and not force:
+                raise click.ClickException(message)
+            click.echo(message)
+            phase[0] = RemovalPhase.UNREGISTERING
+            await registry.unregister(client, name, namespace=namespace)
+
+    _run(go(), lambda: drain.removal_interrupted_message(name, phase[0], force=force))
+    click.echo(
+        f"removed worker cluster {name} (its WorkerCluster and Secret "
+        f"{namespace}/{registry.secret_name(name)})"
+    )

@@ -10,9 +10,20 @@ import click
 
 from jobrelay.cli.common import manager_client, manager_options
 from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.naming import (
+    CLUSTER_ANNOTATION,
+    DEFAULT_CONTROLLER_NAME,
+    PLACEMENTS_ANNOTATION,
+)
 from jobrelay.kinds.registry import DEDICATED
 from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
+
+
+def _workers(obj: dict[str, Any]) -> str:
+    """Where it ran, in order, the current worker last: ``worker-1>worker-2``."""
+    annotations = obj["metadata"].get("annotations") or {}
+    history = annotations.get(PLACEMENTS_ANNOTATION) or annotations.get(CLUSTER_ANNOTATION)
+    return ">".join(filter(None, str(history or "").split(","))) or "-"
 
 
 def _state(kind: WorkloadKind, obj: dict[str, Any]) -> str:
@@ -64,7 +75,8 @@ def jobs(
     controller_name: str,
     kind_names: tuple[str, ...],
 ) -> None:
-    """List managed workloads: kind, worker, state, counts and the latest warning about each."""
+    """List managed workloads: kind, the workers each ran on (in order, the current one
+    last), state, counts and the latest warning about each."""
     try:
         kinds = kinds_from_names(kind_names or tuple(DEDICATED))
     except KindError as error:
@@ -88,8 +100,9 @@ def jobs(
             latest.get(uid, {}).get("lastTimestamp") or latest.get(uid, {}).get("eventTime") or ""
         ):
             latest[uid] = event
+    width = max([12, *(len(_workers(obj)) for _, obj in managed)])
     click.echo(
-        f"{'KIND':<8} {'NAMESPACE':<20} {'NAME':<30} {'WORKER':<12} {'STATE':<10} "
+        f"{'KIND':<8} {'NAMESPACE':<20} {'NAME':<30} {'WORKERS':<{width}} {'STATE':<10} "
         f"{'OK/FAIL':>8}  LAST WARNING"
     )
     for kind, obj in managed:
@@ -103,7 +116,7 @@ def jobs(
         )
         click.echo(
             f"{kind.ref.kind:<8} {meta['namespace']:<20} {meta['name']:<30} "
-            f"{(meta.get('annotations') or {}).get(CLUSTER_ANNOTATION, '-'):<12} "
+            f"{_workers(obj):<{width}} "
             f"{_state(kind, obj):<10} {counts}  {note}".rstrip()
         )
     if not managed:

@@ -97,6 +97,10 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds within which a failing or silent worker shows Connected=False "
                    "and takes no new workloads (it is probed every sixth of it).")  # fmt: skip
+@click.option("--worker-lost-timeout", default=_default(WorkerSettings, "lost_timeout"),
+              show_default=True, type=click.FloatRange(1.0),
+              help="Seconds a worker may stay not connected before it is declared lost and its "
+                   "unfinished workloads run elsewhere (counters carried over).")  # fmt: skip
 @click.option("--rejected-retry", default=_default(WorkerSettings, "rejected_retry"), show_default=True,
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
 @click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
@@ -156,6 +160,7 @@ def run(
     worker_sync_timeout: float,
     worker_status_interval: float,
     worker_health_timeout: float,
+    worker_lost_timeout: float,
     rejected_retry: float,
     unplaceable_retry: float,
     gc_interval: float,
@@ -209,6 +214,7 @@ def run(
             sync_timeout=worker_sync_timeout,
             status_interval=worker_status_interval,
             health_timeout=worker_health_timeout,
+            lost_timeout=worker_lost_timeout,
             rejected_retry=rejected_retry,
         ),
         kinds=KindSettings(

@@ -50,6 +50,9 @@ class WorkerSettings:
     # A worker that fails or stops answering shows Connected=False (and takes no new
     # workloads) within this many seconds; it is probed every sixth of it.
     health_timeout: float = 30.0
+    # A worker not connected for this many seconds is declared lost: its unfinished
+    # workloads run elsewhere, counters carried over (MultiKueue's workerLostTimeout).
+    lost_timeout: float = 900.0
     # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
     rejected_retry: float = 30.0
 

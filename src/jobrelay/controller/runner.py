@@ -160,6 +160,7 @@ class Controller:
                 connect_timeout=workers.sync_timeout,
                 status_interval=workers.status_interval,
                 health_timeout=workers.health_timeout,
+                lost_timeout=workers.lost_timeout,
                 # Workers' clients write (mirrors) only while this replica may.
                 api=ApiOptions(write_fence=self.may_write),
             ),

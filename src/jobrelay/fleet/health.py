@@ -36,6 +36,7 @@ __all__ = [
     "Verdict",
     "Written",
     "classify",
+    "lost_in",
     "needs_write",
     "transition_time",
     "verdict",
@@ -142,6 +143,8 @@ class Written:
     active: int | None
     kubernetes_version: str | None
     at: float
+    lost_time: str | None = None
+    observed_generation: int | None = None
 
 
 def needs_write(
@@ -151,17 +154,29 @@ def needs_write(
     kubernetes_version: str | None,
     now: float,
     *,
+    lost_time: str | None = None,
+    observed_generation: int | None = None,
     heartbeat: float = HEARTBEAT_SECONDS,
 ) -> bool:
     """Whether the status must be written: on any change, and for a connected
     worker once per ``heartbeat`` (to advance lastContactTime)."""
     if previous is None:
         return True
-    if (previous.condition, previous.active) != (condition, active):
+    if (previous.condition, previous.active, previous.lost_time) != (condition, active, lost_time):
+        return True
+    if observed_generation is not None and previous.observed_generation != observed_generation:
         return True
     if kubernetes_version and previous.kubernetes_version != kubernetes_version:
         return True
     return condition.get("status") == "True" and now - previous.at >= heartbeat
+
+
+def lost_in(down_since: float | None, now: float, timeout: float) -> float | None:
+    """Seconds until a worker down since ``down_since`` is declared lost (<= 0: it is);
+    None for a worker that is up. Times are seconds since the epoch."""
+    if down_since is None:
+        return None
+    return timeout - (now - down_since)
 
 
 def transition_time(existing: Mapping[str, Any] | None, status: str, now: str) -> str:

@@ -11,10 +11,12 @@ changes without polling.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,8 @@ class PoolOptions:
     # A worker that fails or stops answering shows Connected=False within this many
     # seconds: it is probed (GET /version) every sixth of it, each probe bounded by a third.
     health_timeout: float
+    # A worker not connected for this many seconds is declared lost: its workloads move.
+    lost_timeout: float
     api: ApiOptions = field(default_factory=ApiOptions)
     informer: InformerOptions = field(default_factory=InformerOptions)
 
@@ -57,6 +61,7 @@ class Worker:
     identity: tuple[str, ...]  # what the connection was built from; a change reconnects
     kinds: dict[str, WorkloadKind] = field(default_factory=dict)
     cordoned: bool = False
+    drain: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     # The last probe's failure (None: it answered, or no probe ran yet).
     probe_error: Exception | None = None
@@ -67,6 +72,11 @@ class Worker:
     # Mirrors that have not finished, kept by the informer handlers: placement
     # asks for the count on every decision, so it must not scan.
     unfinished: set[WorkloadKey] = field(default_factory=set)
+    # The last state of mirrors deleted here, by key (bounded, oldest dropped first),
+    # so that the work of a mirror deleted behind jobrelay's back still counts.
+    vanished: collections.OrderedDict[WorkloadKey, dict[str, Any]] = field(
+        default_factory=collections.OrderedDict
+    )
 
     @property
     def connected(self) -> bool:
@@ -96,12 +106,27 @@ class Worker:
     def active_mirrors(self) -> int:
         return len(self.unfinished)
 
+    def keys(self) -> list[WorkloadKey]:
+        """The key of every mirror cached here."""
+        return [
+            WorkloadKey(kind, key)
+            for kind, informer in self.mirrors.items()
+            for key in informer.keys()  # noqa: SIM118 (an Informer, not a dict)
+        ]
+
     def track(self, kind: WorkloadKind, event: InformerEvent) -> None:
         key = WorkloadKey(kind.name, event.key)
         if event.new is None or kind.is_finished(event.new):
             self.unfinished.discard(key)
         else:
             self.unfinished.add(key)
+        if event.new is None and event.old is not None:
+            self.vanished[key] = event.old
+            self.vanished.move_to_end(key)
+            while len(self.vanished) > _VANISHED_KEPT:
+                self.vanished.popitem(last=False)
+        elif event.new is not None:
+            self.vanished.pop(key, None)
 
     async def wait_synced(self) -> None:
         for informer in self.mirrors.values():
@@ -116,6 +141,32 @@ class Worker:
         for informer in self.mirrors.values():
             await informer.stop()
         await self.client.aclose()
+
+
+# Deleted mirrors remembered per worker: enough for every mirror of a busy worker
+# deleted behind our back between two reconciles of its key.
+_VANISHED_KEPT = 4096
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """One registered worker as a reconcile needs it, connected or not."""
+
+    name: str
+    worker: Worker | None  # None: no connection could be made from its kubeconfig
+    cordoned: bool
+    drain: str
+    labels: Mapping[str, str]
+    # None while connected; else seconds until it is declared lost (<= 0: it is).
+    lost_in: float | None
+
+    @property
+    def connected(self) -> bool:
+        return self.lost_in is None
+
+    @property
+    def lost(self) -> bool:
+        return self.lost_in is not None and self.lost_in <= 0
 
 
 class WorkerPool:
@@ -143,6 +194,9 @@ class WorkerPool:
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
         self._status_written: dict[str, health.Written] = {}
         self._worker_added = asyncio.Event()
+        # Since when (seconds since the epoch) each worker has not been connected.
+        self._down_since: dict[str, float] = {}
+        self._declared_lost: set[str] = set()
 
     # -- reading ---------------------------------------------------------------
 
@@ -162,6 +216,37 @@ class WorkerPool:
 
     def is_registered(self, name: str) -> bool:
         return self._registrations.get(name) is not None
+
+    def views(self) -> list[WorkerView]:
+        """Every registered worker, connected or not, with how close it is to being lost."""
+        views = []
+        for registration in self._registrations.values():
+            name = str(registration["metadata"]["name"])
+            spec = registration.get("spec") or {}
+            views.append(
+                WorkerView(
+                    name=name,
+                    worker=self._workers.get(name),
+                    cordoned=bool(spec.get("cordoned")),
+                    drain=str(spec.get("drain") or ""),
+                    labels=dict((registration.get("metadata") or {}).get("labels") or {}),
+                    lost_in=self._lost_in(name, registration),
+                )
+            )
+        return views
+
+    def _lost_in(self, name: str, registration: Mapping[str, Any]) -> float | None:
+        worker = self._workers.get(name)
+        now = time.time()
+        if worker is not None and worker.connected:
+            self._down_since.pop(name, None)
+            return None
+        if name not in self._down_since:
+            # A worker already declared lost stays lost across a restart; any other is
+            # timed from now: the stored condition may be older than what this process
+            # saw, and declaring a worker lost too early could run a workload twice.
+            self._down_since[name] = _declared_lost_since(registration) or now
+        return health.lost_in(self._down_since[name], now, self._options.lost_timeout)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -219,7 +304,10 @@ class WorkerPool:
                 del self._workers[name]
                 await current.close()
             self._status_written.pop(name, None)
+            self._down_since.pop(name, None)
+            self._declared_lost.discard(name)
             return None
+        self._follow_lost(name, registration)
         spec = registration.get("spec") or {}
         identity = self._identity(spec)
         if current is None or current.identity != identity:
@@ -230,6 +318,13 @@ class WorkerPool:
             current = await self._connect(name, spec, identity)
             if current is None:
                 return self._options.status_interval
+        drain = str(spec.get("drain") or "")
+        if drain != current.drain:
+            # A drain moves workloads that no event of theirs would bring back.
+            current.drain = drain
+            if drain:
+                _log.info("worker %s: draining (%s)", name, drain)
+                self._requeue_mirrors(name)
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
         if current.probe_error is None and not any(
@@ -292,6 +387,37 @@ class WorkerPool:
 
     # -- health ----------------------------------------------------------------------
 
+    def _follow_lost(self, name: str, registration: Mapping[str, Any]) -> None:
+        """Declare a worker lost once its time is up (its workloads then move), and
+        bring back every key it holds when that happens or when it answers again."""
+        lost_in = self._lost_in(name, registration)
+        lost = lost_in is not None and lost_in <= 0
+        if lost == (name in self._declared_lost):
+            return
+        if lost:
+            self._declared_lost.add(name)
+            _log.warning(
+                "worker %s: declared lost after %gs without a connection: its workloads move",
+                name,
+                self._options.lost_timeout,
+            )
+        else:
+            self._declared_lost.discard(name)
+            _log.info("worker %s: answers again after being declared lost", name)
+        self._requeue_mirrors(name)
+
+    def _requeue_mirrors(self, name: str) -> None:
+        worker = self._workers.get(name)
+        for key in worker.keys() if worker is not None else ():
+            self._on_mirror_change(key)
+
+    def _lost_time(self, name: str) -> str | None:
+        """When the worker was declared lost (RFC 3339), if it is."""
+        since = self._down_since.get(name)
+        if name not in self._declared_lost or since is None:
+            return None
+        return _rfc3339(since + self._options.lost_timeout)
+
     async def _probe_loop(self, worker: Worker) -> None:
         """Probe every sixth of the health timeout; a changed verdict is written at once."""
         interval = self._options.health_timeout / 6
@@ -311,6 +437,10 @@ class WorkerPool:
                 )
                 seen = now
                 self._queue.add(worker.name)
+                if now.connected:
+                    # Back: its mirrors may be stale runs of workloads that moved, or
+                    # hold news; every key it holds is looked at again.
+                    self._requeue_mirrors(worker.name)
 
     async def _probe(self, worker: Worker) -> None:
         """GET /version, bounded by a third of the health timeout."""
@@ -358,10 +488,18 @@ class WorkerPool:
             "message": message,
         }
         version = worker.kubernetes_version if worker is not None else None
-        now = asyncio.get_running_loop().time()
-        if not health.needs_write(self._status_written.get(name), wanted, active, version, now):
-            return
+        lost_time = self._lost_time(name)
         registration = self._registrations.get(name) or {}
+        # The spec (cordon, drain) this status reflects: a drain waits for this to catch up.
+        generation = (registration.get("metadata") or {}).get("generation")
+        generation = generation if isinstance(generation, int) else None
+        now = asyncio.get_running_loop().time()
+        previous = self._status_written.get(name)
+        if not health.needs_write(
+            previous, wanted, active, version, now,
+            lost_time=lost_time, observed_generation=generation,
+        ):  # fmt: skip
+            return
         existing = next(
             (
                 c
@@ -378,6 +516,10 @@ class WorkerPool:
             status["lastContactTime"] = worker.last_contact
         if version:
             status["kubernetesVersion"] = version
+        # Null removes it from the stored status once the worker is back.
+        status["lostTime"] = lost_time
+        if generation is not None:
+            status["observedGeneration"] = generation
         try:
             await self._manager.patch(
                 WORKER_CLUSTERS, name, {"status": status}, subresource="status"
@@ -386,8 +528,32 @@ class WorkerPool:
             if not error.is_not_found:
                 _log.warning("worker %s: cannot write status: %s", name, error)
             return
-        self._status_written[name] = health.Written(wanted, active, version, now)
+        self._status_written[name] = health.Written(
+            wanted, active, version, now, lost_time, generation
+        )
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339(time.time())
+
+
+def _rfc3339(epoch_seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(epoch_seconds, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _declared_lost_since(registration: Mapping[str, Any]) -> float | None:
+    """For a worker its status says was declared lost: when its Connected condition
+    turned False (epoch seconds). None for any other."""
+    status = registration.get("status") or {}
+    if not status.get("lostTime"):
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") != "Connected" or condition.get("status") != "False":
+            continue
+        try:
+            moment = datetime.datetime.fromisoformat(str(condition.get("lastTransitionTime")))
+        except ValueError:
+            return None
+        return moment.timestamp()
+    return None

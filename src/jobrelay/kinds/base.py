@@ -104,8 +104,15 @@ class WorkloadKind(abc.ABC):
     # -- the mirror --------------------------------------------------------------
 
     @abc.abstractmethod
-    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
-        """The mirror to create on a worker for the management object ``obj``."""
+    def build_mirror(
+        self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+    ) -> JsonObj:
+        """The mirror to create on a worker for run ``run`` of the management object ``obj``.
+
+        A kind that can carry over what earlier runs did (shown in ``obj``'s
+        status) records it on the mirror and asks it to run only what remains;
+        ``now`` (RFC 3339) dates that record.
+        """
 
     @abc.abstractmethod
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
@@ -114,13 +121,24 @@ class WorkloadKind(abc.ABC):
     # -- the status ---------------------------------------------------------------
 
     @abc.abstractmethod
-    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+    def next_status(
+        self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
+    ) -> JsonObj | None:
         """The management object's next status, or None when it is already right.
 
-        ``mirror`` is None when no mirror exists (yet): the status then shows
-        only what the management object itself says (e.g. suspended). ``now``
-        is an RFC 3339 time for any timestamp the status needs.
+        ``mirror`` is None when no mirror runs (not placed yet, or between two
+        runs): the status then shows nothing running, and only what the
+        management object itself says (e.g. suspended). ``gone``: ``mirror`` is
+        the last state of a mirror that no longer exists (its work counts, its
+        pods no longer run). ``now`` is an RFC 3339 time for any timestamp the
+        status needs.
         """
+
+    def failed_status(self, obj: JsonObj, reason: str, message: str, *, now: str) -> JsonObj | None:
+        """The status that fails the workload for ``reason`` while no mirror runs; None when
+        the kind has no way to say so (its workloads then wait instead)."""
+        del obj, reason, message, now
+        return None
 
     def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
         """Rules the apiserver would break a write of ``new`` over ``old`` on (none known)."""
@@ -141,6 +159,11 @@ class WorkloadKind(abc.ABC):
     def has_run(self, obj: JsonObj) -> bool:
         """Whether the status shows the workload ran somewhere (its mirror then held progress)."""
         return bool((obj.get("status") or {}).get("startTime"))
+
+    def has_started(self, mirror: JsonObj) -> bool:
+        """Whether a mirror's pods have started doing work (a drain moves only those that
+        have not)."""
+        return self.has_run(mirror)
 
     # -- placement ----------------------------------------------------------------
 

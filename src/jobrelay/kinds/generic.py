@@ -38,12 +38,19 @@ class GenericKind(WorkloadKind):
             "status": obj.get("status") or {},
         }
 
-    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+    def build_mirror(
+        self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+    ) -> JsonObj:
+        # Nothing is carried over: a later run starts the workload from the beginning
+        # (its status still never goes backwards).
+        del now
         spec = {k: copy.deepcopy(v) for k, v in (obj.get("spec") or {}).items() if k != "managedBy"}
         return {
             "apiVersion": self.ref.api_version,
             "kind": self.ref.kind,
-            "metadata": mirror_metadata(obj, controller_name=controller_name, origin=origin),
+            "metadata": mirror_metadata(
+                obj, controller_name=controller_name, origin=origin, run=run
+            ),
             "spec": spec,
         }
 
@@ -55,7 +62,9 @@ class GenericKind(WorkloadKind):
             return None
         return {"spec": {"suspend": bool(mine["suspend"])}}
 
-    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+    def next_status(
+        self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
+    ) -> JsonObj | None:
         del now
         if mirror is None or self.is_finished(obj):
             return None

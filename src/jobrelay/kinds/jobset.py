@@ -22,7 +22,7 @@ import copy
 from typing import Any
 
 from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKind
-from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import carried_over, mirror_metadata, slim_metadata
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.types import JsonObj
 
@@ -63,17 +63,33 @@ class JobSetKind(WorkloadKind):
             "status": obj.get("status") or {},
         }
 
-    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
+    def build_mirror(
+        self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+    ) -> JsonObj:
+        # A later run starts the JobSet from the beginning, as a restart would: its
+        # restarts so far carry over (its status adds them, and fewer remain).
+        del now
         spec = obj.get("spec") or {}
+        restarts = int((obj.get("status") or {}).get("restarts") or 0)
+        mirror_spec = {
+            key: copy.deepcopy(value)
+            for key, value in spec.items()
+            if key not in _MANAGER_ONLY_SPEC_FIELDS
+        }
+        policy = mirror_spec.get("failurePolicy") or {}
+        if restarts and policy.get("maxRestarts") is not None:
+            policy["maxRestarts"] = max(0, int(policy["maxRestarts"]) - restarts)
         return {
             "apiVersion": self.ref.api_version,
             "kind": self.ref.kind,
-            "metadata": mirror_metadata(obj, controller_name=controller_name, origin=origin),
-            "spec": {
-                key: copy.deepcopy(value)
-                for key, value in spec.items()
-                if key not in _MANAGER_ONLY_SPEC_FIELDS
-            },
+            "metadata": mirror_metadata(
+                obj,
+                controller_name=controller_name,
+                origin=origin,
+                run=run,
+                carried_over={"restarts": restarts} if restarts else None,
+            ),
+            "spec": mirror_spec,
         }
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
@@ -85,7 +101,9 @@ class JobSetKind(WorkloadKind):
         }
         return {"spec": changes} if changes else None
 
-    def next_status(self, obj: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+    def next_status(
+        self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
+    ) -> JsonObj | None:
         if self.is_finished(obj):
             return None
         current: JsonObj = obj.get("status") or {}
@@ -93,7 +111,7 @@ class JobSetKind(WorkloadKind):
             desired = dict(current)
             desired["conditions"] = self._suspended_condition(obj, _conditions(obj), now)
         else:
-            desired = self._merged(obj, current, mirror.get("status") or {}, now)
+            desired = self._merged(obj, current, _with_carried_restarts(mirror), now)
         desired = {k: v for k, v in desired.items() if v not in (None, [], {})}
         if desired == {k: v for k, v in current.items() if v not in (None, [], {})}:
             return None
@@ -211,3 +229,12 @@ class JobSetKind(WorkloadKind):
                 )
             )
         return sets
+
+
+def _with_carried_restarts(mirror: JsonObj) -> JsonObj:
+    """A later run's status, its restarts counted on top of those of earlier runs."""
+    theirs: JsonObj = dict(mirror.get("status") or {})
+    earlier = carried_over(mirror).get("restarts")
+    if isinstance(earlier, int) and earlier > 0:
+        theirs["restarts"] = earlier + int(theirs.get("restarts") or 0)
+    return theirs

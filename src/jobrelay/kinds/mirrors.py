@@ -8,13 +8,17 @@ management cluster.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
+from typing import Any
 
 from jobrelay.kinds.naming import (
+    CARRIED_OVER_ANNOTATION,
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_CLUSTER_ANNOTATION,
     ORIGIN_UID_LABEL,
+    RUN_ANNOTATION,
     controller_label_value,
 )
 from jobrelay.kinds.types import JsonObj
@@ -46,10 +50,16 @@ def mirror_metadata(
     controller_name: str,
     origin: str,
     dropped_labels: Collection[str] = (),
+    run: int = 1,
+    carried_over: JsonObj | None = None,
 ) -> JsonObj:
     """The mirror's metadata: same namespace and name, the user's labels and
-    annotations (less ``dropped_labels``), and the origin marks."""
+    annotations (less ``dropped_labels``), the origin marks, the run it is, and
+    what earlier runs did (``carried_over``), when any."""
     metadata = obj.get("metadata") or {}
+    marks = {RUN_ANNOTATION: str(run)}
+    if carried_over:
+        marks[CARRIED_OVER_ANNOTATION] = json.dumps(carried_over, sort_keys=True)
     return {
         "name": metadata["name"],
         "namespace": metadata["namespace"],
@@ -66,8 +76,36 @@ def mirror_metadata(
             },
             CONTROLLER_ANNOTATION: controller_name,
             ORIGIN_CLUSTER_ANNOTATION: origin,
+            **marks,
         },
     }
+
+
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    assert isinstance(annotations, Mapping)
+    return annotations
+
+
+def run_of(mirror: JsonObj) -> int:
+    """Which run of its management object a mirror is (mirrors from before runs were
+    numbered, or with a mangled mark, count as the first)."""
+    try:
+        return max(1, int(_annotations(mirror).get(RUN_ANNOTATION) or 1))
+    except ValueError:
+        return 1
+
+
+def carried_over(mirror: JsonObj) -> dict[str, Any]:
+    """What earlier runs did, as recorded on the mirror when it was created (``{}``: nothing)."""
+    text = _annotations(mirror).get(CARRIED_OVER_ANNOTATION)
+    if not text:
+        return {}
+    try:
+        value = json.loads(str(text))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _labels(obj: Mapping[str, object]) -> Mapping[str, str]:

@@ -14,6 +14,19 @@ BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
 
 # On the management Job: the worker cluster that holds (or held) its mirror.
 CLUSTER_ANNOTATION = "jobrelay.dev/cluster"
+# On the management Job: every worker it was placed on, in order, comma-separated;
+# the last is the current one and the count numbers the current run.
+PLACEMENTS_ANNOTATION = "jobrelay.dev/placements"
+# On the management Job, set by its user: "never" keeps a lost Job from running again.
+REDISPATCH_ANNOTATION = "jobrelay.dev/redispatch"
+REDISPATCH_NEVER = "never"
+
+# On the mirror: which run of its management Job it is (1 for the first placement),
+# so that a mirror left on a worker the Job moved away from is never mistaken for
+# the current one.
+RUN_ANNOTATION = "jobrelay.dev/run"
+# On the mirror: what earlier runs did (JSON, kind-specific), added to its status.
+CARRIED_OVER_ANNOTATION = "jobrelay.dev/carried-over"
 
 # On the mirror: which controller created it, for which management Job.
 MIRROR_LABEL = "jobrelay.dev/mirror"  # value: controller_label_value(controller name)

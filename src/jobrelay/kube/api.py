@@ -310,6 +310,9 @@ class ApiClient:
         self._counts: Counter[str] = Counter()
         # See ApiOptions.write_fence; settable, e.g. once start-up writes are done.
         self.write_fence = self._options.write_fence
+        # Whether the last request got an answer: an outage is logged once when it
+        # starts and once when it ends, not once per request that meets it.
+        self._answering = True
 
     @classmethod
     def from_kubeconfig(
@@ -656,7 +659,7 @@ class ApiClient:
             response = await self._http.send(request, stream=True)
             code = response.status_code
         except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from exc
+            raise self._unreachable(exc) from exc
         except _LightkubeConfigError as exc:  # an exec credential plugin failed
             raise ApiError(0, "Unauthorized", str(exc)) from exc
         finally:
@@ -671,7 +674,7 @@ class ApiClient:
                 await events.aclose()
         except httpx2.HTTPError as exc:
             # The connection broke mid-stream; the consumer sees it as an ApiError too.
-            raise _unreachable(exc) from exc
+            raise self._unreachable(exc) from exc
         finally:
             await response.aclose()
 
@@ -702,7 +705,7 @@ class ApiClient:
             )
             code = response.status_code
         except httpx2.HTTPError as exc:
-            raise _unreachable(exc) from exc
+            raise self._unreachable(exc) from exc
         except _LightkubeConfigError as exc:  # an exec credential plugin failed
             raise ApiError(0, "Unauthorized", str(exc)) from exc
         finally:
@@ -717,8 +720,28 @@ class ApiClient:
             raise ApiError(code, "InvalidResponse", "response body is not a JSON object")
         return decoded
 
+    def _unreachable(self, exc: httpx2.HTTPError) -> ApiError:
+        error = _unreachable(exc)
+        if self._answering:
+            self._answering = False
+            _log.warning(
+                "apiserver %s does not answer (%s): requests to it are retried with backoff",
+                self.cluster,
+                error.message,
+                extra={"cluster": self.cluster},
+            )
+        return error
+
+    @property
+    def answering(self) -> bool:
+        """Whether the last request to this apiserver got an answer (any HTTP status)."""
+        return self._answering
+
     def _record(self, verb: str, resource: Resource, code: int, seconds: float) -> None:
         self._counts[verb] += 1
+        if code and not self._answering:
+            self._answering = True
+            _log.info("apiserver %s answers again", self.cluster, extra={"cluster": self.cluster})
         if self._on_request is None:
             return
         try:

@@ -266,7 +266,9 @@ async def run_workers(
                 requeue_after = await handler(key)
             except ApiError as error:
                 delay = queue.add_rate_limited(key)
-                _log.warning(
+                # A silent apiserver is logged by its client once per outage, not per key.
+                _log.log(
+                    logging.DEBUG if error.is_unreachable else logging.WARNING,
                     "%s: processing %s failed (attempt %d), retrying in %.3fs: %s",
                     name,
                     key,

@@ -249,6 +249,8 @@ class Informer:
                     problem = f"resourceVersion {self._resource_version} expired ({exc.message})"
                 else:
                     problem = str(exc)
+                    if exc.is_unreachable:
+                        level = logging.DEBUG  # its client logs the outage once
             except TimeoutError as exc:
                 self._last_error = exc
                 # Also routine on a quiet resource: an apiserver whose etcd sends no

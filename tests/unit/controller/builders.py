@@ -30,7 +30,12 @@ from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.mirrors import mirror_metadata
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.naming import (
+    CLUSTER_ANNOTATION,
+    MIRROR_LABEL,
+    ORIGIN_UID_LABEL,
+    PLACEMENTS_ANNOTATION,
+)
 from jobrelay.kinds.types import JsonObj
 
 CONTROLLER = "jobrelay.dev/relay"
@@ -102,12 +107,15 @@ def job(
     uid: str = UID,
     rv: str = RV,
     placed: str | None = None,
+    history: tuple[str, ...] = (),
     suspend: bool = False,
     parallelism: int = 1,
+    completions: int | None = 1,
     status: JsonObj | None = None,
     deleting: bool = False,
+    annotations: dict[str, str] | None = None,
 ) -> JsonObj:
-    """A management Job as its cache holds it."""
+    """A management Job as its cache holds it; ``history``: every placement, in order."""
     metadata: JsonObj = {
         "name": NAME,
         "namespace": NAMESPACE,
@@ -117,6 +125,10 @@ def job(
     }
     if placed is not None:
         metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+    if history:
+        metadata.setdefault("annotations", {})[PLACEMENTS_ANNOTATION] = ",".join(history)
+    if annotations:
+        metadata.setdefault("annotations", {}).update(annotations)
     if deleting:
         metadata["deletionTimestamp"] = NOW
     obj: JsonObj = {
@@ -127,7 +139,7 @@ def job(
             "managedBy": CONTROLLER,
             "suspend": suspend,
             "parallelism": parallelism,
-            "completions": 1,
+            "completions": completions,
             "backoffLimit": 6,
             "template": {
                 "spec": {
@@ -203,12 +215,14 @@ def mirror(
     status: JsonObj | None = None,
     spec: JsonObj | None = None,
     deleting: bool = False,
+    run: int = 1,
 ) -> JsonObj:
-    """Our mirror of ``obj`` as a worker's cache holds it (slimmed by the kind).
+    """Our mirror of ``obj`` (run ``run``) as a worker's cache holds it (slimmed by the kind).
 
-    ``origin_uid`` makes it the mirror of another object of the same name.
+    ``origin_uid`` makes it the mirror of another object of the same name; the
+    mirror carries over what ``obj``'s status shows, as a real one would.
     """
-    body = kind.build_mirror(obj, controller_name=CONTROLLER, origin="manager")
+    body = kind.build_mirror(obj, controller_name=CONTROLLER, origin="manager", run=run, now=NOW)
     metadata = body["metadata"]
     metadata["uid"] = uid
     metadata["resourceVersion"] = "500"
@@ -250,14 +264,26 @@ def worker(
     mirror: JsonObj | None = None,
     read: Any = _NOT_READ,
     create_pending: bool = False,
+    lost: bool = False,
+    lost_in: float | None = None,
+    drain: str = "",
+    vanished: JsonObj | None = None,
 ) -> WorkerState:
-    """A worker; pass ``read=`` (an object or None) for a fresh read of the name there."""
+    """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
+
+    ``lost=True`` is a worker declared lost (so not connected); ``lost_in`` one not
+    connected that will be in that many seconds.
+    """
     read_done = read is not _NOT_READ
     return WorkerState(
         name=name,
         synced=synced,
-        connected=connected,
+        connected=connected and not lost and lost_in is None,
         cordoned=cordoned,
+        lost=lost,
+        lost_in=0.0 if lost else lost_in,
+        drain=drain,
+        vanished=vanished,
         load=load,
         mirror=mirror,
         read=read if read_done else None,
@@ -295,6 +321,8 @@ def summary(action: Action) -> tuple[Any, ...]:
     """An action's key fields: what a table row states about it."""
     match action:
         case Place():
+            if action.history and action.history != (action.cluster,):
+                return ("Place", action.cluster, action.resource_version, action.history)
             return ("Place", action.cluster, action.resource_version)
         case CreateMirror():
             return ("Create", action.cluster, action.origin_uid)

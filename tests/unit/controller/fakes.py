@@ -21,6 +21,7 @@ import msgspec
 
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.fleet.workers import WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kinds.patches import apply_merge_patch
@@ -238,6 +239,11 @@ class FakeWorker:
     synced_kinds: set[str] | None = None  # None: every kind
     cache: dict[WorkloadKey, JsonObj] = field(default_factory=dict)
     active: int = 0
+    # The last state of mirrors deleted here, by key (as the pool's delete events keep it).
+    vanished: dict[WorkloadKey, JsonObj] = field(default_factory=dict)
+    # Not connected: seconds until it is declared lost (<= 0: lost); None: connected.
+    lost_in: float | None = None
+    drain: str = ""
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()
@@ -269,6 +275,19 @@ class FakePool:
 
     def workers(self) -> list[FakeWorker]:
         return list(self._workers.values())
+
+    def views(self) -> list[WorkerView]:
+        return [
+            WorkerView(
+                name=w.name,
+                worker=w,  # type: ignore[arg-type]  # duck-typed: what a reconcile reads
+                cordoned=w.cordoned,
+                drain=w.drain,
+                labels=w.labels,
+                lost_in=w.lost_in if w.lost_in is not None or w.connected else 1.0,
+            )
+            for w in self._workers.values()
+        ]
 
     def mirror_keys(self) -> set[WorkloadKey]:
         return {key for w in self._workers.values() for key in w.cache}

@@ -41,7 +41,7 @@ from tests.unit.controller.builders import (
     worker,
 )
 
-from jobrelay.controller.relay.decide import decide, placement_of, with_placement
+from jobrelay.controller.relay.decide import decide, placement_of, placements_of, with_placement
 from jobrelay.controller.relay.plan import (
     CreateMirror,
     DeleteMirror,
@@ -98,6 +98,15 @@ def condition_true(kind: str) -> JsonObj:
 
 
 PLACED = job(placed="w1", status=RUNNING)
+AT_REST: JsonObj = {"startTime": T_START, "active": 0}
+PENDING: JsonObj = {"startTime": T_START, "active": 1, "ready": 0}
+ONE_DONE_OF_THREE: JsonObj = {"startTime": T_START, "active": 1, "ready": 1, "succeeded": 1}
+AT_REST_ONE_DONE: JsonObj = {"startTime": T_START, "active": 0, "ready": 0, "succeeded": 1}
+FAILURE_TARGET_ONLY: JsonObj = {
+    "startTime": T_START,
+    "failed": 2,
+    "conditions": [condition_true("FailureTarget")],
+}
 PLACED_FRESH_NEVER_RAN = job(placed="w1")
 OLD_MIRROR = mirror(job(uid=OLD_UID), uid="m-0")
 
@@ -192,12 +201,12 @@ CASES: dict[str, Case] = {
         events=(("Normal", "Dispatched"),),
         outcome=Done(),
     ),
-    "placed, mirror missing, fresh, it ran: created again with a warning": Case(
+    "placed, mirror missing, fresh, it ran: no pods shown, created again with a warning": Case(
         obj=PLACED,
         workers=(w("w1"),),
         fresh=True,
-        actions=(("Log", "warning"), ("Create", "w1", UID)),
-        events=(("Normal", "Dispatched"),),
+        actions=(("Status",), ("Log", "warning"), ("Create", "w1", UID)),
+        events=(("Warning", "MirrorVanished"), ("Normal", "Dispatched")),
         outcome=Done(),
     ),
     "placed, mirror missing, fresh read says finished: leftovers deleted, done": Case(
@@ -223,12 +232,19 @@ CASES: dict[str, Case] = {
         actions=(),
         outcome=Done(),
     ),
-    "placed, mirror missing, worker not registered": Case(
+    "placed on a worker no longer registered: the status to carry over is read afresh": Case(
         obj=job(placed="w9"),
         workers=(w("w1"),),
         actions=(),
-        events=(("Warning", "WorkerUnavailable"),),
-        outcome=UNPLACEABLE,
+        outcome=ReadFresh(obj=True),
+    ),
+    "placed on a worker no longer registered, fresh: placed again elsewhere": Case(
+        obj=job(placed="w9"),
+        workers=(w("w1"),),
+        fresh=True,
+        actions=(("Place", "w1", RV, ("w9", "w1")), ("Log", "info")),
+        events=(("Warning", "WorkerLost"), ("Normal", "Redispatched")),
+        outcome=Done(),
     ),
     "placed, the worker's cache has not listed": Case(
         obj=PLACED,
@@ -240,7 +256,7 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1"),
         workers=(w("w1"), w("w2", mirror=mirror(job(), status=RUNNING))),
         fresh=True,
-        actions=(("Log", "warning"), ("Status",)),
+        actions=(("Log", "warning"), ("Place", "w2", RV)),
         events=(("Warning", "PlacementConflict"),),
         outcome=Done(),
     ),
@@ -256,7 +272,7 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1"),
         workers=(w("w1"), w("w2", read=mirror(job(), status=RUNNING))),
         fresh=True,
-        actions=(("Log", "warning"), ("Status",)),
+        actions=(("Log", "warning"), ("Place", "w2", RV)),
         events=(("Warning", "PlacementConflict"),),
         outcome=Done(),
     ),
@@ -472,6 +488,139 @@ CASES: dict[str, Case] = {
     "gone, nothing left anywhere": Case(
         obj=None, workers=(w("w1"),), actions=(), outcome=Done(), release=True
     ),
+    # -- lost workers, drains and runs -------------------------------------------------
+    "its worker does not answer, not lost yet: nothing there, look again soon": Case(
+        obj=PLACED,
+        workers=(w("w1", lost_in=600.0, mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(),
+        outcome=UNPLACEABLE,
+    ),
+    "its worker was lost: the status to carry over is read afresh first": Case(
+        obj=PLACED,
+        workers=(w("w1", lost=True, mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(),
+        outcome=ReadFresh(obj=True),
+    ),
+    "its worker was lost, fresh, pods shown running: shown stopped before it moves": Case(
+        obj=PLACED,
+        workers=(w("w1", lost=True, mirror=mirror(job(), status=RUNNING)), w("w2")),
+        fresh=True,
+        actions=(("Status",),),
+        outcome=Done(),
+    ),
+    "its worker was lost, fresh, at rest: placed on another with its history": Case(
+        obj=job(placed="w1", status=AT_REST),
+        workers=(w("w1", lost=True, mirror=mirror(job(), status=RUNNING)), w("w2"), w("w3")),
+        fresh=True,
+        actions=(("Place", "w2", RV, ("w1", "w2")), ("Log", "info")),
+        events=(("Warning", "WorkerLost"), ("Normal", "Redispatched")),
+        outcome=Done(),
+    ),
+    "its worker was lost, no other can take it: says so and waits": Case(
+        obj=job(placed="w1", status=AT_REST),
+        workers=(w("w1", lost=True), w("w2", cordoned=True)),
+        fresh=True,
+        actions=(("Log", "warning"),),
+        events=(("Warning", "NoWorkerAvailable"),),
+        outcome=UNPLACEABLE,
+    ),
+    "its worker was lost, redispatch never: failed with WorkerLost": Case(
+        obj=job(placed="w1", status=RUNNING, annotations={"jobrelay.dev/redispatch": "never"}),
+        workers=(w("w1", lost=True, mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(("Status", "Failed", "FailureTarget"),),
+        events=(("Warning", "WorkerLost"),),
+        outcome=Done(),
+        release=True,
+    ),
+    "moved, its old worker answers again: the earlier run's mirror goes, uncopied": Case(
+        obj=job(placed="w2", history=("w1", "w2"), status=AT_REST),
+        workers=(
+            w("w1", mirror=mirror(job(), status=COMPLETE)),
+            w("w2", mirror=mirror(job(), run=2, uid="m-2", status=RUNNING)),
+        ),
+        actions=(("Delete", "w1", "m-1"), ("Status",)),
+        outcome=Done(),
+        release=True,
+    ),
+    "moved, the earlier run's mirror holds the name on the new worker: deleted first": Case(
+        obj=job(placed="w1", history=("w1", "w2", "w1"), status=AT_REST),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(("Delete", "w1", "m-1"),),
+        outcome=Retry(""),
+    ),
+    "the placement annotation edited: set back, with a warning": Case(
+        obj=job(placed="w2", history=("w1",), status=RUNNING),
+        workers=(w("w1", mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(("Log", "warning"), ("Place", "w1", RV)),
+        events=(("Warning", "PlacementRestored"),),
+        outcome=Done(),
+    ),
+    "the placement annotation removed: set back, with a warning": Case(
+        obj=job(history=("w1", "w2"), status=RUNNING),
+        workers=(w("w1"), w("w2", mirror=mirror(job(), run=2, status=RUNNING))),
+        actions=(("Log", "warning"), ("Place", "w2", RV, ("w1", "w2"))),
+        events=(("Warning", "PlacementRestored"),),
+        outcome=Done(),
+    ),
+    "drain All, its mirror runs: deleted (pods first), then it moves": Case(
+        obj=PLACED,
+        workers=(w("w1", drain="All", mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(("Delete", "w1", "m-1"),),
+        outcome=Retry(""),
+    ),
+    "drain All, its mirror is going: wait": Case(
+        obj=PLACED,
+        workers=(w("w1", drain="All", mirror=mirror(job(), deleting=True)), w("w2")),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "drain NotStarted, its pods started: it stays and is followed": Case(
+        obj=PLACED,
+        workers=(w("w1", drain="NotStarted", mirror=mirror(job(), status=RUNNING)), w("w2")),
+        actions=(),
+        outcome=Done(),
+        release=True,
+    ),
+    "drain NotStarted, nothing started: deleted, then it moves": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1", drain="NotStarted", mirror=mirror(job(), status=PENDING)), w("w2")),
+        actions=(("Delete", "w1", "m-1"),),
+        outcome=Retry(""),
+    ),
+    "drain, its mirror gone: its last state counts first": Case(
+        obj=job(placed="w1", completions=3, status=RUNNING),
+        workers=(
+            w("w1", drain="All", vanished=mirror(job(), status=ONE_DONE_OF_THREE)),
+            w("w2"),
+        ),
+        fresh=True,
+        actions=(("Status",),),
+        outcome=Done(),
+    ),
+    "a mirror deleted behind our back: its last state counts first": Case(
+        obj=job(placed="w1", completions=3, status=RUNNING),
+        workers=(w("w1", vanished=mirror(job(), status=ONE_DONE_OF_THREE)),),
+        fresh=True,
+        actions=(("Status",),),
+        outcome=Done(),
+    ),
+    "a mirror deleted behind our back, its work counted: made again, with a warning": Case(
+        obj=job(placed="w1", completions=3, status=AT_REST_ONE_DONE),
+        workers=(w("w1", vanished=mirror(job(), status=ONE_DONE_OF_THREE)),),
+        fresh=True,
+        actions=(("Log", "warning"), ("Create", "w1", UID)),
+        events=(("Warning", "MirrorVanished"), ("Normal", "Dispatched")),
+        outcome=Done(),
+    ),
+    "an earlier run already met its failure target: failed here, not run again": Case(
+        obj=job(placed="w2", history=("w1", "w2"), status=FAILURE_TARGET_ONLY),
+        workers=(w("w1", lost=True), w("w2")),
+        fresh=True,
+        actions=(("Status", "Failed", "FailureTarget"),),
+        events=(("Warning", "Failed"),),
+        outcome=Done(),
+        release=True,
+    ),
     # -- JobSet ---------------------------------------------------------------------
     "JobSet not placed: placed and created": Case(
         kind=JOBSET,
@@ -622,7 +771,7 @@ def _of(plan: Plan, kind: type) -> list[Any]:
 def test_the_placement_is_a_compare_and_swap_written_before_the_create() -> None:
     plan = _plan(job(rv="77"), w("w1"))
     assert [type(a).__name__ for a in plan.actions] == ["Place", "CreateMirror", "RecordEvent"]
-    assert plan.actions[0] == Place("w1", "77")
+    assert plan.actions[0] == Place("w1", "77", ("w1",))
 
 
 def test_the_mirror_body_is_the_kinds_mirror_of_the_placed_object() -> None:
@@ -682,7 +831,7 @@ def test_warnings_and_terminal_messages_tell_the_user_what_to_do() -> None:
         job(placed="w1"), w("w1"), w("w2", mirror=mirror(job(), status=RUNNING)), fresh=True
     )
     (conflict,) = _of(plan, RecordEvent)
-    assert "set the annotation back to w2" in conflict.message
+    assert "keeps following the mirror on w2" in conflict.message
     assert not _of(plan, CreateMirror)
     assert all(not isinstance(a, PatchMirror) or a.cluster == "w2" for a in plan.actions)
     plan = _plan(
@@ -711,7 +860,8 @@ def test_deletions_say_why() -> None:
 def test_requeue_delays_come_from_the_settings() -> None:
     settings = dataclasses.replace(SETTINGS, unplaceable_retry=3.5)
     assert _plan(job(), settings=settings).outcome == RequeueAfter(3.5)
-    assert _plan(job(placed="nowhere"), w("w1"), settings=settings).outcome == RequeueAfter(3.5)
+    not_answering = w("w1", lost_in=100.0)
+    assert _plan(job(placed="w1"), not_answering, settings=settings).outcome == RequeueAfter(3.5)
 
 
 def test_a_mirror_of_another_controller_is_a_namesake() -> None:
@@ -721,11 +871,35 @@ def test_a_mirror_of_another_controller_is_a_namesake() -> None:
     assert plan.outcome == ReadFresh(probe=True)
 
 
+def test_a_moved_job_runs_only_what_remains_and_adds_up() -> None:
+    """Run 2 on w2 after w1 was lost: the mirror asks for what is left, and its
+    counters add to what run 1 did."""
+    done_before = {"startTime": T_START, "active": 0, "succeeded": 2, "failed": 1}
+    obj = job(placed="w2", history=("w1", "w2"), completions=5, parallelism=4, status=done_before)
+    (create,) = _of(_plan(obj, w("w1", lost=True), w("w2"), fresh=True), CreateMirror)
+    spec, annotations = create.body["spec"], create.body["metadata"]["annotations"]
+    assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (3, 3, 5)
+    assert annotations["jobrelay.dev/run"] == "2"
+    assert annotations["jobrelay.dev/carried-over"] == (
+        '{"elapsedSeconds": 600, "failed": 1, "succeeded": 2}'
+    )
+    # Its mirror's progress adds to what run 1 did; the first startTime stays.
+    running = {"startTime": "2026-03-01T12:09:00Z", "active": 2, "succeeded": 1, "failed": 1}
+    second = mirror(obj, run=2, status=running)
+    (write,) = _of(_plan(obj, w("w1", lost=True), w("w2", mirror=second)), WriteStatus)
+    assert (write.status["succeeded"], write.status["failed"]) == (3, 2)
+    assert write.status["startTime"] == T_START
+    # Its spec is kept in step with what remains, not with the whole Job's.
+    assert _of(_plan(obj, w("w1", lost=True), w("w2", mirror=second)), PatchMirror) == []
+
+
 def test_placement_helpers() -> None:
     obj = job()
     assert placement_of(obj) == ""
-    placed = with_placement(obj, "w3")
+    placed = with_placement(obj, "w3", ("w1", "w3"))
     assert placement_of(placed) == "w3"
+    assert placements_of(placed) == ("w1", "w3")
+    assert placements_of(job(placed="w2")) == ("w2",)  # placed before the history was kept
     assert placed["metadata"]["labels"] == obj["metadata"]["labels"]
     assert "annotations" not in obj["metadata"]  # the input is not changed
     assert placement_of({}) == ""

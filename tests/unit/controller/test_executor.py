@@ -34,7 +34,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
 
@@ -102,7 +102,10 @@ def create_action(env: Env, cluster: str = "w1") -> CreateMirror:
 async def test_place_is_a_compare_and_swap_and_reserves_the_worker(env: Env) -> None:
     assert await env.run(Place("w1", rv(env))) is None
     stored = env.stored_job()
-    assert stored["metadata"]["annotations"] == {CLUSTER_ANNOTATION: "w1"}
+    assert stored["metadata"]["annotations"] == {
+        CLUSTER_ANNOTATION: "w1",
+        PLACEMENTS_ANNOTATION: "w1",
+    }
     method, path, body = env.manager.writes()[-1]
     assert (method, path) == ("PATCH", JOB_PATH)
     assert body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
@@ -377,6 +380,14 @@ async def test_write_status_failing_otherwise_raises(env: Env) -> None:
     env.manager.fail("PATCH", "/status", 500, "InternalError")
     with pytest.raises(ApiError):
         await env.run(write_action(rv(env)))
+
+
+async def test_a_status_the_apiserver_refuses_is_terminal_and_says_so(env: Env) -> None:
+    env.manager.fail("PATCH", "/status", 422, "Invalid")
+    outcome = await env.run(write_action(rv(env)), RecordEvent("Normal", "Completed", "done"))
+    assert isinstance(outcome, Terminal) and outcome.reason == "StatusNotCopied"
+    assert "a jobrelay bug" in outcome.message and outcome.retry_after is None
+    assert env.events.recorded == []  # the plan stopped there
 
 
 # -- Events and logs ----------------------------------------------------------------

@@ -209,7 +209,11 @@ async def test_a_moved_annotation_keeps_following_the_running_mirror(env: Env) -
     assert await env.reconcile() is None
     assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "PlacementConflict")]
     assert env.mirror_on("w1") is None
-    assert (env.stored().get("status") or {}).get("active") == 1  # still followed on w2
+    # The placement is set to where the mirror runs, and the mirror followed there.
+    assert env.stored()["metadata"]["annotations"][CLUSTER_ANNOTATION] == "w2"
+    env.informer.refresh(env.manager, JOB)
+    assert await env.reconcile() is None
+    assert (env.stored().get("status") or {}).get("active") == 1
 
 
 async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:

@@ -9,6 +9,7 @@ import httpx2
 import msgspec
 import pytest
 
+from jobrelay.fleet import health, workers
 from jobrelay.fleet.health import (
     HEARTBEAT_SECONDS,
     Verdict,
@@ -159,3 +160,32 @@ def test_transition_time_kept_while_status_stays() -> None:
     assert transition_time(existing, "True", "NOW") == "2026-01-01T00:00:00Z"
     assert transition_time(existing, "False", "NOW") == "NOW"
     assert transition_time(None, "True", "NOW") == "NOW"
+
+
+@pytest.mark.parametrize(
+    ("down_since", "now", "expected"),
+    [
+        (None, 1000.0, None),
+        (1000.0, 1000.0, 900.0),
+        (1000.0, 1600.0, 300.0),
+        (1000.0, 2000.0, -100.0),
+    ],
+)
+def test_lost_in_counts_down_from_when_the_worker_went_silent(
+    down_since: float | None, now: float, expected: float | None
+) -> None:
+    assert health.lost_in(down_since, now, 900.0) == expected
+
+
+def test_a_restart_keeps_only_a_loss_already_declared() -> None:
+    condition = {
+        "type": "Connected",
+        "status": "False",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    declared = {"status": {"lostTime": "2026-01-01T00:15:00Z", "conditions": [condition]}}
+    assert workers._declared_lost_since(declared) == 1767225600.0
+    # Down, not declared lost: timed afresh from this process's start, never early.
+    assert workers._declared_lost_since({"status": {"conditions": [condition]}}) is None
+    back = {**condition, "status": "True"}
+    assert workers._declared_lost_since({"status": {"lostTime": "x", "conditions": [back]}}) is None

@@ -24,6 +24,7 @@ async def test_status_writes_wait_for_the_fence_to_open() -> None:
         connect_timeout=1,
         status_interval=1,
         health_timeout=6,
+        lost_timeout=900,
         api=ApiOptions(write_fence=lambda: leading[0]),
     )
     async with ApiClient(http, cluster="manager", options=options.api) as manager:

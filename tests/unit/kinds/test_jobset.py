@@ -373,3 +373,18 @@ def test_pod_sets() -> None:
         PodSet("workers", 6, {"nvidia.com/gpu": "1"}, {"pool": "gpu"}),
     ]
     assert KIND.pod_sets({"spec": {}}) == []
+
+
+def test_a_later_run_carries_its_restarts_over() -> None:
+    """Run 2 of a JobSet that restarted twice: fewer restarts remain, and its own add up."""
+    earlier = jobset(status={"restarts": 2})
+    body = KIND.build_mirror(earlier, controller_name="jobrelay.dev/relay", origin="hq", run=2)
+    assert body["spec"]["failurePolicy"] == {"maxRestarts": 1}
+    assert body["metadata"]["annotations"]["jobrelay.dev/run"] == "2"
+    assert earlier["spec"]["failurePolicy"] == {"maxRestarts": 3}  # the input is not changed
+    body["status"] = {"restarts": 1, "replicatedJobsStatus": [replicated("workers", active=3)]}
+    status = KIND.next_status(earlier, body, now="2026-01-01T00:00:00Z")
+    assert status is not None and status["restarts"] == 3
+    # A first run carries nothing.
+    first = KIND.build_mirror(jobset(), controller_name="jobrelay.dev/relay", origin="hq")
+    assert "jobrelay.dev/carried-over" not in first["metadata"]["annotations"]

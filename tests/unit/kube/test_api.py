@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -424,6 +425,28 @@ def test_bad_kubeconfigs_raise_kubeconfig_error(broken: dict[str, Any]) -> None:
 def test_a_missing_kubeconfig_file_raises_kubeconfig_error(tmp_path: Any) -> None:
     with pytest.raises(KubeconfigError):
         ApiClient.from_kubeconfig(tmp_path / "nope")
+
+
+async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    answers = iter(["refused", "refused", "refused", "ok", "ok", "refused"])
+
+    def flaky(request: httpx2.Request) -> httpx2.Response:
+        if next(answers) == "refused":
+            raise httpx2.ConnectError("connection refused", request=request)
+        return json_response(404, status(404, "NotFound"))  # an answer, even if a refusal
+
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.api"):
+        async with api(flaky) as (client, _):
+            for _ in range(6):
+                with pytest.raises(ApiError):
+                    await client.get(JOBS, "j", namespace="ns")
+                assert client.answering == (len(caplog.records) % 2 == 0)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in lines] == ["WARNING", "INFO", "WARNING"]
+    assert "apiserver c1 does not answer" in lines[0][1] and "retried with backoff" in lines[0][1]
+    assert lines[1][1] == "apiserver c1 answers again"
 
 
 async def test_a_closed_write_fence_refuses_every_write_without_sending_it() -> None:

@@ -18,6 +18,7 @@ test reaches it in microseconds:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.controller.relay.plan import (
@@ -36,10 +37,15 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import DRAIN_ALL, Snapshot, WorkerState
 from jobrelay.kinds.base import Finish
-from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
+from jobrelay.kinds.naming import (
+    CLUSTER_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+    REDISPATCH_ANNOTATION,
+    REDISPATCH_NEVER,
+)
 from jobrelay.kinds.patches import merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.leastloaded import Candidate, place
@@ -50,46 +56,87 @@ def _meta(obj: JsonObj) -> dict[str, Any]:
     return meta
 
 
+def _annotations(obj: JsonObj) -> dict[str, Any]:
+    annotations: dict[str, Any] = _meta(obj).get("annotations") or {}
+    return annotations
+
+
 def placement_of(obj: JsonObj) -> str:
     """The worker the object is placed on (its placement annotation), or ``""``."""
-    return str((_meta(obj).get("annotations") or {}).get(CLUSTER_ANNOTATION) or "")
+    return str(_annotations(obj).get(CLUSTER_ANNOTATION) or "")
 
 
-def with_placement(obj: JsonObj, cluster: str) -> JsonObj:
+def placements_of(obj: JsonObj) -> tuple[str, ...]:
+    """Every worker the object was placed on, in order; the current one last.
+
+    An object placed before the history was kept shows its one placement.
+    """
+    text = str(_annotations(obj).get(PLACEMENTS_ANNOTATION) or "")
+    history = tuple(name for name in text.split(",") if name)
+    if history:
+        return history
+    cluster = placement_of(obj)
+    return (cluster,) if cluster else ()
+
+
+def with_placement(obj: JsonObj, cluster: str, history: tuple[str, ...]) -> JsonObj:
     metadata = _meta(obj)
-    annotations = {**(metadata.get("annotations") or {}), CLUSTER_ANNOTATION: cluster}
+    annotations = {
+        **(metadata.get("annotations") or {}),
+        CLUSTER_ANNOTATION: cluster,
+        PLACEMENTS_ANNOTATION: ",".join(history),
+    }
     return {**obj, "metadata": {**metadata, "annotations": annotations}}
 
 
 def decide(s: Snapshot) -> Plan:
     obj = s.obj
     if obj is None or _meta(obj).get("deletionTimestamp"):
-        return Plan(tuple(_deletions(s, keep_uid=None)), Done(), release=True)
-    uid = str(_meta(obj).get("uid"))
+        return Plan(tuple(_deletions(s, keep=None)), Done(), release=True)
     kind = s.kind
     if kind.is_finished(obj):
-        # The final status is on the management object: the mirror has served its purpose.
-        keep = uid if s.settings.keep_finished_mirrors else None
-        return Plan(tuple(_deletions(s, keep_uid=keep)), Done(), release=True)
-    actions: list[Action] = list(_deletions(s, keep_uid=uid))
+        # The final status is on the management object: the mirror has served its purpose
+        # (kept on request if it is the finished run's own).
+        keep = _Keep(_uid(obj), len(placements_of(obj)), finished_only=True)
+        return Plan(
+            tuple(_deletions(s, keep=keep if s.settings.keep_finished_mirrors else None)),
+            Done(),
+            release=True,
+        )
+    history = placements_of(obj)
+    actions: list[Action] = list(_deletions(s, keep=_Keep(_uid(obj), len(history))))
 
     cluster = placement_of(obj)
     # A fresh read of a worker, when there is one, is truer than its cache.
-    live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s)]
-    if cluster and live and all(w.name != cluster for w in live):
-        # Placed on one worker while its mirror lives on another (a hand edit of
-        # the annotation): a mirror where it points would run it twice. The one
+    live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s, run=len(history))]
+    if history and live and all(w.name != history[-1] for w in live):
+        # Its mirror runs on a worker its placements do not end with (hand edits of
+        # both annotations): a mirror where they point would run it twice. The one
         # that runs stays the one followed, and the user is told.
         elsewhere = live[0].name
         message = (
-            f"placed on worker cluster {cluster} (annotation {CLUSTER_ANNOTATION}) while its "
-            f"mirror runs on {elsewhere}; jobrelay does not move a running workload and keeps "
-            f"following the mirror on {elsewhere}: set the annotation back to {elsewhere}, or "
-            f"delete and re-create the {kind.ref.kind} to run it elsewhere"
+            f"placed on worker cluster {history[-1]} (annotations {CLUSTER_ANNOTATION}, "
+            f"{PLACEMENTS_ANNOTATION}) while its mirror runs on {elsewhere}; jobrelay does not "
+            f"move a running workload behind its own back and keeps following the mirror on "
+            f"{elsewhere}, and records it as the placement"
         )
         actions.append(RecordEvent("Warning", "PlacementConflict", message))
         actions.append(Log("warning", message))
-        cluster = elsewhere
+        fixed = (*history[:-1], elsewhere)
+        actions.append(Place(elsewhere, _version(obj), fixed))
+        return Plan(tuple(actions), Done())
+    if history and cluster != history[-1]:
+        # The placement annotation belongs to jobrelay: an edit would move the workload
+        # while its mirror may run, so it is undone.
+        message = (
+            f"the annotation {CLUSTER_ANNOTATION} is set by jobrelay and was changed to "
+            f"{cluster or '(nothing)'}: set back to {history[-1]}. To move a workload, drain "
+            f"its worker (jobrelay clusters drain {history[-1]}), or delete and re-create it"
+        )
+        actions.append(RecordEvent("Warning", "PlacementRestored", message))
+        actions.append(Log("warning", message))
+        actions.append(Place(history[-1], _version(obj), history))
+        return Plan(tuple(actions), Done())
 
     placed_now = False
     if not cluster:
@@ -100,7 +147,7 @@ def decide(s: Snapshot) -> Plan:
                 return Plan(tuple(actions), write)
             return Plan(tuple(actions) + ((write,) if write else ()), Done())
         if live:
-            cluster = live[0].name  # its placement annotation was lost: keep the mirror it has
+            cluster = live[0].name  # its placement annotations were lost: keep the mirror it has
         else:
             decision = place(_candidates(s), excluded=_foreign_holders(s))
             if decision.cluster is None:
@@ -109,58 +156,41 @@ def decide(s: Snapshot) -> Plan:
                 actions.append(Log("warning", message))
                 return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
             cluster = decision.cluster
-        actions.append(Place(cluster, str(_meta(obj).get("resourceVersion"))))
-        obj = with_placement(obj, cluster)
+        history = (cluster,)
+        actions.append(Place(cluster, _version(obj), history))
+        obj = with_placement(obj, cluster, history)
         placed_now = True
 
     worker = s.worker(cluster)
-    if worker is None:
-        actions.append(
-            RecordEvent(
-                "Warning",
-                "WorkerUnavailable",
-                f"placed on worker cluster {cluster}, which is not registered or not connected",
-            )
-        )
-        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+    leaving = _why_leave(s, obj, worker, cluster)
+    if leaving is not None:
+        return _move(s, obj, worker, cluster, history, leaving, actions)
+    assert worker is not None  # only an unregistered worker is None, and that one is left
+    if not worker.connected and worker.lost_in is not None:
+        # Not answering: nothing to copy or create there until it is back (its return
+        # brings the keys it holds back) or declared lost.
+        wait = min(s.settings.unplaceable_retry, worker.lost_in)
+        return Plan(tuple(actions), RequeueAfter(max(1.0, wait)))
     if not worker.synced:
         return Plan(tuple(actions), Retry(f"the mirror cache of {cluster} has not listed yet"))
 
     seen = worker.seen
     mirror: JsonObj | None = None
-    if seen is not None and is_mirror_of(seen, obj, s.settings.controller_name):
+    run = len(history)
+    if seen is not None and _is_current(seen, obj, s, run):
         mirror = seen
     elif seen is not None and is_ours(seen, s.settings.controller_name):
-        # An earlier object of this name left its mirror: it goes before ours can be created
-        # (by the deletions above when the cache shows it, else here).
+        # An earlier object of this name, or an earlier run of this one, left its mirror:
+        # it goes before ours can be created (by the deletions above when the cache
+        # shows it, else here).
         if worker.read_done and _uid(seen) not in s.deleting | {_uid(worker.mirror)}:
-            actions.append(
-                _delete(worker.name, seen, "it belongs to an earlier object of this name")
-            )
-        return Plan(tuple(actions), Retry("an earlier object's mirror is in the way"))
+            actions.append(_delete(worker.name, seen, "it belongs to an earlier run or object"))
+        return Plan(tuple(actions), Retry("an earlier mirror of this name is in the way"))
     elif seen is not None:
         return _collision(s, obj, worker, actions)
 
     if mirror is None:
-        if worker.create_pending:
-            return Plan(tuple(actions), Done())  # its watch event will bring the key back
-        if not placed_now and not s.fresh:
-            # The caches may lag our own writes: a mirror deleted after its final
-            # status was copied must not come back because the cached object does
-            # not show that status yet. Only the apiserver's copy can tell.
-            return Plan(tuple(actions), ReadFresh(obj=True))
-        if not placed_now and kind.has_run(obj):
-            actions.append(
-                Log("warning", f"the mirror of {s.key} is gone from {cluster}: creating it again")
-            )
-        body = kind.build_mirror(
-            obj, controller_name=s.settings.controller_name, origin=s.settings.origin
-        )
-        actions.append(CreateMirror(cluster, body, uid))
-        actions.append(
-            RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}")
-        )
-        return Plan(tuple(actions), Done())
+        return _create(s, obj, worker, run, placed_now=placed_now, actions=actions)
 
     patch = kind.spec_patch(obj, mirror)
     if patch is not None:
@@ -183,6 +213,181 @@ def decide(s: Snapshot) -> Plan:
     return Plan(tuple(actions), Done(), release=True)
 
 
+def _create(
+    s: Snapshot,
+    obj: JsonObj,
+    worker: WorkerState,
+    run: int,
+    *,
+    placed_now: bool,
+    actions: list[Action],
+) -> Plan:
+    """No mirror of this run is on its worker: create it, after what a lost one did counts."""
+    kind, cluster = s.kind, worker.name
+    if worker.create_pending:
+        return Plan(tuple(actions), Done())  # its watch event will bring the key back
+    if not placed_now and not s.fresh:
+        # The caches may lag our own writes: a mirror deleted after its final
+        # status was copied must not come back because the cached object does
+        # not show that status yet. Only the apiserver's copy can tell.
+        return Plan(tuple(actions), ReadFresh(obj=True))
+    vanished = _vanished_mirror(s, obj, worker, run)
+    # Pods shown running while no mirror exists: this run's mirror went without a trace.
+    was_running = bool(kind.has_run(obj) and _shows_running(obj))
+    write = _status_write(s, obj, vanished, gone=vanished is not None)
+    if isinstance(write, Terminal):
+        return Plan(tuple(actions), write)
+    if write is not None:
+        # What the lost mirror did counts before anything runs again; and an earlier
+        # run that already decided the outcome finishes the workload here.
+        actions.append(write)
+        finish = kind.finish({**obj, "status": write.status})
+        if finish is not None:
+            actions.append(_finish_event(finish, cluster))
+            return Plan(tuple(actions), Done(), release=True)
+        if vanished is not None:
+            return Plan(tuple(actions), Done())  # create from the status just written
+        obj = {**obj, "status": write.status}
+    if not placed_now and (vanished is not None or was_running):
+        message = (
+            f"the mirror on worker cluster {cluster} was deleted outside jobrelay: running "
+            f"again there, with what earlier runs did carried over"
+        )
+        actions.append(RecordEvent("Warning", "MirrorVanished", message))
+        actions.append(Log("warning", message))
+    body = kind.build_mirror(
+        obj, controller_name=s.settings.controller_name, origin=s.settings.origin,
+        run=run, now=s.now,
+    )  # fmt: skip
+    actions.append(CreateMirror(cluster, body, _uid(obj) or ""))
+    actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
+    return Plan(tuple(actions), Done())
+
+
+def _shows_running(obj: JsonObj) -> bool:
+    status = obj.get("status") or {}
+    return any(status.get(gauge) for gauge in ("active", "ready"))
+
+
+def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerState, run: int) -> JsonObj | None:
+    """The last state of this run's mirror on ``worker``, if it was deleted there."""
+    vanished = worker.vanished
+    if vanished is None or not _is_current(vanished, obj, s, run):
+        return None
+    return vanished
+
+
+# -- leaving a worker -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Leave:
+    """Why a workload must leave its worker, and whether a lost worker's run ended."""
+
+    why: str
+    # The worker is gone for good or not answering: its run is over without it.
+    lost: bool
+
+
+def _why_leave(
+    s: Snapshot, obj: JsonObj, worker: WorkerState | None, cluster: str
+) -> _Leave | None:
+    if worker is None:
+        return _Leave(f"worker cluster {cluster} is no longer registered", lost=True)
+    if worker.lost:
+        return _Leave(f"worker cluster {cluster} was lost (not connected for too long)", lost=True)
+    if not worker.drain or _redispatch_never(obj):
+        return None
+    mirror = (
+        worker.seen if _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))) else None
+    )
+    if worker.drain == DRAIN_ALL or mirror is None or not s.kind.has_started(mirror):
+        return _Leave(f"worker cluster {cluster} is being drained", lost=False)
+    return None
+
+
+def _move(
+    s: Snapshot,
+    obj: JsonObj,
+    worker: WorkerState | None,
+    cluster: str,
+    history: tuple[str, ...],
+    leave: _Leave,
+    actions: list[Action],
+) -> Plan:
+    """Take the workload off ``cluster`` and place it again elsewhere, counters carried over.
+
+    From a worker that answers (a drain), its mirror is deleted first and the
+    move waits until its pods are gone: never two runs at once. A lost worker
+    cannot be asked: the move goes ahead, its mirror is deleted when it answers
+    again, and its status is never copied.
+    """
+    kind = s.kind
+    if leave.lost and _redispatch_never(obj):
+        message = (
+            f"{leave.why}; this {kind.ref.kind} asks to run at most once "
+            f"({REDISPATCH_ANNOTATION}: {REDISPATCH_NEVER}), so it is not run again elsewhere"
+        )
+        failed = kind.failed_status(obj, "WorkerLost", message, now=s.now)
+        actions.append(RecordEvent("Warning", "WorkerLost", message))
+        if failed is None:
+            return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+        checked = _checked_write(s, obj, failed)
+        if isinstance(checked, Terminal):
+            return Plan(tuple(actions), checked)
+        return Plan((*actions, checked), Done(), release=True)
+    if worker is not None and not leave.lost:
+        mirror = worker.seen
+        if mirror is not None and _is_current(mirror, obj, s, len(history)):
+            if not _meta(mirror).get("deletionTimestamp") and _uid(mirror) not in s.deleting:
+                actions.append(
+                    _delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
+                )
+            return Plan(tuple(actions), Retry(f"waiting for its mirror on {cluster} to be gone"))
+    if not s.fresh:
+        # The status decides what the next run carries over: the apiserver's, not the cache's.
+        return Plan(tuple(actions), ReadFresh(obj=True))
+    vanished = (
+        None if worker is None or leave.lost else _vanished_mirror(s, obj, worker, len(history))
+    )
+    write = _status_write(s, obj, vanished, gone=vanished is not None)
+    if isinstance(write, Terminal):
+        return Plan(tuple(actions), write)
+    if write is not None:
+        # Nothing of it runs now; what its run did counts; and if that decided the
+        # outcome the workload ends here instead of running again.
+        actions.append(write)
+        finish = kind.finish({**obj, "status": write.status})
+        if finish is not None:
+            actions.append(_finish_event(finish, cluster))
+            return Plan(tuple(actions), Done(), release=True)
+        return Plan(tuple(actions), Done())  # moved once the watch shows that status
+    excluded = dict.fromkeys(_foreign_holders(s), "holds a namesake jobrelay did not create")
+    excluded[cluster] = "the workload is leaving it"
+    decision = place(_candidates(s), excluded=excluded)
+    if decision.cluster is None:
+        message = (
+            f"{leave.why}, and no other worker cluster can take this {kind.ref.kind}: "
+            f"{decision.explain()}"
+        )
+        actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
+        actions.append(Log("warning", message))
+        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+    if leave.lost:
+        actions.append(RecordEvent("Warning", "WorkerLost", f"{leave.why}: running it elsewhere"))
+    message = (
+        f"Redispatched to worker cluster {decision.cluster} (run {len(history) + 1}): {leave.why}"
+    )
+    actions.append(Place(decision.cluster, _version(obj), (*history, decision.cluster)))
+    actions.append(RecordEvent("Normal", "Redispatched", message))
+    actions.append(Log("info", message))
+    return Plan(tuple(actions), Done())
+
+
+def _redispatch_never(obj: JsonObj) -> bool:
+    return str(_annotations(obj).get(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER
+
+
 def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
     if finish.succeeded:
         return RecordEvent("Normal", "Completed", f"Completed on worker cluster {cluster}")
@@ -193,12 +398,16 @@ def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
 
 
 def _status_write(
-    s: Snapshot, obj: JsonObj, mirror: JsonObj | None
+    s: Snapshot, obj: JsonObj, mirror: JsonObj | None, *, gone: bool = False
 ) -> WriteStatus | Terminal | None:
     """A status write when the status should change; Terminal if the kind's rules refuse it."""
-    status = s.kind.next_status(obj, mirror, now=s.now)
+    status = s.kind.next_status(obj, mirror, now=s.now, gone=gone)
     if status is None:
         return None
+    return _checked_write(s, obj, status)
+
+
+def _checked_write(s: Snapshot, obj: JsonObj, status: JsonObj) -> WriteStatus | Terminal:
     violations = s.kind.status_violations(obj, {**obj, "status": status})
     if violations:
         return Terminal(
@@ -207,7 +416,7 @@ def _status_write(
             f"report it): {'; '.join(violations)}",
         )
     patch = merge_patch(obj.get("status") or {}, status)
-    return WriteStatus(patch, str(_meta(obj).get("resourceVersion")), status)
+    return WriteStatus(patch, _version(obj), status)
 
 
 def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Action]) -> Plan:
@@ -228,7 +437,7 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
         actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
         return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
     # The watch event of the new placement brings the key back to create the mirror there.
-    actions.append(Place(decision.cluster, str(_meta(obj).get("resourceVersion"))))
+    actions.append(Place(decision.cluster, _version(obj), (decision.cluster,)))
     return Plan(tuple(actions), Done())
 
 
@@ -244,48 +453,95 @@ def _foreign_holders(s: Snapshot) -> frozenset[str]:
 def _candidates(s: Snapshot) -> list[Candidate]:
     return [
         Candidate(
-            name=w.name, connected=w.connected and w.synced, cordoned=w.cordoned, active=w.load
+            name=w.name,
+            connected=w.connected and w.synced and not w.lost,
+            cordoned=w.cordoned,
+            draining=bool(w.drain),
+            active=w.load,
         )
         for w in s.workers
     ]
 
 
-def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot) -> bool:
+def _is_current(mirror: JsonObj, obj: JsonObj, s: Snapshot, run: int) -> bool:
+    """Whether ``mirror`` is this object's mirror of its current run (``run``).
+
+    A mirror of an earlier run (left on a worker the workload moved away from)
+    is never followed. One that claims a later run than the placements count
+    (hand-edited annotations) is taken as current rather than deleted.
+    """
+    return is_mirror_of(mirror, obj, s.settings.controller_name) and run_of(mirror) >= run
+
+
+def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot, *, run: int) -> bool:
     return (
         mirror is not None
-        and is_mirror_of(mirror, obj, s.settings.controller_name)
+        and _is_current(mirror, obj, s, run)
         and not _meta(mirror).get("deletionTimestamp")
         and str(_meta(mirror).get("uid")) not in s.deleting
     )
 
 
-def _deletions(s: Snapshot, *, keep_uid: str | None) -> Iterator[DeleteMirror]:
-    """Delete every cached mirror of this key but those of ``keep_uid`` (and those going)."""
+@dataclass(frozen=True, slots=True)
+class _Keep:
+    """The mirrors a deletion pass spares: this object's, of runs from ``run`` on
+    (only finished ones, with ``finished_only``)."""
+
+    uid: str | None
+    run: int
+    finished_only: bool = False
+
+
+def _deletions(s: Snapshot, *, keep: _Keep | None) -> Iterator[DeleteMirror]:
+    """Delete every cached mirror of this key but the kept ones (and those already going).
+
+    Workers that do not answer are skipped: their mirrors are deleted when they
+    answer again (their return brings every key they hold back).
+    """
     for worker in s.workers:
         mirror = worker.mirror
-        if mirror is None or _meta(mirror).get("deletionTimestamp"):
+        if mirror is None or _meta(mirror).get("deletionTimestamp") or not worker.connected:
             continue
         if str(_meta(mirror).get("uid")) in s.deleting:
             continue
-        if keep_uid is not None and origin_uid(mirror) == keep_uid:
+        ours = keep is not None and origin_uid(mirror) == keep.uid
+        if (
+            ours
+            and keep is not None
+            and run_of(mirror) >= keep.run
+            and (not keep.finished_only or s.kind.is_finished(mirror))
+        ):
             continue
         if s.obj is None or _meta(s.obj).get("deletionTimestamp"):
             why = f"its management {s.kind.ref.kind} is gone"
-        elif origin_uid(mirror) != str(_meta(s.obj).get("uid")):
+        elif not ours and origin_uid(mirror) != _uid(s.obj):
             why = "it belongs to an earlier object of this name"
-        else:
+        elif s.kind.is_finished(s.obj):
             why = f"its {s.kind.ref.kind} has finished"
+        else:
+            why = "it belongs to an earlier run, on a worker the workload has left"
         yield _delete(worker.name, mirror, why)
 
 
-def _delete(cluster: str, mirror: JsonObj, why: str) -> DeleteMirror:
+def _delete(
+    cluster: str, mirror: JsonObj, why: str, *, wait_for_pods: bool = False
+) -> DeleteMirror:
     return DeleteMirror(
-        cluster, _name(mirror), _namespace(mirror), str(_meta(mirror).get("uid")), why
+        cluster,
+        _name(mirror),
+        _namespace(mirror),
+        str(_meta(mirror).get("uid")),
+        why,
+        wait_for_pods=wait_for_pods,
     )
 
 
 def _uid(obj: JsonObj | None) -> str | None:
     return None if obj is None else str(_meta(obj).get("uid"))
+
+
+def _version(obj: JsonObj) -> str:
+    return str(_meta(obj).get("resourceVersion"))
 
 
 def _name(obj: JsonObj) -> str:

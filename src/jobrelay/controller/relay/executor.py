@@ -33,7 +33,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.kube.events import EventRecorder
@@ -127,7 +127,10 @@ class Executor:
                 {
                     "metadata": {
                         "resourceVersion": action.resource_version,
-                        "annotations": {CLUSTER_ANNOTATION: action.cluster},
+                        "annotations": {
+                            CLUSTER_ANNOTATION: action.cluster,
+                            PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
+                        },
                     }
                 },
                 namespace=key.namespace,
@@ -229,7 +232,11 @@ class Executor:
             return  # gone with its worker, or deleted by an earlier pass the cache has not shown
         try:
             await worker.client.delete(
-                Resource.of(kind.ref), action.name, namespace=action.namespace, uid=action.uid
+                Resource.of(kind.ref),
+                action.name,
+                namespace=action.namespace,
+                uid=action.uid,
+                propagation_policy="Foreground" if action.wait_for_pods else "Background",
             )
         except ApiError as error:
             if not (error.is_not_found or error.is_conflict):
@@ -263,6 +270,14 @@ class Executor:
         except ApiError as error:
             if error.is_conflict or error.is_not_found:
                 return Retry("the object changed while its status was being written")
+            if error.is_invalid:
+                # The rules checker let through what the apiserver refuses: a bug of ours,
+                # shown to the user, and not retried until something changes.
+                return Terminal(
+                    "StatusNotCopied",
+                    "the management apiserver refused the status jobrelay computed (a jobrelay "
+                    f"bug, please report it): {error.message}",
+                )
             raise
         return None
 

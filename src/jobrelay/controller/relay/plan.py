@@ -20,10 +20,12 @@ EventType = Literal["Normal", "Warning"]
 
 @dataclass(frozen=True, slots=True)
 class Place:
-    """Record ``cluster`` in the placement annotation, compare-and-swap on ``resource_version``."""
+    """Record ``cluster`` in the placement annotation and ``history`` (every placement,
+    in order, ``cluster`` last) beside it; compare-and-swap on ``resource_version``."""
 
     cluster: str
     resource_version: str
+    history: tuple[str, ...] = ()  # () when ``cluster`` is its first placement
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,9 @@ class DeleteMirror:
     namespace: str
     uid: str
     why: str
+    # Keep the mirror until its pods are gone (foreground deletion), so that a
+    # workload moved off a reachable worker never runs in two places at once.
+    wait_for_pods: bool = False
 
 
 @dataclass(frozen=True, slots=True)

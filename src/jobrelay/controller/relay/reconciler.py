@@ -140,27 +140,33 @@ class Reconciler:
         uid = str(((obj or {}).get("metadata") or {}).get("uid"))
         workers = []
         deleting = set()
-        for worker in self._pool.workers():
-            mirror = worker.mirror(key)
+        for view in self._pool.views():
+            worker = view.worker
+            mirror = worker.mirror(key) if worker is not None else None
             if mirror is not None:
                 mirror_uid = str((mirror.get("metadata") or {}).get("uid"))
                 if self._executor.deleted.pending(mirror_uid):
                     deleting.add(mirror_uid)
                 if obj is not None and is_mirror_of(mirror, obj, self._settings.controller_name):
-                    self._executor.created.observed((worker.name, key, uid))
-            previous = like.worker(worker.name) if like is not None else None
+                    self._executor.created.observed((view.name, key, uid))
+            previous = like.worker(view.name) if like is not None else None
             workers.append(
                 WorkerState(
-                    name=worker.name,
-                    synced=worker.synced(key.kind),
-                    connected=worker.connected,
-                    cordoned=worker.cordoned,
-                    load=worker.active_mirrors() + self._executor.reservations.count(worker.name),
-                    labels=worker.labels,
+                    name=view.name,
+                    synced=worker is not None and worker.synced(key.kind),
+                    connected=view.connected,
+                    cordoned=view.cordoned,
+                    lost=view.lost,
+                    lost_in=None if view.lost_in is None else max(0.0, view.lost_in),
+                    drain=view.drain,
+                    load=(worker.active_mirrors() if worker is not None else 0)
+                    + self._executor.reservations.count(view.name),
+                    labels=view.labels,
                     mirror=mirror,
                     read=previous.read if previous is not None else None,
                     read_done=previous.read_done if previous is not None else False,
-                    create_pending=self._executor.created.pending((worker.name, key, uid)),
+                    create_pending=self._executor.created.pending((view.name, key, uid)),
+                    vanished=worker.vanished.get(key) if worker is not None else None,
                 )
             )
         return Snapshot(

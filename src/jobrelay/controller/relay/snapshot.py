@@ -26,6 +26,12 @@ class Settings:
     unplaceable_retry: float
 
 
+# Values of WorkerCluster spec.drain: move the workloads whose mirror has not
+# started, or all of them (counters carried over).
+DRAIN_NOT_STARTED = "NotStarted"
+DRAIN_ALL = "All"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerState:
     """One registered worker as this reconcile sees it."""
@@ -36,6 +42,12 @@ class WorkerState:
     # Usable for new placements: its client works and its caches are synced.
     connected: bool
     cordoned: bool = False
+    # Not connected for longer than the lost timeout: its workloads move elsewhere.
+    lost: bool = False
+    # Not connected, not lost yet: seconds until it is declared lost.
+    lost_in: float | None = None
+    # Its WorkerCluster's spec.drain ("" when not draining).
+    drain: str = ""
     # Unfinished mirrors there (every kind) plus placements not visible yet.
     load: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -47,6 +59,9 @@ class WorkerState:
     read_done: bool = False
     # We created the mirror of this management object there; the cache does not show it yet.
     create_pending: bool = False
+    # The last state of a mirror with this key that was deleted there (its watch's
+    # delete event), for the work it did before it went.
+    vanished: JsonObj | None = None
 
     @property
     def seen(self) -> JsonObj | None:

@@ -25,14 +25,23 @@ class JobKind(WorkloadKind):
             "status": obj.get("status") or {},
         }
 
-    def build_mirror(self, obj: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
-        return mirror.build_mirror(obj, controller_name=controller_name, origin=origin)
+    def build_mirror(
+        self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+    ) -> JsonObj:
+        return mirror.build_mirror(
+            obj, controller_name=controller_name, origin=origin, run=run, now=now
+        )
 
     def spec_patch(self, obj: JsonObj, mirror_obj: JsonObj) -> JsonObj | None:
         return mirror.mirror_spec_patch(obj, mirror_obj)
 
-    def next_status(self, obj: JsonObj, mirror_obj: JsonObj | None, *, now: str) -> JsonObj | None:
-        return status.next_status(obj, mirror_obj, now=now)
+    def next_status(
+        self, obj: JsonObj, mirror_obj: JsonObj | None, *, now: str, gone: bool = False
+    ) -> JsonObj | None:
+        return status.next_status(obj, mirror_obj, now=now, gone=gone)
+
+    def failed_status(self, obj: JsonObj, reason: str, message: str, *, now: str) -> JsonObj | None:
+        return status.failed_status(obj, reason, message, now=now)
 
     def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
         return contract.status_violations(old, new)
@@ -53,6 +62,12 @@ class JobKind(WorkloadKind):
     def has_run(self, obj: JsonObj) -> bool:
         current = obj.get("status") or {}
         return bool(current.get("startTime") or current.get("succeeded") or current.get("failed"))
+
+    def has_started(self, mirror_obj: JsonObj) -> bool:
+        # startTime comes with the first sync, before any pod is scheduled: a pod that
+        # became ready or ended is what shows work began.
+        current = mirror_obj.get("status") or {}
+        return bool(current.get("ready") or current.get("succeeded") or current.get("failed"))
 
     def pod_sets(self, obj: JsonObj) -> list[PodSet]:
         job_spec = obj.get("spec") or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from jobrelay.kinds.job.carry import carry_of, mirror_carry, remaining_spec
 from jobrelay.kinds.job.spec import is_elastic_indexed
 from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION, is_mirror_of, is_ours, mirror_metadata
 from jobrelay.kinds.naming import GENERATED_JOB_LABELS
@@ -50,20 +51,31 @@ _MUTABLE_SPEC_DEFAULTED_ELSEWHERE = ("backoffLimit",)
 SCHEDULING_FIELDS = ("nodeSelector", "affinity", "tolerations", "schedulingGates")
 
 
-def build_mirror(job: JsonObj, *, controller_name: str, origin: str) -> JsonObj:
-    """The mirror Job to create on a worker for the management Job ``job``.
+def build_mirror(
+    job: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
+) -> JsonObj:
+    """The mirror Job to create on a worker for run ``run`` of the management Job ``job``.
 
     Same namespace and name; the user's labels and annotations without the
     generated ones; origin labels and annotations added; the spec without the
-    management-only fields. ``job`` is not modified.
+    management-only fields. When the Job's status shows earlier work (an
+    earlier run, or this run's mirror lost), the mirror carries that record
+    and asks only for what remains (carry.py); ``now`` dates the record.
+    ``job`` is not modified.
     """
+    carry = carry_of(job, now=now)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": mirror_metadata(
-            job, controller_name=controller_name, origin=origin, dropped_labels=GENERATED_JOB_LABELS
+            job,
+            controller_name=controller_name,
+            origin=origin,
+            dropped_labels=GENERATED_JOB_LABELS,
+            run=run,
+            carried_over=carry.to_json(),
         ),
-        "spec": _mirror_spec(job.get("spec") or {}),
+        "spec": _mirror_spec(remaining_spec(job.get("spec") or {}, carry)),
     }
 
 
@@ -76,7 +88,8 @@ def mirror_spec_patch(job: JsonObj, mirror: JsonObj) -> JsonObj | None:
     and the mirror has not started, the pod template's scheduling directives
     (KEP-2926 / KEP-5440). None when nothing differs.
     """
-    job_spec = job.get("spec") or {}
+    # A mirror made after earlier runs asks only for what remains: compare with that.
+    job_spec = remaining_spec(job.get("spec") or {}, mirror_carry(mirror))
     mirror_spec = mirror.get("spec") or {}
     changes: JsonObj = {
         field: job_spec.get(field, default)

@@ -28,11 +28,14 @@ from __future__ import annotations
 import copy
 
 from jobrelay.kinds.job import indexes
+from jobrelay.kinds.job.carry import Carry, elapsed_seconds, mirror_carry
 from jobrelay.kinds.job.conditions import (
     COMPLETE,
     FAILED,
+    FAILURE_TARGET,
     FALSE,
     STICKY_CONDITIONS,
+    SUCCESS_CRITERIA_MET,
     SUSPENDED,
     TRUE,
     condition,
@@ -51,6 +54,7 @@ __all__ = [
     "SUSPENDED_MESSAGE",
     "SUSPENDED_REASON",
     "condition",
+    "failed_status",
     "finished_condition",
     "is_finished",
     "next_status",
@@ -67,47 +71,144 @@ RESUMED_MESSAGE = "Job resumed"
 # them to be consistent with each other, which one status of one mirror is.
 _COPIED_VERBATIM = ("active", "ready", "terminating", "uncountedTerminatedPods")
 
+# What describes the Pods running now: all zero once no mirror runs.
+_GAUGES = ("active", "ready", "terminating")
+
+# The built-in controller's words for the ends jobrelay may have to write itself.
+_COMPLETIONS_REACHED = ("CompletionsReached", "Reached expected number of succeeded pods")
+_BACKOFF_LIMIT_EXCEEDED = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+_DEADLINE_EXCEEDED = ("DeadlineExceeded", "Job was active longer than specified deadline")
+_FAILED_INDEXES = ("FailedIndexes", "Job has failed indexes")
+
 # Non-pointer fields the apiserver omits when zero or empty; absent and zero
 # must compare equal or every sync would write the same status again.
 _OMITTED_WHEN_EMPTY = ("active", "succeeded", "failed", "completedIndexes", "conditions")
 
 
-def next_status(job: JsonObj, mirror: JsonObj | None, *, now: str) -> JsonObj | None:
+def next_status(
+    job: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
+) -> JsonObj | None:
     """The full status the management Job should have, or None if it already has it.
 
-    ``mirror`` is the mirror as last seen on the worker, None when there is
-    none (not yet placed). ``now`` (RFC 3339) stamps conditions this function
-    changes. A finished Job's status is frozen: None.
+    ``mirror`` is the mirror as last seen on the worker, None when none runs
+    (not yet placed, or moving). ``gone``: the mirror is the last state of one
+    that no longer exists, whose work counts but whose Pods no longer run.
+    ``now`` (RFC 3339) stamps conditions this function changes. A finished
+    Job's status is frozen: None.
+
+    While no mirror runs, the Job shows no running Pods, and a Job whose
+    earlier runs already decided its outcome (``FailureTarget`` or
+    ``SuccessCriteriaMet``, every completion done, the backoff limit or the
+    deadline passed) is finished here, as the built-in controller would, rather
+    than run again.
     """
     if is_finished(job):
         return None
     if mirror is None:
-        desired = _status_without_mirror(job, now)
+        desired = _at_rest(job, dict(status_of(job)), now)
     else:
-        desired = _status_from_mirror(job, mirror, now)
+        desired = _status_from_mirror(job, mirror, now, gone=gone)
+        if gone:
+            desired = _at_rest(job, desired, now)
     if _comparable(desired) == _comparable(status_of(job)):
         return None
     return copy.deepcopy(desired)
 
 
-def _status_without_mirror(job: JsonObj, now: str) -> JsonObj:
-    """Nothing runs for the Job: keep what it has, only follow its own suspend."""
-    status = dict(status_of(job))
+def failed_status(job: JsonObj, reason: str, message: str, *, now: str) -> JsonObj | None:
+    """The Job's status failed for ``reason`` with no mirror running (None: already finished)."""
+    if is_finished(job):
+        return None
+    status = _at_rest(job, dict(status_of(job)), now)
+    if is_finished({"status": status}):
+        return status
+    return _ended(status, FAILED, (reason, message), now)
+
+
+def _at_rest(job: JsonObj, status: JsonObj, now: str) -> JsonObj:
+    """The status while no mirror runs: no Pods, and finished if nothing is left to run."""
+    status = {field: value for field, value in status.items() if field != "uncountedTerminatedPods"}
+    status.update({gauge: 0 for gauge in _GAUGES if gauge in status or gauge == "active"})
     if is_suspended(job):
-        # Not placed, or its mirror is gone: no Pods run on its behalf.
         status.pop("startTime", None)
-        status["active"] = 0
-        status.update({gauge: 0 for gauge in ("ready", "terminating") if gauge in status})
-    _set_conditions(status, job, conditions_of(status_of(job)), now)
+    elif not is_finished({"status": status}):
+        outcome = _outcome_without_mirror(job.get("spec") or {}, status, now)
+        if outcome is not None:
+            status = _ended(status, *outcome, now)
+    _set_conditions(status, {**job, "status": status}, conditions_of(status), now)
     return status
 
 
-def _status_from_mirror(job: JsonObj, mirror: JsonObj, now: str) -> JsonObj:
+def _outcome_without_mirror(
+    spec: JsonObj, status: JsonObj, now: str
+) -> tuple[str, tuple[str, str]] | None:
+    """How a Job with no mirror has ended already, as the built-in controller would judge it:
+    the final condition type and its (reason, message); None when work remains."""
+    conditions = conditions_of(status)
+    for target, final in ((FAILURE_TARGET, FAILED), (SUCCESS_CRITERIA_MET, COMPLETE)):
+        if is_true(conditions, target):
+            found = condition({"status": status}, target) or {}
+            return final, (str(found.get("reason") or ""), str(found.get("message") or ""))
+    succeeded = int(status.get("succeeded") or 0)
+    failed = int(status.get("failed") or 0)
+    completions = spec.get("completions")
+    if is_indexed(spec):
+        done = indexes.parse_indexes(status.get("completedIndexes") or "")
+        failed_for_good = indexes.parse_indexes(status.get("failedIndexes") or "")
+        settled = indexes.count(indexes.union(done, failed_for_good))
+        if completions is not None and indexes.count(done) >= completions:
+            return COMPLETE, _COMPLETIONS_REACHED
+        if completions is not None and failed_for_good and settled >= completions:
+            return FAILED, _FAILED_INDEXES
+    elif (completions is not None and succeeded >= completions) or (
+        completions is None and succeeded > 0
+    ):
+        return COMPLETE, _COMPLETIONS_REACHED
+    limit = spec.get("backoffLimit")
+    if limit is not None and spec.get("backoffLimitPerIndex") is None and failed > limit:
+        return FAILED, _BACKOFF_LIMIT_EXCEEDED
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and elapsed_seconds(status.get("startTime"), now) >= deadline > 0:
+        return FAILED, _DEADLINE_EXCEEDED
+    return None
+
+
+def _ended(status: JsonObj, final: str, words: tuple[str, str], now: str) -> JsonObj:
+    """``status`` with the final condition and the target condition that must precede it."""
+    reason, message = words
+    target = FAILURE_TARGET if final == FAILED else SUCCESS_CRITERIA_MET
+    ended = dict(status)
+    ended.setdefault("startTime", now)
+    conditions = [c for c in conditions_of(ended) if c.get("type") not in (target, final)]
+    kept = condition(ended, target)
+    if kept is None or kept.get("status") != TRUE:
+        kept = _new_condition(target, reason, message, now)
+    ended["conditions"] = [*conditions, kept, _new_condition(final, reason, message, now)]
+    if final == COMPLETE:
+        ended["completionTime"] = now
+    return ended
+
+
+def _new_condition(kind: str, reason: str, message: str, now: str) -> JsonObj:
+    return {
+        "type": kind,
+        "status": TRUE,
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+def _status_from_mirror(job: JsonObj, mirror: JsonObj, now: str, *, gone: bool) -> JsonObj:
     current = status_of(job)
     theirs = status_of(mirror)
+    carry = mirror_carry(mirror)
+    if gone:
+        theirs = _counted_at_end(theirs)
     status: JsonObj = {field: theirs[field] for field in _COPIED_VERBATIM if field in theirs}
-    status["failed"] = max(current.get("failed", 0), theirs.get("failed", 0))
-    status.update(_completions(job.get("spec") or {}, current, theirs))
+    status["failed"] = max(current.get("failed", 0), carry.failed + theirs.get("failed", 0))
+    status.update(_completions(job.get("spec") or {}, current, theirs, carry))
     conditions = _merged_conditions(conditions_of(current), conditions_of(theirs))
     finished = is_true(conditions, COMPLETE) or is_true(conditions, FAILED)
     start_time = _start_time(job, mirror, finished=finished)
@@ -119,8 +220,20 @@ def _status_from_mirror(job: JsonObj, mirror: JsonObj, now: str) -> JsonObj:
     return status
 
 
-def _completions(spec: JsonObj, current: JsonObj, theirs: JsonObj) -> JsonObj:
+def _counted_at_end(theirs: JsonObj) -> JsonObj:
+    """A gone mirror's last status with its terminated but uncounted Pods counted."""
+    uncounted = theirs.get("uncountedTerminatedPods") or {}
+    counted = {k: v for k, v in theirs.items() if k != "uncountedTerminatedPods"}
+    for field in ("succeeded", "failed"):
+        counted[field] = int(theirs.get(field) or 0) + len(uncounted.get(field) or [])
+    return counted
+
+
+def _completions(spec: JsonObj, current: JsonObj, theirs: JsonObj, carry: Carry) -> JsonObj:
     """``succeeded``, plus ``completedIndexes`` and ``failedIndexes`` for an Indexed Job.
+
+    ``carry`` (what earlier runs did) adds to the mirror's count of a
+    NonIndexed Job; an Indexed Job's earlier indexes join the union.
 
     Indexes are merged as sets: an index once completed (or failed for good)
     stays so in the built-in controller, so the union of an old and a new
@@ -129,11 +242,20 @@ def _completions(spec: JsonObj, current: JsonObj, theirs: JsonObj) -> JsonObj:
     only exist after an elastic Indexed Job (completions == parallelism) was
     scaled down, the one case where ``succeeded`` may drop.
     """
-    succeeded = max(current.get("succeeded", 0), theirs.get("succeeded", 0))
     if not is_indexed(spec):
-        return {"succeeded": succeeded}
+        return {
+            "succeeded": max(
+                current.get("succeeded", 0), carry.succeeded + theirs.get("succeeded", 0)
+            )
+        }
+    # An Indexed mirror after a carry-over runs every index again: its own count
+    # says nothing about indexes earlier runs completed, the union says it all.
+    succeeded = max(current.get("succeeded", 0), 0 if carry else theirs.get("succeeded", 0))
     completions: int = spec["completions"]
-    completed = indexes.below(_merged_indexes(current, theirs, "completedIndexes"), completions)
+    earlier = {"completedIndexes": carry.completedIndexes, "failedIndexes": carry.failedIndexes}
+    completed = indexes.below(
+        _merged_indexes(current, theirs, earlier, field="completedIndexes"), completions
+    )
     if is_elastic_indexed(spec):
         succeeded = indexes.count(completed)
     else:
@@ -143,18 +265,17 @@ def _completions(spec: JsonObj, current: JsonObj, theirs: JsonObj) -> JsonObj:
         "completedIndexes": indexes.format_indexes(completed),
     }
     if spec.get("backoffLimitPerIndex") is not None and (
-        "failedIndexes" in theirs or "failedIndexes" in current
+        "failedIndexes" in theirs or "failedIndexes" in current or carry.failedIndexes
     ):
-        failed = indexes.below(_merged_indexes(current, theirs, "failedIndexes"), completions)
+        failed = indexes.below(
+            _merged_indexes(current, theirs, earlier, field="failedIndexes"), completions
+        )
         result["failedIndexes"] = indexes.format_indexes(indexes.difference(failed, completed))
     return result
 
 
-def _merged_indexes(current: JsonObj, theirs: JsonObj, field: str) -> list[indexes.Interval]:
-    return indexes.union(
-        indexes.parse_indexes(current.get(field) or ""),
-        indexes.parse_indexes(theirs.get(field) or ""),
-    )
+def _merged_indexes(*statuses: JsonObj, field: str) -> list[indexes.Interval]:
+    return indexes.union(*(indexes.parse_indexes(s.get(field) or "") for s in statuses))
 
 
 def _merged_conditions(mine: list[JsonObj], theirs: list[JsonObj]) -> list[JsonObj]:

@@ -19,6 +19,7 @@ from jobrelay.kinds.naming import (
     MIRROR_LABEL,
     ORIGIN_CLUSTER_ANNOTATION,
     ORIGIN_UID_LABEL,
+    RUN_ANNOTATION,
 )
 
 CONTROLLER = "jobrelay.dev/relay"
@@ -117,6 +118,7 @@ def test_annotations_lose_last_applied_and_gain_origin(mirror: JsonObj) -> None:
         "team": "vision",
         CONTROLLER_ANNOTATION: CONTROLLER,
         ORIGIN_CLUSTER_ANNOTATION: "manager-eu",
+        RUN_ANNOTATION: "1",
     }
 
 
