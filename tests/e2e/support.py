@@ -751,8 +751,14 @@ class Replica(ControllerProcess):
             return None
         return answer.status_code, json.loads(answer.content)
 
-    async def wait_role(self, role: str, *, timeout: float = 60.0) -> dict[str, Any]:
-        """Until /readyz answers 200 with ``role``; its body."""
+    async def wait_role(
+        self, role: str, *, leader: str | None = None, timeout: float = 60.0
+    ) -> dict[str, Any]:
+        """Until /readyz answers 200 with ``role`` (and ``leader``, if given); its body.
+
+        A standby is ready once its caches synced, which may be before its first
+        read of the Lease: its ``leader`` is "" until then.
+        """
 
         async def check() -> dict[str, Any] | None:
             if not self.running:
@@ -761,9 +767,9 @@ class Replica(ControllerProcess):
                     f"{self.log_path} ends:\n{self.log_tail()}"
                 )
             answer = await self.readyz()
-            if answer is not None and answer[0] == 200 and answer[1]["role"] == role:
-                return answer[1]
-            return None
+            if answer is None or answer[0] != 200 or answer[1]["role"] != role:
+                return None
+            return answer[1] if leader in (None, answer[1]["leader"]) else None
 
         return await eventually(
             check, timeout=timeout, interval=0.1, what=f"{self.log_path.stem} ready as {role}"
