@@ -568,6 +568,15 @@ CASES: dict[str, Case] = {
         actions=(("Delete", "w1", "m-1"),),
         outcome=Retry(""),
     ),
+    "drain All, its worker does not answer: wait, never two runs": Case(
+        obj=PLACED,
+        workers=(
+            w("w1", drain="All", lost_in=100.0, mirror=mirror(job(), status=RUNNING)),
+            w("w2"),
+        ),
+        actions=(),
+        outcome=UNPLACEABLE,
+    ),
     "drain All, its mirror is going: wait": Case(
         obj=PLACED,
         workers=(w("w1", drain="All", mirror=mirror(job(), deleting=True)), w("w2")),

@@ -337,6 +337,10 @@ def _move(
             return Plan(tuple(actions), checked)
         return Plan((*actions, checked), Done(), release=True)
     if worker is not None and not leave.lost:
+        if not worker.connected:
+            # A drained worker that does not answer: its mirror cannot be stopped yet,
+            # and moving without that could run the workload twice.
+            return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
         mirror = worker.seen
         if mirror is not None and _is_current(mirror, obj, s, len(history)):
             if not _meta(mirror).get("deletionTimestamp") and _uid(mirror) not in s.deleting:
