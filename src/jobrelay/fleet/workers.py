@@ -6,6 +6,12 @@ Each worker's informers cache only the mirrors this controller created
 (label-selected), one per configured workload kind, and report every change
 as the management object's key, so the reconciler learns of mirror status
 changes without polling.
+
+A rotated kubeconfig Secret reconnects its worker without a restart, and the
+worker's mirror caches are never seen empty meanwhile: the new connection is
+built beside the old one, which keeps serving the reconciler until the new
+caches have listed (or the new credentials have failed), and only then takes
+its place.
 """
 
 from __future__ import annotations
@@ -27,6 +33,15 @@ from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
 _log = logging.getLogger(__name__)
+
+# Builds a worker's client from its kubeconfig: (kubeconfig, context, worker name, options).
+ClientFactory = Callable[[Mapping[str, Any], str | None, str, ApiOptions], ApiClient]
+
+
+def client_from_kubeconfig(
+    kubeconfig: Mapping[str, Any], context: str | None, name: str, options: ApiOptions
+) -> ApiClient:
+    return ApiClient.from_kubeconfig_dict(kubeconfig, context, cluster=name, options=options)
 
 
 @dataclass(frozen=True)
@@ -127,8 +142,11 @@ class WorkerPool:
         kinds: Sequence[WorkloadKind],
         on_mirror_change: Callable[[WorkloadKey], None],
         options: PoolOptions,
+        *,
+        client_factory: ClientFactory = client_from_kubeconfig,
     ) -> None:
         self._manager = manager
+        self._client_factory = client_factory
         self._kinds = list(kinds)
         self._on_mirror_change = on_mirror_change
         self._options = options
@@ -156,8 +174,7 @@ class WorkerPool:
         """Every cached mirror's key, on any worker (for a full resync)."""
         keys: set[WorkloadKey] = set()
         for worker in self._workers.values():
-            for kind, informer in worker.mirrors.items():
-                keys.update(WorkloadKey(kind, key) for key in informer.keys())  # noqa: SIM118
+            keys |= _mirror_keys(worker)
         return keys
 
     def is_registered(self, name: str) -> bool:
@@ -223,23 +240,50 @@ class WorkerPool:
         spec = registration.get("spec") or {}
         identity = self._identity(spec)
         if current is None or current.identity != identity:
-            if current is not None:
-                _log.info("worker %s changed: reconnecting", name)
-                del self._workers[name]
-                await current.close()
-            current = await self._connect(name, spec, identity)
-            if current is None:
+            replacement = await self._connect(name, spec, identity)
+            if replacement is None:  # an unusable kubeconfig: no connection at all
+                if current is not None:
+                    _log.info("worker %s: disconnecting", name)
+                    del self._workers[name]
+                    await current.close()
                 return self._options.status_interval
+            if current is None:
+                self._add(replacement)
+                await self._wait_listed(replacement)
+            else:
+                # The old connection serves until the new caches have listed: a cache
+                # seen empty would make its mirrors look vanished, and its workloads
+                # look placeable elsewhere.
+                _log.info("worker %s changed: reconnecting", name)
+                try:
+                    await self._wait_listed(replacement)
+                except BaseException:  # stopped meanwhile: it is in no pool to be closed with
+                    await replacement.close()
+                    raise
+                self._add(replacement)
+                await current.close()
+                # A change the new cache saw first may have been reconciled against the
+                # old one: every key either knows is looked at again.
+                for key in _mirror_keys(current) | _mirror_keys(replacement):
+                    self._on_mirror_change(key)
+            current = replacement
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
-        if current.probe_error is None and not any(
-            informer.has_synced for informer in current.mirrors.values()
-        ):
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._options.connect_timeout):
-                    await current.wait_synced()
         await self._write_status(name, current)
         return self._options.status_interval
+
+    def _add(self, worker: Worker) -> None:
+        self._workers[worker.name] = worker
+        self._worker_added.set()
+
+    async def _wait_listed(self, worker: Worker) -> None:
+        """Until its mirror caches have listed, bounded by the connect timeout; not at
+        all when it did not answer its first probe (its status must say so now)."""
+        if worker.probe_error is not None:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._options.connect_timeout):
+                await worker.wait_synced()
 
     def _identity(self, spec: Mapping[str, Any]) -> tuple[str, ...]:
         ref = spec.get("kubeconfigSecretRef") or {}
@@ -255,12 +299,14 @@ class WorkerPool:
     async def _connect(
         self, name: str, spec: Mapping[str, Any], identity: tuple[str, ...]
     ) -> Worker | None:
+        """A new connection (probed once), not yet in the pool; None when the kubeconfig
+        is unusable (its status then says why)."""
         try:
             kubeconfig = await registry.read_kubeconfig(
                 self._manager, {"spec": spec}, self._options.namespace
             )
-            client = ApiClient.from_kubeconfig_dict(
-                kubeconfig, spec.get("context") or None, cluster=name, options=self._options.api
+            client = self._client_factory(
+                kubeconfig, spec.get("context") or None, name, self._options.api
             )
         except (registry.RegistryError, ValueError) as error:
             _log.warning("worker %s: %s", name, error)
@@ -281,8 +327,6 @@ class WorkerPool:
             informer.add_handler(functools.partial(self._mirror_changed, kind.name))
             worker.mirrors[kind.name] = informer
             informer.start()
-        self._workers[name] = worker
-        self._worker_added.set()
         _log.info("worker %s: connecting to %s", name, client.cluster)
         await self._probe(worker)
         worker.probe_task = asyncio.get_running_loop().create_task(
@@ -384,6 +428,14 @@ class WorkerPool:
                 _log.warning("worker %s: cannot write status: %s", name, error)
             return
         self._status_written[name] = health.Written(wanted, active, version, now)
+
+
+def _mirror_keys(worker: Worker) -> set[WorkloadKey]:
+    return {
+        WorkloadKey(kind, key)
+        for kind, informer in worker.mirrors.items()
+        for key in informer.keys()  # noqa: SIM118 (an Informer, not a dict)
+    }
 
 
 def _now() -> str:
