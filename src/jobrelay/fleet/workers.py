@@ -97,6 +97,7 @@ class Worker:
         return health.verdict(
             self.probe_error,
             {kind: (i.has_synced, i.last_error) for kind, i in self.mirrors.items()},
+            self.client.server,
         )
 
     def synced(self, kind: str) -> bool:
