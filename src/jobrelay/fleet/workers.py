@@ -310,7 +310,9 @@ class WorkerPool:
                 kubeconfig, spec.get("context") or None, name, self._options.api
             )
         except (registry.RegistryError, ValueError) as error:
-            _log.warning("worker %s: %s", name, error)
+            written = self._status_written.get(name)
+            if written is None or written.condition.get("message") != str(error):
+                _log.warning("worker %s: %s", name, error)  # once, not every retry
             await self._write_conditions(
                 name, connected=False, reason="InvalidKubeconfig", message=str(error)
             )
@@ -328,7 +330,7 @@ class WorkerPool:
             informer.add_handler(functools.partial(self._mirror_changed, kind.name))
             worker.mirrors[kind.name] = informer
             informer.start()
-        _log.info("worker %s: connecting to %s", name, client.cluster)
+        _log.info("worker %s: connecting to %s", name, client.server)
         await self._probe(worker)
         worker.probe_task = asyncio.get_running_loop().create_task(
             self._probe_loop(worker), name=f"probe-{name}"

@@ -48,6 +48,7 @@ class FakeKube:
         self._list_gates: dict[str, asyncio.Event] = {}
         self.lists_asked: dict[str, asyncio.Event] = {}
         self.status_patches: list[tuple[str, JsonObj]] = []
+        self.requests: list[tuple[str, str]] = []  # (method, path)
 
     # -- test side ---------------------------------------------------------------
 
@@ -90,6 +91,7 @@ class FakeKube:
             queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
 
     async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests.append((request.method, request.url.path))
         if self.refuse_everyone:
             return _answer(401, _status(401, "Unauthorized", "Unauthorized"))
         path = request.url.path

@@ -199,7 +199,7 @@ async def test_credentials_the_worker_refuses_take_effect_at_once(
 
 
 async def test_an_unusable_secret_disconnects_the_worker_until_it_is_fixed(
-    fleet: Fleet, pool: WorkerPool
+    fleet: Fleet, pool: WorkerPool, caplog: pytest.LogCaptureFixture
 ) -> None:
     fleet.server("old", mirror("a"))
     await connected(fleet, pool, "old")
@@ -209,6 +209,11 @@ async def test_an_unusable_secret_disconnects_the_worker_until_it_is_fixed(
     message = fleet.status()["conditions"][0]["message"]
     assert "s3cret" not in message, message
     assert "line 2" in message, message
+    # Retried every status interval, said once.
+    reads = f"{SECRETS_PATH}/{registry.secret_name(WORKER)}"
+    await until(lambda: fleet.manager.requests.count(("GET", reads)) >= 4, what="retries")
+    said = [r for r in caplog.records if "is not a kubeconfig" in r.getMessage()]
+    assert len(said) == 1, said
     fleet.rotate(kubeconfig("old"))
     worker = await until(lambda: pool.get(WORKER), what="reconnected")
     await until(lambda: worker.connected, what="listed")
