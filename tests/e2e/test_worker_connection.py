@@ -58,11 +58,9 @@ pytestmark = pytest.mark.e2e
 
 HEALTH_TIMEOUT = 12  # seconds: probes every 2 s, each bounded by 4 s
 STATUS_INTERVAL = 2
-SYNC_TIMEOUT = 5
 CONTROLLER_ARGS = (
     "--worker-health-timeout", str(HEALTH_TIMEOUT),
     "--worker-status-interval", str(STATUS_INTERVAL),
-    "--worker-sync-timeout", str(SYNC_TIMEOUT),
 )  # fmt: skip
 NAMESPACE = registry.DEFAULT_NAMESPACE
 # A status must show within this long of its cause (the health timeout, plus slack

@@ -34,6 +34,9 @@ from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
 _log = logging.getLogger(__name__)
 
+# How often a (re)connecting worker's caches are looked at until they have listed or failed.
+_LISTED_POLL = 0.05
+
 # Builds a worker's client from its kubeconfig: (kubeconfig, context, worker name, options).
 ClientFactory = Callable[[Mapping[str, Any], str | None, str, ApiOptions], ApiClient]
 
@@ -278,13 +281,15 @@ class WorkerPool:
         self._worker_added.set()
 
     async def _wait_listed(self, worker: Worker) -> None:
-        """Until its mirror caches have listed, bounded by the connect timeout; not at
-        all when it did not answer its first probe (its status must say so now)."""
-        if worker.probe_error is not None:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._options.connect_timeout):
-                await worker.wait_synced()
+        """Until each mirror cache has listed or failed (no rights, no such kind there),
+        bounded by the connect timeout; not at all when the worker did not answer its
+        first probe: its status must say why now."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._options.connect_timeout
+        while worker.probe_error is None and loop.time() < deadline:
+            if all(i.has_synced or i.last_error is not None for i in worker.mirrors.values()):
+                return
+            await asyncio.sleep(_LISTED_POLL)  # an Informer signals no failure to await
 
     def _identity(self, spec: Mapping[str, Any]) -> tuple[str, ...]:
         ref = spec.get("kubeconfigSecretRef") or {}

@@ -3,8 +3,8 @@
 It serves what the pool asks of a manager and of a worker: lists and watches
 of a few collections (selectors are ignored), reads, status patches, and
 ``/version``. A test can hold the lists of a collection (to see what the pool
-does while a cache is being filled) and make the server refuse everyone (401).
-Real-apiserver behaviour is covered by tests/e2e/test_worker_connection.py.
+does while a cache is being filled), and make the server refuse everyone (401) or
+every list (403). Real-apiserver behaviour is covered by tests/e2e/test_worker_connection.py.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class FakeKube:
         self.collections: dict[str, dict[str, JsonObj]] = {}
         self.revision = 100
         self.refuse_everyone = False  # answer 401 to every request
+        self.forbid_lists = False  # answer 403 to lists and watches (credentials without rights)
         self.clients: list[ApiClient] = []
         self._watches: dict[str, list[asyncio.Queue[JsonObj]]] = {}
         self._list_gates: dict[str, asyncio.Event] = {}
@@ -98,6 +99,9 @@ class FakeKube:
         if path == "/version":
             return _answer(200, {"gitVersion": "v1.35.4"})
         if path in self.collections and request.method == "GET":
+            if self.forbid_lists:
+                message = f'User "nobody" cannot list resource "{path.rsplit("/", 1)[1]}"'
+                return _answer(403, _status(403, "Forbidden", message))
             if request.url.params.get("watch") == "true":
                 return self._watch(path)
             self.lists_asked[path].set()

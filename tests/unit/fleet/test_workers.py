@@ -198,6 +198,19 @@ async def test_credentials_the_worker_refuses_take_effect_at_once(
     await until(lambda: fleet.condition() == ("False", "Unauthorized"), what="status written")
 
 
+async def test_credentials_without_rights_take_effect_once_the_lists_fail(
+    fleet: Fleet, pool: WorkerPool
+) -> None:
+    fleet.server("old", mirror("a"))
+    fleet.server("new", mirror("a")).forbid_lists = True
+    old = await connected(fleet, pool, "old")
+    fleet.rotate(kubeconfig("new"))
+    # Well before the connect timeout (30 s): a failed list is as final as a listed one.
+    new = await until(lambda: (w := pool.get(WORKER)) is not old and w, what="the new connection")
+    assert new.verdict().reason == "Forbidden"
+    await until(lambda: fleet.condition() == ("False", "Forbidden"), what="status written")
+
+
 async def test_an_unusable_secret_disconnects_the_worker_until_it_is_fixed(
     fleet: Fleet, pool: WorkerPool, caplog: pytest.LogCaptureFixture
 ) -> None:
