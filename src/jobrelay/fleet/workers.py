@@ -126,7 +126,8 @@ class Worker:
         for informer in self.mirrors.values():
             await informer.wait_synced()
 
-    async def close(self) -> None:
+    async def stop_watching(self) -> None:
+        """Stop its probe and its mirror informers (the client stays usable)."""
         task, self.probe_task = self.probe_task, None
         if task is not None:
             task.cancel()
@@ -134,6 +135,9 @@ class Worker:
                 await task
         for informer in self.mirrors.values():
             await informer.stop()
+
+    async def close(self) -> None:
+        await self.stop_watching()
         await self.client.aclose()
 
 
@@ -165,6 +169,8 @@ class WorkerPool:
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
         self._status_written: dict[str, health.Written] = {}
         self._worker_added = asyncio.Event()
+        # Clients of workers that left the pool, closed once their last requests are over.
+        self._retiring: set[asyncio.Task[None]] = set()
 
     # -- reading ---------------------------------------------------------------
 
@@ -218,6 +224,10 @@ class WorkerPool:
         for worker in list(self._workers.values()):
             await worker.close()
         self._workers.clear()
+        for task in list(self._retiring):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _on_registration(self, event: InformerEvent) -> None:
         self._queue.add(event.key)
@@ -238,7 +248,7 @@ class WorkerPool:
             if current is not None:
                 _log.info("worker %s unregistered: disconnecting", name)
                 del self._workers[name]
-                await current.close()
+                await self._retire(current)
             self._status_written.pop(name, None)
             return None
         spec = registration.get("spec") or {}
@@ -249,7 +259,7 @@ class WorkerPool:
                 if current is not None:
                     _log.info("worker %s: disconnecting", name)
                     del self._workers[name]
-                    await current.close()
+                    await self._retire(current)
                 return self._options.status_interval
             if current is None:
                 self._add(replacement)
@@ -265,7 +275,7 @@ class WorkerPool:
                     await replacement.close()
                     raise
                 self._add(replacement)
-                await current.close()
+                await self._retire(current)
                 # A change the new cache saw first may have been reconciled against the
                 # old one: every key either knows is looked at again.
                 for key in _mirror_keys(current) | _mirror_keys(replacement):
@@ -279,6 +289,19 @@ class WorkerPool:
     def _add(self, worker: Worker) -> None:
         self._workers[worker.name] = worker
         self._worker_added.set()
+
+    async def _retire(self, worker: Worker) -> None:
+        """Stop a worker that left the pool; its client is closed only once any request
+        a reconcile began on it has ended (each is bounded by the API timeouts), so that
+        a mirror being created while its worker reconnects is not cut off half-way."""
+        await worker.stop_watching()
+        api = self._options.api
+        task = asyncio.get_running_loop().create_task(
+            _close_after(worker.client, api.connect_timeout + api.request_timeout),
+            name=f"retire-{worker.name}",
+        )
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def _wait_listed(self, worker: Worker) -> None:
         """Until each mirror cache has listed or failed (no rights, no such kind there),
@@ -436,6 +459,13 @@ class WorkerPool:
                 _log.warning("worker %s: cannot write status: %s", name, error)
             return
         self._status_written[name] = health.Written(wanted, active, version, now)
+
+
+async def _close_after(client: ApiClient, seconds: float) -> None:
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await client.aclose()
 
 
 def _mirror_keys(worker: Worker) -> set[WorkloadKey]:

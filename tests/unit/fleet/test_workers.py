@@ -128,19 +128,24 @@ async def fleet() -> AsyncIterator[Fleet]:
     yield Fleet()
 
 
-@pytest.fixture
-async def pool(fleet: Fleet) -> AsyncIterator[WorkerPool]:
+def make_pool(fleet: Fleet, api: ApiOptions) -> WorkerPool:
     options = PoolOptions(
         namespace=NAMESPACE,
         controller_name=DEFAULT_CONTROLLER_NAME,
         connect_timeout=30.0,  # a test that waited this long would time out first
         status_interval=0.05,
         health_timeout=30.0,
+        api=api,
     )
-    made = WorkerPool(
+    return WorkerPool(
         fleet.manager.client(), [WIDGET], fleet.changed.append, options,
         client_factory=fleet.client_for,
     )  # fmt: skip
+
+
+@pytest.fixture
+async def pool(fleet: Fleet) -> AsyncIterator[WorkerPool]:
+    made = make_pool(fleet, ApiOptions(connect_timeout=0.1, request_timeout=0.3))
     yield made
     await made.stop()
     await fleet.manager.clients[0].aclose()
@@ -179,10 +184,29 @@ async def test_the_old_connection_serves_until_the_new_caches_have_listed(
     assert new.synced(WIDGET.name) and new.connected
     assert new.mirror((WIDGET.name, "team-a/a")) is not None
     assert new.active_mirrors() == 2
-    # Every key is looked at again through the new caches, and the old connection is gone.
+    # Every key is looked at again through the new caches; the old watches are gone, and
+    # the old client outlives any request a reconcile may have begun on it.
     assert {key.key for key in fleet.changed} >= {"team-a/a", "team-a/b"}
     await until(lambda: old_server.open_watches(MIRRORS) == 0, what="the old watch closed")
     await until(lambda: old_server.clients[0]._http.is_closed, what="the old client closed")
+
+
+async def test_stopping_the_pool_closes_retired_clients_at_once(fleet: Fleet) -> None:
+    pool = make_pool(fleet, ApiOptions())  # a retired client would live 35 s
+    try:
+        fleet.server("old", mirror("a"))
+        fleet.server("new", mirror("a"))
+        old = await connected(fleet, pool, "old")
+        fleet.rotate(kubeconfig("new"))
+        await until(lambda: pool.get(WORKER) is not old, what="the new connection")
+        await until(lambda: fleet.servers["old"].open_watches(MIRRORS) == 0, what="unwatched")
+        # Kept for the requests reconciles may have begun on it (they end within 35 s).
+        assert not fleet.servers["old"].clients[0]._http.is_closed
+    finally:
+        await pool.stop()
+        await fleet.manager.clients[0].aclose()
+    assert fleet.servers["old"].clients[0]._http.is_closed
+    assert fleet.servers["new"].clients[0]._http.is_closed
 
 
 async def test_credentials_the_worker_refuses_take_effect_at_once(
