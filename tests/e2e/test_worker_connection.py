@@ -270,11 +270,20 @@ def with_no_rights(config: dict[str, Any], env: Env) -> dict[str, str]:
     return dumped(kubeconfig(env.fleet, worker, Credential.NO_RIGHTS_TOKEN))
 
 
+def broken_at_the_token(config: Mapping[str, Any]) -> str:
+    """The kubeconfig as YAML with a stray colon on the token's line, so that a parser's
+    error points right at the credential."""
+    lines = yaml.safe_dump(dict(config)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("token:"))
+    lines[at] += ": oops"
+    text = "\n".join(lines) + "\n"
+    with pytest.raises(yaml.YAMLError):
+        yaml.safe_load(text)
+    return text
+
+
 def with_broken_yaml(config: dict[str, Any], env: Env) -> dict[str, str]:
-    text = yaml.safe_dump(config)
-    token = config["users"][0]["user"]["token"]
-    # A stray colon on the token's line: the YAML error points right at the credential.
-    return {registry.SECRET_KEY: text.replace(f"token: {token}", f"token: {token}: oops")}
+    return {registry.SECRET_KEY: broken_at_the_token(config)}
 
 
 def without_context(config: dict[str, Any], env: Env) -> dict[str, str]:
@@ -496,9 +505,9 @@ async def test_rotated_secrets_reconnect_without_restart_and_run_every_job_once(
         await relay.verify("dispatched-by-token")
 
         # An unusable Secret, then a token without rights, on the busiest worker.
-        token = str(kubeconfig(fleet, busiest, Credential.TOKEN)["users"][0]["user"]["token"])
-        broken = yaml.safe_dump(kubeconfig(fleet, busiest, Credential.TOKEN))
-        await rotate(manager, busiest, broken.replace(f"token: {token}", f"token: {token}: x"))
+        with_token = kubeconfig(fleet, busiest, Credential.TOKEN)
+        token = str(with_token["users"][0]["user"]["token"])
+        await rotate(manager, busiest, broken_at_the_token(with_token))
         status = await wait_condition(manager, busiest, "False", "InvalidKubeconfig")
         assert "invalid YAML at line" in connected_message(status)
         assert_not_echoed(f"{busiest}'s status", json.dumps(status), [token])
