@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from jobrelay.localfleet.cluster import Credential
 from jobrelay.localfleet.fleet import LocalFleet, NodeShape
 
 TEST_WORKERS = 2
@@ -40,8 +41,9 @@ class FleetHandle:
     def clusters(self) -> list[str]:
         return list(self.local.clusters)
 
-    def kubeconfig(self, cluster: str) -> Path:
-        return self.local.kubeconfig(cluster)
+    def kubeconfig(self, cluster: str, credential: Credential = Credential.CERT) -> Path:
+        """The cluster's kubeconfig: admin client certificate, or a bearer token."""
+        return self.local.kubeconfig(cluster, credential)
 
     def client(self, cluster: str) -> ApiClient:
         return ApiClient.from_kubeconfig(self.kubeconfig(cluster), cluster=cluster)

@@ -112,12 +112,16 @@ def _forbidden_message(message: str) -> str:
 
 
 def verdict(
-    probe_error: BaseException | None, informers: Mapping[str, tuple[bool, BaseException | None]]
+    probe_error: BaseException | None,
+    informers: Mapping[str, tuple[bool, BaseException | None]],
+    server: str = "",
 ) -> Verdict:
     """The condition from the last probe (None: it answered, or none ran yet) and, per
-    kind, whether its mirror informer has listed and its last error."""
+    kind, whether its mirror informer has listed and its last error; a failed probe's
+    message starts with the ``server`` it went to."""
     if probe_error is not None:
-        return Verdict(False, *classify(probe_error))
+        reason, message = classify(probe_error)
+        return Verdict(False, reason, f"{server}: {message}" if server else message)
     listed = [kind for kind, (synced, _) in informers.items() if synced]
     not_listed = [kind for kind, (synced, _) in informers.items() if not synced]
     if not listed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ DEFAULT_NAMESPACE = "jobrelay-system"
 CRD_MANIFEST = Path(__file__).with_name("workercluster-crd.yaml")
 SECRET_KEY = "kubeconfig"
 SECRET_PREFIX = "worker-"
+_QUOTED = re.compile(r"'[^'\s]{3,}'")
 
 
 class RegistryError(RuntimeError):
@@ -219,8 +221,21 @@ async def read_kubeconfig(
         loaded = yaml.safe_load(base64.b64decode(data))
     except (ValueError, yaml.YAMLError) as error:
         raise RegistryError(
-            f"Secret {namespace}/{name} key {key!r} is not a kubeconfig: {error}"
+            f"Secret {namespace}/{name} key {key!r} is not a kubeconfig: {_yaml_problem(error)}"
         ) from error
     if not isinstance(loaded, dict):
         raise RegistryError(f"Secret {namespace}/{name} key {key!r} is not a kubeconfig")
     return loaded
+
+
+def _yaml_problem(error: Exception) -> str:
+    """What is wrong and where, without the lines of the document: a kubeconfig's lines
+    hold credentials, which must not reach a status or a log."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return type(error).__name__ if isinstance(error, yaml.YAMLError) else str(error)
+    mark = error.problem_mark or error.context_mark
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = "; ".join(part for part in (error.context, error.problem) if part)
+    # A problem may quote the document (an alias, a tag): keep only short quotes, like ':'.
+    what = _QUOTED.sub("'...'", what)
+    return f"invalid YAML{where}: {what or 'cannot be parsed'}"

@@ -6,6 +6,12 @@ Each worker's informers cache only the mirrors this controller created
 (label-selected), one per configured workload kind, and report every change
 as the management object's key, so the reconciler learns of mirror status
 changes without polling.
+
+A rotated kubeconfig Secret reconnects its worker without a restart, and the
+worker's mirror caches are never seen empty meanwhile: the new connection is
+built beside the old one, which keeps serving the reconciler until the new
+caches have listed (or the new credentials have failed), and only then takes
+its place.
 """
 
 from __future__ import annotations
@@ -29,6 +35,18 @@ from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
 _log = logging.getLogger(__name__)
+
+# How often a (re)connecting worker's caches are looked at until they have listed or failed.
+_LISTED_POLL = 0.05
+
+# Builds a worker's client from its kubeconfig: (kubeconfig, context, worker name, options).
+ClientFactory = Callable[[Mapping[str, Any], str | None, str, ApiOptions], ApiClient]
+
+
+def client_from_kubeconfig(
+    kubeconfig: Mapping[str, Any], context: str | None, name: str, options: ApiOptions
+) -> ApiClient:
+    return ApiClient.from_kubeconfig_dict(kubeconfig, context, cluster=name, options=options)
 
 
 @dataclass(frozen=True)
@@ -92,6 +110,7 @@ class Worker:
         return health.verdict(
             self.probe_error,
             {kind: (i.has_synced, i.last_error) for kind, i in self.mirrors.items()},
+            self.client.server,
         )
 
     def synced(self, kind: str) -> bool:
@@ -132,7 +151,8 @@ class Worker:
         for informer in self.mirrors.values():
             await informer.wait_synced()
 
-    async def close(self) -> None:
+    async def stop_watching(self) -> None:
+        """Stop its probe and its mirror informers (the client stays usable)."""
         task, self.probe_task = self.probe_task, None
         if task is not None:
             task.cancel()
@@ -140,6 +160,9 @@ class Worker:
                 await task
         for informer in self.mirrors.values():
             await informer.stop()
+
+    async def close(self) -> None:
+        await self.stop_watching()
         await self.client.aclose()
 
 
@@ -178,8 +201,11 @@ class WorkerPool:
         kinds: Sequence[WorkloadKind],
         on_mirror_change: Callable[[WorkloadKey], None],
         options: PoolOptions,
+        *,
+        client_factory: ClientFactory = client_from_kubeconfig,
     ) -> None:
         self._manager = manager
+        self._client_factory = client_factory
         self._kinds = list(kinds)
         self._on_mirror_change = on_mirror_change
         self._options = options
@@ -197,6 +223,8 @@ class WorkerPool:
         # Since when (seconds since the epoch) each worker has not been connected.
         self._down_since: dict[str, float] = {}
         self._declared_lost: set[str] = set()
+        # Clients of workers that left the pool, closed once their last requests are over.
+        self._retiring: set[asyncio.Task[None]] = set()
 
     # -- reading ---------------------------------------------------------------
 
@@ -210,8 +238,7 @@ class WorkerPool:
         """Every cached mirror's key, on any worker (for a full resync)."""
         keys: set[WorkloadKey] = set()
         for worker in self._workers.values():
-            for kind, informer in worker.mirrors.items():
-                keys.update(WorkloadKey(kind, key) for key in informer.keys())  # noqa: SIM118
+            keys.update(worker.keys())
         return keys
 
     def is_registered(self, name: str) -> bool:
@@ -282,6 +309,10 @@ class WorkerPool:
         for worker in list(self._workers.values()):
             await worker.close()
         self._workers.clear()
+        for task in list(self._retiring):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _on_registration(self, event: InformerEvent) -> None:
         self._queue.add(event.key)
@@ -302,7 +333,7 @@ class WorkerPool:
             if current is not None:
                 _log.info("worker %s unregistered: disconnecting", name)
                 del self._workers[name]
-                await current.close()
+                await self._retire(current)
             self._status_written.pop(name, None)
             self._down_since.pop(name, None)
             self._declared_lost.discard(name)
@@ -311,13 +342,33 @@ class WorkerPool:
         spec = registration.get("spec") or {}
         identity = self._identity(spec)
         if current is None or current.identity != identity:
-            if current is not None:
-                _log.info("worker %s changed: reconnecting", name)
-                del self._workers[name]
-                await current.close()
-            current = await self._connect(name, spec, identity)
-            if current is None:
+            replacement = await self._connect(name, spec, identity)
+            if replacement is None:  # an unusable kubeconfig: no connection at all
+                if current is not None:
+                    _log.info("worker %s: disconnecting", name)
+                    del self._workers[name]
+                    await self._retire(current)
                 return self._options.status_interval
+            if current is None:
+                self._add(replacement)
+                await self._wait_listed(replacement)
+            else:
+                # The old connection serves until the new caches have listed: a cache
+                # seen empty would make its mirrors look vanished, and its workloads
+                # look placeable elsewhere.
+                _log.info("worker %s changed: reconnecting", name)
+                try:
+                    await self._wait_listed(replacement)
+                except BaseException:  # stopped meanwhile: it is in no pool to be closed with
+                    await replacement.close()
+                    raise
+                self._add(replacement)
+                await self._retire(current)
+                # A change the new cache saw first may have been reconciled against the
+                # old one: every key either knows is looked at again.
+                for key in {*current.keys(), *replacement.keys()}:
+                    self._on_mirror_change(key)
+            current = replacement
         drain = str(spec.get("drain") or "")
         if drain != current.drain:
             # A drain moves workloads that no event of theirs would bring back.
@@ -327,14 +378,36 @@ class WorkerPool:
                 self._requeue_mirrors(name)
         current.cordoned = bool(spec.get("cordoned"))
         current.labels = dict((registration.get("metadata") or {}).get("labels") or {})
-        if current.probe_error is None and not any(
-            informer.has_synced for informer in current.mirrors.values()
-        ):
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._options.connect_timeout):
-                    await current.wait_synced()
         await self._write_status(name, current)
         return self._options.status_interval
+
+    def _add(self, worker: Worker) -> None:
+        self._workers[worker.name] = worker
+        self._worker_added.set()
+
+    async def _retire(self, worker: Worker) -> None:
+        """Stop a worker that left the pool; its client is closed only once any request
+        a reconcile began on it has ended (each is bounded by the API timeouts), so that
+        a mirror being created while its worker reconnects is not cut off half-way."""
+        await worker.stop_watching()
+        api = self._options.api
+        task = asyncio.get_running_loop().create_task(
+            _close_after(worker.client, api.connect_timeout + api.request_timeout),
+            name=f"retire-{worker.name}",
+        )
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _wait_listed(self, worker: Worker) -> None:
+        """Until each mirror cache has listed or failed (no rights, no such kind there),
+        bounded by the connect timeout; not at all when the worker did not answer its
+        first probe: its status must say why now."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._options.connect_timeout
+        while worker.probe_error is None and loop.time() < deadline:
+            if all(i.has_synced or i.last_error is not None for i in worker.mirrors.values()):
+                return
+            await asyncio.sleep(_LISTED_POLL)  # an Informer signals no failure to await
 
     def _identity(self, spec: Mapping[str, Any]) -> tuple[str, ...]:
         ref = spec.get("kubeconfigSecretRef") or {}
@@ -350,15 +423,19 @@ class WorkerPool:
     async def _connect(
         self, name: str, spec: Mapping[str, Any], identity: tuple[str, ...]
     ) -> Worker | None:
+        """A new connection (probed once), not yet in the pool; None when the kubeconfig
+        is unusable (its status then says why)."""
         try:
             kubeconfig = await registry.read_kubeconfig(
                 self._manager, {"spec": spec}, self._options.namespace
             )
-            client = ApiClient.from_kubeconfig_dict(
-                kubeconfig, spec.get("context") or None, cluster=name, options=self._options.api
+            client = self._client_factory(
+                kubeconfig, spec.get("context") or None, name, self._options.api
             )
         except (registry.RegistryError, ValueError) as error:
-            _log.warning("worker %s: %s", name, error)
+            written = self._status_written.get(name)
+            if written is None or written.condition.get("message") != str(error):
+                _log.warning("worker %s: %s", name, error)  # once, not every retry
             await self._write_conditions(
                 name, connected=False, reason="InvalidKubeconfig", message=str(error)
             )
@@ -376,9 +453,7 @@ class WorkerPool:
             informer.add_handler(functools.partial(self._mirror_changed, kind.name))
             worker.mirrors[kind.name] = informer
             informer.start()
-        self._workers[name] = worker
-        self._worker_added.set()
-        _log.info("worker %s: connecting to %s", name, client.cluster)
+        _log.info("worker %s: connecting to %s", name, client.server)
         await self._probe(worker)
         worker.probe_task = asyncio.get_running_loop().create_task(
             self._probe_loop(worker), name=f"probe-{name}"
@@ -531,6 +606,13 @@ class WorkerPool:
         self._status_written[name] = health.Written(
             wanted, active, version, now, lost_time, generation
         )
+
+
+async def _close_after(client: ApiClient, seconds: float) -> None:
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        await client.aclose()
 
 
 def _now() -> str:

@@ -406,6 +406,11 @@ class ApiClient:
         name = cluster or str(single.context_name)
         return cls(http, cluster=name, options=options, on_request=on_request)
 
+    @property
+    def server(self) -> str:
+        """The apiserver's URL."""
+        return str(self._http.base_url).rstrip("/")
+
     async def aclose(self) -> None:
         await self._http.aclose()
 
@@ -753,7 +758,18 @@ class ApiClient:
 
 def _unreachable(exc: httpx2.HTTPError) -> ApiError:
     reason = "Timeout" if isinstance(exc, httpx2.TimeoutException) else "Unreachable"
-    return ApiError(0, reason, f"{type(exc).__name__}: {exc}")
+    message = f"{type(exc).__name__}: {exc}"
+    # httpx says "All connection attempts failed"; the OSError at the end of the
+    # chain says why and where ("[Errno 111] Connect call failed ('127.0.0.1', 6443)").
+    cause: BaseException | None = exc
+    root: OSError | None = None
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            root = cause
+        cause = cause.__cause__ or cause.__context__
+    if root is not None and str(root) not in message:
+        message += f" ({type(root).__name__}: {root})"
+    return ApiError(0, reason, message)
 
 
 async def _decode_events(response: httpx2.Response) -> AsyncGenerator[WatchEvent]:

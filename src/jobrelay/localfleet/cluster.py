@@ -3,10 +3,14 @@
 A cluster is etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 kwok (simulated nodes and pods) and the JobSet controller (see ``jobset``), all
 on 127.0.0.1, with TLS from the fleet's CA and RBAC on.
+
+Clients authenticate with a client certificate or a static bearer token: each
+cluster has a kubeconfig per :class:`Credential`.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +43,24 @@ KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 ENVIRONMENT = {"kwok": {"KUBE_FEATURE_WatchListClient": "false"}}
 
 
+class Credential(enum.StrEnum):
+    """What a kubeconfig of a local cluster authenticates with."""
+
+    # The admin client certificate (group system:masters): DIR/<cluster>.kubeconfig.
+    CERT = "cert"
+    # A bearer token of an admin-equivalent user (group system:masters).
+    TOKEN = "token"
+    # A bearer token of a user no RBAC rule grants anything (only what every
+    # authenticated user may do, such as GET /version).
+    NO_RIGHTS_TOKEN = "no-rights-token"
+
+
+TOKEN_USERS = {
+    Credential.TOKEN: pki.TokenUser("jobrelay-token-admin", ("system:masters",)),
+    Credential.NO_RIGHTS_TOKEN: pki.TokenUser("jobrelay-no-rights"),
+}
+
+
 @dataclass(frozen=True)
 class ClusterFiles:
     """Where one cluster keeps its data, certificates, kubeconfigs and logs."""
@@ -68,28 +90,49 @@ class ClusterFiles:
     def kubeconfig(self, component: str) -> Path:
         return self.root / f"{component}.kubeconfig"
 
+    @property
+    def token_file(self) -> Path:
+        """The apiserver's ``--token-auth-file``."""
+        return self.pki / "tokens.csv"
+
+    def credential_kubeconfig(self, credential: Credential) -> Path:
+        """The kubeconfig for a person or a test, authenticating with ``credential``."""
+        if credential is Credential.CERT:
+            return self.admin_kubeconfig
+        return self.root / f"{credential.value}.kubeconfig"
+
 
 def write_kubeconfig(
-    path: Path, *, cluster: str, server: str, ca: Path, client: pki.CertPair
+    path: Path,
+    *,
+    cluster: str,
+    server: str,
+    ca: Path,
+    client: pki.CertPair | None = None,
+    token: str | None = None,
 ) -> None:
+    """A kubeconfig with one context, authenticating with ``client`` or ``token``."""
+    if (client is None) == (token is None):
+        raise ValueError("a kubeconfig needs exactly one of a client certificate and a token")
+    user = (
+        {"token": token}
+        if client is None
+        else {"client-certificate": str(client.cert), "client-key": str(client.key)}
+    )
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
             {"name": cluster, "cluster": {"server": server, "certificate-authority": str(ca)}}
         ],
-        "users": [
-            {
-                "name": f"{cluster}-user",
-                "user": {"client-certificate": str(client.cert), "client-key": str(client.key)},
-            }
-        ],
+        "users": [{"name": f"{cluster}-user", "user": user}],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": f"{cluster}-user"}}],
         "current-context": cluster,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.touch(mode=0o600)  # private before a credential is written into it
     path.chmod(0o600)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def prepare(
@@ -125,6 +168,15 @@ def prepare(
     write_kubeconfig(
         files.admin_kubeconfig, cluster=files.name, server=server, ca=ca.cert, client=admin
     )
+    tokens = pki.ensure_static_tokens(files.token_file, list(TOKEN_USERS.values()))
+    for credential, user in TOKEN_USERS.items():
+        write_kubeconfig(
+            files.credential_kubeconfig(credential),
+            cluster=files.name,
+            server=server,
+            ca=ca.cert,
+            token=tokens[user.name],
+        )
     scheduler_config = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -173,6 +225,7 @@ def commands(
             f"--tls-cert-file={tls / 'apiserver.crt'}",
             f"--tls-private-key-file={tls / 'apiserver.key'}",
             f"--client-ca-file={ca}",
+            f"--token-auth-file={files.token_file}",
             f"--service-account-key-file={tls / 'sa.pub'}",
             f"--service-account-signing-key-file={tls / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc",

@@ -175,10 +175,13 @@ class LocalFleet:
     def files(self, name: str) -> cluster.ClusterFiles:
         return cluster.ClusterFiles(self.state_dir, name)
 
-    def kubeconfig(self, name: str) -> Path:
+    def kubeconfig(
+        self, name: str, credential: cluster.Credential = cluster.Credential.CERT
+    ) -> Path:
+        """A kubeconfig of cluster ``name``: the admin's certificate, or a bearer token."""
         if name not in self.clusters:
             raise FleetError(f"no cluster named {name!r} in {self.state_dir}")
-        return self.files(name).admin_kubeconfig
+        return self.files(name).credential_kubeconfig(credential)
 
     def all_records(self) -> list[ProcessRecord]:
         return [record for state in self.clusters.values() for record in state.processes.values()]

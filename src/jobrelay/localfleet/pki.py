@@ -2,13 +2,19 @@
 
 One CA signs every cluster's serving certificate and the client certificates
 of the admin, kube-controller-manager and kube-scheduler identities, so that
-RBAC and TLS are on exactly as in a real cluster.
+RBAC and TLS are on exactly as in a real cluster. Each apiserver also accepts
+static bearer tokens (``--token-auth-file``), the other credential kind a
+worker's kubeconfig may carry.
 """
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import ipaddress
+import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,3 +163,36 @@ def ensure_service_account_key(directory: Path) -> tuple[Path, Path]:
         )
     )
     return private, public
+
+
+@dataclass(frozen=True)
+class TokenUser:
+    """A user the apiserver knows by a static bearer token."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+
+
+def ensure_static_tokens(path: Path, users: Sequence[TokenUser]) -> dict[str, str]:
+    """The token of each user (by name), from the apiserver's ``--token-auth-file``.
+
+    Tokens already in the file are kept (a restarted fleet's kubeconfigs stay
+    valid); a user without one gets a fresh random token. The file's lines are
+    ``token,user,uid,"group1,group2"``, as kube-apiserver reads them.
+    """
+    known: dict[str, str] = {}
+    if path.exists():
+        for row in csv.reader(io.StringIO(path.read_text())):
+            if len(row) >= 2:
+                known[row[1]] = row[0]
+    tokens = {user.name: known.get(user.name) or secrets.token_urlsafe(32) for user in users}
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    for user in users:
+        writer.writerow([tokens[user.name], user.name, user.name, ",".join(user.groups)])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)  # private before a secret is written into it
+    path.chmod(0o600)
+    if path.read_text() != text.getvalue():
+        path.write_text(text.getvalue())
+    return tokens

@@ -108,6 +108,12 @@ def test_verdict_probe_failure_wins_over_synced_informers() -> None:
     assert (got.connected, got.reason) == (False, "Timeout")
 
 
+def test_verdict_of_a_failed_probe_names_the_server() -> None:
+    error = ApiError(401, "Unauthorized", "Unauthorized")
+    got = verdict(error, {"Job.v1.batch": (False, None)}, "https://127.0.0.1:6443")
+    assert got.message.startswith("https://127.0.0.1:6443: the apiserver refuses the credentials")
+
+
 def test_verdict_connected_names_listed_and_missing_kinds() -> None:
     got = verdict(None, {"Job.v1.batch": (True, None), "JobSet": (False, None)})
     assert got.connected and got.reason == "Connected"

@@ -230,6 +230,22 @@ async def test_transport_failures_are_unreachable_api_errors() -> None:
         assert (caught.value.code, caught.value.reason) == (0, reason)
 
 
+async def test_an_unreachable_error_names_the_root_cause_and_address() -> None:
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 6443)")
+        except OSError as error:
+            raise httpx2.ConnectError("All connection attempts failed") from error
+
+    async with api(refuse) as (client, _):
+        with pytest.raises(ApiError) as caught:
+            await client.get(NODES, "n")
+    assert caught.value.message == (
+        "ConnectError: All connection attempts failed (ConnectionRefusedError: "
+        "[Errno 111] Connect call failed ('127.0.0.1', 6443))"
+    )
+
+
 def test_api_error_from_a_watch_error_status() -> None:
     error = ApiError.from_status(status(410, "Expired", "too old resource version: 1 (2)"))
     assert error.is_gone and error.code == 410
