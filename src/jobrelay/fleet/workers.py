@@ -314,7 +314,13 @@ class WorkerPool:
             if current is not None:
                 _log.info("worker %s changed: reconnecting", name)
                 del self._workers[name]
+                held = current.keys()
                 await current.close()
+                # The new connection's caches start empty: were it never to answer, being
+                # declared lost would bring back none of the workloads it holds. Looked at
+                # now, each waits for it to answer or to be declared lost (decide).
+                for key in held:
+                    self._on_mirror_change(key)
             current = await self._connect(name, spec, identity)
             if current is None:
                 return self._options.status_interval
