@@ -296,10 +296,11 @@ async def set_worker_spec(
     """Patch the WorkerCluster's spec as `jobrelay clusters` does, and wait until the
     controller has seen it (its status reports that generation as observed)."""
     stored = await maintenance.patch_spec(manager, worker, patch)
-    generation = stored["metadata"]["generation"]
+    generation = int(stored["metadata"]["generation"])
 
     async def observed() -> bool:
-        return (await worker_status(manager, worker)).get("observedGeneration", 0) >= generation
+        seen = (await worker_status(manager, worker)).get("observedGeneration")
+        return isinstance(seen, int) and seen >= generation
 
     await eventually(observed, timeout=timeout, what=f"{worker}: spec {patch} observed")
 
@@ -969,10 +970,13 @@ async def test_hand_edited_placement_is_restored_and_never_starts_a_second_mirro
     for name in names:
         uid = created[name]["metadata"]["uid"]
         await wait_event(relay, uid, "Warning", "PlacementRestored", placed[name])
+
+        def restored(job: Obj, worker: str = placed[name]) -> bool:
+            return placement(job) == worker
+
         await relay.wait(
-            name, lambda job, name=name: placement(job) == placed[name], timeout=30,
-            what=f"{CLUSTER_ANNOTATION} set back to {placed[name]}",
-        )  # fmt: skip
+            name, restored, timeout=30, what=f"{CLUSTER_ANNOTATION} set back to {placed[name]}"
+        )
     for name in names:
         job = await relay.wait_finished(name, timeout=60)
         assert is_true(job, "Complete"), job["status"]
