@@ -347,7 +347,12 @@ class WorkerPool:
                 if current is not None:
                     _log.info("worker %s: disconnecting", name)
                     del self._workers[name]
+                    held = current.keys()
                     await self._retire(current)
+                    # Each workload it holds now waits for it to come back or to be
+                    # declared lost; without a cache, nothing else would bring them back.
+                    for key in held:
+                        self._on_mirror_change(key)
                 return self._options.status_interval
             if current is None:
                 self._add(replacement)
