@@ -17,10 +17,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
@@ -32,7 +32,12 @@ from jobrelay.kinds.naming import (
     controller_label_value,
 )
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
+from jobrelay.localfleet import processes
+from jobrelay.localfleet.fleet import STATE_FILE
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
+
+if TYPE_CHECKING:
+    from tests.conftest import FleetHandle
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
 # Conditions whose type, status and reason the management Job must show exactly as
@@ -789,3 +794,24 @@ class Replica(ControllerProcess):
 
     def logged(self, event: str) -> bool:
         return any(record.get("event") == event for record in self.run_records())
+
+
+def apiserver_record(fleet: FleetHandle, cluster: str) -> processes.ProcessRecord:
+    """The recorded kube-apiserver process of a fleet cluster (checked to be running)."""
+    state = json.loads((fleet.state_dir / STATE_FILE).read_text())
+    record = processes.ProcessRecord.from_json(
+        state["clusters"][cluster]["processes"]["kube-apiserver"]
+    )
+    assert processes.is_running(record), f"{cluster}'s kube-apiserver is not running: {record}"
+    return record
+
+
+@contextlib.contextmanager
+def frozen(record: processes.ProcessRecord) -> Iterator[None]:
+    """SIGSTOP the process (by its recorded PID) for the block; SIGCONT it whatever happens."""
+    os.kill(record.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if processes.is_running(record):
+            os.kill(record.pid, signal.SIGCONT)

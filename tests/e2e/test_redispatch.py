@@ -38,10 +38,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
-import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,15 +55,15 @@ from jobrelay.kinds.naming import (
     RUN_ANNOTATION,
 )
 from jobrelay.kube.api import JOBS, PODS, SECRETS, WORKER_CLUSTERS, ApiClient
-from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import STATE_FILE
 from tests.conftest import FleetHandle
 from tests.e2e.support import (
     CONTROLLER_UID_LABEL,
     ControllerProcess,
     Relay,
+    apiserver_record,
     assert_clean_mirror,
     assert_finished_status_is_sound,
+    frozen,
     placement,
 )
 from tests.kubetools import Obj, WatchRecorder, condition, eventually, is_true, job_manifest
@@ -333,26 +331,6 @@ async def cordoned(manager: ApiClient, workers: Sequence[str]) -> AsyncIterator[
     finally:
         for worker in workers:
             await uncordon(manager, worker)
-
-
-def apiserver_record(fleet: FleetHandle, cluster: str) -> processes.ProcessRecord:
-    state = json.loads((fleet.state_dir / STATE_FILE).read_text())
-    record = processes.ProcessRecord.from_json(
-        state["clusters"][cluster]["processes"]["kube-apiserver"]
-    )
-    assert processes.is_running(record), f"{cluster}'s kube-apiserver is not running: {record}"
-    return record
-
-
-@contextlib.contextmanager
-def frozen(record: processes.ProcessRecord) -> Iterator[None]:
-    """SIGSTOP the process (by its recorded PID) for the block; SIGCONT it whatever happens."""
-    os.kill(record.pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        if processes.is_running(record):
-            os.kill(record.pid, signal.SIGCONT)
 
 
 @contextlib.asynccontextmanager

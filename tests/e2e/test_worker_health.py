@@ -10,11 +10,7 @@ always removed, so the other modules see the fleet as it was.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -22,10 +18,8 @@ import pytest
 from jobrelay.fleet import registry
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import JOBS, WORKER_CLUSTERS, ApiClient, ApiError
-from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import STATE_FILE
 from tests.conftest import FleetHandle
-from tests.e2e.support import ControllerProcess
+from tests.e2e.support import ControllerProcess, apiserver_record, frozen
 from tests.kubetools import condition, eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
@@ -33,26 +27,6 @@ pytestmark = pytest.mark.e2e
 HEALTH_TIMEOUT = 12  # seconds: probes every 2 s, each bounded by 4 s
 CONTROLLER_ARGS = ("--worker-health-timeout", str(HEALTH_TIMEOUT))
 BAD_TOKEN_WORKER = "health-bad-token"
-
-
-def apiserver_record(fleet: FleetHandle, cluster: str) -> processes.ProcessRecord:
-    state = json.loads((fleet.state_dir / STATE_FILE).read_text())
-    record = processes.ProcessRecord.from_json(
-        state["clusters"][cluster]["processes"]["kube-apiserver"]
-    )
-    assert processes.is_running(record), f"{cluster}'s kube-apiserver is not running: {record}"
-    return record
-
-
-@contextlib.contextmanager
-def frozen(record: processes.ProcessRecord) -> Iterator[None]:
-    """SIGSTOP the process for the block; SIGCONT it whatever happens."""
-    os.kill(record.pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        if processes.is_running(record):
-            os.kill(record.pid, signal.SIGCONT)
 
 
 async def connected_condition(manager: ApiClient, worker: str) -> Mapping[str, Any] | None:

@@ -21,28 +21,13 @@ from typing import Any
 
 import httpx2
 import msgspec
+from tests.unit.controller.fakes import _answer, status_body
 
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kube.api import ApiClient
 
 _revisions = itertools.count(100)
 WORKER_CLUSTERS_PATH = "jobrelay.dev/v1alpha1/workerclusters"
-
-
-def status_body(code: int, reason: str, message: str = "", **details: Any) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "code": code,
-        "reason": reason,
-        "message": message or reason,
-        "details": details,
-    }
-
-
-def _answer(code: int, body: Any) -> httpx2.Response:
-    return httpx2.Response(code, content=msgspec.json.encode(body))
 
 
 @dataclass

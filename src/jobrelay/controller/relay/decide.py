@@ -234,20 +234,13 @@ def _create(
     vanished = _vanished_mirror(s, obj, worker, run)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
     was_running = bool(kind.has_run(obj) and _shows_running(obj))
-    write = _status_write(s, obj, vanished, gone=vanished is not None)
-    if isinstance(write, Terminal):
-        return Plan(tuple(actions), write)
-    if write is not None:
-        # What the lost mirror did counts before anything runs again; and an earlier
-        # run that already decided the outcome finishes the workload here.
-        actions.append(write)
-        finish = kind.finish({**obj, "status": write.status})
-        if finish is not None:
-            actions.append(_finish_event(finish, cluster))
-            return Plan(tuple(actions), Done(), release=True)
+    ended = _end_of_run(s, obj, vanished, cluster, actions)
+    if isinstance(ended, Plan):
+        return ended
+    if ended is not None:
         if vanished is not None:
             return Plan(tuple(actions), Done())  # create from the status just written
-        obj = {**obj, "status": write.status}
+        obj = {**obj, "status": ended.status}
     if not placed_now and (vanished is not None or was_running):
         message = (
             f"the mirror on worker cluster {cluster} was deleted outside jobrelay: running "
@@ -262,6 +255,29 @@ def _create(
     actions.append(CreateMirror(cluster, body, _uid(obj) or ""))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
     return Plan(tuple(actions), Done())
+
+
+def _end_of_run(
+    s: Snapshot, obj: JsonObj, vanished: JsonObj | None, cluster: str, actions: list[Action]
+) -> Plan | WriteStatus | None:
+    """The status once a run ended without finishing, before another starts.
+
+    Nothing of it runs now; what a gone mirror did (its last state) counts; and
+    if earlier runs already decided the outcome, the workload ends here instead
+    of running again. Appends the write (and a finish Event) to ``actions``; a
+    Plan when that ends the decision, else the write (None: nothing to write).
+    """
+    write = _status_write(s, obj, vanished, gone=vanished is not None)
+    if isinstance(write, Terminal):
+        return Plan(tuple(actions), write)
+    if write is None:
+        return None
+    actions.append(write)
+    finish = s.kind.finish({**obj, "status": write.status})
+    if finish is not None:
+        actions.append(_finish_event(finish, cluster))
+        return Plan(tuple(actions), Done(), release=True)
+    return write
 
 
 def _shows_running(obj: JsonObj) -> bool:
@@ -354,17 +370,10 @@ def _move(
     vanished = (
         None if worker is None or leave.lost else _vanished_mirror(s, obj, worker, len(history))
     )
-    write = _status_write(s, obj, vanished, gone=vanished is not None)
-    if isinstance(write, Terminal):
-        return Plan(tuple(actions), write)
-    if write is not None:
-        # Nothing of it runs now; what its run did counts; and if that decided the
-        # outcome the workload ends here instead of running again.
-        actions.append(write)
-        finish = kind.finish({**obj, "status": write.status})
-        if finish is not None:
-            actions.append(_finish_event(finish, cluster))
-            return Plan(tuple(actions), Done(), release=True)
+    ended = _end_of_run(s, obj, vanished, cluster, actions)
+    if isinstance(ended, Plan):
+        return ended
+    if ended is not None:
         return Plan(tuple(actions), Done())  # moved once the watch shows that status
     excluded = dict.fromkeys(_foreign_holders(s), "holds a namesake jobrelay did not create")
     excluded[cluster] = "the workload is leaving it"
