@@ -135,7 +135,7 @@ class Worker:
 
     def track(self, kind: WorkloadKind, event: InformerEvent) -> None:
         key = WorkloadKey(kind.name, event.key)
-        if event.new is None or kind.is_finished(event.new):
+        if event.new is None or _finished(kind, event.new):
             self.unfinished.discard(key)
         else:
             self.unfinished.add(key)
@@ -618,6 +618,15 @@ async def _close_after(client: ApiClient, seconds: float) -> None:
         await asyncio.sleep(seconds)
     finally:
         await client.aclose()
+
+
+def _finished(kind: WorkloadKind, mirror: dict[str, Any]) -> bool:
+    """Whether a mirror has finished; one whose status cannot be read has not (a worker may
+    answer anything, and the reconcile says so on the workload)."""
+    try:
+        return kind.is_finished(mirror)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+        return False
 
 
 def _now() -> str:

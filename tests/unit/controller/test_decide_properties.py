@@ -1,11 +1,13 @@
 """Property tests of decide(): whatever the snapshot, the promises of a workload hold.
 
 Snapshots are random: any set of workers (connected or not, synced or not,
-cordoned, loaded), on each a cached mirror of this object, of an earlier
-object of the same name, or none, maybe terminating, maybe already deleted by
-us; maybe a fresh read showing the same, something else, or a namesake
-jobrelay did not create; a management Job placed anywhere or nowhere,
-suspended or not, running, finished or being deleted; any of the flags.
+cordoned, loaded, lost, draining), on each a cached mirror of this object (of
+any run), of an earlier object of the same name, or none, maybe terminating,
+maybe already deleted by us, maybe the last state of one deleted there; maybe
+a fresh read showing the same, something else, or a namesake jobrelay did not
+create; a management Job placed anywhere or nowhere, with any placement
+history (its placement annotation maybe edited), suspended or not, running,
+finished or being deleted; any of the flags.
 Mirror statuses come from a model of the built-in Job controller (jobsim), and
 the management status from delivering a prefix of that history, so both are
 statuses a real reconcile would see.
@@ -13,8 +15,10 @@ statuses a real reconcile would see.
 The promises:
 
 (a) never two live mirrors: at most one create per plan, never while some
-    worker holds a live mirror of the object, only where it is placed, and
-    only after a fresh read (a lagging cache must not resurrect a finished one);
+    worker holds a live mirror of the object's current run, only where it is
+    placed, and only after a fresh read (a lagging cache must not resurrect a
+    finished one); a mirror of an earlier run is never followed, and is deleted
+    from a worker that answers;
 (b) a status write is always one the kind's rules accept;
 (c) a placement never goes to a worker that cannot take it (disconnected,
     cordoned, not synced, or holding a namesake jobrelay did not create),
@@ -37,7 +41,7 @@ from tests.unit.controller.builders import CONTROLLER, NOW, SETTINGS
 from tests.unit.kinds.job.jobsim import management_job, ts
 from tests.unit.kinds.job.strategies import histories
 
-from jobrelay.controller.relay.decide import decide, placement_of
+from jobrelay.controller.relay.decide import decide, placement_of, placements_of
 from jobrelay.controller.relay.plan import (
     CreateMirror,
     DeleteMirror,
@@ -46,11 +50,23 @@ from jobrelay.controller.relay.plan import (
     ReadFresh,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import (
+    DRAIN_ALL,
+    DRAIN_NOT_STARTED,
+    Snapshot,
+    WorkerState,
+)
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.mirrors import is_mirror_of, is_ours
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of
+from jobrelay.kinds.naming import (
+    CLUSTER_ANNOTATION,
+    MIRROR_LABEL,
+    ORIGIN_UID_LABEL,
+    PLACEMENTS_ANNOTATION,
+    REDISPATCH_ANNOTATION,
+    REDISPATCH_NEVER,
+)
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 
@@ -82,8 +98,8 @@ def management_and_statuses(draw: st.DrawFn) -> tuple[JsonObj, list[JsonObj]]:
     return obj, statuses
 
 
-def _mirror_body(obj: JsonObj, uid: str, origin: str, status: JsonObj) -> JsonObj:
-    body = KIND.build_mirror(obj, controller_name=CONTROLLER, origin="manager")
+def _mirror_body(obj: JsonObj, uid: str, origin: str, status: JsonObj, run: int = 1) -> JsonObj:
+    body = KIND.build_mirror(obj, controller_name=CONTROLLER, origin="manager", run=run)
     body["metadata"]["uid"] = uid
     body["metadata"]["labels"][ORIGIN_UID_LABEL] = origin
     body["status"] = copy.deepcopy(status)
@@ -112,6 +128,7 @@ def worker_objects(
         uid,
         UID if which == "this" else OLD_UID,
         draw(st.sampled_from(statuses)),
+        run=draw(st.integers(1, 3)),
     )
     body["spec"]["suspend"] = draw(st.booleans())
     if draw(st.integers(0, 5)) == 0:
@@ -129,10 +146,17 @@ def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -
         read = draw(
             st.one_of(st.just(cached), st.none(), worker_objects(name, obj, statuses, foreign=True))
         )
+    connected = draw(st.integers(0, 4)) > 0
+    lost = not connected and draw(st.booleans())
+    vanished = draw(st.one_of(st.none(), worker_objects(name, obj, statuses, foreign=False)))
     return WorkerState(
         name=name,
         synced=draw(st.integers(0, 4)) > 0,
-        connected=draw(st.integers(0, 4)) > 0,
+        connected=connected,
+        lost=lost,
+        lost_in=None if connected else (0.0 if lost else draw(st.floats(1, 900))),
+        drain=draw(st.sampled_from(["", "", "", DRAIN_NOT_STARTED, DRAIN_ALL])),
+        vanished=vanished,
         cordoned=draw(st.integers(0, 4)) == 0,
         load=draw(st.integers(0, 3)),
         labels={},
@@ -148,9 +172,20 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     obj, statuses = draw(management_and_statuses())
     names = draw(st.permutations(NAMES))[: draw(st.integers(0, len(NAMES)))]
     states = tuple(draw(workers(name, obj, statuses)) for name in names)
-    placement = draw(st.sampled_from([None, None, "w9", *NAMES]))
+    history = draw(st.lists(st.sampled_from(["w9", *NAMES]), max_size=3))
+    annotations: dict[str, str] = {}
+    if history:
+        annotations[PLACEMENTS_ANNOTATION] = ",".join(history)
+        # The placement annotation, as jobrelay wrote it, or edited by hand, or gone.
+        placement = draw(st.sampled_from([history[-1], history[-1], None, *NAMES]))
+    else:
+        placement = draw(st.sampled_from([None, None, "w9", *NAMES]))
     if placement is not None:
-        obj["metadata"]["annotations"] = {CLUSTER_ANNOTATION: placement}
+        annotations[CLUSTER_ANNOTATION] = placement
+    if draw(st.integers(0, 5)) == 0:
+        annotations[REDISPATCH_ANNOTATION] = REDISPATCH_NEVER
+    if annotations:
+        obj["metadata"]["annotations"] = annotations
     obj["spec"]["suspend"] = draw(st.integers(0, 3)) == 0
     if draw(st.integers(0, 7)) == 0:
         obj["metadata"]["deletionTimestamp"] = NOW
@@ -178,14 +213,30 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 # -- what the properties look at -----------------------------------------------------
 
 
+def current_run(s: Snapshot) -> int:
+    assert s.obj is not None
+    return len(placements_of(s.obj))
+
+
 def live_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
-    """Whether an object on a worker is a live mirror of the management object."""
+    """Whether an object on a worker is a live mirror of the management object's current run."""
     return (
         candidate is not None
         and s.obj is not None
         and is_mirror_of(candidate, s.obj, CONTROLLER)
+        and run_of(candidate) >= current_run(s)
         and not _meta(candidate).get("deletionTimestamp")
         and str(_meta(candidate).get("uid")) not in s.deleting
+    )
+
+
+def stale_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
+    """A mirror of an earlier run of the management object."""
+    return (
+        candidate is not None
+        and s.obj is not None
+        and is_mirror_of(candidate, s.obj, CONTROLLER)
+        and run_of(candidate) < current_run(s)
     )
 
 
@@ -258,13 +309,20 @@ def check_placements_go_where_the_workload_can_run(s: Snapshot, plan: Plan) -> N
     assert len(places) <= 1
     for place in places:
         assert s.obj is not None and not over(s)
+        history = placements_of(s.obj)
+        if history and place.cluster == history[-1] and place.history == history:
+            continue  # an edited placement annotation set back: nothing moves
         target = s.worker(place.cluster)
         assert target is not None
         if holds_live_mirror(s, target):
-            continue  # its annotation was lost: the mirror stays where it runs
+            continue  # its annotations were lost or edited: the mirror stays where it runs
         assert target.connected and target.synced and not target.cordoned
+        assert not target.lost and not target.drain
         assert not holds_namesake(target)
         assert place.cluster != placement_of(s.obj)
+        # A move keeps every earlier placement, in order.
+        assert place.history[-1] == place.cluster
+        assert place.history[:-1] in ((), history, history[:-1])
 
 
 def check_decide_is_deterministic_and_pure(s: Snapshot, plan: Plan) -> None:
@@ -285,10 +343,32 @@ def check_deletes_touch_only_our_mirrors_and_never_a_running_one(s: Snapshot, pl
             if o is not None and str(_meta(o)["uid"]) == delete.uid
         ]
         assert targets, "deletes something it has not seen"
+        assert state.connected, "asks a worker that does not answer"
         for target in targets:
             assert _meta(target)["labels"].get(MIRROR_LABEL), "deletes a namesake"
-            if s.obj is not None and is_mirror_of(target, s.obj, CONTROLLER):
-                assert finishes(s, plan), "deletes the mirror of a running workload"
+            if s.obj is not None and live_mirror(s, target) and not over(s):
+                # Only to move off a draining worker, and waiting for its pods to be gone.
+                assert finishes(s, plan) or (delete.wait_for_pods and state.drain), (
+                    "deletes the mirror of a running workload"
+                )
+
+
+def check_earlier_runs_go_from_workers_that_answer(s: Snapshot, plan: Plan) -> None:
+    if s.obj is None or over(s):
+        return
+    deleted = {d.uid for d in of(plan, DeleteMirror)}
+    for state in s.workers:
+        mirror = state.mirror
+        if (
+            stale_mirror(s, mirror)
+            and mirror is not None
+            and state.connected
+            and not _meta(mirror).get("deletionTimestamp")
+            and str(_meta(mirror)["uid"]) not in s.deleting
+        ):
+            assert str(_meta(mirror)["uid"]) in deleted, (
+                f"an earlier run's mirror stays on {state.name}"
+            )
 
 
 def check_a_read_once_given_is_not_asked_for_again(s: Snapshot, plan: Plan) -> None:
@@ -306,6 +386,7 @@ CHECKS = (
     check_decide_is_deterministic_and_pure,
     check_deletes_touch_only_our_mirrors_and_never_a_running_one,
     check_a_read_once_given_is_not_asked_for_again,
+    check_earlier_runs_go_from_workers_that_answer,
 )
 
 

@@ -413,15 +413,30 @@ def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
 def _status_write(
     s: Snapshot, obj: JsonObj, mirror: JsonObj | None, *, gone: bool = False
 ) -> WriteStatus | Terminal | None:
-    """A status write when the status should change; Terminal if the kind's rules refuse it."""
-    status = s.kind.next_status(obj, mirror, now=s.now, gone=gone)
+    """A status write when the status should change; Terminal if the kind's rules refuse it,
+    or if the mirror's status cannot be read (a worker may answer anything)."""
+    try:
+        status = s.kind.next_status(obj, mirror, now=s.now, gone=gone)
+    except _UNREADABLE as error:
+        return Terminal(
+            "StatusNotCopied",
+            f"the status of its mirror cannot be read ({type(error).__name__}: {error}); "
+            f"the {s.kind.ref.kind} keeps the status it has",
+        )
     if status is None:
         return None
     return _checked_write(s, obj, status)
 
 
+# What reading a malformed status raises (a list where a count belongs, say).
+_UNREADABLE = (TypeError, ValueError, AttributeError, KeyError, IndexError)
+
+
 def _checked_write(s: Snapshot, obj: JsonObj, status: JsonObj) -> WriteStatus | Terminal:
-    violations = s.kind.status_violations(obj, {**obj, "status": status})
+    try:
+        violations = s.kind.status_violations(obj, {**obj, "status": status})
+    except _UNREADABLE as error:
+        violations = [f"{type(error).__name__}: {error}"]
     if violations:
         return Terminal(
             "StatusNotCopied",
