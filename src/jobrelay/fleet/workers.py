@@ -520,7 +520,11 @@ class WorkerPool:
                 if now.connected:
                     # Back: its mirrors may be stale runs of workloads that moved, or
                     # hold news; every key it holds is looked at again.
+                    self._down_since.pop(worker.name, None)
                     self._requeue_mirrors(worker.name)
+                else:
+                    # The lost timeout counts from here, not from whenever it is next asked.
+                    self._down_since.setdefault(worker.name, time.time())
 
     async def _probe(self, worker: Worker) -> None:
         """GET /version, bounded by a third of the health timeout."""
