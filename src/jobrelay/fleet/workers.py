@@ -219,7 +219,10 @@ class WorkerPool:
         self._task: asyncio.Task[None] | None = None
         self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
         self._status_written: dict[str, health.Written] = {}
-        self._worker_added = asyncio.Event()
+        # Set whenever a worker joins the pool or its kubeconfig turns out unusable.
+        self._worker_settled = asyncio.Event()
+        # Workers whose last connection attempt found no usable kubeconfig.
+        self._unusable: set[str] = set()
         # Since when (seconds since the epoch) each worker has not been connected.
         self._down_since: dict[str, float] = {}
         self._declared_lost: set[str] = set()
@@ -269,10 +272,14 @@ class WorkerPool:
             self._down_since.pop(name, None)
             return None
         if name not in self._down_since:
-            # A worker already declared lost stays lost across a restart; any other is
-            # timed from now: the stored condition may be older than what this process
-            # saw, and declaring a worker lost too early could run a workload twice.
-            self._down_since[name] = _declared_lost_since(registration) or now
+            # Once this process has seen it fail too (its probe, or its kubeconfig), the
+            # time the stored condition turned False counts, so that a controller that
+            # restarts often still declares it lost. One merely not listed yet is timed
+            # from now: declaring a worker lost early could run a workload twice.
+            failing = (worker is None and name in self._unusable) or (
+                worker is not None and worker.probe_error is not None
+            )
+            self._down_since[name] = _silent_since(registration, failing=failing) or now
         return health.lost_in(self._down_since[name], now, self._options.lost_timeout)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -293,10 +300,14 @@ class WorkerPool:
         with contextlib.suppress(TimeoutError, RuntimeError):
             async with asyncio.timeout(timeout):
                 for name in self._registrations.keys():  # noqa: SIM118 (an Informer, not a dict)
-                    while (worker := self._workers.get(name)) is None:
-                        self._worker_added.clear()
-                        await self._worker_added.wait()
-                    await worker.wait_synced()
+                    while (
+                        worker := self._workers.get(name)
+                    ) is None and name not in self._unusable:
+                        self._worker_settled.clear()
+                        await self._worker_settled.wait()
+                    # One that cannot be used or did not answer would only hold up the rest.
+                    if worker is not None and worker.probe_error is None:
+                        await worker.wait_synced()
 
     async def stop(self) -> None:
         self._queue.shutdown()
@@ -388,7 +399,8 @@ class WorkerPool:
 
     def _add(self, worker: Worker) -> None:
         self._workers[worker.name] = worker
-        self._worker_added.set()
+        self._unusable.discard(worker.name)
+        self._worker_settled.set()
 
     async def _retire(self, worker: Worker) -> None:
         """Stop a worker that left the pool; its client is closed only once any request
@@ -441,6 +453,8 @@ class WorkerPool:
             written = self._status_written.get(name)
             if written is None or written.condition.get("message") != str(error):
                 _log.warning("worker %s: %s", name, error)  # once, not every retry
+            self._unusable.add(name)
+            self._worker_settled.set()
             await self._write_conditions(
                 name, connected=False, reason="InvalidKubeconfig", message=str(error)
             )
@@ -642,11 +656,11 @@ def _rfc3339(epoch_seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _declared_lost_since(registration: Mapping[str, Any]) -> float | None:
-    """For a worker its status says was declared lost: when its Connected condition
-    turned False (epoch seconds). None for any other."""
+def _silent_since(registration: Mapping[str, Any], *, failing: bool) -> float | None:
+    """When the stored Connected condition turned False (epoch seconds), if it is False and
+    either the worker was declared lost or this process has seen it ``failing`` too."""
     status = registration.get("status") or {}
-    if not status.get("lostTime"):
+    if not (status.get("lostTime") or failing):
         return None
     for condition in status.get("conditions") or []:
         if condition.get("type") != "Connected" or condition.get("status") != "False":
