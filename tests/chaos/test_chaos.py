@@ -271,11 +271,33 @@ async def poll(check: Callable[[], Awaitable[Any]], *, timeout: float, every: fl
         await asyncio.sleep(every)
 
 
+@pytest.fixture
+def replicas(chaos_fleet: LocalFleet, tmp_path: Path) -> Iterator[dict[str, Replica]]:
+    """The two controller replicas (not started); SIGKILLed by PID at teardown if still
+    running, even when the test was stopped where its own clean-up could not run."""
+    made = {
+        name: Replica(
+            chaos_fleet.kubeconfig(MANAGER),
+            tmp_path / f"replica-{name}.log",
+            workers=chaos_fleet.workers,
+            extra_args=CONTROLLER_ARGS,
+        )
+        for name in ("a", "b")
+    }
+    try:
+        yield made
+    finally:
+        for replica in made.values():
+            if replica.process is not None and replica.running:
+                replica.process.kill()
+                replica.process.wait(30)
+
+
 # -- the test --------------------------------------------------------------------------
 
 
 async def test_300_jobs_survive_leader_kills_frozen_workers_and_a_manager_restart(
-    chaos_fleet: LocalFleet, tmp_path: Path, report: list[str]
+    chaos_fleet: LocalFleet, replicas: dict[str, Replica], report: list[str]
 ) -> None:
     started = time.monotonic()
     seed = int(os.environ.get("JOBRELAY_CHAOS_SEED") or time.time_ns() % 2**32)
@@ -290,15 +312,6 @@ async def test_300_jobs_survive_leader_kills_frozen_workers_and_a_manager_restar
         for name in chaos_fleet.clusters
     }
     recorders = Recorders(clients, workers)
-    replicas = {
-        name: Replica(
-            chaos_fleet.kubeconfig(MANAGER),
-            tmp_path / f"replica-{name}.log",
-            workers=workers,
-            extra_args=CONTROLLER_ARGS,
-        )
-        for name in ("a", "b")
-    }
     journal = Journal()
     chaos = Chaos(chaos_fleet, clients, recorders, replicas, journal, rng, lost, briefly)
     uids: dict[str, str] = {}
@@ -319,6 +332,9 @@ async def test_300_jobs_survive_leader_kills_frozen_workers_and_a_manager_restar
         left = sum(map(len, orphans.values()))
         journal.note(f"mirrors left on the workers {GC_INTERVAL}s after the end: {left}")
         await chaos.stop_replicas()
+    except BaseException:
+        report.extend(render(journal, [], []))  # what was done before it broke off
+        raise
     finally:
         await chaos.cleanup()
         await recorders.stop()
@@ -857,9 +873,10 @@ def render(
 ) -> list[str]:
     lines = ["timeline (seconds since the first submission):"]
     lines += [f"  {moment:7.1f}  {text}" for moment, text in sorted(journal.lines)]
-    width = max(len(label) for label, _, _ in figures)
-    lines += ["", f"  {'figure':<{width}}  {'value':>14}  expected"]
-    lines += [f"  {label:<{width}}  {value:>14}  {want}" for label, value, want in figures]
+    if figures:
+        width = max(len(label) for label, _, _ in figures)
+        lines += ["", f"  {'figure':<{width}}  {'value':>14}  expected"]
+        lines += [f"  {label:<{width}}  {value:>14}  {want}" for label, value, want in figures]
     lines += ["", *journal.notes]
     for what, problems in details:
         if problems:
