@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps build demo test test-unit lint bench fleet-down
+.PHONY: deps build demo test test-chaos test-unit lint bench fleet-down
 
 deps:
 	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || $(PYTHON) -m pip install -q -e '.[dev]'
@@ -20,6 +20,11 @@ lint: deps
 
 test: build
 	$(PYTHON) -m pytest $(PYTEST_ARGS); code=$$?; [ $$code -eq 5 ] && echo "no tests selected" && code=0; exit $$code
+
+# The chaos test of tests/chaos/ (left out of `make test`): a fleet of its own under
+# faults for a few minutes; it prints its figures at the end of pytest's report.
+test-chaos: build
+	$(PYTHON) -m pytest tests/chaos -m chaos $(PYTEST_ARGS)
 
 # Unit tests alone, with the controller package's line coverage (the target is >= 90 %).
 test-unit: deps

@@ -147,6 +147,8 @@ class WatchRecorder:
         self.label_selector = label_selector
         # (event type, object); the type is LISTED for objects from a (re)list.
         self.events: list[tuple[str, Obj]] = []
+        # When each event arrived (time.monotonic()), in step with ``events``.
+        self.received: list[float] = []
         self.relists = 0
         self.errors: list[ApiError] = []
         self._resource_version = ""
@@ -207,6 +209,7 @@ class WatchRecorder:
 
     def _record(self, kind: str, obj: Obj) -> None:
         self.events.append((kind, obj))
+        self.received.append(time.monotonic())
         self._changed.set()
 
     async def _relist(self) -> None:

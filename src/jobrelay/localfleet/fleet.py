@@ -289,6 +289,33 @@ class LocalFleet:
             self._say(f"fleet up in {time.monotonic() - started:.1f}s")
             return True
 
+    async def restart(self, name: str, component: str) -> ProcessRecord:
+        """Stop one component of one cluster if it runs, and start it again alone, with the
+        command line it last ran with (same ports, same data); its new record, once healthy.
+
+        ``up`` on a broken fleet restarts every process of every cluster: this is for
+        taking down one part (say, the manager's apiserver) and bringing back only it.
+        """
+        with self._locked():
+            state = self.clusters.get(name)
+            record = state.processes.get(component) if state is not None else None
+            if state is None or record is None:
+                raise FleetError(
+                    f"no {component} recorded for cluster {name!r} in {self.state_dir}"
+                )
+            processes.stop([record])
+            try:
+                fresh = processes.spawn(
+                    record.name, record.argv, Path(record.log),
+                    env=cluster.ENVIRONMENT.get(component),
+                )  # fmt: skip
+            except OSError as error:
+                raise FleetError(f"cannot start {record.name} again: {error}") from error
+            state.processes[component] = fresh
+            self._save()
+        await self._wait_healthy(state, component, self.state_dir / "pki" / "ca.crt")
+        return fresh
+
     async def _healthy_within(self, seconds: float) -> bool:
         """Healthy now, or - while every recorded process is alive - within ``seconds``."""
         deadline = time.monotonic() + seconds

@@ -164,6 +164,32 @@ async def test_killed_apiserver_is_noticed_and_up_restarts_keeping_data(
         await client.get(WORKER_CLUSTERS, "worker-1")
 
 
+async def test_restart_brings_back_one_killed_component_alone(small_fleet: Path) -> None:
+    await quiet(small_fleet).up()  # a no-op unless an earlier test left the fleet broken
+    before = quiet(small_fleet)
+    victim = before.clusters["worker-1"].processes["kube-apiserver"]
+    others = [record for record in before.all_records() if record != victim]
+    os.kill(victim.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while processes.is_running(victim):
+        assert time.monotonic() < deadline, "the killed apiserver is still running"
+        await asyncio.sleep(0.05)
+
+    fresh = await quiet(small_fleet).restart("worker-1", "kube-apiserver")
+
+    assert fresh.pid != victim.pid and fresh.argv == victim.argv
+    after = quiet(small_fleet)
+    assert after.clusters["worker-1"].processes["kube-apiserver"] == fresh
+    # Nothing else was stopped or started again.
+    assert [record for record in after.all_records() if record != fresh] == others
+    assert all(processes.is_running(record) for record in others)
+    assert await after.is_healthy()
+    async with ApiClient.from_kubeconfig(after.kubeconfig("worker-1")) as client:
+        await client.get(NAMESPACES, "default")
+    with pytest.raises(FleetError, match="no kube-apiserver recorded for cluster 'worker-9'"):
+        await after.restart("worker-9", "kube-apiserver")
+
+
 async def test_down_leaves_no_recorded_process_or_port(small_fleet: Path) -> None:
     local = quiet(small_fleet)
     await local.up()  # a no-op unless an earlier test left the fleet broken
