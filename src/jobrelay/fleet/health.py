@@ -33,6 +33,7 @@ from jobrelay.kube.api import ApiError
 
 __all__ = [
     "HEARTBEAT_SECONDS",
+    "NOT_LISTED",
     "Verdict",
     "Written",
     "classify",
@@ -41,6 +42,9 @@ __all__ = [
     "transition_time",
     "verdict",
 ]
+
+# The reason of a worker that answers but whose mirror caches are still listing.
+NOT_LISTED = "NotListed"
 
 # A healthy worker's unchanged status is written again (with a fresh
 # lastContactTime) at most this often.
@@ -129,7 +133,7 @@ def verdict(
             if error is not None:
                 reason, message = classify(error)
                 return Verdict(False, reason, f"cannot list {kind}: {message}")
-        return Verdict(False, "NotListed", f"has not listed {', '.join(not_listed)} yet")
+        return Verdict(False, NOT_LISTED, f"has not listed {', '.join(not_listed)} yet")
     message = f"mirrors listed and watched ({', '.join(listed)})"
     if not_listed:
         message += (

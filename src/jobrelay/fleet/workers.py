@@ -272,14 +272,17 @@ class WorkerPool:
             self._down_since.pop(name, None)
             return None
         if name not in self._down_since:
-            # Once this process has seen it fail too (its probe, or its kubeconfig), the
-            # time the stored condition turned False counts, so that a controller that
-            # restarts often still declares it lost. One merely not listed yet is timed
-            # from now: declaring a worker lost early could run a workload twice.
             failing = (worker is None and name in self._unusable) or (
-                worker is not None and worker.probe_error is not None
+                worker is not None and worker.verdict().reason != health.NOT_LISTED
             )
-            self._down_since[name] = _silent_since(registration, failing=failing) or now
+            if not failing:
+                # Still connecting (or listing): not timed yet. Declaring a worker lost
+                # early could run a workload twice.
+                return self._options.lost_timeout
+            # This process sees it fail too: the time the stored condition turned False
+            # counts, so that a controller that restarts or hands over often still
+            # declares it lost on time.
+            self._down_since[name] = _silent_since(registration) or now
         return health.lost_in(self._down_since[name], now, self._options.lost_timeout)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -656,12 +659,9 @@ def _rfc3339(epoch_seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _silent_since(registration: Mapping[str, Any], *, failing: bool) -> float | None:
-    """When the stored Connected condition turned False (epoch seconds), if it is False and
-    either the worker was declared lost or this process has seen it ``failing`` too."""
+def _silent_since(registration: Mapping[str, Any]) -> float | None:
+    """When the stored Connected condition turned False (epoch seconds), if it is False."""
     status = registration.get("status") or {}
-    if not (status.get("lostTime") or failing):
-        return None
     for condition in status.get("conditions") or []:
         if condition.get("type") != "Connected" or condition.get("status") != "False":
             continue

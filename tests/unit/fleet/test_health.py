@@ -183,22 +183,13 @@ def test_lost_in_counts_down_from_when_the_worker_went_silent(
     assert health.lost_in(down_since, now, 900.0) == expected
 
 
-def test_a_restart_trusts_the_stored_silence_only_once_it_sees_it_too() -> None:
+def test_the_stored_silence_is_when_the_condition_turned_false() -> None:
     condition = {
         "type": "Connected",
         "status": "False",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
-    down = {"status": {"conditions": [condition]}}
-    declared = {"status": {"lostTime": "2026-01-01T00:15:00Z", "conditions": [condition]}}
-    since = 1767225600.0
-    assert workers._silent_since(declared, failing=False) == since
-    # Down, not declared lost: counted from then only once this process saw it fail too
-    # (never on the strength of an old condition while its caches are merely listing).
-    assert workers._silent_since(down, failing=False) is None
-    assert workers._silent_since(down, failing=True) == since
+    assert workers._silent_since({"status": {"conditions": [condition]}}) == 1767225600.0
     back = {**condition, "status": "True"}
-    assert (
-        workers._silent_since({"status": {"lostTime": "x", "conditions": [back]}}, failing=True)
-        is None
-    )
+    assert workers._silent_since({"status": {"lostTime": "x", "conditions": [back]}}) is None
+    assert workers._silent_since({}) is None
