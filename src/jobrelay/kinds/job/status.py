@@ -127,14 +127,19 @@ def failed_status(job: JsonObj, reason: str, message: str, *, now: str) -> JsonO
 
 def _at_rest(job: JsonObj, status: JsonObj, now: str) -> JsonObj:
     """The status while no mirror runs: no Pods, and finished if nothing is left to run."""
-    status = {field: value for field, value in status.items() if field != "uncountedTerminatedPods"}
+    # Pods that ended but were not counted yet when the status was copied count now:
+    # their mirror will never count them.
+    status = _with_uncounted_counted(status, job.get("spec") or {})
     status.update({gauge: 0 for gauge in _GAUGES if gauge in status or gauge == "active"})
     if is_suspended(job):
         status.pop("startTime", None)
     elif not is_finished({"status": status}):
-        outcome = _outcome_without_mirror(job.get("spec") or {}, status, now)
+        spec = job.get("spec") or {}
+        outcome = _outcome_without_mirror(spec, status, now)
         if outcome is not None:
             status = _ended(status, *outcome, now)
+            if outcome[0] == COMPLETE and is_indexed(spec) and spec.get("completions"):
+                status = _every_index_done(status, spec)
     _set_conditions(status, {**job, "status": status}, conditions_of(status), now)
     return status
 
@@ -173,6 +178,21 @@ def _outcome_without_mirror(
     return None
 
 
+def _every_index_done(status: JsonObj, spec: JsonObj) -> JsonObj:
+    """An Indexed Job that met its completions, as the built-in controller ends it: every
+    index completed (those whose Pods were not counted yet included), unless a success
+    policy ended it first."""
+    reason = str((condition({"status": status}, SUCCESS_CRITERIA_MET) or {}).get("reason") or "")
+    if spec.get("successPolicy") is not None and reason != _COMPLETIONS_REACHED[0]:
+        return status
+    completions = int(spec["completions"])
+    every: list[indexes.Interval] = [(0, completions - 1)]
+    done = dict(status, succeeded=completions, completedIndexes=indexes.format_indexes(every))
+    if "failedIndexes" in done:
+        done["failedIndexes"] = ""
+    return done
+
+
 def _ended(status: JsonObj, final: str, words: tuple[str, str], now: str) -> JsonObj:
     """``status`` with the final condition and the target condition that must precede it."""
     reason, message = words
@@ -205,7 +225,7 @@ def _status_from_mirror(job: JsonObj, mirror: JsonObj, now: str, *, gone: bool) 
     theirs = status_of(mirror)
     carry = mirror_carry(mirror)
     if gone:
-        theirs = _counted_at_end(theirs)
+        theirs = _with_uncounted_counted(theirs, job.get("spec") or {})
     status: JsonObj = {field: theirs[field] for field in _COPIED_VERBATIM if field in theirs}
     status["failed"] = max(current.get("failed", 0), carry.failed + theirs.get("failed", 0))
     status.update(_completions(job.get("spec") or {}, current, theirs, carry))
@@ -220,12 +240,19 @@ def _status_from_mirror(job: JsonObj, mirror: JsonObj, now: str, *, gone: bool) 
     return status
 
 
-def _counted_at_end(theirs: JsonObj) -> JsonObj:
-    """A gone mirror's last status with its terminated but uncounted Pods counted."""
-    uncounted = theirs.get("uncountedTerminatedPods") or {}
-    counted = {k: v for k, v in theirs.items() if k != "uncountedTerminatedPods"}
-    for field in ("succeeded", "failed"):
-        counted[field] = int(theirs.get(field) or 0) + len(uncounted.get(field) or [])
+def _with_uncounted_counted(status: JsonObj, spec: JsonObj) -> JsonObj:
+    """A status whose terminated but uncounted Pods are counted (no mirror will count them).
+
+    An Indexed Job's ``succeeded`` is the count of its completed indexes, which an
+    uncounted Pod's UID does not tell: those stay to run again (or, when the Job
+    met its completions, ``_ended`` shows every index completed).
+    """
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    counted = {k: v for k, v in status.items() if k != "uncountedTerminatedPods"}
+    fields = ("failed",) if is_indexed(spec) else ("succeeded", "failed")
+    for field in fields:
+        if uncounted.get(field):
+            counted[field] = int(status.get(field) or 0) + len(uncounted[field])
     return counted
 
 

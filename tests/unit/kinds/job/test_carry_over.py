@@ -171,3 +171,31 @@ def test_a_job_failed_for_a_lost_worker_is_legal_and_says_why() -> None:
     assert (condition["reason"], condition["message"]) == ("WorkerLost", "worker w1 was lost")
     assert failed["status"]["active"] == 0 and failed["status"]["succeeded"] == 1
     assert failed_status(failed, "WorkerLost", "again", now=ts(200)) is None
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_pods_ended_but_not_counted_count_when_the_run_ends(indexed: bool) -> None:
+    """The worker met the success criteria while its last pods were still uncounted; then
+    it was lost. Those pods succeeded: the Job completes with every completion, as the
+    built-in controller would have ended it (seen in the chaos test)."""
+    shape = JobShape(indexed=indexed, completions=4, parallelism=2)
+    interim = {
+        "type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+        "message": "Reached expected number of succeeded pods",
+        "lastProbeTime": ts(5), "lastTransitionTime": ts(5),
+    }  # fmt: skip
+    shown = {
+        "startTime": ts(1),
+        "active": 0,
+        "succeeded": 2,
+        "uncountedTerminatedPods": {"succeeded": ["u3", "u4"]},
+        "conditions": [interim],
+        **({"completedIndexes": "0-1"} if indexed else {}),
+    }
+    job = management_job(shape, status=shown)
+    ended = write(job, next_status(job, None, now=ts(100)))
+    assert (finished_condition(ended) or {}).get("type") == COMPLETE
+    assert ended["status"]["succeeded"] == 4
+    assert "uncountedTerminatedPods" not in ended["status"]
+    if indexed:
+        assert ended["status"]["completedIndexes"] == "0-3"
