@@ -119,7 +119,7 @@ from tests.chaos.verdicts import (
     runs_of,
     status,
 )
-from tests.e2e.support import Replica
+from tests.e2e.support import Replica, apiserver_record, frozen
 from tests.kubetools import Obj, WatchRecorder, job_manifest
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
@@ -236,27 +236,6 @@ def latest(recorder: WatchRecorder) -> dict[str, tuple[str, Obj]]:
     for kind, obj in recorder.events:
         found[str(obj["metadata"].get("uid"))] = (kind, obj)
     return found
-
-
-def apiserver_record(local: LocalFleet, cluster: str) -> processes.ProcessRecord:
-    record = (
-        LocalFleet(local.state_dir, progress=lambda _m: None)
-        .clusters[cluster]
-        .processes["kube-apiserver"]
-    )
-    assert processes.is_running(record), f"{cluster}'s kube-apiserver is not running: {record}"
-    return record
-
-
-@contextlib.contextmanager
-def frozen(record: processes.ProcessRecord) -> Iterator[None]:
-    """SIGSTOP the process for the block; SIGCONT it whatever happens."""
-    os.kill(record.pid, signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        if processes.is_running(record):
-            os.kill(record.pid, signal.SIGCONT)
 
 
 async def poll(check: Callable[[], Awaitable[Any]], *, timeout: float, every: float = 1.0) -> Any:
@@ -558,7 +537,7 @@ class Chaos:
     async def freeze_until_lost(self) -> None:
         await self.journal.until(self.rng.uniform(*LOST_FREEZE_AT))
         async with self.worker_lock:
-            record = apiserver_record(self.local, self.lost)
+            record = apiserver_record(self.local.state_dir, self.lost)
             self._thaw.append(record)
             thaw = contextlib.ExitStack()
             thaw.enter_context(frozen(record))
@@ -598,7 +577,7 @@ class Chaos:
     async def freeze_briefly(self) -> None:
         await self.journal.until(self.rng.uniform(*SHORT_FREEZE_AT))
         async with self.worker_lock:
-            record = apiserver_record(self.local, self.briefly)
+            record = apiserver_record(self.local.state_dir, self.briefly)
             self._thaw.append(record)
             thaw = contextlib.ExitStack()
             thaw.enter_context(frozen(record))
@@ -613,7 +592,7 @@ class Chaos:
 
     async def restart_manager(self) -> None:
         await self.journal.until(self.rng.uniform(*MANAGER_RESTART_AT))
-        record = apiserver_record(self.local, MANAGER)
+        record = apiserver_record(self.local.state_dir, MANAGER)
         down = time.monotonic()
         os.kill(record.pid, signal.SIGKILL)
         self.journal.note(f"SIGKILLed the manager's kube-apiserver (pid {record.pid})")

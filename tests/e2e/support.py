@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 
@@ -33,11 +33,8 @@ from jobrelay.kinds.naming import (
 )
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
 from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import STATE_FILE
+from jobrelay.localfleet.fleet import LocalFleet
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
-
-if TYPE_CHECKING:
-    from tests.conftest import FleetHandle
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
 # Conditions whose type, status and reason the management Job must show exactly as
@@ -796,12 +793,10 @@ class Replica(ControllerProcess):
         return any(record.get("event") == event for record in self.run_records())
 
 
-def apiserver_record(fleet: FleetHandle, cluster: str) -> processes.ProcessRecord:
+def apiserver_record(state_dir: Path, cluster: str) -> processes.ProcessRecord:
     """The recorded kube-apiserver process of a fleet cluster (checked to be running)."""
-    state = json.loads((fleet.state_dir / STATE_FILE).read_text())
-    record = processes.ProcessRecord.from_json(
-        state["clusters"][cluster]["processes"]["kube-apiserver"]
-    )
+    local = LocalFleet(state_dir, progress=lambda _message: None)
+    record = local.clusters[cluster].processes["kube-apiserver"]
     assert processes.is_running(record), f"{cluster}'s kube-apiserver is not running: {record}"
     return record
 

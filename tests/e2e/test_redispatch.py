@@ -768,7 +768,7 @@ async def test_lost_worker_jobs_move_and_its_stale_mirrors_are_deleted_when_it_r
     await relay.wait_active("at-most-once")
     before_freeze = await relay.get("moving")
 
-    record = apiserver_record(fleet, doomed)
+    record = apiserver_record(fleet.state_dir, doomed)
     stale: list[Run] = []
     try:
         with frozen(record):

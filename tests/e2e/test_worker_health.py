@@ -69,7 +69,7 @@ async def test_a_frozen_worker_turns_not_connected_takes_nothing_and_recovers(
     status = (await manager.get(WORKER_CLUSTERS, silent))["status"]
     assert status.get("kubernetesVersion", "").startswith("v1."), status
     assert status.get("lastContactTime"), status
-    record = apiserver_record(fleet, silent)
+    record = apiserver_record(fleet.state_dir, silent)
     with frozen(record):
         controller.mark(f"froze {silent}'s kube-apiserver (pid {record.pid})")
         down = await wait_connected(manager, silent, "False", "Timeout", timeout=45)
