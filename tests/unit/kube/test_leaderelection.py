@@ -139,7 +139,9 @@ async def test_a_lone_candidate_creates_the_lease_leads_renews_and_releases(
     begun = now()
     alone.start()
     await alone.wait_started()
-    assert alone.started_at == begun  # no lease yet: created at the first try
+    # No lease yet: created at the first try. (Fake loop time still lets the odd
+    # millisecond of a loaded machine through: compared within 10 ms.)
+    assert alone.started_at == pytest.approx(begun, abs=0.01)
     spec = leases.spec(NAME)
     assert spec["holderIdentity"] == "alone"
     assert (spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (15, 0)
@@ -150,7 +152,7 @@ async def test_a_lone_candidate_creates_the_lease_leads_renews_and_releases(
     await asyncio.sleep(7)
     renewals = leases.writes("alone")[1:]
     # Every retry period, from its own last write (no read before a renewal).
-    assert [round(r.at - begun, 3) for r in renewals] == [2.0, 4.0, 6.0]
+    assert [r.at - begun for r in renewals] == pytest.approx([2.0, 4.0, 6.0], abs=0.01)
     assert [r.method for r in leases.requests] == ["GET", "POST", "PUT", "PUT", "PUT"]
     renewed = leases.spec(NAME)
     assert renewed["acquireTime"] == spec["acquireTime"]

@@ -128,8 +128,12 @@ def failed_status(job: JsonObj, reason: str, message: str, *, now: str) -> JsonO
 def _at_rest(job: JsonObj, status: JsonObj, now: str) -> JsonObj:
     """The status while no mirror runs: no Pods, and finished if nothing is left to run."""
     # Pods that ended but were not counted yet when the status was copied count now:
-    # their mirror will never count them.
-    status = _with_uncounted_counted(status, job.get("spec") or {})
+    # their mirror will never count them. (A suspended Job at rest was never placed,
+    # or shows no pods by its own choice: nothing of a run to count.)
+    if is_suspended(job):
+        status = {k: v for k, v in status.items() if k != "uncountedTerminatedPods"}
+    else:
+        status = _with_uncounted_counted(status, job.get("spec") or {})
     status.update({gauge: 0 for gauge in _GAUGES if gauge in status or gauge == "active"})
     if is_suspended(job):
         status.pop("startTime", None)
