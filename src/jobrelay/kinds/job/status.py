@@ -127,18 +127,19 @@ def failed_status(job: JsonObj, reason: str, message: str, *, now: str) -> JsonO
 
 def _at_rest(job: JsonObj, status: JsonObj, now: str) -> JsonObj:
     """The status while no mirror runs: no Pods, and finished if nothing is left to run."""
-    # Pods that ended but were not counted yet when the status was copied count now:
-    # their mirror will never count them. (A suspended Job at rest was never placed,
-    # or shows no pods by its own choice: nothing of a run to count.)
+    spec = job.get("spec") or {}
     if is_suspended(job):
-        status = {k: v for k, v in status.items() if k != "uncountedTerminatedPods"}
+        # Never placed, or showing no pods by its own choice: nothing of a run to count,
+        # and no startTime while suspended.
+        status = {
+            k: v for k, v in status.items() if k not in ("uncountedTerminatedPods", "startTime")
+        }
     else:
-        status = _with_uncounted_counted(status, job.get("spec") or {})
+        # Pods that ended but were not counted yet when the status was copied count
+        # now: their mirror will never count them.
+        status = _with_uncounted_counted(status, spec)
     status.update({gauge: 0 for gauge in _GAUGES if gauge in status or gauge == "active"})
-    if is_suspended(job):
-        status.pop("startTime", None)
-    elif not is_finished({"status": status}):
-        spec = job.get("spec") or {}
+    if not is_suspended(job) and not is_finished({"status": status}):
         outcome = _outcome_without_mirror(spec, status, now)
         if outcome is not None:
             status = _ended(status, *outcome, now)
