@@ -16,7 +16,7 @@ import click
 from jobrelay.cli.common import manager_client
 from jobrelay.fleet import drain, maintenance, registry
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, origin_problem
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, parse_kind_name
 from jobrelay.kube.api import ApiError
 
@@ -71,6 +71,13 @@ def _manager_error(error: ApiError) -> str:
             "delete Secrets in --namespace; use a kubeconfig with those rights"
         )
     return f"the management cluster answered {error}; run the command again once that is fixed"
+
+
+def _origin(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    problem = None if value is None else origin_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
 
 
 # How `remove` reaches a worker (from its Secret's kubeconfig); unit tests swap it.
@@ -264,6 +271,9 @@ def drain_(
               help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
+@click.option("--origin", default=None, callback=_origin,
+              help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
+                   "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
 @manager_kubeconfig
 @namespace_option
 def remove(
@@ -272,6 +282,7 @@ def remove(
     timeout: float,
     kind_names: tuple[str, ...],
     controller_name: str,
+    origin: str | None,
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
@@ -315,13 +326,17 @@ def remove(
                 # No placement may start while its mirrors are being deleted.
                 worker = await maintenance.patch_spec(client, name, drain.cordon_patch())
             phase[0] = RemovalPhase.CLEANING
+            mirrors_of = origin or (worker.get("status") or {}).get("origin")
+            if not isinstance(mirrors_of, str) or not mirrors_of:
+                mirrors_of = await registry.default_origin(client)
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=namespace, kind_names=kind_names,
-                controller_name=controller_name, connect=worker_connector,
+                controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
             )  # fmt: skip
             message = drain.cleanup_message(
-                name, result, kind_names=kind_names, controller_name=controller_name, force=force
-            )
+                name, result, kind_names=kind_names, controller_name=controller_name,
+                origin=mirrors_of, force=force,
+            )  # fmt: skip
             if result.error is not None and not force:
                 raise click.ClickException(message)
             click.echo(message)

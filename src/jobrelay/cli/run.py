@@ -22,6 +22,7 @@ from jobrelay.controller.options import (
 )
 from jobrelay.fleet import registry
 from jobrelay.kinds import KindError
+from jobrelay.kinds.naming import origin_problem
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiError
 from jobrelay.kube.leaderelection import LeadershipLost
@@ -67,12 +68,21 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     return value
 
 
+def _origin(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    problem = origin_problem(value) if value else None
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
+
+
 @click.command()
 @manager_options
 @click.option("--controller-name", default=_default(ControllerOptions, "controller_name"), show_default=True,
               help="The spec.managedBy value of the workloads to dispatch.")  # fmt: skip
-@click.option("--origin", default=_default(ControllerOptions, "origin"), show_default=True,
-              help="This management cluster's name, written on every mirror.")  # fmt: skip
+@click.option("--origin", default=_default(ControllerOptions, "origin"), callback=_origin,
+              help="This management cluster's identity, the label jobrelay.dev/origin on every "
+                   "mirror: managers sharing a worker only touch mirrors of their own origin "
+                   "[default: the UID of the manager's kube-system namespace].")  # fmt: skip
 @click.option("--kind", "kinds", multiple=True, callback=_kind_name, metavar="Kind.version.group",
               help="A workload kind to dispatch (repeatable); default: "
                    f"{', '.join(_default(KindSettings, 'names'))}. Job.v1.batch and "

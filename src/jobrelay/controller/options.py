@@ -105,8 +105,10 @@ def lease_name_for(controller_name: str) -> str:
 @dataclass(frozen=True)
 class ControllerOptions:
     controller_name: str = DEFAULT_CONTROLLER_NAME
-    # Names the management cluster in the mirrors' origin annotation.
-    origin: str = "manager"
+    # Which management cluster this is, as the label jobrelay.dev/origin on every mirror:
+    # only mirrors of this origin are watched, adopted, copied or deleted. "" means the
+    # UID of the manager's kube-system namespace, looked up at start.
+    origin: str = ""
     queue: QueueSettings = field(default_factory=QueueSettings)
     workers: WorkerSettings = field(default_factory=WorkerSettings)
     kinds: KindSettings = field(default_factory=KindSettings)

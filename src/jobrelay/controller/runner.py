@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet import registry
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
+from jobrelay.kinds.naming import ORIGIN_LABEL, origin_problem
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
@@ -113,6 +115,8 @@ class Controller:
         election_client: ApiClient | None = None,
         identity: str | None = None,
     ) -> None:
+        if origin_problem(options.origin):
+            raise ConfigurationError(f"--origin: {origin_problem(options.origin)}")
         self.options = options
         self.manager = manager
         self.identity = identity or new_identity()
@@ -157,6 +161,7 @@ class Controller:
             PoolOptions(
                 namespace=workers.namespace,
                 controller_name=options.controller_name,
+                origin=options.origin,
                 connect_timeout=workers.sync_timeout,
                 status_interval=workers.status_interval,
                 health_timeout=workers.health_timeout,
@@ -327,6 +332,14 @@ async def run(
         loop.add_signal_handler(signum, stop.set)
     try:
         kinds = await resolve_kinds(manager, options)
+        if not options.origin:
+            try:
+                origin = await registry.default_origin(manager)
+            except registry.RegistryError as error:
+                raise ConfigurationError(str(error)) from error
+            options = dataclasses.replace(options, origin=origin)
+        _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,
+                  ORIGIN_LABEL, options.origin, extra={"event": "origin"})  # fmt: skip
         controller = Controller(manager, options, kinds, election_client=election_client)
         await controller.run(stop)
     except LeadershipLost as lost:

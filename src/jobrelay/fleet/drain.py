@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.kinds.naming import MIRROR_LABEL, controller_label_value
+from jobrelay.kinds.naming import mirror_selector
 
 __all__ = [
     "CleanupResult",
@@ -49,7 +49,6 @@ __all__ = [
     "drain_timeout_message",
     "forced_removal_message",
     "leftover_command",
-    "mirror_selector",
     "removal_interrupted_message",
     "state_summary",
     "uncordon_message",
@@ -358,19 +357,14 @@ def removal_interrupted_message(name: str, phase: RemovalPhase, *, force: bool) 
 # -- leaving no mirror behind -------------------------------------------------------------
 
 
-def mirror_selector(controller_name: str) -> str:
-    """The label selector of every mirror this controller created (on any worker)."""
-    return f"{MIRROR_LABEL}={controller_label_value(controller_name)}"
-
-
-def leftover_command(kind_names: Sequence[str], controller_name: str) -> str:
+def leftover_command(kind_names: Sequence[str], controller_name: str, origin: str) -> str:
     """What deletes the mirrors left on a worker, with its kubeconfig in hand.
 
     kubectl takes ``Kind.version.group`` as a type, so no plural is needed.
     """
     return (
         f"kubectl --kubeconfig WORKER-KUBECONFIG delete {','.join(kind_names)} "
-        f"--all-namespaces -l {mirror_selector(controller_name)}"
+        f"--all-namespaces -l {mirror_selector(controller_name, origin)}"
     )
 
 
@@ -389,6 +383,7 @@ def cleanup_message(
     *,
     kind_names: Sequence[str],
     controller_name: str,
+    origin: str,
     force: bool,
 ) -> str:
     """What was deleted; when the worker was out of reach, what remains and how to clean it.
@@ -403,7 +398,7 @@ def cleanup_message(
     if result.error is None:
         done = f"deleted {deleted} mirror(s)" if deleted else "no mirrors left to delete"
         return f"worker cluster {name}: {done}{not_served}"
-    command = leftover_command(kind_names, controller_name)
+    command = leftover_command(kind_names, controller_name, origin)
     failed = (
         f"worker cluster {name}: {f'deleted {deleted} mirror(s), then ' if deleted else ''}"
         f"cannot delete its mirrors ({result.error}), so some may remain"

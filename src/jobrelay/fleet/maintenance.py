@@ -19,8 +19,8 @@ from jobrelay.fleet.drain import (
     WorkerState,
     drain_patch,
     drain_progress,
-    mirror_selector,
 )
+from jobrelay.kinds.naming import mirror_selector
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
 
@@ -187,10 +187,11 @@ async def delete_mirrors(
     namespace: str,
     kind_names: Sequence[str],
     controller_name: str,
+    origin: str,
     connect: Callable[[Mapping[str, Any], str | None, str], ApiClient] = connect_worker,
 ) -> CleanupResult:
-    """Delete every mirror this controller created on the worker, of each kind, in every
-    namespace, with the worker's credentials from its Secret.
+    """Delete every mirror this controller (of this origin) created on the worker, of each
+    kind, in every namespace, with the worker's credentials from its Secret.
 
     Never raises for the worker's sake: when it cannot be reached (or its Secret
     is unusable) the result says why, with what was deleted until then.
@@ -198,7 +199,7 @@ async def delete_mirrors(
     name = str(worker["metadata"]["name"])
     deleted: dict[str, int] = {}
     not_served: list[str] = []
-    selector = mirror_selector(controller_name)
+    selector = mirror_selector(controller_name, origin)
     try:
         kubeconfig = await registry.read_kubeconfig(manager, worker, namespace)
         client = connect(kubeconfig, (worker.get("spec") or {}).get("context"), name)

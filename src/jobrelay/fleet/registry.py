@@ -76,6 +76,22 @@ async def ensure_namespace(client: ApiClient, namespace: str) -> None:
             raise
 
 
+async def default_origin(client: ApiClient) -> str:
+    """The management cluster's identity when --origin is not given: the UID of its
+    kube-system namespace, which no other cluster shares and no restart changes."""
+    try:
+        namespace = await client.get(NAMESPACES, "kube-system")
+    except ApiError as error:
+        raise RegistryError(
+            f"cannot read namespace kube-system to identify this management cluster ({error}): "
+            "grant `get` on it, or name the origin with --origin"
+        ) from error
+    uid = (namespace.get("metadata") or {}).get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise RegistryError("namespace kube-system has no UID: name the origin with --origin")
+    return uid
+
+
 def inline_kubeconfig(path: Path, context: str | None = None) -> dict[str, Any]:
     """The kubeconfig at ``path``, reduced to one context with every file inlined.
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from jobrelay.fleet import health, registry
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import MIRROR_LABEL, controller_label_value
+from jobrelay.kinds.naming import mirror_selector
 from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
@@ -55,6 +55,8 @@ class PoolOptions:
 
     namespace: str
     controller_name: str
+    # Which management cluster this is: only mirrors of this origin are watched.
+    origin: str
     # How long a worker may take to list its mirrors before it counts as unreachable.
     connect_timeout: float
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
@@ -217,7 +219,7 @@ class WorkerPool:
         )
         self._queue: WorkQueue[str] = WorkQueue()
         self._task: asyncio.Task[None] | None = None
-        self._selector = f"{MIRROR_LABEL}={controller_label_value(self._options.controller_name)}"
+        self._selector = mirror_selector(self._options.controller_name, self._options.origin)
         self._status_written: dict[str, health.Written] = {}
         # Set whenever a worker joins the pool or its kubeconfig turns out unusable.
         self._worker_settled = asyncio.Event()
@@ -610,7 +612,11 @@ class WorkerPool:
             None,
         )
         transition = health.transition_time(existing, wanted["status"], _now())
-        status: dict[str, Any] = {"conditions": [{**wanted, "lastTransitionTime": transition}]}
+        status: dict[str, Any] = {
+            "conditions": [{**wanted, "lastTransitionTime": transition}],
+            # Which manager's mirrors `jobrelay clusters remove` may delete there.
+            "origin": self._options.origin,
+        }
         if active is not None:
             status["activeMirrors"] = active
         if worker is not None and worker.last_contact:

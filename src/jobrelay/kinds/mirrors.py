@@ -1,9 +1,10 @@
 """What every mirror carries, whatever its kind: the marks that tie it to its origin.
 
 A restarted controller keeps no state, so a mirror must say on the worker
-which controller made it (label, to select on), for which management object
-(its UID, so a namesake created later never inherits it) and from which
-management cluster.
+which controller made it and from which management cluster (its origin), as
+labels to select on, and for which management object (its UID, so a namesake
+created later never inherits it). A mirror is ours only when all of them match:
+another manager sharing the worker may run a controller of the same name.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from jobrelay.kinds.naming import (
     CARRIED_OVER_ANNOTATION,
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
-    ORIGIN_CLUSTER_ANNOTATION,
+    ORIGIN_LABEL,
     ORIGIN_UID_LABEL,
     RUN_ANNOTATION,
     controller_label_value,
@@ -66,6 +67,7 @@ def mirror_metadata(
         "labels": {
             **{k: v for k, v in (metadata.get("labels") or {}).items() if k not in dropped_labels},
             MIRROR_LABEL: controller_label_value(controller_name),
+            ORIGIN_LABEL: origin,
             ORIGIN_UID_LABEL: metadata["uid"],
         },
         "annotations": {
@@ -75,7 +77,6 @@ def mirror_metadata(
                 if k != LAST_APPLIED_ANNOTATION
             },
             CONTROLLER_ANNOTATION: controller_name,
-            ORIGIN_CLUSTER_ANNOTATION: origin,
             **marks,
         },
     }
@@ -116,9 +117,13 @@ def _labels(obj: Mapping[str, object]) -> Mapping[str, str]:
     return labels
 
 
-def is_ours(mirror: JsonObj, controller_name: str) -> bool:
-    """Whether a worker object is a mirror made by the controller of that name."""
-    return bool(_labels(mirror).get(MIRROR_LABEL) == controller_label_value(controller_name))
+def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
+    """Whether a worker object is a mirror made by the controller of that name and origin."""
+    labels = _labels(mirror)
+    return bool(
+        labels.get(MIRROR_LABEL) == controller_label_value(controller_name)
+        and labels.get(ORIGIN_LABEL) == origin
+    )
 
 
 def origin_uid(mirror: JsonObj) -> str | None:
@@ -127,14 +132,16 @@ def origin_uid(mirror: JsonObj) -> str | None:
     return str(value) if value else None
 
 
-def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str) -> bool:
+def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str, origin: str) -> bool:
     """Whether a worker object is our mirror of this very management object (not of a namesake).
 
     The UID, not the name, decides: an object deleted and created again under
     the same name must not inherit the old one's mirror.
     """
     uid = (obj.get("metadata") or {}).get("uid")
-    return is_ours(mirror, controller_name) and uid is not None and origin_uid(mirror) == uid
+    return (
+        is_ours(mirror, controller_name, origin) and uid is not None and origin_uid(mirror) == uid
+    )
 
 
 def slim_metadata(obj: JsonObj) -> JsonObj:

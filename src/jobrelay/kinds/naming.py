@@ -32,7 +32,10 @@ CARRIED_OVER_ANNOTATION = "jobrelay.dev/carried-over"
 MIRROR_LABEL = "jobrelay.dev/mirror"  # value: controller_label_value(controller name)
 ORIGIN_UID_LABEL = "jobrelay.dev/origin-uid"  # value: the management Job's metadata.uid
 CONTROLLER_ANNOTATION = "jobrelay.dev/controller"  # value: the controller name, verbatim
-ORIGIN_CLUSTER_ANNOTATION = "jobrelay.dev/origin"  # value: free-form name of the manager
+# On the mirror: the origin, which management cluster made it (--origin; by default the
+# UID of that cluster's kube-system namespace). Two managers sharing a worker only
+# ever see, adopt, copy or delete mirrors of their own origin.
+ORIGIN_LABEL = "jobrelay.dev/origin"
 
 # Labels the management cluster's apiserver/controller generate; never copied to a mirror.
 GENERATED_JOB_LABELS = frozenset(
@@ -47,6 +50,25 @@ GENERATED_JOB_LABELS = frozenset(
 FIELD_MANAGER = "jobrelay"
 
 _LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9._-]")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+def origin_problem(origin: str) -> str | None:
+    """Why ``origin`` cannot name a management cluster on mirrors (None: it can).
+
+    It is a label value, so that each manager's caches select only its own mirrors.
+    """
+    if _LABEL_VALUE.match(origin):
+        return None
+    return (
+        f"origin {origin[:80]!r} is not a label value: at most 63 letters, digits, '.', '_' "
+        "or '-', starting and ending with a letter or digit"
+    )
+
+
+def mirror_selector(controller_name: str, origin: str) -> str:
+    """The label selector of the mirrors one controller of one origin created (on any worker)."""
+    return f"{MIRROR_LABEL}={controller_label_value(controller_name)},{ORIGIN_LABEL}={origin}"
 
 
 @functools.lru_cache(maxsize=64)

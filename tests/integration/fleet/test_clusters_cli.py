@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import MIRROR_LABEL, controller_label_value
+from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_LABEL, controller_label_value
 from jobrelay.kube.api import JOBS, SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
 from tests.kubetools import eventually
 
@@ -228,9 +228,14 @@ async def test_remove_force_leaves_no_mirror_behind(
 ) -> None:
     manager, worker = clients["manager"], clients["worker-1"]
     await write_active_mirrors(manager, worker_name, 0)
-    ours = {MIRROR_LABEL: controller_label_value(controller_name)}
+    # No controller published its origin: the manager's own identity is the default.
+    origin = await registry.default_origin(manager)
+    ours = {MIRROR_LABEL: controller_label_value(controller_name), ORIGIN_LABEL: origin}
     await worker.create(JOBS, suspended_job("leftover", namespace, ours))
     await worker.create(JOBS, suspended_job("not-a-mirror", namespace, {}))
+    # Another management cluster's mirror on the same worker: never touched.
+    theirs = {**ours, ORIGIN_LABEL: "another-manager"}
+    await worker.create(JOBS, suspended_job("another-managers", namespace, theirs))
     await worker.create(
         JOBSETS,
         {
@@ -261,6 +266,7 @@ async def test_remove_force_leaves_no_mirror_behind(
         lambda: gone(worker, JOBSETS, "leftover-set", namespace), what="mirror JobSet deleted"
     )
     assert await worker.get(JOBS, "not-a-mirror", namespace=namespace)
+    assert await worker.get(JOBS, "another-managers", namespace=namespace)
     assert await gone(manager, WORKER_CLUSTERS, worker_name, None)
     assert await gone(manager, SECRETS, registry.secret_name(worker_name), NAMESPACE)
 
@@ -292,7 +298,7 @@ async def test_remove_of_a_worker_it_cannot_clean_needs_force(
         assert "so some may remain. Removing it anyway (--force)" in out
         assert (
             "kubectl --kubeconfig WORKER-KUBECONFIG delete Job.v1.batch --all-namespaces "
-            f"-l {MIRROR_LABEL}={controller_label_value(controller_name)}"
+            f"-l {MIRROR_LABEL}={controller_label_value(controller_name)},{ORIGIN_LABEL}="
         ) in out
         assert await gone(manager, WORKER_CLUSTERS, name, None)
     finally:

@@ -193,6 +193,7 @@ def worker_cluster(
     drain: str | None = None,
     lost: str | None = None,
     connected: str = "True",
+    origin: str | None = None,
 ) -> dict[str, Any]:
     """A WorkerCluster as `clusters add` and the controller leave it."""
     spec: dict[str, Any] = {
@@ -209,6 +210,8 @@ def worker_cluster(
         }
     if lost:
         status["lostTime"] = lost
+    if origin:
+        status["origin"] = origin
     obj: dict[str, Any] = {
         "apiVersion": "jobrelay.dev/v1alpha1",
         "kind": "WorkerCluster",

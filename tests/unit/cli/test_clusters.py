@@ -17,12 +17,14 @@ from jobrelay.fleet import maintenance
 SECRETS_PATH = "v1/secrets"
 JOBS_PATH = "batch/v1/jobs"
 NAMESPACE = "jobrelay-system"
-OURS = {"jobrelay.dev/mirror": "jobrelay.dev.relay"}
+MANAGER_UID = "5f2d9c1e-0000-4000-8000-00000000cafe"
+OURS = {"jobrelay.dev/mirror": "jobrelay.dev.relay", "jobrelay.dev/origin": MANAGER_UID}
 
 
 @pytest.fixture
 def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
     fake = FakeApiserver("manager")
+    fake.put("v1/namespaces", {"metadata": {"name": "kube-system", "uid": MANAGER_UID}})
     monkeypatch.setattr(clusters_cli, "manager_client", lambda *_args: fake.client())
     # Retries of a broken watch come at once: the tests wait on nothing real.
     monkeypatch.setattr(maintenance, "_RETRY_INITIAL", 0.001)
@@ -307,11 +309,13 @@ def test_remove_deletes_our_mirrors_then_the_worker(
     register(manager, active=0, drain=drain, cordoned=drain is not None)
     mirror(worker, "done-1", **OURS)
     mirror(worker, "done-2", namespace="team-b", **OURS)
-    mirror(worker, "theirs", **{"jobrelay.dev/mirror": "example.com.relay"})
+    mirror(worker, "theirs", **{**OURS, "jobrelay.dev/mirror": "example.com.relay"})
+    # Another management cluster shares the worker, with a controller of the same name.
+    mirror(worker, "other-manager", **{**OURS, "jobrelay.dev/origin": "other-uid"})
     mirror(worker, "plain")
     result = invoke("remove", "w1")
     assert result.exit_code == 0, result.output
-    assert sorted(name for _, _, name in worker.objects) == ["plain", "theirs"]
+    assert sorted(name for _, _, name in worker.objects) == ["other-manager", "plain", "theirs"]
     assert manager.worker_cluster("w1") is None
     assert manager.get(SECRETS_PATH, "worker-w1-kubeconfig", NAMESPACE) is None
     assert result.stdout.splitlines()[1:] == [
@@ -321,6 +325,33 @@ def test_remove_deletes_our_mirrors_then_the_worker(
     # A worker not yet cordoned is cordoned first: nothing new lands while it is cleaned.
     if drain is None:
         assert patches(manager)[0] == {"spec": {"cordoned": True}}
+
+
+@pytest.mark.parametrize(
+    ("status_origin", "flag", "deleted"),
+    [("from-status", [], "from-status"), ("from-status", ["--origin", "from-flag"], "from-flag")],
+)
+def test_remove_deletes_the_mirrors_of_the_controllers_origin(
+    manager: FakeApiserver,
+    worker: FakeApiserver,
+    status_origin: str,
+    flag: list[str],
+    deleted: str,
+) -> None:
+    """The controller publishes its origin on the WorkerCluster; --origin overrides it."""
+    register(manager, active=0, origin=status_origin)
+    for origin in ("from-status", "from-flag", MANAGER_UID):
+        mirror(worker, origin, **{**OURS, "jobrelay.dev/origin": origin})
+    result = invoke("remove", "w1", *flag)
+    assert result.exit_code == 0, result.output
+    assert deleted not in {name for _, _, name in worker.objects}
+    assert len(worker.objects) == 2
+
+
+def test_remove_refuses_an_origin_that_is_not_a_label_value() -> None:
+    result = invoke("remove", "w1", "--origin", "not a label/value")
+    assert result.exit_code == 2
+    assert "is not a label value" in result.output
 
 
 def test_remove_reaches_the_worker_with_its_secret(
@@ -443,7 +474,7 @@ def test_remove_with_another_controller_name_deletes_its_mirrors(
 ) -> None:
     register(manager, active=0)
     mirror(worker, "ours", **OURS)
-    mirror(worker, "theirs", **{"jobrelay.dev/mirror": "example.com.relay"})
+    mirror(worker, "theirs", **{**OURS, "jobrelay.dev/mirror": "example.com.relay"})
     result = invoke("remove", "w1", "--controller-name", "example.com/relay")
     assert result.exit_code == 0, result.output
     assert [name for _, _, name in worker.objects] == ["ours"]

@@ -257,12 +257,12 @@ class FakeWorker:
     def active_mirrors(self) -> int:
         return self.active
 
-    def refresh(self, kind: WorkloadKind, controller_name: str) -> None:
+    def refresh(self, kind: WorkloadKind, controller_name: str, origin: str = "manager") -> None:
         """Catch up with the worker's apiserver: our mirrors of this kind, slimmed."""
         self.cache = {key: obj for key, obj in self.cache.items() if key.kind != kind.name} | {
             WorkloadKey(kind.name, f"{ns}/{name}"): kind.slim_mirror(copy.deepcopy(obj))
             for (plural, ns, name), obj in self.cluster.objects.items()
-            if plural == kind.ref.plural and is_ours(obj, controller_name)
+            if plural == kind.ref.plural and is_ours(obj, controller_name, origin)
         }
 
 

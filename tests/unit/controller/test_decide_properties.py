@@ -223,7 +223,7 @@ def live_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
     return (
         candidate is not None
         and s.obj is not None
-        and is_mirror_of(candidate, s.obj, CONTROLLER)
+        and is_mirror_of(candidate, s.obj, CONTROLLER, "manager")
         and run_of(candidate) >= current_run(s)
         and not _meta(candidate).get("deletionTimestamp")
         and str(_meta(candidate).get("uid")) not in s.deleting
@@ -235,7 +235,7 @@ def stale_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
     return (
         candidate is not None
         and s.obj is not None
-        and is_mirror_of(candidate, s.obj, CONTROLLER)
+        and is_mirror_of(candidate, s.obj, CONTROLLER, "manager")
         and run_of(candidate) < current_run(s)
     )
 
@@ -246,7 +246,11 @@ def holds_live_mirror(s: Snapshot, state: WorkerState) -> bool:
 
 
 def holds_namesake(state: WorkerState) -> bool:
-    return state.read_done and state.read is not None and not is_ours(state.read, CONTROLLER)
+    return (
+        state.read_done
+        and state.read is not None
+        and not is_ours(state.read, CONTROLLER, "manager")
+    )
 
 
 def over(s: Snapshot) -> bool:

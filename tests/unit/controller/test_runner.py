@@ -355,9 +355,18 @@ async def test_run_stops_on_sigterm_and_closes_the_manager(
     _, client = manager
     monkeypatch.setattr(runner, "Controller", SignalledController)
     SignalledController.built.clear()
+    asked: list[ApiClient] = []
+
+    async def kube_system_uid(asked_client: ApiClient) -> str:
+        asked.append(asked_client)
+        return "kube-system-uid"
+
+    monkeypatch.setattr(runner.registry, "default_origin", kube_system_uid)
     await runner.run(client, ControllerOptions())
-    ((built_with, _, kinds),) = SignalledController.built
+    ((built_with, options, kinds),) = SignalledController.built
     assert built_with is client and [type(k) for k in kinds] == [JobKind]
+    # Without --origin, the management cluster is identified by its kube-system UID.
+    assert options.origin == "kube-system-uid" and asked == [client]
     assert client._http.is_closed
     # The handlers are gone again.
     assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)

@@ -43,6 +43,7 @@ LEASE = "example-relay"
 NAMESPACE = "relay-system"
 OPTIONS = ControllerOptions(
     controller_name="example.com/relay",
+    origin="hq",
     queue=QueueSettings(concurrency=2, gc_interval=3600.0),
     workers=WorkerSettings(namespace=NAMESPACE),
 )

@@ -25,12 +25,12 @@ from jobrelay.fleet.drain import (
     drain_timeout_message,
     forced_removal_message,
     leftover_command,
-    mirror_selector,
     removal_interrupted_message,
     state_summary,
     uncordon_message,
     uncordon_patch,
 )
+from jobrelay.kinds.naming import mirror_selector
 
 LOST = "2026-01-01T00:00:00Z"
 
@@ -280,11 +280,14 @@ def test_removal_interrupted_message(phase: RemovalPhase, force: bool, expected:
 # -- leaving no mirror behind -------------------------------------------------------------------
 
 
-def test_mirror_selector_and_leftover_command_use_the_controllers_label_value() -> None:
-    assert mirror_selector("example.com/relay") == "jobrelay.dev/mirror=example.com.relay"
-    assert leftover_command(["Job.v1.batch", "RayJob.v1.ray.io"], "jobrelay.dev/relay") == (
+def test_mirror_selector_and_leftover_command_use_the_controllers_label_and_origin() -> None:
+    assert (
+        mirror_selector("example.com/relay", "hq")
+        == "jobrelay.dev/mirror=example.com.relay,jobrelay.dev/origin=hq"
+    )
+    assert leftover_command(["Job.v1.batch", "RayJob.v1.ray.io"], "jobrelay.dev/relay", "hq") == (
         "kubectl --kubeconfig WORKER-KUBECONFIG delete Job.v1.batch,RayJob.v1.ray.io "
-        "--all-namespaces -l jobrelay.dev/mirror=jobrelay.dev.relay"
+        "--all-namespaces -l jobrelay.dev/mirror=jobrelay.dev.relay,jobrelay.dev/origin=hq"
     )
 
 
@@ -315,8 +318,9 @@ KINDS = ["Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io"]
 )  # fmt: skip
 def test_cleanup_message(result: CleanupResult, force: bool, expected: str) -> None:
     message = cleanup_message(
-        "w1", result, kind_names=KINDS, controller_name="jobrelay.dev/relay", force=force
-    )
+        "w1", result, kind_names=KINDS, controller_name="jobrelay.dev/relay", origin="hq",
+        force=force,
+    )  # fmt: skip
     assert message.startswith(expected)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from jobrelay.kinds.base import Finish, KindRef
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
-from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_CLUSTER_ANNOTATION, ORIGIN_UID_LABEL
+from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from jobrelay.kinds.types import JsonObj
 
 REF = KindRef("example.com", "v1beta1", "Widget", "widgets")
@@ -70,9 +70,9 @@ def test_build_mirror_is_the_object_less_manager_only_parts() -> None:
     assert metadata["labels"] == {
         "app": "w",
         MIRROR_LABEL: "jobrelay.dev.relay",
+        ORIGIN_LABEL: "hq",
         ORIGIN_UID_LABEL: "uid-1",
     }
-    assert metadata["annotations"][ORIGIN_CLUSTER_ANNOTATION] == "hq"
     assert "kubectl.kubernetes.io/last-applied-configuration" not in metadata["annotations"]
     mirror["spec"]["nested"]["a"].append(3)
     assert obj == before

@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.naming import CONTROLLER_ANNOTATION, MIRROR_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kinds.naming import (
+    CONTROLLER_ANNOTATION,
+    MIRROR_LABEL,
+    ORIGIN_LABEL,
+    ORIGIN_UID_LABEL,
+)
 from jobrelay.kinds.types import JsonObj
 
 KIND = JobSetKind()
@@ -116,6 +121,7 @@ def test_build_mirror_drops_manager_only_fields_and_marks_its_origin() -> None:
     assert metadata["labels"] == {
         "app": "train",
         MIRROR_LABEL: "jobrelay.dev.relay",
+        ORIGIN_LABEL: "hq",
         ORIGIN_UID_LABEL: "uid-1",
     }
     assert metadata["annotations"][CONTROLLER_ANNOTATION] == "jobrelay.dev/relay"

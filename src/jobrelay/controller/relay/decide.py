@@ -179,7 +179,7 @@ def decide(s: Snapshot) -> Plan:
     run = len(history)
     if seen is not None and _is_current(seen, obj, s, run):
         mirror = seen
-    elif seen is not None and is_ours(seen, s.settings.controller_name):
+    elif seen is not None and is_ours(seen, s.settings.controller_name, s.settings.origin):
         # An earlier object of this name, or an earlier run of this one, left its mirror:
         # it goes before ours can be created (by the deletions above when the cache
         # shows it, else here).
@@ -474,7 +474,9 @@ def _foreign_holders(s: Snapshot) -> frozenset[str]:
     return frozenset(
         w.name
         for w in s.workers
-        if w.read_done and w.read is not None and not is_ours(w.read, s.settings.controller_name)
+        if w.read_done
+        and w.read is not None
+        and not is_ours(w.read, s.settings.controller_name, s.settings.origin)
     )
 
 
@@ -498,7 +500,10 @@ def _is_current(mirror: JsonObj, obj: JsonObj, s: Snapshot, run: int) -> bool:
     is never followed. One that claims a later run than the placements count
     (hand-edited annotations) is taken as current rather than deleted.
     """
-    return is_mirror_of(mirror, obj, s.settings.controller_name) and run_of(mirror) >= run
+    return (
+        is_mirror_of(mirror, obj, s.settings.controller_name, s.settings.origin)
+        and run_of(mirror) >= run
+    )
 
 
 def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot, *, run: int) -> bool:

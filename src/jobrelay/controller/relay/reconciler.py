@@ -147,7 +147,9 @@ class Reconciler:
                 mirror_uid = str((mirror.get("metadata") or {}).get("uid"))
                 if self._executor.deleted.pending(mirror_uid):
                     deleting.add(mirror_uid)
-                if obj is not None and is_mirror_of(mirror, obj, self._settings.controller_name):
+                if obj is not None and is_mirror_of(
+                    mirror, obj, self._settings.controller_name, self._settings.origin
+                ):
                     self._executor.created.observed((view.name, key, uid))
             previous = like.worker(view.name) if like is not None else None
             workers.append(

@@ -17,7 +17,7 @@ from jobrelay.kinds.job.mirror import (
 from jobrelay.kinds.naming import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
-    ORIGIN_CLUSTER_ANNOTATION,
+    ORIGIN_LABEL,
     ORIGIN_UID_LABEL,
     RUN_ANNOTATION,
 )
@@ -109,6 +109,7 @@ def test_generated_labels_are_stripped_and_user_labels_kept(mirror: JsonObj) -> 
     assert mirror["metadata"]["labels"] == {
         "app": "train",
         MIRROR_LABEL: "jobrelay.dev.relay",
+        ORIGIN_LABEL: "manager-eu",
         ORIGIN_UID_LABEL: UID,
     }
 
@@ -117,7 +118,6 @@ def test_annotations_lose_last_applied_and_gain_origin(mirror: JsonObj) -> None:
     assert mirror["metadata"]["annotations"] == {
         "team": "vision",
         CONTROLLER_ANNOTATION: CONTROLLER,
-        ORIGIN_CLUSTER_ANNOTATION: "manager-eu",
         RUN_ANNOTATION: "1",
     }
 
@@ -160,31 +160,42 @@ def test_job_without_labels_or_annotations() -> None:
     del job["metadata"]["labels"], job["metadata"]["annotations"]
     del job["spec"]["template"]["metadata"]
     mirror = build_mirror(job, controller_name=CONTROLLER, origin="m")
-    assert set(mirror["metadata"]["labels"]) == {MIRROR_LABEL, ORIGIN_UID_LABEL}
+    assert set(mirror["metadata"]["labels"]) == {MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL}
     assert "metadata" not in mirror["spec"]["template"]
 
 
 def test_mirror_is_recognised(mirror: JsonObj) -> None:
-    assert is_ours(mirror, CONTROLLER)
-    assert is_mirror_of(mirror, stored_job(), CONTROLLER)
+    assert is_ours(mirror, CONTROLLER, "manager-eu")
+    assert is_mirror_of(mirror, stored_job(), CONTROLLER, "manager-eu")
 
 
 def test_mirror_of_another_controller_is_not_ours(mirror: JsonObj) -> None:
-    assert not is_ours(mirror, "example.com/other")
-    assert not is_mirror_of(mirror, stored_job(), "example.com/other")
+    assert not is_ours(mirror, "example.com/other", "manager-eu")
+    assert not is_mirror_of(mirror, stored_job(), "example.com/other", "manager-eu")
+
+
+def test_mirror_of_another_origin_is_not_ours(mirror: JsonObj) -> None:
+    """Another management cluster sharing the worker, with a controller of the same name."""
+    assert not is_ours(mirror, CONTROLLER, "manager-us")
+    assert not is_mirror_of(mirror, stored_job(), CONTROLLER, "manager-us")
+
+
+def test_mirror_without_origin_is_not_ours(mirror: JsonObj) -> None:
+    del mirror["metadata"]["labels"][ORIGIN_LABEL]
+    assert not is_ours(mirror, CONTROLLER, "manager-eu")
 
 
 def test_mirror_of_a_namesake_is_not_this_jobs(mirror: JsonObj) -> None:
     recreated = stored_job()
     recreated["metadata"]["uid"] = "another-uid"
-    assert is_ours(mirror, CONTROLLER)
-    assert not is_mirror_of(mirror, recreated, CONTROLLER)
+    assert is_ours(mirror, CONTROLLER, "manager-eu")
+    assert not is_mirror_of(mirror, recreated, CONTROLLER, "manager-eu")
 
 
 def test_plain_worker_job_is_not_ours() -> None:
     plain: JsonObj = {"metadata": {"name": "train", "namespace": "team-a"}}
-    assert not is_ours(plain, CONTROLLER)
-    assert not is_mirror_of(plain, stored_job(), CONTROLLER)
+    assert not is_ours(plain, CONTROLLER, "manager-eu")
+    assert not is_mirror_of(plain, stored_job(), CONTROLLER, "manager-eu")
 
 
 def test_no_patch_when_in_step(mirror: JsonObj) -> None:

@@ -1,0 +1,151 @@
+"""Two management clusters share a worker: each touches only the mirrors of its own origin.
+
+worker-2 of the local fleet serves as the second management cluster (manager B, run
+with ``--origin manager-b``); the fleet's manager (manager A) runs the module's
+controller with the default origin, the UID of its kube-system namespace. Both
+dispatch to worker-1 (worker-2 is cordoned on manager A for the test), with the
+same namespace and Job names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from jobrelay.fleet import registry
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
+from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from tests.e2e.support import ControllerProcess, Relay
+from tests.kubetools import eventually, finished, is_true, job_manifest
+
+if TYPE_CHECKING:
+    from tests.conftest import FleetHandle
+
+pytestmark = pytest.mark.e2e
+
+SHARED, MANAGER_B, ORIGIN_B = "worker-1", "worker-2", "manager-b"
+RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
+
+
+@pytest.fixture
+async def manager_b(
+    relay: Relay, fleet: FleetHandle, clients: dict[str, ApiClient], tmp_path: Path
+) -> AsyncIterator[ControllerProcess]:
+    """A second controller, on worker-2 as its management cluster, dispatching to worker-1."""
+    manager_a, manager = clients["manager"], clients[MANAGER_B]
+    await manager_a.patch(WORKER_CLUSTERS, MANAGER_B, {"spec": {"cordoned": True}})
+    await registry.install_crd(manager)
+    await registry.register(manager, SHARED, registry.inline_kubeconfig(fleet.kubeconfig(SHARED)))
+    process = ControllerProcess(
+        fleet.kubeconfig(MANAGER_B), tmp_path / "manager-b.log", workers=[SHARED],
+        extra_args=["--origin", ORIGIN_B, "--no-leader-elect"],
+    )  # fmt: skip
+    try:
+        await process.start(manager)
+        await process.wait_ready(manager)
+        yield process
+        process.assert_clean_log()
+    finally:
+        if process.running:
+            await process.stop()
+        with contextlib.suppress(ApiError):
+            await registry.unregister(manager, SHARED)
+        await manager_a.patch(WORKER_CLUSTERS, MANAGER_B, {"spec": {"cordoned": False}})
+
+
+def labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return obj["metadata"].get("labels") or {}
+
+
+async def test_two_managers_sharing_a_worker_never_touch_each_others_mirrors(
+    relay: Relay, manager_b: ControllerProcess, clients: dict[str, ApiClient]
+) -> None:
+    namespace, worker, b = relay.namespace, clients[SHARED], clients[MANAGER_B]
+    origin_a = await registry.default_origin(relay.manager)
+
+    # A places "shared" on worker-1 first; its mirror carries A's origin.
+    job_a = await relay.submit(job_manifest("shared", annotations=RUN_FOREVER))
+    mirror_a = await eventually(
+        lambda: _running_mirror(worker, "shared", namespace), what="A's mirror running"
+    )
+    assert labels(mirror_a)[ORIGIN_LABEL] == origin_a
+    assert labels(mirror_a)[ORIGIN_UID_LABEL] == job_a["metadata"]["uid"]
+
+    # B's namesake collides with A's mirror: B leaves it alone and, with no other
+    # worker, holds its Job; B's other Job runs on worker-1 beside A's mirror.
+    async def submit_b(name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        body = job_manifest(name, annotations=annotations)
+        body["spec"]["managedBy"] = DEFAULT_CONTROLLER_NAME
+        return await b.create(JOBS, body, namespace=namespace)
+
+    job_b = await submit_b("shared", RUN_FOREVER)
+    await submit_b("only-b", {"fleet.jobrelay.dev/duration": "1s"})
+
+    async def b_reasons() -> set[str] | None:
+        found = {
+            str(event.get("reason"))
+            for event in await _events_of(b, namespace, job_b["metadata"]["uid"])
+        }
+        return found if {"NameCollision", "NoWorkerAvailable"} <= found else None
+
+    await eventually(b_reasons, timeout=60, what="B reports the collision and holds its Job")
+    only_b = await eventually(
+        lambda: _finished(b, "only-b", namespace), timeout=60, what="B's own Job completes"
+    )
+    assert is_true(only_b, "Complete"), only_b["status"]
+
+    # A's mirror was never deleted, replaced or relabelled; B copied nothing of it.
+    now = await worker.get(JOBS, "shared", namespace=namespace)
+    assert now["metadata"]["uid"] == mirror_a["metadata"]["uid"]
+    assert not now["metadata"].get("deletionTimestamp")
+    assert labels(now)[ORIGIN_LABEL] == origin_a
+    held = await b.get(JOBS, "shared", namespace=namespace)
+    assert not (held.get("status") or {}).get("startTime"), held.get("status")
+    assert not (held.get("status") or {}).get("active"), held.get("status")
+    # A never saw B's mirror (its caches select its own origin), so never copied or
+    # cleaned it up as an orphan.
+    assert "only-b" not in relay.controller.log_text()
+    assert (await relay.get("shared"))["status"].get("active") == 1
+
+    # A's Job ends as usual: its own mirror goes; B's held Job stays held.
+    await relay.manager.delete(JOBS, "shared", namespace=namespace)
+    await relay.wait_gone("shared")
+    await eventually(
+        lambda: _gone(worker, "shared", namespace), timeout=60, what="A's mirror deleted"
+    )
+
+
+async def _running_mirror(worker: ApiClient, name: str, namespace: str) -> dict[str, Any] | None:
+    try:
+        mirror = await worker.get(JOBS, name, namespace=namespace)
+    except ApiError as error:
+        if error.is_not_found:
+            return None
+        raise
+    return mirror if (mirror.get("status") or {}).get("active") else None
+
+
+async def _finished(client: ApiClient, name: str, namespace: str) -> dict[str, Any] | None:
+    job = await client.get(JOBS, name, namespace=namespace)
+    return job if finished(job) else None
+
+
+async def _gone(client: ApiClient, name: str, namespace: str) -> bool:
+    try:
+        await client.get(JOBS, name, namespace=namespace)
+    except ApiError as error:
+        if error.is_not_found:
+            return True
+        raise
+    return False
+
+
+async def _events_of(client: ApiClient, namespace: str, uid: str) -> list[dict[str, Any]]:
+    listed = await client.list(
+        EVENTS, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
+    )
+    return listed.items
