@@ -172,5 +172,11 @@ class WorkloadKind(abc.ABC):
         del obj
         return []
 
+    def pod_templates(self, obj: JsonObj) -> list[JsonObj]:
+        """The pod templates the workload's pods are made from, for the manager's admission
+        to judge (empty when the kind cannot tell: then nothing is judged)."""
+        del obj
+        return []
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

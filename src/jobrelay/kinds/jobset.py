@@ -212,6 +212,15 @@ class JobSetKind(WorkloadKind):
             for entry in status.get("replicatedJobsStatus") or []
         )
 
+    def pod_templates(self, obj: JsonObj) -> list[JsonObj]:
+        templates = []
+        for replicated in (obj.get("spec") or {}).get("replicatedJobs") or []:
+            job_spec = ((replicated or {}).get("template") or {}).get("spec") or {}
+            template = job_spec.get("template")
+            if isinstance(template, dict):
+                templates.append(template)
+        return templates
+
     def pod_sets(self, obj: JsonObj) -> list[PodSet]:
         sets = []
         for replicated in (obj.get("spec") or {}).get("replicatedJobs") or []:

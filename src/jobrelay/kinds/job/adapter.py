@@ -69,6 +69,10 @@ class JobKind(WorkloadKind):
         current = mirror_obj.get("status") or {}
         return bool(current.get("ready") or current.get("succeeded") or current.get("failed"))
 
+    def pod_templates(self, obj: JsonObj) -> list[JsonObj]:
+        template = (obj.get("spec") or {}).get("template")
+        return [template] if isinstance(template, dict) else []
+
     def pod_sets(self, obj: JsonObj) -> list[PodSet]:
         job_spec = obj.get("spec") or {}
         parallelism = job_spec.get("parallelism", 1)

@@ -1,0 +1,128 @@
+"""Whether the management cluster would admit the workload's pods. Pure.
+
+The manager never creates pods for a workload it delegates, so its Pod Security
+level (and any other pod policy: a LimitRange, a validating webhook or policy)
+would only ever see the Job, never a pod. jobrelay closes that gap by asking
+the manager's own admission: before a workload is first placed, a Pod built
+from each of its pod templates is created in the workload's namespace as a
+server-side dry run. The apiserver, not our reading of the Pod Security
+Standards, judges it, with the manager's own version, levels, exemptions and
+webhooks; nothing is stored.
+
+This module builds those probe pods and reads the answer; the request itself is
+the reconciler's.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+
+from jobrelay.kinds.types import JsonObj
+
+# Probe pods are named by the apiserver from this prefix (the answer quotes the name).
+PROBE_NAME_PREFIX = "jobrelay-admission-probe-"
+# Labels that carry a namespace's Pod Security levels; copied to namespaces jobrelay
+# creates on workers, so the workers enforce what the manager's namespace does.
+POD_SECURITY_LABEL_PREFIX = "pod-security.kubernetes.io/"
+
+# Event reasons.
+POD_SECURITY_VIOLATION = "PodSecurityViolation"
+ADMISSION_REFUSED = "PodAdmissionRefused"
+ADMISSION_UNCHECKED = "PodAdmissionUnchecked"
+
+# Pod fields that name other objects of the namespace (a ServiceAccount, a
+# PriorityClass) which may exist on the workers only: the admission plugins that
+# resolve them run before Pod Security and would refuse the probe for their sake.
+# Pod Security does not look at them.
+_UNJUDGED_FIELDS = ("serviceAccountName", "serviceAccount", "priorityClassName", "priority")
+
+_FORBIDDEN_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+_RBAC_REFUSAL = re.compile(r'cannot create resource "pods"')
+_MAX_MESSAGE = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the manager's admission said of the workload's pods.
+
+    ``allowed`` False with ``checked`` True: the manager refuses such pods, so no
+    worker may run them (``reason``/``message`` say which rule). ``checked`` False:
+    jobrelay could not ask (its own rights), so it does not place the workload yet.
+    """
+
+    allowed: bool
+    checked: bool = True
+    reason: str = ""
+    message: str = ""
+
+
+ALLOWED = Verdict(allowed=True)
+
+
+def probe_pods(templates: list[JsonObj], namespace: str) -> list[JsonObj]:
+    """One dry-run Pod per pod template, in the workload's namespace."""
+    pods = []
+    for template in templates:
+        metadata = template.get("metadata") or {}
+        spec = copy.deepcopy(template.get("spec") or {})
+        if not isinstance(spec, dict):
+            spec = {}
+        for name in _UNJUDGED_FIELDS:
+            spec.pop(name, None)
+        probe_metadata: JsonObj = {"generateName": PROBE_NAME_PREFIX, "namespace": namespace}
+        for part in ("labels", "annotations"):
+            if isinstance(metadata, dict) and isinstance(metadata.get(part), dict):
+                probe_metadata[part] = dict(metadata[part])
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": probe_metadata, "spec": spec})
+    return pods
+
+
+def verdict_of_refusal(code: int, reason: str, message: str) -> Verdict | None:
+    """The verdict an apiserver refusal of a probe pod means; None when it says nothing
+    about admission (a time-out, a 5xx: ask again later)."""
+    text = _FORBIDDEN_PREFIX.sub("", message)[:_MAX_MESSAGE]
+    if code == 403 and _RBAC_REFUSAL.search(message):
+        return Verdict(
+            allowed=False,
+            checked=False,
+            reason=ADMISSION_UNCHECKED,
+            message=(
+                "jobrelay may not ask the management cluster whether it admits this workload's "
+                "pods (a dry-run create of pods: grant `create` on pods to its ServiceAccount, "
+                "as deploy/rbac.yaml does); it is not placed until it may"
+            ),
+        )
+    if code == 403 and "exceeded quota" in message:
+        # The manager's ResourceQuota counts its own pods; these will run on a worker.
+        # Quota is checked after every policy, so the policies admitted it.
+        return ALLOWED
+    if code == 403 and "violates PodSecurity" in message:
+        return Verdict(
+            allowed=False,
+            reason=POD_SECURITY_VIOLATION,
+            message=(
+                f"the namespace's Pod Security forbids this workload's pods, so it runs on no "
+                f"worker cluster: {text}"
+            ),
+        )
+    if code in (400, 403, 422):
+        return Verdict(
+            allowed=False,
+            reason=ADMISSION_REFUSED,
+            message=(
+                f"the management cluster refuses this workload's pods ({reason}), so it runs on "
+                f"no worker cluster: {text}"
+            ),
+        )
+    return None
+
+
+def pod_security_labels(labels: dict[str, str] | None) -> dict[str, str]:
+    """The Pod Security labels of a namespace (enforce, audit, warn and their versions)."""
+    return {
+        key: value
+        for key, value in (labels or {}).items()
+        if key.startswith(POD_SECURITY_LABEL_PREFIX)
+    }
