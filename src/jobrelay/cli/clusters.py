@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 import click
 
 from jobrelay.cli.common import manager_client
-from jobrelay.fleet import drain, maintenance, registry
+from jobrelay.fleet import drain, maintenance, registry, serviceaccount
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
 from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, origin_problem
-from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, parse_kind_name
-from jobrelay.kube.api import ApiError
+from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
+from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
 
 T = TypeVar("T")
 
@@ -94,6 +94,21 @@ worker_connector = maintenance.connect_worker
 @click.option(
     "--label", "labels", multiple=True, help="k=v label on the WorkerCluster (repeatable)."
 )
+@click.option("--create-service-account", is_flag=True,
+              help="Use --kubeconfig (an admin's) only to create on the worker a ServiceAccount "
+                   "with the minimal ClusterRole (deploy/worker-rbac.yaml) and a token; register "
+                   "the worker with that token. The admin's credentials are not stored.")  # fmt: skip
+@click.option("--service-account-namespace", default=serviceaccount.DEFAULT_NAMESPACE,
+              show_default=True, help="With --create-service-account: its namespace on the worker.")  # fmt: skip
+@click.option("--service-account-name", default=serviceaccount.DEFAULT_ACCOUNT, show_default=True,
+              help="With --create-service-account: the ServiceAccount, ClusterRole and binding.")  # fmt: skip
+@click.option("--create-namespaces/--no-create-namespaces", default=True, show_default=True,
+              help="With --create-service-account: may jobrelay create workloads' namespaces "
+                   "there (match `jobrelay run --no-create-namespaces`).")  # fmt: skip
+@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
+              metavar="Kind.version.group",
+              help="With --create-service-account: a kind jobrelay runs there (repeatable), "
+                   "as `jobrelay run --kind`.")  # fmt: skip
 @manager_kubeconfig
 @namespace_option
 def add(
@@ -101,6 +116,11 @@ def add(
     worker_kubeconfig: Path,
     context: str | None,
     labels: tuple[str, ...],
+    create_service_account: bool,
+    service_account_namespace: str,
+    service_account_name: str,
+    create_namespaces: bool,
+    kind_names: tuple[str, ...],
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
@@ -111,9 +131,34 @@ def add(
         if not sep or not key:
             raise click.BadParameter(f"{label!r} is not k=v", param_hint="--label")
         parsed[key] = value
+    try:
+        kinds = [kind.ref for kind in kinds_from_names(kind_names)]
+    except KindError as error:
+        raise click.BadParameter(str(error), param_hint="--kind") from error
     kubeconfig = registry.inline_kubeconfig(worker_kubeconfig, context)
+    account = serviceaccount.WorkerAccount(service_account_namespace, service_account_name)
 
     async def go() -> None:
+        nonlocal kubeconfig
+        if create_service_account:
+            rules = serviceaccount.worker_rules(kinds, create_namespaces=create_namespaces)
+            cluster_entry = kubeconfig["clusters"][0]["cluster"]
+            try:
+                async with ApiClient.from_kubeconfig(
+                    worker_kubeconfig, context, cluster=name
+                ) as admin:
+                    created = await serviceaccount.create_service_account(
+                        admin, name, cluster_entry, account, rules
+                    )
+            except (ApiError, KubeconfigError) as error:
+                raise registry.RegistryError(
+                    f"cannot create jobrelay's ServiceAccount on worker cluster {name} ({error}): "
+                    "--kubeconfig must be allowed to apply Namespaces, ServiceAccounts, Secrets, "
+                    "ClusterRoles and ClusterRoleBindings there"
+                ) from error
+            for line in created.applied:
+                click.echo(f"applied on {name}: {line}")
+            kubeconfig = created.kubeconfig  # the admin's credentials go no further
         async with manager_client(manager_kubeconfig, None) as client:
             await registry.install_crd(client)
             await registry.register(client, name, kubeconfig, labels=parsed, namespace=namespace)
@@ -122,7 +167,8 @@ def add(
         _run(go())
     except registry.RegistryError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(f"registered worker cluster {name}")
+    as_whom = f" as {account.username}" if create_service_account else ""
+    click.echo(f"registered worker cluster {name}{as_whom}")
 
 
 @clusters.command("list")

@@ -67,6 +67,15 @@ async def install_crd(client: ApiClient, *, timeout: float = 30.0) -> None:
 
 
 async def ensure_namespace(client: ApiClient, namespace: str) -> None:
+    """Create ``namespace`` unless it exists. Read first: the controller may get
+    namespaces but not create them (deploy/ creates its namespace), and RBAC refuses
+    a create before the apiserver could answer AlreadyExists."""
+    try:
+        await client.get(NAMESPACES, namespace)
+        return
+    except ApiError as error:
+        if not (error.is_not_found or error.code == 403):  # 403: may create but not read
+            raise
     try:
         await client.create(
             NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

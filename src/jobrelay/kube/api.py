@@ -514,12 +514,18 @@ class ApiClient:
         *,
         namespace: str | None = None,
         field_manager: str | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
-        """POST ``obj``; for namespaced kinds the namespace defaults to its metadata's."""
+        """POST ``obj``; for namespaced kinds the namespace defaults to its metadata's.
+
+        ``dry_run``: admission judges it, nothing is stored.
+        """
         ns = _namespace_of(resource, obj, namespace)
         if resource.namespaced and not ns:
             raise ValueError(f"{resource.plural} are namespaced; a namespace is required")
-        params = {"fieldManager": field_manager} if field_manager else None
+        params = {"fieldManager": field_manager} if field_manager else {}
+        if dry_run:
+            params["dryRun"] = "All"
         return await self._call(
             "create", "POST", resource, _path(resource, ns), params=params, body=obj
         )

@@ -1,0 +1,213 @@
+"""Least-privilege worker credentials: a ServiceAccount made on the worker for jobrelay.
+
+`jobrelay clusters add NAME --kubeconfig ADMIN.kubeconfig --create-service-account`
+uses the admin's kubeconfig once, to create on the worker a namespace, a
+ServiceAccount, a ClusterRole with exactly the rules below, a binding and a
+token Secret; the worker is then registered with that token (and the admin's
+server and CA), never with the admin's credentials.
+
+What jobrelay does on a worker, and so all its Role allows (deploy/worker-rbac.yaml
+documents the same rules; a unit test keeps them equal):
+
+* each kind's mirrors: list and watch (the pool's informers), get (the reconciler
+  reads one back), create, patch (suspend, spec changes) and delete (garbage
+  collection, `clusters remove`); the status subresource read;
+* Events read, to tell what happened to a mirror;
+* namespaces create, only when jobrelay creates a workload's namespace on a
+  worker that lacks it (`jobrelay run` without --no-create-namespaces);
+  AlreadyExists answers a create, so no get is needed.
+
+The health probe (GET /version) and API discovery are open to every
+authenticated user and need no rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobrelay.fleet.registry import RegistryError
+from jobrelay.kinds.base import KindRef
+from jobrelay.kinds.naming import FIELD_MANAGER
+from jobrelay.kube.api import NAMESPACES, SECRETS, ApiClient, PatchType, Resource
+
+DEFAULT_NAMESPACE = "jobrelay-system"
+DEFAULT_ACCOUNT = "jobrelay-worker"
+TOKEN_TIMEOUT = 60.0
+
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
+CLUSTER_ROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
+    namespaced=False,
+)  # fmt: skip
+
+MIRROR_VERBS = ("get", "list", "watch", "create", "patch", "delete")
+READ_VERBS = ("get", "list", "watch")
+_LABELS = {"app.kubernetes.io/managed-by": "jobrelay", "app.kubernetes.io/component": "worker"}
+
+
+def worker_rules(kinds: Iterable[KindRef], *, create_namespaces: bool) -> list[dict[str, Any]]:
+    """The ClusterRole rules jobrelay needs on a worker that runs mirrors of ``kinds``."""
+    rules: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for ref in kinds:
+        if (ref.group, ref.plural) in seen:
+            continue
+        seen.add((ref.group, ref.plural))
+        rules.append(
+            {"apiGroups": [ref.group], "resources": [ref.plural], "verbs": list(MIRROR_VERBS)}
+        )
+        rules.append(
+            {"apiGroups": [ref.group], "resources": [f"{ref.plural}/status"], "verbs": ["get"]}
+        )
+    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": list(READ_VERBS)})
+    if create_namespaces:
+        rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]})
+    return rules
+
+
+@dataclass(frozen=True)
+class WorkerAccount:
+    """Where jobrelay's identity lives on a worker; the ClusterRole and its binding share
+    the ServiceAccount's name."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    name: str = DEFAULT_ACCOUNT
+
+    @property
+    def username(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+    @property
+    def token_secret(self) -> str:
+        return f"{self.name}-token"
+
+
+def manifests(
+    account: WorkerAccount, rules: list[dict[str, Any]]
+) -> list[tuple[Resource, dict[str, Any]]]:
+    """The objects to apply on the worker, in order (the Secret names the ServiceAccount,
+    which must exist first for the token controller to fill it)."""
+    meta = {"name": account.name, "labels": dict(_LABELS)}
+    namespaced = {**meta, "namespace": account.namespace}
+    return [
+        (NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": account.namespace}}),
+        (SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced}),
+        (CLUSTER_ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                         "metadata": meta, "rules": rules}),
+        (CLUSTER_ROLE_BINDINGS, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": account.name},
+            "subjects": [{"kind": "ServiceAccount", "name": account.name,
+                          "namespace": account.namespace}],
+        }),
+        (SECRETS, {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+            "metadata": {
+                "name": account.token_secret, "namespace": account.namespace,
+                "labels": dict(_LABELS),
+                "annotations": {"kubernetes.io/service-account.name": account.name},
+            },
+        }),
+    ]  # fmt: skip
+
+
+def describe(resource: Resource, manifest: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` for what was applied."""
+    metadata = manifest["metadata"]
+    namespace = metadata.get("namespace")
+    return f"{resource.kind} {namespace}/{metadata['name']}" if namespace else (
+        f"{resource.kind} {metadata['name']}"
+    )  # fmt: skip
+
+
+def secret_token(secret: Mapping[str, Any], account: WorkerAccount) -> str | None:
+    """The bearer token the token controller wrote into the Secret, once it has (and only
+    if it is the token of ``account``: the Secret could name another ServiceAccount)."""
+    annotations = secret.get("metadata", {}).get("annotations") or {}
+    if annotations.get("kubernetes.io/service-account.name") != account.name:
+        return None
+    encoded = (secret.get("data") or {}).get("token")
+    if not encoded:
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def worker_kubeconfig(
+    cluster_name: str, admin_cluster: Mapping[str, Any], token: str, account: WorkerAccount
+) -> dict[str, Any]:
+    """A kubeconfig for the worker with the admin's server and CA (inline) and the token.
+
+    Only the fields that say where the apiserver is and how to trust it are kept
+    from the admin's cluster entry; nothing of the admin's user is.
+    """
+    kept = ("server", "certificate-authority-data", "tls-server-name")
+    cluster = {key: admin_cluster[key] for key in kept if key in admin_cluster}
+    if "server" not in cluster:
+        raise RegistryError(f"the admin kubeconfig names no server for cluster {cluster_name}")
+    user = f"{account.name}@{cluster_name}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
+        "current-context": cluster_name,
+    }
+
+
+@dataclass(frozen=True)
+class CreatedAccount:
+    """What ``create_service_account`` applied on the worker, and the kubeconfig to register."""
+
+    applied: list[str]
+    kubeconfig: dict[str, Any]
+
+
+async def create_service_account(
+    admin: ApiClient,
+    cluster_name: str,
+    admin_cluster: Mapping[str, Any],
+    account: WorkerAccount,
+    rules: list[dict[str, Any]],
+    *,
+    timeout: float = TOKEN_TIMEOUT,
+) -> CreatedAccount:
+    """Apply the account's objects on the worker (server-side apply: idempotent, and a
+    changed rule set replaces the old one), wait for its token, and build its kubeconfig."""
+    applied = []
+    for resource, manifest in manifests(account, rules):
+        await admin.patch(
+            resource, manifest["metadata"]["name"], manifest,
+            namespace=manifest["metadata"].get("namespace"),
+            patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+        )  # fmt: skip
+        applied.append(describe(resource, manifest))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        secret = await admin.get(SECRETS, account.token_secret, namespace=account.namespace)
+        token = secret_token(secret, account)
+        if token is not None:
+            return CreatedAccount(
+                applied, worker_kubeconfig(cluster_name, admin_cluster, token, account)
+            )
+        if loop.time() > deadline:
+            raise RegistryError(
+                f"the worker's token controller did not fill Secret {account.namespace}/"
+                f"{account.token_secret} within {timeout:.0f}s: is kube-controller-manager "
+                "running there with --service-account-private-key-file?"
+            )
+        await asyncio.sleep(0.2)  # polling a Secret for a field another controller writes

@@ -1,0 +1,231 @@
+"""deploy/admission-policy.yaml on the local fleet's manager (a v1.35 apiserver).
+
+The policies name the controller's ServiceAccount; here the controller runs
+with the fleet's admin certificate (user ``jobrelay-admin``), so the loaded
+YAML names that user instead, and "a user" is the admin-equivalent bearer-token
+user (``jobrelay-token-admin``, system:masters: RBAC lets it do anything, so
+every refusal below is the policy's). The Pod policy is bound to the
+token user, so that the fleet's own admin keeps creating Pods.
+
+Policies take a moment to load after they are created: each fixture waits,
+with a deadline, until a request the policy refuses is refused (and, after
+deleting it, until that request passes again, so later tests find the manager
+as it was).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
+from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError, PatchType, Resource
+from jobrelay.localfleet.cluster import Credential
+from tests.conftest import FleetHandle
+from tests.e2e.support import Relay
+from tests.kubetools import eventually, job_manifest
+
+pytestmark = pytest.mark.e2e
+
+POLICY_FILE = Path(__file__).parents[2] / "deploy" / "admission-policy.yaml"
+DEPLOYED_CONTROLLER = "system:serviceaccount:jobrelay-system:jobrelay"
+TEST_CONTROLLER = "jobrelay-admin"  # the admin client certificate's CN
+TOKEN_USER = "jobrelay-token-admin"
+POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy", namespaced=False,
+)  # fmt: skip
+BINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding", namespaced=False,
+)  # fmt: skip
+PLACEMENT_REFUSAL = "only the jobrelay controller may place a Job"
+POD_REFUSAL = "may create Pods only as a dry run"
+RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
+
+Probe = Callable[[], Awaitable[bool]]  # True: the request was refused by the policy
+
+
+def policy_documents(policy: str, controller: str) -> list[dict[str, Any]]:
+    """The policy named ``policy`` and its binding, naming ``controller`` as the controller."""
+    text = POLICY_FILE.read_text().replace(DEPLOYED_CONTROLLER, controller)
+    documents = [doc for doc in yaml.safe_load_all(text) if doc]
+    chosen = [doc for doc in documents if doc["metadata"]["name"] == policy]
+    assert [doc["kind"] for doc in chosen] == [POLICIES.kind, BINDINGS.kind]
+    return chosen
+
+
+def refused_by_policy(error: ApiError, message: str) -> bool:
+    return error.code == 403 and message in error.message
+
+
+@contextlib.asynccontextmanager
+async def applied(
+    manager: ApiClient, policy: str, controller: str, refused: Probe, *, timeout: float = 60.0
+) -> AsyncIterator[None]:
+    """The policy in force for the block; deleted, and seen lifted, after."""
+    policy_doc, binding = policy_documents(policy, controller)
+    try:
+        for resource, doc in ((POLICIES, policy_doc), (BINDINGS, binding)):
+            await manager.patch(
+                resource, doc["metadata"]["name"], doc, patch_type=PatchType.APPLY,
+                field_manager=FIELD_MANAGER, force=True,
+            )  # fmt: skip
+
+        async def type_checked() -> dict[str, Any] | None:
+            stored = await manager.get(POLICIES, policy)
+            status = stored.get("status") or {}
+            seen = status.get("observedGeneration") == stored["metadata"]["generation"]
+            return status if seen and "typeChecking" in status else None
+
+        status = await eventually(type_checked, timeout=timeout, what=f"{policy} type-checked")
+        assert not status["typeChecking"].get("expressionWarnings"), status
+        await eventually(refused, timeout=timeout, what=f"{policy} in force")
+        yield
+    finally:
+        for resource in (BINDINGS, POLICIES):
+            with contextlib.suppress(ApiError):
+                await manager.delete(resource, policy)
+
+        async def lifted() -> bool:
+            return not await refused()
+
+        await eventually(lifted, timeout=timeout, what=f"{policy} lifted")
+
+
+def managed_job(
+    name: str,
+    annotations: dict[str, str] | None = None,
+    *,
+    template_annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    body = job_manifest(name, managed_by="jobrelay.dev/relay", annotations=template_annotations)
+    if annotations:
+        body["metadata"]["annotations"] = annotations
+    return body
+
+
+@pytest.fixture
+async def user(fleet: FleetHandle) -> AsyncIterator[ApiClient]:
+    """The manager as a user other than the controller."""
+    async with ApiClient.from_kubeconfig(
+        fleet.kubeconfig("manager", Credential.TOKEN), cluster="manager-user"
+    ) as client:
+        yield client
+
+
+@pytest.fixture
+async def placement_policy(
+    clients: dict[str, ApiClient], user: ApiClient, namespace: str
+) -> AsyncIterator[None]:
+    async def refused() -> bool:
+        probe = managed_job("policy-probe", {CLUSTER_ANNOTATION: "worker-1"})
+        try:
+            await user.create(JOBS, probe, namespace=namespace, dry_run=True)
+        except ApiError as error:
+            if refused_by_policy(error, PLACEMENT_REFUSAL):
+                return True
+            raise
+        return False
+
+    async with applied(clients["manager"], "jobrelay-placement", TEST_CONTROLLER, refused):
+        yield
+
+
+async def test_a_user_cannot_create_a_job_already_placed(
+    placement_policy: None, user: ApiClient, namespace: str
+) -> None:
+    for key in (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION):
+        with pytest.raises(ApiError) as refused:
+            await user.create(JOBS, managed_job("preset", {key: "worker-1"}), namespace=namespace)
+        assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
+        assert f"{key} may not be set or changed by {TOKEN_USER}" in refused.value.message
+    # Jobs jobrelay does not manage are none of its business.
+    unmanaged = job_manifest("unmanaged", suspend=True)
+    unmanaged["metadata"]["annotations"] = {CLUSTER_ANNOTATION: "anything"}
+    await user.create(JOBS, unmanaged, namespace=namespace)
+
+
+async def test_only_the_controller_places_a_job_and_a_user_keeps_every_other_right(
+    placement_policy: None, relay: Relay, user: ApiClient
+) -> None:
+    namespace = relay.namespace
+    # The user's own annotations are fine; the controller places the Job regardless.
+    await user.create(
+        JOBS, managed_job("moved", {"team": "a"}, template_annotations=RUN_FOREVER),
+        namespace=namespace,
+    )  # fmt: skip
+    placed = await relay.wait_placed("moved")
+    other = next(worker for worker in relay.workers if worker != placed)
+
+    for change in (
+        {CLUSTER_ANNOTATION: other},  # move it
+        {CLUSTER_ANNOTATION: None},  # unplace it
+        {PLACEMENTS_ANNOTATION: f"{placed},{other}"},
+    ):
+        with pytest.raises(ApiError) as refused:
+            await user.patch(
+                JOBS, "moved", {"metadata": {"annotations": change}}, namespace=namespace
+            )
+        assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
+    job = await user.patch(
+        JOBS, "moved", {"metadata": {"annotations": {"team": "b", "note": "x"}}},
+        namespace=namespace,
+    )  # fmt: skip
+    assert job["metadata"]["annotations"][CLUSTER_ANNOTATION] == placed
+    await user.delete(JOBS, "moved", namespace=namespace, propagation_policy="Background")
+    await relay.wait_gone("moved")
+
+    # End to end under the policy: placed (annotations written by the controller), run,
+    # status copied back.
+    await user.create(JOBS, managed_job("runs"), namespace=namespace)
+    done = await relay.verify("runs", outcome="Complete")
+    assert done.cluster in relay.workers
+
+
+@pytest.fixture
+async def pods_policy(
+    clients: dict[str, ApiClient], user: ApiClient, namespace: str
+) -> AsyncIterator[None]:
+    """The Pod policy, naming the token user as the controller."""
+
+    async def refused() -> bool:
+        pod = pod_manifest("policy-probe")
+        try:
+            await user.create(PODS, pod, namespace=namespace)
+        except ApiError as error:
+            if refused_by_policy(error, POD_REFUSAL):
+                return True
+            raise
+        await clients["manager"].delete(PODS, "policy-probe", namespace=namespace)
+        return False
+
+    async with applied(clients["manager"], "jobrelay-pods-dry-run-only", TOKEN_USER, refused):
+        yield
+
+
+def pod_manifest(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+async def test_the_controller_creates_pods_only_as_a_dry_run(
+    pods_policy: None, user: ApiClient, clients: dict[str, ApiClient], namespace: str
+) -> None:
+    judged = await user.create(PODS, pod_manifest("judged"), namespace=namespace, dry_run=True)
+    assert judged["metadata"]["name"] == "judged"
+    with pytest.raises(ApiError) as refused:
+        await user.create(PODS, pod_manifest("run"), namespace=namespace)
+    assert refused_by_policy(refused.value, POD_REFUSAL), refused.value
+    with pytest.raises(ApiError) as missing:
+        await clients["manager"].get(PODS, "judged", namespace=namespace)
+    assert missing.value.is_not_found

@@ -1,0 +1,193 @@
+"""`jobrelay clusters add --create-service-account` on the local fleet.
+
+worker-1 is registered again from its admin kubeconfig with
+--create-service-account: jobrelay then reaches it only with the token of the
+ServiceAccount made there, places a Job on it (worker-2 cordoned), creating
+the Job's namespace, and the Job completes. What the token may do, as the
+worker's own authorizer reports it (SelfSubjectRulesReview), is the documented
+Role (deploy/worker-rbac.yaml) and what every authenticated user may do.
+worker-1 is registered with its admin kubeconfig again afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobrelay.fleet import registry
+from jobrelay.fleet.serviceaccount import WorkerAccount
+from jobrelay.kube.api import SECRETS, ApiClient, Resource
+from tests.conftest import FleetHandle
+from tests.e2e.conftest import NamespaceFactory
+from tests.e2e.support import Relay
+from tests.e2e.test_redispatch import cordoned
+from tests.kubetools import job_manifest
+
+pytestmark = pytest.mark.e2e
+
+WORKER = "worker-1"
+WORKER_RBAC = Path(__file__).parents[2] / "deploy" / "worker-rbac.yaml"
+FLEET_LABEL = "fleet.jobrelay.dev/local=true"  # what `fleet up` registers workers with
+RULES_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
+    namespaced=False,
+)  # fmt: skip
+ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+    namespaced=False,
+)  # fmt: skip
+# What the default system:basic-user ClusterRole grants every authenticated user.
+EVERYONE = {
+    ("authorization.k8s.io", "selfsubjectaccessreviews", "create"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews", "create"),
+    ("authentication.k8s.io", "selfsubjectreviews", "create"),
+}
+
+Triple = tuple[str, str, str]
+
+
+async def cli(*args: str) -> str:
+    """`python -m jobrelay ARGS`; its output, failing the test on a non-zero exit."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jobrelay", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
+    text = output.decode()
+    assert process.returncode == 0, (
+        f"jobrelay {' '.join(args)} exited {process.returncode}:\n{text}"
+    )
+    return text
+
+
+def triples(rules: list[dict[str, Any]]) -> set[Triple]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.get("apiGroups") or []
+        for resource in rule.get("resources") or []
+        for verb in rule.get("verbs") or []
+    }
+
+
+def documented_rules() -> list[dict[str, Any]]:
+    [role] = [d for d in yaml.safe_load_all(WORKER_RBAC.read_text()) if d["kind"] == "ClusterRole"]
+    rules: list[dict[str, Any]] = role["rules"]
+    return rules
+
+
+async def stored_kubeconfig(manager: ApiClient) -> dict[str, Any]:
+    secret = await manager.get(
+        SECRETS, registry.secret_name(WORKER), namespace=registry.DEFAULT_NAMESPACE
+    )
+    loaded: dict[str, Any] = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    return loaded
+
+
+@pytest.fixture
+async def registered_with_service_account(
+    fleet: FleetHandle, clients: dict[str, ApiClient]
+) -> AsyncIterator[str]:
+    """worker-1 registered with --create-service-account (twice: it is idempotent); the
+    CLI's output. Registered with its admin kubeconfig again after."""
+    args = (
+        "clusters", "add", WORKER, "--kubeconfig", str(fleet.kubeconfig(WORKER)),
+        "--create-service-account", "--label", FLEET_LABEL,
+        "--manager-kubeconfig", str(fleet.kubeconfig("manager")),
+    )  # fmt: skip
+    try:
+        first = await cli(*args)
+        token = (await stored_kubeconfig(clients["manager"]))["users"][0]["user"]["token"]
+        again = await cli(*args)
+        assert (await stored_kubeconfig(clients["manager"]))["users"][0]["user"]["token"] == token
+        assert first == again
+        yield first
+    finally:
+        await registry.register(
+            clients["manager"], WORKER, registry.inline_kubeconfig(fleet.kubeconfig(WORKER)),
+            labels=dict([FLEET_LABEL.split("=")]),
+        )  # fmt: skip
+
+
+async def test_registered_with_a_service_account_token_and_never_the_admins(
+    registered_with_service_account: str, fleet: FleetHandle, clients: dict[str, ApiClient]
+) -> None:
+    output = registered_with_service_account
+    account = WorkerAccount()
+    for line in (
+        "Namespace jobrelay-system", "ServiceAccount jobrelay-system/jobrelay-worker",
+        "ClusterRole jobrelay-worker", "ClusterRoleBinding jobrelay-worker",
+        "Secret jobrelay-system/jobrelay-worker-token",
+        f"registered worker cluster {WORKER} as {account.username}",
+    ):  # fmt: skip
+        assert line in output, output
+    stored = await stored_kubeconfig(clients["manager"])
+    [user] = stored["users"]
+    assert list(user["user"]) == ["token"]  # no client certificate, key or admin token
+    admin = yaml.safe_load(fleet.kubeconfig(WORKER).read_text())
+    assert stored["clusters"][0]["cluster"]["server"] == admin["clusters"][0]["cluster"]["server"]
+    assert stored["clusters"][0]["cluster"]["certificate-authority-data"]
+    assert user["user"]["token"] not in output  # the CLI names the Secret, never prints it
+
+    async with ApiClient.from_kubeconfig_dict(stored, cluster=WORKER) as worker:
+        review = await worker.create(
+            RULES_REVIEWS,
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+             "spec": {"namespace": "default"}},
+        )  # fmt: skip
+        rules = review["status"]["resourceRules"]
+        assert not any(rule.get("resourceNames") for rule in rules)
+        assert triples(rules) - EVERYONE == triples(documented_rules())
+
+        async def allowed(verb: str, group: str, resource: str) -> bool:
+            answer = await worker.create(
+                ACCESS_REVIEWS,
+                {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                 "spec": {"resourceAttributes": {"verb": verb, "group": group,
+                                                 "resource": resource, "namespace": "default"}}},
+            )  # fmt: skip
+            return bool(answer["status"]["allowed"])
+
+        table = {
+            ("create", "batch", "jobs"): True,
+            ("delete", "batch", "jobs"): True,
+            ("update", "batch", "jobs"): False,
+            ("patch", "batch", "jobs/status"): False,
+            ("create", "", "namespaces"): True,
+            ("delete", "", "namespaces"): False,
+            ("get", "", "secrets"): False,
+            ("create", "", "pods"): False,
+            ("get", "", "pods"): False,
+            ("list", "", "nodes"): False,
+            ("create", "rbac.authorization.k8s.io", "clusterrolebindings"): False,
+        }
+        answers = {request: await allowed(*request) for request in table}
+        assert answers == table
+
+
+async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
+    registered_with_service_account: str,
+    relay: Relay,
+    make_namespace: NamespaceFactory,
+    make_relay: Callable[[str], Awaitable[Relay]],
+    clients: dict[str, ApiClient],
+) -> None:
+    # The controller reads the new Secret from the start (its Secret watch would reconnect
+    # too, but a restart leaves no doubt which credential it holds).
+    await relay.controller.restart(sig=signal.SIGTERM)
+    # Only on the manager: jobrelay creates the namespace on the worker (namespaces create).
+    namespace = await make_namespace(["manager"])
+    on_manager = await make_relay(namespace)
+    others = [worker for worker in relay.workers if worker != WORKER]
+    async with cordoned(clients["manager"], others):
+        await on_manager.submit(job_manifest("with-token"))
+        done = await on_manager.verify("with-token", outcome="Complete")
+    assert done.cluster == WORKER

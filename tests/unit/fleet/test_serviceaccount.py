@@ -1,0 +1,135 @@
+"""The least-privilege worker identity: its rules (equal to deploy/worker-rbac.yaml),
+the objects applied on the worker, the token read back and the kubeconfig built."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobrelay.fleet import serviceaccount
+from jobrelay.fleet.serviceaccount import WorkerAccount, worker_rules
+from jobrelay.kinds.base import KindRef
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
+
+DEPLOY = Path(__file__).parents[3] / "deploy"
+JOB = JobKind.ref
+JOBSET = JobSetKind.ref
+
+
+def documented() -> list[dict[str, Any]]:
+    return list(yaml.safe_load_all((DEPLOY / "worker-rbac.yaml").read_text()))
+
+
+def test_the_documented_worker_role_is_what_the_code_grants() -> None:
+    [role] = [doc for doc in documented() if doc["kind"] == "ClusterRole"]
+    assert role["rules"] == worker_rules([JOB], create_namespaces=True)
+
+
+def test_the_documented_objects_are_those_the_cli_applies() -> None:
+    """Same kinds, names and namespaces, and the binding and Secret point at the account."""
+    applied = serviceaccount.manifests(WorkerAccount(), worker_rules([JOB], create_namespaces=True))
+    by_kind = {manifest["kind"]: manifest for _, manifest in applied}
+    for doc in documented():
+        ours = by_kind[doc["kind"]]
+        assert ours["metadata"]["name"] == doc["metadata"]["name"]
+        assert ours["metadata"].get("namespace") == doc["metadata"].get("namespace")
+        for field in ("roleRef", "subjects", "type"):
+            assert ours.get(field) == doc.get(field)
+    secret = by_kind["Secret"]
+    assert secret["metadata"]["annotations"] == documented()[-1]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "create_namespaces", "resources"),
+    [
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/namespaces"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events"}),
+        (
+            [JOB, JOBSET, JOB],
+            False,
+            {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
+             "jobset.x-k8s.io/jobsets/status", "/events"},
+        ),
+    ],
+)  # fmt: skip
+def test_rules_by_kind_and_namespace_creation(
+    kinds: list[KindRef], create_namespaces: bool, resources: set[str]
+) -> None:
+    rules = worker_rules(kinds, create_namespaces=create_namespaces)
+    named = [f"{rule['apiGroups'][0]}/{rule['resources'][0]}" for rule in rules]
+    assert len(named) == len(set(named)) and set(named) == resources
+
+
+@given(st.lists(st.sampled_from([JOB, JOBSET]), max_size=4), st.booleans())
+def test_no_rule_grants_more_than_the_controller_does(
+    kinds: list[KindRef], create_namespaces: bool
+) -> None:
+    """Never a wildcard, never a secret or a pod, never a write to what is not a mirror."""
+    for rule in worker_rules(kinds, create_namespaces=create_namespaces):
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
+        assert not {"secrets", "pods", "pods/exec", "configmaps"} & set(rule["resources"])
+        if rule["resources"][0] in ("namespaces",):
+            assert rule["verbs"] == ["create"]
+        elif rule["resources"][0].endswith("/status") or rule["resources"][0] == "events":
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}
+
+
+def token_secret(token: bytes | None, account: str = "jobrelay-worker") -> dict[str, Any]:
+    secret: dict[str, Any] = {
+        "metadata": {"annotations": {"kubernetes.io/service-account.name": account}},
+        "data": {},
+    }
+    if token is not None:
+        secret["data"]["token"] = base64.b64encode(token).decode()
+    return secret
+
+
+@pytest.mark.parametrize(
+    ("secret", "expected"),
+    [
+        (token_secret(b"abc.def"), "abc.def"),
+        (token_secret(None), None),  # the token controller has not filled it yet
+        (token_secret(b"abc", account="someone-else"), None),
+        ({"metadata": {}, "data": {"token": "!!notbase64"}}, None),
+        ({}, None),
+    ],
+)
+def test_secret_token(secret: dict[str, Any], expected: str | None) -> None:
+    assert serviceaccount.secret_token(secret, WorkerAccount()) == expected
+
+
+def test_the_kubeconfig_keeps_the_admins_server_and_ca_and_nothing_of_the_admins_user() -> None:
+    admin_cluster = {
+        "server": "https://10.0.0.1:6443",
+        "certificate-authority-data": "Q0E=",
+        "tls-server-name": "api.example",
+        "proxy-url": "http://proxy:3128",
+        "insecure-skip-tls-verify": True,
+        "extensions": [{"name": "x", "extension": {}}],
+    }
+    config = serviceaccount.worker_kubeconfig("w1", admin_cluster, "tok", WorkerAccount())
+    assert config["clusters"] == [
+        {"name": "w1", "cluster": {"server": "https://10.0.0.1:6443",
+                                   "certificate-authority-data": "Q0E=",
+                                   "tls-server-name": "api.example"}}
+    ]  # fmt: skip
+    assert config["users"] == [{"name": "jobrelay-worker@w1", "user": {"token": "tok"}}]
+    assert config["current-context"] == "w1"
+
+
+def test_a_kubeconfig_without_a_server_is_refused() -> None:
+    with pytest.raises(serviceaccount.RegistryError, match="no server"):
+        serviceaccount.worker_kubeconfig("w1", {}, "tok", WorkerAccount())
+
+
+def test_account_names() -> None:
+    account = WorkerAccount("ops", "relay")
+    assert account.username == "system:serviceaccount:ops:relay"
+    assert account.token_secret == "relay-token"
