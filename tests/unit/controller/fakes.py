@@ -64,6 +64,11 @@ class FakeCluster:
     failures: list[Failure] = field(default_factory=list)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     events: list[JsonObj] = field(default_factory=list)
+    # How its admission answers a Pod (always a dry run here): None admits it, else
+    # (code, reason, message) refuses it.
+    pod_admission: tuple[int, str, str] | None = None
+    # Labels of namespaces, by name (a namespace without an entry has none).
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- test side -------------------------------------------------------------
@@ -93,7 +98,11 @@ class FakeCluster:
         return self.objects.get((plural, namespace, name))
 
     def writes(self) -> list[tuple[str, str, Any]]:
-        return [r for r in self.requests if r[0] != "GET"]
+        """Requests that change something (dry runs of pods store nothing)."""
+        return [r for r in self.requests if r[0] != "GET" and not r[1].endswith("/pods")]
+
+    def dry_runs(self) -> list[JsonObj]:
+        return [body for method, path, body in self.requests if path.endswith("/pods")]
 
     # -- server side -----------------------------------------------------------
 
@@ -121,12 +130,23 @@ class FakeCluster:
             return self._discovery(group_version)
         if rest == ["namespaces"] and request.method == "POST":
             return self._create_namespace(body)
+        if len(rest) == 2 and rest[0] == "namespaces" and request.method == "GET":
+            if rest[1] not in self.namespaces:
+                return _answer(404, status_body(404, "NotFound", f'namespaces "{rest[1]}"'))
+            labels = self.namespace_labels.get(rest[1], {})
+            return _answer(200, {"metadata": {"name": rest[1], "labels": labels}})
         if len(rest) < 3 or rest[0] != "namespaces":
             raise AssertionError(f"unexpected {request.method} {path}")
         namespace, plural, *named = rest[1:]
         if plural == "events" and request.method in ("POST", "PATCH"):
             self.events.append(body)
             return _answer(201, body)
+        if plural == "pods":
+            assert request.method == "POST" and request.url.params.get("dryRun") == "All", path
+            if self.pod_admission is not None:
+                code, reason, message = self.pod_admission
+                return _answer(code, status_body(code, reason, message))
+            return _answer(201, {**body, "metadata": {**body["metadata"], "name": "probe-1"}})
         if not named:
             assert request.method == "POST", path
             return self._create(plural, namespace, body)
@@ -153,6 +173,7 @@ class FakeCluster:
         if name in self.namespaces:
             return _answer(409, status_body(409, "AlreadyExists", f'namespaces "{name}"'))
         self.namespaces.add(name)
+        self.namespace_labels[name] = dict(body["metadata"].get("labels") or {})
         return _answer(201, body)
 
     def _create(self, plural: str, namespace: str, body: JsonObj) -> httpx2.Response:

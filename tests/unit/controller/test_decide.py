@@ -58,6 +58,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, WorkerState
+from jobrelay.kinds.admission import ALLOWED, Verdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, ORIGIN_UID_LABEL
@@ -88,6 +89,7 @@ class Case:
     probed: bool = False
     deleting: frozenset[str] = frozenset()
     release: bool | None = None  # None: not stated by the row
+    admission: Verdict | None = ALLOWED
 
 
 w = worker
@@ -110,7 +112,51 @@ FAILURE_TARGET_ONLY: JsonObj = {
 PLACED_FRESH_NEVER_RAN = job(placed="w1")
 OLD_MIRROR = mirror(job(uid=OLD_UID), uid="m-0")
 
+REFUSED = Verdict(
+    allowed=False,
+    reason="PodSecurityViolation",
+    message='... violates PodSecurity "restricted:latest": privileged (container "main" ...)',
+)
+UNCHECKED = Verdict(allowed=False, checked=False, reason="PodAdmissionUnchecked", message="...")
+
 CASES: dict[str, Case] = {
+    "not placed, admission not asked yet: ask the manager's admission before placing": Case(
+        obj=job(),
+        workers=(w("w1"),),
+        actions=(),
+        outcome=ReadFresh(admission=True),
+        admission=None,
+    ),
+    "not placed, the manager's Pod Security refuses its pods: held, told why, asked again": Case(
+        obj=job(),
+        workers=(w("w1"), w("w2")),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "PodSecurityViolation"),),
+        outcome=RequeueAfter(SETTINGS.unplaceable_retry),
+        admission=REFUSED,
+    ),
+    "not placed, admission cannot be asked (RBAC): held, told why": Case(
+        obj=job(),
+        workers=(w("w1"),),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "PodAdmissionUnchecked"),),
+        outcome=RequeueAfter(SETTINGS.unplaceable_retry),
+        admission=UNCHECKED,
+    ),
+    "not placed, suspended: admission not asked until it is resumed": Case(
+        obj=job(suspend=True),
+        workers=(w("w1"),),
+        actions=(("Status", "Suspended"),),
+        outcome=Done(),
+        admission=None,
+    ),
+    "placed already: admission is not asked again (a move keeps the admitted pods)": Case(
+        obj=job(placed="w1", status=RUNNING),
+        workers=(w("w1", mirror=mirror(job(placed="w1"), status=RUNNING)),),
+        actions=(),
+        outcome=Done(),
+        admission=None,
+    ),
     # -- not placed --------------------------------------------------------------
     "not placed: placed on the least-loaded usable worker, mirror created there": Case(
         obj=job(),
@@ -750,6 +796,7 @@ def _snapshot_of(case: Case) -> Any:
         fresh=case.fresh,
         probed=case.probed,
         deleting=case.deleting,
+        admission=case.admission,
     )
 
 

@@ -56,6 +56,7 @@ from jobrelay.controller.relay.snapshot import (
     Snapshot,
     WorkerState,
 )
+from jobrelay.kinds.admission import ALLOWED, Verdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of
@@ -207,7 +208,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         fresh=draw(st.booleans()),
         deleting=frozenset(uid for uid in uids if draw(st.integers(0, 3)) == 0),
         probed=draw(st.booleans()),
+        admission=draw(st.sampled_from([None, ALLOWED, REFUSED])),
     )
+
+
+REFUSED = Verdict(allowed=False, reason="PodSecurityViolation", message="violates PodSecurity")
 
 
 # -- what the properties look at -----------------------------------------------------
@@ -378,9 +383,20 @@ def check_earlier_runs_go_from_workers_that_answer(s: Snapshot, plan: Plan) -> N
 def check_a_read_once_given_is_not_asked_for_again(s: Snapshot, plan: Plan) -> None:
     outcome = plan.outcome
     if isinstance(outcome, ReadFresh):
-        assert outcome.obj or outcome.probe
+        assert outcome.obj or outcome.probe or outcome.admission
         assert not (outcome.obj and s.fresh)
         assert not (outcome.probe and s.probed)
+        assert not (outcome.admission and s.admission is not None)
+
+
+def check_a_first_placement_only_where_admission_allowed(s: Snapshot, plan: Plan) -> None:
+    """A workload never placed before is placed only once the manager admits its pods
+    (unless a live mirror of it already runs: then it is only recorded)."""
+    if s.obj is None or placements_of(s.obj):
+        return
+    if any(isinstance(action, Place) for action in plan.actions):
+        adopted = any(live_mirror(s, state.seen) for state in s.workers)
+        assert adopted or (s.admission is not None and s.admission.allowed)
 
 
 CHECKS = (
@@ -390,6 +406,7 @@ CHECKS = (
     check_decide_is_deterministic_and_pure,
     check_deletes_touch_only_our_mirrors_and_never_a_running_one,
     check_a_read_once_given_is_not_asked_for_again,
+    check_a_first_placement_only_where_admission_allowed,
     check_earlier_runs_go_from_workers_that_answer,
 )
 

@@ -196,6 +196,24 @@ async def test_create_in_a_missing_namespace_creates_it_then_the_mirror(env: Env
     assert env.executor.created.pending(("w1", KEY, UID))
 
 
+async def test_a_namespace_created_on_a_worker_carries_the_managers_pod_security_labels(
+    env: Env,
+) -> None:
+    env.manager.namespace_labels[NAMESPACE] = {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "v1.35",
+        "pod-security.kubernetes.io/warn": "restricted",
+        "team": "vision",  # not Pod Security: not the workers' business
+    }
+    env.worker.cluster.namespaces.clear()
+    assert await env.run(create_action(env)) is None
+    assert env.worker.cluster.namespace_labels[NAMESPACE] == {
+        "pod-security.kubernetes.io/enforce": "restricted",
+        "pod-security.kubernetes.io/enforce-version": "v1.35",
+        "pod-security.kubernetes.io/warn": "restricted",
+    }
+
+
 async def test_a_namespace_created_meanwhile_is_fine(env: Env) -> None:
     env.worker.cluster.fail("POST", "/jobs", 404, "NotFound")
     assert await env.run(create_action(env)) is None  # the namespace exists: AlreadyExists

@@ -248,8 +248,80 @@ async def test_a_decision_that_never_settles_backs_off(
     env.submit(job())
     answer = await env.reconcile()
     assert isinstance(answer, Backoff)
-    assert len(seen) == 5
+    assert len(seen) == reconciler_module._MAX_ROUNDS
     assert all(s.fresh for s in seen[1:])
+
+
+# -- the manager's admission -----------------------------------------------------------
+
+PRIVILEGED_REFUSAL = (
+    403,
+    "Forbidden",
+    'pods "jobrelay-admission-probe-x7k2q" is forbidden: violates PodSecurity '
+    '"restricted:latest": privileged (container "main" must not set '
+    "securityContext.privileged=true)",
+)
+
+
+def with_pod_spec(obj: JsonObj, **spec: Any) -> JsonObj:
+    obj["spec"]["template"]["spec"].update(spec)
+    return obj
+
+
+async def test_a_new_job_is_placed_only_after_the_managers_admission_admits_its_pods(
+    env: Env,
+) -> None:
+    env.submit(with_pod_spec(job(), serviceAccountName="trainer", priorityClassName="high"))
+    assert await env.reconcile() is None
+    (probe,) = env.manager.dry_runs()
+    # A Pod of the template, in the Job's namespace, less what names objects that may
+    # exist on the workers only (admission would refuse the probe for their sake).
+    assert probe["metadata"] == {
+        "generateName": "jobrelay-admission-probe-",
+        "namespace": NAMESPACE,
+    }
+    assert "serviceAccountName" not in probe["spec"] and "priorityClassName" not in probe["spec"]
+    assert probe["spec"]["containers"] == job()["spec"]["template"]["spec"]["containers"]
+    assert env.placement() == "w2" and env.mirror_on("w2") is not None
+
+
+async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why(
+    env: Env,
+) -> None:
+    env.manager.pod_admission = PRIVILEGED_REFUSAL
+    env.submit(job())
+    assert await env.reconcile() == SETTINGS.unplaceable_retry
+    assert env.placement() is None
+    assert all(w.cluster.writes() == [] for w in env.workers.values())
+    (event,) = env.events.recorded
+    assert (event.type, event.reason) == ("Warning", "PodSecurityViolation")
+    # Kubernetes' own wording, without the probe pod's name.
+    assert 'violates PodSecurity "restricted:latest": privileged (container "main"' in event.message
+    assert "jobrelay-admission-probe" not in event.message
+
+    # The namespace is relabelled (or the Job fixed): the next attempt asks again and places.
+    env.manager.pod_admission = None
+    assert await env.reconcile() is None
+    assert env.placement() == "w2"
+
+
+async def test_an_admitted_generation_is_not_asked_about_again(env: Env) -> None:
+    for worker in env.workers.values():
+        worker.connected = False  # admitted, but nowhere to go: retried later
+    env.submit(job())
+    assert await env.reconcile() == SETTINGS.unplaceable_retry
+    assert await env.reconcile() == SETTINGS.unplaceable_retry
+    assert len(env.manager.dry_runs()) == 1
+
+
+async def test_a_manager_that_does_not_answer_the_probe_is_retried(env: Env) -> None:
+    env.manager.fail("POST", "/pods", 503, "ServiceUnavailable")
+    env.submit(job())
+    with pytest.raises(ApiError):
+        await env.reconcile()
+    assert env.placement() is None
+    assert await env.reconcile() is None
+    assert env.placement() == "w2"
 
 
 # -- fresh reads ----------------------------------------------------------------------

@@ -149,6 +149,9 @@ def decide(s: Snapshot) -> Plan:
         if live:
             cluster = live[0].name  # its placement annotations were lost: keep the mirror it has
         else:
+            held = _held_by_admission(s, actions)
+            if held is not None:
+                return held
             decision = place(_candidates(s), excluded=_foreign_holders(s))
             if decision.cluster is None:
                 message = f"no worker cluster can take this {kind.ref.kind}: {decision.explain()}"
@@ -467,6 +470,23 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
     # The watch event of the new placement brings the key back to create the mirror there.
     actions.append(Place(decision.cluster, _version(obj), (decision.cluster,)))
     return Plan(tuple(actions), Done())
+
+
+def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
+    """Before a first placement: the manager's admission must admit the workload's pods.
+
+    Its Pod Security (or another pod policy) would never see them otherwise: they
+    are created on a worker. A refused workload stays unplaced, told why, and is
+    asked about again now and then (a relabelled namespace lets it run).
+    """
+    verdict = s.admission
+    if verdict is None:
+        return Plan(tuple(actions), ReadFresh(admission=True))
+    if verdict.allowed:
+        return None
+    actions.append(RecordEvent("Warning", verdict.reason, verdict.message))
+    actions.append(Log("warning", verdict.message))
+    return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
 
 
 def _foreign_holders(s: Snapshot) -> frozenset[str]:

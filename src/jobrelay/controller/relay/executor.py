@@ -32,6 +32,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.fleet.workers import WorkerPool
+from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
@@ -282,10 +283,19 @@ class Executor:
         return None
 
     async def _ensure_namespace(self, client: ApiClient, namespace: str) -> None:
+        """Create the workload's namespace on a worker, with the Pod Security labels of
+        the manager's namespace of that name: the worker then enforces the same level
+        (its default, with no label, is privileged). One that exists is left as it is:
+        it is the worker admin's."""
+        metadata: JsonObj = {"name": namespace}
+        labels = pod_security_labels(
+            (await self.manager.get(NAMESPACES, namespace)).get("metadata", {}).get("labels")
+        )
+        if labels:
+            metadata["labels"] = labels
         try:
             await client.create(
-                NAMESPACES,
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
             )
         except ApiError as error:
             if not error.is_already_exists:

@@ -113,10 +113,12 @@ class Retry:
 @dataclass(frozen=True, slots=True)
 class ReadFresh:
     """Decide again with fresher input: the management object from the apiserver
-    (``obj``), or this name read on every connected worker (``probe``)."""
+    (``obj``), this name read on every connected worker (``probe``), or the manager's
+    admission's verdict on the workload's pods (``admission``)."""
 
     obj: bool = False
     probe: bool = False
+    admission: bool = False
 
 
 @dataclass(frozen=True, slots=True)

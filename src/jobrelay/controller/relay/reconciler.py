@@ -26,17 +26,20 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
 from jobrelay.fleet.workers import WorkerPool
+from jobrelay.kinds.admission import ALLOWED, Verdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import ApiError, Resource
+from jobrelay.kube.api import PODS, ApiError, Resource
 from jobrelay.kube.queueing import Backoff
 from jobrelay.kube.watching import Informer
 
 _log = logging.getLogger(__name__)
 
-# A decision settles in at most: read fresh, probe, act. More means a bug; back off.
-_MAX_ROUNDS = 5
+# A decision settles in at most: read fresh, admission, probe, act. More means a bug.
+_MAX_ROUNDS = 6
+# Allowed (uid, generation) pairs kept: enough for a burst of new workloads.
+_ADMITTED_REMEMBERED = 10_000
 
 
 def utc_now() -> str:
@@ -66,6 +69,9 @@ class Reconciler:
         self._executor = executor
         self._settings = settings
         self._clock = clock
+        # (uid, generation) of workloads whose pods the manager's admission allowed,
+        # oldest first: placement retries do not ask again.
+        self._admitted: dict[tuple[str, object], None] = {}
 
     async def reconcile(self, key: WorkloadKey) -> float | Backoff | None:
         """Bring one management object and its mirrors in line; the queue's next step."""
@@ -112,6 +118,10 @@ class Reconciler:
             if not isinstance(outcome, ReadFresh):
                 return outcome
             snapshot = self.snapshot(key, runtime, like=snapshot)
+            if outcome.admission and snapshot.obj is not None:
+                snapshot = dataclasses.replace(
+                    snapshot, admission=await self._admission(runtime.kind, snapshot.obj)
+                )
             if outcome.obj:
                 snapshot = dataclasses.replace(
                     snapshot, obj=await self._read_local(runtime, key), fresh=True
@@ -181,6 +191,7 @@ class Reconciler:
             fresh=like.fresh if like is not None else False,
             deleting=frozenset(deleting),
             probed=like.probed if like is not None else False,
+            admission=like.admission if like is not None else None,
         )
 
     @staticmethod
@@ -190,6 +201,28 @@ class Reconciler:
             for w in snapshot.workers
         )
         return dataclasses.replace(snapshot, workers=workers)
+
+    async def _admission(self, kind: WorkloadKind, obj: JsonObj) -> Verdict:
+        """The manager's admission's verdict on the workload's pods: a dry-run create of a
+        Pod from each pod template in its namespace. An allowed generation is remembered;
+        a refusal is asked again on the next placement attempt."""
+        metadata = obj.get("metadata") or {}
+        remembered = (str(metadata.get("uid")), metadata.get("generation"))
+        if remembered in self._admitted:
+            return ALLOWED
+        for pod in probe_pods(kind.pod_templates(obj), str(metadata.get("namespace"))):
+            try:
+                await self._executor.manager.create(PODS, pod, dry_run=True)
+            except ApiError as error:
+                verdict = verdict_of_refusal(error.code, error.reason, error.message)
+                if verdict is None:
+                    raise  # not an answer about admission (a time-out, a 5xx): retried
+                if not verdict.allowed:
+                    return verdict
+        self._admitted[remembered] = None
+        while len(self._admitted) > _ADMITTED_REMEMBERED:
+            self._admitted.pop(next(iter(self._admitted)))
+        return ALLOWED
 
     async def _read_local(self, runtime: KindRuntime, key: WorkloadKey) -> JsonObj | None:
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jobrelay.kinds.admission import Verdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 
@@ -84,6 +85,9 @@ class Snapshot:
     # Whether a fresh read of this name on every connected worker was made
     # (after a create met a namesake): then ``read`` says who holds what.
     probed: bool = False
+    # What the manager's admission says of pods made from the object's pod templates
+    # (a dry-run create), once asked: a workload is first placed only when allowed.
+    admission: Verdict | None = None
 
     def worker(self, name: str) -> WorkerState | None:
         return next((w for w in self.workers if w.name == name), None)
