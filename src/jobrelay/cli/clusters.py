@@ -15,6 +15,7 @@ import click
 
 from jobrelay.cli.common import manager_client
 from jobrelay.fleet import drain, maintenance, registry
+from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
 from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, parse_kind_name
@@ -29,6 +30,11 @@ manager_kubeconfig = click.option(
     envvar="JOBRELAY_KUBECONFIG",
     help="Management cluster kubeconfig [default: $KUBECONFIG, ~/.kube/config].",
 )
+allow_exec_option = click.option(
+    "--allow-exec-credentials", is_flag=True,
+    help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
+         "controller needs `jobrelay run --allow-exec-credentials` to use it too.",
+)  # fmt: skip
 namespace_option = click.option("--namespace", default=registry.DEFAULT_NAMESPACE, show_default=True,
                                 help="Namespace of the kubeconfig Secrets.")  # fmt: skip
 
@@ -87,6 +93,7 @@ worker_connector = maintenance.connect_worker
 @click.option(
     "--label", "labels", multiple=True, help="k=v label on the WorkerCluster (repeatable)."
 )
+@allow_exec_option
 @manager_kubeconfig
 @namespace_option
 def add(
@@ -94,17 +101,29 @@ def add(
     worker_kubeconfig: Path,
     context: str | None,
     labels: tuple[str, ...],
+    allow_exec_credentials: bool,
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
-    """Register worker NAME from a kubeconfig (stored, files inlined, in a Secret)."""
+    """Register worker NAME from a kubeconfig (stored, files inlined, in a Secret).
+
+    Refused (exit 1, naming the field): tokenFile, auth-provider,
+    insecure-skip-tls-verify, and exec plugins unless --allow-exec-credentials.
+    """
     parsed = {}
     for label in labels:
         key, sep, value = label.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{label!r} is not k=v", param_hint="--label")
         parsed[key] = value
-    kubeconfig = registry.inline_kubeconfig(worker_kubeconfig, context)
+    try:
+        kubeconfig = registry.inline_kubeconfig(
+            worker_kubeconfig, context, allow_exec=allow_exec_credentials
+        )
+    except registry.RegistryError as error:
+        raise click.ClickException(str(error)) from None
+    except KubeconfigRefused as error:
+        raise click.ClickException(f"kubeconfig {worker_kubeconfig}: {error}") from None
 
     async def go() -> None:
         async with manager_client(manager_kubeconfig, None) as client:
@@ -264,6 +283,7 @@ def drain_(
               help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
+@allow_exec_option
 @manager_kubeconfig
 @namespace_option
 def remove(
@@ -272,6 +292,7 @@ def remove(
     timeout: float,
     kind_names: tuple[str, ...],
     controller_name: str,
+    allow_exec_credentials: bool,
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
@@ -318,6 +339,7 @@ def remove(
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=namespace, kind_names=kind_names,
                 controller_name=controller_name, connect=worker_connector,
+                allow_exec=allow_exec_credentials,
             )  # fmt: skip
             message = drain.cleanup_message(
                 name, result, kind_names=kind_names, controller_name=controller_name, force=force

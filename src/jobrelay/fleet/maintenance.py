@@ -188,6 +188,7 @@ async def delete_mirrors(
     kind_names: Sequence[str],
     controller_name: str,
     connect: Callable[[Mapping[str, Any], str | None, str], ApiClient] = connect_worker,
+    allow_exec: bool = False,
 ) -> CleanupResult:
     """Delete every mirror this controller created on the worker, of each kind, in every
     namespace, with the worker's credentials from its Secret.
@@ -200,7 +201,9 @@ async def delete_mirrors(
     not_served: list[str] = []
     selector = mirror_selector(controller_name)
     try:
-        kubeconfig = await registry.read_kubeconfig(manager, worker, namespace)
+        kubeconfig = await registry.read_kubeconfig(
+            manager, worker, namespace, allow_exec=allow_exec
+        )
         client = connect(kubeconfig, (worker.get("spec") or {}).get("context"), name)
     except (registry.RegistryError, ValueError) as error:  # KubeconfigError is a ValueError
         return CleanupResult(deleted, (), _why(error))

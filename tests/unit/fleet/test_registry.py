@@ -10,6 +10,7 @@ import pytest
 from tests.unit.fleet.fakekube import FakeKube, collection_path
 
 from jobrelay.fleet import registry
+from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.kube.api import SECRETS, ApiClient
 
 NAMESPACE = "jobrelay-system"
@@ -35,7 +36,7 @@ def store(fake: FakeKube, data: dict[str, str]) -> None:
     [
         (None, "Secret jobrelay-system/s is missing"),
         ({"other": "x"}, "Secret jobrelay-system/s has no key 'k'"),
-        ({"k": "- just\n- a list\n"}, "key 'k' is not a kubeconfig"),
+        ({"k": "- just\n- a list\n"}, "key 'k': is not a kubeconfig"),
         ({"k": "users:\n- user: {token: s3cret-token: x}\n"},
          "is not a kubeconfig: invalid YAML at line 2, column 29: while parsing a flow mapping"),
         ({"k": "users:\n- user:\n    token: *s3cret-token\n"},
@@ -49,7 +50,7 @@ async def test_an_unusable_secret_is_named_without_its_content(
     fake, client = manager
     if data is not None:
         store(fake, data)
-    with pytest.raises(registry.RegistryError) as error:
+    with pytest.raises((registry.RegistryError, KubeconfigRefused)) as error:
         await registry.read_kubeconfig(client, WORKER, NAMESPACE)
     assert expected in str(error.value)
     assert "s3cret" not in str(error.value)
@@ -57,8 +58,10 @@ async def test_an_unusable_secret_is_named_without_its_content(
 
 async def test_a_readable_secret_gives_its_kubeconfig(manager: tuple[FakeKube, ApiClient]) -> None:
     fake, client = manager
-    store(fake, {"k": "apiVersion: v1\nkind: Config\n"})
-    assert await registry.read_kubeconfig(client, WORKER, NAMESPACE) == {
-        "apiVersion": "v1",
-        "kind": "Config",
-    }
+    text = (
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'https://w:6443'}}]\n"
+        "contexts: [{name: x, context: {cluster: c}}]\n"
+    )
+    store(fake, {"k": text})
+    assert (await registry.read_kubeconfig(client, WORKER, NAMESPACE))["current-context"] == "x"
