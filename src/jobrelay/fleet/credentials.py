@@ -296,18 +296,19 @@ def decode_kubeconfig(data: object, where: str) -> dict[str, Any]:
 
     ``where`` (e.g. ``Secret ns/name key 'kubeconfig'``) starts every message.
     """
+    refused = f"{where} is not a kubeconfig"
     if not isinstance(data, str) or not data:
-        raise KubeconfigRefused(where, "is empty")
+        raise KubeconfigRefused(refused, "it is empty")
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise KubeconfigRefused(where, "is not valid base64") from None
+        raise KubeconfigRefused(refused, "not valid base64") from None
     try:
         loaded = yaml.safe_load(raw)
     except yaml.YAMLError as error:
-        raise KubeconfigRefused(where, f"is not a kubeconfig: {yaml_problem(error)}") from None
+        raise KubeconfigRefused(refused, yaml_problem(error)) from None
     except (ValueError, RecursionError):  # undecodable bytes; absurdly deep nesting
-        raise KubeconfigRefused(where, "is not a kubeconfig: not readable YAML text") from None
+        raise KubeconfigRefused(refused, "not readable YAML text") from None
     if not isinstance(loaded, dict):
-        raise KubeconfigRefused(where, "is not a kubeconfig (not a mapping)")
+        raise KubeconfigRefused(refused, "not a mapping")
     return loaded

@@ -203,14 +203,14 @@ WHERE = "Secret ns/s key 'kubeconfig'"
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (None, "is empty"),
-        ("", "is empty"),
-        (SECRET, "is not valid base64"),
+        (None, "is not a kubeconfig: it is empty"),
+        ("", "is not a kubeconfig: it is empty"),
+        (SECRET, "is not a kubeconfig: not valid base64"),
         (encoded(f"users:\n- user: {{token: {SECRET}: x}}\n"), "invalid YAML at line 2"),
         (encoded(f"token: *{SECRET}\n"), "found undefined alias '...'"),
         (encoded(f"token: !!{SECRET} x\n"), "for the tag '...'"),
         (encoded(b"\xff\xfe" + SECRET.encode()), "is not a kubeconfig"),
-        (encoded(f"- {SECRET}\n"), "is not a kubeconfig (not a mapping)"),
+        (encoded(f"- {SECRET}\n"), "is not a kubeconfig: not a mapping"),
         (encoded("[" * 5000), "is not a kubeconfig"),
     ],
 )

@@ -39,7 +39,7 @@ def store(fake: FakeKube, data: dict[str, str]) -> None:
     [
         (None, "Secret jobrelay-system/s is missing"),
         ({"other": "x"}, "Secret jobrelay-system/s has no key 'k'"),
-        ({"k": "- just\n- a list\n"}, "key 'k': is not a kubeconfig"),
+        ({"k": "- just\n- a list\n"}, "key 'k' is not a kubeconfig: not a mapping"),
         ({"k": "users:\n- user: {token: s3cret-token: x}\n"},
          "is not a kubeconfig: invalid YAML at line 2, column 29: while parsing a flow mapping"),
         ({"k": "users:\n- user:\n    token: *s3cret-token\n"},
