@@ -333,7 +333,7 @@ BROKEN = {
         with_broken_yaml,
     ),
     "no-current-context": Broken(
-        "InvalidKubeconfig", ("No current context set",), without_context
+        "InvalidKubeconfig", ("current-context: is not set",), without_context
     ),
 }  # fmt: skip
 

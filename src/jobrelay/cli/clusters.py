@@ -15,6 +15,7 @@ import click
 
 from jobrelay.cli.common import manager_client
 from jobrelay.fleet import drain, maintenance, registry, serviceaccount
+from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
 from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, origin_problem
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
@@ -29,6 +30,11 @@ manager_kubeconfig = click.option(
     envvar="JOBRELAY_KUBECONFIG",
     help="Management cluster kubeconfig [default: $KUBECONFIG, ~/.kube/config].",
 )
+allow_exec_option = click.option(
+    "--allow-exec-credentials", is_flag=True,
+    help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
+         "controller needs `jobrelay run --allow-exec-credentials` to use it too.",
+)  # fmt: skip
 namespace_option = click.option("--namespace", default=registry.DEFAULT_NAMESPACE, show_default=True,
                                 help="Namespace of the kubeconfig Secrets.")  # fmt: skip
 
@@ -109,6 +115,7 @@ worker_connector = maintenance.connect_worker
               metavar="Kind.version.group",
               help="With --create-service-account: a kind jobrelay runs there (repeatable), "
                    "as `jobrelay run --kind`.")  # fmt: skip
+@allow_exec_option
 @manager_kubeconfig
 @namespace_option
 def add(
@@ -121,10 +128,15 @@ def add(
     service_account_name: str,
     create_namespaces: bool,
     kind_names: tuple[str, ...],
+    allow_exec_credentials: bool,
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
-    """Register worker NAME from a kubeconfig (stored, files inlined, in a Secret)."""
+    """Register worker NAME from a kubeconfig (stored, files inlined, in a Secret).
+
+    Refused (exit 1, naming the field): tokenFile, auth-provider,
+    insecure-skip-tls-verify, and exec plugins unless --allow-exec-credentials.
+    """
     parsed = {}
     for label in labels:
         key, sep, value = label.partition("=")
@@ -135,7 +147,17 @@ def add(
         kinds = [kind.ref for kind in kinds_from_names(kind_names)]
     except KindError as error:
         raise click.BadParameter(str(error), param_hint="--kind") from error
-    kubeconfig = registry.inline_kubeconfig(worker_kubeconfig, context)
+    try:
+        # With --create-service-account the admin's kubeconfig is only used here, by the
+        # admin, and never stored: what is stored is the ServiceAccount's token.
+        kubeconfig = registry.inline_kubeconfig(
+            worker_kubeconfig, context,
+            allow_exec=allow_exec_credentials or create_service_account,
+        )  # fmt: skip
+    except registry.RegistryError as error:
+        raise click.ClickException(str(error)) from None
+    except KubeconfigRefused as error:
+        raise click.ClickException(f"kubeconfig {worker_kubeconfig}: {error}") from None
     account = serviceaccount.WorkerAccount(service_account_namespace, service_account_name)
 
     async def go() -> None:
@@ -320,6 +342,7 @@ def drain_(
 @click.option("--origin", default=None, callback=_origin,
               help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
                    "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
+@allow_exec_option
 @manager_kubeconfig
 @namespace_option
 def remove(
@@ -329,6 +352,7 @@ def remove(
     kind_names: tuple[str, ...],
     controller_name: str,
     origin: str | None,
+    allow_exec_credentials: bool,
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
@@ -378,6 +402,7 @@ def remove(
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=namespace, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
+                allow_exec=allow_exec_credentials,
             )  # fmt: skip
             message = drain.cleanup_message(
                 name, result, kind_names=kind_names, controller_name=controller_name,

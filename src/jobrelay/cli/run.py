@@ -153,6 +153,12 @@ def _origin(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               callback=_address, metavar="HOST:PORT",
               help="Serve /healthz and /readyz here (e.g. :8081; port 0 picks a free one, logged) "
                    "[default: none].")  # fmt: skip
+@click.option("--allow-exec-credentials", is_flag=True,
+              default=_default(WorkerSettings, "allow_exec_credentials"),
+              help="Accept worker kubeconfigs whose user runs an exec credential plugin (as "
+                   "managed clouds' do). RISK: anyone who can write Secrets in --namespace can "
+                   "then run commands in the controller, with its service account. tokenFile "
+                   "and file paths stay refused.")  # fmt: skip
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -185,6 +191,7 @@ def run(
     renew_deadline: float,
     retry_period: float,
     health_address: str,
+    allow_exec_credentials: bool,
     log_format: str,
     log_level: str,
 ) -> None:
@@ -226,6 +233,7 @@ def run(
             health_timeout=worker_health_timeout,
             lost_timeout=worker_lost_timeout,
             rejected_retry=rejected_retry,
+            allow_exec_credentials=allow_exec_credentials,
         ),
         kinds=KindSettings(
             names=kinds or kind_settings.names,

@@ -55,6 +55,9 @@ class WorkerSettings:
     lost_timeout: float = 900.0
     # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
     rejected_retry: float = 30.0
+    # Let worker kubeconfigs use exec credential plugins: anyone who may write Secrets
+    # in the namespace can then run commands in the controller. Files stay refused.
+    allow_exec_credentials: bool = False
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,7 @@ class Controller:
                 status_interval=workers.status_interval,
                 health_timeout=workers.health_timeout,
                 lost_timeout=workers.lost_timeout,
+                allow_exec_credentials=workers.allow_exec_credentials,
                 # Workers' clients write (mirrors) only while this replica may.
                 api=ApiOptions(write_fence=self.may_write),
             ),

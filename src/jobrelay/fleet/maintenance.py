@@ -189,6 +189,7 @@ async def delete_mirrors(
     controller_name: str,
     origin: str,
     connect: Callable[[Mapping[str, Any], str | None, str], ApiClient] = connect_worker,
+    allow_exec: bool = False,
 ) -> CleanupResult:
     """Delete every mirror this controller (of this origin) created on the worker, of each
     kind, in every namespace, with the worker's credentials from its Secret.
@@ -201,7 +202,9 @@ async def delete_mirrors(
     not_served: list[str] = []
     selector = mirror_selector(controller_name, origin)
     try:
-        kubeconfig = await registry.read_kubeconfig(manager, worker, namespace)
+        kubeconfig = await registry.read_kubeconfig(
+            manager, worker, namespace, allow_exec=allow_exec
+        )
         client = connect(kubeconfig, (worker.get("spec") or {}).get("context"), name)
     except (registry.RegistryError, ValueError) as error:  # KubeconfigError is a ValueError
         return CleanupResult(deleted, (), _why(error))

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from jobrelay.fleet import credentials
 from jobrelay.kinds.naming import FIELD_MANAGER
+from jobrelay.kube import redact
 from jobrelay.kube.api import (
     CRDS,
     NAMESPACES,
@@ -32,7 +34,6 @@ DEFAULT_NAMESPACE = "jobrelay-system"
 CRD_MANIFEST = Path(__file__).with_name("workercluster-crd.yaml")
 SECRET_KEY = "kubeconfig"
 SECRET_PREFIX = "worker-"
-_QUOTED = re.compile(r"'[^'\s]{3,}'")
 
 
 class RegistryError(RuntimeError):
@@ -101,53 +102,66 @@ async def default_origin(client: ApiClient) -> str:
     return uid
 
 
-def inline_kubeconfig(path: Path, context: str | None = None) -> dict[str, Any]:
+def inline_kubeconfig(
+    path: Path, context: str | None = None, *, allow_exec: bool = False
+) -> dict[str, Any]:
     """The kubeconfig at ``path``, reduced to one context with every file inlined.
 
-    A Secret carries no files, so certificate and key paths become ``*-data``.
+    A Secret carries no files, so certificate, key and CA paths become
+    ``*-data``. Everything the controller would refuse is refused here first
+    (:func:`credentials.check_kubeconfig`), ``tokenFile`` included: its token
+    rotates, and an inlined copy would go stale. The result is checked again.
     """
     try:
-        config: dict[str, Any] = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
-        raise RegistryError(f"cannot read kubeconfig {path}: {error}") from error
-    if not isinstance(config, dict):
-        raise RegistryError(f"{path} is not a kubeconfig")
-    context_name = context or config.get("current-context")
-    contexts = {entry["name"]: entry["context"] for entry in config.get("contexts") or []}
-    if context_name not in contexts:
-        raise RegistryError(
-            f"kubeconfig {path} has no context {context_name!r} (has: {', '.join(contexts)})"
-        )
-    chosen = contexts[context_name]
-    cluster = _by_name(config.get("clusters"), chosen["cluster"], "cluster", path)
-    user = _by_name(config.get("users"), chosen["user"], "user", path)
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        problem = redact.library_problem(error)
+        raise RegistryError(f"cannot read kubeconfig {path}: {problem}") from None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise RegistryError(f"kubeconfig {path}: {redact.yaml_problem(error)}") from None
+    check = functools.partial(
+        credentials.check_kubeconfig, allow_exec=allow_exec, exec_flag=credentials.ADD_EXEC_FLAG
+    )
+    check(config, context=context, allow_inlinable_files=True)
+    context_name = str(context or config["current-context"])
+    chosen = next(e["context"] for e in config["contexts"] if e["name"] == context_name)
+    cluster = _by_name(config["clusters"], chosen["cluster"], "cluster")
+    user_name = chosen.get("user")
     base = path.parent
-    return {
+    inlined: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": chosen["cluster"], "cluster": _inline(cluster, base)}],
-        "users": [{"name": chosen["user"], "user": _inline(user, base)}],
-        "contexts": [{"name": context_name, "context": chosen}],
+        "contexts": [{"name": context_name, "context": dict(chosen)}],
         "current-context": context_name,
     }
+    if user_name:
+        user = _by_name(config["users"], user_name, "user")
+        inlined["users"] = [{"name": user_name, "user": _inline(user, base)}]
+    check(inlined)
+    return inlined
 
 
-def _by_name(entries: Any, name: str, kind: str, path: Path) -> dict[str, Any]:
-    for entry in entries or []:
-        if entry.get("name") == name:
-            value: dict[str, Any] = entry.get(kind) or {}
-            return value
-    raise RegistryError(f"kubeconfig {path} has no {kind} {name!r}")
+def _by_name(entries: Any, name: str, kind: str) -> dict[str, Any]:
+    # check_kubeconfig has made sure that the entry exists and is a mapping.
+    found: dict[str, Any] = next(e.get(kind) or {} for e in entries if e["name"] == name)
+    return found
 
 
 def _inline(section: Mapping[str, Any], base: Path) -> dict[str, Any]:
     result = dict(section)
-    for field in ("certificate-authority", "client-certificate", "client-key"):
+    for field in credentials.INLINABLE_FILE_FIELDS:
         if field in result:
-            file = Path(result.pop(field)).expanduser()
-            result[f"{field}-data"] = base64.b64encode((base / file).read_bytes()).decode()
-    if "tokenFile" in result:
-        result["token"] = (base / Path(result.pop("tokenFile"))).read_text().strip()
+            file = base / Path(result.pop(field)).expanduser()
+            try:
+                content = file.read_bytes()
+            except OSError as error:
+                raise RegistryError(
+                    f"cannot inline {field} {file}: {redact.library_problem(error)}"
+                ) from None
+            result[f"{field}-data"] = base64.b64encode(content).decode()
     return result
 
 
@@ -224,9 +238,10 @@ async def list_workers(client: ApiClient) -> list[dict[str, Any]]:
 
 
 async def read_kubeconfig(
-    client: ApiClient, worker: Mapping[str, Any], namespace: str
+    client: ApiClient, worker: Mapping[str, Any], namespace: str, *, allow_exec: bool = False
 ) -> dict[str, Any]:
-    """The kubeconfig a WorkerCluster's Secret holds."""
+    """The kubeconfig a WorkerCluster's Secret holds, once :func:`credentials.check_kubeconfig`
+    accepts it (for the WorkerCluster's context); else KubeconfigRefused."""
     ref = worker.get("spec", {}).get("kubeconfigSecretRef") or {}
     name, key = str(ref.get("name") or ""), str(ref.get("key") or SECRET_KEY)
     if not name:
@@ -239,28 +254,16 @@ async def read_kubeconfig(
         if error.is_not_found:
             raise RegistryError(f"Secret {namespace}/{name} is missing") from error
         raise
+    where = f"Secret {namespace}/{name} key {key!r}"
     data = (secret.get("data") or {}).get(key)
-    if not data:
+    if data is None:
         raise RegistryError(f"Secret {namespace}/{name} has no key {key!r}")
+    kubeconfig = credentials.decode_kubeconfig(data, where)
+    context = (worker.get("spec") or {}).get("context") or None
     try:
-        loaded = yaml.safe_load(base64.b64decode(data))
-    except (ValueError, yaml.YAMLError) as error:
-        raise RegistryError(
-            f"Secret {namespace}/{name} key {key!r} is not a kubeconfig: {_yaml_problem(error)}"
-        ) from error
-    if not isinstance(loaded, dict):
-        raise RegistryError(f"Secret {namespace}/{name} key {key!r} is not a kubeconfig")
-    return loaded
-
-
-def _yaml_problem(error: Exception) -> str:
-    """What is wrong and where, without the lines of the document: a kubeconfig's lines
-    hold credentials, which must not reach a status or a log."""
-    if not isinstance(error, yaml.MarkedYAMLError):
-        return type(error).__name__ if isinstance(error, yaml.YAMLError) else str(error)
-    mark = error.problem_mark or error.context_mark
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    what = "; ".join(part for part in (error.context, error.problem) if part)
-    # A problem may quote the document (an alias, a tag): keep only short quotes, like ':'.
-    what = _QUOTED.sub("'...'", what)
-    return f"invalid YAML{where}: {what or 'cannot be parsed'}"
+        credentials.check_kubeconfig(
+            kubeconfig, allow_exec=allow_exec, context=str(context) if context else None
+        )
+    except credentials.KubeconfigRefused as refused:
+        raise credentials.KubeconfigRefused(f"{where}: {refused.where}", refused.problem) from None
+    return kubeconfig

@@ -66,6 +66,8 @@ class PoolOptions:
     health_timeout: float
     # A worker not connected for this many seconds is declared lost: its workloads move.
     lost_timeout: float
+    # Accept kubeconfigs with exec credential plugins (fleet/credentials.py).
+    allow_exec_credentials: bool = False
     api: ApiOptions = field(default_factory=ApiOptions)
     informer: InformerOptions = field(default_factory=InformerOptions)
 
@@ -449,8 +451,9 @@ class WorkerPool:
         is unusable (its status then says why)."""
         try:
             kubeconfig = await registry.read_kubeconfig(
-                self._manager, {"spec": spec}, self._options.namespace
-            )
+                self._manager, {"spec": spec}, self._options.namespace,
+                allow_exec=self._options.allow_exec_credentials,
+            )  # fmt: skip
             client = self._client_factory(
                 kubeconfig, spec.get("context") or None, name, self._options.api
             )

@@ -22,12 +22,14 @@ from urllib.parse import quote
 
 import httpx2
 import msgspec
+import yaml
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import KubeConfig
 from lightkube.core.exceptions import ConfigError as _LightkubeConfigError
 
 import jobrelay
 from jobrelay.kinds.base import KindRef
+from jobrelay.kube.redact import library_problem
 
 __all__ = [
     "CRDS",
@@ -149,7 +151,25 @@ class WatchEvent(msgspec.Struct, frozen=True):
 
 
 class KubeconfigError(ValueError):
-    """A kubeconfig (file or Secret content) that cannot be turned into a client."""
+    """A kubeconfig (file or Secret content) that cannot be turned into a client.
+
+    Its message says what is wrong and where, never quoting the kubeconfig
+    (see :mod:`jobrelay.kube.redact`); the library's exception is not chained.
+    """
+
+
+# What building a client from a kubeconfig may raise (ssl.SSLError is an OSError;
+# msgspec's ValidationError and binascii.Error are ValueErrors).
+_CONFIG_ERRORS = (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError, yaml.YAMLError)
+# What an exec credential plugin's run may raise: its failure, or output that is
+# no ExecCredential (lightkube reads output["status"]["token"] from its JSON).
+_EXEC_ERRORS = (_LightkubeConfigError, ValueError, KeyError, TypeError)
+
+
+def _exec_problem(exc: BaseException) -> str:
+    if isinstance(exc, _LightkubeConfigError):
+        return f"exec credential plugin: {library_problem(exc)}"
+    return "exec credential plugin: its output is not an ExecCredential with status.token"
 
 
 class ApiError(Exception):
@@ -330,8 +350,10 @@ class ApiClient:
         """
         try:
             config = KubeConfig.from_file(path)
-        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
-            raise KubeconfigError(f"cannot load kubeconfig {path}: {exc}") from exc
+        except _CONFIG_ERRORS as exc:
+            raise KubeconfigError(
+                f"cannot load kubeconfig {path}: {library_problem(exc)}"
+            ) from None
         return cls._from_config(config, context, cluster, options, on_request)
 
     @classmethod
@@ -346,10 +368,11 @@ class ApiClient:
         """Like kubectl: ``$KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service account."""
         try:
             config = KubeConfig.from_env()
-        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
+        except _CONFIG_ERRORS as exc:
             raise KubeconfigError(
-                f"no kubeconfig found ($KUBECONFIG, ~/.kube/config, in-cluster): {exc}"
-            ) from exc
+                "no kubeconfig found ($KUBECONFIG, ~/.kube/config, in-cluster): "
+                + library_problem(exc)
+            ) from None
         return cls._from_config(config, context, cluster, options, on_request)
 
     @classmethod
@@ -369,8 +392,8 @@ class ApiClient:
         """
         try:
             config = KubeConfig.from_dict(dict(kubeconfig))
-        except (_LightkubeConfigError, ValueError, KeyError, TypeError) as exc:
-            raise KubeconfigError(f"invalid kubeconfig: {exc}") from exc
+        except _CONFIG_ERRORS as exc:
+            raise KubeconfigError(f"invalid kubeconfig: {library_problem(exc)}") from None
         return cls._from_config(config, context, cluster, options, on_request)
 
     @classmethod
@@ -401,8 +424,10 @@ class ApiClient:
                 ),
                 headers={"User-Agent": options.user_agent, "Accept": "application/json"},
             )
-        except (_LightkubeConfigError, OSError, ValueError, KeyError, TypeError) as exc:
-            raise KubeconfigError(f"cannot use kubeconfig context {context!r}: {exc}") from exc
+        except _CONFIG_ERRORS as exc:
+            raise KubeconfigError(
+                f"cannot use kubeconfig context {context!r}: {library_problem(exc)}"
+            ) from None
         name = cluster or str(single.context_name)
         return cls(http, cluster=name, options=options, on_request=on_request)
 
@@ -671,8 +696,8 @@ class ApiClient:
             code = response.status_code
         except httpx2.HTTPError as exc:
             raise self._unreachable(exc) from exc
-        except _LightkubeConfigError as exc:  # an exec credential plugin failed
-            raise ApiError(0, "Unauthorized", str(exc)) from exc
+        except _EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
+            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
         finally:
             self._record("watch", resource, code, time.monotonic() - started)
         try:
@@ -717,8 +742,8 @@ class ApiClient:
             code = response.status_code
         except httpx2.HTTPError as exc:
             raise self._unreachable(exc) from exc
-        except _LightkubeConfigError as exc:  # an exec credential plugin failed
-            raise ApiError(0, "Unauthorized", str(exc)) from exc
+        except _EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
+            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
         finally:
             self._record(verb, resource, code, time.monotonic() - started)
         if code >= 400:

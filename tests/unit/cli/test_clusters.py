@@ -54,7 +54,13 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
 def register(manager: FakeApiserver, name: str = "w1", **status: Any) -> None:
     """A WorkerCluster and its kubeconfig Secret, as `clusters add` leaves them."""
     manager.put(WORKER_CLUSTERS_PATH, worker_cluster(name, **status))
-    kubeconfig = {"apiVersion": "v1", "kind": "Config", "current-context": "c"}
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k"}}],
+        "current-context": "c",
+    }
     manager.put(
         SECRETS_PATH,
         {
