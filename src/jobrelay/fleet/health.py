@@ -115,6 +115,41 @@ def _forbidden_message(message: str) -> str:
     return f"the credentials may not {missing} (403): {message}"
 
 
+def refusal_for_tenants(error: ApiError) -> str:
+    """What the workload's tenant may read of a worker's refusal: its HTTP status and
+    which kind of rule refused, never the worker's own words, which may describe other
+    tenants' objects, the worker's quotas or its setup (the controller logs those)."""
+    message = error.message
+    what = ""
+    if error.code == 403 and "exceeded quota" in message:
+        what = "a ResourceQuota of the namespace there is used up"
+    elif error.code == 403 and _FORBIDDEN.search(message):
+        what = (
+            "jobrelay's credentials for that worker lack a permission (a fleet admin must "
+            "grant it; its WorkerCluster status and the controller's log say which)"
+        )
+    elif "violates PodSecurity" in message:
+        what = "the namespace's Pod Security level there forbids its pods"
+    elif "admission webhook" in message:
+        what = "an admission webhook there denied it"
+    elif error.is_invalid:
+        fields = sorted(
+            {
+                str(cause.get("field"))
+                for cause in error.details.get("causes") or []
+                if isinstance(cause, Mapping) and cause.get("field")
+            }
+        )[:5]
+        what = "it finds the object invalid" + (
+            f" (fields: {', '.join(fields)}; does its Kubernetes version know them?)"
+            if fields
+            else ""
+        )
+    elif error.code == 403:
+        what = "a policy there refuses it"
+    return f"HTTP {error.code} {error.reason}" + (f": {what}" if what else "")
+
+
 def verdict(
     probe_error: BaseException | None,
     informers: Mapping[str, tuple[bool, BaseException | None]],

@@ -255,8 +255,12 @@ async def test_not_found_even_with_the_namespace_there_does_not_blame_the_namesp
 @pytest.mark.parametrize(
     ("code", "reason", "expected"),
     [
-        (403, "Forbidden", "rejected the mirror Job (HTTP 403 Forbidden)"),
-        (422, "Invalid", "rejected the mirror Job (HTTP 422 Invalid)"),
+        (
+            403,
+            "Forbidden",
+            "rejected the mirror Job (HTTP 403 Forbidden: a policy there refuses it)",
+        ),
+        (422, "Invalid", "rejected the mirror Job (HTTP 422 Invalid: it finds the object invalid)"),
         (0, "", "worker cluster w1 is unreachable"),
     ],
 )

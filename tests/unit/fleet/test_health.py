@@ -193,3 +193,44 @@ def test_the_stored_silence_is_when_the_condition_turned_false() -> None:
     back = {**condition, "status": "True"}
     assert workers._silent_since({"status": {"lostTime": "x", "conditions": [back]}}) is None
     assert workers._silent_since({}) is None
+
+
+# -- what a tenant may read of a worker's refusal -----------------------------------------
+
+OTHER_TENANT = "team-b-secret-project"
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (
+            ApiError(403, "Forbidden", f'jobs.batch "x" is forbidden: exceeded quota: {OTHER_TENANT}, '
+                     "requested: count/jobs.batch=1, used: count/jobs.batch=5, limited: count/jobs.batch=5"),
+            "HTTP 403 Forbidden: a ResourceQuota of the namespace there is used up",
+        ),
+        (
+            ApiError(403, "Forbidden", f'jobs.batch is forbidden: User "system:serviceaccount:{OTHER_TENANT}:x" '
+                     'cannot create resource "jobs" in API group "batch" in the namespace "a"'),
+            "HTTP 403 Forbidden: jobrelay's credentials for that worker lack a permission",
+        ),
+        (
+            ApiError(400, "BadRequest", f'admission webhook "{OTHER_TENANT}.example.com" denied the request'),
+            "HTTP 400 BadRequest: an admission webhook there denied it",
+        ),
+        (
+            ApiError(
+                422, "Invalid", f'Job.batch "x" is invalid: spec.foo: Unsupported value: "{OTHER_TENANT}"',
+                {"causes": [{"field": "spec.foo", "reason": "FieldValueNotSupported", "message": OTHER_TENANT}]},
+            ),
+            "HTTP 422 Invalid: it finds the object invalid (fields: spec.foo;",
+        ),
+        (ApiError(403, "Forbidden", f"policy {OTHER_TENANT} says no"), "HTTP 403 Forbidden: a policy there refuses it"),
+        (ApiError(500, "InternalError", OTHER_TENANT), "HTTP 500 InternalError"),
+    ],
+)  # fmt: skip
+def test_a_refusal_reaches_tenants_as_its_kind_never_in_the_workers_words(
+    error: ApiError, says: str
+) -> None:
+    summary = health.refusal_for_tenants(error)
+    assert summary.startswith(says)
+    assert OTHER_TENANT not in summary

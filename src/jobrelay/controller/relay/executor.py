@@ -31,6 +31,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
+from jobrelay.fleet import health
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -193,16 +194,18 @@ class Executor:
             message = (
                 f"worker cluster {cluster} answered NotFound to the mirror {kind.ref.kind} in "
                 f"namespace {key.namespace}, which exists: does it serve "
-                f"{kind.ref.api_version}? ({error.message})"
+                f"{kind.ref.api_version}?"
             )
         elif error.is_unreachable:
-            message = f"worker cluster {cluster} is unreachable: {error.message}"
+            message = f"worker cluster {cluster} is unreachable"
         else:
             message = (
                 f"worker cluster {cluster} rejected the mirror {kind.ref.kind} "
-                f"(HTTP {error.code} {error.reason}): {error.message}"
+                f"({health.refusal_for_tenants(error)})"
             )
-        return Terminal("MirrorRejected", message, retry_after=self.rejected_retry)
+        return Terminal(
+            "MirrorRejected", message, retry_after=self.rejected_retry, detail=error.message
+        )
 
     async def _patch_mirror(self, kind: WorkloadKind, action: PatchMirror) -> Stopped | None:
         worker = self.pool.get(action.cluster)
@@ -219,8 +222,9 @@ class Executor:
                 return Terminal(
                     "MirrorUpdateRejected",
                     f"worker cluster {action.cluster} refused to apply this change to the "
-                    f"mirror (HTTP {error.code} {error.reason}): {error.message}",
+                    f"mirror ({health.refusal_for_tenants(error)})",
                     retry_after=self.rejected_retry,
+                    detail=error.message,
                 )
             raise
         return None

@@ -129,6 +129,9 @@ class Terminal:
     reason: str
     message: str
     retry_after: float | None = None
+    # For the controller's log only: what a worker answered, word for word. The Event's
+    # ``message`` is read by the workload's tenant and never quotes a worker.
+    detail: str = ""
 
 
 Outcome = Done | RequeueAfter | Retry | ReadFresh | Terminal

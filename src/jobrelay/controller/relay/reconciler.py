@@ -86,11 +86,14 @@ class Reconciler:
                 return seconds
             case Retry(why=why):
                 return Backoff(why)
-            case Terminal(reason=reason, message=message, retry_after=retry_after):
+            case Terminal(reason=reason, message=message, retry_after=retry_after, detail=detail):
                 obj = runtime.objects.get(key.key)
                 if obj is not None:
                     self._executor.events.record(obj, "Warning", reason, message)
-                _log.warning("%s: %s", key, message, extra={"job": key.key, "reason": reason})
+                _log.warning(
+                    "%s: %s%s", key, message, f" (it answered: {detail})" if detail else "",
+                    extra={"job": key.key, "reason": reason},
+                )  # fmt: skip
                 return retry_after
             case ReadFresh():
                 return Backoff("the decision asked for fresh reads without end")
