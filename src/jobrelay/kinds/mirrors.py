@@ -109,7 +109,7 @@ def carried_over(mirror: JsonObj) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(str(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # a worker may write "[[[[…" 100 000 deep
         return {}
     return value if isinstance(value, dict) else {}
 

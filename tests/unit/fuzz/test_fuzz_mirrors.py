@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, worker_maps
 
 from jobrelay.kinds import mirrors
+from jobrelay.kinds.naming import CARRIED_OVER_ANNOTATION, RUN_ANNOTATION
 
 CONTROLLER = "jobrelay.dev/relay"
 
 
 @fuzz(500)
 @given(worker_maps, worker_maps, anything, st.booleans())
+@example({}, {CARRIED_OVER_ANNOTATION: "[" * 20_000}, None, False)
+@example({}, {RUN_ANNOTATION: float("inf")}, None, False)
 @counted
 def test_reading_marks_off_any_worker_object_never_raises(
     labels: Any, annotations: Any, metadata: Any, whole_metadata: bool
