@@ -29,6 +29,8 @@ def test_reading_marks_off_any_worker_object_never_raises(
     assert isinstance(mirrors.carried_over(obj), dict)
     origin = mirrors.origin_uid(obj)
     assert origin is None or isinstance(origin, str)
-    assert isinstance(mirrors.is_ours(obj, CONTROLLER), bool)
-    assert isinstance(mirrors.is_mirror_of(obj, {"metadata": {"uid": "u"}}, CONTROLLER), bool)
+    assert isinstance(mirrors.is_ours(obj, CONTROLLER, "origin"), bool)
+    assert isinstance(
+        mirrors.is_mirror_of(obj, {"metadata": {"uid": "u"}}, CONTROLLER, "origin"), bool
+    )
     assert isinstance(mirrors.slim_metadata(obj), dict)
