@@ -25,6 +25,10 @@ Design
   restarted for the next test and this test fails). At module teardown it gets
   SIGTERM (by PID) and must exit with code 0 within 30 s; the whole log is
   checked once more.
+* ``secret_leak_watch`` (session, autouse) watches the manager's Events, Jobs,
+  WorkerClusters and kubeconfig Secrets from the first e2e test on; at the end
+  of the session every controller log and all it recorded are scanned for the
+  fleet's credential material (tests/e2e/leakwatch.py): one hit fails the run.
 """
 
 from __future__ import annotations
@@ -37,12 +41,32 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay
 
 if TYPE_CHECKING:
     from tests.conftest import FleetHandle
 
 NamespaceFactory = Callable[[Iterable[str]], Awaitable[str]]
+_LEAK_WATCH = pytest.StashKey[LeakWatch]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+async def secret_leak_watch(
+    request: pytest.FixtureRequest, fleet: FleetHandle
+) -> AsyncIterator[LeakWatch]:
+    """No credential of the fleet in any controller log, Event or status of the session."""
+    async with LeakWatch(fleet) as watch:
+        request.config.stash[_LEAK_WATCH] = watch
+        yield watch
+    report = watch.scan()
+    assert not report.leaks, watch.describe_leaks()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    watch = terminalreporter.config.stash.get(_LEAK_WATCH, None)
+    if watch is not None:
+        terminalreporter.write_line(watch.summary())
 
 
 @pytest.fixture(scope="module")

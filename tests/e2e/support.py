@@ -34,6 +34,7 @@ from jobrelay.kinds.naming import (
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.fleet import LocalFleet
+from tests.e2e.leakwatch import CONTROLLER_LOGS
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
@@ -83,6 +84,7 @@ class ControllerProcess:
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig
         self.log_path = log_path
+        CONTROLLER_LOGS.append(log_path)  # the session's secret scan reads every log
         self.workers = list(workers)
         self.keep_finished_mirrors = "--keep-finished-mirrors" in extra_args
         self.process: subprocess.Popen[bytes] | None = None

@@ -69,14 +69,19 @@ class GenericKind(WorkloadKind):
         if mirror is None or self.is_finished(obj):
             return None
         theirs: JsonObj = mirror.get("status") or {}
+        if not isinstance(theirs, dict):  # decide reports it: StatusNotCopied
+            raise TypeError(f"the status is a {type(theirs).__name__}, not an object")
         if not theirs or theirs == (obj.get("status") or {}):
             return None
         return copy.deepcopy(theirs)
 
     def finish(self, obj: JsonObj) -> Finish | None:
-        for condition in (obj.get("status") or {}).get("conditions") or []:
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") if isinstance(status, dict) else None
+        for condition in conditions if isinstance(conditions, list) else []:
             if (
-                condition.get("type") in self.finished_conditions
+                isinstance(condition, dict)
+                and condition.get("type") in self.finished_conditions
                 and condition.get("status") == "True"
             ):
                 return Finish(

@@ -41,8 +41,10 @@ _MANAGER_ONLY_SPEC_FIELDS = ("managedBy", "ttlSecondsAfterFinished")
 
 
 def _conditions(obj: JsonObj) -> list[JsonObj]:
-    found: list[JsonObj] = (obj.get("status") or {}).get("conditions") or []
-    return found
+    status = obj.get("status") or {}
+    found = status.get("conditions") or [] if isinstance(status, dict) else []
+    # A worker may write anything: only the entries that are objects are conditions.
+    return [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
 
 
 def _true(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:

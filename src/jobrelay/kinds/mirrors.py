@@ -83,9 +83,14 @@ def mirror_metadata(
 
 
 def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    assert isinstance(annotations, Mapping)
-    return annotations
+    return _metadata_map(obj, "annotations")
+
+
+def _metadata_map(obj: Mapping[str, Any], field: str) -> Mapping[str, Any]:
+    """``metadata.<field>``; empty when a worker wrote something else there (it may)."""
+    metadata = obj.get("metadata")
+    found = metadata.get(field) if isinstance(metadata, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
 
 
 def run_of(mirror: JsonObj) -> int:
@@ -93,7 +98,7 @@ def run_of(mirror: JsonObj) -> int:
     numbered, or with a mangled mark, count as the first)."""
     try:
         return max(1, int(_annotations(mirror).get(RUN_ANNOTATION) or 1))
-    except ValueError:
+    except (ValueError, TypeError, OverflowError):
         return 1
 
 
@@ -104,17 +109,13 @@ def carried_over(mirror: JsonObj) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(str(text))
-    except ValueError:
+    except (ValueError, RecursionError):  # a worker may write "[[[[…" 100 000 deep
         return {}
     return value if isinstance(value, dict) else {}
 
 
-def _labels(obj: Mapping[str, object]) -> Mapping[str, str]:
-    metadata = obj.get("metadata") or {}
-    assert isinstance(metadata, Mapping)
-    labels = metadata.get("labels") or {}
-    assert isinstance(labels, Mapping)
-    return labels
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _metadata_map(obj, "labels")
 
 
 def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
@@ -146,7 +147,9 @@ def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str, origin: st
 
 def slim_metadata(obj: JsonObj) -> JsonObj:
     """The metadata a cached mirror keeps: identity, marks and versions."""
-    metadata = obj.get("metadata") or {}
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return {}
     keep = (
         "name",
         "namespace",

@@ -24,7 +24,7 @@ STICKY_CONDITIONS = (COMPLETE, FAILED, FAILURE_TARGET, SUCCESS_CRITERIA_MET)
 def status_of(job: JsonObj) -> JsonObj:
     """The Job's status, ``{}`` when the apiserver has not stored one yet."""
     status: JsonObj = job.get("status") or {}
-    return status
+    return status if isinstance(status, dict) else {}  # a worker's may be anything
 
 
 def find_condition(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:
@@ -41,7 +41,10 @@ def is_true(conditions: list[JsonObj], condition_type: str) -> bool:
 def conditions_of(status: JsonObj) -> list[JsonObj]:
     """A status's conditions, ``[]`` when it has none."""
     conditions: list[JsonObj] = status.get("conditions") or []
-    return conditions
+    if isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions):
+        return conditions
+    # A worker may write anything: only the entries that are objects are conditions.
+    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
 
 
 def condition(job: JsonObj, condition_type: str) -> JsonObj | None:

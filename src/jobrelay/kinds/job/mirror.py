@@ -114,7 +114,8 @@ def mirror_spec_patch(job: JsonObj, mirror: JsonObj) -> JsonObj | None:
 
 def _scheduling_patch(job: JsonObj, mirror: JsonObj) -> JsonObj:
     """The template edits a suspended, never-started Job accepts, as a merge patch."""
-    mirror_started = bool((mirror.get("status") or {}).get("startTime"))
+    status = mirror.get("status")  # a worker's: anything may be there
+    mirror_started = isinstance(status, dict) and bool(status.get("startTime"))
     if not (
         (job.get("spec") or {}).get("suspend")
         and (mirror.get("spec") or {}).get("suspend")

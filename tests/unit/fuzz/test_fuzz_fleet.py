@@ -1,0 +1,91 @@
+"""WorkerCluster objects (admin-written, or left by an old version) and worker errors
+(worker-written) of any shape: the CLI's reading, health's classification and
+placement never raise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text
+
+from jobrelay.fleet import drain, health
+from jobrelay.kube.api import ApiError
+from jobrelay.placement.leastloaded import Candidate, place
+
+worker_clusters = st.fixed_dictionaries(
+    {},
+    optional={
+        "metadata": st.fixed_dictionaries({}, optional={"name": odd_text,
+                                                         "generation": anything}),
+        "spec": st.fixed_dictionaries({}, optional={"cordoned": anything, "drain": anything}),
+        "status": st.fixed_dictionaries(
+            {}, optional={"conditions": st.lists(
+                st.fixed_dictionaries({"type": st.just("Connected")},
+                                      optional={"status": anything, "reason": anything,
+                                                "message": anything}), max_size=2),
+                          "activeMirrors": anything, "lostTime": anything,
+                          "observedGeneration": anything}),
+    },
+)  # fmt: skip
+
+
+@fuzz(400)
+@given(worker_clusters, st.booleans(), st.floats(allow_nan=True))
+@counted
+def test_any_worker_cluster_reads_into_a_state_and_messages(
+    obj: dict[str, Any], force: bool, timeout: float
+) -> None:
+    state = drain.WorkerState.of(obj)
+    drain.state_summary(state)
+    drain.decide_removal(state, force=force)
+    drain.drain_progress(state)
+    for mode in drain.DrainMode:
+        drain.drain_started_message(state, mode)
+        drain.drain_timeout_message(state, mode, timeout)
+    drain.cordon_message(state)
+    drain.uncordon_message(state)
+
+
+@fuzz(400)
+@given(
+    st.fixed_dictionaries(
+        {}, optional={"code": anything, "reason": anything, "message": odd_text | anything,
+                      "details": anything}
+    ),
+    st.dictionaries(odd_text, st.tuples(st.booleans(), st.none()), max_size=3),
+)  # fmt: skip
+@counted
+def test_any_worker_error_classifies_to_a_reason(status: dict[str, Any], informers: Any) -> None:
+    try:
+        error = ApiError.from_status(status)
+    except (TypeError, ValueError):
+        return  # the kube layer refuses it before health sees it
+    reason, message = health.classify(error)
+    assert reason and isinstance(message, str)
+    health.verdict(error, informers, "https://w")
+    health.verdict(None, informers)
+
+
+@fuzz(300)
+@given(
+    st.lists(
+        st.builds(Candidate, odd_text, st.booleans(), st.booleans(), st.booleans(),
+                  st.integers(-(2**63), 2**63)),
+        max_size=6,
+    ),
+    st.lists(odd_text, max_size=3),
+)  # fmt: skip
+@counted
+def test_placement_of_any_candidates_picks_an_eligible_one(
+    candidates: list[Candidate], excluded: list[str]
+) -> None:
+    decision = place(candidates, excluded=excluded)
+    if decision.cluster is not None:
+        assert decision.cluster not in excluded
+        assert any(
+            c.name == decision.cluster and c.connected and not c.cordoned and not c.draining
+            for c in candidates
+        )
+    decision.explain()
