@@ -234,6 +234,15 @@ def _create(
         # status was copied must not come back because the cached object does
         # not show that status yet. Only the apiserver's copy can tell.
         return Plan(tuple(actions), ReadFresh(obj=True))
+    # Whoever set the placement (a user may preset or edit the annotations where no
+    # admission policy stops them), a mirror is created only for pods the manager
+    # admits, and never on a worker that takes no new mirrors.
+    held = _held_by_admission(s, actions)
+    if held is not None:
+        return held
+    if worker.cordoned and not placed_now:
+        leave = _Leave(f"worker cluster {cluster} is cordoned: it takes no new mirrors", lost=False)
+        return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
     vanished = _vanished_mirror(s, obj, worker, run)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
     was_running = bool(kind.has_run(obj) and _shows_running(obj))
