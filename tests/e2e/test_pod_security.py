@@ -47,14 +47,22 @@ def compliant_job(name: str) -> dict[str, Any]:
     return body
 
 
-async def test_a_privileged_job_in_a_restricted_namespace_runs_on_no_worker(
+@pytest.fixture
+async def restricted(
     make_namespace: Callable[[Iterable[str]], Awaitable[str]],
     make_relay: Callable[[str], Awaitable[Relay]],
     clients: dict[str, ApiClient],
-) -> None:
+) -> Relay:
+    """A namespace on the manager only, labelled restricted: jobrelay creates it on workers."""
     namespace = await make_namespace(["manager"])
     await clients["manager"].patch(NAMESPACES, namespace, {"metadata": {"labels": RESTRICTED}})
-    relay = await make_relay(namespace)
+    return await make_relay(namespace)
+
+
+async def test_a_privileged_job_in_a_restricted_namespace_runs_on_no_worker(
+    restricted: Relay, clients: dict[str, ApiClient]
+) -> None:
+    relay, namespace = restricted, restricted.namespace
 
     refused = await relay.submit(privileged_job("privileged"))
     uid = refused["metadata"]["uid"]
@@ -90,14 +98,10 @@ async def test_a_privileged_job_in_a_restricted_namespace_runs_on_no_worker(
 
 
 async def test_a_held_job_runs_once_its_namespace_allows_it(
-    make_namespace: Callable[[Iterable[str]], Awaitable[str]],
-    make_relay: Callable[[str], Awaitable[Relay]],
-    clients: dict[str, ApiClient],
+    restricted: Relay, clients: dict[str, ApiClient]
 ) -> None:
     """The verdict is asked again: an admin who relabels the namespace lets the Job run."""
-    namespace = await make_namespace(["manager"])
-    await clients["manager"].patch(NAMESPACES, namespace, {"metadata": {"labels": RESTRICTED}})
-    relay = await make_relay(namespace)
+    relay, namespace = restricted, restricted.namespace
     submitted = await relay.submit(privileged_job("later"))
     await relay.wait_event(
         submitted["metadata"]["uid"],

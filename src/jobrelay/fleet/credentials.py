@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
@@ -173,15 +173,7 @@ def _check_strings(where: str, section: Mapping[str, Any], fields: tuple[str, ..
 
 
 def _check_cluster(where: str, cluster: Mapping[str, Any], allow_inlinable_files: bool) -> None:
-    for field in CLUSTER_FILE_FIELDS:
-        if field in cluster and not (allow_inlinable_files and field in INLINABLE_FILE_FIELDS):
-            raise KubeconfigRefused(
-                where,
-                f"{field} names a file, which is refused: a file would be read on the "
-                f"machine that uses the kubeconfig (use {field}-data)",
-            )
-    if allow_inlinable_files:
-        _check_path(where, cluster, "certificate-authority")
+    _refuse_files(where, cluster, CLUSTER_FILE_FIELDS, allow_inlinable_files)
     insecure = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(insecure, bool):
         raise KubeconfigRefused(where, "insecure-skip-tls-verify is not true or false")
@@ -194,6 +186,21 @@ def _check_cluster(where: str, cluster: Mapping[str, Any], allow_inlinable_files
     _check_strings(where, cluster, _CLUSTER_STRINGS)
     if not cluster.get("server"):
         raise KubeconfigRefused(where, "has no server")
+
+
+def _refuse_files(
+    where: str, section: Mapping[str, Any], fields: Iterable[str], allow_inlinable_files: bool
+) -> None:
+    """A field naming a file is refused, unless it is one ``clusters add`` inlines."""
+    for field in fields:
+        if field in section and not (allow_inlinable_files and field in INLINABLE_FILE_FIELDS):
+            raise KubeconfigRefused(
+                where,
+                f"{field} names a file, which is refused: a file would be read on the "
+                f"machine that uses the kubeconfig (use {field}-data)",
+            )
+        if allow_inlinable_files:
+            _check_path(where, section, field)
 
 
 def _check_path(where: str, section: Mapping[str, Any], field: str) -> None:
@@ -212,15 +219,7 @@ def _check_user(
 ) -> None:
     if "tokenFile" in user:
         raise KubeconfigRefused(where, f"tokenFile is refused: {_TOKEN_FILE_ADVICE}")
-    for field in USER_FILE_FIELDS:
-        if field in user and not (allow_inlinable_files and field in INLINABLE_FILE_FIELDS):
-            raise KubeconfigRefused(
-                where,
-                f"{field} names a file, which is refused: a file would be read on the "
-                f"machine that uses the kubeconfig (use {field}-data)",
-            )
-        if allow_inlinable_files:
-            _check_path(where, user, field)
+    _refuse_files(where, user, USER_FILE_FIELDS, allow_inlinable_files)
     if "auth-provider" in user:
         raise KubeconfigRefused(
             where,
