@@ -139,9 +139,10 @@ async def test_a_lone_candidate_creates_the_lease_leads_renews_and_releases(
     begun = now()
     alone.start()
     await alone.wait_started()
-    # No lease yet: created at the first try. (Fake loop time still lets the odd
-    # millisecond of a loaded machine through: compared within 10 ms.)
-    assert alone.started_at == pytest.approx(begun, abs=0.01)
+    # No lease yet: created at the first try. (Fake loop time still lets the
+    # milliseconds a loaded machine spends in each request through, and they add up
+    # over renewals: times are compared within 100 ms, a twentieth of a retry period.)
+    assert alone.started_at == pytest.approx(begun, abs=0.1)
     spec = leases.spec(NAME)
     assert spec["holderIdentity"] == "alone"
     assert (spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (15, 0)
@@ -152,7 +153,7 @@ async def test_a_lone_candidate_creates_the_lease_leads_renews_and_releases(
     await asyncio.sleep(7)
     renewals = leases.writes("alone")[1:]
     # Every retry period, from its own last write (no read before a renewal).
-    assert [r.at - begun for r in renewals] == pytest.approx([2.0, 4.0, 6.0], abs=0.01)
+    assert [r.at - begun for r in renewals] == pytest.approx([2.0, 4.0, 6.0], abs=0.1)
     assert [r.method for r in leases.requests] == ["GET", "POST", "PUT", "PUT", "PUT"]
     renewed = leases.spec(NAME)
     assert renewed["acquireTime"] == spec["acquireTime"]
@@ -164,7 +165,7 @@ async def test_a_lone_candidate_creates_the_lease_leads_renews_and_releases(
     # Handed back at once: no holder, one second, the transitions kept.
     assert (released["holderIdentity"], released["leaseDurationSeconds"]) == ("", 1)
     assert released["leaseTransitions"] == 0
-    assert alone.stopped_leading == pytest.approx([now()], abs=0.01)
+    assert alone.stopped_leading == pytest.approx([now()], abs=0.1)
     assert not alone.elector.is_leader and not alone.elector.holds_lease()
 
 
