@@ -7,6 +7,7 @@ can be staged.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -303,6 +304,42 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
     env.manager.pod_admission = None
     assert await env.reconcile() is None
     assert env.placement() == "w2"
+
+
+@pytest.fixture
+async def even_env() -> AsyncIterator[Env]:
+    """Two workers with the same load."""
+    async for value in make_env(*workers("w1", "w2")):
+        yield value
+
+
+async def test_a_burst_asked_about_at_once_still_spreads_over_the_workers(
+    even_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every new Job waits on its admission probe, then places: the loads each one
+    places by must include the placements the others made meanwhile."""
+    env = even_env
+    probe = env.reconciler._admission
+
+    async def slow_probe(kind: Any, obj: JsonObj) -> Any:
+        await asyncio.sleep(0.01)  # every probe is in flight before any answers
+        return await probe(kind, obj)
+
+    monkeypatch.setattr(env.reconciler, "_admission", slow_probe)
+    names = [f"burst-{i}" for i in range(4)]
+    for name in names:
+        obj = job()
+        obj["metadata"]["name"] = name
+        obj["metadata"]["uid"] = f"uid-{name}"
+        env.manager.put("jobs", obj)
+    env.informer.refresh(env.manager, JOB)
+    keys = [WorkloadKey(JOB.name, f"{NAMESPACE}/{name}") for name in names]
+    await asyncio.gather(*(env.reconciler.reconcile(key) for key in keys))
+    placed = [
+        (env.manager.get("jobs", key.key) or {})["metadata"]["annotations"][CLUSTER_ANNOTATION]
+        for key in keys
+    ]
+    assert sorted(placed) == ["w1", "w1", "w2", "w2"], placed
 
 
 async def test_an_admitted_generation_is_not_asked_about_again(env: Env) -> None:

@@ -120,11 +120,12 @@ class Reconciler:
             outcome = plan.outcome
             if not isinstance(outcome, ReadFresh):
                 return outcome
-            snapshot = self.snapshot(key, runtime, like=snapshot)
             if outcome.admission and snapshot.obj is not None:
-                snapshot = dataclasses.replace(
-                    snapshot, admission=await self._admission(runtime.kind, snapshot.obj)
-                )
+                verdict = await self._admission(runtime.kind, snapshot.obj)
+                snapshot = dataclasses.replace(snapshot, admission=verdict)
+            # Taken after any wait above: concurrent placements made meanwhile count in
+            # the workers' loads (their reservations), so a burst spreads.
+            snapshot = self.snapshot(key, runtime, like=snapshot)
             if outcome.obj:
                 snapshot = dataclasses.replace(
                     snapshot, obj=await self._read_local(runtime, key), fresh=True
