@@ -482,7 +482,8 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
 
 
 def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
-    """Before a first placement: the manager's admission must admit the workload's pods.
+    """Before a first placement, and before any mirror is created: the manager's
+    admission must admit the workload's pods.
 
     Its Pod Security (or another pod policy) would never see them otherwise: they
     are created on a worker. A refused workload stays unplaced, told why, and is
