@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from jobrelay.localfleet.cluster import Credential
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay
 
@@ -118,6 +119,16 @@ async def _controller_log_per_test(request: pytest.FixtureRequest) -> AsyncItera
         await process.wait_ready()
         pytest.fail(f"jobrelay died during this test (exit code {code}); its log ends:\n{tail}")
     process.assert_clean_log(since)
+
+
+@pytest.fixture
+async def user(fleet: FleetHandle) -> AsyncIterator[ApiClient]:
+    """The manager as a user other than the controller: the fleet's bearer-token admin
+    (system:masters), so whatever refuses it is a policy, not RBAC."""
+    async with ApiClient.from_kubeconfig(
+        fleet.kubeconfig("manager", Credential.TOKEN), cluster="manager-user"
+    ) as client:
+        yield client
 
 
 @pytest.fixture

@@ -25,8 +25,6 @@ import yaml
 
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
 from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError, PatchType, Resource
-from jobrelay.localfleet.cluster import Credential
-from tests.conftest import FleetHandle
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 
@@ -108,15 +106,6 @@ def managed_job(
     if annotations:
         body["metadata"]["annotations"] = annotations
     return body
-
-
-@pytest.fixture
-async def user(fleet: FleetHandle) -> AsyncIterator[ApiClient]:
-    """The manager as a user other than the controller."""
-    async with ApiClient.from_kubeconfig(
-        fleet.kubeconfig("manager", Credential.TOKEN), cluster="manager-user"
-    ) as client:
-        yield client
 
 
 @pytest.fixture

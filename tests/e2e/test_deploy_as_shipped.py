@@ -44,7 +44,6 @@ from jobrelay.kube.api import (
     PatchType,
     Resource,
 )
-from jobrelay.localfleet.cluster import Credential
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
 from tests.e2e.test_admission_policy import (
@@ -230,15 +229,6 @@ async def as_controller(controller_kubeconfig: Path, namespace: str) -> AsyncIte
             )
 
         await eventually(in_force, timeout=60, what="deploy/rbac.yaml in force")
-        yield client
-
-
-@pytest.fixture
-async def user(fleet: FleetHandle) -> AsyncIterator[ApiClient]:
-    """The manager as a user other than the controller (system:masters, by a bearer token)."""
-    async with ApiClient.from_kubeconfig(
-        fleet.kubeconfig("manager", Credential.TOKEN), cluster="manager-user"
-    ) as client:
         yield client
 
 
