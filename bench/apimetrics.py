@@ -41,6 +41,8 @@ class RequestKey:
     resource: str
     subresource: str
     code: str
+    # A dry run (jobrelay's Pod Security probe): admission judged it, nothing was stored.
+    dry_run: bool = False
 
     @property
     def target(self) -> str:
@@ -49,7 +51,7 @@ class RequestKey:
 
     @property
     def is_write(self) -> bool:
-        return self.verb in WRITE_VERBS
+        return self.verb in WRITE_VERBS and not self.dry_run
 
     @property
     def failed(self) -> bool:
@@ -73,6 +75,7 @@ def parse_request_totals(text: str) -> RequestCounts:
             resource=labels.get("resource", ""),
             subresource=labels.get("subresource", ""),
             code=labels.get("code", ""),
+            dry_run=bool(labels.get("dry_run")),
         )
         counts[key] += int(float(match["value"]))
     return counts

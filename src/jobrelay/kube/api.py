@@ -551,8 +551,10 @@ class ApiClient:
         params = {"fieldManager": field_manager} if field_manager else {}
         if dry_run:
             params["dryRun"] = "All"
+        # A dry run stores nothing: counted as its own verb, not as a write.
+        verb = "dryrun" if dry_run else "create"
         return await self._call(
-            "create", "POST", resource, _path(resource, ns), params=params, body=obj
+            verb, "POST", resource, _path(resource, ns), params=params, body=obj
         )
 
     async def replace(
