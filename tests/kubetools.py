@@ -249,3 +249,23 @@ class WatchRecorder:
                 else:
                     self.errors.append(error)
                     await asyncio.sleep(0.2)
+
+
+async def get_or_none(
+    client: ApiClient, resource: Resource, name: str, namespace: str | None
+) -> Obj | None:
+    """The object, or None when the apiserver says it is not there."""
+    try:
+        return await client.get(resource, name, namespace=namespace)
+    except ApiError as error:
+        if error.is_not_found:
+            return None
+        raise
+
+
+async def exists(client: ApiClient, resource: Resource, name: str, namespace: str | None) -> bool:
+    return await get_or_none(client, resource, name, namespace) is not None
+
+
+async def gone(client: ApiClient, resource: Resource, name: str, namespace: str | None) -> bool:
+    return await get_or_none(client, resource, name, namespace) is None

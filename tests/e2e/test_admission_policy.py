@@ -108,19 +108,24 @@ def managed_job(
     return body
 
 
+async def user_may_not_place(user: ApiClient, namespace: str) -> bool:
+    """Whether the placement policy refuses ``user`` a Job created already placed (a dry run)."""
+    probe = managed_job("policy-probe", {CLUSTER_ANNOTATION: "worker-1"})
+    try:
+        await user.create(JOBS, probe, namespace=namespace, dry_run=True)
+    except ApiError as error:
+        if refused_by_policy(error, PLACEMENT_REFUSAL):
+            return True
+        raise
+    return False
+
+
 @pytest.fixture
 async def placement_policy(
     clients: dict[str, ApiClient], user: ApiClient, namespace: str
 ) -> AsyncIterator[None]:
     async def refused() -> bool:
-        probe = managed_job("policy-probe", {CLUSTER_ANNOTATION: "worker-1"})
-        try:
-            await user.create(JOBS, probe, namespace=namespace, dry_run=True)
-        except ApiError as error:
-            if refused_by_policy(error, PLACEMENT_REFUSAL):
-                return True
-            raise
-        return False
+        return await user_may_not_place(user, namespace)
 
     async with applied(clients["manager"], "jobrelay-placement", TEST_CONTROLLER, refused):
         yield

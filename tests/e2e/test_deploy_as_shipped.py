@@ -56,6 +56,7 @@ from tests.e2e.test_admission_policy import (
     managed_job,
     pod_manifest,
     refused_by_policy,
+    user_may_not_place,
 )
 from tests.e2e.test_jobset import JOBSETS, jobset_finished, jobset_manifest
 from tests.e2e.test_pod_security import RESTRICTED, compliant_job, privileged_job
@@ -239,15 +240,8 @@ async def shipped_policies(
     """Both policies of deploy/admission-policy.yaml, as shipped, in force; lifted after."""
     manager = clients["manager"]
 
-    async def user_may_not_place() -> bool:
-        probe = managed_job("policy-probe", {CLUSTER_ANNOTATION: "worker-1"})
-        try:
-            await user.create(JOBS, probe, namespace=namespace, dry_run=True)
-        except ApiError as error:
-            if refused_by_policy(error, PLACEMENT_REFUSAL):
-                return True
-            raise
-        return False
+    async def placement_refused() -> bool:
+        return await user_may_not_place(user, namespace)
 
     async def controller_may_not_run_pods() -> bool:
         try:
@@ -260,7 +254,7 @@ async def shipped_policies(
         return False
 
     async with (
-        applied(manager, "jobrelay-placement", DEPLOYED_CONTROLLER, user_may_not_place),
+        applied(manager, "jobrelay-placement", DEPLOYED_CONTROLLER, placement_refused),
         applied(
             manager, "jobrelay-pods-dry-run-only", DEPLOYED_CONTROLLER, controller_may_not_run_pods
         ),

@@ -20,7 +20,7 @@ from jobrelay.fleet import registry
 from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
 from tests.e2e.support import ControllerProcess, Relay
-from tests.kubetools import eventually, finished, is_true, job_manifest
+from tests.kubetools import eventually, finished, get_or_none, gone, is_true, job_manifest
 
 if TYPE_CHECKING:
     from tests.conftest import FleetHandle
@@ -115,33 +115,18 @@ async def test_two_managers_sharing_a_worker_never_touch_each_others_mirrors(
     await relay.manager.delete(JOBS, "shared", namespace=namespace)
     await relay.wait_gone("shared")
     await eventually(
-        lambda: _gone(worker, "shared", namespace), timeout=60, what="A's mirror deleted"
+        lambda: gone(worker, JOBS, "shared", namespace), timeout=60, what="A's mirror deleted"
     )
 
 
 async def _running_mirror(worker: ApiClient, name: str, namespace: str) -> dict[str, Any] | None:
-    try:
-        mirror = await worker.get(JOBS, name, namespace=namespace)
-    except ApiError as error:
-        if error.is_not_found:
-            return None
-        raise
-    return mirror if (mirror.get("status") or {}).get("active") else None
+    mirror = await get_or_none(worker, JOBS, name, namespace)
+    return mirror if mirror and (mirror.get("status") or {}).get("active") else None
 
 
 async def _finished(client: ApiClient, name: str, namespace: str) -> dict[str, Any] | None:
     job = await client.get(JOBS, name, namespace=namespace)
     return job if finished(job) else None
-
-
-async def _gone(client: ApiClient, name: str, namespace: str) -> bool:
-    try:
-        await client.get(JOBS, name, namespace=namespace)
-    except ApiError as error:
-        if error.is_not_found:
-            return True
-        raise
-    return False
 
 
 async def _events_of(client: ApiClient, namespace: str, uid: str) -> list[dict[str, Any]]:

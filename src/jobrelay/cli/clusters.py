@@ -13,11 +13,11 @@ from typing import Any, TypeVar
 
 import click
 
-from jobrelay.cli.common import manager_client
+from jobrelay.cli.common import checked_origin, manager_client
 from jobrelay.fleet import drain, maintenance, registry, serviceaccount
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, origin_problem
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
 from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
 
@@ -77,13 +77,6 @@ def _manager_error(error: ApiError) -> str:
             "delete Secrets in --namespace; use a kubeconfig with those rights"
         )
     return f"the management cluster answered {error}; run the command again once that is fixed"
-
-
-def _origin(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    problem = None if value is None else origin_problem(value)
-    if problem is not None:
-        raise click.BadParameter(problem)
-    return value
 
 
 # How `remove` reaches a worker (from its Secret's kubeconfig); unit tests swap it.
@@ -339,7 +332,7 @@ def drain_(
               help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
-@click.option("--origin", default=None, callback=_origin,
+@click.option("--origin", default=None, callback=checked_origin,
               help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
                    "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
 @allow_exec_option

@@ -7,7 +7,16 @@ from typing import Any
 
 import click
 
+from jobrelay.kinds.naming import origin_problem
 from jobrelay.kube.api import ApiClient, KubeconfigError
+
+
+def checked_origin(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: --origin must be a label value ("" or None: not given)."""
+    problem = origin_problem(value) if value else None
+    if problem is not None:
+        raise click.BadParameter(problem)
+    return value
 
 
 def manager_options(func: Any) -> Any:

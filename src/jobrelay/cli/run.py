@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from jobrelay.cli.common import manager_client, manager_options
+from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
     ControllerOptions,
@@ -22,7 +22,6 @@ from jobrelay.controller.options import (
 )
 from jobrelay.fleet import registry
 from jobrelay.kinds import KindError
-from jobrelay.kinds.naming import origin_problem
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import ApiError
 from jobrelay.kube.leaderelection import LeadershipLost
@@ -68,18 +67,11 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     return value
 
 
-def _origin(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    problem = origin_problem(value) if value else None
-    if problem is not None:
-        raise click.BadParameter(problem)
-    return value
-
-
 @click.command()
 @manager_options
 @click.option("--controller-name", default=_default(ControllerOptions, "controller_name"), show_default=True,
               help="The spec.managedBy value of the workloads to dispatch.")  # fmt: skip
-@click.option("--origin", default=_default(ControllerOptions, "origin"), callback=_origin,
+@click.option("--origin", default=_default(ControllerOptions, "origin"), callback=checked_origin,
               help="This management cluster's identity, the label jobrelay.dev/origin on every "
                    "mirror: managers sharing a worker only touch mirrors of their own origin "
                    "[default: the UID of the manager's kube-system namespace].")  # fmt: skip

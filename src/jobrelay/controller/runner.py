@@ -115,8 +115,8 @@ class Controller:
         election_client: ApiClient | None = None,
         identity: str | None = None,
     ) -> None:
-        if origin_problem(options.origin):
-            raise ConfigurationError(f"--origin: {origin_problem(options.origin)}")
+        if problem := origin_problem(options.origin):
+            raise ConfigurationError(f"--origin: {problem}")
         self.options = options
         self.manager = manager
         self.identity = identity or new_identity()

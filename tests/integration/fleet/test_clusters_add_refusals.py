@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient
 from tests.integration.fleet.test_clusters_cli import NAMESPACE, Cli
+from tests.kubetools import exists
 
 pytestmark = pytest.mark.integration
 
@@ -77,16 +78,6 @@ def changed_kubeconfig(
     path = tmp_path / "worker.kubeconfig"
     path.write_text(yaml.safe_dump(config))
     return path
-
-
-async def exists(client: ApiClient, resource: Any, name: str, namespace: str | None) -> bool:
-    try:
-        await client.get(resource, name, namespace=namespace)
-    except ApiError as error:
-        if error.is_not_found:
-            return False
-        raise
-    return True
 
 
 @pytest.mark.parametrize("case", list(REFUSED))

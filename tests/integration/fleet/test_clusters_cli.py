@@ -25,7 +25,7 @@ import yaml
 from jobrelay.fleet import registry
 from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_LABEL, controller_label_value
 from jobrelay.kube.api import JOBS, SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
-from tests.kubetools import eventually
+from tests.kubetools import eventually, gone
 
 pytestmark = pytest.mark.integration
 
@@ -109,16 +109,6 @@ def suspended_job(name: str, namespace: str, labels: dict[str, str]) -> dict[str
             },
         },
     }
-
-
-async def gone(client: ApiClient, resource: Resource, name: str, namespace: str | None) -> bool:
-    try:
-        await client.get(resource, name, namespace=namespace)
-    except ApiError as error:
-        if error.is_not_found:
-            return True
-        raise
-    return False
 
 
 async def test_cordon_and_uncordon(

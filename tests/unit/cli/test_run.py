@@ -99,6 +99,16 @@ def test_a_badly_written_kind_is_refused_with_the_form_to_use(
     assert captured == []
 
 
+@pytest.mark.parametrize("origin", ["has spaces", "a/b", "x" * 64, "-leading-dash"])
+def test_an_origin_that_is_not_a_label_value_is_refused(
+    captured: list[ControllerOptions], kubeconfig: str, origin: str
+) -> None:
+    result = _invoke("--origin", origin, kubeconfig=kubeconfig)
+    assert result.exit_code == 2
+    assert "is not a label value" in result.output
+    assert captured == []
+
+
 def test_leader_election_and_health_flags_reach_their_settings(
     captured: list[ControllerOptions], kubeconfig: str
 ) -> None:
