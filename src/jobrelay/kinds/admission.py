@@ -47,13 +47,12 @@ _MAX_MESSAGE = 1024
 class Verdict:
     """What the manager's admission said of the workload's pods.
 
-    ``allowed`` False with ``checked`` True: the manager refuses such pods, so no
-    worker may run them (``reason``/``message`` say which rule). ``checked`` False:
-    jobrelay could not ask (its own rights), so it does not place the workload yet.
+    Not ``allowed``: no worker may run them yet, and ``reason``/``message`` say why:
+    the rule that refuses them, or (``PodAdmissionUnchecked``) that jobrelay could
+    not ask.
     """
 
     allowed: bool
-    checked: bool = True
     reason: str = ""
     message: str = ""
 
@@ -86,7 +85,6 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> Verdict | None:
     if code == 403 and _RBAC_REFUSAL.search(message):
         return Verdict(
             allowed=False,
-            checked=False,
             reason=ADMISSION_UNCHECKED,
             message=(
                 "jobrelay may not ask the management cluster whether it admits this workload's "

@@ -117,7 +117,7 @@ REFUSED = Verdict(
     reason="PodSecurityViolation",
     message='... violates PodSecurity "restricted:latest": privileged (container "main" ...)',
 )
-UNCHECKED = Verdict(allowed=False, checked=False, reason="PodAdmissionUnchecked", message="...")
+UNCHECKED = Verdict(allowed=False, reason="PodAdmissionUnchecked", message="...")
 
 CASES: dict[str, Case] = {
     "not placed, admission not asked yet: ask the manager's admission before placing": Case(
