@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from jobrelay.kinds.types import JsonObj
-from jobrelay.placement.nodefit import Fit, Pool, Shape, assign
+from jobrelay.placement.nodefit import Fit, Pool, Shape, assign, largest_free, shape_largest
 from jobrelay.placement.units import CPU, GPU, MEMORY, PODS, format_resources, resources_of
 from jobrelay.placement.workload import PodGroup, Taint
 
@@ -147,11 +147,19 @@ class WorkerCapacity:
             shape[2].append(len(names))
             names.append(node.name)
             free.append(node.free())
+        shape_of = [0] * len(names)
+        for number, (_, _, nodes) in enumerate(shapes.values()):
+            for index in nodes:
+                shape_of[index] = number
         return Pool(
             tuple(names),
             tuple(free),
-            tuple(Shape(labels, taints, tuple(nodes)) for labels, taints, nodes in shapes.values()),
+            tuple(
+                Shape(labels, taints, tuple(nodes), largest_free([free[i] for i in nodes]))
+                for labels, taints, nodes in shapes.values()
+            ),
             unusable,
+            tuple(shape_of),
         )
 
     @cached_property
@@ -163,9 +171,15 @@ class WorkerCapacity:
             assign(reservation.groups, self.pool, taken)
         return taken
 
+    @cached_property
+    def _largest_after_reservations(self) -> tuple[Mapping[str, int], ...]:
+        return shape_largest(self.pool, self._after_reservations)
+
     def fit(self, groups: tuple[PodGroup, ...]) -> Fit:
         """Whether ``groups`` fit at once on top of what is requested and reserved."""
-        return assign(groups, self.pool, dict(self._after_reservations))
+        return assign(
+            groups, self.pool, dict(self._after_reservations), self._largest_after_reservations
+        )
 
     @cached_property
     def empty(self) -> WorkerCapacity:

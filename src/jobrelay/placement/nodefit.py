@@ -9,7 +9,7 @@ greedily, first fit, in their order (the scheduler is greedy too).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobrelay.placement.units import PODS, format_units
@@ -26,6 +26,9 @@ class Shape:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     nodes: tuple[int, ...]  # indices into Pool.names and Pool.free
+    # The most any one of its nodes has free, per resource: a pod asking for more is
+    # refused by the whole shape at once (what a decision takes only lowers free).
+    largest: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,16 @@ class Pool:
     shapes: tuple[Shape, ...]
     # Why the other nodes take no pods: {"not Ready": 2, "unschedulable": 1}.
     unusable: Mapping[str, int] = field(default_factory=dict)
+    shape_of: tuple[int, ...] = ()  # node index: index of its shape
+
+
+def largest_free(frees: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    largest: dict[str, int] = {}
+    for free in frees:
+        for resource, quantity in free.items():
+            if quantity > largest.get(resource, 0):
+                largest[resource] = quantity
+    return largest
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +110,38 @@ def _too_large(requests: Mapping[str, int], frees: Sequence[Mapping[str, int]]) 
     return f"no node has {wanted} free at once"
 
 
+def shape_largest(
+    pool: Pool, taken: Mapping[int, Mapping[str, int]], nodes: Iterable[int] | None = None
+) -> tuple[Mapping[str, int], ...]:
+    """The most a node of each shape has free once ``taken`` is taken (only the shapes
+    of ``nodes`` are recounted; default: those of every taken node)."""
+    touched = {pool.shape_of[index] for index in (taken if nodes is None else nodes)}
+    return tuple(
+        largest_free([taken.get(i, pool.free[i]) for i in shape.nodes])
+        if number in touched
+        else shape.largest
+        for number, shape in enumerate(pool.shapes)
+    )
+
+
 def assign(
-    groups: Sequence[PodGroup], pool: Pool, taken: dict[int, Mapping[str, int]] | None = None
+    groups: Sequence[PodGroup],
+    pool: Pool,
+    taken: dict[int, Mapping[str, int]] | None = None,
+    largest: Sequence[Mapping[str, int]] | None = None,
 ) -> Fit:
     """Place every pod of ``groups`` on ``pool``'s nodes, greedily.
 
     ``taken`` holds the free resources of nodes already used (node index: what is
     left); it is updated in place, so reservations can be placed first and the
-    workload after them.
+    workload after them. ``largest`` is :func:`shape_largest` of ``taken`` as given
+    (default: recounted where needed).
     """
-    taken = {} if taken is None else taken
+    if taken is None:
+        taken = {}
+    if largest is None:
+        largest = shape_largest(pool, taken) if taken else [s.largest for s in pool.shapes]
+    used_now: set[int] = set()  # nodes this call took from
     placed: list[tuple[str, str, int]] = []
     for group in groups:
         remaining = group.count
@@ -114,30 +149,33 @@ def assign(
         requests = {PODS: 1, **group.requests}
         counts: list[tuple[str, int]] = []
         refused: dict[str, int] = {}
-        allowed: list[int] = []
-        for shape in pool.shapes:
+        allowed: list[int] = []  # shapes with a node the group may use
+        names_nodes = group.affinity is not None and group.affinity.names_nodes
+        for number, shape in enumerate(pool.shapes):
             if remaining == 0:
                 break
             nodes = shape.nodes
-            names_nodes = group.affinity is not None and group.affinity.names_nodes
             if not names_nodes:
                 cause = group.allows("", shape.labels, shape.taints)
                 if cause is not None:
                     refused[cause] = refused.get(cause, 0) + len(nodes)
                     continue
+            allowed.append(number)
+            if any(largest[number].get(r, 0) < q for r, q in requests.items()):
+                continue
             for index in nodes:
                 if names_nodes:
                     cause = group.allows(pool.names[index], shape.labels, shape.taints)
                     if cause is not None:
                         refused[cause] = refused.get(cause, 0) + 1
                         continue
-                allowed.append(index)
                 free = taken.get(index)
                 if free is None:
                     free = pool.free[index]
                 pods = _pods_that_fit(free, requests, remaining)
                 if pods:
                     taken[index] = _minus(free, requests, pods)
+                    used_now.add(index)
                     counts.append((pool.names[index], pods))
                     remaining -= pods
                     if remaining == 0:
@@ -147,7 +185,8 @@ def assign(
             if not allowed:
                 return Fit(tuple(placed), _none_allowed(group, pool, refused))
             if not counts:
-                frees = [taken.get(i, pool.free[i]) for i in allowed]
+                now = shape_largest(pool, taken, used_now) if used_now else largest
+                frees = [now[number] for number in allowed]
                 return Fit(tuple(placed), _too_large(requests, frees))
             fitted = group.count - remaining
             return Fit(
