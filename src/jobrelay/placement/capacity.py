@@ -1,0 +1,217 @@
+"""A worker cluster's capacity, as pure data: its nodes, what is requested on each,
+and the demand jobrelay placed there that the worker has not made pods for yet.
+
+Built from the worker's Nodes and Pods (the informers that keep it live are the
+caller's); immutable, so one snapshot serves a whole placement decision. What each
+node has free, and what reservations take, is computed once per snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.nodefit import Fit, Pool, Shape, assign, largest_free, shape_largest
+from jobrelay.placement.units import CPU, GPU, MEMORY, PODS, format_resources, resources_of
+from jobrelay.placement.workload import PodGroup, Taint
+
+# A node that does not say how many pods it takes is not limited by that.
+_UNLIMITED_PODS = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Mapping[str, int]
+    # The sum of the requests of the pods bound to it (placement.units' integers;
+    # ``pods``: how many).
+    requested: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+    def free(self) -> dict[str, int]:
+        left = {r: q - self.requested.get(r, 0) for r, q in self.allocatable.items()}
+        left.setdefault(PODS, _UNLIMITED_PODS)
+        return left
+
+
+def node_of(obj: JsonObj, requested: Mapping[str, int] | None = None) -> Node:
+    """A Node object of the API as placement sees it; ValueError on a malformed quantity."""
+    metadata: Any = obj.get("metadata") or {}
+    spec: Any = obj.get("spec") or {}
+    status: Any = obj.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return Node(
+        name=str(metadata.get("name", "")),
+        allocatable=resources_of(status.get("allocatable") or {}),
+        requested=dict(requested or {}),
+        labels=dict(metadata.get("labels") or {}),
+        taints=tuple(
+            Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
+            for t in spec.get("taints") or []
+        ),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Pods jobrelay placed on the worker that the worker has not created yet
+    (``key``: which workload, so its pods are not counted twice once they appear)."""
+
+    key: str
+    groups: tuple[PodGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What ``WorkerCluster.status.capacity`` shows."""
+
+    nodes: int
+    schedulable_nodes: int
+    allocatable: Mapping[str, int]
+    requested: Mapping[str, int]
+    reserved: Mapping[str, int]
+
+    def to_status(self) -> JsonObj:
+        return {
+            "nodes": self.nodes,
+            "schedulableNodes": self.schedulable_nodes,
+            "allocatable": format_resources(self.allocatable),
+            "requested": format_resources(self.requested),
+            "reserved": format_resources(self.reserved),
+        }
+
+    def columns(self) -> str:
+        """One line for ``jobrelay clusters``: ``nodes 3/4, cpu 12/64, memory 4Gi/256Gi``."""
+        parts = [f"nodes {self.schedulable_nodes}/{self.nodes}"]
+        allocatable = format_resources(self.allocatable)
+        used = format_resources(
+            {r: self.requested.get(r, 0) + self.reserved.get(r, 0) for r in self.allocatable}
+        )
+        for resource in (
+            CPU,
+            MEMORY,
+            GPU,
+            *sorted(set(self.allocatable) - {CPU, MEMORY, GPU, PODS}),
+        ):
+            if resource in allocatable:
+                parts.append(f"{resource} {used[resource]}/{allocatable[resource]}")
+        return ", ".join(parts)
+
+
+def _add(into: dict[str, int], more: Mapping[str, int], times: int = 1) -> None:
+    for resource, quantity in more.items():
+        into[resource] = into.get(resource, 0) + quantity * times
+
+
+class WorkerCapacity:
+    """One cluster's nodes and reservations, with the indices a decision reads."""
+
+    def __init__(self, nodes: tuple[Node, ...] = (), reservations: tuple[Reservation, ...] = ()):
+        self.nodes = nodes
+        self.reservations = reservations
+
+    def __repr__(self) -> str:
+        return f"WorkerCapacity({len(self.nodes)} nodes, {len(self.reservations)} reservations)"
+
+    @cached_property
+    def pool(self) -> Pool:
+        """The schedulable nodes, grouped by what a pod's constraints look at."""
+        names: list[str] = []
+        free: list[Mapping[str, int]] = []
+        shapes: dict[tuple[Any, ...], tuple[Mapping[str, str], tuple[Taint, ...], list[int]]] = {}
+        unusable: dict[str, int] = {}
+        for node in sorted(self.nodes, key=lambda n: n.name):
+            if not node.ready:
+                unusable["not Ready"] = unusable.get("not Ready", 0) + 1
+                continue
+            if node.unschedulable:
+                unusable["unschedulable"] = unusable.get("unschedulable", 0) + 1
+                continue
+            key = (tuple(sorted(node.labels.items())), node.taints)
+            shape = shapes.setdefault(key, (node.labels, node.taints, []))
+            shape[2].append(len(names))
+            names.append(node.name)
+            free.append(node.free())
+        shape_of = [0] * len(names)
+        for number, (_, _, nodes) in enumerate(shapes.values()):
+            for index in nodes:
+                shape_of[index] = number
+        return Pool(
+            tuple(names),
+            tuple(free),
+            tuple(
+                Shape(labels, taints, tuple(nodes), largest_free([free[i] for i in nodes]))
+                for labels, taints, nodes in shapes.values()
+            ),
+            unusable,
+            tuple(shape_of),
+        )
+
+    @cached_property
+    def _after_reservations(self) -> dict[int, Mapping[str, int]]:
+        # Reserved pods take their room first; what does not fit any more (capacity
+        # shrank under them) will be Pending on the worker and takes none.
+        taken: dict[int, Mapping[str, int]] = {}
+        for reservation in self.reservations:
+            assign(reservation.groups, self.pool, taken)
+        return taken
+
+    @cached_property
+    def _largest_after_reservations(self) -> tuple[Mapping[str, int], ...]:
+        return shape_largest(self.pool, self._after_reservations)
+
+    def fit(self, groups: tuple[PodGroup, ...]) -> Fit:
+        """Whether ``groups`` fit at once on top of what is requested and reserved."""
+        return assign(
+            groups, self.pool, dict(self._after_reservations), self._largest_after_reservations
+        )
+
+    @cached_property
+    def empty(self) -> WorkerCapacity:
+        """The same nodes with nothing on them, all schedulable (a workload that does not
+        fit this never will)."""
+        return WorkerCapacity(
+            tuple(Node(n.name, n.allocatable, {}, n.labels, n.taints) for n in self.nodes)
+        )
+
+    @cached_property
+    def summary(self) -> Summary:
+        allocatable: dict[str, int] = {}
+        requested: dict[str, int] = {}
+        reserved: dict[str, int] = {}
+        for node in self.nodes:
+            _add(allocatable, node.allocatable)
+            _add(requested, node.requested)
+        for reservation in self.reservations:
+            for group in reservation.groups:
+                _add(reserved, {PODS: 1, **group.requests}, group.count)
+        schedulable = sum(1 for n in self.nodes if n.schedulable)
+        return Summary(len(self.nodes), schedulable, allocatable, requested, reserved)
+
+    @cached_property
+    def usable_totals(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
+        """Allocatable and used (requested plus reserved) over the schedulable nodes:
+        what the scores weigh."""
+        allocatable: dict[str, int] = {}
+        used: dict[str, int] = {}
+        for node in self.nodes:
+            if node.schedulable:
+                _add(allocatable, node.allocatable)
+                _add(used, node.requested)
+        _add(used, self.summary.reserved)
+        return allocatable, used

@@ -1,0 +1,28 @@
+"""Placement filters, cheapest first; fit, the costly one, last."""
+
+from __future__ import annotations
+
+from jobrelay.placement.filters.choice import JobClusters, JobSelector
+from jobrelay.placement.filters.fit import Fits
+from jobrelay.placement.filters.policy import NamespacePolicy
+from jobrelay.placement.filters.state import Connected, NotCordoned
+from jobrelay.placement.model import Filter
+
+FILTERS: tuple[Filter, ...] = (
+    NamespacePolicy(),
+    JobClusters(),
+    JobSelector(),
+    Connected(),
+    NotCordoned(),
+    Fits(),
+)
+
+__all__ = [
+    "FILTERS",
+    "Connected",
+    "Fits",
+    "JobClusters",
+    "JobSelector",
+    "NamespacePolicy",
+    "NotCordoned",
+]

@@ -1,0 +1,82 @@
+"""The interfaces of placement: a cluster as a decision sees it, the request being
+placed, and the two kinds of rule, :class:`Filter` and :class:`Score`.
+
+A filter says why a cluster cannot take a workload (or None); a score ranks the
+clusters every filter let through (higher wins; ties go to the name that sorts
+first). Adding a rule is one small module with one class (see ``filters/`` and
+``scores/``) and one line in its package's list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.nodefit import Fit
+from jobrelay.placement.workload import Choice, Strategy, Workload
+
+NOT_KNOWN = "capacity not known yet"
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """One worker cluster: its WorkerCluster's state and labels, and its capacity
+    (None until its informers have synced)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    connected: bool = True
+    lost: bool = False
+    cordoned: bool = False
+    draining: bool = False
+    capacity: WorkerCapacity | None = None
+
+
+class Request:
+    """One decision's question: this workload, under this namespace policy. Fits are
+    computed at most once per cluster and shared by the rules that read them."""
+
+    def __init__(self, workload: Workload, policy: Choice | None = None) -> None:
+        self.workload = workload
+        self.policy = policy or Choice()
+        self._fits: dict[str, Fit | None] = {}
+
+    @property
+    def strategy(self) -> Strategy:
+        """The Job's choice of score, else its namespace's, else spread."""
+        return self.workload.choice.strategy or self.policy.strategy or Strategy.SPREAD
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The spill-over order: the Job's allow-list, else its namespace's."""
+        return self.workload.choice.clusters or self.policy.clusters or ()
+
+    def fit(self, cluster: Cluster) -> Fit | None:
+        """Where the workload's pods would go on ``cluster`` now (None: capacity unknown)."""
+        if cluster.name not in self._fits:
+            self._fits[cluster.name] = (
+                None if cluster.capacity is None else cluster.capacity.fit(self.workload.groups)
+            )
+        return self._fits[cluster.name]
+
+
+class Filter(Protocol):
+    name: str
+    # Whether a rejection stands whatever the cluster's state or load (the Job's or
+    # the namespace's choice): such clusters do not count when asking "could it ever fit?".
+    permanent: bool
+
+    def reject(self, request: Request, cluster: Cluster) -> str | None:
+        """Why ``cluster`` cannot take the request now; None if it can."""
+        ...
+
+
+class Score(Protocol):
+    name: Strategy
+
+    def score(self, request: Request, cluster: Cluster) -> float:
+        """How much ``cluster`` is preferred (higher wins); only called on clusters every
+        filter let through."""
+        ...

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from bench.placement_decision import main
+from click.testing import CliRunner
+
+
+def test_the_placement_benchmark_runs_and_reports() -> None:
+    result = CliRunner().invoke(main, ["--clusters", "3", "--nodes", "20", "--repeats", "3"])
+    assert result.exit_code == 0, result.output
+    assert "3 clusters x 20 nodes" in result.output
+    assert "never fits (1 pod x 128 cpu)" in result.output and "NeverFits" in result.output
+    assert "worst median" in result.output
