@@ -13,6 +13,7 @@ from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
 from jobrelay.kinds.naming import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
+    NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
 )
 from jobrelay.kinds.registry import DEDICATED
@@ -35,11 +36,18 @@ def _state(kind: WorkloadKind, obj: dict[str, Any]) -> str:
     status = obj.get("status") or {}
     if status.get("active") or kind.has_run(obj):
         return "Running"
-    return (
-        "Dispatched"
-        if (obj["metadata"].get("annotations") or {}).get(CLUSTER_ANNOTATION)
-        else "Pending"
-    )
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(CLUSTER_ANNOTATION):
+        return "Dispatched"
+    return "Held" if annotations.get(NOT_PLACED_ANNOTATION) else "Pending"
+
+
+def _held_reason(obj: dict[str, Any]) -> str:
+    """Why it is not placed (``NotPlaced: ...`` or ``NeverFits: ...``), while it is not."""
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(CLUSTER_ANNOTATION):
+        return ""
+    return str(annotations.get(NOT_PLACED_ANNOTATION) or "")
 
 
 async def _managed(
@@ -76,7 +84,8 @@ def jobs(
     kind_names: tuple[str, ...],
 ) -> None:
     """List managed workloads: kind, the workers each ran on (in order, the current one
-    last), state, counts and the latest warning about each."""
+    last), state, counts, and the reason: why it waits unplaced (Held), else the latest
+    warning about it."""
     try:
         kinds = kinds_from_names(kind_names or tuple(DEDICATED))
     except KindError as error:
@@ -103,12 +112,14 @@ def jobs(
     width = max([12, *(len(_workers(obj)) for _, obj in managed)])
     click.echo(
         f"{'KIND':<8} {'NAMESPACE':<20} {'NAME':<30} {'WORKERS':<{width}} {'STATE':<10} "
-        f"{'OK/FAIL':>8}  LAST WARNING"
+        f"{'OK/FAIL':>8}  REASON"
     )
     for kind, obj in managed:
         meta, status = obj["metadata"], obj.get("status") or {}
         warning = latest.get(meta.get("uid"), {})
-        note = f"{warning.get('reason')}: {warning.get('message')}" if warning else ""
+        note = _held_reason(obj) or (
+            f"{warning.get('reason')}: {warning.get('message')}" if warning else ""
+        )
         counts = (
             f"{status.get('succeeded', 0):>4}/{status.get('failed', 0):<3}"
             if "succeeded" in status or "failed" in status or "active" in status

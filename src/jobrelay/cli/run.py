@@ -107,7 +107,13 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
 @click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
               show_default=True, type=click.FloatRange(0.1),
-              help="Seconds before trying again to place a workload no worker can take.")  # fmt: skip
+              help="Seconds before trying again to place a workload no worker can take (a change "
+                   "of any worker's capacity tries at once).")  # fmt: skip
+@click.option("--pending-timeout", default=_default(PlacementSettings, "pending_timeout"),
+              show_default=True, type=click.FloatRange(0.0),
+              help="Seconds a mirror's pods may stay unschedulable on its worker before it moves "
+                   "to a cluster that fits (never once a pod started, unless the workload is "
+                   "annotated jobrelay.dev/redispatch: always); 0 never moves it.")  # fmt: skip
 @click.option("--gc-interval", default=_default(QueueSettings, "gc_interval"), show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between full passes over all workloads and mirrors (orphan clean-up bound).")  # fmt: skip
@@ -171,6 +177,7 @@ def run(
     worker_lost_timeout: float,
     rejected_retry: float,
     unplaceable_retry: float,
+    pending_timeout: float,
     gc_interval: float,
     concurrency: int,
     retry_base_delay: float,
@@ -231,7 +238,9 @@ def run(
             names=kinds or kind_settings.names,
             finished_conditions=finished_conditions or kind_settings.finished_conditions,
         ),
-        placement=PlacementSettings(unplaceable_retry=unplaceable_retry),
+        placement=PlacementSettings(
+            unplaceable_retry=unplaceable_retry, pending_timeout=pending_timeout
+        ),
         leader_election=election,
         health_address=health_address,
     )

@@ -73,6 +73,8 @@ class KindSettings:
 class PlacementSettings:
     # Retry pacing for a workload no worker can take now.
     unplaceable_retry: float = 15.0
+    # Seconds a mirror's pods may stay unschedulable before it moves elsewhere (0: never).
+    pending_timeout: float = 300.0
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from jobrelay.fleet.workers import PoolOptions, WorkerPool
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.naming import ORIGIN_LABEL, origin_problem
 from jobrelay.kinds.registry import parse_kind_name
-from jobrelay.kube.api import ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming
@@ -45,6 +45,22 @@ _log = logging.getLogger(__name__)
 
 class ConfigurationError(RuntimeError):
     """The controller cannot start as configured; the message says what to do."""
+
+
+# The least time between two passes over the held workloads.
+_HELD_PASS_INTERVAL = 1.0
+
+
+def _placement_annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Namespace as the cache keeps it: its name and jobrelay's annotations only."""
+    metadata = obj.get("metadata") or {}
+    annotations = {
+        k: v
+        for k, v in (metadata.get("annotations") or {}).items()
+        if k.startswith("jobrelay.dev/")
+    }
+    kept = {k: metadata.get(k) for k in ("name", "resourceVersion")}
+    return {"metadata": {**kept, "annotations": annotations}}
 
 
 def managed_by(kind: WorkloadKind, controller_name: str) -> Callable[[dict[str, Any]], Any]:
@@ -153,6 +169,10 @@ class Controller:
             )
             for kind in kinds
         }
+        # Namespaces carry the placement policy their admin set (annotations).
+        self.namespaces = Informer(manager, NAMESPACES, transform=_placement_annotations)
+        # Set when a worker's capacity changes: held workloads are looked at again.
+        self.capacity_changed = asyncio.Event()
         workers = options.workers
         self.pool = WorkerPool(
             manager,
@@ -170,6 +190,7 @@ class Controller:
                 # Workers' clients write (mirrors) only while this replica may.
                 api=ApiOptions(write_fence=self.may_write),
             ),
+            on_capacity_change=lambda _name: self.capacity_changed.set(),
         )
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
@@ -188,6 +209,7 @@ class Controller:
             origin=options.origin,
             keep_finished_mirrors=workers.keep_finished_mirrors,
             unplaceable_retry=options.placement.unplaceable_retry,
+            pending_timeout=options.placement.pending_timeout,
         )
         self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
 
@@ -222,10 +244,13 @@ class Controller:
         for name, runtime in self.kinds.items():
             runtime.objects.add_handler(self._enqueue(name))
             runtime.objects.start()
+        self.namespaces.add_handler(self._namespace_changed)
+        self.namespaces.start()
         await self.pool.start()
         try:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
+            await self.namespaces.wait_synced()
             await self.pool.wait_connected(self.options.workers.sync_timeout)
             self.synced = True
             _log.info(
@@ -245,6 +270,7 @@ class Controller:
         finally:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
+            await self.namespaces.stop()
             await self.pool.stop()
             await self.events.aclose()
 
@@ -268,10 +294,12 @@ class Controller:
                 )
             )
             resync = group.create_task(self._resync())
+            held = group.create_task(self._place_held())
             await stop.wait()
             _log.info("stopping")
             self.queue.shutdown()
             resync.cancel()
+            held.cancel()
             await workers
         # Pending Events are written while this replica still holds the lease.
         await self.events.aclose()
@@ -306,6 +334,27 @@ class Controller:
         }
         keys.update(self.pool.mirror_keys())
         return keys
+
+    def _namespace_changed(self, event: InformerEvent) -> None:
+        namespace = event.key.rpartition("/")[2]
+        obj = event.new
+        annotations = None if obj is None else (obj.get("metadata") or {}).get("annotations") or {}
+        self.reconciler.policy_changed(namespace, annotations)
+        # Its held workloads may now go somewhere (or must go elsewhere than planned).
+        for key in self.reconciler.held():
+            if key.namespace == namespace:
+                self.queue.add(key)
+
+    async def _place_held(self) -> None:
+        """When a worker's capacity changes, queue the held workloads that would now be
+        placed (oldest first, each taking its room before the next is judged); at most
+        once per ``_HELD_PASS_INTERVAL``, so a busy fleet's churn costs one pass a second."""
+        while True:
+            await self.capacity_changed.wait()
+            self.capacity_changed.clear()
+            for key in self.reconciler.placeable_held():
+                self.queue.add(key)
+            await asyncio.sleep(_HELD_PASS_INTERVAL)
 
     async def _resync(self) -> None:
         """Reconcile every known key now and then, from the caches alone.

@@ -20,6 +20,10 @@ PLACEMENTS_ANNOTATION = "jobrelay.dev/placements"
 # On the management Job, set by its user: "never" keeps a lost Job from running again.
 REDISPATCH_ANNOTATION = "jobrelay.dev/redispatch"
 REDISPATCH_NEVER = "never"
+# Move even a workload whose pods have started (its mirror is stuck Pending).
+REDISPATCH_ALWAYS = "always"
+# Why a workload is not placed yet, shown on the object itself (jobrelay writes it).
+NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
 
 # On the mirror: which run of its management Job it is (1 for the first placement),
 # so that a mirror left on a worker the Job moved away from is never mistaken for

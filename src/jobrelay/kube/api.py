@@ -193,7 +193,12 @@ class ApiError(Exception):
         """The error a ``Status`` object describes, e.g. the object of a watch ERROR event."""
         code = status.get("code") or 0
         reason = status.get("reason") or _REASON_FROM_CODE.get(code, "Unknown")
-        return cls(code, reason, status.get("message") or "", status.get("details"))
+        # A Status from a worker may hold anything: its message is read as text.
+        message = status.get("message") or ""
+        return cls(
+            code, reason, message if isinstance(message, str) else str(message),
+            status.get("details"),
+        )  # fmt: skip
 
     @property
     def is_not_found(self) -> bool:

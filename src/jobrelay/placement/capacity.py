@@ -125,6 +125,16 @@ class WorkerCapacity:
         self.nodes = nodes
         self.reservations = reservations
 
+    def with_reservations(self, reservations: tuple[Reservation, ...]) -> WorkerCapacity:
+        """The same nodes with other reservations; the node indices are shared, not rebuilt."""
+        if reservations == self.reservations:
+            return self
+        other = WorkerCapacity(self.nodes, reservations)
+        for shared in ("pool", "empty"):
+            if shared in self.__dict__:
+                other.__dict__[shared] = self.__dict__[shared]
+        return other
+
     def __repr__(self) -> str:
         return f"WorkerCapacity({len(self.nodes)} nodes, {len(self.reservations)} reservations)"
 

@@ -53,14 +53,16 @@ def place(
     workload: Workload,
     policy: Choice | None = None,
     *,
+    excluded: Mapping[str, str] | None = None,
     filters: Sequence[Filter] = FILTERS,
     scores: Mapping[Strategy, Score] = SCORES,
 ) -> Decision:
     """Choose the cluster ``workload`` goes to, under its namespace's ``policy``.
 
-    Deterministic: clusters are judged in name order and ties go to the first name.
+    Deterministic: clusters are judged in name order; ties go to the least loaded,
+    then to the first name.
     """
-    request = Request(workload, policy)
+    request = Request(workload, policy, excluded)
     ordered = sorted(clusters, key=lambda c: c.name)
     passed_over: list[PassedOver] = []
     eligible: list[Cluster] = []
@@ -76,7 +78,7 @@ def place(
     if not eligible:
         return Decision(None, tuple(passed_over), _never_fits(request, ordered, filters), strategy)
     score = scores[strategy]
-    ranked = sorted(eligible, key=lambda c: (-score.score(request, c), c.name))
+    ranked = sorted(eligible, key=lambda c: (-score.score(request, c), c.load, c.name))
     chosen = ranked[0]
     passed_over.extend(
         PassedOver(c.name, f"fits, but {strategy.value} placement preferred {chosen.name}", "score")

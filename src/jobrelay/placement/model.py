@@ -32,15 +32,29 @@ class Cluster:
     cordoned: bool = False
     draining: bool = False
     capacity: WorkerCapacity | None = None
+    # Its nodes cannot be read (RBAC): it is placed on without a fit check, last among
+    # those that fit, rather than never.
+    blind: bool = False
+    # Its unfinished mirrors plus placements not visible yet: breaks ties between
+    # clusters that score the same (blind ones above all).
+    load: int = 0
 
 
 class Request:
     """One decision's question: this workload, under this namespace policy. Fits are
     computed at most once per cluster and shared by the rules that read them."""
 
-    def __init__(self, workload: Workload, policy: Choice | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Choice | None = None,
+        excluded: Mapping[str, str] | None = None,
+    ) -> None:
         self.workload = workload
         self.policy = policy or Choice()
+        # Clusters this decision may not use, each with why (the controller's own
+        # reasons: the workload is leaving it, it holds a namesake jobrelay did not make).
+        self.excluded: Mapping[str, str] = excluded or {}
         self._fits: dict[str, Fit | None] = {}
 
     @property

@@ -13,6 +13,7 @@ from typing import Any
 
 from jobrelay.controller.relay.plan import (
     Action,
+    Annotate,
     CreateMirror,
     DeleteMirror,
     Log,
@@ -38,6 +39,7 @@ from jobrelay.kinds.naming import (
     PLACEMENTS_ANNOTATION,
 )
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.capacity import WorkerCapacity
 
 CONTROLLER = "jobrelay.dev/relay"
 NAMESPACE = "team-a"
@@ -58,6 +60,7 @@ SETTINGS = Settings(
     origin="manager",
     keep_finished_mirrors=False,
     unplaceable_retry=15.0,
+    pending_timeout=300.0,
 )
 KEEP = dataclasses.replace(SETTINGS, keep_finished_mirrors=True)
 
@@ -269,11 +272,15 @@ def worker(
     lost_in: float | None = None,
     drain: str = "",
     vanished: JsonObj | None = None,
+    capacity: WorkerCapacity | None = None,
+    pods_started: bool = False,
+    unschedulable_since: str | None = None,
 ) -> WorkerState:
     """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
 
     ``lost=True`` is a worker declared lost (so not connected); ``lost_in`` one not
-    connected that will be in that many seconds.
+    connected that will be in that many seconds. Without ``capacity`` the worker is
+    blind (its nodes unread): placement there is by load alone.
     """
     read_done = read is not _NOT_READ
     return WorkerState(
@@ -286,6 +293,10 @@ def worker(
         drain=drain,
         vanished=vanished,
         load=load,
+        capacity=capacity,
+        blind=capacity is None,
+        pods_started=pods_started,
+        unschedulable_since=unschedulable_since,
         mirror=mirror,
         read=read if read_done else None,
         read_done=read_done,
@@ -346,6 +357,8 @@ def summary(action: Action) -> tuple[Any, ...]:
             return ("Event", action.type, action.reason)
         case Log():
             return ("Log", action.level)
+        case Annotate():
+            return ("Annotate", *sorted(action.annotations))
     raise AssertionError(f"unknown action {action!r}")
 
 

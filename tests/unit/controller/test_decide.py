@@ -61,11 +61,13 @@ from jobrelay.controller.relay.snapshot import Settings, WorkerState
 from jobrelay.kinds.admission import ALLOWED, Verdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, ORIGIN_UID_LABEL
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, ORIGIN_UID_LABEL
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 
 UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
+# What a held workload's plan does besides its Event: a log line, and the reason on the object.
+HELD = (("Log", "info"), ("Annotate", NOT_PLACED_ANNOTATION))
 
 
 class RefusingJobKind(JobKind):
@@ -206,22 +208,22 @@ CASES: dict[str, Case] = {
     "not placed: no worker connected": Case(
         obj=job(),
         workers=(w("w1", connected=False), w("w2", connected=False)),
-        actions=(("Log", "warning"),),
-        events=(("Warning", "NoWorkerAvailable"),),
+        actions=HELD,
+        events=(("Warning", "NotPlaced"),),
         outcome=UNPLACEABLE,
     ),
     "not placed: every worker cordoned": Case(
         obj=job(),
         workers=(w("w1", cordoned=True), w("w2", cordoned=True)),
-        actions=(("Log", "warning"),),
-        events=(("Warning", "NoWorkerAvailable"),),
+        actions=HELD,
+        events=(("Warning", "NotPlaced"),),
         outcome=UNPLACEABLE,
     ),
     "not placed: no worker registered": Case(
         obj=job(),
         workers=(),
-        actions=(("Log", "warning"),),
-        events=(("Warning", "NoWorkerAvailable"),),
+        actions=HELD,
+        events=(("Warning", "NotPlaced"),),
         outcome=UNPLACEABLE,
     ),
     "not placed: its live mirror (annotation lost) is kept where it is": Case(
@@ -402,8 +404,8 @@ CASES: dict[str, Case] = {
         ),
         fresh=True,
         probed=True,
-        actions=(("Log", "warning"),),
-        events=(("Warning", "NameCollision"), ("Warning", "NoWorkerAvailable")),
+        actions=(("Log", "warning"), *HELD),
+        events=(("Warning", "NameCollision"), ("Warning", "NotPlaced")),
         outcome=UNPLACEABLE,
     ),
     # -- an earlier object of the same name ---------------------------------------------
@@ -591,8 +593,8 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1", status=AT_REST),
         workers=(w("w1", lost=True), w("w2", cordoned=True)),
         fresh=True,
-        actions=(("Log", "warning"),),
-        events=(("Warning", "NoWorkerAvailable"),),
+        actions=HELD,
+        events=(("Warning", "NotPlaced"),),
         outcome=UNPLACEABLE,
     ),
     "its worker was lost, redispatch never: failed with WorkerLost": Case(
@@ -852,7 +854,7 @@ def _of(plan: Plan, kind: type) -> list[Any]:
 def test_the_placement_is_a_compare_and_swap_written_before_the_create() -> None:
     plan = _plan(job(rv="77"), w("w1"))
     assert [type(a).__name__ for a in plan.actions] == ["Place", "CreateMirror", "RecordEvent"]
-    assert plan.actions[0] == Place("w1", "77", ("w1",))
+    assert plan.actions[0] == Place("w1", "77", ("w1",), plan.actions[0].demand)  # type: ignore[union-attr]
 
 
 def test_the_mirror_body_is_the_kinds_mirror_of_the_placed_object() -> None:
@@ -886,7 +888,8 @@ def test_events_say_where_and_why() -> None:
     assert _of(plan, RecordEvent)[0].message == "Completed on worker cluster w1"
     plan = _plan(job(), w("w1", connected=False), w("w2", cordoned=True))
     assert _of(plan, RecordEvent)[0].message == (
-        "no worker cluster can take this Job: w1: not connected; w2: cordoned"
+        "no worker cluster can take this Job now: w1: not connected; w2: cordoned. "
+        "It waits on the management cluster and is placed as soon as one can"
     )
     plan = _plan(
         PLACED_FRESH_NEVER_RAN, w("w1", read=foreign(job())), w("w2"), fresh=True, probed=True

@@ -12,7 +12,9 @@ from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text
 
 from jobrelay.fleet import drain, health
 from jobrelay.kube.api import ApiError
-from jobrelay.placement.leastloaded import Candidate, place
+from jobrelay.placement.decision import place
+from jobrelay.placement.model import Cluster
+from jobrelay.placement.workload import PodGroup, Workload
 
 worker_clusters = st.fixed_dictionaries(
     {},
@@ -71,21 +73,27 @@ def test_any_worker_error_classifies_to_a_reason(status: dict[str, Any], informe
 @fuzz(300)
 @given(
     st.lists(
-        st.builds(Candidate, odd_text, st.booleans(), st.booleans(), st.booleans(),
-                  st.integers(-(2**63), 2**63)),
+        st.builds(Cluster, odd_text, st.just({}), st.booleans(), st.booleans(), st.booleans(),
+                  st.booleans(), st.none(), st.booleans(), st.integers(-(2**63), 2**63)),
         max_size=6,
     ),
     st.lists(odd_text, max_size=3),
 )  # fmt: skip
 @counted
 def test_placement_of_any_candidates_picks_an_eligible_one(
-    candidates: list[Candidate], excluded: list[str]
+    candidates: list[Cluster], excluded: list[str]
 ) -> None:
-    decision = place(candidates, excluded=excluded)
+    workload = Workload((PodGroup("main", 1, {"cpu": 100}),))
+    decision = place(candidates, workload, excluded=dict.fromkeys(excluded, "excluded"))
     if decision.cluster is not None:
         assert decision.cluster not in excluded
         assert any(
-            c.name == decision.cluster and c.connected and not c.cordoned and not c.draining
+            c.name == decision.cluster
+            and c.connected
+            and not c.lost
+            and not c.cordoned
+            and not c.draining
+            and c.blind
             for c in candidates
         )
     decision.explain()

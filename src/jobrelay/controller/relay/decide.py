@@ -17,12 +17,15 @@ test reaches it in microseconds:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.controller.relay.plan import (
     Action,
+    Annotate,
     CreateMirror,
     DeleteMirror,
     Done,
@@ -42,13 +45,17 @@ from jobrelay.kinds.base import Finish
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
 from jobrelay.kinds.naming import (
     CLUSTER_ANNOTATION,
+    NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
+    REDISPATCH_ALWAYS,
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
 from jobrelay.kinds.patches import merge_patch
 from jobrelay.kinds.types import JsonObj
-from jobrelay.placement.leastloaded import Candidate, place
+from jobrelay.placement.decision import Decision, place
+from jobrelay.placement.model import NOT_KNOWN, Cluster
+from jobrelay.placement.workload import Invalid, PodGroup, read_workload
 
 
 def _meta(obj: JsonObj) -> dict[str, Any]:
@@ -139,6 +146,7 @@ def decide(s: Snapshot) -> Plan:
         return Plan(tuple(actions), Done())
 
     placed_now = False
+    demand: tuple[PodGroup, ...] = ()
     if not cluster:
         if kind.is_suspended(obj):
             # Created suspended: nothing runs anywhere until it is resumed.
@@ -152,15 +160,14 @@ def decide(s: Snapshot) -> Plan:
             held = _held_by_admission(s, actions)
             if held is not None:
                 return held
-            decision = place(_candidates(s), excluded=_foreign_holders(s))
-            if decision.cluster is None:
-                message = f"no worker cluster can take this {kind.ref.kind}: {decision.explain()}"
-                actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
-                actions.append(Log("warning", message))
-                return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
-            cluster = decision.cluster
+            placed = _placement(s, obj, _foreign_holders(s), actions)
+            if isinstance(placed, Plan):
+                return placed
+            if isinstance(placed, _Unplaceable):
+                return _not_placed(s, obj, placed, actions)
+            cluster, demand = placed.cluster, placed.demand
         history = (cluster,)
-        actions.append(Place(cluster, _version(obj), history))
+        actions.append(Place(cluster, _version(obj), history, demand))
         obj = with_placement(obj, cluster, history)
         placed_now = True
 
@@ -324,6 +331,11 @@ def _why_leave(
         return _Leave(f"worker cluster {cluster} is no longer registered", lost=True)
     if worker.lost:
         return _Leave(f"worker cluster {cluster} was lost (not connected for too long)", lost=True)
+    if s.leaving is not None and s.leaving[0] == cluster:
+        return _Leave(s.leaving[1], lost=False)  # a move begun earlier: its mirror is going
+    stuck = _stuck_pending(s, obj, worker)
+    if stuck is not None:
+        return _Leave(stuck, lost=False)
     if not worker.drain or _redispatch_never(obj):
         return None
     mirror = (
@@ -332,6 +344,41 @@ def _why_leave(
     if worker.drain == DRAIN_ALL or mirror is None or not s.kind.has_started(mirror):
         return _Leave(f"worker cluster {cluster} is being drained", lost=False)
     return None
+
+
+def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None:
+    """Why the mirror should move: its pods have stayed unschedulable on ``worker`` for
+    longer than the pending timeout (the cluster lost capacity under it), none has
+    started (unless the workload asks to move anyway), and another cluster fits now."""
+    timeout = s.settings.pending_timeout
+    if timeout <= 0 or worker.unschedulable_since is None or _redispatch_never(obj):
+        return None
+    mirror = worker.seen
+    if not _live_mirror_of(mirror, obj, s, run=len(placements_of(obj))):
+        return None
+    assert mirror is not None
+    started = worker.pods_started or s.kind.has_started(mirror)
+    if started and not _redispatch_always(obj):
+        return None
+    waited = _seconds_between(worker.unschedulable_since, s.now)
+    if waited is None or waited < timeout:
+        return None
+    elsewhere = _placement(s, obj, {**_foreign_holders(s), worker.name: _LEAVING}, [])
+    if not isinstance(elsewhere, _Placed):
+        return None  # nowhere better: it keeps waiting where it is
+    return (
+        f"its pods stayed unschedulable on worker cluster {worker.name} for "
+        f"{int(waited)}s (--pending-timeout {int(timeout)}s)"
+    )
+
+
+def _seconds_between(start: str, end: str) -> float | None:
+    try:
+        first = datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))
+        last = datetime.datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (last - first).total_seconds()
 
 
 def _move(
@@ -375,7 +422,11 @@ def _move(
                 actions.append(
                     _delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
                 )
-            return Plan(tuple(actions), Retry(f"waiting for its mirror on {cluster} to be gone"))
+            return Plan(
+                tuple(actions),
+                Retry(f"waiting for its mirror on {cluster} to be gone"),
+                leaving=(cluster, leave.why),
+            )
     if not s.fresh:
         # The status decides what the next run carries over: the apiserver's, not the cache's.
         return Plan(tuple(actions), ReadFresh(obj=True))
@@ -387,23 +438,17 @@ def _move(
         return ended
     if ended is not None:
         return Plan(tuple(actions), Done())  # moved once the watch shows that status
-    excluded = dict.fromkeys(_foreign_holders(s), "holds a namesake jobrelay did not create")
-    excluded[cluster] = "the workload is leaving it"
-    decision = place(_candidates(s), excluded=excluded)
-    if decision.cluster is None:
-        message = (
-            f"{leave.why}, and no other worker cluster can take this {kind.ref.kind}: "
-            f"{decision.explain()}"
-        )
-        actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
-        actions.append(Log("warning", message))
-        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+    placed = _placement(s, obj, {**_foreign_holders(s), cluster: _LEAVING}, actions)
+    if isinstance(placed, Plan):
+        return placed
+    if isinstance(placed, _Unplaceable):
+        return _not_placed(s, obj, placed, actions, leaving=(cluster, leave.why))
     if leave.lost:
         actions.append(RecordEvent("Warning", "WorkerLost", f"{leave.why}: running it elsewhere"))
     message = (
-        f"Redispatched to worker cluster {decision.cluster} (run {len(history) + 1}): {leave.why}"
+        f"Redispatched to worker cluster {placed.cluster} (run {len(history) + 1}): {leave.why}"
     )
-    actions.append(Place(decision.cluster, _version(obj), (*history, decision.cluster)))
+    actions.append(Place(placed.cluster, _version(obj), (*history, placed.cluster), placed.demand))
     actions.append(RecordEvent("Normal", "Redispatched", message))
     actions.append(Log("info", message))
     return Plan(tuple(actions), Done())
@@ -411,6 +456,10 @@ def _move(
 
 def _redispatch_never(obj: JsonObj) -> bool:
     return str(_annotations(obj).get(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER
+
+
+def _redispatch_always(obj: JsonObj) -> bool:
+    return str(_annotations(obj).get(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_ALWAYS
 
 
 def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
@@ -463,7 +512,7 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
     """A namesake jobrelay did not create holds the name: never touch it, place elsewhere."""
     if not s.probed:
         return Plan(tuple(actions), ReadFresh(probe=True))
-    foreign = _foreign_holders(s) | {worker.name}
+    foreign = {**_foreign_holders(s), worker.name: _NAMESAKE}
     key, kind = s.key, s.kind.ref.kind
     message = (
         f"worker cluster {worker.name} already has a {kind} {key.key} that jobrelay did not "
@@ -471,13 +520,13 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Act
     )
     actions.append(RecordEvent("Warning", "NameCollision", message))
     actions.append(Log("warning", message))
-    decision = place(_candidates(s), excluded=foreign)
-    if decision.cluster is None:
-        message = f"no worker cluster can take this {kind}: {decision.explain()}"
-        actions.append(RecordEvent("Warning", "NoWorkerAvailable", message))
-        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+    placed = _placement(s, obj, foreign, actions)
+    if isinstance(placed, Plan):
+        return placed
+    if isinstance(placed, _Unplaceable):
+        return _not_placed(s, obj, placed, actions)
     # The watch event of the new placement brings the key back to create the mirror there.
-    actions.append(Place(decision.cluster, _version(obj), (decision.cluster,)))
+    actions.append(Place(placed.cluster, _version(obj), (placed.cluster,), placed.demand))
     return Plan(tuple(actions), Done())
 
 
@@ -499,28 +548,145 @@ def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
 
 
-def _foreign_holders(s: Snapshot) -> frozenset[str]:
+_NAMESAKE = "holds a namesake jobrelay did not create"
+_LEAVING = "the workload is leaving it"
+
+
+def _foreign_holders(s: Snapshot) -> dict[str, str]:
     """The workers a fresh read showed holding a namesake jobrelay did not create."""
-    return frozenset(
-        w.name
+    return {
+        w.name: _NAMESAKE
         for w in s.workers
         if w.read_done
         and w.read is not None
         and not is_ours(w.read, s.settings.controller_name, s.settings.origin)
-    )
+    }
 
 
-def _candidates(s: Snapshot) -> list[Candidate]:
+# -- placement --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    cluster: str
+    # Its pods, reserved on that cluster until the worker has made them.
+    demand: tuple[PodGroup, ...]
+
+
+def _clusters(s: Snapshot) -> list[Cluster]:
     return [
-        Candidate(
+        Cluster(
             name=w.name,
+            labels=w.labels,
             connected=w.connected and w.synced and not w.lost,
+            lost=w.lost,
             cordoned=w.cordoned,
             draining=bool(w.drain),
-            active=w.load,
+            capacity=w.capacity,
+            blind=w.blind,
+            load=w.load,
         )
         for w in s.workers
     ]
+
+
+def _placement(
+    s: Snapshot, obj: JsonObj, excluded: Mapping[str, str], actions: list[Action]
+) -> _Placed | _Unplaceable | Plan:
+    """Where the workload goes now (filter, then score), or why it cannot go anywhere.
+
+    A workload whose own placement annotations cannot be read is the user's to fix
+    (Terminal, until it changes); a namespace policy that cannot be read holds it.
+    """
+    workload = read_workload(s.kind, obj)
+    if isinstance(workload, Invalid):
+        message = f"cannot place this {s.kind.ref.kind}: {workload}; fix it and jobrelay places it"
+        return Plan(tuple(actions), Terminal("InvalidPlacement", message))
+    if isinstance(s.policy, Invalid):
+        return _Unplaceable(
+            f"the placement policy of namespace {_namespace(obj)} cannot be read "
+            f"({s.policy}); a cluster admin must fix the namespace's annotations",
+            "policy-invalid",
+        )
+    decision = place(_clusters(s), workload, s.policy, excluded=excluded)
+    if decision.cluster is None:
+        return _Unplaceable.of(decision)
+    return _Placed(decision.cluster, workload.groups)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unplaceable:
+    """No cluster can take the workload now: the explanation, and a signature of it
+    that stays the same while the reasons do (numbers and details left out)."""
+
+    explanation: str
+    signature: str
+    never_fits: bool = False
+    # Only because some cluster's capacity is not known yet (the controller is starting).
+    unknown: bool = False
+
+    @classmethod
+    def of(cls, decision: Decision) -> _Unplaceable:
+        signature = ";".join(
+            f"{p.cluster}:{p.by}:{_DETAILS.sub('#', p.reason)}" for p in decision.passed_over
+        )
+        unknown = any(p.reason == NOT_KNOWN for p in decision.passed_over)
+        return cls(
+            decision.explain(),
+            ("NeverFits|" if decision.never_fits else "NotPlaced|") + signature,
+            decision.never_fits,
+            unknown,
+        )
+
+
+# What changes in an explanation while its reason does not: counts, per-node detail.
+_DETAILS = re.compile(r"\([^)]*\)|\d+")
+
+
+def _not_placed(
+    s: Snapshot,
+    obj: JsonObj,
+    why: _Unplaceable,
+    actions: list[Action],
+    *,
+    leaving: tuple[str, str] | None = None,
+) -> Plan:
+    """The workload waits on the manager, unplaced: no mirror anywhere.
+
+    The user is told why (a Warning Event, and the annotation jobrelay.dev/not-placed
+    on the object) when the reason changes, not on every retry; the reconciler
+    brings held workloads back as soon as a cluster's capacity changes.
+    """
+    kind = s.kind.ref.kind
+    prefix = f"{leaving[1]}, and " if leaving is not None else ""
+    if why.never_fits:
+        reason = "NeverFits"
+        message = (
+            f"{prefix}no worker cluster this {kind} may use could run it even if it were "
+            f"empty: {why.explanation}. It waits until such a cluster is registered; "
+            f"change its requests or its {CLUSTER_ANNOTATION}s annotations to run it"
+        )
+    else:
+        reason = "NotPlaced"
+        message = (
+            f"{prefix}no worker cluster can take this {kind} now: {why.explanation}. "
+            f"It waits on the management cluster and is placed as soon as one can"
+        )
+    if why.unknown and not why.never_fits:
+        # Capacities are being read (a start-up): their arrival brings it back; no
+        # warning for what is only a moment's wait.
+        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=s.held,
+                    leaving=leaving)  # fmt: skip
+    if why.signature != s.held:
+        actions.append(RecordEvent("Warning", reason, message))
+        actions.append(Log("info", message))
+        actions.append(Annotate({NOT_PLACED_ANNOTATION: f"{reason}: {why.explanation}"}))
+    return Plan(
+        tuple(actions),
+        RequeueAfter(s.settings.unplaceable_retry),
+        held=why.signature,
+        leaving=leaving,
+    )
 
 
 def _is_current(mirror: JsonObj, obj: JsonObj, s: Snapshot, run: int) -> bool:

@@ -13,13 +13,15 @@ that fails stops the plan; what the failure means comes back as a
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.plan import (
     Action,
+    Annotate,
     CreateMirror,
     DeleteMirror,
     Log,
@@ -35,10 +37,11 @@ from jobrelay.fleet import health
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.kube.events import EventRecorder
+from jobrelay.placement.workload import PodGroup
 
 _log = logging.getLogger(__name__)
 
@@ -53,23 +56,53 @@ class Collided:
 Stopped = Retry | Terminal | Collided
 
 
+@dataclass
+class Reserved:
+    """One placement: where, the pods it will ask for, and whether its mirror is visible."""
+
+    cluster: str
+    demand: tuple[PodGroup, ...]
+    since: float
+    mirror_visible: bool = False
+
+
 class Reservations:
-    """Placements whose mirror the worker caches do not show yet, so that a burst of
-    placements spreads out instead of every decision seeing the same loads."""
+    """Placements the worker has not caught up with. Until its mirror is visible, a
+    placement counts in its worker's load; until the worker has made its pods, its
+    demand takes room in the worker's capacity. So a burst of placements spreads out
+    and never over-commits a cluster in jobrelay's own model."""
 
-    def __init__(self) -> None:
-        self._by_cluster: dict[str, set[Hashable]] = {}
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: dict[Hashable, Reserved] = {}
+        self._clock = clock
 
-    def reserve(self, cluster: str, key: Hashable) -> None:
-        self.release(key)
-        self._by_cluster.setdefault(cluster, set()).add(key)
+    def reserve(self, cluster: str, key: Hashable, demand: tuple[PodGroup, ...] = ()) -> None:
+        self._entries[key] = Reserved(cluster, demand, self._clock())
 
     def release(self, key: Hashable) -> None:
-        for keys in self._by_cluster.values():
-            keys.discard(key)
+        """Its placement did not happen, or the workload needs nothing any more."""
+        self._entries.pop(key, None)
+
+    def mirror_visible(self, key: Hashable) -> None:
+        """Its mirror is in the worker's cache: it counts there now; its pods may not yet."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            if not entry.demand:
+                del self._entries[key]
+            else:
+                entry.mirror_visible = True
 
     def count(self, cluster: str) -> int:
-        return len(self._by_cluster.get(cluster, ()))
+        return sum(
+            1 for e in self._entries.values() if e.cluster == cluster and not e.mirror_visible
+        )
+
+    def on(self, cluster: str) -> list[tuple[Hashable, Reserved]]:
+        """The reservations with demand on ``cluster``."""
+        return [(k, e) for k, e in self._entries.items() if e.cluster == cluster and e.demand]
+
+    def age(self, entry: Reserved) -> float:
+        return self._clock() - entry.since
 
 
 @dataclass
@@ -88,7 +121,7 @@ class Executor:
     ) -> Stopped | None:
         """Run the plan's actions; the reason it stopped early, or None when all ran."""
         if plan.release:
-            self.reservations.release(key)
+            self.reservations.mirror_visible(key)
         for action in plan.actions:
             stopped = await self._apply(key, kind, obj, action)
             if stopped is not None:
@@ -110,6 +143,8 @@ class Executor:
                 await self._delete_mirror(kind, action, extra)
             case WriteStatus():
                 return await self._write_status(key, kind, action)
+            case Annotate():
+                await self._annotate(key, kind, action)
             case RecordEvent():
                 if obj is not None:
                     self.events.record(obj, action.type, action.reason, action.message)
@@ -120,7 +155,7 @@ class Executor:
 
     async def _place(self, key: WorkloadKey, kind: WorkloadKind, action: Place) -> Stopped | None:
         # Reserve before the first await: concurrent placements must see this one.
-        self.reservations.reserve(action.cluster, key)
+        self.reservations.reserve(action.cluster, key, action.demand)
         try:
             await self.manager.patch(
                 Resource.of(kind.ref),
@@ -132,6 +167,7 @@ class Executor:
                         "annotations": {
                             CLUSTER_ANNOTATION: action.cluster,
                             PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
+                            NOT_PLACED_ANNOTATION: None,
                         },
                     }
                 },
@@ -256,6 +292,20 @@ class Executor:
             action.why,
             extra={**extra, "cluster": action.cluster},
         )
+
+    async def _annotate(self, key: WorkloadKey, kind: WorkloadKind, action: Annotate) -> None:
+        # No compare-and-swap: these annotations are jobrelay's alone, and what they say
+        # is rewritten whenever it changes.
+        try:
+            await self.manager.patch(
+                Resource.of(kind.ref),
+                key.name,
+                {"metadata": {"annotations": action.annotations}},
+                namespace=key.namespace,
+            )
+        except ApiError as error:
+            if not error.is_not_found:
+                raise
 
     async def _write_status(
         self, key: WorkloadKey, kind: WorkloadKind, action: WriteStatus

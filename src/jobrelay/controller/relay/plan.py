@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.workload import PodGroup
 
 EventType = Literal["Normal", "Warning"]
 
@@ -26,6 +27,9 @@ class Place:
     cluster: str
     resource_version: str
     history: tuple[str, ...] = ()  # () when ``cluster`` is its first placement
+    # The pods it will ask for there, reserved until the worker has made them, so a
+    # burst of placements does not over-commit a cluster.
+    demand: tuple[PodGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,17 @@ class Log:
     message: str
 
 
-Action = Place | CreateMirror | PatchMirror | DeleteMirror | WriteStatus | RecordEvent | Log
+@dataclass(frozen=True, slots=True)
+class Annotate:
+    """Merge-patch annotations of the management object (None removes one): what
+    jobrelay shows on the object itself, such as why it is not placed."""
+
+    annotations: dict[str, str | None]
+
+
+Action = (
+    Place | CreateMirror | PatchMirror | DeleteMirror | WriteStatus | RecordEvent | Log | Annotate
+)
 
 
 # -- outcomes ---------------------------------------------------------------------
@@ -143,3 +157,8 @@ class Plan:
     outcome: Outcome = field(default_factory=Done)
     # Drop any placement reservation of this key: its mirror is visible, or it needs none.
     release: bool = False
+    # Not placed: the signature of why (the reconciler remembers it, to report a held
+    # workload again only when the reason changes, and to retry it when capacity frees).
+    held: str | None = None
+    # A move off ``leaving[0]`` began (its mirror is being deleted) for ``leaving[1]``.
+    leaving: tuple[str, str] | None = None

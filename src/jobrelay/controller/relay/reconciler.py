@@ -13,19 +13,22 @@ import dataclasses
 import datetime
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.plan import (
     Done,
     Outcome,
+    Place,
+    Plan,
     ReadFresh,
     RequeueAfter,
     Retry,
     Terminal,
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
-from jobrelay.fleet.workers import WorkerPool
+from jobrelay.fleet.workers import Worker, WorkerPool
 from jobrelay.kinds.admission import ALLOWED, Verdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
@@ -33,6 +36,17 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import PODS, ApiError, Resource
 from jobrelay.kube.queueing import Backoff
 from jobrelay.kube.watching import Informer
+from jobrelay.placement.capacity import Reservation
+from jobrelay.placement.held import placeable
+from jobrelay.placement.model import Cluster
+from jobrelay.placement.workload import (
+    Choice,
+    Invalid,
+    PodGroup,
+    Workload,
+    read_choice,
+    read_workload,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -40,6 +54,24 @@ _log = logging.getLogger(__name__)
 _MAX_ROUNDS = 6
 # Allowed (uid, generation) pairs kept: enough for a burst of new workloads.
 _ADMITTED_REMEMBERED = 10_000
+
+
+# A placement whose pods a worker has not bound after this long takes no room: they
+# are Pending there (the pending timeout's business), not on their way.
+_RESERVATION_MAX_AGE = 120.0
+# A namespace without annotations: any cluster, the default score.
+NO_POLICY = Choice()
+
+
+def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
+    """``groups`` without their first ``pods`` pods (those the worker has bound)."""
+    left = []
+    for group in groups:
+        taken = min(group.count, pods)
+        pods -= taken
+        if group.count > taken:
+            left.append(dataclasses.replace(group, count=group.count - taken))
+    return tuple(left)
 
 
 def utc_now() -> str:
@@ -72,6 +104,28 @@ class Reconciler:
         # (uid, generation) of workloads whose pods the manager's admission allowed,
         # oldest first: placement retries do not ask again.
         self._admitted: dict[tuple[str, object], None] = {}
+        # Workloads waiting unplaced, oldest first, with the signature of why (told to
+        # the user again only when it changes); retried as soon as capacity changes.
+        self._held: dict[WorkloadKey, str] = {}
+        # Moves begun (their mirror is being deleted): from which worker, and why.
+        self._leaving: dict[WorkloadKey, tuple[str, str]] = {}
+        # Held workloads as placement reads them, by key: (resourceVersion, workload).
+        self._workloads: dict[WorkloadKey, tuple[str, Workload | None]] = {}
+        # Each namespace's placement policy, from its annotations (see ``policy_changed``).
+        self._policies: dict[str, Choice | Invalid] = {}
+
+    # -- what the runner feeds in ------------------------------------------------------
+
+    def held(self) -> list[WorkloadKey]:
+        """The workloads waiting unplaced, the longest-waiting first."""
+        return list(self._held)
+
+    def policy_changed(self, namespace: str, annotations: Mapping[str, str] | None) -> None:
+        """A namespace's annotations changed (None: it is gone)."""
+        if annotations is None:
+            self._policies.pop(namespace, None)
+        else:
+            self._policies[namespace] = read_choice(annotations)
 
     async def reconcile(self, key: WorkloadKey) -> float | Backoff | None:
         """Bring one management object and its mirrors in line; the queue's next step."""
@@ -103,6 +157,7 @@ class Reconciler:
         snapshot = self.snapshot(key, runtime)
         for _ in range(_MAX_ROUNDS):
             plan = decide(snapshot)
+            self._remember(key, plan)
             stopped = await self._executor.apply(key, runtime.kind, snapshot.obj, plan)
             if isinstance(stopped, Collided):
                 read = await self._read_remote(runtime.kind, key, stopped.cluster)
@@ -144,6 +199,59 @@ class Reconciler:
                 snapshot = dataclasses.replace(self._with_reads(snapshot, reads), probed=True)
         return Retry("the decision did not settle")
 
+    def placeable_held(self) -> list[WorkloadKey]:
+        """The held workloads that would be placed now (see :func:`placement.held.placeable`)."""
+        waiting = []
+        for key in self._held:
+            runtime = self._kinds.get(key.kind)
+            obj = runtime.objects.get(key.key) if runtime is not None else None
+            policy = self._policies.get(key.namespace, NO_POLICY)
+            if runtime is None or obj is None or isinstance(policy, Invalid):
+                continue
+            workload = self._workload_of(key, runtime.kind, obj)
+            if workload is not None:
+                waiting.append((key, workload, policy))
+        clusters = []
+        for view in self._pool.views():
+            fields = self._capacity_of(view.worker, None)
+            clusters.append(
+                Cluster(
+                    name=view.name,
+                    labels=view.labels,
+                    connected=view.connected and not view.lost,
+                    lost=view.lost,
+                    cordoned=view.cordoned,
+                    draining=bool(view.drain),
+                    capacity=fields.get("capacity"),
+                    blind=fields.get("blind", False),
+                )
+            )
+        return [k for k in placeable(waiting, clusters) if isinstance(k, WorkloadKey)]
+
+    def _workload_of(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> Workload | None:
+        """The held workload as placement reads it, parsed once per version."""
+        version = str((obj.get("metadata") or {}).get("resourceVersion"))
+        cached = self._workloads.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        workload = read_workload(kind, obj)
+        parsed = None if isinstance(workload, Invalid) else workload
+        self._workloads[key] = (version, parsed)
+        return parsed
+
+    def _remember(self, key: WorkloadKey, plan: Plan) -> None:
+        if plan.held is not None:
+            self._held[key] = plan.held
+        elif not isinstance(plan.outcome, (ReadFresh, Retry)) or any(
+            isinstance(a, Place) for a in plan.actions
+        ):
+            self._held.pop(key, None)
+            self._workloads.pop(key, None)
+        if plan.leaving is not None:
+            self._leaving[key] = plan.leaving
+        elif any(isinstance(a, Place) for a in plan.actions) or isinstance(plan.outcome, Done):
+            self._leaving.pop(key, None)
+
     # -- the snapshot -----------------------------------------------------------
 
     def snapshot(
@@ -183,6 +291,7 @@ class Reconciler:
                     read_done=previous.read_done if previous is not None else False,
                     create_pending=self._executor.created.pending((view.name, key, uid)),
                     vanished=worker.vanished.get(key) if worker is not None else None,
+                    **self._capacity_of(worker, key),
                 )
             )
         return Snapshot(
@@ -196,7 +305,49 @@ class Reconciler:
             deleting=frozenset(deleting),
             probed=like.probed if like is not None else False,
             admission=like.admission if like is not None else None,
+            policy=self._policies.get(key.namespace, NO_POLICY),
+            held=self._held.get(key),
+            leaving=self._leaving.get(key),
         )
+
+    def _capacity_of(self, worker: Worker | None, key: WorkloadKey | None) -> dict[str, Any]:
+        """The capacity fields of a worker's state: its nodes with what jobrelay placed
+        there and the worker has not made pods for yet, and this key's pods there."""
+        if worker is None:
+            return {}
+        pods = worker.pods_of(key.namespace, key.name) if key is not None else None
+        capacity = worker.capacity()
+        fields: dict[str, Any] = {
+            "blind": capacity is None and worker.capacity_forbidden,
+            "pods_started": pods is not None and pods.started,
+            "unschedulable_since": pods.unschedulable_since if pods is not None else None,
+        }
+        if capacity is not None:
+            fields["capacity"] = capacity.with_reservations(self._reserved_on(worker))
+        return fields
+
+    def _reserved_on(self, worker: Worker) -> tuple[Reservation, ...]:
+        """What jobrelay placed on ``worker`` beyond the pods it has bound to nodes: each
+        placement's pods less those bound, until all are, its mirror finished or went,
+        or it has waited for longer than the worker could take to make them."""
+        reserved = []
+        reservations = self._executor.reservations
+        for key, entry in reservations.on(worker.name):
+            assert isinstance(key, WorkloadKey)
+            if entry.mirror_visible and key not in worker.unfinished:
+                reservations.release(key)  # finished, or gone
+                continue
+            if reservations.age(entry) > _RESERVATION_MAX_AGE:
+                reservations.release(key)
+                continue
+            pods = worker.pods_of(key.namespace, key.name)
+            bound = pods.bound if pods is not None else 0
+            left = _less(entry.demand, bound)
+            if not left:
+                reservations.release(key)
+                continue
+            reserved.append(Reservation(key.key, left))
+        return tuple(reserved)
 
     @staticmethod
     def _with_reads(snapshot: Snapshot, reads: Mapping[str, JsonObj | None]) -> Snapshot:

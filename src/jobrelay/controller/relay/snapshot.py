@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from jobrelay.kinds.admission import Verdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.workload import Choice, Invalid
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,9 @@ class Settings:
     keep_finished_mirrors: bool
     # Requeue delay, in seconds, for a workload no worker can take now.
     unplaceable_retry: float
+    # Seconds a mirror's pods may stay unschedulable before it moves to a cluster
+    # that fits (0: never).
+    pending_timeout: float
 
 
 # Values of WorkerCluster spec.drain: move the workloads whose mirror has not
@@ -63,6 +68,14 @@ class WorkerState:
     # The last state of a mirror with this key that was deleted there (its watch's
     # delete event), for the work it did before it went.
     vanished: JsonObj | None = None
+    # Its nodes and what is requested and reserved on them (None: not known yet, or
+    # ``blind``: its nodes cannot be read, so placement there skips the fit check).
+    capacity: WorkerCapacity | None = None
+    blind: bool = False
+    # The pods of this key's mirror there: whether any has started (bound to a node or
+    # ran), and since when the earliest unbound one has been unschedulable (RFC 3339).
+    pods_started: bool = False
+    unschedulable_since: str | None = None
 
     @property
     def seen(self) -> JsonObj | None:
@@ -88,6 +101,13 @@ class Snapshot:
     # What the manager's admission says of pods made from the object's pod templates
     # (a dry-run create), once asked: a workload is first placed only when allowed.
     admission: Verdict | None = None
+    # The namespace's placement policy (its annotations), or why it cannot be read.
+    policy: Choice | Invalid = field(default_factory=Choice)
+    # Why the workload was last reported held (a signature of the decision), so the
+    # user is told again only when the reason changes.
+    held: str | None = None
+    # A move this controller began (the mirror is being deleted): from which worker, why.
+    leaving: tuple[str, str] | None = None
 
     def worker(self, name: str) -> WorkerState | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from jobrelay.placement.filters.choice import JobClusters, JobSelector
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
-from jobrelay.placement.filters.state import Connected, NotCordoned
+from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
 from jobrelay.placement.model import Filter
 
 FILTERS: tuple[Filter, ...] = (
     NamespacePolicy(),
     JobClusters(),
     JobSelector(),
+    NotExcluded(),
     Connected(),
     NotCordoned(),
     Fits(),
@@ -25,4 +26,5 @@ __all__ = [
     "JobSelector",
     "NamespacePolicy",
     "NotCordoned",
+    "NotExcluded",
 ]

@@ -11,4 +11,6 @@ class Fits:
 
     def reject(self, request: Request, cluster: Cluster) -> str | None:
         fit = request.fit(cluster)
-        return NOT_KNOWN if fit is None else fit.reason
+        if fit is None:
+            return None if cluster.blind else NOT_KNOWN
+        return fit.reason

@@ -5,6 +5,14 @@ from __future__ import annotations
 from jobrelay.placement.model import Cluster, Request
 
 
+class NotExcluded:
+    name = "excluded"
+    permanent = False
+
+    def reject(self, request: Request, cluster: Cluster) -> str | None:
+        return request.excluded.get(cluster.name)
+
+
 class Connected:
     name = "connected"
     permanent = False

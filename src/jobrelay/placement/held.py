@@ -1,0 +1,39 @@
+"""One pass over the workloads waiting unplaced, when capacity changes: which of them
+would be placed now.
+
+Oldest first, and each takes its room before the next is judged, so freeing room for
+one workload wakes that one, not all ten thousand that wait.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable, Iterable, Sequence
+
+from jobrelay.placement.capacity import Reservation
+from jobrelay.placement.decision import place
+from jobrelay.placement.model import Cluster
+from jobrelay.placement.workload import Choice, Workload
+
+
+def placeable(
+    held: Iterable[tuple[Hashable, Workload, Choice]], clusters: Sequence[Cluster]
+) -> list[Hashable]:
+    """The keys of ``held`` (oldest first) that a placement would place now."""
+    current = {c.name: c for c in clusters}
+    chosen: list[Hashable] = []
+    for key, workload, policy in held:
+        decision = place(current.values(), workload, policy)
+        if decision.cluster is None:
+            continue
+        chosen.append(key)
+        cluster = current[decision.cluster]
+        if cluster.capacity is not None:
+            taken = Reservation(str(key), workload.groups)
+            current[cluster.name] = dataclasses.replace(
+                cluster,
+                capacity=cluster.capacity.with_reservations(
+                    (*cluster.capacity.reservations, taken)
+                ),
+            )
+    return chosen

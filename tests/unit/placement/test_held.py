@@ -1,0 +1,36 @@
+"""The pass over held workloads: oldest first, each taking its room before the next."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobrelay.placement.held import placeable
+from jobrelay.placement.workload import Choice
+from tests.unit.placement.support import cluster, node, pods
+
+
+def test_freed_room_wakes_only_the_workloads_it_can_take_oldest_first() -> None:
+    clusters = [cluster("w", node("n1", "4"), node("n2", "4", used={"cpu": "3"}))]
+    held = [
+        ("big", pods(1, cpu="8"), Choice()),  # fits no node: stays held
+        ("a", pods(1, cpu="3"), Choice()),
+        ("b", pods(1, cpu="2"), Choice()),  # n1 has 1 CPU left after a; n2 has 1
+        ("c", pods(1, cpu="1"), Choice()),
+    ]
+    assert placeable(held, clusters) == ["a", "c"]
+
+
+def test_a_namespace_policy_is_kept_in_the_pass() -> None:
+    clusters = [cluster("w1", node("n", "4")), cluster("w2", node("m", "4"))]
+    held = [("a", pods(1, cpu="1"), Choice(clusters=("w3",)))]
+    assert placeable(held, clusters) == []
+
+
+@given(st.lists(st.integers(1, 6), max_size=30))
+def test_the_pass_never_wakes_more_than_fits(cpus: list[int]) -> None:
+    clusters = [cluster("w", node("n1", "8"), node("n2", "8"))]
+    held = [(str(i), pods(1, cpu=str(c)), Choice()) for i, c in enumerate(cpus)]
+    woken = placeable(held, clusters)
+    assert sum(cpus[int(k)] for k in woken) <= 16  # type: ignore[call-overload]
+    assert woken == sorted(woken, key=int)  # type: ignore[arg-type]
