@@ -130,9 +130,29 @@ class WorkerCapacity:
         if reservations == self.reservations:
             return self
         other = WorkerCapacity(self.nodes, reservations)
-        for shared in ("pool", "empty"):
+        for shared in ("pool", "empty", "_node_totals"):
             if shared in self.__dict__:
                 other.__dict__[shared] = self.__dict__[shared]
+        return other
+
+    def with_reservation(self, reservation: Reservation) -> WorkerCapacity:
+        """One reservation more, placed on top of what this one has taken: a pass that
+        wakes held workloads one after another pays for each once, not for all again."""
+        other = WorkerCapacity(self.nodes, (*self.reservations, reservation))
+        pool, before = self.pool, self._after_reservations
+        taken = dict(before)
+        assign(reservation.groups, pool, taken, self._largest_after_reservations)
+        largest = list(self._largest_after_reservations)
+        for number in {pool.shape_of[i] for i, free in taken.items() if before.get(i) is not free}:
+            largest[number] = largest_free(
+                [taken.get(i, pool.free[i]) for i in pool.shapes[number].nodes]
+            )
+        reserved = dict(self._reserved)
+        _add_reservation(reserved, reservation)
+        other.__dict__.update(
+            pool=pool, _after_reservations=taken, _largest_after_reservations=tuple(largest),
+            _node_totals=self._node_totals, _reserved=reserved,
+        )  # fmt: skip
         return other
 
     def __repr__(self) -> str:
@@ -200,28 +220,50 @@ class WorkerCapacity:
         )
 
     @cached_property
-    def summary(self) -> Summary:
-        allocatable: dict[str, int] = {}
-        requested: dict[str, int] = {}
-        reserved: dict[str, int] = {}
+    def _node_totals(self) -> _NodeTotals:
+        totals = _NodeTotals({}, {}, {}, {}, 0)
         for node in self.nodes:
-            _add(allocatable, node.allocatable)
-            _add(requested, node.requested)
+            _add(totals.allocatable, node.allocatable)
+            _add(totals.requested, node.requested)
+            if node.schedulable:
+                totals.schedulable += 1
+                _add(totals.usable_allocatable, node.allocatable)
+                _add(totals.usable_requested, node.requested)
+        return totals
+
+    @cached_property
+    def _reserved(self) -> dict[str, int]:
+        reserved: dict[str, int] = {}
         for reservation in self.reservations:
-            for group in reservation.groups:
-                _add(reserved, {PODS: 1, **group.requests}, group.count)
-        schedulable = sum(1 for n in self.nodes if n.schedulable)
-        return Summary(len(self.nodes), schedulable, allocatable, requested, reserved)
+            _add_reservation(reserved, reservation)
+        return reserved
+
+    @cached_property
+    def summary(self) -> Summary:
+        totals = self._node_totals
+        return Summary(
+            len(self.nodes), totals.schedulable, totals.allocatable, totals.requested,
+            self._reserved,
+        )  # fmt: skip
 
     @cached_property
     def usable_totals(self) -> tuple[Mapping[str, int], Mapping[str, int]]:
         """Allocatable and used (requested plus reserved) over the schedulable nodes:
         what the scores weigh."""
-        allocatable: dict[str, int] = {}
-        used: dict[str, int] = {}
-        for node in self.nodes:
-            if node.schedulable:
-                _add(allocatable, node.allocatable)
-                _add(used, node.requested)
-        _add(used, self.summary.reserved)
-        return allocatable, used
+        used = dict(self._node_totals.usable_requested)
+        _add(used, self._reserved)
+        return self._node_totals.usable_allocatable, used
+
+
+@dataclass(slots=True)
+class _NodeTotals:
+    allocatable: dict[str, int]
+    requested: dict[str, int]
+    usable_allocatable: dict[str, int]
+    usable_requested: dict[str, int]
+    schedulable: int
+
+
+def _add_reservation(into: dict[str, int], reservation: Reservation) -> None:
+    for group in reservation.groups:
+        _add(into, {PODS: 1, **group.requests}, group.count)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from jobrelay.placement.filters import FILTERS
 from jobrelay.placement.model import Cluster, Filter, Request, Score
+from jobrelay.placement.nodefit import Fit
 from jobrelay.placement.scores import SCORES
 from jobrelay.placement.workload import Choice, Strategy, Workload
 
@@ -54,15 +55,20 @@ def place(
     policy: Choice | None = None,
     *,
     excluded: Mapping[str, str] | None = None,
+    misfits: dict[tuple[str, str], Fit] | None = None,
+    judge_never_fits: bool = True,
     filters: Sequence[Filter] = FILTERS,
     scores: Mapping[Strategy, Score] = SCORES,
 ) -> Decision:
     """Choose the cluster ``workload`` goes to, under its namespace's ``policy``.
 
-    Deterministic: clusters are judged in name order; ties go to the least loaded,
+    ``misfits`` shares failed fits between decisions while capacity only shrinks (a
+    pass over held workloads); ``judge_never_fits`` False skips asking whether a
+    workload that fits nowhere now ever could. Deterministic: clusters are judged in
+    name order; ties go to the least loaded,
     then to the first name.
     """
-    request = Request(workload, policy, excluded)
+    request = Request(workload, policy, excluded, misfits)
     ordered = sorted(clusters, key=lambda c: c.name)
     passed_over: list[PassedOver] = []
     eligible: list[Cluster] = []
@@ -76,7 +82,8 @@ def place(
             eligible.append(cluster)
     strategy = request.strategy
     if not eligible:
-        return Decision(None, tuple(passed_over), _never_fits(request, ordered, filters), strategy)
+        never = judge_never_fits and _never_fits(request, ordered, filters)
+        return Decision(None, tuple(passed_over), never, strategy)
     score = scores[strategy]
     ranked = sorted(eligible, key=lambda c: (-score.score(request, c), c.load, c.name))
     chosen = ranked[0]

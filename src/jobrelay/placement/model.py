@@ -49,9 +49,14 @@ class Request:
         workload: Workload,
         policy: Choice | None = None,
         excluded: Mapping[str, str] | None = None,
+        misfits: dict[tuple[str, str], Fit] | None = None,
     ) -> None:
         self.workload = workload
         self.policy = policy or Choice()
+        # Fits that failed, by (cluster, the workload's pods), shared by the decisions of
+        # one pass over clusters whose room only shrinks meanwhile: they fail again.
+        self._misfits = misfits
+        self._pods = repr(workload.groups) if misfits is not None else ""
         # Clusters this decision may not use, each with why (the controller's own
         # reasons: the workload is leaving it, it holds a namesake jobrelay did not make).
         self.excluded: Mapping[str, str] = excluded or {}
@@ -69,11 +74,18 @@ class Request:
 
     def fit(self, cluster: Cluster) -> Fit | None:
         """Where the workload's pods would go on ``cluster`` now (None: capacity unknown)."""
-        if cluster.name not in self._fits:
-            self._fits[cluster.name] = (
-                None if cluster.capacity is None else cluster.capacity.fit(self.workload.groups)
-            )
-        return self._fits[cluster.name]
+        if cluster.name in self._fits:
+            return self._fits[cluster.name]
+        fit: Fit | None = None
+        if cluster.capacity is not None:
+            known = (cluster.name, self._pods)
+            fit = self._misfits.get(known) if self._misfits is not None else None
+            if fit is None:
+                fit = cluster.capacity.fit(self.workload.groups)
+                if self._misfits is not None and not fit.fits:
+                    self._misfits[known] = fit
+        self._fits[cluster.name] = fit
+        return fit
 
 
 class Filter(Protocol):

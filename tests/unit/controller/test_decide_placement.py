@@ -79,8 +79,13 @@ def events(p: Plan) -> list[str]:
         (asking("6"), [("w-small", SMALL), ("w-big", BIG)], "w-big"),  # 8 CPUs, 4 per node
         (asking("1"), [("w-full", FULL), ("w-small", SMALL)], "w-small"),
         (
-            asking("1", annotations={"jobrelay.dev/placement": "ordered",
-                                     "jobrelay.dev/clusters": "w-small,w-big"}),
+            asking(
+                "1",
+                annotations={
+                    "jobrelay.dev/placement": "ordered",
+                    "jobrelay.dev/clusters": "w-small,w-big",
+                },
+            ),
             [("w-big", BIG), ("w-small", SMALL)],
             "w-small",
         ),  # fmt: skip
