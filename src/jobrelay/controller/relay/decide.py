@@ -348,17 +348,16 @@ def _why_leave(
 
 def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None:
     """Why the mirror should move: its pods have stayed unschedulable on ``worker`` for
-    longer than the pending timeout (the cluster lost capacity under it), none has
-    started (unless the workload asks to move anyway), and another cluster fits now."""
+    longer than the pending timeout (the cluster lost capacity under it), none of them
+    runs (unless the workload asks to move anyway), and another cluster fits now."""
     timeout = s.settings.pending_timeout
     if timeout <= 0 or worker.unschedulable_since is None or _redispatch_never(obj):
         return None
-    mirror = worker.seen
-    if not _live_mirror_of(mirror, obj, s, run=len(placements_of(obj))):
+    if not _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))):
         return None
-    assert mirror is not None
-    started = worker.pods_started or s.kind.has_started(mirror)
-    if started and not _redispatch_always(obj):
+    # Started: one of its pods is on a node or running now. Pods that ended (evicted
+    # with their node, say) are counted by the mirror and carried over by the move.
+    if worker.pods_started and not _redispatch_always(obj):
         return None
     waited = _seconds_between(worker.unschedulable_since, s.now)
     if waited is None or waited < timeout:
