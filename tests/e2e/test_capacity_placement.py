@@ -255,7 +255,7 @@ async def pod_running(client: ApiClient, namespace: str, job: str) -> None:
     await eventually(running, timeout=60, what=f"a pod of {job} running")
 
 
-class cordoned:  # noqa: N801 (used as a context manager, like contextlib's)
+class cordoned:
     """Every node of a worker unschedulable for the block, then schedulable again."""
 
     def __init__(self, client: ApiClient) -> None:
