@@ -90,7 +90,7 @@ async def test_two_managers_sharing_a_worker_never_touch_each_others_mirrors(
             str(event.get("reason"))
             for event in await _events_of(b, namespace, job_b["metadata"]["uid"])
         }
-        return found if {"NameCollision", "NoWorkerAvailable"} <= found else None
+        return found if {"NameCollision", "NotPlaced"} <= found else None
 
     await eventually(b_reasons, timeout=60, what="B reports the collision and holds its Job")
     only_b = await eventually(

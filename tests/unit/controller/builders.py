@@ -274,7 +274,7 @@ def worker(
     vanished: JsonObj | None = None,
     capacity: WorkerCapacity | None = None,
     pods_started: bool = False,
-    unschedulable_since: str | None = None,
+    unschedulable_for: float | None = None,
 ) -> WorkerState:
     """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
 
@@ -296,7 +296,7 @@ def worker(
         capacity=capacity,
         blind=capacity is None,
         pods_started=pods_started,
-        unschedulable_since=unschedulable_since,
+        unschedulable_for=unschedulable_for,
         mirror=mirror,
         read=read if read_done else None,
         read_done=read_done,

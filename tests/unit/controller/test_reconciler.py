@@ -173,7 +173,7 @@ async def test_no_worker_requeues_after_the_settings_delay() -> None:
     async for env in make_env():
         env.submit(job())
         assert await env.reconcile() == SETTINGS.unplaceable_retry
-        assert env.events.reasons() == ["NoWorkerAvailable"]
+        assert env.events.reasons() == ["NotPlaced"]
 
 
 async def test_retry_is_a_backoff(env: Env) -> None:

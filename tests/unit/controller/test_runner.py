@@ -293,7 +293,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     # No worker is registered: nothing can take it, so it is looked at again later.
     assert reconciled == [(WorkloadKey(JOB.name, "team-a/train"), 9.0)]
     # The Warning Event was written before the recorder closed.
-    assert [e["reason"] for e in cluster.events] == ["NoWorkerAvailable"]
+    assert [e["reason"] for e in cluster.events] == ["NotPlaced"]
 
 
 async def test_resync_requeues_every_known_key(controller: runner.Controller) -> None:

@@ -210,7 +210,7 @@ async def test_a_standby_keeps_warm_caches_writes_nothing_then_leads_when_the_le
     assert key == KEY and leading_at - released_at <= 2 * 1.2
     assert rig.controller.health() == runner.Health("leader", True, "me_1_aa", "me_1_aa")
     # No worker can take it: the leader says so on the Job.
-    await rig.until(lambda: [e["reason"] for e in rig.cluster.events] == ["NoWorkerAvailable"])
+    await rig.until(lambda: [e["reason"] for e in rig.cluster.events] == ["NotPlaced"])
 
     rig.stop.set()
     async with asyncio.timeout(60):

@@ -17,7 +17,6 @@ test reaches it in microseconds:
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -351,16 +350,14 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None
     longer than the pending timeout (the cluster lost capacity under it), none of them
     runs (unless the workload asks to move anyway), and another cluster fits now."""
     timeout = s.settings.pending_timeout
-    if timeout <= 0 or worker.unschedulable_since is None or _redispatch_never(obj):
+    waited = worker.unschedulable_for
+    if timeout <= 0 or waited is None or waited < timeout or _redispatch_never(obj):
         return None
     if not _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))):
         return None
     # Started: one of its pods is on a node or running now. Pods that ended (evicted
     # with their node, say) are counted by the mirror and carried over by the move.
     if worker.pods_started and not _redispatch_always(obj):
-        return None
-    waited = _seconds_between(worker.unschedulable_since, s.now)
-    if waited is None or waited < timeout:
         return None
     elsewhere = _placement(s, obj, {**_foreign_holders(s), worker.name: _LEAVING}, [])
     if not isinstance(elsewhere, _Placed):
@@ -369,15 +366,6 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None
         f"its pods stayed unschedulable on worker cluster {worker.name} for "
         f"{int(waited)}s (--pending-timeout {int(timeout)}s)"
     )
-
-
-def _seconds_between(start: str, end: str) -> float | None:
-    try:
-        first = datetime.datetime.fromisoformat(start.replace("Z", "+00:00"))
-        last = datetime.datetime.fromisoformat(end.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (last - first).total_seconds()
 
 
 def _move(

@@ -72,10 +72,10 @@ class WorkerState:
     # ``blind``: its nodes cannot be read, so placement there skips the fit check).
     capacity: WorkerCapacity | None = None
     blind: bool = False
-    # The pods of this key's mirror there: whether any has started (bound to a node or
-    # ran), and since when the earliest unbound one has been unschedulable (RFC 3339).
+    # The pods of this key's mirror there: whether one is on a node or running now, and
+    # for how many seconds the earliest unbound one has been unschedulable.
     pods_started: bool = False
-    unschedulable_since: str | None = None
+    unschedulable_for: float | None = None
 
     @property
     def seen(self) -> JsonObj | None:
