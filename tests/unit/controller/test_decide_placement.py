@@ -85,16 +85,10 @@ def events(p: Plan) -> list[str]:
         (asking("6"), [("w-small", SMALL), ("w-big", BIG)], "w-big"),  # 8 CPUs, 4 per node
         (asking("1"), [("w-full", FULL), ("w-small", SMALL)], "w-small"),
         (
-            asking(
-                "1",
-                annotations={
-                    "jobrelay.dev/placement": "ordered",
-                    "jobrelay.dev/clusters": "w-small,w-big",
-                },
-            ),
+            asking("1", annotations=ORDERED_SMALL_FIRST),
             [("w-big", BIG), ("w-small", SMALL)],
             "w-small",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_workload_goes_where_its_pods_fit(
@@ -228,7 +222,9 @@ def test_pending_timeout_zero_never_moves() -> None:
 
 
 def test_a_move_begun_goes_on_once_the_mirror_is_gone() -> None:
-    at_rest = asking("1", placed="w-small", status={"startTime": LONG_AGO, "active": 0})
+    at_rest = asking(
+        "1", placed="w-small", status={"startTime": "2026-03-01T12:00:00Z", "active": 0}
+    )
     p = plan(
         at_rest,
         worker("w-small", capacity=FULL),
