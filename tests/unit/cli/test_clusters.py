@@ -528,7 +528,7 @@ def test_list_shows_state_and_unknown_counts(manager: FakeApiserver) -> None:
         "b     True            2  Cordoned       -",
         "c     True            1  Draining(All)  -",
         "d     False           4  Lost           -"
-        + " " * 61
+        + " " * 59
         + "lost since 2026-01-01T00:00:00Z; cannot connect",
         "e     Unknown         -  Schedulable    -",
     ]
