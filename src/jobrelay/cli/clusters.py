@@ -7,7 +7,7 @@ the requests in :mod:`jobrelay.fleet.maintenance`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +20,8 @@ from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase
 from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
 from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
+from jobrelay.placement.capacity import Summary
+from jobrelay.placement.units import resources_of
 
 T = TypeVar("T")
 
@@ -189,7 +191,8 @@ def add(
 @clusters.command("list")
 @manager_kubeconfig
 def list_(manager_kubeconfig: Path | None) -> None:
-    """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state."""
+    """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state,
+    capacity (schedulable/all nodes, requested/allocatable resources)."""
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(manager_kubeconfig, None) as client:
@@ -199,7 +202,7 @@ def list_(manager_kubeconfig: Path | None) -> None:
     if not workers:
         click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
         return
-    rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "LABELS / MESSAGE")]
+    rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "CAPACITY", "LABELS / MESSAGE")]
     for worker in workers:
         state = WorkerState.of(worker)
         labels = ",".join(f"{k}={v}" for k, v in (worker["metadata"].get("labels") or {}).items())
@@ -209,14 +212,36 @@ def list_(manager_kubeconfig: Path | None) -> None:
         if state.connected != "True" and state.connected_message:
             notes.append(state.connected_message)
         active = "-" if state.active_mirrors is None else str(state.active_mirrors)
+        capacity = capacity_text((worker.get("status") or {}).get("capacity"))
         rows.append(
-            (state.name, state.connected, active, drain.state_summary(state), "; ".join(notes))
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+            (
+                state.name, state.connected, active, drain.state_summary(state), capacity,
+                "; ".join(notes),
+            )
+        )  # fmt: skip
+    widths = [max(len(row[column]) for row in rows) for column in range(5)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         cells[2] = row[2].rjust(widths[2])  # counts align right
-        click.echo("  ".join([*cells, row[4]]).rstrip())
+        click.echo("  ".join([*cells, row[5]]).rstrip())
+
+
+def capacity_text(capacity: Any) -> str:
+    """``status.capacity`` as one cell: ``nodes 3/4, cpu 12/64, memory 4Gi/256Gi`` (schedulable
+    of all nodes, then requested plus reserved of allocatable); ``-`` when not known."""
+    if not isinstance(capacity, Mapping):
+        return "-"
+    try:
+        summary = Summary(
+            int(capacity.get("nodes") or 0),
+            int(capacity.get("schedulableNodes") or 0),
+            resources_of(capacity.get("allocatable") or {}),
+            resources_of(capacity.get("requested") or {}),
+            resources_of(capacity.get("reserved") or {}),
+        )
+    except (TypeError, ValueError, AttributeError):
+        return "-"
+    return summary.columns()
 
 
 @clusters.command()

@@ -13,6 +13,9 @@ documents the same rules; a unit test keeps them equal):
   reads one back), create, patch (suspend, spec changes) and delete (garbage
   collection, `clusters remove`); the status subresource read;
 * Events read, to tell what happened to a mirror;
+* Nodes and Pods listed and watched (never read one by one, never written): the
+  worker's capacity that placement weighs (allocatable per node, the requests of
+  the pods bound to each, pending pods of its mirrors);
 * namespaces create, only when jobrelay creates a workload's namespace on a
   worker that lacks it (`jobrelay run` without --no-create-namespaces);
   AlreadyExists answers a create, so no get is needed.
@@ -49,6 +52,7 @@ CLUSTER_ROLE_BINDINGS = Resource(
 
 MIRROR_VERBS = ("get", "list", "watch", "create", "patch", "delete")
 READ_VERBS = ("get", "list", "watch")
+WATCH_VERBS = ("list", "watch")
 _LABELS = {"app.kubernetes.io/managed-by": "jobrelay", "app.kubernetes.io/component": "worker"}
 
 
@@ -67,6 +71,9 @@ def worker_rules(kinds: Iterable[KindRef], *, create_namespaces: bool) -> list[d
             {"apiGroups": [ref.group], "resources": [f"{ref.plural}/status"], "verbs": ["get"]}
         )
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": list(READ_VERBS)})
+    # The worker's capacity, for placement: watched, never read one by one nor written.
+    for resource in ("nodes", "pods"):
+        rules.append({"apiGroups": [""], "resources": [resource], "verbs": list(WATCH_VERBS)})
     if create_namespaces:
         rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]})
     return rules

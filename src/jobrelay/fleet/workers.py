@@ -30,14 +30,35 @@ from typing import Any
 from jobrelay.fleet import health, registry
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.naming import mirror_selector
-from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.kube.api import (
+    NODES,
+    PODS,
+    SECRETS,
+    WORKER_CLUSTERS,
+    ApiClient,
+    ApiError,
+    ApiOptions,
+    Resource,
+)
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.tracker import (
+    POD_FIELD_SELECTOR,
+    CapacityTracker,
+    OwnedPods,
+    slim_node,
+    slim_pod,
+)
 
 _log = logging.getLogger(__name__)
 
 # How often a (re)connecting worker's caches are looked at until they have listed or failed.
 _LISTED_POLL = 0.05
+
+# A burst of node and pod events tells the placement at most this often per worker:
+# soon enough to place a held workload within seconds of capacity freeing.
+CAPACITY_DEBOUNCE = 0.5
 
 # Builds a worker's client from its kubeconfig: (kubeconfig, context, worker name, options).
 ClientFactory = Callable[[Mapping[str, Any], str | None, str, ApiOptions], ApiClient]
@@ -99,6 +120,46 @@ class Worker:
     vanished: collections.OrderedDict[WorkloadKey, dict[str, Any]] = field(
         default_factory=collections.OrderedDict
     )
+    # Its Nodes and (unfinished) Pods, slimmed, feeding the tracker; they do not count
+    # for the Connected verdict: a worker whose nodes cannot be read still runs mirrors.
+    nodes: Informer | None = None
+    pods: Informer | None = None
+    tracker: CapacityTracker = field(default_factory=CapacityTracker)
+    capacity_task: asyncio.Task[None] | None = None
+    # The capacity_error already logged (each is logged once).
+    capacity_error_logged: str | None = None
+
+    def capacity(self) -> WorkerCapacity | None:
+        """Its nodes and what is requested on each; None until both its Nodes and Pods
+        have listed (or when it forbids listing them: ``capacity_error`` says why)."""
+        if not self.capacity_listed:
+            return None
+        return self.tracker.capacity()
+
+    @property
+    def capacity_listed(self) -> bool:
+        return (
+            self.nodes is not None
+            and self.pods is not None
+            and self.nodes.has_synced
+            and self.pods.has_synced
+        )
+
+    @property
+    def capacity_error(self) -> str | None:
+        """Why its capacity is not known (listing Nodes or Pods failed), if it is not."""
+        for informer in (self.nodes, self.pods):
+            if informer is not None and not informer.has_synced and informer.last_error:
+                reason, message = health.classify(informer.last_error)
+                return f"cannot list {informer.name}: {reason}: {message}"
+        return None
+
+    def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
+        """The unfinished pods of the Job or JobSet ``namespace/name`` here; None until its
+        Pods have listed (unknown, not none)."""
+        if self.pods is None or not self.pods.has_synced:
+            return None
+        return self.tracker.pods_of(namespace, name)
 
     @property
     def connected(self) -> bool:
@@ -155,15 +216,26 @@ class Worker:
         for informer in self.mirrors.values():
             await informer.wait_synced()
 
+    def node_changed(self, event: InformerEvent) -> bool:
+        if event.new is None:
+            return self.tracker.delete_node(event.key)
+        return self.tracker.set_node(event.new)
+
+    def pod_changed(self, event: InformerEvent) -> bool:
+        return self.tracker.set_pod(event.key, event.new)
+
     async def stop_watching(self) -> None:
-        """Stop its probe and its mirror informers (the client stays usable)."""
-        task, self.probe_task = self.probe_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for informer in self.mirrors.values():
-            await informer.stop()
+        """Stop its probe and its informers (the client stays usable)."""
+        for attribute in ("probe_task", "capacity_task"):
+            task = getattr(self, attribute)
+            setattr(self, attribute, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for informer in (*self.mirrors.values(), self.nodes, self.pods):
+            if informer is not None:
+                await informer.stop()
 
     async def close(self) -> None:
         await self.stop_watching()
@@ -207,11 +279,19 @@ class WorkerPool:
         options: PoolOptions,
         *,
         client_factory: ClientFactory = client_from_kubeconfig,
+        on_capacity_change: Callable[[str], None] | None = None,
     ) -> None:
         self._manager = manager
         self._client_factory = client_factory
         self._kinds = list(kinds)
         self._on_mirror_change = on_mirror_change
+        self._on_capacity_change = on_capacity_change
+        # Per worker: when the capacity callback last ran (loop time), and the call
+        # scheduled for the end of the debounce window, if any.
+        self._capacity_told: dict[str, float] = {}
+        self._capacity_call: dict[str, asyncio.TimerHandle] = {}
+        # Per worker: the status.capacity last written, and when (loop time).
+        self._capacity_written: dict[str, tuple[dict[str, Any], float]] = {}
         self._options = options
         self._workers: dict[str, Worker] = {}
         self._registrations = Informer(manager, WORKER_CLUSTERS, options=self._options.informer)
@@ -324,6 +404,9 @@ class WorkerPool:
                 await self._task
         await self._registrations.stop()
         await self._secrets.stop()
+        for handle in self._capacity_call.values():
+            handle.cancel()
+        self._capacity_call.clear()
         for worker in list(self._workers.values()):
             await worker.close()
         self._workers.clear()
@@ -353,6 +436,11 @@ class WorkerPool:
                 del self._workers[name]
                 await self._retire(current)
             self._status_written.pop(name, None)
+            self._capacity_written.pop(name, None)
+            self._capacity_told.pop(name, None)
+            handle = self._capacity_call.pop(name, None)
+            if handle is not None:
+                handle.cancel()
             self._down_since.pop(name, None)
             self._declared_lost.discard(name)
             return None
@@ -480,6 +568,7 @@ class WorkerPool:
             informer.add_handler(functools.partial(self._mirror_changed, kind.name))
             worker.mirrors[kind.name] = informer
             informer.start()
+        self._watch_capacity(worker)
         _log.info("worker %s: connecting to %s", name, client.server)
         await self._probe(worker)
         worker.probe_task = asyncio.get_running_loop().create_task(
@@ -566,6 +655,91 @@ class WorkerPool:
     def _mirror_changed(self, kind: str, event: InformerEvent) -> None:
         self._on_mirror_change(WorkloadKey(kind, event.key))
 
+    # -- capacity ----------------------------------------------------------------------
+
+    def _watch_capacity(self, worker: Worker) -> None:
+        """Start the Node and Pod informers feeding ``worker``'s tracker."""
+        name = worker.name
+        worker.nodes = Informer(
+            worker.client, NODES, transform=slim_node, options=self._options.informer
+        )
+        worker.pods = Informer(
+            worker.client,
+            PODS,
+            field_selector=POD_FIELD_SELECTOR,
+            transform=slim_pod,
+            options=self._options.informer,
+        )
+        for informer, apply in (
+            (worker.nodes, worker.node_changed),
+            (worker.pods, worker.pod_changed),
+        ):
+
+            def handler(
+                event: InformerEvent, apply: Callable[[InformerEvent], bool] = apply
+            ) -> None:
+                # While the first lists run, the one call once both have listed says it all.
+                if apply(event) and worker.capacity_listed and self._workers.get(name) is worker:
+                    self._capacity_changed(name)
+
+            informer.add_handler(handler)
+            informer.start()
+        worker.capacity_task = asyncio.get_running_loop().create_task(
+            self._capacity_listed(worker), name=f"capacity-{name}"
+        )
+
+    async def _capacity_listed(self, worker: Worker) -> None:
+        """Once its Nodes and Pods have listed: tell the placement, publish the summary."""
+        for informer in (worker.nodes, worker.pods):
+            if informer is not None:
+                await informer.wait_synced()
+        _log.info(
+            "worker %s: capacity known: %s",
+            worker.name,
+            worker.tracker.capacity().summary.columns(),
+        )
+        if self._workers.get(worker.name) is worker:
+            self._capacity_changed(worker.name)
+        self._queue.add(worker.name)
+
+    def _capacity_changed(self, name: str) -> None:
+        """Call ``on_capacity_change(name)`` at once, or at the end of the debounce window
+        if it ran less than CAPACITY_DEBOUNCE ago; never twice within one window."""
+        if self._on_capacity_change is None or name in self._capacity_call:
+            return
+        loop = asyncio.get_running_loop()
+        told = self._capacity_told.get(name)
+        delay = 0.0 if told is None else max(0.0, told + CAPACITY_DEBOUNCE - loop.time())
+        self._capacity_call[name] = loop.call_later(delay, self._tell_capacity, name)
+
+    def _tell_capacity(self, name: str) -> None:
+        self._capacity_call.pop(name, None)
+        self._capacity_told[name] = asyncio.get_running_loop().time()
+        if self._on_capacity_change is not None and name in self._workers:
+            self._on_capacity_change(name)
+
+    def _capacity_status(
+        self, name: str, worker: Worker | None, now: float
+    ) -> dict[str, Any] | None:
+        """The status.capacity to write now: when it changed, at most once per status
+        interval; None when there is nothing new (or nothing known) to write."""
+        if worker is None:
+            return None
+        error = worker.capacity_error
+        if error is not None and error != worker.capacity_error_logged:
+            _log.warning("worker %s: capacity not known: %s", name, error)
+            worker.capacity_error_logged = error
+        capacity = worker.capacity()
+        if capacity is None:
+            return None
+        summary = capacity.summary.to_status()
+        written = self._capacity_written.get(name)
+        if written is not None and (
+            written[0] == summary or now - written[1] < self._options.status_interval
+        ):
+            return None
+        return summary
+
     async def _write_status(self, name: str, worker: Worker) -> None:
         verdict = worker.verdict()
         await self._write_conditions(
@@ -601,7 +775,8 @@ class WorkerPool:
         generation = generation if isinstance(generation, int) else None
         now = asyncio.get_running_loop().time()
         previous = self._status_written.get(name)
-        if not health.needs_write(
+        capacity = self._capacity_status(name, worker, now)
+        if capacity is None and not health.needs_write(
             previous, wanted, active, version, now,
             lost_time=lost_time, observed_generation=generation,
         ):  # fmt: skip
@@ -630,6 +805,9 @@ class WorkerPool:
         status["lostTime"] = lost_time
         if generation is not None:
             status["observedGeneration"] = generation
+        if capacity is not None:
+            stored = (registration.get("status") or {}).get("capacity")
+            status["capacity"] = _replacing(stored, capacity)
         try:
             await self._manager.patch(
                 WORKER_CLUSTERS, name, {"status": status}, subresource="status"
@@ -641,6 +819,8 @@ class WorkerPool:
         self._status_written[name] = health.Written(
             wanted, active, version, now, lost_time, generation
         )
+        if capacity is not None:
+            self._capacity_written[name] = (capacity, now)
 
 
 async def _close_after(client: ApiClient, seconds: float) -> None:
@@ -648,6 +828,18 @@ async def _close_after(client: ApiClient, seconds: float) -> None:
         await asyncio.sleep(seconds)
     finally:
         await client.aclose()
+
+
+def _replacing(old: Any, new: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch that turns ``old`` into ``new``: what ``new`` lacks is nulled (a
+    resource the worker no longer has leaves the stored summary)."""
+    patch: dict[str, Any] = {}
+    old = old if isinstance(old, Mapping) else {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        patch[key] = _replacing(old.get(key), value) if isinstance(value, dict) else value
+    return patch
 
 
 def _finished(kind: WorkloadKind, mirror: dict[str, Any]) -> bool:

@@ -511,15 +511,26 @@ def test_list_shows_state_and_unknown_counts(manager: FakeApiserver) -> None:
     register(manager, "d", active=4, lost="2026-01-01T00:00:00Z", connected="False")
     register(manager, "e")
     manager.worker_cluster("d")["status"]["conditions"][0]["message"] = "cannot connect"  # type: ignore[index]
+    manager.worker_cluster("a")["status"]["capacity"] = {  # type: ignore[index]
+        "nodes": 4,
+        "schedulableNodes": 3,
+        "allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "4", "pods": "440"},
+        "requested": {"cpu": "11500m", "memory": "4Gi", "pods": "7"},
+        "reserved": {"cpu": "500m"},
+    }
+    manager.worker_cluster("b")["status"]["capacity"] = {"allocatable": {"cpu": "lots"}}  # type: ignore[index]
     result = invoke("list")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "NAME  CONNECTED  ACTIVE  STATE          LABELS / MESSAGE",
-        "a     True            0  Schedulable",
-        "b     True            2  Cordoned",
-        "c     True            1  Draining(All)",
-        "d     False           4  Lost           lost since 2026-01-01T00:00:00Z; cannot connect",
-        "e     Unknown         -  Schedulable",
+        "NAME  CONNECTED  ACTIVE  STATE          CAPACITY" + " " * 52 + "LABELS / MESSAGE",
+        "a     True            0  Schedulable    "
+        "nodes 3/4, cpu 12/64, memory 4Gi/256Gi, nvidia.com/gpu 0/4",
+        "b     True            2  Cordoned       -",
+        "c     True            1  Draining(All)  -",
+        "d     False           4  Lost           -"
+        + " " * 59
+        + "lost since 2026-01-01T00:00:00Z; cannot connect",
+        "e     Unknown         -  Schedulable    -",
     ]
 
 

@@ -49,13 +49,13 @@ def test_the_documented_objects_are_those_the_cli_applies() -> None:
 @pytest.mark.parametrize(
     ("kinds", "create_namespaces", "resources"),
     [
-        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/namespaces"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events"}),
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods"}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events"},
+             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods"},
         ),
     ],
 )  # fmt: skip
@@ -71,11 +71,13 @@ def test_rules_by_kind_and_namespace_creation(
 def test_no_rule_grants_more_than_the_controller_does(
     kinds: list[KindRef], create_namespaces: bool
 ) -> None:
-    """Never a wildcard, never a secret or a pod, never a write to what is not a mirror."""
+    """Never a wildcard, never a secret, pods only counted, never a write to what is not a mirror."""
     for rule in worker_rules(kinds, create_namespaces=create_namespaces):
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
-        assert not {"secrets", "pods", "pods/exec", "configmaps"} & set(rule["resources"])
-        if rule["resources"][0] in ("namespaces",):
+        assert not {"secrets", "pods/exec", "pods/log", "configmaps"} & set(rule["resources"])
+        if rule["resources"][0] in ("nodes", "pods"):
+            assert rule["verbs"] == ["list", "watch"]  # capacity: never a write, never a get
+        elif rule["resources"][0] in ("namespaces",):
             assert rule["verbs"] == ["create"]
         elif rule["resources"][0].endswith("/status") or rule["resources"][0] == "events":
             assert set(rule["verbs"]) <= {"get", "list", "watch"}

@@ -1,0 +1,314 @@
+"""One worker's live capacity, kept from the informer events of its Nodes and Pods.
+
+The informers store the slim objects of :func:`slim_node` and :func:`slim_pod` (only
+what placement reads, strings interned and equal requests shared), and hand every
+change to a :class:`CapacityTracker`, which adjusts only the sums of the node the pod
+is bound to. :meth:`CapacityTracker.capacity` builds the immutable
+:class:`~jobrelay.placement.capacity.WorkerCapacity` a decision reads, lazily, and
+returns the same object until something changes, rebuilding only the nodes that did.
+
+Pods not bound to a node yet are also kept per owner (a Job's or a JobSet's name, from
+the labels their controllers put on every pod), so the caller can ask whether a
+workload's pods have started or sit unschedulable (:meth:`CapacityTracker.pods_of`).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from jobrelay.kinds.pods import pod_requests
+from jobrelay.placement.capacity import Node, WorkerCapacity, node_of
+from jobrelay.placement.units import PODS, resources_of
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+OWNER_LABELS = (JOB_NAME_LABEL, JOBSET_NAME_LABEL)
+# What the pod informer asks the apiserver for: finished pods hold nothing on a node.
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+_FINISHED = frozenset({"Succeeded", "Failed"})
+_STARTED = frozenset({"Running", "Succeeded", "Failed"})
+
+# A pod's requests as sorted (resource, units) pairs, shared by every pod asking the
+# same (the pods of one Job all do); bounded so that odd workloads cannot grow it forever.
+Requests = tuple[tuple[str, int], ...]
+_shared_requests: dict[Requests, Requests] = {}
+_SHARED_REQUESTS_MAX = 65536
+
+
+def _share(requests: Requests) -> Requests:
+    shared = _shared_requests.get(requests)
+    if shared is None:
+        if len(_shared_requests) >= _SHARED_REQUESTS_MAX:
+            _shared_requests.clear()
+        shared = _shared_requests[requests] = requests
+    return shared
+
+
+def _intern(value: Any) -> str:
+    return sys.intern(str(value)) if value else ""
+
+
+# -- slim objects: what the informers cache -------------------------------------------
+
+
+def slim_node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A Node with only what :func:`~jobrelay.placement.capacity.node_of` reads
+    (allocatable, labels, taints, unschedulable, the Ready condition)."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ready = [
+        {"type": "Ready", "status": _intern(c.get("status"))}
+        for c in status.get("conditions") or []
+        if c.get("type") == "Ready"
+    ]
+    return {
+        "metadata": {
+            "name": metadata.get("name", ""),
+            "resourceVersion": metadata.get("resourceVersion", ""),
+            "labels": {_intern(k): _intern(v) for k, v in (metadata.get("labels") or {}).items()},
+        },
+        "spec": {
+            "taints": spec.get("taints") or [],
+            "unschedulable": bool(spec.get("unschedulable")),
+        },
+        "status": {"allocatable": status.get("allocatable") or {}, "conditions": ready},
+    }
+
+
+def effective_requests(pod_spec: Mapping[str, Any]) -> Requests:
+    """What one pod takes on its node, in placement units, with ``pods: 1``: containers,
+    init containers by the Kubernetes rule, pod-level resources where set, overhead.
+    A malformed quantity counts as nothing (the apiserver validates them)."""
+    spec = dict(pod_spec)
+    try:
+        requests = resources_of(pod_requests(spec))
+        pod_level = (spec.get("resources") or {}).get("requests") or {}
+        if pod_level:
+            # Pod-level resources (KEP-2837) replace the containers' sum where set.
+            overhead = resources_of(spec.get("overhead") or {})
+            for resource, quantity in resources_of(pod_level).items():
+                requests[resource] = quantity + overhead.get(resource, 0)
+    except ValueError:
+        requests = {}
+    requests[PODS] = 1
+    return _share(tuple(sorted((_intern(r), q) for r, q in requests.items() if q)))
+
+
+def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A Pod with only what the tracker reads, or None for a finished one (it holds
+    nothing: the informer then drops it as if deleted).
+
+    Keeps ``metadata`` (name, namespace, resourceVersion, the owner labels),
+    ``nodeName``, ``phase``, ``requests`` (:func:`effective_requests`) and
+    ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable).
+    """
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    phase = status.get("phase") or ""
+    if phase in _FINISHED:
+        return None
+    labels = metadata.get("labels") or {}
+    owners = {_intern(k): _intern(labels[k]) for k in OWNER_LABELS if labels.get(k)}
+    since = next(
+        (
+            str(c.get("lastTransitionTime") or "")
+            for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == "Unschedulable"
+        ),
+        None,
+    )
+    slim: dict[str, Any] = {
+        "metadata": {
+            "name": metadata.get("name", ""),
+            "namespace": _intern(metadata.get("namespace")),
+            "resourceVersion": metadata.get("resourceVersion", ""),
+        },
+        "nodeName": _intern(spec.get("nodeName")),
+        "phase": _intern(phase),
+        "requests": effective_requests(spec),
+    }
+    if owners:
+        slim["metadata"]["labels"] = owners
+    if since is not None:
+        slim["unschedulableSince"] = since
+    return slim
+
+
+# -- the tracker ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedPods:
+    """The pods of one workload on this worker (finished ones are not watched: the
+    mirror's own status counts those)."""
+
+    total: int = 0
+    bound: int = 0
+    # Whether any pod was bound to a node or ran.
+    started: bool = False
+    # The earliest time (RFC 3339) one of its unbound pods was found unschedulable.
+    unschedulable_since: str | None = None
+
+
+@dataclass
+class _Owner:
+    total: int = 0
+    bound: int = 0
+    started: int = 0
+    # Unbound unschedulable pods: name -> since. Usually empty or small.
+    unschedulable: dict[str, str] | None = None
+
+
+def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    metadata = pod["metadata"]
+    labels = metadata.get("labels") or {}
+    namespace = metadata.get("namespace", "")
+    names = {labels[k] for k in OWNER_LABELS if k in labels}
+    return [(namespace, name) for name in sorted(names)]
+
+
+class CapacityTracker:
+    """Nodes and the sums of the requests of the pods bound to each, kept incrementally.
+
+    Feed it the slim objects the informers cache: :meth:`set_node` / :meth:`delete_node`
+    and :meth:`set_pod` / :meth:`delete_pod`, by the informer's key. Each returns
+    whether something placement reads changed. Not thread-safe (one event loop).
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, Node] = {}  # by node name, requested left empty
+        self._pods: dict[str, Mapping[str, Any]] = {}  # the slim pod as counted, by key
+        self._requested: dict[str, dict[str, int]] = {}  # by node name
+        self._owners: dict[tuple[str, str], _Owner] = {}
+        self._built: dict[str, Node] = {}  # the nodes of the last capacity(), by name
+        self._dirty: set[str] = set()  # node names whose built Node is stale
+        self._capacity: WorkerCapacity | None = None
+
+    # -- feeding -------------------------------------------------------------------
+
+    def set_node(self, node: Mapping[str, Any]) -> bool:
+        """A node added or changed (a slim or full Node object)."""
+        try:
+            parsed = node_of(dict(node))
+        except ValueError:
+            # Malformed allocatable (the apiserver validates it): treat it as absent.
+            return self.delete_node(str((node.get("metadata") or {}).get("name", "")))
+        if self._nodes.get(parsed.name) == parsed:
+            return False
+        self._nodes[parsed.name] = parsed
+        self._touch(parsed.name)
+        return True
+
+    def delete_node(self, name: str) -> bool:
+        if self._nodes.pop(name, None) is None:
+            return False
+        self._touch(name)
+        return True
+
+    def set_pod(self, key: str, pod: Mapping[str, Any] | None) -> bool:
+        """A pod added or changed (slim, as :func:`slim_pod` makes it); None: it finished."""
+        if pod is None:
+            return self.delete_pod(key)
+        old = self._pods.get(key)
+        if old is not None and _counted(old) == _counted(pod):
+            self._pods[key] = pod
+            return False
+        if old is not None:
+            self._count(key, old, -1)
+        self._pods[key] = pod
+        self._count(key, pod, +1)
+        return True
+
+    def delete_pod(self, key: str) -> bool:
+        # What was counted is undone, whatever the deleted object's final state says.
+        old = self._pods.pop(key, None)
+        if old is None:
+            return False
+        self._count(key, old, -1)
+        return True
+
+    # -- reading -----------------------------------------------------------------------
+
+    def capacity(self) -> WorkerCapacity:
+        """The nodes and what is requested on each, as of the last event; the same object
+        while nothing changed."""
+        if self._capacity is None:
+            for name in self._dirty:
+                node = self._nodes.get(name)
+                if node is None:
+                    self._built.pop(name, None)
+                else:
+                    self._built[name] = replace(node, requested=dict(self._requested.get(name, {})))
+            self._dirty.clear()
+            self._capacity = WorkerCapacity(tuple(self._built.values()))
+        return self._capacity
+
+    def pods_of(self, namespace: str, owner_name: str) -> OwnedPods:
+        """The pods labelled with this Job's or JobSet's name in ``namespace``."""
+        owner = self._owners.get((namespace, owner_name))
+        if owner is None:
+            return OwnedPods()
+        since = min(owner.unschedulable.values()) if owner.unschedulable else None
+        return OwnedPods(owner.total, owner.bound, owner.started > 0, since)
+
+    def requested(self) -> dict[str, dict[str, int]]:
+        """A copy of the sums per node name (nodes not listed yet included)."""
+        return {name: dict(sums) for name, sums in self._requested.items()}
+
+    def __len__(self) -> int:
+        """How many pods it counts."""
+        return len(self._pods)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _touch(self, node_name: str) -> None:
+        self._dirty.add(node_name)
+        self._capacity = None
+
+    def _count(self, key: str, pod: Mapping[str, Any], sign: int) -> None:
+        node_name = pod.get("nodeName") or ""
+        if node_name:
+            sums = self._requested.setdefault(node_name, {})
+            for resource, quantity in pod.get("requests") or ():
+                left = sums.get(resource, 0) + sign * quantity
+                if left:
+                    sums[resource] = left
+                else:
+                    sums.pop(resource, None)
+            if not sums:
+                del self._requested[node_name]
+            if node_name in self._nodes or node_name in self._built:
+                self._touch(node_name)
+        started = bool(node_name) or pod.get("phase") in _STARTED
+        since = pod.get("unschedulableSince")
+        for owner_key in _owners_of(pod):
+            owner = self._owners.setdefault(owner_key, _Owner())
+            owner.total += sign
+            owner.bound += sign if node_name else 0
+            owner.started += sign if started else 0
+            if since is not None and not node_name:
+                if sign > 0:
+                    owner.unschedulable = owner.unschedulable or {}
+                    owner.unschedulable[key] = since
+                elif owner.unschedulable is not None:
+                    owner.unschedulable.pop(key, None)
+            if owner.total <= 0:
+                del self._owners[owner_key]
+
+
+def _counted(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a pod the tracker counts: a change to anything else changes nothing."""
+    return (
+        pod.get("nodeName") or "",
+        pod.get("phase") in _STARTED,
+        pod.get("requests"),
+        pod.get("unschedulableSince"),
+        tuple(_owners_of(pod)),
+    )
