@@ -149,7 +149,10 @@ def parse_yaml(text: str, source: str) -> FleetShape:
     try:
         document = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: builds plain data only
     except yaml.YAMLError as error:
-        raise ShapeError(f"{source}: not valid YAML: {error}") from None
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or error
+        raise ShapeError(f"{source}: not valid YAML{where}: {problem}") from None
     return parse(document, source)
 
 
