@@ -4,6 +4,14 @@ The fleet comes up once per test run in a temporary directory and goes down at
 the end. For fast local iteration, point ``JOBRELAY_TEST_FLEET_DIR`` at a
 fleet you keep running (``jobrelay fleet up --state-dir DIR``): it is reused
 and left running.
+
+Tests that need differently shaped workers ask ``shaped_fleet`` for a fleet of a
+configuration file (``jobrelay fleet up --config``; e.g. ``PLACEMENT_SHAPE``): it is
+a separate fleet with a state directory of its own, started on first use, shared by
+every test asking for the same file, and stopped when another file is asked for (at
+most one shaped fleet runs at a time) or at the end of the session.
+``JOBRELAY_TEST_SHAPED_FLEET_DIR`` names a shaped fleet you keep running instead
+(``jobrelay fleet up --config FILE --state-dir DIR``).
 """
 
 from __future__ import annotations
@@ -11,16 +19,20 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from jobrelay.localfleet import shape
 from jobrelay.localfleet.cluster import Credential
 from jobrelay.localfleet.fleet import LocalFleet, NodeShape
 
 TEST_WORKERS = 2
+SHAPES = Path(__file__).parent / "e2e" / "shapes"
+# worker-small (onprem), worker-big (cloud, west) and worker-gpu (tainted, 4 GPUs).
+PLACEMENT_SHAPE = SHAPES / "placement.yaml"
 
 
 class FleetHandle:
@@ -65,6 +77,61 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FleetHandle]:
     finally:
         if not reuse:
             local.down(purge=True)
+
+
+@contextlib.contextmanager
+def started_fleet(config: Path, state_dir: Path) -> Iterator[FleetHandle]:
+    """A fleet of the shape in ``config`` (as `jobrelay fleet up --config`), up while in use,
+    then stopped and its ``state_dir`` deleted."""
+    import asyncio
+
+    local = LocalFleet(state_dir, progress=lambda _message: None)
+    try:
+        asyncio.run(local.up(shape=shape.load(config)))
+        yield FleetHandle(local)
+    finally:
+        local.down(purge=True)
+
+
+ShapedFleet = Callable[[Path], FleetHandle]
+
+
+@pytest.fixture(scope="session")
+def shaped_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShapedFleet]:
+    """``shaped_fleet(config)``: the running fleet of that shape (see the module's docstring).
+
+    Call it from a (sync) fixture, as ``placement_fleet`` does, not from an async test:
+    it runs its own event loop.
+    """
+    import asyncio
+
+    reuse = os.environ.get("JOBRELAY_TEST_SHAPED_FLEET_DIR")
+    running: dict[Path, FleetHandle] = {}
+    with contextlib.ExitStack() as stack:
+
+        def start(config: Path) -> FleetHandle:
+            config = config.resolve()
+            if config in running:
+                return running[config]
+            if reuse:
+                local = LocalFleet(Path(reuse), progress=lambda _message: None)
+                # Brings it up if stopped; refuses a fleet of another shape.
+                asyncio.run(local.up(shape=shape.load(config)))
+                running[config] = FleetHandle(local)
+                return running[config]
+            stack.close()  # one shaped fleet at a time: the machine is small
+            running.clear()
+            state_dir = tmp_path_factory.mktemp(f"fleet-{config.stem}")
+            running[config] = stack.enter_context(started_fleet(config, state_dir))
+            return running[config]
+
+        yield start
+
+
+@pytest.fixture(scope="session")
+def placement_fleet(shaped_fleet: ShapedFleet) -> FleetHandle:
+    """The fleet of ``PLACEMENT_SHAPE``: worker-small, worker-big and worker-gpu."""
+    return shaped_fleet(PLACEMENT_SHAPE)
 
 
 @pytest.fixture

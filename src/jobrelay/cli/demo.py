@@ -15,17 +15,21 @@ from typing import Any
 
 import click
 
+from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet
+from jobrelay.localfleet.shape import FleetShape
 
 DEMO_NAMESPACE = "demo"
 JOB = DEDICATED["Job.v1.batch"]
 JOBSET = DEDICATED["JobSet.v1alpha2.jobset.x-k8s.io"]
 DEMO_KINDS = (JOB, JOBSET)
+# Two plain workers and a tainted GPU worker (in the source tree: `make demo` runs from it).
+DEMO_FLEET = Path(__file__).resolve().parents[3] / "deploy" / "demo-fleet.yaml"
 
 
 def _pod_template(duration: str, outcome: str) -> dict[str, Any]:
@@ -190,12 +194,16 @@ async def _submit(manager: ApiClient) -> set[tuple[str, str]]:
 @click.command()
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Fleet state directory [default: $JOBRELAY_FLEET_DIR or ./.fleet].")  # fmt: skip
+@click.option("--config", "fleet_shape", default=DEMO_FLEET, show_default="deploy/demo-fleet.yaml",
+              callback=load_config,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The fleet's shape (as for `jobrelay fleet up --config`).")  # fmt: skip
 @click.option("--timeout", default=180.0, show_default=True, help="Seconds to wait for the Jobs.")
-def demo(state_dir: Path | None, timeout: float) -> None:
+def demo(state_dir: Path | None, fleet_shape: FleetShape, timeout: float) -> None:
     """Bring up a local fleet, run jobrelay, and dispatch a batch of sample Jobs and JobSets."""
     local = LocalFleet(state_dir, progress=lambda m: click.echo(m, err=True))
     try:
-        asyncio.run(local.up(workers=2))
+        asyncio.run(local.up(shape=fleet_shape))
     except (FleetError, BinaryError) as error:
         raise click.ClickException(str(error)) from error
     click.echo(local.summary())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from jobrelay.localfleet import binaries, cluster
+from jobrelay.localfleet import binaries, cluster, shape
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import (
     DEFAULT_WORKERS,
@@ -30,12 +30,37 @@ def _progress(message: str) -> None:
     click.echo(message, err=True)
 
 
+def load_config(
+    _context: click.Context, _parameter: click.Parameter, path: Path | None
+) -> shape.FleetShape | None:
+    """A --config file's fleet shape; a usage error (exit 2) naming file, cluster and field."""
+    if path is None:
+        return None
+    try:
+        return shape.load(path)
+    except shape.ShapeError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+config_option = click.option(
+    "--config",
+    "fleet_shape",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    callback=load_config,
+    default=None,
+    help="YAML file giving each cluster's nodes (count, cpu, memory, gpu, pods, "
+    "extendedResources, nodeLabels, taints) and each worker's labels; its clusters are the "
+    "workers (and the manager, if listed). Not with --workers or the --node-* options.",
+)
+
+
 @click.group()
 def fleet() -> None:
     """Run a local fleet of real Kubernetes clusters (manager + workers, KWOK nodes)."""
 
 
 @fleet.command()
+@config_option
 @click.option(
     "--workers",
     default=None,
@@ -72,6 +97,7 @@ def fleet() -> None:
     "where outgoing connections never take ports.",
 )
 def up(
+    fleet_shape: shape.FleetShape | None,
     workers: int | None,
     state_dir: Path | None,
     nodes_per_cluster: int | None,
@@ -80,23 +106,35 @@ def up(
     node_gpu: int | None,
     base_port: int,
 ) -> None:
-    """Start (or reuse) the manager and WORKERS worker clusters.
+    """Start (or reuse) the manager and WORKERS worker clusters, or those of --config.
 
     On a healthy fleet it returns at once; on a stopped or crashed one it stops
     what is left and starts it again, keeping the clusters' data.
     """
+    node_options = (nodes_per_cluster, node_cpu, node_memory, node_gpu)
+    if fleet_shape is not None and (
+        workers is not None or any(o is not None for o in node_options)
+    ):
+        raise click.UsageError(
+            "--config gives every cluster's shape: leave out --workers, --nodes-per-cluster, "
+            "--node-cpu, --node-memory and --node-gpu"
+        )
     local = _open(state_dir)
-    # Options left out keep what a stopped fleet was started with (else NodeShape's defaults).
-    recorded = local.node_shape
-    shape = dataclasses.replace(
-        recorded,
-        count=recorded.count if nodes_per_cluster is None else nodes_per_cluster,
-        cpu=node_cpu or recorded.cpu,
-        memory=node_memory or recorded.memory,
-        gpu=recorded.gpu if node_gpu is None else node_gpu,
-    )
+    node_shape = None
+    if any(option is not None for option in node_options):
+        # Options left out keep what a stopped fleet was started with (else NodeShape's defaults).
+        recorded = local.node_shape
+        node_shape = dataclasses.replace(
+            recorded,
+            count=recorded.count if nodes_per_cluster is None else nodes_per_cluster,
+            cpu=node_cpu or recorded.cpu,
+            memory=node_memory or recorded.memory,
+            gpu=recorded.gpu if node_gpu is None else node_gpu,
+        )
     try:
-        started = asyncio.run(local.up(workers=workers, node_shape=shape, base_port=base_port))
+        started = asyncio.run(
+            local.up(workers=workers, node_shape=node_shape, shape=fleet_shape, base_port=base_port)
+        )
     except (FleetError, BinaryError) as error:
         raise click.ClickException(str(error)) from error
     if not started:
@@ -155,9 +193,11 @@ def status(state_dir: Path | None) -> None:
             "again with its data"
         )
     report = asyncio.run(local.health())
+    shapes = local.cluster_shapes()
     healthy = 0
     for name, components in report.items():
         click.echo(f"{name}  (kubeconfig {local.kubeconfig(name)})")
+        click.echo(f"  shape {shapes[name].describe()}")
         for component, (ok, detail) in components.items():
             healthy += ok
             mark = click.style("ok  ", fg="green") if ok else click.style("DOWN", fg="red")

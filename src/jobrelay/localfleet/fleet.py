@@ -27,7 +27,9 @@ from jobrelay.kube.api import ApiClient, ApiError
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import binaries as binaries_mod
 from jobrelay.localfleet import cluster, jobset, nodes, pki, ports, processes
+from jobrelay.localfleet import shape as shape_mod
 from jobrelay.localfleet.processes import ProcessRecord
+from jobrelay.localfleet.shape import ClusterShape, FleetShape, ShapeError
 
 MANAGER = "manager"
 DEFAULT_WORKERS = 2
@@ -55,11 +57,18 @@ class FleetError(RuntimeError):
 
 @dataclass(frozen=True)
 class NodeShape:
+    """One shape for the nodes of every cluster: the fleet without a configuration file."""
+
     count: int = 2
     cpu: str = "8"
     memory: str = "32Gi"
     gpu: int = 0
     pods: int = 110
+
+    def cluster_shape(self) -> ClusterShape:
+        return ClusterShape(
+            nodes=self.count, cpu=self.cpu, memory=self.memory, gpu=self.gpu, pods=self.pods
+        )
 
 
 @dataclass
@@ -102,6 +111,8 @@ class LocalFleet:
         self._progress = progress
         self.clusters: dict[str, ClusterState] = {}
         self.node_shape = NodeShape()
+        # The configuration's shape (`fleet up --config`); None: every cluster is node_shape.
+        self.shape: FleetShape | None = None
         self._load()
 
     def _say(self, message: str) -> None:
@@ -120,7 +131,7 @@ class LocalFleet:
         try:
             data = json.loads(self._state_path.read_text())
         except FileNotFoundError:
-            self.clusters, self.node_shape = {}, NodeShape()
+            self.clusters, self.node_shape, self.shape = {}, NodeShape(), None
             return
         except (OSError, ValueError) as error:
             raise FleetError(
@@ -131,6 +142,12 @@ class LocalFleet:
             for name, value in data.get("clusters", {}).items()
         }
         self.node_shape = NodeShape(**data.get("nodes", {}))
+        try:
+            self.shape = (
+                shape_mod.parse(data["shape"], str(self._state_path)) if "shape" in data else None
+            )
+        except ShapeError as error:
+            raise FleetError(f"{error}; remove {self.state_dir} to start afresh") from error
 
     def _save(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -138,6 +155,7 @@ class LocalFleet:
             "kubernetes": binaries_mod.K8S_VERSION,
             "jobset": binaries_mod.JOBSET_VERSION,
             "nodes": self.node_shape.__dict__,
+            **({"shape": self.shape.to_config()} if self.shape is not None else {}),
             "clusters": {name: state.to_json() for name, state in self.clusters.items()},
         }
         temporary = self._state_path.with_suffix(".tmp")
@@ -182,6 +200,12 @@ class LocalFleet:
         if name not in self.clusters:
             raise FleetError(f"no cluster named {name!r} in {self.state_dir}")
         return self.files(name).credential_kubeconfig(credential)
+
+    def cluster_shapes(self) -> dict[str, ClusterShape]:
+        """Each recorded cluster's shape: from the configuration, else the common node shape."""
+        configured = self.shape.clusters() if self.shape is not None else {}
+        common = self.node_shape.cluster_shape()
+        return {name: configured.get(name, common) for name in self.clusters}
 
     def all_records(self) -> list[ProcessRecord]:
         return [record for state in self.clusters.values() for record in state.processes.values()]
@@ -232,23 +256,41 @@ class LocalFleet:
         *,
         workers: int | None = None,
         node_shape: NodeShape | None = None,
+        shape: FleetShape | None = None,
         base_port: int = 0,
     ) -> bool:
         """Bring the fleet up; returns False when it was already healthy and nothing was done.
 
-        ``workers`` defaults to the recorded fleet's count (a restart brings back
-        the same fleet), else to ``DEFAULT_WORKERS``; ``node_shape`` to the
-        recorded one. ``base_port`` moves every cluster to ports from there up.
+        ``shape`` (from a configuration file) names the workers and shapes each
+        cluster; without it, ``workers`` worker-N clusters all get ``node_shape``.
+        With neither, a recorded fleet comes back as it was; else ``workers``
+        defaults to ``DEFAULT_WORKERS`` and ``node_shape`` to the recorded one.
+        ``base_port`` moves every cluster to ports from there up.
         """
+        if shape is not None and (workers is not None or node_shape is not None):
+            raise FleetError("a fleet configuration names the workers and shapes their nodes: "
+                             "give it no worker count or node shape besides")  # fmt: skip
         with self._locked():
-            if workers is None:
-                workers = len(self.workers) if self.clusters else DEFAULT_WORKERS
-            wanted = [MANAGER, *worker_names(workers)]
+            if shape is None and workers is None and node_shape is None and self.clusters:
+                shape = self.shape  # a restart brings back the same fleet
+            if self.clusters and shape != self.shape:
+                made = "from another configuration" if self.shape else "without a configuration"
+                raise FleetError(
+                    f"the fleet in {self.state_dir} was made {made}, and its clusters keep "
+                    f"their nodes: {self.command('up')} brings it back as it was, or "
+                    f"{self.command('down', '--purge')} removes it for a new one"
+                )
+            if shape is not None:
+                wanted = [MANAGER, *shape.workers]
+            else:
+                if workers is None:
+                    workers = len(self.workers) if self.clusters else DEFAULT_WORKERS
+                wanted = [MANAGER, *worker_names(workers)]
             if self.clusters and await self._healthy_within(HEALTH_GRACE):
                 if sorted(self.clusters) != sorted(wanted):
                     raise FleetError(
                         f"the fleet in {self.state_dir} runs {', '.join(self.clusters)}; "
-                        f"run {self.command('down')} before asking for {workers} workers"
+                        f"run {self.command('down')} before asking for {len(wanted) - 1} workers"
                     )
                 return False
             running, total = self.running_count()
@@ -272,6 +314,7 @@ class LocalFleet:
             binaries = binaries_mod.resolve(self._say)
             if node_shape is not None:
                 self.node_shape = node_shape
+            self.shape = shape
             self._assign_ports(wanted, base_port)
             started = time.monotonic()
             try:
@@ -395,6 +438,8 @@ class LocalFleet:
         implied = len([name for name in previous if name != MANAGER]) or DEFAULT_WORKERS
         workers = len(wanted) - 1
         keep_workers = ["--workers", str(workers)] if workers != implied else []
+        if self.shape is not None:  # a recorded configuration comes back by itself
+            keep_workers = [] if previous else ["--config", "FILE"]
         suggestion = ports.free_block(needed)
         move = self.command("up", *keep_workers, "--base-port", str(suggestion or "N"))
         listing = "\n".join(taken)
@@ -507,7 +552,7 @@ class LocalFleet:
             await nodes.prepare_clusters(
                 {name: self.files(name).admin_kubeconfig for name in self.clusters},
                 manager=MANAGER,
-                shape=self.node_shape,
+                shapes=self.cluster_shapes(),
             )
         except nodes.NodesNotReady as error:
             raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
@@ -605,13 +650,11 @@ class LocalFleet:
             f"local fleet in {self.state_dir} (Kubernetes {binaries_mod.K8S_VERSION}, "
             f"JobSet {binaries_mod.JOBSET_VERSION}, KWOK nodes):"
         ]
-        shape = self.node_shape
+        shapes = self.cluster_shapes()
         for name, state in self.clusters.items():
             lines.append(
                 f"  {name:<10} https://127.0.0.1:{state.ports['apiserver']}  "
-                f"{shape.count} nodes x {shape.cpu} CPU / {shape.memory}"
-                + (f" / {shape.gpu} GPU" if shape.gpu else "")
-                + f"  kubeconfig {self.kubeconfig(name)}"
+                f"{shapes[name].describe()}  kubeconfig {self.kubeconfig(name)}"
             )
         lines.append(f'  shell exports: eval "$({self.command("env").strip("`")})"')
         return "\n".join(lines)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobrelay.fleet import registry
 from jobrelay.kube.api import NODES, ApiClient, ApiError
-
-if TYPE_CHECKING:
-    from jobrelay.localfleet.fleet import NodeShape
+from jobrelay.localfleet.shape import FLEET_PREFIX, ClusterShape
 
 NODE_READY_TIMEOUT = 60.0
-FLEET_LABEL = "fleet.jobrelay.dev/cluster"
+FLEET_LABEL = f"{FLEET_PREFIX}cluster"
+# On every WorkerCluster the local fleet registers, besides the configuration's labels.
+LOCAL_WORKER_LABELS = {f"{FLEET_PREFIX}local": "true"}
 
 
 class NodesNotReady(RuntimeError):
@@ -25,21 +25,21 @@ class NodesNotReady(RuntimeError):
         self.cluster = cluster
 
 
-def node_manifest(cluster: str, index: int, shape: NodeShape) -> dict[str, Any]:
+def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, Any]:
     name = f"{cluster}-node-{index}"
-    capacity = {"cpu": shape.cpu, "memory": shape.memory, "pods": str(shape.pods)}
-    if shape.gpu:
-        capacity["nvidia.com/gpu"] = str(shape.gpu)
-    return {
+    capacity = shape.capacity()
+    manifest: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
             "labels": {
-                "type": "kwok",  # kwok manages nodes with this label
-                "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                # The configuration may set os and arch, never what the fleet relies on.
+                **shape.node_labels,
+                "type": "kwok",  # kwok manages nodes with this label
+                "kubernetes.io/hostname": name,
                 FLEET_LABEL: cluster,
             },
             "annotations": {"kwok.x-k8s.io/node": "fake"},
@@ -47,10 +47,18 @@ def node_manifest(cluster: str, index: int, shape: NodeShape) -> dict[str, Any]:
         # The node-initialize stage copies this capacity into the node's status.
         "status": {"capacity": capacity, "allocatable": capacity},
     }
+    if shape.taints:
+        manifest["spec"] = {
+            "taints": [
+                {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+                for t in shape.taints
+            ]
+        }
+    return manifest
 
 
-async def _ensure_nodes(client: ApiClient, cluster: str, shape: NodeShape) -> None:
-    for index in range(1, shape.count + 1):
+async def _ensure_nodes(client: ApiClient, cluster: str, shape: ClusterShape) -> None:
+    for index in range(1, shape.nodes + 1):
         try:
             await client.create(NODES, node_manifest(cluster, index, shape))
         except ApiError as error:
@@ -60,12 +68,12 @@ async def _ensure_nodes(client: ApiClient, cluster: str, shape: NodeShape) -> No
     while True:
         nodes = (await client.list(NODES, label_selector=f"{FLEET_LABEL}={cluster}")).items
         ready = [node for node in nodes if _is_ready(node)]
-        if len(ready) >= shape.count:
+        if len(ready) >= shape.nodes:
             return
         if asyncio.get_running_loop().time() > deadline:
             raise NodesNotReady(
                 cluster,
-                f"{cluster}: only {len(ready)} of {shape.count} simulated nodes became Ready "
+                f"{cluster}: only {len(ready)} of {shape.nodes} simulated nodes became Ready "
                 f"within {NODE_READY_TIMEOUT:.0f}s",
             )
         await asyncio.sleep(0.2)
@@ -77,15 +85,16 @@ def _is_ready(node: Mapping[str, Any]) -> bool:
 
 
 async def prepare_clusters(
-    kubeconfigs: Mapping[str, Path], *, manager: str, shape: NodeShape
+    kubeconfigs: Mapping[str, Path], *, manager: str, shapes: Mapping[str, ClusterShape]
 ) -> None:
-    """Create every cluster's nodes, then register each worker with the manager."""
+    """Create every cluster's nodes, then register each worker with the manager, with its
+    shape's labels."""
     clients = {
         name: ApiClient.from_kubeconfig(path, cluster=name) for name, path in kubeconfigs.items()
     }
     try:
         await asyncio.gather(
-            *(_ensure_nodes(client, name, shape) for name, client in clients.items())
+            *(_ensure_nodes(client, name, shapes[name]) for name, client in clients.items())
         )
         manager_client = clients[manager]
         await registry.install_crd(manager_client)
@@ -95,7 +104,7 @@ async def prepare_clusters(
                     manager_client,
                     name,
                     registry.inline_kubeconfig(path),
-                    labels={"fleet.jobrelay.dev/local": "true"},
+                    labels={**shapes[name].labels, **LOCAL_WORKER_LABELS},
                 )
     finally:
         await asyncio.gather(*(client.aclose() for client in clients.values()))

@@ -101,6 +101,16 @@ _VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _TOKEN = re.compile(r"\s*(\(|\)|,|!=|==|=|!|[^\s(),!=]+)")
 
 
+def is_label_key(text: str) -> bool:
+    """``text`` is a valid label (or taint) key: a qualified name, optionally prefixed."""
+    return bool(_KEY.fullmatch(text))
+
+
+def is_label_value(text: str) -> bool:
+    """``text`` is a valid label (or taint) value; the empty string is one."""
+    return bool(_VALUE.fullmatch(text))
+
+
 def _tokens(text: str) -> list[str]:
     tokens, position = [], 0
     while position < len(text):

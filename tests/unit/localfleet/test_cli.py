@@ -129,3 +129,41 @@ def test_status_of_a_stopped_fleet_says_up_restarts_it(
         f"export KUBECONFIG_WORKER_1={state_dir}/worker-1.kubeconfig",
         f"export KUBECONFIG={state_dir}/manager.kubeconfig",
     ]
+
+
+def test_a_bad_config_is_a_usage_error_naming_file_cluster_and_field(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = tmp_path / "fleet.yaml"
+    config.write_text("clusters:\n  worker-1: {nodes: 2, cpu: lots}\n")
+    result = runner.invoke(
+        fleet, ["up", "--config", str(config), "--state-dir", str(tmp_path / "f")]
+    )
+    assert result.exit_code == 2
+    assert (
+        f"{config}: cluster 'worker-1': field 'cpu': 'lots' is not a Kubernetes quantity"
+        in result.stderr
+    )
+    assert not (tmp_path / "f").exists()
+
+
+def test_a_missing_config_is_a_usage_error(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(fleet, ["up", "--config", str(tmp_path / "none.yaml")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "option", [["--workers", "3"], ["--nodes-per-cluster", "1"], ["--node-gpu", "2"]]
+)
+def test_config_takes_no_worker_or_node_options(
+    runner: CliRunner, tmp_path: Path, option: list[str]
+) -> None:
+    config = tmp_path / "fleet.yaml"
+    config.write_text("clusters: {worker-1: {}}\n")
+    result = runner.invoke(
+        fleet, ["up", "--config", str(config), *option, "--state-dir", str(tmp_path / "f")]
+    )
+    assert result.exit_code == 2
+    assert "--config gives every cluster's shape: leave out --workers" in result.stderr
+    assert not (tmp_path / "f").exists()

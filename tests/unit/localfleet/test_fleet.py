@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.unit.localfleet.fakes import FakeBinaries, listen_in_free_block
@@ -12,6 +13,8 @@ from tests.unit.localfleet.fakes import FakeBinaries, listen_in_free_block
 from jobrelay.localfleet import cluster, ports, processes
 from jobrelay.localfleet.fleet import ClusterState, FleetError, LocalFleet, NodeShape
 from jobrelay.localfleet.processes import ProcessRecord
+from jobrelay.localfleet.shape import DEFAULT, ClusterShape, FleetShape
+from jobrelay.placement.workload import Taint
 
 PER_CLUSTER = len(cluster.PORT_NAMES)
 
@@ -211,3 +214,68 @@ def test_commands_in_messages_name_a_non_default_state_dir(
     assert quiet(tmp_path / "my fleet").command("up", "--base-port", "20000") == (
         f"`jobrelay fleet up --state-dir '{tmp_path}/my fleet' --base-port 20000`"
     )
+
+
+def _configured() -> FleetShape:
+    return FleetShape(
+        {
+            "worker-small": ClusterShape(nodes=1, cpu="4", labels={"tier": "onprem"}),
+            "worker-gpu": ClusterShape(gpu=4, taints=(Taint("nvidia.com/gpu", "", "NoSchedule"),)),
+        }
+    )
+
+
+def test_a_configured_shape_round_trips_and_shapes_each_cluster(tmp_path: Path) -> None:
+    fleet = quiet(tmp_path)
+    fleet.shape = _configured()
+    fleet._assign_ports(["manager", *fleet.shape.workers], 0)  # saves the state
+
+    loaded = quiet(tmp_path)
+    assert loaded.shape == fleet.shape
+    assert loaded.workers == ["worker-small", "worker-gpu"]
+    assert loaded.cluster_shapes() == {
+        "manager": DEFAULT,
+        "worker-small": fleet.shape.workers["worker-small"],
+        "worker-gpu": fleet.shape.workers["worker-gpu"],
+    }
+    assert (
+        "worker-gpu" in loaded.summary() and "taints nvidia.com/gpu:NoSchedule" in loaded.summary()
+    )
+
+
+def test_without_a_configuration_every_cluster_has_the_node_shape(tmp_path: Path) -> None:
+    fleet = quiet(tmp_path)
+    fleet.node_shape = NodeShape(count=3, cpu="16", memory="64Gi", gpu=2)
+    fleet._assign_ports(["manager", "worker-1"], 0)
+    expected = ClusterShape(nodes=3, cpu="16", memory="64Gi", gpu=2)
+    assert quiet(tmp_path).cluster_shapes() == {"manager": expected, "worker-1": expected}
+
+
+@pytest.mark.parametrize(
+    ("recorded", "asked", "made"),
+    [
+        (None, {"shape": _configured()}, "without a configuration"),
+        (_configured(), {"workers": 2}, "from another configuration"),
+        (_configured(), {"shape": FleetShape({"worker-small": ClusterShape()})},
+         "from another configuration"),
+    ],
+)  # fmt: skip
+def test_a_recorded_fleet_of_another_shape_is_refused_before_anything_starts(
+    tmp_path: Path, recorded: FleetShape | None, asked: dict[str, Any], made: str
+) -> None:
+    fleet = quiet(tmp_path)
+    fleet.shape = recorded
+    fleet._assign_ports(["manager", *(recorded.workers if recorded else ["worker-1"])], 0)
+    with pytest.raises(FleetError) as raised:
+        asyncio.run(quiet(tmp_path).up(**asked))
+    assert str(raised.value) == (
+        f"the fleet in {tmp_path} was made {made}, and its clusters keep their nodes: "
+        f"`jobrelay fleet up --state-dir {tmp_path}` brings it back as it was, or "
+        f"`jobrelay fleet down --state-dir {tmp_path} --purge` removes it for a new one"
+    )
+
+
+def test_a_configuration_takes_no_worker_count_or_node_shape(tmp_path: Path) -> None:
+    with pytest.raises(FleetError, match="a fleet configuration names the workers"):
+        asyncio.run(quiet(tmp_path).up(shape=_configured(), workers=2))
+    assert not (tmp_path / "state.json").exists()
