@@ -154,6 +154,18 @@ class Worker:
                 return f"cannot list {informer.name}: {reason}: {message}"
         return None
 
+    @property
+    def capacity_forbidden(self) -> bool:
+        """Its credentials may not list its Nodes or Pods: placement there goes without a
+        fit check (blind) rather than never. Other errors (it does not answer) wait."""
+        return any(
+            informer is not None
+            and not informer.has_synced
+            and informer.last_error is not None
+            and health.classify(informer.last_error)[0] == "Forbidden"
+            for informer in (self.nodes, self.pods)
+        )
+
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
         """The unfinished pods of the Job or JobSet ``namespace/name`` here; None until its
         Pods have listed (unknown, not none)."""

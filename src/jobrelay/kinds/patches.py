@@ -33,8 +33,11 @@ def apply_merge_patch(target: JsonObj, patch: JsonObj) -> JsonObj:
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, dict) and isinstance(result.get(key), dict):
-            result[key] = apply_merge_patch(result[key], value)
+        elif isinstance(value, dict):
+            # An object merges into what is there (nothing, or not an object: {}), so
+            # its own nulls remove nothing and are not stored (RFC 7386).
+            current = result.get(key)
+            result[key] = apply_merge_patch(current if isinstance(current, dict) else {}, value)
         else:
             result[key] = value
     return result

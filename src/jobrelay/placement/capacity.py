@@ -130,9 +130,11 @@ class WorkerCapacity:
         if reservations == self.reservations:
             return self
         other = WorkerCapacity(self.nodes, reservations)
-        for shared in ("pool", "empty", "_node_totals"):
-            if shared in self.__dict__:
-                other.__dict__[shared] = self.__dict__[shared]
+        # Built here once (this object is the one the tracker keeps while nothing
+        # changes), then shared by every variant with other reservations.
+        other.__dict__.update(pool=self.pool, _node_totals=self._node_totals)
+        if "empty" in self.__dict__:
+            other.__dict__["empty"] = self.__dict__["empty"]
         return other
 
     def with_reservation(self, reservation: Reservation) -> WorkerCapacity:

@@ -27,6 +27,8 @@ from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiClient
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.tracker import OwnedPods
 
 _revisions = itertools.count(1000)
 
@@ -265,9 +267,20 @@ class FakeWorker:
     # Not connected: seconds until it is declared lost (<= 0: lost); None: connected.
     lost_in: float | None = None
     drain: str = ""
+    # Its nodes (None: unknown; with ``capacity_forbidden``, blind: placed by load alone).
+    nodes: WorkerCapacity | None = None
+    capacity_forbidden: bool = True
+    unfinished: set[WorkloadKey] = field(default_factory=set)
+    pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()
+
+    def capacity(self) -> WorkerCapacity | None:
+        return self.nodes
+
+    def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
+        return self.pods.get((namespace, name), OwnedPods())
 
     def mirror(self, key: WorkloadKey) -> JsonObj | None:
         return self.cache.get(key)

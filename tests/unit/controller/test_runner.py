@@ -268,6 +268,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     controller = runner.Controller(client, options, [JOB])
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
+    controller.namespaces = RunningInformer({})  # type: ignore[assignment]
     pool_calls: list[str] = []
     stub_pool(controller, pool_calls)
     reconciled: list[tuple[WorkloadKey, Any]] = []

@@ -128,6 +128,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
         manager, OPTIONS, [JOB], election_client=election, identity="me_1_aa"
     )
     controller.kinds[JOB.name] = KindRuntime(JOB, ListedInformer({KEY.key: job()}))  # type: ignore[arg-type]
+    controller.namespaces = ListedInformer({})  # type: ignore[assignment]
 
     async def nothing(*_args: Any) -> None:
         return None

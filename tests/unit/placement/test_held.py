@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.placement.support import cluster, node, pods
 
 from jobrelay.placement.held import placeable
 from jobrelay.placement.workload import Choice
-from tests.unit.placement.support import cluster, node, pods
 
 
 def test_freed_room_wakes_only_the_workloads_it_can_take_oldest_first() -> None:

@@ -74,6 +74,14 @@ def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
     return tuple(left)
 
 
+def _seconds_since(timestamp: str) -> float | None:
+    try:
+        then = datetime.datetime.fromisoformat(timestamp)
+    except ValueError:
+        return None
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
+
+
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -320,7 +328,9 @@ class Reconciler:
         fields: dict[str, Any] = {
             "blind": capacity is None and worker.capacity_forbidden,
             "pods_started": pods is not None and pods.started,
-            "unschedulable_since": pods.unschedulable_since if pods is not None else None,
+            "unschedulable_for": _seconds_since(pods.unschedulable_since)
+            if pods is not None and pods.unschedulable_since
+            else None,
         }
         if capacity is not None:
             fields["capacity"] = capacity.with_reservations(self._reserved_on(worker))
