@@ -134,10 +134,17 @@ def placement_fleet(shaped_fleet: ShapedFleet) -> FleetHandle:
     return shaped_fleet(PLACEMENT_SHAPE)
 
 
+@pytest.fixture(scope="module")
+def relay_fleet(fleet: FleetHandle) -> FleetHandle:
+    """The fleet a module's tests and controller run on: the standard ``fleet`` unless
+    the module overrides this fixture (with ``placement_fleet``, say)."""
+    return fleet
+
+
 @pytest.fixture
-async def clients(fleet: FleetHandle) -> AsyncIterator[dict[str, ApiClient]]:
+async def clients(relay_fleet: FleetHandle) -> AsyncIterator[dict[str, ApiClient]]:
     """An ApiClient per cluster (admin), closed after the test."""
-    made = {name: fleet.client(name) for name in fleet.clusters}
+    made = {name: relay_fleet.client(name) for name in relay_fleet.clusters}
     try:
         yield made
     finally:

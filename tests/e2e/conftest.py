@@ -73,10 +73,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture(scope="module")
 async def controller(
     request: pytest.FixtureRequest,
-    fleet: FleetHandle,
+    relay_fleet: FleetHandle,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[ControllerProcess]:
-    """The jobrelay controller for this module (``CONTROLLER_ARGS`` in the module adds flags)."""
+    """The jobrelay controller for this module (``CONTROLLER_ARGS`` in the module adds flags),
+    on the module's ``relay_fleet``."""
+    fleet = relay_fleet
     extra_args = list(getattr(request.module, "CONTROLLER_ARGS", ()))
     module = request.module.__name__.rsplit(".", 1)[-1]
     log_path = tmp_path_factory.mktemp(f"jobrelay-{module}") / "controller.log"
@@ -158,12 +160,12 @@ async def make_namespace(
 @pytest.fixture
 async def relay(
     controller: ControllerProcess,
-    fleet: FleetHandle,
+    relay_fleet: FleetHandle,
     clients: dict[str, ApiClient],
     namespace: str,
 ) -> AsyncIterator[Relay]:
     """Submit and check relayed Jobs in the test's namespace (on every cluster)."""
-    async with Relay(clients, fleet.workers, namespace, controller) as watched:
+    async with Relay(clients, relay_fleet.workers, namespace, controller) as watched:
         yield watched
 
 

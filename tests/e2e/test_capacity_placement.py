@@ -30,7 +30,7 @@ CONTROLLER_ARGS = ("--pending-timeout", "6", "--unplaceable-retry", "60")
 
 
 @pytest.fixture(scope="module")
-def fleet(placement_fleet: FleetHandle) -> FleetHandle:
+def relay_fleet(placement_fleet: FleetHandle) -> FleetHandle:
     return placement_fleet
 
 

@@ -347,12 +347,13 @@ class Controller:
 
     async def _place_held(self) -> None:
         """When a worker's capacity changes, queue the held workloads that would now be
-        placed (oldest first, each taking its room before the next is judged); at most
+        placed (oldest first, each taking its room before the next is judged) and those
+        whose mirror has a pod its worker will not schedule (pending timeout); at most
         once per ``_HELD_PASS_INTERVAL``, so a busy fleet's churn costs one pass a second."""
         while True:
             await self.capacity_changed.wait()
             self.capacity_changed.clear()
-            for key in self.reconciler.placeable_held():
+            for key in (*self.reconciler.placeable_held(), *self.reconciler.unschedulable()):
                 self.queue.add(key)
             await asyncio.sleep(_HELD_PASS_INTERVAL)
 

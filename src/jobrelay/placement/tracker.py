@@ -258,6 +258,10 @@ class CapacityTracker:
         since = min(owner.unschedulable.values()) if owner.unschedulable else None
         return OwnedPods(owner.total, owner.bound, owner.started > 0, since)
 
+    def unschedulable(self) -> list[tuple[str, str]]:
+        """The (namespace, owner name) of every workload with a pod no node will take."""
+        return [key for key, owner in self._owners.items() if owner.unschedulable]
+
     def requested(self) -> dict[str, dict[str, int]]:
         """A copy of the sums per node name (nodes not listed yet included)."""
         return {name: dict(sums) for name, sums in self._requested.items()}

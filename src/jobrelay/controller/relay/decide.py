@@ -17,6 +17,7 @@ test reaches it in microseconds:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -219,7 +220,17 @@ def decide(s: Snapshot) -> Plan:
             actions.append(_finish_event(finish, cluster))
             if not s.settings.keep_finished_mirrors:
                 actions.append(_delete(cluster, mirror, f"its {kind.ref.kind} has finished"))
-    return Plan(tuple(actions), Done(), release=True)
+            return Plan(tuple(actions), Done(), release=True)
+    return Plan(tuple(actions), _until_pending_timeout(s, worker), release=True)
+
+
+def _until_pending_timeout(s: Snapshot, worker: WorkerState) -> Done | RequeueAfter:
+    """Look again when the pending timeout of its unschedulable pods runs out (no watch
+    event says that time has passed)."""
+    timeout, waited = s.settings.pending_timeout, worker.unschedulable_for
+    if timeout <= 0 or waited is None:
+        return Done()
+    return RequeueAfter(max(1.0, timeout - waited) if waited < timeout else timeout)
 
 
 def _create(
@@ -377,6 +388,23 @@ def _move(
     leave: _Leave,
     actions: list[Action],
 ) -> Plan:
+    plan = _move_steps(s, obj, worker, cluster, history, leave, actions)
+    if leave.lost or any(isinstance(a, Place) for a in plan.actions):
+        return plan
+    # Until it is placed elsewhere the move goes on, even once its mirror is gone and
+    # nothing on the worker says why it left (its pods were unschedulable, say).
+    return dataclasses.replace(plan, leaving=(cluster, leave.why))
+
+
+def _move_steps(
+    s: Snapshot,
+    obj: JsonObj,
+    worker: WorkerState | None,
+    cluster: str,
+    history: tuple[str, ...],
+    leave: _Leave,
+    actions: list[Action],
+) -> Plan:
     """Take the workload off ``cluster`` and place it again elsewhere, counters carried over.
 
     From a worker that answers (a drain), its mirror is deleted first and the
@@ -409,11 +437,7 @@ def _move(
                 actions.append(
                     _delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
                 )
-            return Plan(
-                tuple(actions),
-                Retry(f"waiting for its mirror on {cluster} to be gone"),
-                leaving=(cluster, leave.why),
-            )
+            return Plan(tuple(actions), Retry(f"waiting for its mirror on {cluster} to be gone"))
     if not s.fresh:
         # The status decides what the next run carries over: the apiserver's, not the cache's.
         return Plan(tuple(actions), ReadFresh(obj=True))

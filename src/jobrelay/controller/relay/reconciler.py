@@ -207,6 +207,18 @@ class Reconciler:
                 snapshot = dataclasses.replace(self._with_reads(snapshot, reads), probed=True)
         return Retry("the decision did not settle")
 
+    def unschedulable(self) -> list[WorkloadKey]:
+        """The workloads whose mirror has a pod its worker will not schedule: each is looked
+        at, and looks again when its pending timeout runs out."""
+        keys = []
+        for worker in self._pool.workers():
+            for namespace, name in worker.tracker.unschedulable():
+                for kind in self._kinds:
+                    key = WorkloadKey(kind, f"{namespace}/{name}")
+                    if worker.mirror(key) is not None:
+                        keys.append(key)
+        return keys
+
     def placeable_held(self) -> list[WorkloadKey]:
         """The held workloads that would be placed now (see :func:`placement.held.placeable`)."""
         waiting = []
