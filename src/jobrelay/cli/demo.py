@@ -17,7 +17,11 @@ import click
 
 from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
+from jobrelay.kinds.naming import (
+    CLUSTER_ANNOTATION,
+    DEFAULT_CONTROLLER_NAME,
+    NOT_PLACED_ANNOTATION,
+)
 from jobrelay.kinds.registry import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.localfleet.binaries import BinaryError
@@ -32,7 +36,16 @@ DEMO_KINDS = (JOB, JOBSET)
 DEMO_FLEET = Path(__file__).resolve().parents[3] / "deploy" / "demo-fleet.yaml"
 
 
-def _pod_template(duration: str, outcome: str) -> dict[str, Any]:
+def _pod_template(duration: str, outcome: str, gpus: int = 0) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main", "image": "busybox", "resources": {"requests": {"cpu": "250m"}},
+    }  # fmt: skip
+    spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if gpus:
+        # GPU nodes are tainted: only pods that ask for GPUs and tolerate it go there.
+        container["resources"]["requests"]["nvidia.com/gpu"] = str(gpus)
+        container["resources"]["limits"] = {"nvidia.com/gpu": str(gpus)}
+        spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     return {
         "metadata": {
             "annotations": {
@@ -40,17 +53,18 @@ def _pod_template(duration: str, outcome: str) -> dict[str, Any]:
                 "fleet.jobrelay.dev/outcome": outcome,
             }
         },
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "250m"}}}
-            ],
-        },
+        "spec": spec,
     }
 
 
 def _job(
-    name: str, *, managed: bool = True, duration: str = "2s", outcome: str = "succeed", **spec: Any
+    name: str,
+    *,
+    managed: bool = True,
+    duration: str = "2s",
+    outcome: str = "succeed",
+    gpus: int = 0,
+    **spec: Any,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
@@ -59,7 +73,7 @@ def _job(
         "spec": {
             **({"managedBy": DEFAULT_CONTROLLER_NAME} if managed else {}),
             "backoffLimit": 1,
-            "template": _pod_template(duration, outcome),
+            "template": _pod_template(duration, outcome, gpus),
             **spec,
         },
     }
@@ -100,6 +114,10 @@ def sample_jobs() -> list[dict[str, Any]]:
         _job("shards", completions=4, parallelism=4, completionMode="Indexed", duration="2s"),
         _job("flaky", outcome="fail", duration="1s"),
         _job("local-report", managed=False, duration="2s"),
+        # Only worker-gpu has GPUs. It has 4: while one of these runs the other waits on
+        # the manager, held with its reason (NotPlaced), and goes there once it fits.
+        _job("gpu-train", gpus=3, duration="8s"),
+        _job("gpu-wide", gpus=4, duration="2s"),
     ]
     return jobs
 
@@ -117,12 +135,15 @@ def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, s
         else "manager (local)"
     )
     finish = kind.finish(obj)
+    held = (meta.get("annotations") or {}).get(NOT_PLACED_ANNOTATION, "")
     if finish is not None:
         state = "Succeeded" if finish.succeeded else f"Failed ({finish.reason})"
     elif kind.has_run(obj) or status.get("active"):
         state = "Running"
+    elif where != "-":
+        state = "Dispatched"
     else:
-        state = "Dispatched" if where != "-" else "Pending"
+        state = f"Held ({held.partition(':')[0]})" if held else "Pending"
     if kind is JOBSET:
         replicated = status.get("replicatedJobsStatus") or []
         done = sum(int(r.get("succeeded") or 0) for r in replicated)
@@ -148,8 +169,16 @@ async def _watch(
 ) -> list[tuple[WorkloadKind, Any]]:
     deadline = time.monotonic() + timeout
     last = ""
+    told: set[str] = set()
     while True:
         items = await _list(manager, names)
+        for _, obj in items:
+            annotations = obj["metadata"].get("annotations") or {}
+            held = annotations.get(NOT_PLACED_ANNOTATION)
+            why = f"{obj['metadata']['name']} waits on the manager: {held}"
+            if held and not annotations.get(CLUSTER_ANNOTATION) and why not in told:
+                told.add(why)
+                click.echo(f"\n{why}")
         rows = sorted(_row(kind, obj) for kind, obj in items)
         table = "\n".join(f"  {k:<7} {n:<15} {w:<16} {s:<24} {c:>8}" for k, n, w, s, c in rows)
         if table != last:
