@@ -166,7 +166,12 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("get", "", "secrets"): False,
             ("create", "", "pods"): False,
             ("get", "", "pods"): False,
-            ("list", "", "nodes"): False,
+            ("get", "", "pods/log"): False,
+            # Capacity for placement: its Nodes and Pods are watched, never changed.
+            ("list", "", "nodes"): True,
+            ("watch", "", "pods"): True,
+            ("patch", "", "nodes"): False,
+            ("delete", "", "pods"): False,
             ("create", "rbac.authorization.k8s.io", "clusterrolebindings"): False,
         }
         answers = {request: await allowed(*request) for request in table}

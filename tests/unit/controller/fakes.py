@@ -28,7 +28,7 @@ from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
-from jobrelay.placement.tracker import OwnedPods
+from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 
 _revisions = itertools.count(1000)
 
@@ -272,6 +272,7 @@ class FakeWorker:
     capacity_forbidden: bool = True
     unfinished: set[WorkloadKey] = field(default_factory=set)
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
+    tracker: CapacityTracker = field(default_factory=CapacityTracker)
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()

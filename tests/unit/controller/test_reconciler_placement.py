@@ -1,0 +1,123 @@
+"""The reconciler's side of placement: capacity in the snapshot, reservations, held
+workloads woken when capacity frees, namespace policies, unschedulable mirrors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from tests.unit.controller.builders import JOB, NAMESPACE, job
+from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
+from tests.unit.placement.support import node
+
+from jobrelay.controller.relay.executor import Reservations
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.naming import NOT_PLACED_ANNOTATION
+from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.tracker import OwnedPods
+from jobrelay.placement.workload import PodGroup
+
+FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))
+FREE = WorkerCapacity((node("n1", "4"),))
+
+
+def asking(cpu: str, name: str = "train") -> JsonObj:
+    obj = job()
+    obj["metadata"]["name"] = name
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return obj
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    (w1,) = workers("w1", capacity_forbidden=False)
+    w1.nodes = FULL
+    async for value in make_env(w1):
+        yield value
+
+
+def annotations(env: Env) -> dict[str, str]:
+    stored = env.stored()
+    assert stored is not None
+    return dict(stored["metadata"].get("annotations") or {})
+
+
+async def test_a_held_workload_is_told_once_and_woken_when_capacity_frees(env: Env) -> None:
+    env.submit(asking("1"))
+    await env.reconcile()
+    assert env.placement() is None
+    assert env.events.reasons() == ["NotPlaced"]
+    assert annotations(env)[NOT_PLACED_ANNOTATION].startswith("NotPlaced: w1: no node has")
+    assert env.reconciler.held() == [KEY]
+    assert env.reconciler.placeable_held() == []
+    env.catch_up()
+    await env.reconcile()  # the same reason: not told again
+    assert env.events.reasons() == ["NotPlaced"]
+    env.workers["w1"].nodes = FREE
+    assert env.reconciler.placeable_held() == [KEY]
+    await env.reconcile()
+    assert env.placement() == "w1"
+    assert NOT_PLACED_ANNOTATION not in annotations(env)
+    assert env.reconciler.held() == []
+
+
+async def test_placements_reserve_their_pods_until_the_worker_binds_them(env: Env) -> None:
+    env.workers["w1"].nodes = FREE
+    reconciler = env.reconciler
+    env.submit(asking("3", "first"))
+    await reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/first"))
+    env.submit(asking("3", "second"))
+    second = WorkloadKey(JOB.name, f"{NAMESPACE}/second")
+    await reconciler.reconcile(second)
+    # The worker shows nothing bound yet, but the first Job's pod has its room.
+    assert reconciler.held() == [second]
+    # Once the worker has bound it, the node's own sums count it instead.
+    env.workers["w1"].pods[(NAMESPACE, "first")] = OwnedPods(total=1, bound=1, started=True)
+    assert reconciler._reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
+
+
+async def test_a_namespace_policy_holds_then_lets_go(env: Env) -> None:
+    env.workers["w1"].nodes = FREE
+    env.reconciler.policy_changed(NAMESPACE, {"jobrelay.dev/clusters": "w9"})
+    env.submit(asking("1"))
+    await env.reconcile()
+    assert env.placement() is None
+    assert "w1: excluded by namespace policy" in annotations(env)[NOT_PLACED_ANNOTATION]
+    assert env.reconciler.placeable_held() == []
+    env.reconciler.policy_changed(NAMESPACE, {})
+    assert env.reconciler.placeable_held() == [KEY]
+    env.catch_up()
+    await env.reconcile()
+    assert env.placement() == "w1"
+
+
+async def test_mirrors_with_unschedulable_pods_are_found(env: Env) -> None:
+    w1 = env.workers["w1"]
+    w1.nodes = FREE
+    env.submit(asking("1"))
+    await env.reconcile()
+    env.catch_up()
+    w1.tracker.set_pod(
+        f"{NAMESPACE}/train-abc",
+        {"metadata": {"name": "train-abc", "namespace": NAMESPACE,
+                      "labels": {"batch.kubernetes.io/job-name": "train"}},
+         "requests": (), "unschedulableSince": "2026-03-01T12:00:00Z"},
+    )  # fmt: skip
+    assert env.reconciler.unschedulable() == [KEY]
+
+
+def test_reservations_count_for_load_until_the_mirror_shows_and_for_room_until_bound() -> None:
+    now = [0.0]
+    reservations = Reservations(clock=lambda: now[0])
+    groups = (PodGroup("main", 2, {"cpu": 1000}),)
+    reservations.reserve("w1", "a", groups)
+    reservations.reserve("w1", "b")
+    assert reservations.count("w1") == 2
+    reservations.mirror_visible("a")
+    reservations.mirror_visible("b")
+    assert reservations.count("w1") == 0
+    assert [key for key, _ in reservations.on("w1")] == ["a"]
+    now[0] = 30.0
+    (entry,) = [e for _, e in reservations.on("w1")]
+    assert reservations.age(entry) == 30.0
