@@ -16,7 +16,7 @@ import pytest
 
 from jobrelay.kube.api import JOBS, PODS, ApiClient
 from tests.conftest import FleetHandle
-from tests.e2e.support import Relay
+from tests.e2e.support import Relay, placement
 from tests.kubetools import finished, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
@@ -27,6 +27,9 @@ JOBS_SUBMITTED = 300
 CPU_SIZES = ("250m", "500m", "1")
 GPU_JOBS = 12  # 1 GPU each, on worker-gpu's 4
 LIMIT_S = 30.0
+# Long enough that a dispatcher sending everything at once would leave the last third
+# of the pods Pending on the workers for two rounds of these: well over LIMIT_S.
+DURATIONS = ("10s", "15s", "20s")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def relay_fleet(placement_fleet: FleetHandle) -> FleetHandle:
 
 
 def mixed(index: int, rng: random.Random) -> dict[str, Any]:
-    duration = f"{rng.choice((2, 3, 4))}s"
+    duration = rng.choice(DURATIONS)
     body = job_manifest(
         f"sat-{index:03d}", cpu=rng.choice(CPU_SIZES),
         annotations={"fleet.jobrelay.dev/duration": duration},
@@ -66,6 +69,7 @@ async def test_no_mirror_waits_unschedulable_and_every_job_completes(
     for index in range(JOBS_SUBMITTED):
         await relay.submit(mixed(index, rng))
     # pod (worker, name) -> when this sampler first saw it unschedulable, and last.
+    held_most = 0
     seen: dict[tuple[str, str], list[float]] = {}
     samples = 0
     deadline = time.monotonic() + 600
@@ -73,7 +77,9 @@ async def test_no_mirror_waits_unschedulable_and_every_job_completes(
     while True:
         now = time.monotonic()
         for worker in relay.workers:
-            listed = await clients[worker].list(PODS, namespace=relay.namespace)
+            listed = await clients[worker].list(
+                PODS, namespace=relay.namespace, field_selector="status.phase=Pending"
+            )
             for pod in listed.items:
                 if unschedulable_since(pod) is not None:
                     span = seen.setdefault((worker, pod["metadata"]["name"]), [now, now])
@@ -81,15 +87,18 @@ async def test_no_mirror_waits_unschedulable_and_every_job_completes(
         samples += 1
         jobs = (await relay.manager.list(JOBS, namespace=relay.namespace)).items
         done = sum(1 for job in jobs if finished(job))
+        held_most = max(held_most, sum(1 for job in jobs if not placement(job)))
         if done == JOBS_SUBMITTED or time.monotonic() > deadline:
             break
         await asyncio.sleep(1.0)
     longest = max((last - first for first, last in seen.values()), default=0.0)
     print(
         f"{JOBS_SUBMITTED} Jobs, {samples} samples: {len(seen)} pods seen unschedulable, "
-        f"the longest for {longest:.1f} s; {done} finished"
+        f"the longest for {longest:.1f} s; at most {held_most} held at once; {done} finished"
     )
     assert done == JOBS_SUBMITTED, f"only {done} of {JOBS_SUBMITTED} Jobs finished in 600 s"
+    # The fleet really was saturated: most Jobs had to wait their turn on the manager.
+    assert held_most > JOBS_SUBMITTED // 2, f"at most {held_most} Jobs were ever held"
     over = {pod: last - first for pod, (first, last) in seen.items() if last - first > LIMIT_S}
     assert not over, f"pods unschedulable for more than {LIMIT_S:.0f} s: {over}"
     failed = [j["metadata"]["name"] for j in jobs if not is_true(j, "Complete")]
