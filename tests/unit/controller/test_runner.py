@@ -382,3 +382,32 @@ async def test_run_with_a_bad_configuration_still_cleans_up(
         await runner.run(client, options_for("Nope.v1.example.net"))
     assert client._http.is_closed
     assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+
+
+def test_namespaces_are_cached_with_jobrelays_annotations_only() -> None:
+    namespace = {
+        "metadata": {
+            "name": "team-a", "resourceVersion": "7", "uid": "u", "labels": {"a": "b"},
+            "annotations": {"jobrelay.dev/clusters": "w1", "other.io/x": "y"},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+    }  # fmt: skip
+    assert runner._placement_annotations(namespace) == {
+        "metadata": {
+            "name": "team-a", "resourceVersion": "7",
+            "annotations": {"jobrelay.dev/clusters": "w1"},
+        }
+    }  # fmt: skip
+
+
+async def test_a_namespace_policy_change_requeues_its_held_workloads(
+    controller: runner.Controller,
+) -> None:
+    held = [WorkloadKey(JOB.name, "team-a/one"), WorkloadKey(JOB.name, "team-b/two")]
+    controller.reconciler._held = dict.fromkeys(held, "NotPlaced|")
+    policy = {"metadata": {"name": "team-a", "annotations": {"jobrelay.dev/clusters": "w2"}}}
+    controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, policy))
+    assert len(controller.queue) == 1
+    assert controller.reconciler._policies["team-a"].clusters == ("w2",)  # type: ignore[union-attr]
+    controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
+    assert "team-a" not in controller.reconciler._policies
