@@ -8,6 +8,7 @@ from jobrelay import __version__
 from jobrelay.cli.clusters import clusters
 from jobrelay.cli.demo import demo
 from jobrelay.cli.fleet import fleet
+from jobrelay.cli.get import get
 from jobrelay.cli.jobs import jobs
 from jobrelay.cli.run import install, run
 
@@ -18,9 +19,14 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, fleet, demo):
+for command in (run, install, clusters, jobs, get, fleet, demo):
     cli.add_command(command)
 
 
 def main() -> None:
     cli()
+
+
+def plugin_main() -> None:
+    """``kubectl-jobrelay``: the same commands as ``kubectl jobrelay ...`` (a kubectl plugin)."""
+    cli(prog_name="kubectl jobrelay", complete_var="_KUBECTL_JOBRELAY_COMPLETE")
