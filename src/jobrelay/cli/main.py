@@ -7,6 +7,7 @@ import click
 from jobrelay import __version__
 from jobrelay.cli.clusters import clusters
 from jobrelay.cli.demo import demo
+from jobrelay.cli.describe import describe
 from jobrelay.cli.fleet import fleet
 from jobrelay.cli.get import get
 from jobrelay.cli.jobs import jobs
@@ -19,7 +20,7 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, get, fleet, demo):
+for command in (run, install, clusters, jobs, get, describe, fleet, demo):
     cli.add_command(command)
 
 

@@ -8,7 +8,7 @@ thing and every case is a table row in the unit tests.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -231,7 +231,7 @@ def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime) -> Row:
     )
 
 
-def column_widths(lines: list[tuple[str, ...]]) -> list[int]:
+def column_widths(lines: Sequence[tuple[str, ...]]) -> list[int]:
     """The width of every column but the last (which is never padded)."""
     if not lines:
         return []
@@ -244,7 +244,7 @@ def aligned(line: tuple[str, ...], widths: list[int]) -> str:
     return "   ".join([*cells, *line[len(cells) :]]).rstrip()
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:
     """A header and rows, aligned; the last column (a reason, a message) is not padded, so a
     long one does not widen the rest."""
     lines = [header, *rows]
