@@ -12,6 +12,7 @@ from jobrelay.cli.fleet import fleet
 from jobrelay.cli.get import get
 from jobrelay.cli.jobs import jobs
 from jobrelay.cli.run import install, run
+from jobrelay.cli.top import top
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,7 +21,7 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, get, describe, fleet, demo):
+for command in (run, install, clusters, jobs, get, describe, top, fleet, demo):
     cli.add_command(command)
 
 
