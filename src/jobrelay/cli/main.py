@@ -15,7 +15,12 @@ from jobrelay.cli.run import install, run
 from jobrelay.cli.top import top
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: 0 ok, 1 the apiserver refused or could not be reached (or another "
+    "error), 2 usage, 3 not found, 130 interrupted. Shell completion: "
+    'eval "$(_JOBRELAY_COMPLETE=bash_source jobrelay)" (zsh_source, fish_source).',
+)
 @click.version_option(__version__, prog_name="jobrelay")
 def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
