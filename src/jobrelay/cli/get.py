@@ -141,25 +141,25 @@ class Printer:
         self._shown: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     def first(self, found: list[tuple[WorkloadKind, dict[str, Any]]], *, single: bool) -> None:
+        rows = [workloads.row(kind, obj, self.now()) for kind, obj in found]
+        for r in rows:  # what a watch then compares with
+            self._shown[(r.kind, r.namespace, r.name)] = r.identity()
         if self.output in ("json", "yaml"):
             objects = [obj for _, obj in found]
             document = objects[0] if single and len(objects) == 1 else as_list(objects)
             click.echo(dump(document, self.output))
-            return
-        if self.output == "name":
+        elif self.output == "name":
             for kind, obj in found:
                 click.echo(resource_name(kind, obj["metadata"]["name"]))
-            return
-        wide = self.output == "wide"
-        rows = [workloads.row(kind, obj, self.now()) for kind, obj in found]
-        header = workloads.state_header(wide=wide)
-        lines = [header, *(workloads.state_line(r, wide=wide) for r in rows)]
-        self._widths = workloads.column_widths(lines)
-        if rows:
-            for line in lines:
-                click.echo(workloads.aligned(line, self._widths))
-        for r in rows:
-            self._shown[(r.kind, r.namespace, r.name)] = r.identity()
+        else:
+            wide = self.output == "wide"
+            header = workloads.state_header(wide=wide)
+            lines = [header, *(workloads.state_line(r, wide=wide) for r in rows)]
+            if rows:  # else the header comes with the first row a watch prints
+                self._widths = workloads.column_widths(lines)
+                for line in lines:
+                    click.echo(workloads.aligned(line, self._widths))
+        sys.stdout.flush()  # a watch follows: what was listed shows at once through a pipe
 
     def changed(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A watch event's object: printed when what the table shows of it changed."""

@@ -86,3 +86,21 @@ async def test_only_changed_rows_are_printed_and_a_410_lists_again(
         ["ns", "a", "Job", "w1", "Dispatched"],
         ["ns", "b", "Job", "-", "Pending"],  # new after the relist; "a" unchanged
     ]
+
+
+async def test_a_watch_of_an_empty_namespace_prints_the_header_with_the_first_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    query = Query((JOB_KIND,), "ns", None, (), "jobrelay.dev/relay", explicit=True)
+    printer = Printer(None, now=lambda: datetime(2026, 1, 2, 3, 5, tzinfo=UTC))
+    listed = Listed(versions={JOB_KIND.name: "10"})
+    printer.first(listed.found, single=False)
+    assert capsys.readouterr().out == ""
+    client = ScriptedClient([[WatchEvent("ADDED", job("a", 11))]], relist=[])
+    with pytest.raises(ExceptionGroup):
+        await follow(client, query, listed, printer)  # type: ignore[arg-type]
+    lines = [line.split()[:5] for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        ["NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE"],
+        ["ns", "a", "Job", "-", "Pending"],
+    ]
