@@ -138,12 +138,12 @@ class Printer:
         self.output = output
         self.now = now
         self._widths: list[int] = []
-        self._shown: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self._shown: dict[tuple[str, str, str], object] = {}
 
     def first(self, found: list[tuple[WorkloadKind, dict[str, Any]]], *, single: bool) -> None:
         rows = [workloads.row(kind, obj, self.now()) for kind, obj in found]
-        for r in rows:  # what a watch then compares with
-            self._shown[(r.kind, r.namespace, r.name)] = r.identity()
+        for r, (_, obj) in zip(rows, found, strict=True):  # what a watch compares with
+            self._shown[(r.kind, r.namespace, r.name)] = self._fingerprint(r, obj)
         if self.output in ("json", "yaml"):
             objects = [obj for _, obj in found]
             document = objects[0] if single and len(objects) == 1 else as_list(objects)
@@ -161,13 +161,27 @@ class Printer:
                     click.echo(workloads.aligned(line, self._widths))
         sys.stdout.flush()  # a watch follows: what was listed shows at once through a pipe
 
+    def _fingerprint(self, r: workloads.Row, obj: Mapping[str, Any]) -> object:
+        """What must differ for a watch to print the object again: what the table shows of
+        it (ages aside); for json and yaml, anything but its resourceVersion."""
+        if self.output in ("json", "yaml"):
+            metadata = {
+                k: v for k, v in (obj.get("metadata") or {}).items()
+                if k not in ("resourceVersion", "managedFields")
+            }  # fmt: skip
+            return msgspec.json.encode({**obj, "metadata": metadata}, order="sorted")
+        if self.output == "name":
+            return r.identity()
+        return r.identity(wide=self.output == "wide")
+
     def changed(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A watch event's object: printed when what the table shows of it changed."""
         r = workloads.row(kind, obj, self.now())
         key = (r.kind, r.namespace, r.name)
-        if self._shown.get(key) == r.identity():
+        fingerprint = self._fingerprint(r, obj)
+        if self._shown.get(key) == fingerprint:
             return
-        self._shown[key] = r.identity()
+        self._shown[key] = fingerprint
         if self.output in ("json", "yaml"):
             click.echo(dump(obj, self.output))
             if self.output == "yaml":

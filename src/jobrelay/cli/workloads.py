@@ -203,12 +203,11 @@ class Row:
             return basic
         return (*basic, self.placements, self.active, self.failed)
 
-    def identity(self) -> tuple[str, ...]:
-        """What a watch compares to decide whether a row changed (not its ages)."""
-        return (
-            self.namespace, self.name, self.kind, self.cluster, self.state.value, self.reason,
-            self.completions, self.placements, self.active, self.failed,
-        )  # fmt: skip
+    def identity(self, *, wide: bool = False) -> tuple[str, ...]:
+        """What a watch compares to decide whether a row changed: what the table shows of
+        it, its ages aside (they change every second)."""
+        cells = self.cells(wide=wide)
+        return (*cells[:6], *cells[8:], self.reason)
 
 
 def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime) -> Row:

@@ -104,3 +104,19 @@ async def test_a_watch_of_an_empty_namespace_prints_the_header_with_the_first_ro
         ["NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE"],
         ["ns", "a", "Job", "-", "Pending"],
     ]
+
+
+@pytest.mark.parametrize(("output", "printed"), [(None, 0), ("wide", 1), ("json", 1)])
+def test_a_change_the_table_does_not_show_is_not_printed(
+    capsys: pytest.CaptureFixture[str], output: str | None, printed: int
+) -> None:
+    printer = Printer(output, now=lambda: datetime(2026, 1, 2, 3, 5, tzinfo=UTC))
+    placed = job("a", 10, **{"jobrelay.dev/cluster": "w1"})
+    placed["status"] = {"active": 2, "startTime": "2026-01-02T03:00:00Z"}
+    printer.first([(JOB_KIND, placed)], single=False)
+    capsys.readouterr()
+    fewer = {**placed, "status": {"active": 1, "startTime": "2026-01-02T03:00:00Z"}}
+    printer.changed(JOB_KIND, fewer)  # only ACTIVE (a wide column) changed
+    printer.changed(JOB_KIND, {**fewer, "metadata": {**fewer["metadata"], "resourceVersion": "12"}})
+    out = capsys.readouterr().out
+    assert out.count('"name": "a"' if output == "json" else "Running") == printed
