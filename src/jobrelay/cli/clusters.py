@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from jobrelay.cli.common import checked_origin, manager_client
+from jobrelay.cli import fleetview
+from jobrelay.cli.common import checked_origin, manager_client, manager_options
+from jobrelay.cli.get import as_list, dump
 from jobrelay.fleet import drain, maintenance, registry, serviceaccount
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
@@ -24,6 +27,7 @@ from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
 
 T = TypeVar("T")
+CLUSTER_OUTPUTS = ("wide", "json", "yaml", "name")
 
 manager_kubeconfig = click.option(
     "--manager-kubeconfig",
@@ -41,9 +45,48 @@ namespace_option = click.option("--namespace", default=registry.DEFAULT_NAMESPAC
                                 help="Namespace of the kubeconfig Secrets.")  # fmt: skip
 
 
-@click.group()
-def clusters() -> None:
-    """Worker clusters registered with the management cluster (WorkerCluster objects)."""
+@click.group(invoke_without_command=True)
+@click.option("-o", "--output", type=click.Choice(CLUSTER_OUTPUTS), default=None,
+              help="Without a subcommand: wide, json, yaml or name.")  # fmt: skip
+@manager_options
+@manager_kubeconfig
+@click.pass_context
+def clusters(
+    ctx: click.Context,
+    output: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    manager_kubeconfig: Path | None,
+) -> None:
+    """Worker clusters registered with the management cluster (WorkerCluster objects).
+
+    Without a subcommand: each one's health (CONNECTED, STATE), Kubernetes version,
+    unfinished mirrors and capacity (--kubeconfig/--context: the manager's here).
+    """
+    if ctx.invoked_subcommand is None:
+        _show_workers(output or "table", manager_kubeconfig or kubeconfig, context)
+
+
+def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> None:
+    """The WorkerClusters as a kubectl-style table (``wide`` with labels and messages), a
+    List (``json``, ``yaml``) or ``workercluster.jobrelay.dev/NAME`` lines."""
+
+    async def go() -> list[dict[str, Any]]:
+        async with manager_client(kubeconfig, context) as client:
+            return await registry.list_workers(client)
+
+    workers = _run(go())
+    if output in ("json", "yaml"):
+        click.echo(dump(as_list(workers), output))
+    elif output == "name":
+        for worker in workers:
+            click.echo(f"workercluster.jobrelay.dev/{worker['metadata']['name']}")
+    elif not workers:
+        click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
+    else:
+        shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
+        for line in fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide"):
+            click.echo(line)
 
 
 def _run(coroutine: Coroutine[Any, Any, T], on_interrupt: Callable[[], str] | None = None) -> T:
@@ -190,9 +233,14 @@ def add(
 
 @clusters.command("list")
 @manager_kubeconfig
-def list_(manager_kubeconfig: Path | None) -> None:
+@click.option("-o", "--output", type=click.Choice(CLUSTER_OUTPUTS), default=None,
+              help="wide, json, yaml or name, as bare `jobrelay clusters` [default: this table].")  # fmt: skip
+def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
     """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state,
     capacity (schedulable/all nodes, requested/allocatable resources)."""
+    if output is not None:
+        _show_workers(output, manager_kubeconfig, None)
+        return
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(manager_kubeconfig, None) as client:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+import yaml
+from click.shell_completion import CompletionItem
 
 from jobrelay.kinds.naming import origin_problem
-from jobrelay.kube.api import ApiClient, KubeconfigError
+from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, KubeconfigError
+
+T = TypeVar("T")
 
 
 def checked_origin(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -42,3 +49,122 @@ def manager_client(kubeconfig: Path | None, context: str | None) -> ApiClient:
         return ApiClient.from_environment(context, cluster="manager")
     except KubeconfigError as error:
         raise click.ClickException(f"{error} (pass --kubeconfig)") from error
+
+
+# Exit codes scripts can rely on (click itself exits 2 on a usage error).
+EXIT_OK = 0
+EXIT_ERROR = 1  # the apiserver refused or could not be reached, or anything else went wrong
+EXIT_USAGE = 2  # a wrong flag or argument
+EXIT_NOT_FOUND = 3  # the named object does not exist
+
+
+class NotFound(click.ClickException):
+    """The object named on the command line does not exist (exit 3)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+def api_failure(error: ApiError) -> click.ClickException:
+    """An apiserver's answer as a CLI error: 404 exits 3, anything else 1."""
+    if error.is_not_found:
+        return NotFound(error.message or str(error))
+    if error.code == 0:
+        return click.ClickException(
+            f"cannot reach the management cluster ({error}): check --kubeconfig, --context "
+            "and that its apiserver is up"
+        )
+    return click.ClickException(f"the management cluster answered {error}")
+
+
+EXIT_INTERRUPTED = 130  # Ctrl-C (a watch, `top`), as a shell reports it
+
+
+def run_command(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine: API errors become CLI errors with their exit code (the
+    first one, out of a task group too), Ctrl-C exits 130 quietly."""
+    try:
+        return asyncio.run(coroutine)
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    except BaseExceptionGroup as group:
+        raise _cli_error(_first_leaf(group)) from None
+    except (ApiError, KubeconfigError) as error:
+        raise _cli_error(error) from None
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+def _cli_error(error: BaseException) -> BaseException:
+    if isinstance(error, KeyboardInterrupt):
+        return click.exceptions.Exit(EXIT_INTERRUPTED)
+    if isinstance(error, ApiError):
+        return api_failure(error)
+    if isinstance(error, KubeconfigError):
+        return click.ClickException(f"{error} (pass --kubeconfig)")
+    return error
+
+
+def kubeconfig_namespace(kubeconfig: Path | None, context: str | None) -> str:
+    """The namespace kubectl would use: the context's, else ``default``."""
+    paths = [kubeconfig] if kubeconfig else []
+    if not paths:
+        env = os.environ.get("KUBECONFIG", "")
+        paths = [Path(p) for p in env.split(os.pathsep) if p] or [Path.home() / ".kube/config"]
+    for path in paths:
+        try:
+            config = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError):
+            continue
+        if not isinstance(config, dict):
+            continue
+        name = context or config.get("current-context")
+        for entry in config.get("contexts") or []:
+            if isinstance(entry, dict) and entry.get("name") == name:
+                namespace = (entry.get("context") or {}).get("namespace")
+                return str(namespace) if namespace else "default"
+    try:  # in a pod, like kubectl
+        return _IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+_IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def namespace_options(func: Any) -> Any:
+    """-n/--namespace and -A/--all-namespaces, as kubectl spells them."""
+    func = click.option(
+        "-A", "--all-namespaces", is_flag=True, help="Every namespace (overrides -n)."
+    )(func)
+    func = click.option(
+        "-n", "--namespace", default=None, shell_complete=complete_namespaces,
+        help="The namespace [default: the kubeconfig context's, else default].",
+    )(func)  # fmt: skip
+    return func
+
+
+def complete_namespaces(
+    ctx: click.Context, _param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """Shell completion of -n: the manager's namespaces (nothing when it cannot be asked)."""
+    params = ctx.params
+
+    async def names() -> list[str]:
+        async with manager_client(params.get("kubeconfig"), params.get("context")) as client:
+            listed = await client.list(NAMESPACES)
+        return [obj["metadata"]["name"] for obj in listed.items]
+
+    return [CompletionItem(name) for name in _completions(names) if name.startswith(incomplete)]
+
+
+def _completions(fetch: Callable[[], Coroutine[Any, Any, list[str]]]) -> list[str]:
+    try:
+        return asyncio.run(asyncio.wait_for(fetch(), _COMPLETION_TIMEOUT))
+    except (ApiError, KubeconfigError, click.ClickException, TimeoutError, OSError):
+        return []
+
+
+_COMPLETION_TIMEOUT = 3.0

@@ -1,0 +1,81 @@
+"""`jobrelay top`: the fleet at a glance, refreshed every few seconds (what is printed is
+:func:`jobrelay.cli.fleetview.top_lines`, pure)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from jobrelay.cli import fleetview
+from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, Query, fetch
+from jobrelay.fleet import registry
+from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
+from jobrelay.kube.api import ApiClient
+
+# ANSI: cursor home and clear the screen, as `watch` and `top` redraw.
+_CLEAR = "\x1b[H\x1b[2J"
+
+
+async def snapshot(client: ApiClient, controller_name: str) -> list[str]:
+    """One frame: the WorkerClusters and every managed workload, from the manager."""
+    workers = await registry.list_workers(client)
+    query = Query((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
+    listed = await fetch(client, query)
+    return fleetview.top_lines(workers, listed.found)
+
+
+async def refresh(
+    client: ApiClient,
+    controller_name: str,
+    interval: float,
+    *,
+    frames: int | None,
+    show: Callable[[list[str]], None],
+) -> None:
+    """Show a frame every ``interval`` seconds (``frames`` of them; None: until Ctrl-C)."""
+    shown = 0
+    while frames is None or shown < frames:
+        show(await snapshot(client, controller_name))
+        shown += 1
+        if frames is None or shown < frames:
+            await asyncio.sleep(interval)
+
+
+@click.command()
+@click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True,
+              help="Seconds between refreshes.")  # fmt: skip
+@click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
+@click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
+              help="Count workloads with this spec.managedBy.")  # fmt: skip
+@manager_options
+def top(
+    interval: float,
+    once: bool,
+    controller_name: str,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
+    """The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory
+    and GPUs used of allocatable, its unfinished mirrors and the workloads running there;
+    then the managed workloads by state. Refreshes every --interval seconds until Ctrl-C."""
+    clear = not once and click.get_text_stream("stdout").isatty()
+
+    def show(lines: list[str]) -> None:
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        text = "\n".join(lines) if once else "\n".join([f"jobrelay top  {stamp}", "", *lines])
+        click.echo((_CLEAR if clear else "") + text)
+
+    async def go() -> Any:
+        async with manager_client(kubeconfig, context) as client:
+            await refresh(client, controller_name, interval, frames=1 if once else None, show=show)
+
+    try:
+        run_command(go())
+    except registry.RegistryError as error:
+        raise click.ClickException(str(error)) from error

@@ -1,0 +1,260 @@
+"""What `jobrelay get`, `describe` and `top` say of a workload (pure: no I/O, no clock).
+
+A workload's state is computed here from the management object alone (its
+status, conditions and jobrelay's annotations), so every command says the same
+thing and every case is a table row in the unit tests.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, PLACEMENTS_ANNOTATION
+
+# Written on the management object by the controller's worker-Event relay while the
+# mirror cannot create its pods ("worker-1: FailedCreate: <message>"); the same key as
+# jobrelay.kinds.naming.BLOCKED_ANNOTATION.
+BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
+
+
+class State(enum.StrEnum):
+    """Where a workload stands, as `jobrelay get` shows it (first match wins, top down)."""
+
+    COMPLETE = "Complete"  # its kind's finish says succeeded
+    FAILED = "Failed"  # its kind's finish says failed
+    SUSPENDED = "Suspended"  # spec.suspend
+    BLOCKED = "Blocked"  # the worker cannot create its mirror's pods (BLOCKED_ANNOTATION)
+    HELD = "Held"  # not placed: no cluster can take it now (NOT_PLACED_ANNOTATION)
+    PENDING = "Pending"  # not placed, and the controller has not said why yet
+    RUNNING = "Running"  # placed, and pods are active or have run
+    DISPATCHED = "Dispatched"  # placed; its mirror shows no progress yet
+
+
+@dataclass(frozen=True)
+class Standing:
+    state: State
+    reason: str = ""
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
+    """The state of a management object and, where there is one, its reason."""
+    body = dict(obj)
+    finish = kind.finish(body)
+    if finish is not None:
+        reason = ": ".join(filter(None, (finish.reason, finish.message)))
+        return Standing(State.COMPLETE if finish.succeeded else State.FAILED, reason)
+    if kind.is_suspended(body):
+        return Standing(State.SUSPENDED)
+    annotations = annotations_of(obj)
+    blocked = annotations.get(BLOCKED_ANNOTATION)
+    if blocked:
+        return Standing(State.BLOCKED, str(blocked))
+    if not annotations.get(CLUSTER_ANNOTATION):
+        held = annotations.get(NOT_PLACED_ANNOTATION)
+        return Standing(State.HELD, str(held)) if held else Standing(State.PENDING)
+    status = obj.get("status") or {}
+    if status.get("active") or kind.has_run(body):
+        return Standing(State.RUNNING)
+    return Standing(State.DISPATCHED)
+
+
+def cluster_of(obj: Mapping[str, Any]) -> str:
+    """The worker it is placed on now, or ``""``."""
+    return str(annotations_of(obj).get(CLUSTER_ANNOTATION) or "")
+
+
+def placements_of(obj: Mapping[str, Any]) -> list[str]:
+    """Every worker it was placed on, in order (the current one last)."""
+    annotations = annotations_of(obj)
+    history = annotations.get(PLACEMENTS_ANNOTATION) or annotations.get(CLUSTER_ANNOTATION)
+    return [name for name in str(history or "").split(",") if name]
+
+
+def completions(obj: Mapping[str, Any]) -> str:
+    """``succeeded/wanted`` as kubectl prints it for a Job; for a JobSet, its child Jobs."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if obj.get("kind") == "Job":
+        succeeded = int(status.get("succeeded") or 0)
+        if spec.get("completions") is not None:
+            return f"{succeeded}/{spec['completions']}"
+        parallelism = int(spec.get("parallelism") or 1)
+        return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+    if obj.get("kind") == "JobSet":
+        wanted = sum(int((r or {}).get("replicas") or 1) for r in spec.get("replicatedJobs") or [])
+        done = sum(
+            int((r or {}).get("succeeded") or 0) for r in status.get("replicatedJobsStatus") or []
+        )
+        return f"{done}/{wanted}"
+    return "-"
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 timestamp of the API (``2026-01-02T03:04:05Z``), or None."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's ``duration.HumanDuration``: ``45s``, ``3m20s``, ``15m``, ``5h3m``, ``3d4h``."""
+    whole = int(seconds)
+    if whole < -1:
+        return "<invalid>"
+    if whole < 0:
+        return "0s"
+    if whole < 120:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 10:
+        rest = whole % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = whole // 3600
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        years = hours // 24 // 365
+        return f"{years}y{days}d" if days else f"{years}y"
+    return f"{hours // 24 // 365}y"
+
+
+def age(obj: Mapping[str, Any], now: datetime) -> str:
+    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return "<unknown>" if created is None else human_duration((now - created).total_seconds())
+
+
+def _finished_at(obj: Mapping[str, Any]) -> datetime | None:
+    status = obj.get("status") or {}
+    done = parse_time(status.get("completionTime"))
+    if done is not None:
+        return done
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in (
+            "Complete", "Completed", "Failed", "Succeeded",
+        ):  # fmt: skip
+            return parse_time(condition.get("lastTransitionTime"))
+    return None
+
+
+def duration(obj: Mapping[str, Any], now: datetime) -> str:
+    """How long it ran: start to completion, or to now while it runs; ``-`` before it starts.
+
+    A Job starts at ``status.startTime``; kinds without one (JobSet) at creation once
+    they have run or finished.
+    """
+    status = obj.get("status") or {}
+    started = parse_time(status.get("startTime"))
+    finished = _finished_at(obj)
+    if started is None and (finished is not None or status.get("replicatedJobsStatus")):
+        started = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    if started is None:
+        return "-"
+    return human_duration(((finished or now) - started).total_seconds())
+
+
+@dataclass(frozen=True)
+class Row:
+    """One workload as `jobrelay get` prints it."""
+
+    namespace: str
+    name: str
+    kind: str
+    cluster: str
+    state: State
+    reason: str
+    completions: str
+    age: str
+    duration: str
+    placements: str
+    active: str
+    failed: str
+
+    COLUMNS = ("NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE", "COMPLETIONS", "AGE", "DURATION")
+    WIDE_COLUMNS = (*COLUMNS, "PLACEMENTS", "ACTIVE", "FAILED")
+
+    def cells(self, *, wide: bool = False) -> tuple[str, ...]:
+        basic = (
+            self.namespace, self.name, self.kind, self.cluster or "-", self.state.value,
+            self.completions, self.age, self.duration,
+        )  # fmt: skip
+        if not wide:
+            return basic
+        return (*basic, self.placements, self.active, self.failed)
+
+    def identity(self, *, wide: bool = False) -> tuple[str, ...]:
+        """What a watch compares to decide whether a row changed: what the table shows of
+        it, its ages aside (they change every second)."""
+        cells = self.cells(wide=wide)
+        return (*cells[:6], *cells[8:], self.reason)
+
+
+def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime) -> Row:
+    metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
+    where = standing(kind, obj)
+    history = placements_of(obj)
+    return Row(
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        kind=kind.ref.kind,
+        cluster=cluster_of(obj),
+        state=where.state,
+        reason=where.reason,
+        completions=completions({"kind": kind.ref.kind, **obj}),
+        age=age(obj, now),
+        duration=duration(obj, now),
+        placements=">".join(history) or "-",
+        active=str(status.get("active", "-")),
+        failed=str(status.get("failed", "-")),
+    )
+
+
+def column_widths(lines: Sequence[tuple[str, ...]]) -> list[int]:
+    """The width of every column but the last (which is never padded)."""
+    if not lines:
+        return []
+    return [max(len(line[i]) for line in lines) for i in range(len(lines[0]) - 1)]
+
+
+def aligned(line: tuple[str, ...], widths: list[int]) -> str:
+    """One line, its columns three spaces apart as kubectl's, trailing space cut."""
+    cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+    return "   ".join([*cells, *line[len(cells) :]]).rstrip()
+
+
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:
+    """A header and rows, aligned; the last column (a reason, a message) is not padded, so a
+    long one does not widen the rest."""
+    lines = [header, *rows]
+    widths = column_widths(lines)
+    return [aligned(line, widths) for line in lines]
+
+
+def state_header(*, wide: bool) -> tuple[str, ...]:
+    return (*(Row.WIDE_COLUMNS if wide else Row.COLUMNS), "REASON")
+
+
+def state_line(r: Row, *, wide: bool) -> tuple[str, ...]:
+    """A row of `jobrelay get`'s table: its columns, then REASON."""
+    return (*r.cells(wide=wide), r.reason)
