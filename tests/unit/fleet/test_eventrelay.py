@@ -219,3 +219,24 @@ async def test_a_standby_writes_nothing() -> None:
         await recorder.aclose()
     [created] = manager.events()
     assert (created["message"], created["count"]) == ("worker-1: m3", 1)
+
+
+async def test_a_stale_annotation_is_removed_only_once_the_workers_events_have_listed() -> None:
+    # After a restart: the annotation is there, the mirror runs; but while a worker's
+    # Events list, a FailedCreate that keeps it blocked may still come.
+    manager = Manager()
+    manager.job["metadata"]["annotations"][BLOCKED_ANNOTATION] = "worker-1: FailedCreate: x"
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(manager), base_url="https://m")
+    async with ApiClient(http, cluster="manager") as client:
+        recorder = EventRecorder(client)
+        relay = EventRelay(
+            client, recorder, [JOB_KIND], local=lambda key: manager.job, may_write=lambda: True
+        )
+        worker = FakeWorker("worker-1", {KEY: mirror(active=1)}, events=Listed(False))
+        relay._workers = lambda: [worker]  # type: ignore[assignment,list-item,return-value]
+        assert await relay._sync_blocked(KEY) == 1.0
+        assert manager.requests == []
+        worker.events.has_synced = True
+        assert await relay._sync_blocked(KEY) is None
+        assert BLOCKED_ANNOTATION not in manager.job["metadata"]["annotations"]
+        await recorder.aclose()
