@@ -76,6 +76,21 @@ async def test_a_worker_quota_shows_as_failed_create_and_blocked_until_it_goes(
     )
 
 
+async def test_a_failed_pod_and_the_backoff_limit_show_on_the_manager(relay: Relay) -> None:
+    job = await relay.submit(
+        job_manifest("fails", backoff_limit=0, annotations={"fleet.jobrelay.dev/outcome": "fail"})
+    )
+    done = await relay.verify("fails", outcome="Failed", reason="BackoffLimitExceeded")
+    # The mirror is deleted once its status is copied, often before its last Event arrives.
+    event = await relay.wait_event(
+        job["metadata"]["uid"],
+        lambda e: e.get("type") == "Warning" and e.get("reason") == "BackoffLimitExceeded",
+        timeout=10,
+        what="the worker's BackoffLimitExceeded on the management Job",
+    )
+    assert event["message"].startswith(f"{done.cluster}: "), event["message"]
+
+
 STORM_REASON = "SimulatedWarning"
 STORM_MESSAGE = "the same warning, again and again"
 

@@ -101,7 +101,7 @@ class EventRelay:
         listing = informer is not None and not informer.has_synced
         if not listing:
             self._listed.add(worker.name)
-        target = target_of(event.new, self._refs, worker.mirror, _pod_owners(worker))
+        target = target_of(event.new, self._refs, _mirrors(worker), _pod_owners(worker))
         history = listing and worker.name not in self._listed
         now = asyncio.get_running_loop().time()
         for outgoing in self.relay.observe(
@@ -201,6 +201,17 @@ def _annotation_of(obj: Mapping[str, Any]) -> str | None:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(BLOCKED_ANNOTATION)
     return value if isinstance(value, str) else None
+
+
+def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | None]:
+    """Its cached mirrors, and those just deleted: a finished mirror is deleted as soon
+    as its status is copied, often before its last Events (BackoffLimitExceeded) arrive."""
+
+    def mirror(key: tuple[str, str]) -> Mapping[str, Any] | None:
+        found = worker.mirror(key)
+        return found if found is not None else worker.vanished.get(WorkloadKey(*key))
+
+    return mirror
 
 
 def _pod_owners(worker: Worker) -> Callable[[str, str], Sequence[str] | None]:

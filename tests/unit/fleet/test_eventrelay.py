@@ -36,6 +36,7 @@ class FakeWorker:
     mirrors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: Listed = field(default_factory=Listed)
     pods: None = None
+    vanished: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.mirrors.get(key)
@@ -240,3 +241,21 @@ async def test_a_stale_annotation_is_removed_only_once_the_workers_events_have_l
         assert await relay._sync_blocked(KEY) is None
         assert BLOCKED_ANNOTATION not in manager.job["metadata"]["annotations"]
         await recorder.aclose()
+
+
+async def test_events_of_a_mirror_just_deleted_are_still_relayed() -> None:
+    manager = Manager()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(manager), base_url="https://m")
+    async with ApiClient(http, cluster="manager") as client:
+        recorder = EventRecorder(client)
+        relay = EventRelay(
+            client, recorder, [JOB_KIND], local=lambda key: manager.job, may_write=lambda: True
+        )
+        worker = FakeWorker("worker-1", vanished={KEY: mirror()})
+        limit = worker_event(
+            "e1", "Job has reached the specified backoff limit", "BackoffLimitExceeded"
+        )
+        relay.worker_event(worker, limit)  # type: ignore[arg-type]
+        await recorder.aclose()
+    [created] = manager.events()
+    assert created["reason"] == "BackoffLimitExceeded"
