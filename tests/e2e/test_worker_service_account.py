@@ -172,6 +172,9 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("watch", "", "pods"): True,
             ("patch", "", "nodes"): False,
             ("delete", "", "pods"): False,
+            # Worker Events about mirrors and their pods, relayed to the manager: read only.
+            ("watch", "", "events"): True,
+            ("create", "", "events"): False,
             ("create", "rbac.authorization.k8s.io", "clusterrolebindings"): False,
         }
         answers = {request: await allowed(*request) for request in table}

@@ -28,6 +28,7 @@ from jobrelay.controller.relay.executor import Executor, Reservations
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet import registry
+from jobrelay.fleet.eventrelay import EventRelay
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.naming import ORIGIN_LABEL, origin_problem
@@ -174,6 +175,12 @@ class Controller:
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
         workers = options.workers
+        # Events name the replica that wrote them (reportingInstance).
+        self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
+        # Worker Events about mirrors and their pods, onto the management objects.
+        self.worker_events = EventRelay(
+            manager, self.events, kinds, local=self._local, may_write=self.may_write
+        )
         self.pool = WorkerPool(
             manager,
             kinds,
@@ -191,9 +198,8 @@ class Controller:
                 api=ApiOptions(write_fence=self.may_write),
             ),
             on_capacity_change=lambda _name: self.capacity_changed.set(),
+            event_sink=self.worker_events,
         )
-        # Events name the replica that wrote them (reportingInstance).
-        self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         executor = Executor(
             manager=manager,
             pool=self.pool,
@@ -215,6 +221,10 @@ class Controller:
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         return lambda event: self.queue.add(WorkloadKey(kind, event.key))
+
+    def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
+        runtime = self.kinds.get(key.kind)
+        return runtime.objects.get(key.key) if runtime is not None else None
 
     def may_write(self) -> bool:
         """The write fence: always without election, else only while holding the lease."""
@@ -246,6 +256,7 @@ class Controller:
             runtime.objects.start()
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
+        self.worker_events.start(self.pool.workers)
         await self.pool.start()
         try:
             for runtime in self.kinds.values():
@@ -272,6 +283,7 @@ class Controller:
                 await runtime.objects.stop()
             await self.namespaces.stop()
             await self.pool.stop()
+            await self.worker_events.stop()
             await self.events.aclose()
 
     async def _lead(self, stop: asyncio.Event) -> None:

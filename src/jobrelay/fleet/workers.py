@@ -25,12 +25,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from jobrelay.fleet import health, registry
+from jobrelay.fleet.workerevents import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.naming import mirror_selector
 from jobrelay.kube.api import (
+    EVENTS,
     NODES,
     PODS,
     SECRETS,
@@ -128,6 +130,8 @@ class Worker:
     capacity_task: asyncio.Task[None] | None = None
     # The capacity_error already logged (each is logged once).
     capacity_error_logged: str | None = None
+    # Its Warning Events, slimmed, for the pool's event sink (fleet/eventrelay.py).
+    events: Informer | None = None
 
     def capacity(self) -> WorkerCapacity | None:
         """Its nodes and what is requested on each; None until both its Nodes and Pods
@@ -245,7 +249,7 @@ class Worker:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        for informer in (*self.mirrors.values(), self.nodes, self.pods):
+        for informer in (*self.mirrors.values(), self.nodes, self.pods, self.events):
             if informer is not None:
                 await informer.stop()
 
@@ -257,6 +261,14 @@ class Worker:
 # Deleted mirrors remembered per worker: enough for every mirror of a busy worker
 # deleted behind our back between two reconciles of its key.
 _VANISHED_KEPT = 4096
+
+
+class WorkerEventSink(Protocol):
+    """Told of every worker's Events and mirror changes (fleet/eventrelay.py)."""
+
+    def worker_event(self, worker: Worker, event: InformerEvent) -> None: ...
+
+    def mirror_changed(self, worker: Worker, kind: WorkloadKind, event: InformerEvent) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -292,8 +304,10 @@ class WorkerPool:
         *,
         client_factory: ClientFactory = client_from_kubeconfig,
         on_capacity_change: Callable[[str], None] | None = None,
+        event_sink: WorkerEventSink | None = None,
     ) -> None:
         self._manager = manager
+        self._event_sink = event_sink
         self._client_factory = client_factory
         self._kinds = list(kinds)
         self._on_mirror_change = on_mirror_change
@@ -578,9 +592,15 @@ class WorkerPool:
             )
             informer.add_handler(functools.partial(worker.track, kind))
             informer.add_handler(functools.partial(self._mirror_changed, kind.name))
+            if self._event_sink is not None:
+                informer.add_handler(
+                    functools.partial(self._event_sink.mirror_changed, worker, kind)
+                )
             worker.mirrors[kind.name] = informer
             informer.start()
         self._watch_capacity(worker)
+        if self._event_sink is not None:
+            self._watch_events(worker, self._event_sink)
         _log.info("worker %s: connecting to %s", name, client.server)
         await self._probe(worker)
         worker.probe_task = asyncio.get_running_loop().create_task(
@@ -666,6 +686,18 @@ class WorkerPool:
 
     def _mirror_changed(self, kind: str, event: InformerEvent) -> None:
         self._on_mirror_change(WorkloadKey(kind, event.key))
+
+    def _watch_events(self, worker: Worker, sink: WorkerEventSink) -> None:
+        """Start the informer of its Warning Events, handed to ``sink``."""
+        worker.events = Informer(
+            worker.client,
+            EVENTS,
+            field_selector=WORKER_EVENT_FIELD_SELECTOR,
+            transform=slim_event,
+            options=self._options.informer,
+        )
+        worker.events.add_handler(functools.partial(sink.worker_event, worker))
+        worker.events.start()
 
     # -- capacity ----------------------------------------------------------------------
 

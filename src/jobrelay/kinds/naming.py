@@ -24,6 +24,9 @@ REDISPATCH_NEVER = "never"
 REDISPATCH_ALWAYS = "always"
 # Why a workload is not placed yet, shown on the object itself (jobrelay writes it).
 NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
+# On the management object: why its mirror cannot create its pods, in its worker's
+# words ("worker-1: FailedCreate: <message>"); removed once its pods run or it ends.
+BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
 
 # On the mirror: which run of its management Job it is (1 for the first placement),
 # so that a mirror left on a worker the Job moved away from is never mistaken for

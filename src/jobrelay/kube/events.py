@@ -95,11 +95,18 @@ class EventRecorder:
         self._closing = False
 
     def record(
-        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str
+        self,
+        obj: Mapping[str, Any],
+        event_type: EventType,
+        reason: str,
+        message: str,
+        *,
+        count: int = 1,
     ) -> None:
-        """Queue an Event about ``obj`` (which needs apiVersion, kind and metadata)."""
+        """Queue an Event about ``obj`` (which needs apiVersion, kind and metadata);
+        ``count``: how many occurrences it stands for (relayed Events carry their own)."""
         try:
-            self._record(obj, event_type, reason, message)
+            self._record(obj, event_type, reason, message, max(1, count))
         except Exception:
             _log.exception("cannot record event %s about %s", reason, _describe(obj))
 
@@ -133,7 +140,7 @@ class EventRecorder:
         await self.aclose()
 
     def _record(
-        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str
+        self, obj: Mapping[str, Any], event_type: EventType, reason: str, message: str, count: int
     ) -> None:
         if self._closing:
             _log.debug("recorder closed; dropping event %s about %s", reason, _describe(obj))
@@ -151,7 +158,7 @@ class EventRecorder:
         now = _timestamp()
         pending = self._pending.get(key)
         if pending is not None:
-            pending.repeats += 1
+            pending.repeats += count
             pending.last_seen = now
             return
         if len(self._pending) >= self._max_pending:
@@ -164,7 +171,7 @@ class EventRecorder:
             involved["uid"] = uid
         if metadata.get("resourceVersion"):
             involved["resourceVersion"] = metadata["resourceVersion"]
-        self._pending[key] = _Pending(involved, 1, now, now)
+        self._pending[key] = _Pending(involved, count, now, now)
         if not self._writers:
             # Several writers: one Event costs a round trip, and a busy controller
             # emits a few per Job; a single writer caps Events at ~1/latency per second.

@@ -132,6 +132,18 @@ async def test_a_repeat_during_the_first_write_counts_it_instead_of_duplicating(
     assert methods == ["POST", "PATCH"]
 
 
+async def test_a_record_may_stand_for_several_occurrences(
+    server: EventServer, client: ApiClient
+) -> None:
+    async with EventRecorder(client) as recorder:
+        recorder.record(JOB, "Warning", "FailedCreate", "worker-1: quota", count=3)
+        await _written(server, 1)
+        recorder.record(JOB, "Warning", "FailedCreate", "worker-1: quota", count=4)
+    assert server.methods() == ["POST", "PATCH"]
+    assert server.requests[0][2]["count"] == 3
+    assert server.requests[1][2]["count"] == 7
+
+
 async def test_an_expired_event_is_created_anew(server: EventServer, client: ApiClient) -> None:
     async with EventRecorder(client) as recorder:
         recorder.record(JOB, "Normal", "Synced", "x")

@@ -1,0 +1,230 @@
+"""Worker Events onto the management objects: the thin I/O side of fleet/workerevents.py.
+
+The worker pool hands every worker Event (its Warning Event informer) and every
+mirror change here. What to relay and what is blocked is decided by the pure
+:mod:`jobrelay.fleet.workerevents`; this writes it: relayed Events through the
+controller's :class:`~jobrelay.kube.events.EventRecorder` (which folds repeats into
+one Event's count), summaries when due, and the ``jobrelay.dev/blocked`` annotation
+as a merge patch of the management object's metadata, only when it changes. A
+standby replica (the write fence shut) records and patches nothing; it keeps
+following, so that it does not replay what the leader relayed once it takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, cast
+
+from jobrelay.fleet.workerevents import (
+    BlockedTracker,
+    Outgoing,
+    RelayLimits,
+    WorkerEventRelay,
+    has_active_pods,
+    target_of,
+)
+from jobrelay.fleet.workers import Worker
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.naming import BLOCKED_ANNOTATION
+from jobrelay.kube.api import ApiClient, ApiError, Resource
+from jobrelay.kube.events import EventRecorder
+from jobrelay.kube.queueing import WorkQueue, run_workers
+from jobrelay.kube.watching import InformerEvent
+
+__all__ = ["EventRelay"]
+
+_log = logging.getLogger(__name__)
+
+# While a worker's Events have not listed, a blocked annotation is not removed yet:
+# the FailedCreate that keeps it may still be in that list. Seen again after this.
+_UNLISTED_RETRY = 1.0
+
+
+class EventRelay:
+    """Relays worker Events onto management objects and keeps ``jobrelay.dev/blocked``."""
+
+    def __init__(
+        self,
+        manager: ApiClient,
+        recorder: EventRecorder,
+        kinds: Sequence[WorkloadKind],
+        *,
+        local: Callable[[WorkloadKey], Mapping[str, Any] | None],
+        may_write: Callable[[], bool],
+        limits: RelayLimits | None = None,
+    ) -> None:
+        self._manager = manager
+        self._recorder = recorder
+        self._kinds = {kind.name: kind for kind in kinds}
+        self._refs = {kind.name: kind.ref for kind in kinds}
+        self._local = local
+        self._may_write = may_write
+        self.relay = WorkerEventRelay(limits)
+        self.blocked = BlockedTracker()
+        # Workers whose Events have listed once in this process: a later relist of
+        # theirs is news, not history.
+        self._listed: set[str] = set()
+        self._queue: WorkQueue[WorkloadKey] = WorkQueue()
+        self._workers: Callable[[], Iterable[Worker]] = list
+        self._task: asyncio.Task[None] | None = None
+        self._summary_call: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self, workers: Callable[[], Iterable[Worker]]) -> None:
+        """Start writing the blocked annotation; ``workers``: the pool's current workers."""
+        self._workers = workers
+        self._task = asyncio.get_running_loop().create_task(
+            run_workers(self._queue, 2, self._sync_blocked, name="blocked"), name="blocked"
+        )
+
+    async def stop(self) -> None:
+        self._queue.shutdown()
+        if self._summary_call is not None:
+            self._summary_call.cancel()
+            self._summary_call = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    # -- what the pool hands in (WorkerEventSink) ------------------------------------------
+
+    def worker_event(self, worker: Worker, event: InformerEvent) -> None:
+        if event.new is None:
+            return  # an Event expired or deleted: nothing happened
+        informer = worker.events
+        listing = informer is not None and not informer.has_synced
+        if not listing:
+            self._listed.add(worker.name)
+        target = target_of(event.new, self._refs, _mirrors(worker), _pod_owners(worker))
+        history = listing and worker.name not in self._listed
+        now = asyncio.get_running_loop().time()
+        for outgoing in self.relay.observe(
+            worker.name, event.new, target, history=history, now=now
+        ):
+            self._record(outgoing)
+        self._schedule_summaries()
+        if target is not None:
+            mirror = worker.mirror(target.key)
+            running = mirror is not None and self._running_or_finished(target.key.kind, mirror)
+            if self.blocked.event(worker.name, event.new, target, mirror_running=running):
+                self._queue.add(target.key)
+
+    def mirror_changed(self, worker: Worker, kind: WorkloadKind, event: InformerEvent) -> None:
+        key = WorkloadKey(kind.name, event.key)
+        mirror = event.new
+        uid = None if mirror is None else str((mirror.get("metadata") or {}).get("uid") or "")
+        running = mirror is not None and self._running_or_finished(kind.name, mirror)
+        self.blocked.mirror(worker.name, key, uid, running_or_finished=running)
+        if self._annotation(key) != self.blocked.wanted(key):
+            self._queue.add(key)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _record(self, outgoing: Outgoing) -> None:
+        if not self._may_write():
+            return  # a standby writes nothing
+        obj = self._local(outgoing.key)
+        if obj is None:
+            return
+        event_type = cast(Literal["Normal", "Warning"], outgoing.type)
+        self._recorder.record(
+            obj, event_type, outgoing.reason, outgoing.message, count=outgoing.count
+        )
+
+    def _schedule_summaries(self) -> None:
+        due = self.relay.next_due()
+        if due is None or self._summary_call is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._summary_call = loop.call_at(due, self._summaries)
+
+    def _summaries(self) -> None:
+        self._summary_call = None
+        for outgoing in self.relay.due(asyncio.get_running_loop().time()):
+            self._record(outgoing)
+        self._schedule_summaries()
+
+    async def _sync_blocked(self, key: WorkloadKey) -> float | None:
+        """Make the management object's annotation say what the tracker wants."""
+        wanted = self.blocked.wanted(key)
+        obj = self._local(key)
+        if obj is None or _annotation_of(obj) == wanted:
+            return None
+        if wanted is None and any(
+            w.events is not None and not w.events.has_synced for w in self._workers()
+        ):
+            return _UNLISTED_RETRY
+        if not self._may_write():
+            return None  # a standby writes nothing; the leader keeps it
+        kind = self._kinds.get(key.kind)
+        if kind is None:
+            return None
+        try:
+            await self._manager.patch(
+                Resource.of(kind.ref),
+                key.name,
+                {"metadata": {"annotations": {BLOCKED_ANNOTATION: wanted}}},
+                namespace=key.namespace,
+            )
+        except ApiError as error:
+            if not error.is_not_found:
+                raise
+            return None
+        _log.info(
+            "%s: %s", key, f"blocked: {wanted}" if wanted is not None else "no longer blocked"
+        )
+        return None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _annotation(self, key: WorkloadKey) -> str | None:
+        obj = self._local(key)
+        return None if obj is None else _annotation_of(obj)
+
+    def _running_or_finished(self, kind_name: str, mirror: Mapping[str, Any]) -> bool:
+        if has_active_pods(mirror):
+            return True
+        kind = self._kinds.get(kind_name)
+        try:
+            return kind is not None and kind.is_finished(dict(mirror))
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+            return False  # a status it cannot read: the reconcile says so
+
+
+def _annotation_of(obj: Mapping[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(BLOCKED_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
+def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | None]:
+    """Its cached mirrors, and those just deleted: a finished mirror is deleted as soon
+    as its status is copied, often before its last Events (BackoffLimitExceeded) arrive."""
+
+    def mirror(key: tuple[str, str]) -> Mapping[str, Any] | None:
+        found = worker.mirror(key)
+        return found if found is not None else worker.vanished.get(WorkloadKey(*key))
+
+    return mirror
+
+
+def _pod_owners(worker: Worker) -> Callable[[str, str], Sequence[str] | None]:
+    """The owner names a cached pod's labels give (None: not cached, or not known)."""
+
+    def owners(namespace: str, name: str) -> Sequence[str] | None:
+        pods = worker.pods
+        if pods is None or not pods.has_synced:
+            return None
+        pod = pods.get(f"{namespace}/{name}")
+        if pod is None:
+            return None
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return sorted({str(v) for v in labels.values() if v}, key=len, reverse=True)
+
+    return owners
