@@ -65,6 +65,8 @@ class ControllerProcess:
             str(self.kubeconfig),
             "--log-format",
             "json",
+            "--metrics-address",
+            "127.0.0.1:0",
             *self.extra_args,
         ]
 

@@ -46,6 +46,7 @@ OPTIONS = ControllerOptions(
     origin="hq",
     queue=QueueSettings(concurrency=2, gc_interval=3600.0),
     workers=WorkerSettings(namespace=NAMESPACE),
+    metrics_address="",  # never :8080 in tests
 )
 STAMP = "2001-01-01T00:00:00.000000Z"
 KEY = WorkloadKey(JOB.name, "team-a/train")
