@@ -75,7 +75,8 @@ class Instruments:
         def handler(event: InformerEvent) -> None:
             key = WorkloadKey(kind.name, event.key)
             obj = event.new
-            if obj is None:
+            if obj is None or kind.has_run(obj) or kind.finish(obj) is not None:
+                # Gone, or dispatched (by another replica, say): a later mirror is a re-dispatch.
                 self.unplaced.discard(key)
             elif not _annotations(obj).get(CLUSTER_ANNOTATION) and not kind.is_suspended(obj):
                 self.unplaced.start(key)

@@ -226,7 +226,8 @@ class Controller:
         return lambda event: self.queue.add(WorkloadKey(kind, event.key))
 
     def _mirror_changed(self, key: WorkloadKey) -> None:
-        self.instruments.mirror_changed(key)
+        if self.may_write():  # a standby copies nothing: its clocks would only go stale
+            self.instruments.mirror_changed(key)
         self.queue.add(key)
 
     def _worker_client(

@@ -178,3 +178,14 @@ def test_requests_are_labelled_manager_or_by_worker() -> None:
 )
 def test_reconcile_result_labels(result: float | Backoff | None, label: str) -> None:
     assert reconcile_result(result) == label
+
+
+def test_an_object_another_replica_dispatched_forgets_its_clock() -> None:
+    instruments = Instruments()
+    handler = instruments.object_seen(JOB)
+    handler(seen(job()))
+    handler(seen(job(placed="worker-1", history=("worker-1",), status=RUNNING), job()))
+    assert len(instruments.unplaced) == 0
+    # Its re-dispatch later, by this replica, is not a dispatch latency.
+    instruments.mirror_created(KEY, "worker-2")
+    assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 0
