@@ -40,7 +40,7 @@ from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
-from jobrelay.web.health import Health, HealthServer
+from jobrelay.web.health import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
 
@@ -114,6 +114,27 @@ async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[
         )
     except (KindError, ValueError) as error:
         raise ConfigurationError(str(error)) from error
+
+
+# What one HTTP server serves: its flag, address, whether /metrics, the events it logs.
+Listener = tuple[str, str, bool, tuple[str, ...]]
+
+
+def listeners(metrics_address: str, health_address: str) -> list[Listener]:
+    """The servers to start: probes and /metrics on the metrics address, probes on the
+    health address; one address twice is one server, port 0 twice is two free ports."""
+    shared = (
+        bool(metrics_address)
+        and health_address == metrics_address
+        and parse_address(metrics_address)[1] != 0
+    )
+    wanted: list[Listener] = []
+    if metrics_address:
+        also = ("health-listening",) if shared else ()
+        wanted.append(("--metrics-address", metrics_address, True, ("metrics-listening", *also)))
+    if health_address and not shared:
+        wanted.append(("--health-address", health_address, False, ("health-listening",)))
+    return wanted
 
 
 def election_timing(options: ControllerOptions) -> ElectionTiming:
@@ -346,17 +367,12 @@ class Controller:
 
     async def _serve_http(self) -> list[HealthServer]:
         """Probes and /metrics on --metrics-address, the probes on --health-address (one
-        server when both are the same); each logs where it listens."""
-        metrics, health = self.options.metrics_address, self.options.health_address
-        wanted: list[tuple[str, str, bool, tuple[str, ...]]] = []
-        if metrics:
-            shared = ("health-listening",) if health == metrics else ()
-            wanted.append(("--metrics-address", metrics, True, ("metrics-listening", *shared)))
-        if health and health != metrics:
-            wanted.append(("--health-address", health, False, ("health-listening",)))
+        server when both name the same port); each logs where it listens."""
         servers: list[HealthServer] = []
         try:
-            for flag, address, with_metrics, events in wanted:
+            for flag, address, with_metrics, events in listeners(
+                self.options.metrics_address, self.options.health_address
+            ):
                 page = (self.instruments.metrics.render, CONTENT_TYPE) if with_metrics else None
                 server = HealthServer(address, self.health, page)
                 try:
