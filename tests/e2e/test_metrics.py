@@ -131,9 +131,9 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
     assert delta("jobrelay_redispatched_total") == {}
     assert delta("jobrelay_finished_total", "cluster", "outcome") == dict(happened)
     dispatched_by_cluster = delta("jobrelay_dispatched_total", "cluster")
-    assert dispatched_by_cluster == dict(collections.Counter(c for c, _ in happened.elements())), (
-        "mirrors created per cluster differ from where the Jobs ran"
-    )
+    assert dispatched_by_cluster == dict(
+        collections.Counter((c,) for c, _ in happened.elements())
+    ), "mirrors created per cluster differ from where the Jobs ran"
 
     # One dispatch latency per Job; at least one status copy per Job (each ran and ended).
     assert delta("jobrelay_dispatch_latency_seconds_count") == {(): JOBS}
