@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bench.controllermetrics import listening_url
+
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -43,6 +45,8 @@ class ControllerProcess:
         self._offset = 0
         self.started_at = math.nan
         self.ready_at = math.nan
+        # Where the current run serves /metrics (logged before it is ready).
+        self.metrics_url: str | None = None
 
     @property
     def pid(self) -> int:
@@ -65,6 +69,8 @@ class ControllerProcess:
             str(self.kubeconfig),
             "--log-format",
             "json",
+            "--metrics-address",
+            "127.0.0.1:0",
             *self.extra_args,
         ]
 
@@ -77,6 +83,7 @@ class ControllerProcess:
         self._log.flush()
         self._offset = self.log_path.stat().st_size
         self.started_at = time.monotonic()
+        self.metrics_url = None
         self._process = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
@@ -94,6 +101,7 @@ class ControllerProcess:
                     f"the controller exited while starting; {self.log_path} ends:\n{self.log_tail()}"
                 )
             for entry in self._new_entries():
+                self.metrics_url = listening_url(entry) or self.metrics_url
                 if entry.get("event") == "ready" or str(entry.get("msg", "")).startswith(
                     "jobrelay ready"
                 ):

@@ -197,6 +197,14 @@ def _latency_section(data: Json) -> list[str]:
         rows.append(
             [label, _n(int(s["count"])), _n(s["p50"]), _n(s["p95"]), _n(s["p99"]), _n(s["max"])]
         )
+    own = (data.get("controller") or {}).get("metrics") or {}
+    for label, key in (
+        ("jobrelay's /metrics: object seen → mirror created", "dispatch_ms"),
+        ("jobrelay's /metrics: mirror change seen → status written", "status_copy_ms"),
+    ):
+        if (s := own.get(key)) and s["count"]:
+            # From the histogram's buckets: no max, quantiles as coarse as the buckets.
+            rows.append([label, _n(int(s["count"])), _n(s["p50"]), _n(s["p95"]), _n(s["p99"]), "-"])
     lines += _table(["latency (ms)", "samples", "p50", "p95", "p99", "max"], rows)
     steps = data.get("dispatch_steps_ms") or {}
     if steps and all(s["count"] for s in steps.values()):

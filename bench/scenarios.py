@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import stats
+import httpx2
+
+from bench import controllermetrics, stats
 from bench.apimetrics import CLIENT_VERB, MetricsClient, Scrape, difference
 from bench.controller import ControllerProcess, ProcSampler, log_steps, read_proc
 from bench.fleetctl import MANAGER, Fleet
@@ -318,6 +320,12 @@ async def _controller(
     finally:
         if spy is not None:
             _stop_py_spy(spy, profile)
+        # The controller's own latency histograms, while it still runs (no log parsing).
+        if process.metrics_url is not None and process.running:
+            try:
+                info["metrics"] = await controllermetrics.scrape(process.metrics_url)
+            except (httpx2.HTTPError, ValueError) as error:
+                _say(f"could not read the controller's /metrics: {error}")
         info["exit_code"] = await process.stop()
         info["log_levels"] = process.log_levels()
         if info["exit_code"] not in (0, None):

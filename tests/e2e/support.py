@@ -80,6 +80,8 @@ class ControllerProcess:
             sys.executable, "-m", "jobrelay", "run",
             "--kubeconfig", str(manager_kubeconfig),
             "--log-format", "json",
+            # A free port on loopback: never :8080, never two replicas on one port.
+            "--metrics-address", "127.0.0.1:0",
             *extra_args,
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig
@@ -120,6 +122,13 @@ class ControllerProcess:
         """The JSON log records of the current run (since the last start)."""
         records = (_json_record(line) for line in self.log_text(self._run_offset).splitlines())
         return [record for record in records if record is not None]
+
+    def metrics_url(self) -> str | None:
+        """Where the current run serves /metrics (from its log), None before it listens."""
+        for record in self.run_records():
+            if record.get("event") == "metrics-listening":
+                return f"http://{record['addresses'][0]}/metrics"
+        return None
 
     def mark(self, text: str) -> None:
         """Write a marker line into the log (to find where a test or a restart began)."""

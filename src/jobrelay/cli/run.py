@@ -151,6 +151,10 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               callback=_address, metavar="HOST:PORT",
               help="Serve /healthz and /readyz here (e.g. :8081; port 0 picks a free one, logged) "
                    "[default: none].")  # fmt: skip
+@click.option("--metrics-address", default=_default(ControllerOptions, "metrics_address"),
+              show_default=True, callback=_address, metavar="HOST:PORT",
+              help="Serve /metrics (Prometheus), /healthz and /readyz here (port 0 picks a free "
+                   "one, logged; \"\" serves none).")  # fmt: skip
 @click.option("--allow-exec-credentials", is_flag=True,
               default=_default(WorkerSettings, "allow_exec_credentials"),
               help="Accept worker kubeconfigs whose user runs an exec credential plugin (as "
@@ -190,6 +194,7 @@ def run(
     renew_deadline: float,
     retry_period: float,
     health_address: str,
+    metrics_address: str,
     allow_exec_credentials: bool,
     log_format: str,
     log_level: str,
@@ -243,6 +248,7 @@ def run(
         ),
         leader_election=election,
         health_address=health_address,
+        metrics_address=metrics_address,
     )
     manager = manager_client(kubeconfig, context)
     election_client = manager_client(kubeconfig, context) if leader_elect else None

@@ -122,6 +122,9 @@ class ControllerOptions:
     # HOST:PORT of /healthz and /readyz; "" serves none (two local replicas never
     # collide by default); port 0 picks a free port, logged at start.
     health_address: str = ""
+    # HOST:PORT of /metrics, /healthz and /readyz; "" serves none; port 0 picks a free
+    # port, logged at start (tests and two replicas on one machine).
+    metrics_address: str = ":8080"
 
     @property
     def lease_name(self) -> str:

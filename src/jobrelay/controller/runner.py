@@ -19,17 +19,18 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.executor import Executor, Reservations
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet import registry
 from jobrelay.fleet.eventrelay import EventRelay
-from jobrelay.fleet.workers import PoolOptions, WorkerPool
+from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.naming import ORIGIN_LABEL, origin_problem
 from jobrelay.kinds.registry import parse_kind_name
@@ -39,7 +40,8 @@ from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
-from jobrelay.web.health import Health, HealthServer
+from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
+from jobrelay.web.health import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
 
@@ -115,6 +117,27 @@ async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[
         raise ConfigurationError(str(error)) from error
 
 
+# What one HTTP server serves: its flag, address, whether /metrics, the events it logs.
+Listener = tuple[str, str, bool, tuple[str, ...]]
+
+
+def listeners(metrics_address: str, health_address: str) -> list[Listener]:
+    """The servers to start: probes and /metrics on the metrics address, probes on the
+    health address; one address twice is one server, port 0 twice is two free ports."""
+    shared = (
+        bool(metrics_address)
+        and health_address == metrics_address
+        and parse_address(metrics_address)[1] != 0
+    )
+    wanted: list[Listener] = []
+    if metrics_address:
+        also = ("health-listening",) if shared else ()
+        wanted.append(("--metrics-address", metrics_address, True, ("metrics-listening", *also)))
+    if health_address and not shared:
+        wanted.append(("--health-address", health_address, False, ("health-listening",)))
+    return wanted
+
+
 def election_timing(options: ControllerOptions) -> ElectionTiming:
     election = options.leader_election
     return ElectionTiming(election.lease_duration, election.renew_deadline, election.retry_period)
@@ -150,6 +173,11 @@ class Controller:
                 timing=election_timing(options),
             )
         self.synced = False
+        # Metrics: the manager's requests counted as "manager", each worker's by its name.
+        self.instruments = Instruments(self.metrics_state)
+        manager.on_request = self.instruments.manager_hook()
+        if election_client is not None:
+            election_client.on_request = self.instruments.manager_hook()
         queue = options.queue
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(
             QueueOptions(
@@ -184,7 +212,7 @@ class Controller:
         self.pool = WorkerPool(
             manager,
             kinds,
-            self.queue.add,
+            self._mirror_changed,
             PoolOptions(
                 namespace=workers.namespace,
                 controller_name=options.controller_name,
@@ -199,6 +227,7 @@ class Controller:
             ),
             on_capacity_change=lambda _name: self.capacity_changed.set(),
             event_sink=self.worker_events,
+            client_factory=self._worker_client,
         )
         executor = Executor(
             manager=manager,
@@ -209,6 +238,7 @@ class Controller:
             created=Expectations(),
             deleted=Expectations(),
             reservations=Reservations(),
+            observer=self.instruments,
         )
         settings = Settings(
             controller_name=options.controller_name,
@@ -226,6 +256,31 @@ class Controller:
         runtime = self.kinds.get(key.kind)
         return runtime.objects.get(key.key) if runtime is not None else None
 
+    def _mirror_changed(self, key: WorkloadKey) -> None:
+        if self.may_write():  # a standby copies nothing: its clocks would only go stale
+            self.instruments.mirror_changed(key)
+        self.queue.add(key)
+
+    def _worker_client(
+        self, kubeconfig: Mapping[str, Any], context: str | None, name: str, api: ApiOptions
+    ) -> ApiClient:
+        client = client_from_kubeconfig(kubeconfig, context, name, api)
+        client.on_request = self.instruments.request_hook()
+        return client
+
+    def metrics_state(self) -> ControllerState:
+        """What the state gauges show, at each scrape."""
+        return ControllerState(
+            leader=self.elector is None or self.elector.is_leader,
+            ready=self.synced,
+            queue_depth=len(self.queue),
+            queue_delayed=self.queue.delayed,
+            queue_in_progress=self.queue.in_progress,
+            queue_oldest_age=self.queue.oldest_age(),
+            held=len(self.reconciler.held()),
+            workers=tuple(WorkerState(v.name, v.connected, v.lost) for v in self.pool.views()),
+        )
+
     def may_write(self) -> bool:
         """The write fence: always without election, else only while holding the lease."""
         return self.elector is None or self.elector.holds_lease()
@@ -238,11 +293,11 @@ class Controller:
         return Health("standby", self.synced, self.elector.leader, self.identity)
 
     async def run(self, stop: asyncio.Event) -> None:
-        server = await self._serve_health()
+        servers = await self._serve_http()
         try:
             await self._run(stop)
         finally:
-            if server is not None:
+            for server in servers:
                 await server.close()
 
     async def _run(self, stop: asyncio.Event) -> None:
@@ -253,6 +308,7 @@ class Controller:
         self.manager.write_fence = self.may_write
         for name, runtime in self.kinds.items():
             runtime.objects.add_handler(self._enqueue(name))
+            runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
             runtime.objects.start()
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
@@ -301,7 +357,7 @@ class Controller:
                 run_workers(
                     self.queue,
                     self.options.queue.concurrency,
-                    self.reconciler.reconcile,
+                    self.instruments.reconcile(self.reconciler.reconcile),
                     name="relay",
                 )
             )
@@ -321,22 +377,30 @@ class Controller:
         # queued must not be written.
         self.events.abandon()
 
-    async def _serve_health(self) -> HealthServer | None:
-        if not self.options.health_address:
-            return None
-        server = HealthServer(self.options.health_address, self.health)
+    async def _serve_http(self) -> list[HealthServer]:
+        """Probes and /metrics on --metrics-address, the probes on --health-address (one
+        server when both name the same port); each logs where it listens."""
+        servers: list[HealthServer] = []
         try:
-            bound = await server.start()
-        except OSError as error:
-            raise ConfigurationError(
-                f"--health-address {self.options.health_address}: cannot listen: {error}"
-            ) from error
-        _log.info(
-            "serving /healthz and /readyz on %s",
-            ", ".join(bound),
-            extra={"event": "health-listening", "addresses": bound},
-        )
-        return server
+            for flag, address, with_metrics, events in listeners(
+                self.options.metrics_address, self.options.health_address
+            ):
+                page = (self.instruments.metrics.render, CONTENT_TYPE) if with_metrics else None
+                server = HealthServer(address, self.health, page)
+                try:
+                    bound = await server.start()
+                except OSError as error:
+                    raise ConfigurationError(f"{flag} {address}: cannot listen: {error}") from error
+                servers.append(server)
+                routes = "/healthz, /readyz and /metrics" if page else "/healthz and /readyz"
+                for event in events:
+                    _log.info("serving %s on %s", routes, ", ".join(bound),
+                              extra={"event": event, "addresses": bound})  # fmt: skip
+        except BaseException:
+            for server in servers:
+                await server.close()
+            raise
+        return servers
 
     def _known_keys(self) -> set[WorkloadKey]:
         keys = {

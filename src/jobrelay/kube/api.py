@@ -331,7 +331,8 @@ class ApiClient:
         self.cluster = cluster
         self._http = http
         self._options = options or ApiOptions()
-        self._on_request = on_request
+        # Called with every finished request (metrics); settable, like write_fence.
+        self.on_request = on_request
         self._counts: Counter[str] = Counter()
         # See ApiOptions.write_fence; settable, e.g. once start-up writes are done.
         self.write_fence = self._options.write_fence
@@ -785,10 +786,10 @@ class ApiClient:
         if code and not self._answering:
             self._answering = True
             _log.info("apiserver %s answers again", self.cluster, extra={"cluster": self.cluster})
-        if self._on_request is None:
+        if self.on_request is None:
             return
         try:
-            self._on_request(RequestRecord(self.cluster, verb, resource.plural, code, seconds))
+            self.on_request(RequestRecord(self.cluster, verb, resource.plural, code, seconds))
         except Exception:
             # Metrics must never break a request.
             _log.exception("on_request hook failed")

@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
@@ -87,6 +88,8 @@ class WorkQueue(Generic[K]):
         # Keys that need processing: waiting in _ready, or to requeue at done().
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
+        # When each key in _ready was added (monotonic), oldest first: for metrics.
+        self._waiting_since: dict[K, float] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
         self._shutting_down = False
         # Delayed keys: a heap ordered by due time, plus each key's earliest due
@@ -106,6 +109,22 @@ class WorkQueue(Generic[K]):
         return len(self._ready)
 
     @property
+    def delayed(self) -> int:
+        """Keys waiting out a delay (backoff or requeue-after)."""
+        return len(self._due)
+
+    @property
+    def in_progress(self) -> int:
+        """Keys handed out and not done yet."""
+        return len(self._processing)
+
+    def oldest_age(self, now: float | None = None) -> float:
+        """Seconds the longest-waiting ready key has waited (0 when none waits)."""
+        for since in self._waiting_since.values():
+            return max(0.0, (time.monotonic() if now is None else now) - since)
+        return 0.0
+
+    @property
     def is_shut_down(self) -> bool:
         return self._shutting_down
 
@@ -116,6 +135,7 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             return  # done() will queue it again
         self._ready.append(key)
+        self._waiting_since[key] = time.monotonic()
         self._wake_one_getter()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -169,6 +189,7 @@ class WorkQueue(Generic[K]):
                 raise QueueShutDown
             if self._ready:
                 key = self._ready.popleft()
+                self._waiting_since.pop(key, None)
                 self._processing.add(key)
                 self._dirty.discard(key)
                 return key
@@ -190,6 +211,7 @@ class WorkQueue(Generic[K]):
         self._processing.discard(key)
         if key in self._dirty and not self._shutting_down:
             self._ready.append(key)
+            self._waiting_since[key] = time.monotonic()
             self._wake_one_getter()
 
     def shutdown(self) -> None:
@@ -203,6 +225,7 @@ class WorkQueue(Generic[K]):
             self._timer.cancel()
             self._timer = None
         self._ready.clear()
+        self._waiting_since.clear()
         self._dirty.clear()
         self._delayed.clear()
         self._due.clear()

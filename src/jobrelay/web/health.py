@@ -1,8 +1,8 @@
-"""``/healthz`` and ``/readyz`` of one controller process, over plain HTTP/1.1.
+"""``/healthz``, ``/readyz`` and ``/metrics`` of one controller process, over plain HTTP/1.1.
 
 h11 does the HTTP (parsing, framing, the protocol's rules) on asyncio streams:
-two fixed JSON answers need no web framework. Each connection carries one
-request and is closed, as probes expect.
+two fixed JSON answers and a metrics page need no web framework. Each
+connection carries one request and is closed, as probes expect.
 
 - ``/healthz``: 200 whenever the event loop answers at all (liveness: a loop
   that is stuck answers nothing and the probe times out).
@@ -10,6 +10,8 @@ request and is closed, as probes expect.
 
 Both bodies say the same: ``{"role": "leader"|"standby", "ready": bool,
 "leader": "<holder identity>", "identity": "<this replica>"}``.
+
+- ``/metrics`` (when the server has a ``metrics`` page): Prometheus' text format.
 """
 
 from __future__ import annotations
@@ -24,15 +26,19 @@ from typing import Literal
 
 import h11
 
-__all__ = ["Health", "HealthServer", "parse_address"]
+__all__ = ["Health", "HealthServer", "MetricsPage", "parse_address"]
 
 _log = logging.getLogger(__name__)
 
 # A client gets this long to send its request (a stalled one must not hold a connection).
 REQUEST_TIMEOUT = 10.0
 _MAX_REQUEST_BYTES = 16 * 1024
+_JSON = "application/json"
 
 Role = Literal["leader", "standby"]
+
+# The metrics page: its body (rendered afresh at every request) and its content type.
+MetricsPage = tuple[Callable[[], bytes], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +63,15 @@ def parse_address(text: str) -> tuple[str | None, int]:
 
 
 class HealthServer:
-    """Serves the probes from ``health()``, asked afresh at every request."""
+    """Serves the probes from ``health()``, asked afresh at every request, and the
+    ``metrics`` page if given."""
 
-    def __init__(self, address: str, health: Callable[[], Health]) -> None:
+    def __init__(
+        self, address: str, health: Callable[[], Health], metrics: MetricsPage | None = None
+    ) -> None:
         self._host, self._port = parse_address(address)
         self._health = health
+        self._metrics = metrics
         self._server: asyncio.Server | None = None
 
     async def start(self) -> list[str]:
@@ -86,9 +96,9 @@ class HealthServer:
                 request = await _next_request(connection, reader)
             if request is None:
                 return
-            status, body = self._answer(request)
+            status, body, content_type = self._answer(request)
             headers = [
-                ("content-type", "application/json"),
+                ("content-type", content_type),
                 ("content-length", str(len(body))),
                 ("cache-control", "no-store"),
                 ("connection", "close"),
@@ -105,15 +115,18 @@ class HealthServer:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    def _answer(self, request: h11.Request) -> tuple[int, bytes]:
+    def _answer(self, request: h11.Request) -> tuple[int, bytes, str]:
         if request.method not in (b"GET", b"HEAD"):
-            return 405, b'{"error": "only GET and HEAD"}'
+            return 405, b'{"error": "only GET and HEAD"}', _JSON
         path = request.target.split(b"?", 1)[0]
+        if path == b"/metrics" and self._metrics is not None:
+            render, content_type = self._metrics
+            return 200, render(), content_type
         if path not in (b"/healthz", b"/readyz"):
-            return 404, b'{"error": "not found: try /healthz or /readyz"}'
+            return 404, b'{"error": "not found: try /healthz, /readyz or /metrics"}', _JSON
         health = self._health()
         ok = path == b"/healthz" or health.ready
-        return (200 if ok else 503), health.body()
+        return (200 if ok else 503), health.body(), _JSON
 
 
 async def _next_request(

@@ -147,6 +147,7 @@ def test_no_leader_elect_runs_alone(captured: list[ControllerOptions], kubeconfi
         (("--leader-election-id", "Not_A_Name"), "not a valid Lease name"),
         (("--health-address", "8081"), "is not HOST:PORT"),
         (("--health-address", "localhost:http"), "is not HOST:PORT"),
+        (("--metrics-address", "8080"), "is not HOST:PORT"),
     ],
 )
 def test_unsafe_or_malformed_election_and_health_flags_are_refused(
@@ -180,3 +181,20 @@ def test_lost_leadership_exits_with_code_1(
     result = _invoke(kubeconfig=kubeconfig)
     assert result.exit_code == 1
     assert result.output == ""  # the runner logged the one line that says why
+
+
+@pytest.mark.parametrize(
+    ("args", "address"),
+    [
+        ((), ":8080"),
+        (("--metrics-address", "127.0.0.1:0"), "127.0.0.1:0"),
+        (("--metrics-address", ""), ""),
+    ],
+)
+def test_metrics_are_served_on_8080_unless_told(
+    captured: list[ControllerOptions], kubeconfig: str, args: tuple[str, ...], address: str
+) -> None:
+    result = _invoke(*args, kubeconfig=kubeconfig)
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert options.metrics_address == address

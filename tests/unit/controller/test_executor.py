@@ -461,3 +461,48 @@ async def test_resources_follow_the_kind(env: Env) -> None:
     assert env.manager.writes()[-1][1] == (
         f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/{NAME}"
     )
+
+
+# -- what the metrics hear ----------------------------------------------------------
+
+
+class Heard:
+    """A RelayObserver that writes down what it is told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def placed(self, key: Any, obj: JsonObj | None, cluster: str, history: tuple[str, ...]) -> None:
+        self.calls.append(("placed", cluster, history))
+
+    def mirror_created(self, key: Any, cluster: str) -> None:
+        self.calls.append(("mirror_created", cluster))
+
+    def status_written(self, key: Any, kind: Any, obj: JsonObj | None, status: JsonObj) -> None:
+        self.calls.append(("status_written", dict(status)))
+
+
+async def test_the_observer_hears_each_write_that_succeeded(env: Env) -> None:
+    heard = Heard()
+    env.executor.observer = heard
+    obj = env.stored_job()
+    body = JOB.build_mirror(obj, controller_name="jobrelay.dev/relay", origin="manager")
+    assert await env.run(Place("w1", rv(env), ("w1",)), CreateMirror("w1", body, UID)) is None
+    assert await env.run(write_action(rv(env))) is None
+    assert heard.calls == [
+        ("placed", "w1", ("w1",)),
+        ("mirror_created", "w1"),
+        ("status_written", {"active": 1, "startTime": "2026-03-01T12:00:00Z"}),
+    ]
+
+
+async def test_the_observer_hears_nothing_of_writes_that_failed(env: Env) -> None:
+    heard = Heard()
+    env.executor.observer = heard
+    stale = rv(env)
+    env.manager.put("jobs", env.stored_job())  # a new resourceVersion: both CAS writes fail
+    assert isinstance(await env.run(Place("w1", stale)), Retry)
+    assert isinstance(await env.run(write_action(stale)), Retry)
+    env.worker.cluster.put("jobs", mirror(job()))  # a namesake: the create collides
+    assert isinstance(await env.run(create_action(env)), Collided)
+    assert heard.calls == []

@@ -176,6 +176,7 @@ OPTIONS = ControllerOptions(
     placement=PlacementSettings(unplaceable_retry=9.0),
     # One replica alone here; the elected runs are tested in test_runner_election.py.
     leader_election=LeaderElectionSettings(enabled=False),
+    metrics_address="",  # never :8080 in tests
 )
 
 

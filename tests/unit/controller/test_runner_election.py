@@ -46,6 +46,7 @@ OPTIONS = ControllerOptions(
     origin="hq",
     queue=QueueSettings(concurrency=2, gc_interval=3600.0),
     workers=WorkerSettings(namespace=NAMESPACE),
+    metrics_address="",  # never :8080 in tests
 )
 STAMP = "2001-01-01T00:00:00.000000Z"
 KEY = WorkloadKey(JOB.name, "team-a/train")
@@ -330,3 +331,61 @@ async def test_a_taken_health_port_stops_the_start(rig: Rig) -> None:
     finally:
         blocker.close()
         await blocker.wait_closed()
+
+
+async def test_metrics_are_served_on_their_own_address_beside_the_probes(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.controller.options = dataclasses.replace(
+        OPTIONS, health_address="127.0.0.1:0", metrics_address="127.0.0.1:0"
+    )
+    rig.leases.put(LEASE, held_by("other"), namespace=NAMESPACE)
+
+    def listening(event: str) -> list[str]:
+        found = [r for r in caplog.records if getattr(r, "event", None) == event]
+        return list(found[0].addresses) if found else []  # type: ignore[attr-defined]
+
+    with caplog.at_level(logging.INFO, logger="jobrelay.controller.runner"):
+        rig.start()
+        await rig.until(lambda: listening("metrics-listening") and listening("health-listening"))
+    (metrics,), (health,) = listening("metrics-listening"), listening("health-listening")
+    assert metrics != health
+    await rig.until(lambda: rig.controller.synced)
+    async with httpx2.AsyncClient(base_url=f"http://{metrics}", trust_env=False) as client:
+        page = (await client.get("/metrics")).text
+        assert (await client.get("/readyz")).status_code == 200
+    async with httpx2.AsyncClient(base_url=f"http://{health}", trust_env=False) as client:
+        assert (await client.get("/metrics")).status_code == 404
+    # A standby, synced; its requests to the manager counted as "manager".
+    assert "\njobrelay_leader 0.0\n" in page and "\njobrelay_ready 1.0\n" in page
+    assert 'jobrelay_apiserver_requests_total{cluster="manager"' in page
+    rig.stop.set()
+    async with asyncio.timeout(30):
+        await rig.task  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "health", "expected"),
+    [
+        (":8080", "", [("--metrics-address", ":8080", True, ("metrics-listening",))]),
+        ("", ":8081", [("--health-address", ":8081", False, ("health-listening",))]),
+        ("", "", []),
+        (":8080", ":8081", [
+            ("--metrics-address", ":8080", True, ("metrics-listening",)),
+            ("--health-address", ":8081", False, ("health-listening",)),
+        ]),
+        # The same port for both: one server, which says it serves both.
+        (":9000", ":9000", [
+            ("--metrics-address", ":9000", True, ("metrics-listening", "health-listening")),
+        ]),
+        # Port 0 twice: two free ports.
+        ("127.0.0.1:0", "127.0.0.1:0", [
+            ("--metrics-address", "127.0.0.1:0", True, ("metrics-listening",)),
+            ("--health-address", "127.0.0.1:0", False, ("health-listening",)),
+        ]),
+    ],
+)  # fmt: skip
+def test_which_servers_listen_where(
+    metrics: str, health: str, expected: list[runner.Listener]
+) -> None:
+    assert runner.listeners(metrics, health) == expected

@@ -350,3 +350,24 @@ def test_queue_matches_a_simple_model(ops: list[tuple[str, str]]) -> None:
             assert not processing & set(ready)
 
     asyncio.run(scenario())
+
+
+async def test_the_queue_says_how_long_its_oldest_ready_key_waited() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    assert queue.oldest_age() == 0.0
+    queue.add("a")
+    queue.add("b")
+    queue.add_after("c", 60)
+    assert queue.delayed == 1 and len(queue) == 2
+    later = asyncio.get_running_loop().time() + 1e6  # any clock far enough ahead
+    assert queue.oldest_age(now=later) > 0
+    assert await queue.get() == "a"
+    assert queue.in_progress == 1
+    queue.add("a")  # re-added while processing: waits from done()
+    assert await queue.get() == "b"
+    queue.done("b")
+    assert len(queue) == 0 and queue.oldest_age() == 0.0
+    queue.done("a")
+    assert len(queue) == 1 and queue.in_progress == 0
+    queue.shutdown()
+    assert queue.oldest_age() == 0.0

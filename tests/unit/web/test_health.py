@@ -108,3 +108,23 @@ def test_addresses(text: str, parsed: tuple[str | None, int]) -> None:
 def test_bad_addresses(text: str) -> None:
     with pytest.raises(ValueError, match="is not HOST:PORT"):
         parse_address(text)
+
+
+async def test_metrics_are_served_beside_the_probes_when_given(state: State) -> None:
+    pages = iter([b"jobrelay_leader 1.0\n", b"jobrelay_leader 0.0\n"])
+    server = HealthServer("127.0.0.1:0", state, (lambda: next(pages), "text/plain; version=0.0.4"))
+    (address,) = await server.start()
+    try:
+        first = await get(f"http://{address}/metrics")
+        assert first.status_code == 200
+        assert first.headers["content-type"] == "text/plain; version=0.0.4"
+        assert first.content == b"jobrelay_leader 1.0\n"
+        # Rendered afresh at every scrape.
+        assert (await get(f"http://{address}/metrics")).content == b"jobrelay_leader 0.0\n"
+        assert (await get(f"http://{address}/healthz")).status_code == 200
+    finally:
+        await server.close()
+
+
+async def test_no_metrics_page_without_one(base_url: str) -> None:
+    assert (await get(f"{base_url}/metrics")).status_code == 404

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.plan import (
@@ -105,6 +105,20 @@ class Reservations:
         return self._clock() - entry.since
 
 
+class RelayObserver(Protocol):
+    """What the executor tells the metrics (controller/instrument.py), after each write."""
+
+    def placed(
+        self, key: WorkloadKey, obj: JsonObj | None, cluster: str, history: tuple[str, ...]
+    ) -> None: ...
+
+    def mirror_created(self, key: WorkloadKey, cluster: str) -> None: ...
+
+    def status_written(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, status: JsonObj
+    ) -> None: ...
+
+
 @dataclass
 class Executor:
     manager: ApiClient
@@ -115,6 +129,7 @@ class Executor:
     created: Expectations
     deleted: Expectations
     reservations: Reservations
+    observer: RelayObserver | None = None
 
     async def apply(
         self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, plan: Plan
@@ -134,7 +149,10 @@ class Executor:
         extra = {"job": key.key, "kind": kind.ref.kind}
         match action:
             case Place():
-                return await self._place(key, kind, action)
+                stopped = await self._place(key, kind, action)
+                if stopped is None and self.observer is not None:
+                    self.observer.placed(key, obj, action.cluster, action.history)
+                return stopped
             case CreateMirror():
                 return await self._create(key, kind, obj, action)
             case PatchMirror():
@@ -142,7 +160,10 @@ class Executor:
             case DeleteMirror():
                 await self._delete_mirror(kind, action, extra)
             case WriteStatus():
-                return await self._write_status(key, kind, action)
+                stopped = await self._write_status(key, kind, action)
+                if stopped is None and self.observer is not None:
+                    self.observer.status_written(key, kind, obj, action.status)
+                return stopped
             case Annotate():
                 await self._annotate(key, kind, action)
             case RecordEvent():
@@ -209,6 +230,8 @@ class Executor:
             await self._ensure_namespace(worker.client, key.namespace)
             namespace_ensured = True
         self.created.expect((action.cluster, key, action.origin_uid))
+        if self.observer is not None:
+            self.observer.mirror_created(key, action.cluster)
         _log.info(
             "created mirror of %s on %s",
             key.key,

@@ -1,0 +1,191 @@
+"""The controller's metric hooks (controller/instrument.py): what each write counts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, key_of
+
+from jobrelay.controller.instrument import Instruments, reconcile_result
+from jobrelay.kube.api import RequestRecord
+from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.watching import Change, InformerEvent
+
+KEY = key_of()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def value(instruments: Instruments, name: str, **labels: str) -> float | None:
+    text = instruments.metrics.render().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
+
+
+def seen(obj: dict[str, object] | None, old: dict[str, object] | None = None) -> InformerEvent:
+    change = Change.DELETED if obj is None else Change.ADDED if old is None else Change.UPDATED
+    return InformerEvent(change, KEY.key, old, obj)  # type: ignore[arg-type]
+
+
+def test_dispatch_latency_runs_from_first_seen_unplaced_to_mirror_created() -> None:
+    clock = Clock()
+    instruments = Instruments(clock=clock)
+    handler = instruments.object_seen(JOB)
+    handler(seen(job()))
+    clock.now += 0.5
+    handler(seen(job(placed="worker-1", history=("worker-1",)), job()))
+    clock.now += 0.25
+    instruments.mirror_created(KEY, "worker-1")
+    assert value(instruments, "jobrelay_dispatched_total", cluster="worker-1") == 1
+    assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 1
+    assert value(instruments, "jobrelay_dispatch_latency_seconds_sum") == 0.75
+    # A second mirror (a re-dispatch) is dispatched again, but its latency is not a dispatch's.
+    instruments.mirror_created(KEY, "worker-2")
+    assert value(instruments, "jobrelay_dispatched_total", cluster="worker-2") == 1
+    assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 1
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [job(suspend=True), job(placed="worker-1", history=("worker-1",))],
+    ids=["suspended", "already placed (a restart)"],
+)
+def test_objects_suspended_or_already_placed_start_no_dispatch_clock(
+    obj: dict[str, object],
+) -> None:
+    instruments = Instruments()
+    instruments.object_seen(JOB)(seen(obj))
+    assert len(instruments.unplaced) == 0
+
+
+def test_a_deleted_object_forgets_its_clock() -> None:
+    instruments = Instruments()
+    handler = instruments.object_seen(JOB)
+    handler(seen(job()))
+    handler(seen(None, job()))
+    assert len(instruments.unplaced) == 0
+
+
+@pytest.mark.parametrize(
+    ("before", "history", "redispatched_from"),
+    [
+        ((), ("worker-1",), None),  # a first placement
+        (("worker-1",), ("worker-1", "worker-2"), "worker-1"),  # moved
+        (("worker-1", "worker-2"), ("worker-1", "worker-2"), None),  # restored
+        (("worker-1", "worker-2"), ("worker-1", "worker-3"), None),  # conflict fixed
+    ],
+)
+def test_only_a_longer_history_is_a_redispatch(
+    before: tuple[str, ...], history: tuple[str, ...], redispatched_from: str | None
+) -> None:
+    instruments = Instruments()
+    obj = job(placed=before[-1] if before else None, history=before)
+    instruments.placed(KEY, obj, history[-1], history)
+    for cluster in ("worker-1", "worker-2"):
+        count = value(instruments, "jobrelay_redispatched_total", from_cluster=cluster)
+        assert count == (1 if cluster == redispatched_from else None)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "outcome"),
+    [
+        (RUNNING, COMPLETE, "succeeded"),
+        (RUNNING, FAILED, "failed"),
+        (RUNNING, RUNNING, None),
+        (COMPLETE, COMPLETE, None),  # already finished: counted once
+    ],
+)
+def test_a_status_that_finishes_the_workload_counts_it_by_cluster_and_outcome(
+    before: dict[str, object], after: dict[str, object], outcome: str | None
+) -> None:
+    instruments = Instruments()
+    obj = job(placed="worker-1", history=("worker-1",), status=before)
+    instruments.status_written(KEY, JOB, obj, after)
+    for each in ("succeeded", "failed"):
+        count = value(instruments, "jobrelay_finished_total", cluster="worker-1", outcome=each)
+        assert count == (1 if each == outcome else None)
+
+
+async def test_reconciles_are_timed_by_result_and_status_copies_from_the_change() -> None:
+    clock = Clock()
+    instruments = Instruments(clock=clock)
+    answers: list[float | Backoff | Exception | None] = [Backoff("conflict"), None, 5.0]
+
+    async def reconcile(key: object) -> float | Backoff | None:
+        clock.now += 1
+        answer = answers.pop(0)
+        if answer is None:
+            instruments.status_written(KEY, JOB, job(status=RUNNING), RUNNING)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    timed = instruments.reconcile(reconcile)
+    instruments.mirror_changed(KEY)
+    assert isinstance(await timed(KEY), Backoff)  # retried: the change still waits
+    assert await timed(KEY) is None  # copied: 2 s after the change
+    assert await timed(KEY) == 5.0
+    answers.append(RuntimeError("boom"))
+    with pytest.raises(RuntimeError):
+        await timed(KEY)
+    assert value(instruments, "jobrelay_status_copy_latency_seconds_count") == 1
+    assert value(instruments, "jobrelay_status_copy_latency_seconds_sum") == 2
+    for result in ("retry", "done", "requeue", "error"):
+        count = value(
+            instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name, result=result
+        )
+        assert count == 1, result
+    assert value(instruments, "jobrelay_reconcile_errors_total", kind=JOB.name) == 1
+
+
+async def test_a_cancelled_reconcile_keeps_the_change_to_copy() -> None:
+    instruments = Instruments()
+
+    async def reconcile(key: object) -> None:
+        raise asyncio.CancelledError
+
+    instruments.mirror_changed(KEY)
+    with pytest.raises(asyncio.CancelledError):
+        await instruments.reconcile(reconcile)(KEY)
+    assert len(instruments.status_copy) == 1
+
+
+def test_requests_are_labelled_manager_or_by_worker() -> None:
+    instruments = Instruments()
+    instruments.manager_hook()(RequestRecord("kind-hq", "patch", "jobs", 200, 0.01))
+    instruments.request_hook()(RequestRecord("worker-1", "create", "jobs", 0, 5.0))
+    assert value(
+        instruments, "jobrelay_apiserver_requests_total", cluster="manager", verb="patch", code="200"
+    ) == 1  # fmt: skip
+    assert value(
+        instruments, "jobrelay_apiserver_request_errors_total", cluster="worker-1", verb="create"
+    ) == 1  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("result", "label"), [(None, "done"), (Backoff("x"), "retry"), (3.0, "requeue")]
+)
+def test_reconcile_result_labels(result: float | Backoff | None, label: str) -> None:
+    assert reconcile_result(result) == label
+
+
+def test_an_object_another_replica_dispatched_forgets_its_clock() -> None:
+    instruments = Instruments()
+    handler = instruments.object_seen(JOB)
+    handler(seen(job()))
+    handler(seen(job(placed="worker-1", history=("worker-1",), status=RUNNING), job()))
+    assert len(instruments.unplaced) == 0
+    # Its re-dispatch later, by this replica, is not a dispatch latency.
+    instruments.mirror_created(KEY, "worker-2")
+    assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 0

@@ -1,0 +1,178 @@
+"""The metric definitions, the scrape-time gauges and the latency clocks (observe/metrics.py)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
+
+from jobrelay.observe.metrics import (
+    ControllerState,
+    Metrics,
+    StatusCopyClock,
+    Stopwatches,
+    WorkerState,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = metrics.render().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_each_controller_has_a_registry_of_its_own() -> None:
+    one, two = Metrics(), Metrics()
+    one.dispatched.labels("worker-1").inc()
+    assert samples(one)[("jobrelay_dispatched_total", (("cluster", "worker-1"),))] == 1
+    assert ("jobrelay_dispatched_total", (("cluster", "worker-1"),)) not in samples(two)
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [(200, False), (201, False), (404, False), (409, False), (422, False), (0, True),
+     (429, True), (500, True), (503, True)],
+)  # fmt: skip
+def test_apiserver_errors_are_no_answer_throttling_and_server_faults(
+    code: int, error: bool
+) -> None:
+    metrics = Metrics()
+    metrics.api_request("worker-1", "create", code, 0.02)
+    seen = samples(metrics)
+    labels = (("cluster", "worker-1"), ("code", str(code)), ("verb", "create"))
+    assert seen[("jobrelay_apiserver_requests_total", labels)] == 1
+    errors = seen.get(
+        ("jobrelay_apiserver_request_errors_total", (("cluster", "worker-1"), ("verb", "create")))
+    )
+    assert errors == (1 if error else None)
+    count = (("cluster", "worker-1"), ("verb", "create"))
+    assert seen[("jobrelay_apiserver_request_duration_seconds_count", count)] == 1
+
+
+def test_reconcile_errors_are_counted_apart() -> None:
+    metrics = Metrics()
+    metrics.reconciled("Job.v1.batch", "done", 0.01)
+    metrics.reconciled("Job.v1.batch", "error", 0.01)
+    seen = samples(metrics)
+    assert seen[("jobrelay_reconcile_errors_total", (("kind", "Job.v1.batch"),))] == 1
+    done = (("kind", "Job.v1.batch"), ("result", "done"))
+    assert seen[("jobrelay_reconcile_duration_seconds_count", done)] == 1
+
+
+def test_state_gauges_are_read_at_each_scrape() -> None:
+    state = ControllerState(
+        leader=True, ready=True, queue_depth=3, queue_delayed=2, queue_in_progress=1,
+        queue_oldest_age=4.5, held=7,
+        workers=(WorkerState("worker-1", True, False), WorkerState("worker-2", False, True)),
+    )  # fmt: skip
+    current = [state]
+    metrics = Metrics(lambda: current[0])
+    seen = samples(metrics)
+    assert seen[("jobrelay_leader", ())] == 1
+    assert seen[("jobrelay_ready", ())] == 1
+    assert seen[("jobrelay_workqueue_depth", ())] == 3
+    assert seen[("jobrelay_workqueue_delayed", ())] == 2
+    assert seen[("jobrelay_workqueue_in_progress", ())] == 1
+    assert seen[("jobrelay_workqueue_oldest_item_age_seconds", ())] == 4.5
+    assert seen[("jobrelay_held_workloads", ())] == 7
+    assert seen[("jobrelay_worker_connected", (("cluster", "worker-1"),))] == 1
+    assert seen[("jobrelay_worker_connected", (("cluster", "worker-2"),))] == 0
+    assert seen[("jobrelay_worker_lost", (("cluster", "worker-2"),))] == 1
+    current[0] = ControllerState(False, True, 0, 0, 0, 0.0, 0)
+    seen = samples(metrics)
+    assert seen[("jobrelay_leader", ())] == 0
+    assert ("jobrelay_worker_connected", (("cluster", "worker-1"),)) not in seen
+
+
+def test_a_stopwatch_counts_from_its_first_start_until_stopped() -> None:
+    clock = Clock()
+    watches: Stopwatches[str] = Stopwatches(clock)
+    watches.start("a")
+    clock.now += 2
+    watches.start("a")  # seen again: still from the first time
+    clock.now += 1
+    assert watches.stop("a") == 3
+    assert watches.stop("a") is None
+    watches.start("b")
+    watches.discard("b")
+    assert watches.stop("b") is None and len(watches) == 0
+
+
+def test_status_copy_times_the_earliest_change_to_the_first_write() -> None:
+    clock = Clock()
+    copy: StatusCopyClock[str] = StatusCopyClock(clock)
+    copy.changed("a")
+    clock.now += 1
+    copy.changed("a")  # a second change before the reconcile: the first one counts
+    clock.now += 1
+    copy.begin("a")
+    clock.now += 0.5
+    assert copy.written("a") == 2.5
+    assert copy.written("a") is None  # a second write in one reconcile is not a copy
+    copy.end("a", retry=False)
+    assert len(copy) == 0
+
+
+def test_status_copy_without_a_write_is_dropped_unless_retried() -> None:
+    clock = Clock()
+    copy: StatusCopyClock[str] = StatusCopyClock(clock)
+    copy.changed("a")
+    copy.begin("a")
+    copy.end("a", retry=False)  # nothing to copy (our own create, say)
+    copy.begin("a")
+    assert copy.written("a") is None
+    copy.end("a", retry=False)
+
+    copy.changed("b")
+    copy.begin("b")
+    clock.now += 1
+    copy.changed("b")  # seen while the reconcile runs: waits for the next one
+    copy.end("b", retry=True)  # a conflict: the first change is still to be copied
+    copy.begin("b")
+    clock.now += 1
+    assert copy.written("b") == 2
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["change", "begin", "write", "end", "retry"]),
+                  st.floats(0, 10)),
+        max_size=40,
+    )
+)  # fmt: skip
+def test_status_copy_latencies_are_never_negative_nor_older_than_the_first_change(
+    steps: list[tuple[str, float]],
+) -> None:
+    clock = Clock()
+    copy: StatusCopyClock[str] = StatusCopyClock(clock)
+    first_change: float | None = None
+    running = False
+    for step, advance in steps:
+        clock.now += advance
+        if step == "change":
+            copy.changed("k")
+            first_change = clock.now if first_change is None else first_change
+        elif step == "begin" and not running:
+            copy.begin("k")
+            running = True
+        elif step == "write" and running:
+            latency = copy.written("k")
+            if latency is not None:
+                assert first_change is not None
+                assert 0 <= latency <= clock.now - first_change
+        elif step in ("end", "retry") and running:
+            copy.end("k", retry=step == "retry")
+            running = False
+    assert len(copy) <= 2
