@@ -9,6 +9,7 @@ from jobrelay.cli.clusters import clusters
 from jobrelay.cli.demo import demo
 from jobrelay.cli.fleet import fleet
 from jobrelay.cli.jobs import jobs
+from jobrelay.cli.logs import logs
 from jobrelay.cli.run import install, run
 
 
@@ -18,7 +19,7 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, fleet, demo):
+for command in (run, install, clusters, jobs, fleet, demo, logs):
     cli.add_command(command)
 
 
