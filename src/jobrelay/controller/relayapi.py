@@ -20,6 +20,7 @@ import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from jobrelay.controller.options import ApiSettings
 from jobrelay.controller.relay.reconciler import KindRuntime
@@ -344,14 +345,20 @@ def _url_for(bound: Sequence[tuple[str, int]], settings: ApiSettings) -> str:
         return settings.url.rstrip("/")
     host, port = bound[0][0], bound[0][1]
     if host in ("0.0.0.0", "::"):
-        host = socket.gethostname()
+        host = _own_address()
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
-def _hosts(settings: ApiSettings) -> list[str]:
-    from urllib.parse import urlsplit
+def _own_address() -> str:
+    """This host's address as others reach it (a pod's IP), else its name."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return socket.gethostname()
 
-    hosts = ["localhost", "127.0.0.1", "::1", socket.gethostname()]
+
+def _hosts(settings: ApiSettings) -> list[str]:
+    hosts = ["localhost", "127.0.0.1", "::1", socket.gethostname(), _own_address()]
     if settings.url and (host := urlsplit(settings.url).hostname):
         hosts.append(host)
     bound_host = settings.address.rpartition(":")[0].strip("[]")
