@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -256,6 +256,8 @@ async def _pod_log(
     """One pod's log; a refusal or a broken stream ends it with one line saying why."""
     try:
         async with client.pod_log(namespace, pod, params, follow_idle_timeout=idle) as chunks:
+            if params.get("follow") == "true":
+                chunks = _until_ended(chunks, _pod_ended(client, namespace, pod))
             async for chunk in chunks:
                 yield chunk
     except ApiError as error:
@@ -265,6 +267,76 @@ async def _pod_log(
         # The worker's own words only when they are about the request, never addresses.
         message = rules.scrub(error.message) if error.code in (400, 404) else error.reason
         yield f"[jobrelay: pod {pod}: {message}]\n".encode()
+
+
+_TERMINAL_PHASES = frozenset(("Succeeded", "Failed"))
+# After its pod has ended, a follow still passes on what comes within this many seconds. A
+# kubelet ends the stream itself when the container exits; a simulated one (KWOK) never does.
+FOLLOW_GRACE = 1.0
+
+
+async def _pod_ended(client: ApiClient, namespace: str, pod: str) -> None:
+    """Returns once the pod has ended (Succeeded, Failed, or deleted), watching it."""
+    selector = f"metadata.name={pod}"
+    while True:
+        try:
+            listed = await client.list(PODS, namespace=namespace, field_selector=selector)
+            if (
+                not listed.items
+                or listed.items[0].get("status", {}).get("phase") in _TERMINAL_PHASES
+            ):
+                return
+            async with client.watch(
+                PODS, namespace=namespace, field_selector=selector,
+                resource_version=listed.resource_version, timeout_seconds=300,
+            ) as events:  # fmt: skip
+                async for event in events:
+                    phase = (event.object.get("status") or {}).get("phase")
+                    if event.type == "DELETED" or phase in _TERMINAL_PHASES:
+                        return
+        except ApiError as error:
+            _log.debug("watching pod %s/%s: %s", namespace, pod, error)
+            await asyncio.sleep(1.0)  # back off, then look again
+
+
+async def _until_ended(
+    chunks: AsyncIterator[bytes], ended: Awaitable[None], grace: float = FOLLOW_GRACE
+) -> AsyncIterator[bytes]:
+    """``chunks`` until they end, or until ``grace`` seconds after ``ended`` returned."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
+
+    async def pump() -> None:
+        try:
+            async for chunk in chunks:
+                await queue.put(chunk)
+        finally:
+            await queue.put(None)
+
+    pumping = asyncio.create_task(pump())
+    ending: asyncio.Future[None] = asyncio.ensure_future(ended)
+    deadline: float | None = None
+    getting: asyncio.Task[bytes | None] | None = None
+    try:
+        while True:
+            getting = getting or asyncio.create_task(queue.get())
+            waiting: set[asyncio.Future[Any]] = {getting} if deadline else {getting, ending}
+            timeout = None if deadline is None else max(0.0, deadline - loop.time())
+            done, _ = await asyncio.wait(waiting, timeout=timeout, return_when="FIRST_COMPLETED")
+            if getting in done:
+                chunk, getting = getting.result(), None
+                if chunk is None:
+                    return
+                yield chunk
+            elif deadline is None and ending in done:
+                deadline = loop.time() + grace
+            elif deadline is not None:
+                return
+    finally:
+        for task in (pumping, ending, getting):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(pumping, ending, return_exceptions=True)
 
 
 async def _prefixed(prefix: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -291,3 +291,41 @@ async def test_a_disconnected_worker(setup: tuple[RelayApi, Manager, WorkerClien
     worker.connected = False
     code, reason = refusal(await api.handle(request(LOGS)))
     assert (code, reason) == (503, "WorkerUnavailable")
+
+
+async def test_a_follow_ends_soon_after_its_pod() -> None:
+    """A simulated kubelet never ends a follow: the pod's end does, after a short grace."""
+    from jobrelay.controller.relayapi import _until_ended
+
+    pod_ended = asyncio.Event()
+    forever = asyncio.Event()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"running\n"
+        await forever.wait()
+
+    async def ended() -> None:
+        await pod_ended.wait()
+
+    stream = _until_ended(chunks(), ended(), grace=0.05)
+    assert await anext(stream) == b"running\n"
+    pod_ended.set()
+    rest = [chunk async for chunk in stream]
+    assert rest == []
+
+
+async def test_a_follow_passes_on_what_comes_before_its_pod_ends() -> None:
+    from jobrelay.controller.relayapi import _until_ended
+
+    feed: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        while True:
+            yield await feed.get()
+
+    never = asyncio.Event()
+    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    for line in (b"a\n", b"b\n"):
+        feed.put_nowait(line)
+        assert await anext(stream) == line
+    await stream.aclose()
