@@ -50,6 +50,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 API_CONFIGMAP = "jobrelay-api"
+POD_HEADER = "jobrelay-pods"
 _AUTH_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 # Bytes read from a worker's log stream at once are small; lines cut by the byte cap end
 # with this marker so that a reader knows the log goes on.
@@ -243,7 +244,9 @@ class RelayApi:
             route.namespace, route.name, ", ".join(names), cluster, user.name,
             extra={"event": "logs", "user": user.name},
         )  # fmt: skip
-        return Stream(chunks, done=lambda: self.slots.release(user.name))
+        # Which pods it reads (names only), for a client that wants to say so.
+        headers = [(POD_HEADER, ",".join(names))]
+        return Stream(chunks, done=lambda: self.slots.release(user.name), headers=headers)
 
 
 def _created(pod: Mapping[str, Any]) -> str:

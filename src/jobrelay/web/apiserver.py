@@ -60,6 +60,7 @@ class Stream:
     chunks: AsyncIterator[bytes]
     done: Callable[[], None] = field(default=lambda: None)
     content_type: str = "text/plain; charset=utf-8"
+    headers: list[tuple[str, str]] = field(default_factory=list)
 
 
 Handler = Callable[[Request], Awaitable[Answer | Stream]]
@@ -170,7 +171,7 @@ async def _write_stream(
     stream: Stream,
 ) -> None:
     try:
-        headers = _headers(stream.content_type, [("transfer-encoding", "chunked")])
+        headers = _headers(stream.content_type, [("transfer-encoding", "chunked"), *stream.headers])
         writer.write(connection.send(h11.Response(status_code=200, headers=headers)) or b"")
         await writer.drain()
         copying = asyncio.create_task(_copy(connection, writer, stream.chunks))
