@@ -41,7 +41,7 @@ from jobrelay.localfleet.cluster import (
 )
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
-from tests.e2e.support import Relay
+from tests.e2e.support import ControllerProcess, Relay
 from tests.kubetools import eventually, job_manifest
 from tests.leakscan import Needles, scan
 
@@ -57,7 +57,9 @@ ANSWERS: list[tuple[str, str]] = []
 
 
 @pytest.fixture(scope="module")
-async def published(controller: Any, relay_fleet: FleetHandle) -> AsyncIterator[dict[str, str]]:
+async def published(
+    controller: ControllerProcess, relay_fleet: FleetHandle
+) -> AsyncIterator[dict[str, str]]:
     """The API's address and CA as the leader published them; every authenticated user may
     read them (deploy/rbac.yaml's jobrelay-api-reader, applied as kustomize would)."""
     async with relay_fleet.client("manager") as manager:
@@ -72,6 +74,10 @@ async def published(controller: Any, relay_fleet: FleetHandle) -> AsyncIterator[
                 patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
             )  # fmt: skip
 
+        listening = [r for r in controller.run_records() if r.get("event") == "api-listening"]
+        assert listening, "the controller logged no API address"
+        url = listening[-1]["url"]
+
         async def configmap() -> dict[str, str] | None:
             try:
                 found = await manager.get(CONFIGMAPS, API_CONFIGMAP, namespace=DEFAULT_NAMESPACE)
@@ -79,7 +85,8 @@ async def published(controller: Any, relay_fleet: FleetHandle) -> AsyncIterator[
                 if error.is_not_found:
                     return None
                 raise
-            return dict(found.get("data") or {})
+            data = dict(found.get("data") or {})
+            return data if data.get("address") == url else None  # not a stale one
 
         data = await eventually(configmap, timeout=30, what="the published API")
         try:

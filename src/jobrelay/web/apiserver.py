@@ -101,6 +101,18 @@ class ApiServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        try:
+            await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # close() ends open connections so; the task ends normally, since asyncio's
+            # stream callback would log a cancelled connection task as an error.
+            _log.debug("API: closed a connection at shutdown")
+        finally:
+            self._connections.discard(task)
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
@@ -120,7 +132,6 @@ class ApiServer:
         except (h11.ProtocolError, TimeoutError, ConnectionError, ssl.SSLError) as error:
             _log.debug("API: dropped a connection: %s", error)
         finally:
-            self._connections.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
                 async with asyncio.timeout(1):

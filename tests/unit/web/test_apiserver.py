@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -40,7 +41,9 @@ def ca(tmp_path: Path) -> pki.CertPair:
 
 
 @pytest.fixture
-async def served(ca: pki.CertPair) -> AsyncIterator[tuple[str, str, Handler]]:
+async def served(
+    ca: pki.CertPair, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[tuple[str, str, Handler]]:
     cert, key = self_signed(["127.0.0.1"])
     handler = Handler()
     server = ApiServer("127.0.0.1:0", server_context(cert, key, ca.cert.read_text()), handler)
@@ -49,6 +52,8 @@ async def served(ca: pki.CertPair) -> AsyncIterator[tuple[str, str, Handler]]:
         yield f"https://{host}:{port}", cert.decode(), handler
     finally:
         await server.close()
+    # Closing with connections open logs nothing alarming (a controller's log must stay clean).
+    assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.ERROR]
 
 
 def client(url: str, ca_pem: str, cert: pki.CertPair | None = None) -> httpx2.AsyncClient:
