@@ -125,31 +125,23 @@ def token_of(kubeconfig: Path) -> str:
     return str(kubeconfig_user(kubeconfig)["token"])
 
 
-async def jobrelay_logs(
-    kubeconfig: Path, *args: str, timeout: float = 60
-) -> tuple[int, str, str, float]:
-    """Run `jobrelay logs`: exit code, stdout, stderr, and when its first output came
-    (monotonic; inf when none)."""
+async def jobrelay_logs(kubeconfig: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """Run `jobrelay logs` to its end: exit code, stdout, stderr."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "jobrelay", "logs", "--kubeconfig", str(kubeconfig), *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     assert process.stdout is not None and process.stderr is not None
-    first = float("inf")
-    out = b""
     try:
         async with asyncio.timeout(timeout):
-            while chunk := await process.stdout.read(4096):
-                first = min(first, time.monotonic())
-                out += chunk
-            err = await process.stderr.read()
-            code = await process.wait()
+            out, err = await process.communicate()
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
     ANSWERS.append((f"jobrelay logs {' '.join(args)}", out.decode() + err.decode()))
-    return code, out.decode(), err.decode(), first
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
 
 
 def lines(*texts: str) -> str:
@@ -208,20 +200,44 @@ async def running_pods(relay: Relay, worker: str, name: str, count: int) -> list
 async def test_follow_runs_until_the_pod_ends(
     relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
 ) -> None:
-    await relay.submit(job_manifest("follow", annotations={"fleet.jobrelay.dev/duration": "8s"}))
+    await relay.submit(
+        job_manifest("follow", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
+    )
     worker = await relay.wait_placed("follow")
-    await running_pods(relay, worker, "follow", 1)
+    (pod,) = await running_pods(relay, worker, "follow", 1)
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
-    started = time.monotonic()
-    code, out, err, first = await jobrelay_logs(user, "-n", relay.namespace, "follow", "-f")
-    ended = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jobrelay", "logs", "--kubeconfig", str(user),
+        "-n", relay.namespace, "follow", "-f",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        out = b""
+        async with asyncio.timeout(30):
+            while out.count(b"\n") < len(SIMULATED_LOG):
+                out += await process.stdout.read(4096) or b"<eof>\n"
+        assert out.decode() == lines(*SIMULATED_LOG)
+        assert process.returncode is None, "the follow ended while its pod runs"
+        # The pod ends (its fate changed on the worker): so does the follow.
+        await relay.clients[worker].patch(
+            PODS, pod["metadata"]["name"], {"metadata": {"annotations": {
+                "fleet.jobrelay.dev/outcome": "succeed", "fleet.jobrelay.dev/duration": "100ms",
+            }}}, namespace=relay.namespace,
+        )  # fmt: skip
+        async with asyncio.timeout(30):
+            rest = await process.stdout.read()
+            err = await process.stderr.read()
+            code = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    ANSWERS.append(("jobrelay logs -f", out.decode() + rest.decode() + err.decode()))
     assert code == 0, err
-    assert out == lines(*SIMULATED_LOG)
-    # It printed while the pod ran, and stayed open until the pod had ended.
+    assert rest == b""
     job = await relay.wait_finished("follow")
     assert job["status"].get("succeeded") == 1
-    assert first - started < 6, "the log came only at the end"
-    assert ended - first > 2, "the follow ended long before its pod"
 
 
 async def test_index_picks_the_pod_of_a_completion_index(
@@ -250,9 +266,9 @@ async def test_index_picks_the_pod_of_a_completion_index(
         f"[pod/{pod}] {line}" for pod in by_index.values() for line in SIMULATED_LOG
     )
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
-    code, out, err, _ = await jobrelay_logs(user, "-n", relay.namespace, "indexed", "--index", "1")
+    code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "indexed", "--index", "1")
     assert (code, out) == (0, lines(*SIMULATED_LOG)), err
-    code, _, err, _ = await jobrelay_logs(user, "-n", relay.namespace, "indexed", "--index", "7")
+    code, _, err = await jobrelay_logs(user, "-n", relay.namespace, "indexed", "--index", "7")
     assert code == 3 and "completion index 7" in err
 
     mirror = await get(published, f"/v1/namespaces/{relay.namespace}/jobs/indexed/mirror", token)
@@ -272,11 +288,11 @@ async def test_previous_and_tail(
     worker = await relay.wait_placed("history")
     await running_pods(relay, worker, "history", 1)
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
-    code, out, err, _ = await jobrelay_logs(user, "-n", relay.namespace, "history", "--previous")
+    code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "history", "--previous")
     assert (code, out) == (0, lines(*SIMULATED_PREVIOUS_LOG)), err
-    code, out, err, _ = await jobrelay_logs(user, "-n", relay.namespace, "history", "--tail", "1")
+    code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "history", "--tail", "1")
     assert (code, out) == (0, lines(SIMULATED_LOG[-1])), err
-    code, out, err, _ = await jobrelay_logs(
+    code, out, err = await jobrelay_logs(
         user, "-n", relay.namespace, "history", "--tail", "2", "--timestamps"
     )
     assert code == 0, err
@@ -287,7 +303,7 @@ async def test_not_placed_and_not_found(
     relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
 ) -> None:
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
-    code, _, err, _ = await jobrelay_logs(user, "-n", relay.namespace, "nothing-here")
+    code, _, err = await jobrelay_logs(user, "-n", relay.namespace, "nothing-here")
     assert code == 3 and "not found" in err
 
 
@@ -298,7 +314,7 @@ async def test_a_user_without_a_role_binding_is_refused(
         job_manifest("private", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
     )
     await relay.wait_placed("private")
-    code, out, err, _ = await jobrelay_logs(stranger, "-n", relay.namespace, "private")
+    code, out, err = await jobrelay_logs(stranger, "-n", relay.namespace, "private")
     assert code == 5 and out == ""
     assert 'user "stranger" cannot get pods/log' in err and "forbidden" in err
     # The same refusal as the API gives it: 403 with a Status.
@@ -328,7 +344,7 @@ async def test_forged_and_expired_tokens_are_refused(
     config["users"][0]["user"]["token"] = forged
     kubeconfig = tmp_path / "forged.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
-    code, _, err, _ = await jobrelay_logs(
+    code, _, err = await jobrelay_logs(
         kubeconfig, "-n", relay.namespace, "any", "--server", published["address"]
     )
     assert code == 4 and "did not accept your credentials" in err
