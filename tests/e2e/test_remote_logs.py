@@ -344,10 +344,16 @@ async def test_forged_and_expired_tokens_are_refused(
     config["users"][0]["user"]["token"] = forged
     kubeconfig = tmp_path / "forged.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
+    # The manager refuses it (reading the published address), and so does the API.
+    code, _, err = await jobrelay_logs(kubeconfig, "-n", relay.namespace, "any")
+    assert code == 4 and "credentials were not accepted" in err
+    ca = tmp_path / "api-ca.crt"
+    ca.write_text(published["ca.crt"])
     code, _, err = await jobrelay_logs(
-        kubeconfig, "-n", relay.namespace, "any", "--server", published["address"]
-    )
-    assert code == 4 and "did not accept your credentials" in err
+        kubeconfig, "-n", relay.namespace, "any",
+        "--server", published["address"], "--certificate-authority", str(ca),
+    )  # fmt: skip
+    assert code == 4 and "bearer token is not valid" in err
 
 
 async def test_no_worker_credentials_in_any_answer(

@@ -51,7 +51,7 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     """What to tell the user about a refusal, and the exit code."""
     if error.code == 401:
         return (
-            f"error: the controller did not accept your credentials ({error.message}); "
+            f"error: your credentials were not accepted ({error.message}); "
             "check your kubeconfig for the management cluster",
             EXIT_UNAUTHORIZED,
         )
@@ -94,6 +94,9 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
 @click.option("--server", default=None, metavar="URL",
               help="The jobrelay API's URL [default: published in ConfigMap "
                    f"{DEFAULT_NAMESPACE}/jobrelay-api].")  # fmt: skip
+@click.option("--certificate-authority", "certificate_authority", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The CA of --server's certificate [default: the published ca.crt].")  # fmt: skip
 def logs(
     kubeconfig: Path | None,
     context: str | None,
@@ -109,6 +112,7 @@ def logs(
     timestamps: bool,
     kind: str,
     server: str | None,
+    certificate_authority: Path | None,
 ) -> None:
     """Print the logs of JOB's pods, read from its worker through the jobrelay controller.
 
@@ -120,6 +124,7 @@ def logs(
     if previous and follow:
         raise click.UsageError("--previous and --follow exclude each other")
     namespace = namespace or context_namespace(kubeconfig, context)
+    ca_pem = certificate_authority.read_text() if certificate_authority else None
     params = log_params(
         {
             "kind": kind if kind != "Job" else None, "container": container, "index": index,
@@ -130,7 +135,7 @@ def logs(
 
     async def go() -> None:
         async with (
-            connect(kubeconfig, context, server=server) as client,
+            connect(kubeconfig, context, server=server, ca_pem=ca_pem) as client,
             client.stream(job_path(namespace, job, "logs"), params) as chunks,
         ):
             out = sys.stdout.buffer

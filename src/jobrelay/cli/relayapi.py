@@ -44,11 +44,15 @@ async def find_endpoint(
     *,
     server: str | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    ca_pem: str | None = None,
 ) -> Endpoint:
-    """Where the API is (``server`` or the published address) and the CA to trust.
+    """Where the API is (``server`` or the published address) and the CA to trust
+    (``ca_pem``, else the published one).
 
     RelayError(404, "NotPublished") when nothing is published and no server given.
     """
+    if server and ca_pem:
+        return Endpoint(server, ca_pem)
     try:
         manager = (
             ApiClient.from_kubeconfig(kubeconfig, context, cluster="manager")
@@ -85,8 +89,11 @@ async def connect(
     *,
     server: str | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    ca_pem: str | None = None,
 ) -> AsyncIterator[RelayClient]:
-    endpoint = await find_endpoint(kubeconfig, context, server=server, namespace=namespace)
+    endpoint = await find_endpoint(
+        kubeconfig, context, server=server, namespace=namespace, ca_pem=ca_pem
+    )
     try:
         client = RelayClient.for_user(
             endpoint.url, endpoint.ca_pem, kubeconfig=kubeconfig, context=context

@@ -47,7 +47,7 @@ def test_job_path_quotes() -> None:
 @pytest.mark.parametrize(
     ("error", "words", "code"),
     [
-        (RelayError(401, "Unauthorized", "the bearer token is not valid"), "credentials",
+        (RelayError(401, "Unauthorized", "the bearer token is not valid"), "credentials were not accepted",
          EXIT_UNAUTHORIZED),
         (RelayError(403, "Forbidden", 'user "bob" cannot get pods/log'), "pods/log",
          EXIT_FORBIDDEN),
