@@ -329,6 +329,9 @@ async def _until_ended(
             if getting in done:
                 chunk, getting = getting.result(), None
                 if chunk is None:
+                    await asyncio.wait({pumping})
+                    if (error := pumping.exception()) is not None:
+                        raise error  # e.g. the idle time-out: the caller says so
                     return
                 yield chunk
             elif deadline is None and ending in done:

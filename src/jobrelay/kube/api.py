@@ -600,6 +600,9 @@ class ApiClient:
                 yield chunks
             finally:
                 await chunks.aclose()
+        except httpx2.ReadTimeout:
+            # A quiet pod, not a worker that does not answer.
+            raise ApiError(0, "Timeout", "no log output within the idle time-out") from None
         except httpx2.HTTPError as exc:
             raise self._unreachable(exc) from exc
         finally:

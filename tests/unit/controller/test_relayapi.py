@@ -329,3 +329,21 @@ async def test_a_follow_passes_on_what_comes_before_its_pod_ends() -> None:
         feed.put_nowait(line)
         assert await anext(stream) == line
     await stream.aclose()
+
+
+async def test_a_broken_or_idle_follow_raises_to_its_reader() -> None:
+    """The idle time-out (a read time-out of the worker's stream) reaches _pod_log, which
+    tells the user why the follow stopped."""
+    import httpx2
+
+    from jobrelay.controller.relayapi import _until_ended
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"last words\n"
+        raise httpx2.ReadTimeout("idle")
+
+    never = asyncio.Event()
+    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    assert await anext(stream) == b"last words\n"
+    with pytest.raises(httpx2.ReadTimeout):
+        await anext(stream)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
@@ -56,3 +57,21 @@ async def test_reviews_pass_a_shut_write_fence() -> None:
         client.write_fence = lambda: False  # a standby
         review = await client.review(TOKEN_REVIEWS, {"kind": "TokenReview", "spec": {"token": "t"}})
     assert review["status"] == {"authenticated": False}
+
+
+async def test_an_idle_follow_is_a_timeout_not_an_outage() -> None:
+    class Quiet(httpx2.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"hello\n"
+            raise httpx2.ReadTimeout("no data")
+
+    def answer(_request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=Quiet())
+
+    async with _client(httpx2.MockTransport(answer)) as client:
+        with pytest.raises(ApiError) as raised:
+            async with client.pod_log("ns", "p", {"follow": "true"}) as chunks:
+                async for _ in chunks:
+                    pass
+        assert client.answering  # no "does not answer" for a quiet pod
+    assert raised.value.reason == "Timeout"
