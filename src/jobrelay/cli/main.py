@@ -11,6 +11,7 @@ from jobrelay.cli.describe import describe
 from jobrelay.cli.fleet import fleet
 from jobrelay.cli.get import get
 from jobrelay.cli.jobs import jobs
+from jobrelay.cli.logs import logs
 from jobrelay.cli.run import install, run
 from jobrelay.cli.top import top
 
@@ -26,7 +27,7 @@ def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
 
 
-for command in (run, install, clusters, jobs, get, describe, top, fleet, demo):
+for command in (run, install, clusters, jobs, get, describe, top, logs, fleet, demo):
     cli.add_command(command)
 
 

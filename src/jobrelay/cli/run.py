@@ -10,9 +10,11 @@ from typing import Any
 
 import click
 
+from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
+    ApiSettings,
     ControllerOptions,
     KindSettings,
     LeaderElectionSettings,
@@ -161,6 +163,7 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
                    "managed clouds' do). RISK: anyone who can write Secrets in --namespace can "
                    "then run commands in the controller, with its service account. tokenFile "
                    "and file paths stay refused.")  # fmt: skip
+@api_options
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
@@ -195,6 +198,7 @@ def run(
     retry_period: float,
     health_address: str,
     metrics_address: str,
+    api: ApiSettings,
     allow_exec_credentials: bool,
     log_format: str,
     log_level: str,
@@ -249,6 +253,7 @@ def run(
         leader_election=election,
         health_address=health_address,
         metrics_address=metrics_address,
+        api=api,
     )
     manager = manager_client(kubeconfig, context)
     election_client = manager_client(kubeconfig, context) if leader_elect else None

@@ -14,12 +14,12 @@ from datetime import datetime
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, PLACEMENTS_ANNOTATION
-
-# Written on the management object by the controller's worker-Event relay while the
-# mirror cannot create its pods ("worker-1: FailedCreate: <message>"); the same key as
-# jobrelay.kinds.naming.BLOCKED_ANNOTATION.
-BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
+from jobrelay.kinds.naming import (
+    BLOCKED_ANNOTATION,
+    CLUSTER_ANNOTATION,
+    NOT_PLACED_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+)
 
 
 class State(enum.StrEnum):

@@ -22,6 +22,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobrelay.controller import relayapi
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.options import ControllerOptions
@@ -41,6 +42,7 @@ from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
+from jobrelay.web.apiserver import ApiServer
 from jobrelay.web.health import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
@@ -295,10 +297,32 @@ class Controller:
     async def run(self, stop: asyncio.Event) -> None:
         servers = await self._serve_http()
         try:
+            await self._serve_api()
             await self._run(stop)
         finally:
             for server in servers:
                 await server.close()
+            if self.api_server is not None:
+                await self.api_server.close()
+
+    # Set by _serve_api when --api-address is given: the server, and what the leader
+    # publishes (its URL, the CA clients trust).
+    api_server: ApiServer | None = None
+    api_published: tuple[str, str] | None = None
+
+    async def _serve_api(self) -> None:
+        settings = self.options.api
+        if not settings.address:
+            return
+        handler = relayapi.RelayApi(
+            self.manager, self.pool, self.kinds, relayapi.limits_of(settings)
+        )
+        try:
+            server, url, ca = await relayapi.start_api(self.manager, handler, settings)
+        except (OSError, ValueError) as error:
+            raise ConfigurationError(f"--api-address {settings.address}: {error}") from error
+        self.api_server, self.api_published = server, (url, ca)
+        _log.info("serving the logs API on %s", url, extra={"event": "api-listening", "url": url})
 
     async def _run(self, stop: asyncio.Event) -> None:
         # Idempotent start-up writes every replica makes: the CRD its caches need,
@@ -362,12 +386,24 @@ class Controller:
                 )
             )
             resync = group.create_task(self._resync())
+            # Only the leader says where the API is (a standby's would be a write).
+            publishing = (
+                None
+                if self.api_published is None
+                else group.create_task(
+                    relayapi.publish(
+                        self.manager, self.options.workers.namespace, *self.api_published
+                    )
+                )
+            )
             held = group.create_task(self._place_held())
             await stop.wait()
             _log.info("stopping")
             self.queue.shutdown()
             resync.cancel()
             held.cancel()
+            if publishing is not None:
+                publishing.cancel()
             await workers
         # Pending Events are written while this replica still holds the lease.
         await self.events.aclose()

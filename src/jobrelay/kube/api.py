@@ -32,6 +32,7 @@ from jobrelay.kinds.base import KindRef
 from jobrelay.kube.redact import library_problem
 
 __all__ = [
+    "CONFIGMAPS",
     "CRDS",
     "EVENTS",
     "JOBS",
@@ -40,6 +41,8 @@ __all__ = [
     "NODES",
     "PODS",
     "SECRETS",
+    "SUBJECT_ACCESS_REVIEWS",
+    "TOKEN_REVIEWS",
     "WORKER_CLUSTERS",
     "ApiClient",
     "ApiError",
@@ -83,6 +86,13 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+TOKEN_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -536,6 +546,69 @@ class ApiClient:
                 break
         return ListResult(items=items, resource_version=str(metadata.get("resourceVersion", "")))
 
+    async def review(self, resource: Resource, review: Mapping[str, Any]) -> dict[str, Any]:
+        """POST a review (TokenReview, SubjectAccessReview) and return it with its status.
+
+        Nothing is stored, so the write fence does not apply: a standby answers
+        its callers too.
+        """
+        return await self._call(
+            "create", "POST", resource, _path(resource, None), body=review, fenced=False
+        )
+
+    @contextlib.asynccontextmanager
+    async def pod_log(
+        self,
+        namespace: str,
+        pod: str,
+        params: Mapping[str, str],
+        *,
+        follow_idle_timeout: float | None = None,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Stream ``pods/{pod}/log`` (the kubelet's log via the apiserver): yields the chunks.
+
+        ``params`` are the log options (container, previous, tailLines, follow...).
+        A follow waits at most ``follow_idle_timeout`` seconds for each chunk
+        (None: for ever); ApiError for any refusal or a broken stream.
+        """
+        opts = self._options
+        timeout = httpx2.Timeout(
+            connect=opts.connect_timeout,
+            read=follow_idle_timeout if params.get("follow") == "true" else opts.request_timeout,
+            write=opts.request_timeout,
+            pool=opts.request_timeout,
+        )
+        path = f"{_path(PODS, namespace, pod)}/log"
+        request = self._http.build_request(
+            "GET", path, params=dict(params), timeout=timeout, headers={"Accept": "*/*"}
+        )
+        started = time.monotonic()
+        code = 0
+        try:
+            response = await self._http.send(request, stream=True)
+            code = response.status_code
+        except httpx2.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        except _EXEC_ERRORS as exc:
+            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
+        finally:
+            self._record("get", PODS, code, time.monotonic() - started)
+        try:
+            if code != 200:
+                raise _error_from_body(code, await response.aread())
+            chunks = response.aiter_bytes()
+            try:
+                yield chunks
+            finally:
+                await chunks.aclose()
+        except httpx2.ReadTimeout:
+            # A quiet pod, not a worker that does not answer.
+            raise ApiError(0, "Timeout", "no log output within the idle time-out") from None
+        except httpx2.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        finally:
+            await response.aclose()
+
     # -- writes --------------------------------------------------------------
 
     async def create(
@@ -735,8 +808,9 @@ class ApiClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        fenced: bool = True,
     ) -> dict[str, Any]:
-        if method != "GET" and self.write_fence is not None and not self.write_fence():
+        if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
             raise WriteFenced(verb, resource.plural)
         content = None if body is None else _json_encoder.encode(body)
         headers = {"Content-Type": content_type} if content is not None else None

@@ -10,6 +10,7 @@ cluster has a kubeconfig per :class:`Credential`.
 
 from __future__ import annotations
 
+import datetime
 import enum
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,11 @@ class ClusterFiles:
 
     def kubeconfig(self, component: str) -> Path:
         return self.root / f"{component}.kubeconfig"
+
+    @property
+    def kwok_logs(self) -> Path:
+        """kwok's second --config: the ClusterLogs that answer every pod's pods/log."""
+        return self.root / "kwok-logs.yaml"
 
     @property
     def token_file(self) -> Path:
@@ -189,6 +195,40 @@ def prepare(
     }
     (files.root / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config))
     jobset.prepare(files, ca=ca, ports=ports)
+    # kwok's server is each node's "kubelet": the apiserver proxies pods/log to it over
+    # HTTPS (it does not verify a kubelet's certificate without --kubelet-certificate-authority).
+    pki.issue(ca, files.pki, "kwok", common_name="kwok", server_hosts=("127.0.0.1", "localhost"))
+    write_simulated_logs(files)
+
+
+# What every simulated pod prints (a KWOK pod runs nothing): its pods/log, and the log
+# of a "previous" container (--previous). kwok reads them as a container runtime's
+# (CRI) log files; a follow (-f) stays open until the reader ends it.
+SIMULATED_LOG = ("simulated pod started", "working", "done")
+SIMULATED_PREVIOUS_LOG = ("previous container started", "previous container failed")
+
+
+def _cri_log(lines: tuple[str, ...]) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    return "".join(f"{now} stdout F {line}\n" for line in lines)
+
+
+def write_simulated_logs(files: ClusterFiles) -> None:
+    directory = files.root / "kwok"
+    directory.mkdir(parents=True, exist_ok=True)
+    current, previous = directory / "pod.log", directory / "previous.log"
+    current.write_text(_cri_log(SIMULATED_LOG))
+    previous.write_text(_cri_log(SIMULATED_PREVIOUS_LOG))
+    cluster_logs = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "jobrelay-fleet-logs"},
+        "spec": {
+            "selector": {},  # every pod of every namespace
+            "logs": [{"logsFile": str(current), "previousLogsFile": str(previous), "follow": True}],
+        },
+    }
+    files.kwok_logs.write_text(yaml.safe_dump(cluster_logs, sort_keys=False))
 
 
 def commands(
@@ -231,6 +271,8 @@ def commands(
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=RBAC",
+            # Nodes' names do not resolve; their InternalIP is kwok's server (pods/log).
+            "--kubelet-preferred-address-types=InternalIP",
             # Simulated pods mount no token, and without this plugin a Job's first pods
             # in a fresh namespace don't wait for the "default" ServiceAccount to appear.
             "--disable-admission-plugins=ServiceAccount",
@@ -279,7 +321,13 @@ def commands(
             "--manage-all-nodes=false",
             "--manage-nodes-with-label-selector=type=kwok",
             f"--config={KWOK_STAGES}",
+            f"--config={files.kwok_logs}",
             f"--server-address=127.0.0.1:{ports['kwok']}",
+            f"--tls-cert-file={tls / 'kwok.crt'}",
+            f"--tls-private-key-file={tls / 'kwok.key'}",
+            # Each node's kubelet endpoint (status.daemonEndpoints, addresses) is this server.
+            "--node-ip=127.0.0.1",
+            f"--node-port={ports['kwok']}",
             "--node-lease-duration-seconds=40",
             # Room for the pod IPs of thousands of short-lived benchmark pods.
             "--cidr=10.0.0.1/16",
@@ -295,6 +343,6 @@ def health_urls(ports: dict[str, int]) -> dict[str, str]:
         "kube-apiserver": f"https://127.0.0.1:{ports['apiserver']}/readyz",
         "kube-controller-manager": f"https://127.0.0.1:{ports['controller-manager']}/healthz",
         "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
-        "kwok": f"http://127.0.0.1:{ports['kwok']}/healthz",
+        "kwok": f"https://127.0.0.1:{ports['kwok']}/healthz",
         jobset.COMPONENT: jobset.health_url(ports),
     }

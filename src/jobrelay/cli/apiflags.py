@@ -1,0 +1,99 @@
+"""`jobrelay run`'s --api-* flags (the remote logs API), gathered into one ApiSettings."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import click
+
+from jobrelay.controller.options import ApiSettings
+from jobrelay.web.health import parse_address
+
+_DEFAULTS = ApiSettings()
+
+
+def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if value:
+        try:
+            parse_address(value)
+        except ValueError as error:
+            raise click.BadParameter(str(error)) from error
+    return value
+
+
+_OPTIONS = [
+    click.option(
+        "--api-address",
+        default=_DEFAULTS.address,
+        callback=_address,
+        metavar="HOST:PORT",
+        help="Serve the HTTPS API of `jobrelay logs` here (e.g. :8443; port 0 picks a "
+        "free one, logged) [default: none].",
+    ),
+    click.option(
+        "--api-url",
+        default=_DEFAULTS.url,
+        metavar="URL",
+        help="The API's URL as clients reach it, published in the ConfigMap "
+        "jobrelay-api (e.g. https://jobrelay-api.jobrelay-system.svc:8443) "
+        "[default: from the bound address].",
+    ),
+    click.option(
+        "--api-cert-file",
+        default=_DEFAULTS.cert_file,
+        metavar="PEM",
+        help="The API's serving certificate [default: self-signed at start].",
+    ),
+    click.option(
+        "--api-key-file",
+        default=_DEFAULTS.key_file,
+        metavar="PEM",
+        help="The key of --api-cert-file.",
+    ),
+    click.option(
+        "--api-max-streams-per-user",
+        default=_DEFAULTS.max_streams_per_user,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Log streams one user may hold open at once.",
+    ),
+    click.option(
+        "--api-max-bytes",
+        default=_DEFAULTS.max_bytes,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Bytes one log request returns at most, unless following.",
+    ),
+    click.option(
+        "--api-follow-idle-timeout",
+        default=_DEFAULTS.follow_idle_timeout,
+        show_default=True,
+        type=click.FloatRange(0.1),
+        help="Seconds a follow (-f) waits for output before it ends.",
+    ),
+]
+
+
+def api_options(func: Any) -> Any:
+    """Adds the --api-* flags; the command receives them as one ``api: ApiSettings``."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["api"] = ApiSettings(
+            address=kwargs.pop("api_address"),
+            url=kwargs.pop("api_url"),
+            cert_file=kwargs.pop("api_cert_file"),
+            key_file=kwargs.pop("api_key_file"),
+            max_streams_per_user=kwargs.pop("api_max_streams_per_user"),
+            max_bytes=kwargs.pop("api_max_bytes"),
+            follow_idle_timeout=kwargs.pop("api_follow_idle_timeout"),
+        )
+        return func(*args, **kwargs)
+
+    for option in reversed(_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+__all__ = ["api_options"]

@@ -1,0 +1,153 @@
+"""`jobrelay logs`: a workload's pod logs from its worker, through the controller's API."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from jobrelay.cli.common import manager_options
+from jobrelay.cli.relayapi import RelayError, connect, job_path, log_params
+from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.kube.userclient import context_namespace
+
+# Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
+EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
+EXIT_NOT_FOUND = 3  # no such workload, not placed yet, no pods yet
+EXIT_UNAUTHORIZED = 4  # credentials missing or not valid on the manager (401)
+EXIT_FORBIDDEN = 5  # valid credentials, no right to read pods/log there (403)
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(text: str) -> int:
+    """``30s``, ``5m``, ``1h30m`` or plain seconds, as whole seconds (at least 1)."""
+    if text.isdigit():
+        seconds = int(text)
+    else:
+        found = _DURATION.match(text)
+        if not text or found is None:
+            raise ValueError(f"{text!r} is not a duration (e.g. 30s, 5m, 1h)")
+        hours, minutes, secs = (int(part or 0) for part in found.groups())
+        seconds = hours * 3600 + minutes * 60 + secs
+    if seconds < 1:
+        raise ValueError(f"{text!r}: a duration of at least 1s")
+    return seconds
+
+
+def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+
+
+def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
+    """What to tell the user about a refusal, and the exit code."""
+    if error.code == 401:
+        return (
+            f"error: your credentials were not accepted ({error.message}); "
+            "check your kubeconfig for the management cluster",
+            EXIT_UNAUTHORIZED,
+        )
+    if error.code == 403:
+        return (
+            f"error: forbidden: {error.message}. Ask for a Role that allows get on pods/log "
+            f"in namespace {namespace}",
+            EXIT_FORBIDDEN,
+        )
+    if error.code == 404:
+        hints = {
+            "NotPlaced": " (it waits for a worker: see `kubectl describe job`)",
+            "NoPods": " (its pods are not created yet; try again, or -f)",
+        }
+        return f"error: {error.message}{hints.get(error.reason, '')}", EXIT_NOT_FOUND
+    if error.code == 0:
+        return f"error: cannot reach the jobrelay API: {error.message}", EXIT_FAILED
+    return f"error: {error.reason}: {error.message}", EXIT_FAILED
+
+
+@click.command()
+@manager_options
+@click.argument("job")
+@click.option(
+    "-n", "--namespace", default=None, help="The Job's namespace [default: the context's]."
+)
+@click.option("-f", "--follow", is_flag=True, help="Follow the log until the pod ends.")
+@click.option("-c", "--container", default=None, help="The container [default: the only one].")
+@click.option("--index", type=click.IntRange(0), default=None,
+              help="The pod of this completion index (Indexed Jobs) [default: the newest pod].")  # fmt: skip
+@click.option("--all-pods", is_flag=True, help="Every pod's log, each line prefixed with its pod.")
+@click.option("-p", "--previous", is_flag=True, help="The previous (restarted) container's log.")
+@click.option("--tail", type=click.IntRange(-1), default=-1, show_default=True,
+              help="Lines from the end to show; -1: all.")  # fmt: skip
+@click.option("--since", default=None, callback=_since, metavar="DURATION",
+              help="Only lines newer than this (e.g. 30s, 5m, 1h).")  # fmt: skip
+@click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
+@click.option("--kind", default="Job", show_default=True,
+              help="The workload's kind (as jobrelay run --kind names it).")  # fmt: skip
+@click.option("--server", default=None, metavar="URL",
+              help="The jobrelay API's URL [default: published in ConfigMap "
+                   f"{DEFAULT_NAMESPACE}/jobrelay-api].")  # fmt: skip
+@click.option("--certificate-authority", "certificate_authority", default=None,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The CA of --server's certificate [default: the published ca.crt].")  # fmt: skip
+def logs(
+    kubeconfig: Path | None,
+    context: str | None,
+    job: str,
+    namespace: str | None,
+    follow: bool,
+    container: str | None,
+    index: int | None,
+    all_pods: bool,
+    previous: bool,
+    tail: int,
+    since: int | None,
+    timestamps: bool,
+    kind: str,
+    server: str | None,
+    certificate_authority: Path | None,
+) -> None:
+    """Print the logs of JOB's pods, read from its worker through the jobrelay controller.
+
+    Needs only your management-cluster credentials and the right to get pods/log
+    in the namespace there.
+    """
+    if index is not None and all_pods:
+        raise click.UsageError("--index and --all-pods exclude each other")
+    if previous and follow:
+        raise click.UsageError("--previous and --follow exclude each other")
+    namespace = namespace or context_namespace(kubeconfig, context)
+    ca_pem = certificate_authority.read_text() if certificate_authority else None
+    params = log_params(
+        {
+            "kind": kind if kind != "Job" else None, "container": container, "index": index,
+            "all_pods": all_pods, "previous": previous, "tail": None if tail < 0 else tail,
+            "since": since, "timestamps": timestamps, "follow": follow,
+        }
+    )  # fmt: skip
+
+    async def go() -> None:
+        async with (
+            connect(kubeconfig, context, server=server, ca_pem=ca_pem) as client,
+            client.stream(job_path(namespace, job, "logs"), params) as chunks,
+        ):
+            out = sys.stdout.buffer
+            async for chunk in chunks:
+                out.write(chunk)
+                out.flush()
+
+    try:
+        asyncio.run(go())
+    except RelayError as error:
+        message, code = explain(error, namespace, job)
+        click.echo(message, err=True)
+        raise click.exceptions.Exit(code) from None
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None

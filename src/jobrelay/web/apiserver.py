@@ -1,0 +1,234 @@
+"""The controller's HTTPS API server: h11 on asyncio streams with TLS, one request per connection.
+
+It parses the request, reads who a verified client certificate names, hands
+the request to a handler and writes its answer: a JSON body, or a stream of
+chunks (chunked transfer) that ends when the handler's chunks end or the
+client goes away. What to answer is the handler's business (the controller's
+``controller/relayapi.py``); the routes' decisions are in ``web/relayapi.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import h11
+
+from jobrelay.web.health import parse_address
+from jobrelay.web.relayapi import User, status_body, user_from_certificate
+
+__all__ = ["Answer", "ApiServer", "Request", "Stream"]
+
+_log = logging.getLogger(__name__)
+
+# A client gets this long to complete TLS and send its request.
+REQUEST_TIMEOUT = 10.0
+_MAX_REQUEST_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    method: str
+    path: str
+    params: dict[str, str]  # the first value of each query parameter
+    headers: dict[str, str]  # lower-cased names
+    certificate_user: User | None  # from a client certificate the TLS layer verified
+
+    @property
+    def bearer_token(self) -> str | None:
+        scheme, _, token = self.headers.get("authorization", "").partition(" ")
+        return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    code: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+@dataclass(slots=True)
+class Stream:
+    """A 200 whose body is ``chunks``; ``done`` runs once it ended, however it ended."""
+
+    chunks: AsyncIterator[bytes]
+    done: Callable[[], None] = field(default=lambda: None)
+    content_type: str = "text/plain; charset=utf-8"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+Handler = Callable[[Request], Awaitable[Answer | Stream]]
+
+
+class ApiServer:
+    """Serves ``handler`` on ``address`` over TLS."""
+
+    def __init__(self, address: str, tls: ssl.SSLContext, handler: Handler) -> None:
+        self._host, self._port = parse_address(address)
+        self._tls = tls
+        self._handler = handler
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> list[tuple[str, int]]:
+        """Listen; the (host, port) pairs actually bound."""
+        self._server = await asyncio.start_server(
+            self._serve,
+            host=self._host,
+            port=self._port,
+            ssl=self._tls,
+            ssl_handshake_timeout=REQUEST_TIMEOUT,
+        )
+        return [sock.getsockname()[:2] for sock in self._server.sockets]
+
+    async def close(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        # Open streams (follows) would keep wait_closed waiting: end them.
+        for task in list(self._connections):
+            task.cancel()
+        await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # close() ends open connections so; the task ends normally, since asyncio's
+            # stream callback would log a cancelled connection task as an error.
+            _log.debug("API: closed a connection at shutdown")
+        finally:
+            self._connections.discard(task)
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT):
+                event = await _next_request(connection, reader)
+            if event is None:
+                return
+            request = _request(event, writer.get_extra_info("peercert"))
+            try:
+                answer = await self._handler(request)
+            except Exception:
+                _log.exception("API request %s %s failed", request.method, request.path)
+                answer = Answer(500, status_body(500, "internal error; see the controller's log"))
+            if isinstance(answer, Answer):
+                await _write_answer(connection, writer, answer)
+            else:
+                await _write_stream(connection, reader, writer, answer)
+        except (h11.ProtocolError, TimeoutError, ConnectionError, ssl.SSLError) as error:
+            _log.debug("API: dropped a connection: %s", error)
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
+                async with asyncio.timeout(1):
+                    await writer.wait_closed()
+
+
+def _request(event: h11.Request, peercert: Any) -> Request:
+    target = urlsplit(event.target.decode("latin-1"))
+    params: dict[str, str] = {}
+    for key, value in parse_qsl(target.query, keep_blank_values=True):
+        params.setdefault(key, value)
+    headers = {
+        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers
+    }
+    return Request(
+        event.method.decode("ascii"),
+        target.path,
+        params,
+        headers,
+        user_from_certificate(peercert if isinstance(peercert, dict) else None),
+    )
+
+
+def _headers(content_type: str, extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [
+        ("content-type", content_type),
+        ("cache-control", "no-store"),
+        ("x-content-type-options", "nosniff"),
+        ("connection", "close"),
+        *extra,
+    ]
+
+
+async def _write_answer(
+    connection: h11.Connection, writer: asyncio.StreamWriter, answer: Answer
+) -> None:
+    headers = _headers(answer.content_type, [("content-length", str(len(answer.body)))])
+    writer.write(connection.send(h11.Response(status_code=answer.code, headers=headers)) or b"")
+    writer.write(connection.send(h11.Data(data=answer.body)) or b"")
+    writer.write(connection.send(h11.EndOfMessage()) or b"")
+    await writer.drain()
+
+
+async def _write_stream(
+    connection: h11.Connection,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    stream: Stream,
+) -> None:
+    try:
+        headers = _headers(stream.content_type, [("transfer-encoding", "chunked"), *stream.headers])
+        writer.write(connection.send(h11.Response(status_code=200, headers=headers)) or b"")
+        await writer.drain()
+        copying = asyncio.create_task(_copy(connection, writer, stream.chunks))
+        # The client sends nothing more: its end of the connection means it went away
+        # (a follow must not hold a worker's stream until its idle time-out).
+        hangup = asyncio.create_task(reader.read(1))
+        try:
+            await asyncio.wait({copying, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hangup.cancel()
+            if not copying.done():
+                copying.cancel()
+            try:
+                await copying
+            except asyncio.CancelledError:
+                pass
+            except (ConnectionError, ssl.SSLError):
+                raise
+            except Exception:
+                # The handler's chunks failed mid-stream: the body just ends there.
+                _log.exception("API: a stream failed")
+    finally:
+        with contextlib.suppress(Exception):
+            await stream.chunks.aclose()  # type: ignore[attr-defined]
+        stream.done()
+
+
+async def _copy(
+    connection: h11.Connection, writer: asyncio.StreamWriter, chunks: AsyncIterator[bytes]
+) -> None:
+    async for chunk in chunks:
+        if chunk:
+            writer.write(connection.send(h11.Data(data=chunk)) or b"")
+            await writer.drain()
+    writer.write(connection.send(h11.EndOfMessage()) or b"")
+    await writer.drain()
+
+
+async def _next_request(
+    connection: h11.Connection, reader: asyncio.StreamReader
+) -> h11.Request | None:
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await reader.read(4096))
+            continue
+        if isinstance(event, h11.Request):
+            return event
+        return None

@@ -1,0 +1,378 @@
+"""The decisions of the controller's read-only HTTPS API (remote logs, mirror view): pure.
+
+Routes, query parsing, who the caller is (a client certificate's subject, a
+TokenReview's answer), the SubjectAccessReview to ask, which pods a request
+reads, what a pod looks like to a user, and the per-caller stream slots. The
+I/O around them is in ``web/apiserver.py`` (HTTP) and ``controller/relayapi.py``
+(the apiservers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "BadRequest",
+    "Limits",
+    "LogQuery",
+    "Route",
+    "StreamSlots",
+    "User",
+    "access_review",
+    "allowed",
+    "choose_pods",
+    "kubelet_params",
+    "match_route",
+    "parse_log_query",
+    "pod_selector",
+    "pod_summary",
+    "scrub",
+    "status_body",
+    "token_review",
+    "user_from_certificate",
+    "user_from_token_review",
+]
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+
+
+class BadRequest(ValueError):
+    """A request the API cannot serve as asked (400); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds of the API (flags of ``jobrelay run``)."""
+
+    # Log streams one caller (user name) may hold open at once.
+    max_streams_per_user: int = 5
+    # Bytes one non-follow log request returns at most (the rest is cut).
+    max_bytes: int = 10 * 1024 * 1024
+    # A follow ends when its pod writes nothing for this many seconds.
+    follow_idle_timeout: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """The caller, as the manager's authenticator knows it."""
+
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    what: Literal["logs", "mirror"]
+    namespace: str
+    name: str
+
+
+_DNS_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+_ROUTE = re.compile(
+    rf"^/v1/namespaces/(?P<ns>{_DNS_NAME})/jobs/(?P<name>{_DNS_NAME})/(?P<what>logs|mirror)$"
+)
+
+
+def match_route(path: str) -> Route | None:
+    """``/v1/namespaces/{ns}/jobs/{name}/logs`` or ``.../mirror``; None for anything else."""
+    found = _ROUTE.match(path)
+    if found is None:
+        return None
+    what: Literal["logs", "mirror"] = "logs" if found["what"] == "logs" else "mirror"
+    return Route(what, found["ns"], found["name"])
+
+
+@dataclass(frozen=True, slots=True)
+class LogQuery:
+    kind: str = "Job"
+    container: str = ""
+    index: int | None = None
+    all_pods: bool = False
+    previous: bool = False
+    tail_lines: int | None = None
+    since_seconds: int | None = None
+    timestamps: bool = False
+    follow: bool = False
+
+
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": True}
+_LOG_PARAMS = frozenset(
+    ("kind", "container", "index", "allPods", "previous", "tailLines", "sinceSeconds",
+     "timestamps", "follow")
+)  # fmt: skip
+
+
+def _bool(params: Mapping[str, str], name: str) -> bool:
+    text = params.get(name)
+    if text is None:
+        return False
+    if text.lower() not in _BOOLS:
+        raise BadRequest(f"{name}={text!r}: expected true or false")
+    return _BOOLS[text.lower()]
+
+
+def _count(params: Mapping[str, str], name: str, *, least: int) -> int | None:
+    text = params.get(name)
+    if text is None or text == "":
+        return None
+    if not text.isdigit() or int(text) < least:
+        raise BadRequest(f"{name}={text!r}: expected a whole number of at least {least}")
+    return int(text)
+
+
+def parse_kind(params: Mapping[str, str]) -> str:
+    return params.get("kind") or "Job"
+
+
+def parse_log_query(params: Mapping[str, str]) -> LogQuery:
+    """The query of a logs request, checked; BadRequest says what is wrong."""
+    unknown = sorted(set(params) - _LOG_PARAMS)
+    if unknown:
+        raise BadRequest(f"unknown parameter(s): {', '.join(unknown)}")
+    query = LogQuery(
+        kind=parse_kind(params),
+        container=params.get("container", ""),
+        index=_count(params, "index", least=0),
+        all_pods=_bool(params, "allPods"),
+        previous=_bool(params, "previous"),
+        tail_lines=_count(params, "tailLines", least=0),
+        since_seconds=_count(params, "sinceSeconds", least=1),
+        timestamps=_bool(params, "timestamps"),
+        follow=_bool(params, "follow"),
+    )
+    if query.all_pods and query.index is not None:
+        raise BadRequest("index and allPods exclude each other")
+    if query.previous and query.follow:
+        raise BadRequest("previous and follow exclude each other (a previous container has ended)")
+    return query
+
+
+def kubelet_params(query: LogQuery) -> dict[str, str]:
+    """The ``pods/{pod}/log`` options of a query (as kubectl sends them)."""
+    params: dict[str, str] = {}
+    if query.container:
+        params["container"] = query.container
+    if query.previous:
+        params["previous"] = "true"
+    if query.follow:
+        params["follow"] = "true"
+    if query.timestamps:
+        params["timestamps"] = "true"
+    if query.tail_lines is not None:
+        params["tailLines"] = str(query.tail_lines)
+    if query.since_seconds is not None:
+        params["sinceSeconds"] = str(query.since_seconds)
+    return params
+
+
+def pod_selector(kind: str, name: str) -> str:
+    """The label selector of a mirror's pods on its worker, by the workload's kind."""
+    if kind == "JobSet":
+        return f"{JOBSET_NAME_LABEL}={name}"
+    return f"{JOB_NAME_LABEL}={name}"
+
+
+def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
+    metadata = pod.get("metadata") or {}
+    return str(metadata.get("creationTimestamp") or ""), str(metadata.get("name") or "")
+
+
+def choose_pods(
+    pods: Sequence[Mapping[str, Any]], *, index: int | None, all_pods: bool
+) -> list[Mapping[str, Any]]:
+    """The pods a logs request reads: all (oldest first), those of a completion index
+    (the newest of them), or the newest pod. Empty when none fits."""
+    ordered = sorted(pods, key=_created)
+    if all_pods:
+        return list(ordered)
+    if index is not None:
+        ordered = [
+            pod
+            for pod in ordered
+            if ((pod.get("metadata") or {}).get("labels") or {}).get(COMPLETION_INDEX_LABEL)
+            == str(index)
+        ]
+    return ordered[-1:]
+
+
+def pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What a user sees of a mirror's pod: never its worker's addresses (no IPs)."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    restarts = sum(int(c.get("restartCount") or 0) for c in containers)
+    ready = sum(1 for c in containers if c.get("ready"))
+    last_state = {str(c.get("name")): c.get("lastState") for c in containers if c.get("lastState")}
+    conditions = [
+        {k: v for k, v in condition.items() if k in ("type", "status", "reason", "message")}
+        for condition in status.get("conditions") or []
+    ]
+    return {
+        "name": metadata.get("name"),
+        "phase": status.get("phase") or "Unknown",
+        "node": spec.get("nodeName") or "",
+        "restarts": restarts,
+        "ready": f"{ready}/{len(spec.get('containers') or containers)}",
+        "lastState": last_state,
+        "conditions": conditions,
+    }
+
+
+# -- who is asking ------------------------------------------------------------
+
+
+def user_from_certificate(peercert: Mapping[str, Any] | None) -> User | None:
+    """The user of a verified client certificate, as the apiserver reads it: the
+    subject's CN is the name, each O a group. None without a certificate or a CN."""
+    if not peercert:
+        return None
+    name = ""
+    groups: list[str] = []
+    for rdn in peercert.get("subject") or ():
+        for key, value in rdn:
+            if key == "commonName" and not name:
+                name = str(value)
+            elif key == "organizationName":
+                groups.append(str(value))
+    if not name:
+        return None
+    return User(name, (*groups, "system:authenticated"))
+
+
+def token_review(token: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenReview",
+        "spec": {"token": token},
+    }
+
+
+def user_from_token_review(review: Mapping[str, Any]) -> User | None:
+    """The user a TokenReview's answer names; None when it was not authenticated."""
+    status = review.get("status") or {}
+    if status.get("authenticated") is not True:
+        return None
+    info = status.get("user") or {}
+    name = info.get("username")
+    if not isinstance(name, str) or not name:
+        return None
+    extra = info.get("extra") or {}
+    return User(
+        name,
+        tuple(str(g) for g in info.get("groups") or ()),
+        str(info.get("uid") or ""),
+        {str(k): tuple(str(x) for x in v) for k, v in extra.items() if isinstance(v, list)},
+    )
+
+
+def access_review(
+    user: User,
+    *,
+    namespace: str,
+    resource: str,
+    group: str = "",
+    subresource: str = "",
+    name: str = "",
+    verb: str = "get",
+) -> dict[str, Any]:
+    """The SubjectAccessReview asking whether ``user`` may ``verb`` the resource."""
+    attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
+    if subresource:
+        attributes["subresource"] = subresource
+    if name:
+        attributes["name"] = name
+    spec: dict[str, Any] = {
+        "user": user.name,
+        "groups": list(user.groups),
+        "resourceAttributes": attributes,
+    }
+    if user.uid:
+        spec["uid"] = user.uid
+    if user.extra:
+        spec["extra"] = {k: list(v) for k, v in user.extra.items()}
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": spec,
+    }
+
+
+def allowed(review: Mapping[str, Any]) -> bool:
+    status = review.get("status") or {}
+    return status.get("allowed") is True and status.get("denied") is not True
+
+
+# -- answers --------------------------------------------------------------------
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    429: "TooManyRequests",
+    500: "InternalError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+}
+
+
+def status_body(code: int, message: str, reason: str = "") -> bytes:
+    """A Kubernetes ``Status`` (what kubectl prints for an apiserver's refusal)."""
+    return json.dumps(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason or _REASONS.get(code, "Unknown"),
+            "code": code,
+        }
+    ).encode()
+
+
+_URL = re.compile(
+    r"\b(?:https?|wss?)://\S+|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\[[0-9a-fA-F:]+\](?::\d+)?"
+)
+
+
+def scrub(message: str) -> str:
+    """A worker's message without any address in it (URLs, IPs): what a user may read."""
+    return _URL.sub("<worker>", message)
+
+
+# -- bounds ---------------------------------------------------------------------
+
+
+class StreamSlots:
+    """Open log streams per caller, at most ``limit`` each (not thread-safe: one loop)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: Counter[str] = Counter()
+
+    def acquire(self, user: str) -> bool:
+        if self._open[user] >= self.limit:
+            return False
+        self._open[user] += 1
+        return True
+
+    def release(self, user: str) -> None:
+        self._open[user] -= 1
+        if self._open[user] <= 0:
+            del self._open[user]
+
+    def open(self, user: str) -> int:
+        return self._open[user]

@@ -1,0 +1,88 @@
+"""The API's serving certificate (given, or self-signed at start) and its TLS context."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["self_signed", "server_context"]
+
+_VALIDITY = datetime.timedelta(days=365)
+
+
+def self_signed(hosts: Sequence[str], *, common_name: str = "jobrelay-api") -> tuple[bytes, bytes]:
+    """A fresh key and a self-signed serving certificate for ``hosts`` (names or IPs): PEMs.
+
+    It is its own CA (the published ``ca.crt``), so clients can pin exactly it.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(hosts):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        # A CA too, so that verifiers (OpenSSL) accept it as its own trust anchor.
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def server_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str | None) -> ssl.SSLContext:
+    """TLS 1.2+ serving ``cert_pem``; client certificates are asked for and, when one is
+    sent, verified against ``client_ca_pem`` (the manager's client CA), as aggregated
+    apiservers do. Without a client CA, certificates are not asked for (tokens only)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # load_cert_chain reads files only: a private temporary directory, gone right after.
+    with tempfile.TemporaryDirectory(prefix="jobrelay-tls-") as directory:
+        cert_path, key_path = Path(directory, "tls.crt"), Path(directory, "tls.key")
+        cert_path.write_bytes(cert_pem)
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as key_file:
+            key_file.write(key_pem)
+        context.load_cert_chain(cert_path, key_path)
+    if client_ca_pem:
+        context.load_verify_locations(cadata=client_ca_pem)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context

@@ -1,0 +1,63 @@
+"""`jobrelay logs`: its durations, query, and what it says (and exits with) when refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobrelay.cli.logs import (
+    EXIT_FAILED,
+    EXIT_FORBIDDEN,
+    EXIT_NOT_FOUND,
+    EXIT_UNAUTHORIZED,
+    explain,
+    parse_duration,
+)
+from jobrelay.cli.relayapi import RelayError, job_path, log_params
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30", 30), ("30s", 30), ("5m", 300), ("1h30m", 5400), ("2h", 7200)]
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "0s", "5x", "m", "1d"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_log_params() -> None:
+    options = {"kind": None, "container": "main", "index": 0, "all_pods": False,
+               "previous": True, "tail": 5, "since": None, "timestamps": False,
+               "follow": False}  # fmt: skip
+    assert log_params(options) == {
+        "container": "main",
+        "index": "0",
+        "previous": "true",
+        "tailLines": "5",
+    }
+
+
+def test_job_path_quotes() -> None:
+    assert job_path("team-a", "train", "logs") == "/v1/namespaces/team-a/jobs/train/logs"
+
+
+@pytest.mark.parametrize(
+    ("error", "words", "code"),
+    [
+        (RelayError(401, "Unauthorized", "the bearer token is not valid"), "credentials were not accepted",
+         EXIT_UNAUTHORIZED),
+        (RelayError(403, "Forbidden", 'user "bob" cannot get pods/log'), "pods/log",
+         EXIT_FORBIDDEN),
+        (RelayError(404, "NotPlaced", 'Job "t" is not placed on a worker yet'), "waits",
+         EXIT_NOT_FOUND),
+        (RelayError(404, "NoPods", 'no pods of "t"'), "not created yet", EXIT_NOT_FOUND),
+        (RelayError(0, "Unreachable", "ConnectError"), "cannot reach", EXIT_FAILED),
+        (RelayError(503, "WorkerUnavailable", "worker down"), "worker down", EXIT_FAILED),
+    ],
+)  # fmt: skip
+def test_refusals_are_explained(error: RelayError, words: str, code: int) -> None:
+    message, exit_code = explain(error, "team-a", "t")
+    assert words in message and exit_code == code

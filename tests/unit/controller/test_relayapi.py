@@ -1,0 +1,349 @@
+"""The logs API's handler: who may read what, where from, and within which bounds.
+
+The manager's reviews and the worker's pods are fakes here; the real path (TokenReview,
+SubjectAccessReview, pods/log through a worker apiserver) is tests/e2e/test_remote_logs.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from jobrelay.controller.relayapi import RelayApi
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kube.api import ApiError, ListResult
+from jobrelay.web.apiserver import Answer, Request, Stream
+from jobrelay.web.relayapi import Limits, User
+
+WORKER_SERVER = "https://10.9.8.7:6443"
+TOKENS = {"good": {"username": "alice", "groups": ["devs"]}}
+
+
+class Manager:
+    """Answers TokenReviews from TOKENS and SubjectAccessReviews from ``allowed``."""
+
+    def __init__(self) -> None:
+        self.allowed: set[tuple[str, str, str, str]] = set()  # user, namespace, resource, sub
+        self.reviews: list[dict[str, Any]] = []
+
+    async def review(self, resource: Any, review: dict[str, Any]) -> dict[str, Any]:
+        self.reviews.append(review)
+        if review["kind"] == "TokenReview":
+            user = TOKENS.get(review["spec"]["token"])
+            return {"status": {"authenticated": True, "user": user} if user else
+                    {"authenticated": False, "error": "invalid bearer token"}}  # fmt: skip
+        spec = review["spec"]
+        attributes = spec["resourceAttributes"]
+        key = (spec["user"], attributes["namespace"], attributes["resource"],
+               attributes.get("subresource", ""))  # fmt: skip
+        return {"status": {"allowed": key in self.allowed}}
+
+
+@dataclass
+class WorkerClient:
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    logs: dict[str, list[bytes]] = field(default_factory=dict)
+    asked: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    server: str = WORKER_SERVER
+    hold: asyncio.Event | None = None
+
+    async def list(self, resource: Any, **kwargs: Any) -> ListResult:
+        return ListResult(items=list(self.pods), resource_version="1")
+
+    @contextlib.asynccontextmanager
+    async def pod_log(
+        self, namespace: str, pod: str, params: Mapping[str, str], **kwargs: Any
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        self.asked.append((pod, dict(params)))
+        if pod not in self.logs:
+            raise ApiError(400, "BadRequest", f'container "main" in pod "{pod}" is waiting; '
+                           'Get "https://127.0.0.1:10250/containerLogs": refused')  # fmt: skip
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for chunk in self.logs[pod]:
+                yield chunk
+            if self.hold is not None:
+                await self.hold.wait()
+
+        yield chunks()
+
+
+@dataclass
+class Worker:
+    client: WorkerClient
+    connected: bool = True
+    mirrors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        return self.mirrors.get(key)
+
+
+class Pool:
+    def __init__(self) -> None:
+        self.workers: dict[str, Worker] = {}
+
+    def get(self, name: str) -> Worker | None:
+        return self.workers.get(name)
+
+
+class Objects(dict[str, dict[str, Any]]):
+    pass
+
+
+@dataclass
+class Runtime:
+    kind: Any
+    objects: Objects
+
+
+def _job(name: str, cluster: str | None) -> dict[str, Any]:
+    annotations = {"jobrelay.dev/cluster": cluster} if cluster else {}
+    return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations}}
+
+
+def _pod(name: str, created: str, index: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name, "creationTimestamp": created,
+            "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+        },
+        "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "main"}]},
+        "status": {"phase": "Running", "podIP": "10.0.0.5", "hostIP": "10.0.0.1"},
+    }  # fmt: skip
+
+
+@pytest.fixture
+def setup() -> tuple[RelayApi, Manager, WorkerClient, Worker]:
+    manager = Manager()
+    manager.allowed = {("alice", "team-a", "pods", "log"), ("alice", "team-a", "jobs", "")}
+    client = WorkerClient(
+        pods=[_pod("train-0-aaa", "2026-01-01T00:00:01Z", 0),
+              _pod("train-1-bbb", "2026-01-01T00:00:02Z", 1)],
+        logs={"train-0-aaa": [b"zero\n"], "train-1-bbb": [b"one\n", b"more\n"]},
+    )  # fmt: skip
+    worker = Worker(client)
+    worker.mirrors[("Job.v1.batch", "team-a/train")] = {
+        "metadata": {"name": "train", "namespace": "team-a"}, "status": {"active": 2},
+    }  # fmt: skip
+    pool = Pool()
+    pool.workers["worker-a"] = worker
+    objects = Objects(
+        {"team-a/train": _job("train", "worker-a"), "team-a/waiting": _job("waiting", None)}
+    )
+    kinds = {"Job.v1.batch": Runtime(JobKind(), objects)}
+    api = RelayApi(manager, pool, kinds, Limits(max_streams_per_user=1, max_bytes=6))  # type: ignore[arg-type]
+    return api, manager, client, worker
+
+
+def request(
+    path: str, token: str | None = "good", user: User | None = None, **params: str
+) -> Request:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return Request("GET", path, dict(params), headers, user)
+
+
+LOGS = "/v1/namespaces/team-a/jobs/train/logs"
+MIRROR = "/v1/namespaces/team-a/jobs/train/mirror"
+
+
+async def body(answer: Answer | Stream) -> bytes:
+    if isinstance(answer, Answer):
+        return answer.body
+    try:
+        return b"".join([chunk async for chunk in answer.chunks])
+    finally:
+        answer.done()
+
+
+def refusal(answer: Answer | Stream) -> tuple[int, str]:
+    assert isinstance(answer, Answer)
+    status = json.loads(answer.body)
+    assert status["kind"] == "Status" and status["code"] == answer.code
+    return answer.code, status["reason"]
+
+
+@pytest.mark.parametrize(
+    ("req", "expected"),
+    [
+        (request(LOGS, token=None), (401, "Unauthorized")),
+        (request(LOGS, token="expired-or-forged"), (401, "Unauthorized")),
+        (request(LOGS, token=None, user=User("bob", ("system:authenticated",))),
+         (403, "Forbidden")),
+        (request("/v1/namespaces/team-b/jobs/train/logs"), (403, "Forbidden")),
+        (request("/v1/namespaces/team-a/jobs/nope/logs"), (404, "NotFound")),
+        (request("/v1/namespaces/team-a/jobs/waiting/logs"), (404, "NotPlaced")),
+        (request(LOGS, index="7"), (404, "NoPods")),
+        (request(LOGS, tailLines="-3"), (400, "BadRequest")),
+        (request(LOGS, kind="RayJob"), (400, "BadRequest")),
+        (request("/v1/namespaces/team-a/jobs/train/exec"), (404, "NotFound")),
+    ],
+)  # fmt: skip
+async def test_refusals(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker], req: Request, expected: tuple[int, str]
+) -> None:
+    api, *_ = setup
+    assert refusal(await api.handle(req)) == expected
+
+
+async def test_the_certificate_user_is_checked_without_a_token_review(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, manager, _, _ = setup
+    answer = await api.handle(request(LOGS, token=None, user=User("alice", ("devs",))))
+    assert await body(answer) == b"one\nmo" + answer_cut()
+    assert [r["kind"] for r in manager.reviews] == ["SubjectAccessReview"]
+
+
+def answer_cut() -> bytes:
+    from jobrelay.controller.relayapi import _TRUNCATED
+
+    return _TRUNCATED
+
+
+async def test_logs_of_the_newest_pod_capped(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, manager, client, _ = setup
+    answer = await api.handle(request(LOGS, tailLines="2", timestamps="true"))
+    assert isinstance(answer, Stream)
+    assert await body(answer) == b"one\nmo" + answer_cut()
+    assert client.asked == [("train-1-bbb", {"tailLines": "2", "timestamps": "true"})]
+    spec = manager.reviews[-1]["spec"]
+    assert spec["user"] == "alice" and spec["groups"] == ["devs"]
+    assert spec["resourceAttributes"]["subresource"] == "log"
+
+
+async def test_index_picks_its_pod(setup: tuple[RelayApi, Manager, WorkerClient, Worker]) -> None:
+    api, _, client, _ = setup
+    assert await body(await api.handle(request(LOGS, index="0"))) == b"zero\n"
+    assert client.asked[-1][0] == "train-0-aaa"
+
+
+async def test_all_pods_are_prefixed(setup: tuple[RelayApi, Manager, WorkerClient, Worker]) -> None:
+    api, _, _, _ = setup
+    api.limits = Limits(max_bytes=10_000)
+    text = await body(await api.handle(request(LOGS, allPods="true")))
+    assert text == b"[pod/train-0-aaa] zero\n[pod/train-1-bbb] one\n[pod/train-1-bbb] more\n"
+
+
+async def test_a_worker_refusal_is_told_without_addresses(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, client, _ = setup
+    api.limits = Limits(max_bytes=10_000)
+    del client.logs["train-1-bbb"]
+    text = await body(await api.handle(request(LOGS)))
+    assert b"is waiting" in text and b"127.0.0.1" not in text
+
+
+async def test_streams_per_user_are_bounded(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, client, _ = setup
+    client.hold = asyncio.Event()
+    first = await api.handle(request(LOGS, follow="true"))
+    assert isinstance(first, Stream)
+    assert refusal(await api.handle(request(LOGS, follow="true"))) == (429, "TooManyRequests")
+    client.hold.set()
+    await body(first)  # its end frees the slot
+    assert isinstance(await api.handle(request(LOGS)), Stream)
+
+
+async def test_a_follow_is_not_capped(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, _, _ = setup
+    assert await body(await api.handle(request(LOGS, follow="true"))) == b"one\nmore\n"
+
+
+async def test_mirror_view(setup: tuple[RelayApi, Manager, WorkerClient, Worker]) -> None:
+    api, manager, _, _ = setup
+    answer = await api.handle(request(MIRROR))
+    assert isinstance(answer, Answer) and answer.code == 200
+    view = json.loads(answer.body)
+    assert view["cluster"] == "worker-a"
+    assert view["mirror"]["status"] == {"active": 2}
+    assert [p["name"] for p in view["pods"]] == ["train-0-aaa", "train-1-bbb"]
+    assert view["pods"][0]["node"] == "kwok-node-0"
+    for secret in ("10.9.8.7", "10.0.0.5", "10.0.0.1"):
+        assert secret not in answer.body.decode()
+    attributes = manager.reviews[-1]["spec"]["resourceAttributes"]
+    assert attributes == {"namespace": "team-a", "verb": "get", "group": "batch",
+                          "resource": "jobs", "name": "train"}  # fmt: skip
+
+
+async def test_mirror_view_needs_get_on_the_workload(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, manager, _, _ = setup
+    manager.allowed.discard(("alice", "team-a", "jobs", ""))
+    assert refusal(await api.handle(request(MIRROR))) == (403, "Forbidden")
+
+
+async def test_a_disconnected_worker(setup: tuple[RelayApi, Manager, WorkerClient, Worker]) -> None:
+    api, _, _, worker = setup
+    worker.connected = False
+    code, reason = refusal(await api.handle(request(LOGS)))
+    assert (code, reason) == (503, "WorkerUnavailable")
+
+
+async def test_a_follow_ends_soon_after_its_pod() -> None:
+    """A simulated kubelet never ends a follow: the pod's end does, after a short grace."""
+    from jobrelay.controller.relayapi import _until_ended
+
+    pod_ended = asyncio.Event()
+    forever = asyncio.Event()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"running\n"
+        await forever.wait()
+
+    async def ended() -> None:
+        await pod_ended.wait()
+
+    stream = _until_ended(chunks(), ended(), grace=0.05)
+    assert await anext(stream) == b"running\n"
+    pod_ended.set()
+    rest = [chunk async for chunk in stream]
+    assert rest == []
+
+
+async def test_a_follow_passes_on_what_comes_before_its_pod_ends() -> None:
+    from jobrelay.controller.relayapi import _until_ended
+
+    feed: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        while True:
+            yield await feed.get()
+
+    never = asyncio.Event()
+    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    for line in (b"a\n", b"b\n"):
+        feed.put_nowait(line)
+        assert await anext(stream) == line
+    await stream.aclose()
+
+
+async def test_a_broken_or_idle_follow_raises_to_its_reader() -> None:
+    """The idle time-out (a read time-out of the worker's stream) reaches _pod_log, which
+    tells the user why the follow stopped."""
+    import httpx2
+
+    from jobrelay.controller.relayapi import _until_ended
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"last words\n"
+        raise httpx2.ReadTimeout("idle")
+
+    never = asyncio.Event()
+    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    assert await anext(stream) == b"last words\n"
+    with pytest.raises(httpx2.ReadTimeout):
+        await anext(stream)

@@ -1,0 +1,134 @@
+"""The HTTPS API server over a real TLS socket on 127.0.0.1 (the port the kernel picks)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from jobrelay.localfleet import pki
+from jobrelay.web.apiserver import Answer, ApiServer, Request, Stream
+from jobrelay.web.tls import self_signed, server_context
+
+
+class Handler:
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.stream_ended = asyncio.Event()
+        self.feed: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def __call__(self, request: Request) -> Answer | Stream:
+        self.requests.append(request)
+        if request.path == "/stream":
+            return Stream(self._chunks(), done=self.stream_ended.set)
+        if request.path == "/boom":
+            raise RuntimeError("handler bug")
+        return Answer(200, b'{"ok": true}')
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        while (chunk := await self.feed.get()) is not None:
+            yield chunk
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> pki.CertPair:
+    return pki.ensure_ca(tmp_path / "ca")
+
+
+@pytest.fixture
+async def served(
+    ca: pki.CertPair, caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[tuple[str, str, Handler]]:
+    cert, key = self_signed(["127.0.0.1"])
+    handler = Handler()
+    server = ApiServer("127.0.0.1:0", server_context(cert, key, ca.cert.read_text()), handler)
+    ((host, port),) = await server.start()
+    try:
+        yield f"https://{host}:{port}", cert.decode(), handler
+    finally:
+        await server.close()
+    # Closing with connections open logs nothing alarming (a controller's log must stay clean).
+    assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.ERROR]
+
+
+def client(url: str, ca_pem: str, cert: pki.CertPair | None = None) -> httpx2.AsyncClient:
+    context = ssl.create_default_context(cadata=ca_pem)
+    if cert is not None:
+        context.load_cert_chain(cert.cert, cert.key)
+    return httpx2.AsyncClient(base_url=url, verify=context, timeout=10)
+
+
+async def test_answers_and_reads_the_request(served: tuple[str, str, Handler]) -> None:
+    url, ca_pem, handler = served
+    async with client(url, ca_pem) as http:
+        response = await http.get(
+            "/v1/x", params={"follow": "true", "a": ["1", "2"]},
+            headers={"Authorization": "Bearer tok"},
+        )  # fmt: skip
+    assert response.status_code == 200 and response.json() == {"ok": True}
+    (request,) = handler.requests
+    assert request.path == "/v1/x"
+    assert request.params == {"follow": "true", "a": "1"}
+    assert request.bearer_token == "tok"
+    assert request.certificate_user is None
+
+
+async def test_a_verified_client_certificate_names_the_user(
+    served: tuple[str, str, Handler], ca: pki.CertPair, tmp_path: Path
+) -> None:
+    url, ca_pem, handler = served
+    alice = pki.issue(ca, tmp_path, "alice", common_name="alice", organization="team-a")
+    async with client(url, ca_pem, alice) as http:
+        assert (await http.get("/")).status_code == 200
+    user = handler.requests[0].certificate_user
+    assert user is not None and user.name == "alice" and "team-a" in user.groups
+
+
+async def test_a_certificate_of_another_ca_is_refused(
+    served: tuple[str, str, Handler], tmp_path: Path
+) -> None:
+    url, ca_pem, handler = served
+    other = pki.ensure_ca(tmp_path / "other")
+    mallory = pki.issue(other, tmp_path, "mallory", common_name="system:admin")
+    async with client(url, ca_pem, mallory) as http:
+        with pytest.raises(httpx2.HTTPError):
+            await http.get("/")
+    assert handler.requests == []
+
+
+async def test_streams_until_the_chunks_end(served: tuple[str, str, Handler]) -> None:
+    url, ca_pem, handler = served
+    for chunk in (b"one\n", b"two\n", None):
+        handler.feed.put_nowait(chunk)
+    async with client(url, ca_pem) as http:
+        response = await http.get("/stream")
+    assert response.text == "one\ntwo\n"
+    await asyncio.wait_for(handler.stream_ended.wait(), 5)
+
+
+async def test_a_client_that_goes_away_ends_the_stream(served: tuple[str, str, Handler]) -> None:
+    url, ca_pem, handler = served
+    handler.feed.put_nowait(b"first\n")
+    async with (
+        client(url, ca_pem) as http,
+        http.stream("GET", "/stream") as response,
+    ):
+        async for chunk in response.aiter_bytes():
+            assert chunk == b"first\n"
+            break
+    # Nothing more was fed: only the hang-up can have ended it.
+    await asyncio.wait_for(handler.stream_ended.wait(), 5)
+
+
+async def test_a_failing_handler_answers_500(served: tuple[str, str, Handler]) -> None:
+    url, ca_pem, _ = served
+    async with client(url, ca_pem) as http:
+        response = await http.get("/boom")
+    assert response.status_code == 500
+    assert response.json()["kind"] == "Status"
+    assert "handler bug" not in response.text
