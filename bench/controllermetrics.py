@@ -23,7 +23,7 @@ Json = dict[str, Any]
 # Histogram name -> the key the bench reports it under.
 HISTOGRAMS = {
     "jobrelay_dispatch_latency_seconds": "dispatch_ms",
-    "jobrelay_status_copy_latency_seconds": "status_copy_ms",
+    "jobrelay_status_update_latency_seconds": "status_copy_ms",
     "jobrelay_reconcile_duration_seconds": "reconcile_ms",
 }
 COUNTERS = {

@@ -62,6 +62,7 @@ COUNTERS = (
     "jobrelay_finished_total",
     "jobrelay_dispatch_latency_seconds_count",
     "jobrelay_status_copy_latency_seconds_count",
+    "jobrelay_status_update_latency_seconds_count",
     "jobrelay_apiserver_requests_total",
 )
 
@@ -135,13 +136,16 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
         collections.Counter((c,) for c, _ in happened.elements())
     ), "mirrors created per cluster differ from where the Jobs ran"
 
-    # One dispatch latency per Job; at least one status copy per Job (each ran and ended).
+    # One dispatch latency and one finishing status copy per Job; at least one status
+    # update per Job (each ran and ended).
     assert delta("jobrelay_dispatch_latency_seconds_count") == {(): JOBS}
     assert delta("jobrelay_dispatch_latency_seconds_bucket", "le")[("+Inf",)] == JOBS
     assert delta("jobrelay_dispatch_latency_seconds_sum")[()] > 0
-    copies = delta("jobrelay_status_copy_latency_seconds_count")[()]
+    assert delta("jobrelay_status_copy_latency_seconds_count") == {(): JOBS}
+    assert delta("jobrelay_status_copy_latency_seconds_bucket", "le")[("+Inf",)] == JOBS
+    copies = delta("jobrelay_status_update_latency_seconds_count")[()]
     assert copies >= JOBS
-    assert delta("jobrelay_status_copy_latency_seconds_bucket", "le")[("+Inf",)] == copies
+    assert delta("jobrelay_status_update_latency_seconds_bucket", "le")[("+Inf",)] == copies
 
     # Every mirror creation was a create request on a worker; status writes patched the manager.
     creates = delta("jobrelay_apiserver_requests_total", "cluster", "verb", "code")

@@ -120,11 +120,14 @@ class Instruments:
     ) -> None:
         copied = self.status_copy.written(key)
         if copied is not None:
-            self.metrics.status_copy_latency.observe(copied)
+            self.metrics.status_update_latency.observe(copied)
         if obj is None or kind.finish(obj) is not None:
             return
         finish = kind.finish({**obj, "status": status})
         if finish is not None:
+            if copied is not None:
+                # The copy users wait for: the workload shows it has finished.
+                self.metrics.status_copy_latency.observe(copied)
             cluster = _annotations(obj).get(CLUSTER_ANNOTATION, "")
             outcome = "succeeded" if finish.succeeded else "failed"
             self.metrics.finished.labels(cluster, outcome).inc()

@@ -161,8 +161,15 @@ class Metrics:
         )
         self.status_copy_latency = Histogram(
             "jobrelay_status_copy_latency_seconds",
+            "From the mirror's final change seen by the worker's informer to the management "
+            "object's finishing status written: one observation per finished workload.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.status_update_latency = Histogram(
+            "jobrelay_status_update_latency_seconds",
             "From a mirror change seen by the worker's informer to the management object's "
-            "status written.",
+            "status written: every status copy (running, progress, finish).",
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )

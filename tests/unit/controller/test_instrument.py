@@ -139,8 +139,10 @@ async def test_reconciles_are_timed_by_result_and_status_copies_from_the_change(
     answers.append(RuntimeError("boom"))
     with pytest.raises(RuntimeError):
         await timed(KEY)
-    assert value(instruments, "jobrelay_status_copy_latency_seconds_count") == 1
-    assert value(instruments, "jobrelay_status_copy_latency_seconds_sum") == 2
+    assert value(instruments, "jobrelay_status_update_latency_seconds_count") == 1
+    assert value(instruments, "jobrelay_status_update_latency_seconds_sum") == 2
+    # Running is not finished: no finishing copy yet.
+    assert value(instruments, "jobrelay_status_copy_latency_seconds_count") == 0
     for result in ("retry", "done", "requeue", "error"):
         count = value(
             instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name, result=result
