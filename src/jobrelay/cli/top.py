@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,7 +65,7 @@ def top(
     """The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory
     and GPUs used of allocatable, its unfinished mirrors and the workloads running there;
     then the managed workloads by state. Refreshes every --interval seconds until Ctrl-C."""
-    clear = not once and click.get_text_stream("stdout").isatty()
+    clear = not once and sys.stdout.isatty()
 
     def show(lines: list[str]) -> None:
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
