@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
-from jobrelay.web.health import parse_address
+from jobrelay.web.health import next_request, parse_address
 from jobrelay.web.relayapi import User, status_body, user_from_certificate
 
 __all__ = ["Answer", "ApiServer", "Request", "Stream"]
@@ -116,7 +116,7 @@ class ApiServer:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
-                event = await _next_request(connection, reader)
+                event = await next_request(connection, reader)
             if event is None:
                 return
             request = _request(event, writer.get_extra_info("peercert"))
@@ -219,16 +219,3 @@ async def _copy(
             await writer.drain()
     writer.write(connection.send(h11.EndOfMessage()) or b"")
     await writer.drain()
-
-
-async def _next_request(
-    connection: h11.Connection, reader: asyncio.StreamReader
-) -> h11.Request | None:
-    while True:
-        event = connection.next_event()
-        if event is h11.NEED_DATA:
-            connection.receive_data(await reader.read(4096))
-            continue
-        if isinstance(event, h11.Request):
-            return event
-        return None

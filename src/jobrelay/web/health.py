@@ -93,7 +93,7 @@ class HealthServer:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
-                request = await _next_request(connection, reader)
+                request = await next_request(connection, reader)
             if request is None:
                 return
             status, body, content_type = self._answer(request)
@@ -129,9 +129,11 @@ class HealthServer:
         return (200 if ok else 503), health.body(), _JSON
 
 
-async def _next_request(
+async def next_request(
     connection: h11.Connection, reader: asyncio.StreamReader
 ) -> h11.Request | None:
+    """The next request on ``connection`` (None: the client closed first); also the API
+    server's (web/apiserver.py)."""
     while True:
         event = connection.next_event()
         if event is h11.NEED_DATA:
