@@ -582,20 +582,8 @@ class ApiClient:
         request = self._http.build_request(
             "GET", path, params=dict(params), timeout=timeout, headers={"Accept": "*/*"}
         )
-        started = time.monotonic()
-        code = 0
+        response = await self._open_stream(request, "get", PODS)
         try:
-            response = await self._http.send(request, stream=True)
-            code = response.status_code
-        except httpx2.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        except _EXEC_ERRORS as exc:
-            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
-        finally:
-            self._record("get", PODS, code, time.monotonic() - started)
-        try:
-            if code != 200:
-                raise _error_from_body(code, await response.aread())
             chunks = response.aiter_bytes()
             try:
                 yield chunks
@@ -770,20 +758,8 @@ class ApiClient:
         request = self._http.build_request(
             "GET", _path(resource, namespace), params=params, timeout=timeout
         )
-        started = time.monotonic()
-        code = 0
+        response = await self._open_stream(request, "watch", resource)
         try:
-            response = await self._http.send(request, stream=True)
-            code = response.status_code
-        except httpx2.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        except _EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
-            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
-        finally:
-            self._record("watch", resource, code, time.monotonic() - started)
-        try:
-            if code != 200:
-                raise _error_from_body(code, await response.aread())
             events = _decode_events(response)
             try:
                 yield events
@@ -796,6 +772,31 @@ class ApiClient:
             await response.aclose()
 
     # -- internals -----------------------------------------------------------
+
+    async def _open_stream(
+        self, request: httpx2.Request, verb: str, resource: Resource
+    ) -> httpx2.Response:
+        """Send a streaming GET and record it; the open response when the server said 200
+        (the caller reads and closes it), else ApiError with the response closed."""
+        started = time.monotonic()
+        code = 0
+        try:
+            response = await self._http.send(request, stream=True)
+            code = response.status_code
+        except httpx2.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        except _EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
+            raise ApiError(0, "Unauthorized", _exec_problem(exc)) from None
+        finally:
+            self._record(verb, resource, code, time.monotonic() - started)
+        if code != 200:
+            try:
+                raise _error_from_body(code, await response.aread())
+            except httpx2.HTTPError as exc:
+                raise self._unreachable(exc) from exc
+            finally:
+                await response.aclose()
+        return response
 
     async def _call(
         self,
