@@ -30,6 +30,7 @@ from lightkube.core.exceptions import ConfigError as _LightkubeConfigError
 import jobrelay
 from jobrelay.kinds.base import KindRef
 from jobrelay.kube.redact import library_problem
+from jobrelay.kube.transport import AiohttpTransport, DirectSender, direct_auth_headers
 
 __all__ = [
     "CONFIGMAPS",
@@ -337,9 +338,12 @@ class ApiClient:
         cluster: str = "default",
         options: ApiOptions | None = None,
         on_request: Callable[[RequestRecord], None] | None = None,
+        direct: DirectSender | None = None,
     ) -> None:
         self.cluster = cluster
         self._http = http
+        # Plain reads and writes skip httpx2 (see kube/transport.py); streams use it.
+        self._direct = direct
         self._options = options or ApiOptions()
         # Called with every finished request (metrics); settable, like write_fence.
         self.on_request = on_request
@@ -431,6 +435,23 @@ class ApiClient:
             params = ConnectionParams(
                 timeout=timeout, trust_env=options.trust_env, http2=options.http2
             ).httpx_params(single)
+            headers = {"User-Agent": options.user_agent, "Accept": "application/json"}
+            direct = None
+            if not options.http2:
+                transport = AiohttpTransport(
+                    params["verify"],
+                    max_connections=options.max_connections,
+                    keepalive_expiry=options.keepalive_expiry,
+                )
+                params["transport"] = transport
+                auth = direct_auth_headers(params["auth"], params["base_url"])
+                if auth is not None:
+                    direct = DirectSender(
+                        transport,
+                        params["base_url"],
+                        {**headers, **auth},
+                        connect_timeout=options.connect_timeout,
+                    )
             http = httpx2.AsyncClient(
                 **params,
                 limits=httpx2.Limits(
@@ -438,14 +459,14 @@ class ApiClient:
                     max_keepalive_connections=options.max_connections,
                     keepalive_expiry=options.keepalive_expiry,
                 ),
-                headers={"User-Agent": options.user_agent, "Accept": "application/json"},
+                headers=headers,
             )
         except _CONFIG_ERRORS as exc:
             raise KubeconfigError(
                 f"cannot use kubeconfig context {context!r}: {library_problem(exc)}"
             ) from None
         name = cluster or str(single.context_name)
-        return cls(http, cluster=name, options=options, on_request=on_request)
+        return cls(http, cluster=name, options=options, on_request=on_request, direct=direct)
 
     @property
     def server(self) -> str:
@@ -818,11 +839,27 @@ class ApiClient:
         started = time.monotonic()
         code = 0
         try:
-            extra: dict[str, Any] = {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
-            response = await self._http.request(
-                method, path, params=params, content=content, headers=headers, **extra
-            )
-            code = response.status_code
+            if self._direct is not None:
+                code, answer = await self._direct.send(
+                    method,
+                    path,
+                    params=params,
+                    content=content,
+                    headers=headers,
+                    timeout=self._options.request_timeout if timeout is None else timeout,
+                )
+            if self._direct is None or (code == 401 and "Authorization" in self._direct.headers):
+                # Without the direct path, or its token refused: httpx2 runs the
+                # credential's own flow (a token file is read again).
+                extra: dict[str, Any] = (
+                    {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
+                )
+                response = await self._http.request(
+                    method, path, params=params, content=content, headers=headers, **extra
+                )
+                code, answer = response.status_code, response.content
+                if self._direct is not None and code != 401:
+                    self._direct.refresh(self._http.auth)
         except httpx2.HTTPError as exc:
             raise self._unreachable(exc) from exc
         except _EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
@@ -830,9 +867,9 @@ class ApiClient:
         finally:
             self._record(verb, resource, code, time.monotonic() - started)
         if code >= 400:
-            raise _error_from_body(code, response.content)
+            raise _error_from_body(code, answer)
         try:
-            decoded = msgspec.json.decode(response.content)
+            decoded = msgspec.json.decode(answer)
         except msgspec.DecodeError as exc:
             raise ApiError(code, "InvalidResponse", f"undecodable body: {exc}") from exc
         if not isinstance(decoded, dict):
