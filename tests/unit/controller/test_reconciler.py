@@ -306,6 +306,44 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
     assert env.placement() == "w2"
 
 
+async def test_jobs_alike_are_asked_about_once_until_their_namespace_changes_or_time_passes(
+    env: Env,
+) -> None:
+    now = [100.0]
+    env.reconciler._monotonic = lambda: now[0]
+
+    async def place(name: str) -> None:
+        obj = job()
+        obj["metadata"]["name"] = name
+        obj["metadata"]["uid"] = f"uid-{name}"
+        env.submit(obj)
+        assert await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/{name}")) is None
+
+    await place("first")
+    await place("alike")  # the same pods, in the same namespace: allowed already
+    assert len(env.manager.dry_runs()) == 1
+    env.reconciler.policy_changed(NAMESPACE, {})  # e.g. relabelled for Pod Security
+    await place("after-relabel")
+    assert len(env.manager.dry_runs()) == 2
+    now[0] += 10.0  # a LimitRange or a webhook may have come meanwhile
+    await place("later")
+    assert len(env.manager.dry_runs()) == 3
+    other = job()
+    other["metadata"].update(name="other-pods", uid="uid-other")
+    other["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:other"
+    env.submit(other)
+    await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/other-pods"))
+    assert len(env.manager.dry_runs()) == 4
+
+
+async def test_a_refusal_is_not_remembered_for_jobs_alike(env: Env) -> None:
+    env.manager.pod_admission = PRIVILEGED_REFUSAL
+    env.submit(job())
+    await env.reconcile()
+    await env.reconcile()
+    assert len(env.manager.dry_runs()) == 2
+
+
 @pytest.fixture
 async def even_env() -> AsyncIterator[Env]:
     """Two workers with the same load."""

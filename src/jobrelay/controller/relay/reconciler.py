@@ -12,8 +12,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.executor import Collided, Executor
@@ -54,6 +57,11 @@ _log = logging.getLogger(__name__)
 _MAX_ROUNDS = 6
 # Allowed (uid, generation) pairs kept: enough for a burst of new workloads.
 _ADMITTED_REMEMBERED = 10_000
+# How long an allowed probe pod answers for identical ones in its namespace (seconds):
+# a change of the namespace's labels asks again at once; a new LimitRange, quota or
+# webhook is seen within this bound.
+_ALIKE_ALLOWED_FOR = 10.0
+_ALIKE_REMEMBERED = 1024
 
 
 # A placement whose pods a worker has not bound after this long takes no room: they
@@ -103,6 +111,7 @@ class Reconciler:
         settings: Settings,
         *,
         clock: Callable[[], str] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kinds = kinds
         self._pool = pool
@@ -112,6 +121,11 @@ class Reconciler:
         # (uid, generation) of workloads whose pods the manager's admission allowed,
         # oldest first: placement retries do not ask again.
         self._admitted: dict[tuple[str, object], None] = {}
+        # Probe pods the manager allowed, by namespace and their bytes, with when (monotonic):
+        # a burst of workloads from one template is asked about once per
+        # _ALIKE_ALLOWED_FOR, not once each. A refusal is never remembered.
+        self._allowed_alike: dict[tuple[str, bytes], float] = {}
+        self._monotonic = monotonic
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
         # the user again only when it changes); retried as soon as capacity changes.
         self._held: dict[WorkloadKey, str] = {}
@@ -130,6 +144,9 @@ class Reconciler:
 
     def policy_changed(self, namespace: str, annotations: Mapping[str, str] | None) -> None:
         """A namespace's annotations changed (None: it is gone)."""
+        # Its labels (Pod Security levels) may have changed: its pods are asked about anew.
+        for alike in [a for a in self._allowed_alike if a[0] == namespace]:
+            del self._allowed_alike[alike]
         if annotations is None:
             self._policies.pop(namespace, None)
         else:
@@ -387,7 +404,12 @@ class Reconciler:
         remembered = (str(metadata.get("uid")), metadata.get("generation"))
         if remembered in self._admitted:
             return ALLOWED
-        for pod in probe_pods(kind.pod_templates(obj), str(metadata.get("namespace"))):
+        namespace = str(metadata.get("namespace"))
+        for pod in probe_pods(kind.pod_templates(obj), namespace):
+            alike = (namespace, msgspec.json.encode(pod))
+            allowed_at = self._allowed_alike.get(alike)
+            if allowed_at is not None and self._monotonic() - allowed_at < _ALIKE_ALLOWED_FOR:
+                continue
             try:
                 await self._executor.manager.create(PODS, pod, dry_run=True)
             except ApiError as error:
@@ -396,6 +418,10 @@ class Reconciler:
                     raise  # not an answer about admission (a time-out, a 5xx): retried
                 if not verdict.allowed:
                     return verdict
+            self._allowed_alike.pop(alike, None)
+            self._allowed_alike[alike] = self._monotonic()
+            while len(self._allowed_alike) > _ALIKE_REMEMBERED:
+                self._allowed_alike.pop(next(iter(self._allowed_alike)))
         self._admitted[remembered] = None
         while len(self._admitted) > _ADMITTED_REMEMBERED:
             self._admitted.pop(next(iter(self._admitted)))
