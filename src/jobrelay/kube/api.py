@@ -30,7 +30,12 @@ from lightkube.core.exceptions import ConfigError as _LightkubeConfigError
 import jobrelay
 from jobrelay.kinds.base import KindRef
 from jobrelay.kube.redact import library_problem
-from jobrelay.kube.transport import AiohttpTransport, DirectSender, direct_auth_headers
+from jobrelay.kube.transport import (
+    AiohttpTransport,
+    DirectSender,
+    StreamedResponse,
+    direct_auth_headers,
+)
 
 __all__ = [
     "CONFIGMAPS",
@@ -779,7 +784,7 @@ class ApiClient:
         request = self._http.build_request(
             "GET", _path(resource, namespace), params=params, timeout=timeout
         )
-        response = await self._open_stream(request, "watch", resource)
+        response = await self._open_stream(request, "watch", resource, direct=True)
         try:
             events = _decode_events(response)
             try:
@@ -795,14 +800,24 @@ class ApiClient:
     # -- internals -----------------------------------------------------------
 
     async def _open_stream(
-        self, request: httpx2.Request, verb: str, resource: Resource
-    ) -> httpx2.Response:
+        self, request: httpx2.Request, verb: str, resource: Resource, *, direct: bool = False
+    ) -> StreamedResponse:
         """Send a streaming GET and record it; the open response when the server said 200
-        (the caller reads and closes it), else ApiError with the response closed."""
+        (the caller reads and closes it), else ApiError with the response closed.
+
+        ``direct``: over the direct path when there is one (its own headers).
+        """
         started = time.monotonic()
         code = 0
         try:
-            response = await self._http.send(request, stream=True)
+            response: StreamedResponse | None = None
+            if direct and self._direct is not None:
+                response = await self._direct.open(request)
+                if response.status_code == 401 and "Authorization" in self._direct.headers:
+                    await response.aclose()  # the credential's own flow tries again below
+                    response = None
+            if response is None:
+                response = await self._http.send(request, stream=True)
             code = response.status_code
         except httpx2.HTTPError as exc:
             raise self._unreachable(exc) from exc
@@ -923,7 +938,7 @@ def _unreachable(exc: httpx2.HTTPError) -> ApiError:
     return ApiError(0, reason, message)
 
 
-async def _decode_events(response: httpx2.Response) -> AsyncGenerator[WatchEvent]:
+async def _decode_events(response: StreamedResponse) -> AsyncGenerator[WatchEvent]:
     async for line in _split_lines(response.aiter_bytes()):
         try:
             yield _watch_event_decoder.decode(line)

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import aiohttp
 import httpx2
 import yarl
 
-__all__ = ["AiohttpTransport", "DirectSender", "direct_auth_headers"]
+__all__ = [
+    "AiohttpTransport",
+    "DirectResponse",
+    "DirectSender",
+    "StreamedResponse",
+    "direct_auth_headers",
+]
 
 
 def _translated(
@@ -196,6 +202,29 @@ class DirectSender:
         if fresh:
             self.headers.update(fresh)
 
+    async def open(self, request: httpx2.Request) -> DirectResponse:
+        """Send ``request`` (its method, URL and time-outs; this sender's headers) and
+        return once the headers arrived: the body is read as it streams."""
+        timeouts: Mapping[str, float | None] = request.extensions.get("timeout") or {}
+        session = self._transport.session()
+        try:
+            response = await session.request(
+                request.method,
+                yarl.URL(str(request.url), encoded=True),
+                headers=self.headers,
+                timeout=aiohttp.ClientTimeout(
+                    total=None,
+                    connect=timeouts.get("pool"),
+                    sock_connect=timeouts.get("connect"),
+                    sock_read=timeouts.get("read"),
+                ),
+                allow_redirects=False,
+                proxy=None,
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _translated(exc, request, "send") from exc
+        return DirectResponse(response)
+
     async def send(
         self,
         method: str,
@@ -227,3 +256,43 @@ class DirectSender:
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _translated(exc, None, "send") from exc
+
+
+class StreamedResponse(Protocol):
+    """An open response whose body is read as it arrives (httpx2's, or the direct path's)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    def aiter_bytes(self) -> AsyncGenerator[bytes]: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+
+class DirectResponse:
+    """A streamed response of the direct path: what the apiserver sends, chunk by chunk."""
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    @property
+    def status_code(self) -> int:
+        return self._response.status
+
+    async def aiter_bytes(self) -> AsyncGenerator[bytes]:
+        try:
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _translated(exc, None, "read") from exc
+
+    async def aread(self) -> bytes:
+        try:
+            return await self._response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise _translated(exc, None, "read") from exc
+
+    async def aclose(self) -> None:
+        self._response.release()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -74,32 +75,54 @@ class Reservations:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._entries: dict[Hashable, Reserved] = {}
+        # The same entries by cluster, and per cluster: how many mirrors are not yet
+        # visible, and a version that changes with any entry (snapshots cache by it).
+        self._on: dict[str, dict[Hashable, Reserved]] = {}
+        self._unseen: Counter[str] = Counter()
+        self._versions: Counter[str] = Counter()
         self._clock = clock
 
     def reserve(self, cluster: str, key: Hashable, demand: tuple[PodGroup, ...] = ()) -> None:
-        self._entries[key] = Reserved(cluster, demand, self._clock())
+        self.release(key)
+        entry = Reserved(cluster, demand, self._clock())
+        self._entries[key] = entry
+        self._on.setdefault(cluster, {})[key] = entry
+        self._unseen[cluster] += 1
+        self._versions[cluster] += 1
 
     def release(self, key: Hashable) -> None:
         """Its placement did not happen, or the workload needs nothing any more."""
-        self._entries.pop(key, None)
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        del self._on[entry.cluster][key]
+        if not entry.mirror_visible:
+            self._unseen[entry.cluster] -= 1
+        self._versions[entry.cluster] += 1
 
     def mirror_visible(self, key: Hashable) -> None:
         """Its mirror is in the worker's cache: it counts there now; its pods may not yet."""
         entry = self._entries.get(key)
-        if entry is not None:
-            if not entry.demand:
-                del self._entries[key]
-            else:
-                entry.mirror_visible = True
+        if entry is None or entry.mirror_visible:
+            return
+        if not entry.demand:
+            self.release(key)
+            return
+        entry.mirror_visible = True
+        self._unseen[entry.cluster] -= 1
+        self._versions[entry.cluster] += 1
 
     def count(self, cluster: str) -> int:
-        return sum(
-            1 for e in self._entries.values() if e.cluster == cluster and not e.mirror_visible
-        )
+        """Placements on ``cluster`` whose mirror is not visible yet."""
+        return self._unseen[cluster]
 
     def on(self, cluster: str) -> list[tuple[Hashable, Reserved]]:
         """The reservations with demand on ``cluster``."""
-        return [(k, e) for k, e in self._entries.items() if e.cluster == cluster and e.demand]
+        return [(k, e) for k, e in self._on.get(cluster, {}).items() if e.demand]
+
+    def version(self, cluster: str) -> int:
+        """Changes whenever a reservation on ``cluster`` does."""
+        return self._versions[cluster]
 
     def age(self, entry: Reserved) -> float:
         return self._clock() - entry.since

@@ -39,7 +39,7 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import PODS, ApiError, Resource
 from jobrelay.kube.queueing import Backoff
 from jobrelay.kube.watching import Informer
-from jobrelay.placement.capacity import Reservation
+from jobrelay.placement.capacity import Reservation, WorkerCapacity
 from jobrelay.placement.held import placeable
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.workload import (
@@ -126,6 +126,8 @@ class Reconciler:
         # _ALIKE_ALLOWED_FOR, not once each. A refusal is never remembered.
         self._allowed_alike: dict[tuple[str, bytes], float] = {}
         self._monotonic = monotonic
+        # Each worker's capacity with reservations laid on, and what it was computed from.
+        self._overlays: dict[str, tuple[WorkerCapacity, tuple[int, int], WorkerCapacity]] = {}
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
         # the user again only when it changes); retried as soon as capacity changes.
         self._held: dict[WorkloadKey, str] = {}
@@ -362,8 +364,22 @@ class Reconciler:
             else None,
         }
         if capacity is not None:
-            fields["capacity"] = capacity.with_reservations(self._reserved_on(worker))
+            fields["capacity"] = self._with_reservations(worker, capacity)
         return fields
+
+    def _with_reservations(self, worker: Worker, capacity: WorkerCapacity) -> WorkerCapacity:
+        """``capacity`` with what jobrelay placed on ``worker`` laid on it: computed again
+        when the worker's capacity or its reservations change, and at least once a second
+        (reservations age out), not for every snapshot."""
+        stamp = (self._executor.reservations.version(worker.name), int(self._monotonic()))
+        cached = self._overlays.get(worker.name)
+        if cached is not None and cached[0] is capacity and cached[1] == stamp:
+            return cached[2]
+        overlaid = capacity.with_reservations(self._reserved_on(worker))
+        # Releasing expired reservations above moved the version on: stamp the result.
+        stamp = (self._executor.reservations.version(worker.name), stamp[1])
+        self._overlays[worker.name] = (capacity, stamp, overlaid)
+        return overlaid
 
     def _reserved_on(self, worker: Worker) -> tuple[Reservation, ...]:
         """What jobrelay placed on ``worker`` beyond the pods it has bound to nodes: each
