@@ -106,6 +106,11 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds a worker may stay not connected before it is declared lost and its "
                    "unfinished workloads run elsewhere (counters carried over).")  # fmt: skip
+@click.option("--status-batch-period", default=_default(WorkerSettings, "status_batch_period"),
+              show_default=True, type=click.FloatRange(0.0),
+              help="Seconds a passing status step (only ready/terminating counts changed, or a "
+                   "target condition before its final one) may wait to be copied together "
+                   "with the next (0: copy every step at once).")  # fmt: skip
 @click.option("--rejected-retry", default=_default(WorkerSettings, "rejected_retry"), show_default=True,
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
 @click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
@@ -183,6 +188,7 @@ def run(
     worker_status_interval: float,
     worker_health_timeout: float,
     worker_lost_timeout: float,
+    status_batch_period: float,
     rejected_retry: float,
     unplaceable_retry: float,
     pending_timeout: float,
@@ -241,6 +247,7 @@ def run(
             status_interval=worker_status_interval,
             health_timeout=worker_health_timeout,
             lost_timeout=worker_lost_timeout,
+            status_batch_period=status_batch_period,
             rejected_retry=rejected_retry,
             allow_exec_credentials=allow_exec_credentials,
         ),

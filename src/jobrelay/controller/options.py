@@ -53,6 +53,10 @@ class WorkerSettings:
     # A worker not connected for this many seconds is declared lost: its unfinished
     # workloads run elsewhere, counters carried over (MultiKueue's workerLostTimeout).
     lost_timeout: float = 900.0
+    # A status step the next one soon carries (only ready/terminating counts moved, a
+    # target condition before its final one) waits up to this many seconds to be
+    # copied with it: fewer writes, as the built-in Job controller batches (0: never).
+    status_batch_period: float = 1.0
     # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
     rejected_retry: float = 30.0
     # Let worker kubeconfigs use exec credential plugins: anyone who may write Secrets

@@ -248,6 +248,7 @@ class Controller:
             keep_finished_mirrors=workers.keep_finished_mirrors,
             unplaceable_retry=options.placement.unplaceable_retry,
             pending_timeout=options.placement.pending_timeout,
+            status_batch_period=workers.status_batch_period,
         )
         self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
 

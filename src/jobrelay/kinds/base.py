@@ -140,6 +140,12 @@ class WorkloadKind(abc.ABC):
         del obj, reason, message, now
         return None
 
+    def is_transitional(self, old: JsonObj, new: JsonObj) -> bool:
+        """Whether the status ``new`` (over ``old``) is a step the next one soon carries
+        anyway, so its write may wait a moment to be merged with that one (none known)."""
+        del old, new
+        return False
+
     def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
         """Rules the apiserver would break a write of ``new`` over ``old`` on (none known)."""
         del old, new

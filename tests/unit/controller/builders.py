@@ -61,6 +61,7 @@ SETTINGS = Settings(
     keep_finished_mirrors=False,
     unplaceable_retry=15.0,
     pending_timeout=300.0,
+    status_batch_period=0.0,
 )
 KEEP = dataclasses.replace(SETTINGS, keep_finished_mirrors=True)
 

@@ -1001,3 +1001,54 @@ def test_now_stamps_new_conditions() -> None:
     (write,) = _of(_plan(job(suspend=True), w("w1")), WriteStatus)
     (suspended,) = write.status["conditions"]
     assert suspended["lastTransitionTime"] == NOW
+
+
+# -- status steps that wait to be copied with the next one ------------------------------
+
+BATCHED = dataclasses.replace(SETTINGS, status_batch_period=1.0)
+TARGET_ONLY: JsonObj = {
+    "startTime": T_START,
+    "succeeded": 1,
+    "conditions": [condition_true("SuccessCriteriaMet")],
+}
+
+
+@pytest.mark.parametrize(
+    ("shown", "mirrored", "settling_for", "waits"),
+    [
+        # Only the ready count moved: it waits, at most the batch period.
+        (PENDING, RUNNING, None, 1.0),
+        (PENDING, RUNNING, 0.25, 0.75),
+        (PENDING, RUNNING, 1.0, None),
+        # The target condition waits for its final one...
+        (RUNNING, TARGET_ONLY, None, 1.0),
+        (RUNNING, FAILURE_TARGET_ONLY, None, 1.0),
+        # ...which is written at once, with it.
+        (RUNNING, COMPLETE, None, None),
+        (TARGET_ONLY, COMPLETE, None, None),
+        # A first copy (the start) is never held back.
+        ({}, PENDING, None, None),
+    ],
+)
+def test_a_passing_status_step_waits_for_the_next_at_most_the_batch_period(
+    shown: JsonObj, mirrored: JsonObj, settling_for: float | None, waits: float | None
+) -> None:
+    # As jobrelay wrote it: with its counters.
+    obj = job(placed="w1", status={"failed": 0, "succeeded": 0, **copy.deepcopy(shown)})
+    state = w("w1", mirror=mirror(obj, status=mirrored))
+    plan = decide(
+        dataclasses.replace(snapshot(obj, state, settings=BATCHED), settling_for=settling_for)
+    )
+    if waits is None:
+        assert not plan.settling
+        (write,) = _of(plan, WriteStatus)
+        assert write.status["conditions" if "conditions" in mirrored else "startTime"]
+    else:
+        assert plan.settling and plan.outcome == RequeueAfter(waits)
+        assert _of(plan, WriteStatus) == []
+
+
+def test_without_a_batch_period_every_step_is_copied_at_once() -> None:
+    obj = job(placed="w1", status={"failed": 0, "succeeded": 0, **PENDING})
+    plan = _plan(obj, w("w1", mirror=mirror(obj, status=RUNNING)))
+    assert not plan.settling and len(_of(plan, WriteStatus)) == 1

@@ -8,6 +8,7 @@ can be staged.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -342,6 +343,30 @@ async def test_a_refusal_is_not_remembered_for_jobs_alike(env: Env) -> None:
     await env.reconcile()
     await env.reconcile()
     assert len(env.manager.dry_runs()) == 2
+
+
+async def test_a_passing_status_step_waits_for_the_next_one_at_most_the_batch_period(
+    env: Env,
+) -> None:
+    now = [50.0]
+    env.reconciler._monotonic = lambda: now[0]
+    env.reconciler._settings = dataclasses.replace(SETTINGS, status_batch_period=1.0)
+    env.submit(job())
+    assert await env.reconcile() is None
+    created = env.mirror_on("w2")
+    assert created is not None
+    created["status"] = {"startTime": RUNNING["startTime"], "active": 1, "ready": 0}
+    env.catch_up()
+    assert await env.reconcile() is None  # the start is copied at once
+    created["status"] = dict(RUNNING)  # only ready moved
+    env.catch_up()
+    assert await env.reconcile() == 1.0
+    now[0] += 0.4
+    assert await env.reconcile() == pytest.approx(0.6)  # waited since the first look
+    assert (env.stored() or {})["status"]["ready"] == 0
+    now[0] += 0.6
+    assert await env.reconcile() is None
+    assert (env.stored() or {})["status"]["ready"] == 1
 
 
 @pytest.fixture

@@ -213,6 +213,9 @@ def decide(s: Snapshot) -> Plan:
     write = _status_write(s, obj, mirror)
     if isinstance(write, Terminal):
         return Plan(tuple(actions), write, release=True)
+    settle_for = _settle_for(s, obj, write)
+    if settle_for is not None:
+        return Plan(tuple(actions), RequeueAfter(settle_for), release=True, settling=True)
     if write is not None:
         actions.append(write)
         finish = kind.finish({**obj, "status": write.status})
@@ -480,6 +483,18 @@ def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
     return RecordEvent(
         "Warning", "Failed", f"Failed on worker cluster {cluster}: {detail}".rstrip(": ")
     )
+
+
+def _settle_for(s: Snapshot, obj: JsonObj, write: WriteStatus | None) -> float | None:
+    """How much longer a transitional status step waits to be copied with the next one
+    (which a mirror change brings sooner); None: write it now."""
+    period = s.settings.status_batch_period
+    if write is None or period <= 0:
+        return None
+    waited = s.settling_for or 0.0
+    if waited >= period or not s.kind.is_transitional(obj, {**obj, "status": write.status}):
+        return None
+    return period - waited
 
 
 def _status_write(

@@ -162,3 +162,6 @@ class Plan:
     held: str | None = None
     # A move off ``leaving[0]`` began (its mirror is being deleted) for ``leaving[1]``.
     leaving: tuple[str, str] | None = None
+    # A transitional status step waits to be copied with the next (the reconciler
+    # remembers since when, so that it waits at most the batch period).
+    settling: bool = False

@@ -126,6 +126,8 @@ class Reconciler:
         # _ALIKE_ALLOWED_FOR, not once each. A refusal is never remembered.
         self._allowed_alike: dict[tuple[str, bytes], float] = {}
         self._monotonic = monotonic
+        # Workloads whose transitional status step waits to be copied, since when (monotonic).
+        self._settling_since: dict[WorkloadKey, float] = {}
         # Each worker's capacity with reservations laid on, and what it was computed from.
         self._overlays: dict[str, tuple[WorkerCapacity, tuple[int, int], WorkerCapacity]] = {}
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
@@ -286,6 +288,10 @@ class Reconciler:
         ):
             self._held.pop(key, None)
             self._workloads.pop(key, None)
+        if plan.settling:
+            self._settling_since.setdefault(key, self._monotonic())
+        elif not isinstance(plan.outcome, (ReadFresh, Retry)):
+            self._settling_since.pop(key, None)
         if plan.leaving is not None:
             self._leaving[key] = plan.leaving
         elif any(isinstance(a, Place) for a in plan.actions) or isinstance(plan.outcome, Done):
@@ -298,6 +304,7 @@ class Reconciler:
     ) -> Snapshot:
         """What the caches say now; ``like`` carries over fresh reads made this reconcile."""
         obj = like.obj if like is not None and like.fresh else runtime.objects.get(key.key)
+        settling = self._settling_since.get(key)
         uid = str(((obj or {}).get("metadata") or {}).get("uid"))
         workers = []
         deleting = set()
@@ -347,6 +354,7 @@ class Reconciler:
             policy=self._policies.get(key.namespace, NO_POLICY),
             held=self._held.get(key),
             leaving=self._leaving.get(key),
+            settling_for=None if settling is None else self._monotonic() - settling,
         )
 
     def _capacity_of(self, worker: Worker | None, key: WorkloadKey | None) -> dict[str, Any]:

@@ -30,6 +30,8 @@ class Settings:
     # Seconds a mirror's pods may stay unschedulable before it moves to a cluster
     # that fits (0: never).
     pending_timeout: float
+    # Seconds a transitional status step may wait to be copied with the next (0: never).
+    status_batch_period: float
 
 
 # Values of WorkerCluster spec.drain: move the workloads whose mirror has not
@@ -108,6 +110,9 @@ class Snapshot:
     held: str | None = None
     # A move this controller began (the mirror is being deleted): from which worker, why.
     leaving: tuple[str, str] | None = None
+    # Seconds a transitional status step of this workload has waited to be copied
+    # (since the first decision that let it wait); None when none waits.
+    settling_for: float | None = None
 
     def worker(self, name: str) -> WorkerState | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -43,6 +43,9 @@ class JobKind(WorkloadKind):
     def failed_status(self, obj: JsonObj, reason: str, message: str, *, now: str) -> JsonObj | None:
         return status.failed_status(obj, reason, message, now=now)
 
+    def is_transitional(self, old: JsonObj, new: JsonObj) -> bool:
+        return status.is_transitional(old.get("status") or {}, new.get("status") or {})
+
     def status_violations(self, old: JsonObj, new: JsonObj) -> list[str]:
         return contract.status_violations(old, new)
 

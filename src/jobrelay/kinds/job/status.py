@@ -57,6 +57,7 @@ __all__ = [
     "failed_status",
     "finished_condition",
     "is_finished",
+    "is_transitional",
     "next_status",
 ]
 
@@ -421,3 +422,32 @@ def _comparable(status: JsonObj) -> JsonObj:
 def _is_paused(mirror: JsonObj) -> bool:
     """Whether the mirror is suspended, or its controller has not yet seen it resumed."""
     return is_suspended(mirror) or is_true(conditions_of(status_of(mirror)), SUSPENDED)
+
+
+# Counts that move while pods start and stop; the built-in Job controller itself
+# batches them (a second per Job), so they may wait as long to be copied.
+_PASSING_COUNTS = frozenset({"ready", "terminating"})
+# A target condition, and the final one the built-in controller adds once the pods are gone.
+_TARGET_AND_FINAL = ((SUCCESS_CRITERIA_MET, COMPLETE), (FAILURE_TARGET, FAILED))
+
+
+def is_transitional(old: JsonObj, new: JsonObj) -> bool:
+    """Whether writing ``new`` over ``old`` can wait a moment for the next state:
+
+    - only ``ready`` or ``terminating`` change; or
+    - ``new`` brings a target condition (SuccessCriteriaMet, FailureTarget) without
+      its final one (Complete, Failed), which follows as soon as the pods are gone:
+      one write then carries both.
+    """
+    differing = {k for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    if not differing:
+        return False
+    if differing <= _PASSING_COUNTS:
+        return True
+    old_conditions, new_conditions = conditions_of(old), conditions_of(new)
+    return any(
+        is_true(new_conditions, target)
+        and not is_true(new_conditions, final)
+        and not is_true(old_conditions, target)
+        for target, final in _TARGET_AND_FINAL
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from tests.unit.kinds.job.jobsim import comparable
 
 from jobrelay.kinds.job import JsonObj
@@ -12,6 +13,7 @@ from jobrelay.kinds.job.status import (
     condition,
     finished_condition,
     is_finished,
+    is_transitional,
     next_status,
 )
 
@@ -495,3 +497,33 @@ def test_condition_helpers() -> None:
     assert condition(job, "Complete") is None
     assert finished_condition(job) is None
     assert not is_finished(management())
+
+
+def _true(kind: str) -> dict[str, str]:
+    return {"type": kind, "status": "True"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "transitional"),
+    [
+        ({"active": 1, "ready": 0}, {"active": 1, "ready": 1}, True),
+        ({"active": 1, "terminating": 0}, {"active": 0, "terminating": 1}, False),
+        ({"active": 1, "terminating": 1}, {"active": 1, "terminating": 0}, True),
+        ({"active": 1}, {"active": 1}, False),
+        ({"active": 1}, {"succeeded": 1, "conditions": [_true("SuccessCriteriaMet")]}, True),
+        ({"active": 1}, {"failed": 1, "conditions": [_true("FailureTarget")]}, True),
+        (
+            {"active": 1},
+            {"succeeded": 1, "conditions": [_true("SuccessCriteriaMet"), _true("Complete")]},
+            False,
+        ),
+        # The target is shown already: what changes besides is copied at once.
+        (
+            {"conditions": [_true("SuccessCriteriaMet")], "succeeded": 1},
+            {"conditions": [_true("SuccessCriteriaMet")], "succeeded": 2},
+            False,
+        ),
+    ],
+)
+def test_which_steps_may_wait_for_the_next(old: JsonObj, new: JsonObj, transitional: bool) -> None:
+    assert is_transitional(old, new) is transitional
