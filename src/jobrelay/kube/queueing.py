@@ -406,7 +406,8 @@ async def run_workers(
                 key = await queue.get()
             except QueueShutDown:
                 return
-            lane = queue.lane_of(key) or Lane.FRESH
+            handed_out_at = queue.lane_of(key)
+            lane = Lane.FRESH if handed_out_at is None else handed_out_at
             try:
                 requeue_after = await handler(key)
             except ApiError as error:
