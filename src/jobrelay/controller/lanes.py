@@ -23,23 +23,26 @@ def _generation(obj: JsonObj) -> object:
     return (obj.get("metadata") or {}).get("generation")
 
 
-def lane_of_change(old: JsonObj | None, new: JsonObj | None, *, mirrored: bool) -> Lane:
+def lane_of_change(
+    kind: WorkloadKind, old: JsonObj | None, new: JsonObj | None, *, mirrored: bool
+) -> Lane:
     """The lane of a management object's watch event (``old`` None: it was added, ``new``
     None: it is gone); ``mirrored``: a worker's cache holds a mirror of it.
 
     FRESH when it needs a placement or a first action: not placed yet, just
     placed (or moved: its mirror is to be created), its spec changed (a
     suspend, a resume), or placed with no mirror anywhere. Anything else is
-    a status copy or a clean-up: STATUS. An added object that is placed
-    (a start-up's or a relist's listing) is STATUS whatever the mirror caches
-    say, as they may not have listed yet: a restart does not put every
-    running workload ahead of new ones.
+    a status copy or a clean-up: STATUS. So is an unplaced suspended object
+    (only a status to write) and an added placed one (a start-up's or a
+    relist's listing), whatever the mirror caches say, as they may not have
+    listed yet: a restart's listing of 50,000 held or running workloads does
+    not go ahead of new ones.
     """
     if new is None:
         return Lane.STATUS  # its mirrors are to be deleted
     placement = placement_of(new)
     if not placement:
-        return Lane.FRESH
+        return Lane.STATUS if kind.is_suspended(new) else Lane.FRESH
     if old is None:
         return Lane.STATUS
     if placement != placement_of(old) or _generation(new) != _generation(old) or not mirrored:

@@ -255,7 +255,8 @@ class Controller:
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         def enqueue(event: InformerEvent) -> None:
             key = WorkloadKey(kind, event.key)
-            lane = lane_of_change(event.old, event.new, mirrored=self.pool.has_mirror(key))
+            mirrored = self.pool.has_mirror(key)
+            lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
             self.queue.add(key, lane)
 
         return enqueue

@@ -21,7 +21,8 @@ SUSPENDED = job(suspend=True)
     ("old", "new", "mirrored", "lane"),
     [
         pytest.param(None, UNPLACED, False, Lane.FRESH, id="created: to place"),
-        pytest.param(None, SUSPENDED, False, Lane.FRESH, id="created suspended: a first status"),
+        pytest.param(None, SUSPENDED, False, Lane.STATUS, id="created suspended: a status only"),
+        pytest.param(SUSPENDED, UNPLACED, False, Lane.FRESH, id="resumed: to place"),
         pytest.param(UNPLACED, UNPLACED, False, Lane.FRESH, id="still unplaced"),
         pytest.param(UNPLACED, PLACED, False, Lane.FRESH, id="just placed: mirror to create"),
         pytest.param(PLACED, MOVED, True, Lane.FRESH, id="moved: mirror to create"),
@@ -36,7 +37,7 @@ SUSPENDED = job(suspend=True)
 def test_lane_of_change(
     old: JsonObj | None, new: JsonObj | None, mirrored: bool, lane: Lane
 ) -> None:
-    assert lane_of_change(old, new, mirrored=mirrored) is lane
+    assert lane_of_change(JOB, old, new, mirrored=mirrored) is lane
 
 
 @pytest.mark.parametrize(
