@@ -124,7 +124,7 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
                    "annotated jobrelay.dev/redispatch: always); 0 never moves it.")  # fmt: skip
 @click.option("--gc-interval", default=_default(QueueSettings, "gc_interval"), show_default=True,
               type=click.FloatRange(1.0),
-              help="Seconds between full passes over all workloads and mirrors (orphan clean-up bound).")  # fmt: skip
+              help="Seconds between passes over every mirror and every workload that may need work (orphan clean-up bound).")  # fmt: skip
 @click.option("--concurrency", default=_default(QueueSettings, "concurrency"), show_default=True,
               type=click.IntRange(1, 256), help="Reconciles at once.")  # fmt: skip
 @click.option("--retry-base-delay", default=_default(QueueSettings, "retry_base_delay"), show_default=True,

@@ -19,7 +19,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import RequestRecord
-from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.queueing import Backoff, Requeue
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.observe.metrics import (
     MANAGER,
@@ -31,10 +31,10 @@ from jobrelay.observe.metrics import (
 
 __all__ = ["Instruments", "reconcile_result"]
 
-Handler = Callable[[WorkloadKey], Awaitable[float | Backoff | None]]
+Handler = Callable[[WorkloadKey], Awaitable[float | Backoff | Requeue | None]]
 
 
-def reconcile_result(result: float | Backoff | None) -> str:
+def reconcile_result(result: float | Backoff | Requeue | None) -> str:
     """The ``result`` label of a reconcile that returned ``result``."""
     if result is None:
         return "done"
@@ -138,7 +138,7 @@ class Instruments:
     def reconcile(self, handler: Handler) -> Handler:
         """``handler`` timed and counted, with the status-copy clock around it."""
 
-        async def timed(key: WorkloadKey) -> float | Backoff | None:
+        async def timed(key: WorkloadKey) -> float | Backoff | Requeue | None:
             started = self._clock()
             self.status_copy.begin(key)
             try:

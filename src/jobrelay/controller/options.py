@@ -19,8 +19,10 @@ from jobrelay.kinds.registry import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
 class QueueSettings:
     # Reconciles running at once; each is I/O-bound.
     concurrency: int = 16
-    # Every this many seconds all known keys are reconciled again from the caches
-    # (no API reads): a safety net that bounds how long an orphaned mirror can live.
+    # Every this many seconds the keys that could need work without a watch event
+    # (every mirror's; every unfinished workload's but those suspended and never
+    # placed) are reconciled again from the caches (no API reads): a safety net
+    # that bounds how long an orphaned mirror can live.
     gc_interval: float = 60.0
     # Per-key backoff of retries (conflicts, caches not synced, errors): the first
     # delay, doubled on each further retry of the key, up to the maximum. A conflict

@@ -25,6 +25,7 @@ from typing import Any
 from jobrelay.controller import relayapi
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.instrument import Instruments
+from jobrelay.controller.lanes import lane_of_change, resync_keys
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.executor import Executor, Reservations
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
@@ -39,7 +40,7 @@ from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resou
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming
-from jobrelay.kube.queueing import QueueOptions, WorkQueue, run_workers
+from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
 from jobrelay.web.apiserver import ApiServer
@@ -253,7 +254,13 @@ class Controller:
         self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
-        return lambda event: self.queue.add(WorkloadKey(kind, event.key))
+        def enqueue(event: InformerEvent) -> None:
+            key = WorkloadKey(kind, event.key)
+            mirrored = self.pool.has_mirror(key)
+            lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
+            self.queue.add(key, lane)
+
+        return enqueue
 
     def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
         runtime = self.kinds.get(key.kind)
@@ -262,7 +269,7 @@ class Controller:
     def _mirror_changed(self, key: WorkloadKey) -> None:
         if self.may_write():  # a standby copies nothing: its clocks would only go stale
             self.instruments.mirror_changed(key)
-        self.queue.add(key)
+        self.queue.add(key, Lane.STATUS)
 
     def _worker_client(
         self, kubeconfig: Mapping[str, Any], context: str | None, name: str, api: ApiOptions
@@ -368,9 +375,12 @@ class Controller:
             await self.events.aclose()
 
     async def _lead(self, stop: asyncio.Event) -> None:
-        """The leader's work: reconcile every known key, then whatever changes, until ``stop``."""
+        """The leader's work: reconcile every known key, then whatever changes, until ``stop``.
+
+        The start-up sweep is BACKGROUND: the watch events that filled the queue
+        meanwhile keep their lanes (a key is never moved down)."""
         for key in self._known_keys():
-            self.queue.add(key)
+            self.queue.add(key, Lane.BACKGROUND)
         _log.info(
             "jobrelay ready: %s%d keys queued",
             "leading; " if self.elector is not None else "",
@@ -456,7 +466,7 @@ class Controller:
         # Its held workloads may now go somewhere (or must go elsewhere than planned).
         for key in self.reconciler.held():
             if key.namespace == namespace:
-                self.queue.add(key)
+                self.queue.add(key, Lane.FRESH)  # a placement
 
     async def _place_held(self) -> None:
         """When a worker's capacity changes, queue the held workloads that would now be
@@ -466,20 +476,33 @@ class Controller:
         while True:
             await self.capacity_changed.wait()
             self.capacity_changed.clear()
-            for key in (*self.reconciler.placeable_held(), *self.reconciler.unschedulable()):
-                self.queue.add(key)
+            for key in self.reconciler.placeable_held():
+                self.queue.add(key, Lane.FRESH)  # a placement
+            # Placed already: a look at their pending timeout, not a placement (yet).
+            for key in self.reconciler.unschedulable():
+                self.queue.add(key, Lane.STATUS)
             await asyncio.sleep(_HELD_PASS_INTERVAL)
 
     async def _resync(self) -> None:
-        """Reconcile every known key now and then, from the caches alone.
+        """Reconcile, now and then and in the BACKGROUND lane, every key that could need
+        work without a watch event (see :func:`lanes.resync_keys`), from the caches alone.
 
         Events drive everything; this bounds what a lost event could cost,
         e.g. how long an orphaned mirror can outlive its management object.
         """
         while True:
             await asyncio.sleep(self.options.queue.gc_interval)
-            for key in self._known_keys():
-                self.queue.add(key)
+            for key in self._resync_keys():
+                self.queue.add(key, Lane.BACKGROUND)
+
+    def _resync_keys(self) -> set[WorkloadKey]:
+        objects = (
+            (WorkloadKey(name, key), runtime.kind, obj)
+            for name, runtime in self.kinds.items()
+            for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
+            if (obj := runtime.objects.get(key)) is not None
+        )
+        return resync_keys(objects, self.pool.mirror_keys())
 
 
 async def run(

@@ -354,6 +354,10 @@ class WorkerPool:
             keys.update(worker.keys())
         return keys
 
+    def has_mirror(self, key: WorkloadKey) -> bool:
+        """Whether some worker's cache holds a mirror of ``key`` (cheap: one lookup a worker)."""
+        return any(worker.mirror(key) is not None for worker in self._workers.values())
+
     def is_registered(self, name: str) -> bool:
         return self._registrations.get(name) is not None
 

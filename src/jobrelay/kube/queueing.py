@@ -1,4 +1,4 @@
-"""A work queue of keys with client-go's guarantees, for asyncio.
+"""A work queue of keys with client-go's guarantees, for asyncio, in priority lanes.
 
 - A key waits at most once: adding it again while it waits is a no-op, so a
   burst of watch events for one Job costs one reconcile.
@@ -6,6 +6,17 @@
   is queued again only when the worker calls :meth:`WorkQueue.done`.
 - Failures back off per key (exponentially) and, optionally, through a
   global token bucket, so a broken apiserver is not hammered by retries.
+- Keys wait in lanes (:class:`Lane`): a new placement does not queue behind status
+  copies, nor those behind a resync. A key added again at a better lane than
+  the one it waits in moves up (its old entry is skipped when reached, so
+  every operation stays O(1)); re-added while processing, it comes back at
+  the best lane it was asked for.
+- Strict priority could starve a lower lane forever under a flood, so it is
+  bounded: once a waiting lane has been passed over
+  ``QueueOptions.starvation_limit`` times in a row, it is served once. A count
+  rather than an age: no clock, the same answer in every test, and a
+  saturated queue still gives the higher lanes all but 1 in
+  ``starvation_limit + 1`` of its hand-outs per starving lane.
 
 Everything runs on one event loop: ``add`` is synchronous so informer
 handlers can call it directly, and delayed keys wait on a single loop timer
@@ -15,6 +26,7 @@ handlers can call it directly, and delayed keys wait on a single loop timer
 from __future__ import annotations
 
 import asyncio
+import enum
 import heapq
 import itertools
 import logging
@@ -22,15 +34,31 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from jobrelay.kube.api import ApiError
 
-__all__ = ["Backoff", "QueueOptions", "QueueShutDown", "WorkQueue", "run_workers"]
+__all__ = [
+    "Backoff",
+    "Lane",
+    "QueueOptions",
+    "QueueShutDown",
+    "Requeue",
+    "WorkQueue",
+    "run_workers",
+]
 
 _log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+
+class Lane(enum.IntEnum):
+    """How soon a key is wanted; a lower value is served first."""
+
+    FRESH = 0  # new or changed work: a placement, a first action
+    STATUS = 1  # a mirror's status to copy
+    BACKGROUND = 2  # the start-up sweep, the periodic resync, slow retries
 
 
 class QueueShutDown(Exception):
@@ -50,6 +78,15 @@ class Backoff:
 
 
 @dataclass(frozen=True, slots=True)
+class Requeue:
+    """A handler's answer: look at the key again after ``after`` seconds, in ``lane``
+    (a plain number keeps the lane the key was handed out at)."""
+
+    after: float
+    lane: Lane
+
+
+@dataclass(frozen=True, slots=True)
 class QueueOptions:
     """Retry pacing for :meth:`WorkQueue.add_rate_limited`. Delays are in seconds."""
 
@@ -59,6 +96,12 @@ class QueueOptions:
     # sustained retries per second, and how many may go at once.
     qps: float | None = None
     burst: int = 100
+    # Hand-outs from higher lanes in a row before a waiting lower lane gets one.
+    starvation_limit: int = 16
+
+    def __post_init__(self) -> None:
+        if self.starvation_limit < 1:  # 0 would serve the lower lanes first
+            raise ValueError(f"starvation_limit must be at least 1, not {self.starvation_limit}")
 
 
 class _TokenBucket:
@@ -79,23 +122,46 @@ class _TokenBucket:
         return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
 
 
+class _Waiting(NamedTuple):
+    """A ready key's live entry: which lane entry is it, and since when it waits."""
+
+    entry: int  # the number of its live lane entry; others for the key are stale
+    lane: Lane
+    since: float  # monotonic
+
+
+class _Delayed(NamedTuple):
+    due: float  # loop time
+    lane: Lane
+
+
+_LANES = tuple(Lane)
+
+
 class WorkQueue(Generic[K]):
-    """A deduplicating, delay-capable, rate-limited queue of keys (see module doc)."""
+    """A deduplicating, delay-capable, rate-limited queue of keys in lanes (see module doc)."""
 
     def __init__(self, options: QueueOptions | None = None) -> None:
         self._options = options or QueueOptions()
-        self._ready: deque[K] = deque()
-        # Keys that need processing: waiting in _ready, or to requeue at done().
-        self._dirty: set[K] = set()
-        self._processing: set[K] = set()
-        # When each key in _ready was added (monotonic), oldest first: for metrics.
-        self._waiting_since: dict[K, float] = {}
+        # Per lane, (entry number, key) in order of arrival; an entry whose number is
+        # not the key's live one in _waiting is stale (the key moved up, or left).
+        self._lanes: tuple[deque[tuple[int, K]], ...] = tuple(deque() for _ in _LANES)
+        # Live entries per lane, and how many hand-outs in a row passed each waiting lane.
+        self._counts = [0] * len(_LANES)
+        self._passed_over = [0] * len(_LANES)
+        # Ready keys, oldest first (dict order: for oldest_age).
+        self._waiting: dict[K, _Waiting] = {}
+        # Keys handed out, with the lane each was handed out at.
+        self._processing: dict[K, Lane] = {}
+        # Keys added while processing: queued at done(), at the best lane asked for.
+        self._readded: dict[K, Lane] = {}
+        self._entries = itertools.count()
         self._getters: deque[asyncio.Future[None]] = deque()
         self._shutting_down = False
         # Delayed keys: a heap ordered by due time, plus each key's earliest due
-        # time; heap entries that no longer match it are stale and skipped.
+        # time (and best lane); heap entries that no longer match it are stale.
         self._delayed: list[tuple[float, int, K]] = []
-        self._due: dict[K, float] = {}
+        self._due: dict[K, _Delayed] = {}
         self._sequence = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
@@ -106,7 +172,11 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready to be handed out now (not counting delayed or in-process keys)."""
-        return len(self._ready)
+        return len(self._waiting)
+
+    def waiting_in(self, lane: Lane) -> int:
+        """Keys ready to be handed out now in ``lane``."""
+        return self._counts[lane]
 
     @property
     def delayed(self) -> int:
@@ -120,42 +190,58 @@ class WorkQueue(Generic[K]):
 
     def oldest_age(self, now: float | None = None) -> float:
         """Seconds the longest-waiting ready key has waited (0 when none waits)."""
-        for since in self._waiting_since.values():
-            return max(0.0, (time.monotonic() if now is None else now) - since)
+        for waiting in self._waiting.values():
+            return max(0.0, (time.monotonic() if now is None else now) - waiting.since)
         return 0.0
+
+    def lane_of(self, key: K) -> Lane | None:
+        """The lane ``key`` was handed out at, while it is processed (None otherwise)."""
+        return self._processing.get(key)
 
     @property
     def is_shut_down(self) -> bool:
         return self._shutting_down
 
-    def add(self, key: K) -> None:
-        if self._shutting_down or key in self._dirty:
+    def add(self, key: K, lane: Lane = Lane.FRESH) -> None:
+        """Queue ``key`` in ``lane``, unless it already waits there or higher."""
+        if self._shutting_down:
             return
-        self._dirty.add(key)
         if key in self._processing:
-            return  # done() will queue it again
-        self._ready.append(key)
-        self._waiting_since[key] = time.monotonic()
-        self._wake_one_getter()
+            readded = self._readded.get(key)
+            if readded is None or lane < readded:
+                self._readded[key] = lane  # done() queues it again
+            return
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            self._push(key, lane, time.monotonic())
+            self._wake_one_getter()
+        elif lane < waiting.lane:
+            # Moves up; its entry in the lower lane goes stale (skipped when reached).
+            self._counts[waiting.lane] -= 1
+            self._push(key, lane, waiting.since)
 
-    def add_after(self, key: K, delay: float) -> None:
-        """Add ``key`` once ``delay`` seconds have passed (at the earliest requested time)."""
+    def add_after(self, key: K, delay: float, lane: Lane = Lane.FRESH) -> None:
+        """Add ``key`` in ``lane`` once ``delay`` seconds have passed (at the earliest
+        requested time, in the best lane requested)."""
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, lane)
             return
         loop = asyncio.get_running_loop()
         due = loop.time() + delay
-        if (current := self._due.get(key)) is not None and current <= due:
+        if (current := self._due.get(key)) is not None and current.due <= due:
+            if lane < current.lane:
+                self._due[key] = current._replace(lane=lane)
             return
-        self._due[key] = due
+        self._due[key] = _Delayed(due, lane if current is None else min(lane, current.lane))
         heapq.heappush(self._delayed, (due, next(self._sequence), key))
         if self._timer is None or due < self._timer_due:
             self._arm_timer(loop, due)
 
-    def add_rate_limited(self, key: K) -> float:
-        """Add ``key`` after its backoff (and the global bucket) allow; returns the delay.
+    def add_rate_limited(self, key: K, lane: Lane = Lane.FRESH) -> float:
+        """Add ``key`` in ``lane`` after its backoff (and the global bucket) allow; returns
+        the delay.
 
         Each call counts a failure of ``key``: delays go base, 2*base, 4*base …
         up to max_delay, until :meth:`forget`.
@@ -168,7 +254,7 @@ class WorkQueue(Generic[K]):
         delay = min(delay, opts.max_delay)
         if self._bucket is not None:
             delay = max(delay, self._bucket.reserve(asyncio.get_running_loop().time()))
-        self.add_after(key, delay)
+        self.add_after(key, delay, lane)
         return delay
 
     def forget(self, key: K) -> None:
@@ -187,11 +273,9 @@ class WorkQueue(Generic[K]):
         while True:
             if self._shutting_down:
                 raise QueueShutDown
-            if self._ready:
-                key = self._ready.popleft()
-                self._waiting_since.pop(key, None)
-                self._processing.add(key)
-                self._dirty.discard(key)
+            if self._waiting:
+                key, lane = self._pop(self._next_lane())
+                self._processing[key] = lane
                 return key
             getter = asyncio.get_running_loop().create_future()
             self._getters.append(getter)
@@ -208,10 +292,11 @@ class WorkQueue(Generic[K]):
 
     def done(self, key: K) -> None:
         """Release ``key``; if it was added meanwhile, it is queued again now."""
-        self._processing.discard(key)
-        if key in self._dirty and not self._shutting_down:
-            self._ready.append(key)
-            self._waiting_since[key] = time.monotonic()
+        if self._processing.pop(key, None) is None:
+            return
+        lane = self._readded.pop(key, None)
+        if lane is not None and not self._shutting_down:
+            self._push(key, lane, time.monotonic())
             self._wake_one_getter()
 
     def shutdown(self) -> None:
@@ -224,15 +309,48 @@ class WorkQueue(Generic[K]):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._ready.clear()
-        self._waiting_since.clear()
-        self._dirty.clear()
+        for entries in self._lanes:
+            entries.clear()
+        self._counts = [0] * len(_LANES)
+        self._waiting.clear()
+        self._readded.clear()
         self._delayed.clear()
         self._due.clear()
         while self._getters:
             getter = self._getters.popleft()
             if not getter.done():
                 getter.set_result(None)
+
+    def _push(self, key: K, lane: Lane, since: float) -> None:
+        entry = next(self._entries)
+        self._waiting[key] = _Waiting(entry, lane, since)
+        self._lanes[lane].append((entry, key))
+        self._counts[lane] += 1
+
+    def _next_lane(self) -> Lane:
+        """The best lane with a key waiting, unless a lower one has been passed over
+        ``starvation_limit`` times in a row: then the best such one. Needs a key waiting."""
+        counts, passed_over = self._counts, self._passed_over
+        best = next(lane for lane in _LANES if counts[lane])
+        chosen = best
+        for lane in _LANES[best + 1 :]:
+            if counts[lane] and passed_over[lane] >= self._options.starvation_limit:
+                chosen = lane
+                break
+        for lane in _LANES[best + 1 :]:
+            passed_over[lane] = passed_over[lane] + 1 if counts[lane] and lane != chosen else 0
+        return chosen
+
+    def _pop(self, lane: Lane) -> tuple[K, Lane]:
+        """The oldest live key of ``lane`` (which has one), now no longer waiting."""
+        entries = self._lanes[lane]
+        while True:
+            entry, key = entries.popleft()
+            waiting = self._waiting.get(key)
+            if waiting is not None and waiting.entry == entry:
+                del self._waiting[key]
+                self._counts[lane] -= 1
+                return key, lane
 
     def _wake_one_getter(self) -> None:
         while self._getters:
@@ -253,9 +371,10 @@ class WorkQueue(Generic[K]):
         now = loop.time()
         while self._delayed and self._delayed[0][0] <= now:
             due, _, key = heapq.heappop(self._delayed)
-            if self._due.get(key) == due:  # else: stale, superseded by an earlier due
+            delayed = self._due.get(key)
+            if delayed is not None and delayed.due == due:  # else: stale, superseded
                 del self._due[key]
-                self.add(key)
+                self.add(key, delayed.lane)
         if self._delayed:
             self._arm_timer(loop, self._delayed[0][0])
 
@@ -263,7 +382,7 @@ class WorkQueue(Generic[K]):
 async def run_workers(
     queue: WorkQueue[K],
     workers: int,
-    handler: Callable[[K], Awaitable[float | Backoff | None]],
+    handler: Callable[[K], Awaitable[float | Backoff | Requeue | None]],
     *,
     name: str = "worker",
 ) -> None:
@@ -274,7 +393,9 @@ async def run_workers(
     apiserver's refusal or silence in one line, anything else with its
     traceback); :class:`Backoff` retries with backoff quietly; a number asks
     to see the key again after that many seconds (like controller-runtime's
-    RequeueAfter); None means done.
+    RequeueAfter), :class:`Requeue` the same in a lane it names; None means
+    done. Retries and requeues keep the lane the key was handed out at: a
+    placement that hit a conflict stays ahead of status copies.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -285,10 +406,12 @@ async def run_workers(
                 key = await queue.get()
             except QueueShutDown:
                 return
+            handed_out_at = queue.lane_of(key)
+            lane = Lane.FRESH if handed_out_at is None else handed_out_at
             try:
                 requeue_after = await handler(key)
             except ApiError as error:
-                delay = queue.add_rate_limited(key)
+                delay = queue.add_rate_limited(key, lane)
                 # A silent apiserver is logged by its client once per outage, not per key.
                 _log.log(
                     logging.DEBUG if error.is_unreachable else logging.WARNING,
@@ -300,7 +423,7 @@ async def run_workers(
                     error,
                 )
             except Exception:
-                delay = queue.add_rate_limited(key)
+                delay = queue.add_rate_limited(key, lane)
                 _log.exception(
                     "%s: processing %r failed (attempt %d), retrying in %.3fs",
                     name,
@@ -310,12 +433,14 @@ async def run_workers(
                 )
             else:
                 if isinstance(requeue_after, Backoff):
-                    delay = queue.add_rate_limited(key)
+                    delay = queue.add_rate_limited(key, lane)
                     _log.debug("%s: %s again in %.3fs: %s", name, key, delay, requeue_after.why)
                     continue
                 queue.forget(key)
-                if requeue_after is not None:
-                    queue.add_after(key, requeue_after)
+                if isinstance(requeue_after, Requeue):
+                    queue.add_after(key, requeue_after.after, requeue_after.lane)
+                elif requeue_after is not None:
+                    queue.add_after(key, requeue_after, lane)
             finally:
                 queue.done(key)
 

@@ -10,7 +10,7 @@ from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, 
 
 from jobrelay.controller.instrument import Instruments, reconcile_result
 from jobrelay.kube.api import RequestRecord
-from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.queueing import Backoff, Lane, Requeue
 from jobrelay.kube.watching import Change, InformerEvent
 
 KEY = key_of()
@@ -176,9 +176,15 @@ def test_requests_are_labelled_manager_or_by_worker() -> None:
 
 
 @pytest.mark.parametrize(
-    ("result", "label"), [(None, "done"), (Backoff("x"), "retry"), (3.0, "requeue")]
+    ("result", "label"),
+    [
+        (None, "done"),
+        (Backoff("x"), "retry"),
+        (3.0, "requeue"),
+        (Requeue(3.0, Lane.BACKGROUND), "requeue"),
+    ],
 )
-def test_reconcile_result_labels(result: float | Backoff | None, label: str) -> None:
+def test_reconcile_result_labels(result: float | Backoff | Requeue | None, label: str) -> None:
     assert reconcile_result(result) == label
 
 

@@ -48,9 +48,10 @@ from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.naming import CLUSTER_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
-from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.queueing import Backoff, Lane, Requeue
 
 KEY = key_of(JOB)
+HELD_RETRY = Requeue(SETTINGS.unplaceable_retry, Lane.BACKGROUND)
 
 
 @dataclass
@@ -170,10 +171,11 @@ async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: 
     assert env.events.reasons() == ["Dispatched", "Completed"]
 
 
-async def test_no_worker_requeues_after_the_settings_delay() -> None:
+async def test_no_worker_requeues_after_the_settings_delay_in_the_background() -> None:
     async for env in make_env():
         env.submit(job())
-        assert await env.reconcile() == SETTINGS.unplaceable_retry
+        # Held: capacity changes bring it back when it fits; the retry is a backstop.
+        assert await env.reconcile() == HELD_RETRY
         assert env.events.reasons() == ["NotPlaced"]
 
 
@@ -292,6 +294,7 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
 ) -> None:
     env.manager.pod_admission = PRIVILEGED_REFUSAL
     env.submit(job())
+    # Not held (nothing about capacity brings it back): retried in the lane it came in.
     assert await env.reconcile() == SETTINGS.unplaceable_retry
     assert env.placement() is None
     assert all(w.cluster.writes() == [] for w in env.workers.values())
@@ -409,8 +412,8 @@ async def test_an_admitted_generation_is_not_asked_about_again(env: Env) -> None
     for worker in env.workers.values():
         worker.connected = False  # admitted, but nowhere to go: retried later
     env.submit(job())
-    assert await env.reconcile() == SETTINGS.unplaceable_retry
-    assert await env.reconcile() == SETTINGS.unplaceable_retry
+    assert await env.reconcile() == HELD_RETRY
+    assert await env.reconcile() == HELD_RETRY
     assert len(env.manager.dry_runs()) == 1
 
 

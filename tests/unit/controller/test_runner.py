@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from tests.unit.controller.builders import CONTROLLER, job
+from tests.unit.controller.builders import COMPLETE, CONTROLLER, job
 from tests.unit.controller.fakes import FakeCluster, FakeInformer
 
 from jobrelay.controller import runner
@@ -27,6 +27,7 @@ from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kube.api import ApiClient, ApiError
+from jobrelay.kube.queueing import Lane, Requeue
 from jobrelay.kube.watching import Change, InformerEvent
 
 JOB = JobKind()
@@ -292,14 +293,23 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     assert calls == ["install_crd", "namespace relay-system"]
     assert informer.calls == ["start", "wait_synced", "stop"]
     assert pool_calls == ["start", f"wait_connected {options.workers.sync_timeout}", "stop"]
-    # No worker is registered: nothing can take it, so it is looked at again later.
-    assert reconciled == [(WorkloadKey(JOB.name, "team-a/train"), 9.0)]
+    # No worker is registered: nothing can take it, so it is looked at again later, in
+    # the background (a capacity change brings it back at once when it fits).
+    assert reconciled == [(WorkloadKey(JOB.name, "team-a/train"), Requeue(9.0, Lane.BACKGROUND))]
     # The Warning Event was written before the recorder closed.
     assert [e["reason"] for e in cluster.events] == ["NotPlaced"]
 
 
-async def test_resync_requeues_every_known_key(controller: runner.Controller) -> None:
-    informer = FakeInformer({"team-a/a": job(), "team-a/b": job()})
+async def test_resync_requeues_in_the_background_the_keys_that_may_need_work(
+    controller: runner.Controller,
+) -> None:
+    informer = FakeInformer(
+        {
+            "team-a/new": job(),
+            "team-a/held": job(suspend=True),
+            "team-a/done": job(status=COMPLETE),
+        }
+    )
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     mirror_key = WorkloadKey("JobSet.v1alpha2.jobset.x-k8s.io", "team-b/c")
     pool: Any = controller.pool
@@ -307,9 +317,9 @@ async def test_resync_requeues_every_known_key(controller: runner.Controller) ->
     queued = asyncio.Event()
     add = controller.queue.add
 
-    def spy(key: WorkloadKey) -> None:
-        add(key)
-        if len(controller.queue) == 3:
+    def spy(key: WorkloadKey, lane: Lane = Lane.FRESH) -> None:
+        add(key, lane)
+        if len(controller.queue) == 2:
             queued.set()
 
     queue: Any = controller.queue
@@ -320,12 +330,48 @@ async def test_resync_requeues_every_known_key(controller: runner.Controller) ->
             await queued.wait()
     finally:
         resync.cancel()
-    keys = {await controller.queue.get() for _ in range(3)}
-    assert keys == {
-        WorkloadKey(JOB.name, "team-a/a"),
-        WorkloadKey(JOB.name, "team-a/b"),
-        mirror_key,
-    }
+    assert controller.queue.waiting_in(Lane.BACKGROUND) == 2
+    keys = {await controller.queue.get() for _ in range(2)}
+    assert keys == {WorkloadKey(JOB.name, "team-a/new"), mirror_key}
+
+
+def test_watch_events_go_to_the_lane_their_change_needs(controller: runner.Controller) -> None:
+    handler = controller._enqueue(JOB.name)
+    placed = job(placed="w1", history=("w1",))
+    handler(InformerEvent(Change.ADDED, "team-a/new", None, job()))
+    handler(InformerEvent(Change.ADDED, "team-a/running", None, placed))
+    assert controller.queue.waiting_in(Lane.FRESH) == 1
+    assert controller.queue.waiting_in(Lane.STATUS) == 1
+    # A status write of a placed Job whose mirror no cache shows: it is to be created.
+    handler(InformerEvent(Change.UPDATED, "team-a/running", placed, placed))
+    assert controller.queue.waiting_in(Lane.FRESH) == 2
+    pool: Any = controller.pool
+    pool.has_mirror = lambda key: True
+    handler(InformerEvent(Change.UPDATED, "team-a/other", placed, placed))
+    assert controller.queue.waiting_in(Lane.STATUS) == 1
+
+
+def test_mirror_changes_are_status_copies(controller: runner.Controller) -> None:
+    controller._mirror_changed(WorkloadKey(JOB.name, "team-a/train"))
+    assert controller.queue.waiting_in(Lane.STATUS) == 1
+
+
+async def test_capacity_passes_queue_placements_fresh_and_pending_timeouts_as_status(
+    controller: runner.Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fits, stuck = WorkloadKey(JOB.name, "team-a/fits"), WorkloadKey(JOB.name, "team-a/stuck")
+    reconciler: Any = controller.reconciler
+    reconciler.placeable_held = lambda: [fits]
+    reconciler.unschedulable = lambda: [stuck]
+    monkeypatch.setattr(runner, "_HELD_PASS_INTERVAL", 3600.0)
+    controller.capacity_changed.set()
+    passing = asyncio.create_task(controller._place_held())
+    await asyncio.sleep(0)  # the pass runs up to its pause
+    passing.cancel()
+    assert len(controller.queue) == 2
+    assert controller.queue.waiting_in(Lane.FRESH) == 1
+    assert await controller.queue.get() == fits
+    assert await controller.queue.get() == stuck
 
 
 # -- run() ---------------------------------------------------------------------------------
@@ -408,7 +454,7 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     controller.reconciler._held = dict.fromkeys(held, "NotPlaced|")
     policy = {"metadata": {"name": "team-a", "annotations": {"jobrelay.dev/clusters": "w2"}}}
     controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, policy))
-    assert len(controller.queue) == 1
+    assert controller.queue.waiting_in(Lane.FRESH) == 1
     assert controller.reconciler._policies["team-a"].clusters == ("w2",)  # type: ignore[union-attr]
     controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
     assert "team-a" not in controller.reconciler._policies

@@ -178,6 +178,8 @@ async def test_the_old_connection_serves_until_the_new_caches_have_listed(
     assert pool.get(WORKER) is old
     assert old.synced(WIDGET.name) and old.connected
     assert {key.key for key in pool.mirror_keys()} == {"team-a/a", "team-a/b"}
+    assert pool.has_mirror(WorkloadKey(WIDGET.name, "team-a/a"))
+    assert not pool.has_mirror(WorkloadKey(WIDGET.name, "team-a/z"))
     assert old.active_mirrors() == 2
 
     fleet.changed.clear()

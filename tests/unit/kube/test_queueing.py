@@ -1,16 +1,25 @@
-"""WorkQueue and run_workers: dedupe, exclusivity, delays, backoff, shutdown."""
+"""WorkQueue and run_workers: dedupe, exclusivity, delays, backoff, shutdown, lanes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections import Counter
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobrelay.kube.queueing import QueueOptions, QueueShutDown, WorkQueue, run_workers
+from jobrelay.kube.queueing import (
+    Backoff,
+    Lane,
+    QueueOptions,
+    QueueShutDown,
+    Requeue,
+    WorkQueue,
+    run_workers,
+)
 
 
 async def get_soon(queue: WorkQueue[str], within: float = 1.0) -> str:
@@ -371,3 +380,346 @@ async def test_the_queue_says_how_long_its_oldest_ready_key_waited() -> None:
     assert len(queue) == 1 and queue.in_progress == 0
     queue.shutdown()
     assert queue.oldest_age() == 0.0
+
+
+# -- lanes ---------------------------------------------------------------------------------
+
+FRESH, STATUS, BACKGROUND = Lane.FRESH, Lane.STATUS, Lane.BACKGROUND
+
+
+def drain(queue: WorkQueue[str]) -> list[str]:
+    """Every ready key in hand-out order, each released at once."""
+
+    async def take() -> list[str]:
+        keys = []
+        while len(queue):
+            key = await queue.get()
+            queue.done(key)
+            keys.append(key)
+        return keys
+
+    return asyncio.run(take())
+
+
+@pytest.mark.parametrize(
+    ("adds", "expected"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param([("a", FRESH), ("b", FRESH)], ["a", "b"], id="one lane is a FIFO"),
+        pytest.param(
+            [("r", BACKGROUND), ("s", STATUS), ("f", FRESH), ("s2", STATUS)],
+            ["f", "s", "s2", "r"],
+            id="best lane first, FIFO within",
+        ),
+        pytest.param(
+            [("a", BACKGROUND), ("b", BACKGROUND), ("b", FRESH)],
+            ["b", "a"],
+            id="a waiting key added at a better lane moves up",
+        ),
+        pytest.param(
+            [("a", FRESH), ("b", FRESH), ("a", BACKGROUND)],
+            ["a", "b"],
+            id="never moved down",
+        ),
+        pytest.param(
+            [("a", BACKGROUND), ("a", STATUS), ("a", FRESH), ("a", BACKGROUND)],
+            ["a"],
+            id="moved up twice, handed out once",
+        ),
+        pytest.param(
+            [("s", STATUS), ("a", BACKGROUND), ("a", STATUS)],
+            ["s", "a"],
+            id="a moved-up key queues behind its new lane's keys",
+        ),
+    ],
+)
+def test_lane_order(adds: list[tuple[str, Lane]], expected: list[str]) -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key, lane in adds:
+        queue.add(key, lane)
+    assert len(queue) == len(expected)
+    assert drain(queue) == expected
+    assert [queue.waiting_in(lane) for lane in Lane] == [0, 0, 0]
+
+
+@pytest.mark.parametrize(
+    ("limit", "fresh", "background", "expected"),
+    [
+        # Every third hand-out goes to the starving lane while FRESH is flooded.
+        pytest.param(2, 6, 2, "ffbffbff", id="limit 2"),
+        pytest.param(1, 2, 2, "fbfb", id="limit 1 alternates"),
+        pytest.param(100, 3, 2, "fffbb", id="a high limit is strict priority"),
+    ],
+)
+def test_a_starving_lane_is_served_once_it_was_passed_over_often_enough(
+    limit: int, fresh: int, background: int, expected: str
+) -> None:
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(starvation_limit=limit))
+    for index in range(background):
+        queue.add(f"b{index}", BACKGROUND)
+    for index in range(fresh):
+        queue.add(f"f{index}", FRESH)
+    assert "".join(key[0] for key in drain(queue)) == expected
+
+
+def test_the_starvation_limit_is_at_least_one() -> None:
+    with pytest.raises(ValueError, match="starvation_limit"):
+        QueueOptions(starvation_limit=0)
+
+
+def test_each_starving_lane_gets_its_turn_under_a_flood() -> None:
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(starvation_limit=3))
+    queue.add("s", STATUS)
+    queue.add("b", BACKGROUND)
+    for index in range(10):
+        queue.add(f"f{index}", FRESH)
+    order = drain(queue)
+    assert order.index("s") <= 4 and order.index("b") <= 5
+
+
+async def test_a_key_readded_while_processing_comes_back_at_the_best_lane_asked() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", BACKGROUND)
+    assert await get_soon(queue) == "a"
+    assert queue.lane_of("a") is BACKGROUND
+    queue.add("a", BACKGROUND)
+    queue.add("a", STATUS)
+    queue.add("a", BACKGROUND)
+    queue.add("s", STATUS)
+    assert len(queue) == 1
+    queue.done("a")
+    assert queue.lane_of("a") is None
+    assert [queue.waiting_in(lane) for lane in Lane] == [0, 2, 0]
+    assert await get_soon(queue) == "s"
+    assert await get_soon(queue) == "a"
+    assert queue.lane_of("a") is STATUS
+
+
+async def test_a_stale_entry_never_hands_a_key_out_twice() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", BACKGROUND)
+    queue.add("a", FRESH)  # its BACKGROUND entry is stale now
+    assert await get_soon(queue) == "a"
+    queue.done("a")
+    queue.add("b", BACKGROUND)
+    assert len(queue) == 1
+    assert await get_soon(queue) == "b"
+    await nothing_within(queue, 0.02)
+
+
+async def test_a_stale_entry_is_skipped_even_when_its_key_waits_again() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", BACKGROUND)
+    queue.add("a", FRESH)
+    queue.add("b", BACKGROUND)
+    assert await get_soon(queue) == "a"
+    queue.done("a")
+    queue.add("a", BACKGROUND)  # behind b, whatever its stale entry says
+    assert [await get_soon(queue), await get_soon(queue)] == ["b", "a"]
+
+
+def test_a_stale_entry_is_skipped_when_the_starving_lane_is_served() -> None:
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(starvation_limit=1))
+    queue.add("f", FRESH)
+    queue.add("a", BACKGROUND)
+    queue.add("b", BACKGROUND)
+    queue.add("a", FRESH)  # a waits in FRESH; its BACKGROUND entry is stale
+    queue.add("g", FRESH)
+    assert drain(queue) == ["f", "b", "a", "g"]
+
+
+async def test_the_oldest_age_counts_from_the_first_add_even_when_moved_up() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("a", BACKGROUND)
+    since = queue._waiting["a"].since
+    queue.add("a", FRESH)
+    assert queue.oldest_age(now=since + 5) == 5
+
+
+async def test_a_delayed_key_comes_at_the_best_lane_asked() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", 0.02, BACKGROUND)
+    queue.add_after("a", 0.5, FRESH)  # later: keeps the earlier time, takes the lane
+    queue.add_after("b", 0.01, BACKGROUND)
+    queue.add_after("b", 0.005, STATUS)  # earlier: both
+    assert queue.delayed == 2
+    await asyncio.sleep(0.05)
+    assert [queue.waiting_in(lane) for lane in Lane] == [1, 1, 0]
+    assert await get_soon(queue) == "a"
+    assert await get_soon(queue) == "b"
+
+
+async def test_add_after_with_no_delay_adds_now_in_its_lane() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add_after("a", 0, STATUS)
+    assert queue.waiting_in(STATUS) == 1
+
+
+async def test_shutdown_empties_every_lane() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key, lane in (("a", FRESH), ("b", STATUS), ("c", BACKGROUND), ("c", FRESH)):
+        queue.add(key, lane)
+    queue.shutdown()
+    assert len(queue) == 0 and [queue.waiting_in(lane) for lane in Lane] == [0, 0, 0]
+
+
+async def test_run_workers_retries_and_requeues_in_the_lane_the_key_came_from() -> None:
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.001))
+    answers: dict[str, list[float | Backoff | Requeue | None]] = {
+        "fresh": [Backoff("conflict"), None],
+        "status": [0.001, None],
+        "held": [Requeue(0.001, BACKGROUND), None],
+    }
+    lanes: list[tuple[str, Lane | None]] = []
+
+    async def handler(key: str) -> float | Backoff | Requeue | None:
+        lanes.append((key, queue.lane_of(key)))
+        answer = answers[key].pop(0)
+        if not any(answers.values()):
+            queue.shutdown()
+        return answer
+
+    queue.add("fresh", FRESH)
+    queue.add("status", STATUS)
+    queue.add("held", FRESH)
+    await asyncio.wait_for(run_workers(queue, 1, handler), 5)
+    assert sorted(lanes) == sorted(
+        [
+            ("fresh", FRESH), ("fresh", FRESH),
+            ("status", STATUS), ("status", STATUS),
+            ("held", FRESH), ("held", BACKGROUND),
+        ]
+    )  # fmt: skip
+
+
+# -- lanes against a model -------------------------------------------------------------------
+
+LIMIT = 2
+lane_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from("abcde"), st.sampled_from(Lane)),
+        st.tuples(st.just("get"), st.just(""), st.just(FRESH)),
+        st.tuples(st.just("done"), st.sampled_from("abcde"), st.just(FRESH)),
+    ),
+    max_size=80,
+)
+
+
+class LaneModel:
+    """The lanes as the module doc says, the slow obvious way (lists, scans)."""
+
+    def __init__(self) -> None:
+        self.lanes: list[list[str]] = [[] for _ in Lane]
+        self.processing: dict[str, Lane] = {}
+        self.readded: dict[str, Lane] = {}
+        self.passed_over = [0] * len(Lane)
+
+    def lane_of(self, key: str) -> int | None:
+        return next((i for i, keys in enumerate(self.lanes) if key in keys), None)
+
+    def add(self, key: str, lane: Lane) -> None:
+        if key in self.processing:
+            self.readded[key] = min(lane, self.readded.get(key, lane))
+            return
+        current = self.lane_of(key)
+        if current is None or lane < current:
+            if current is not None:
+                self.lanes[current].remove(key)
+            self.lanes[lane].append(key)
+
+    def get(self) -> str:
+        waiting = [i for i, keys in enumerate(self.lanes) if keys]
+        best = waiting[0]
+        starving = [i for i in waiting[1:] if self.passed_over[i] >= LIMIT]
+        chosen = starving[0] if starving else best
+        for i in range(best + 1, len(Lane)):
+            self.passed_over[i] = self.passed_over[i] + 1 if i in waiting and i != chosen else 0
+        key = self.lanes[chosen].pop(0)
+        self.processing[key] = Lane(chosen)
+        return key
+
+    def done(self, key: str) -> None:
+        if self.processing.pop(key, None) is not None and key in self.readded:
+            self.lanes[self.readded.pop(key)].append(key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lane_operations)
+def test_lanes_match_a_simple_model(ops: list[tuple[str, str, Lane]]) -> None:
+    """Whatever the interleaving: the queue hands out what the model says, a key is
+    never both waiting and in process, and each waits in one lane only."""
+
+    async def scenario() -> None:
+        queue: WorkQueue[str] = WorkQueue(QueueOptions(starvation_limit=LIMIT))
+        model = LaneModel()
+        for op, key, lane in ops:
+            if op == "add":
+                queue.add(key, lane)
+                model.add(key, lane)
+            elif op == "get" and len(queue):
+                got = await queue.get()
+                assert got == model.get()
+                assert queue.lane_of(got) == model.processing[got]
+            elif op == "done":
+                queue.done(key)
+                model.done(key)
+            assert [queue.waiting_in(lane) for lane in Lane] == [len(k) for k in model.lanes]
+            assert len(queue) == sum(len(k) for k in model.lanes)
+            assert queue.in_progress == len(model.processing)
+
+    asyncio.run(scenario())
+
+
+bursts = st.lists(
+    st.tuples(st.sampled_from("abcdefgh"), st.sampled_from(Lane), st.integers(0, 3)),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(bursts, st.integers(min_value=1, max_value=4), st.integers(0, 2**32))
+def test_workers_hand_out_every_key_once_per_add_never_concurrently(
+    adds: list[tuple[str, Lane, int]], workers: int, seed: int
+) -> None:
+    """Adds interleaved with processing: every add of a key that does not wait already
+    hands it out exactly once (after done() if it is in process), and no key runs in
+    two workers at once."""
+    pauses = random.Random(seed)
+
+    async def scenario() -> None:
+        queue: WorkQueue[str] = WorkQueue(QueueOptions(starvation_limit=LIMIT))
+        active: set[str] = set()
+        owed: set[str] = set()  # added, not handed out yet
+        owed_after_done: set[str] = set()  # added while in process
+        settled = asyncio.Event()  # nothing owed, nothing in process
+
+        async def handler(key: str) -> None:
+            assert key not in active, f"{key} handed to two workers"
+            assert key in owed, f"{key} handed out without an add"
+            owed.discard(key)
+            active.add(key)
+            for _ in range(pauses.randint(0, 3)):
+                await asyncio.sleep(0)
+            active.discard(key)
+            if key in owed_after_done:
+                owed_after_done.discard(key)
+                owed.add(key)
+            if not (owed or owed_after_done or active):
+                settled.set()
+
+        runner = asyncio.create_task(run_workers(queue, workers, handler))
+        for key, lane, pause in adds:
+            queue.add(key, lane)
+            (owed_after_done if key in active else owed).add(key)
+            for _ in range(pause):
+                await asyncio.sleep(0)
+        if owed or owed_after_done or active:
+            settled.clear()
+            async with asyncio.timeout(5):
+                await settled.wait()
+        assert len(queue) == 0 and queue.in_progress == 0
+        queue.shutdown()
+        await asyncio.wait_for(runner, 5)
+
+    asyncio.run(scenario())

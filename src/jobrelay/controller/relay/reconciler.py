@@ -37,7 +37,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import PODS, ApiError, Resource
-from jobrelay.kube.queueing import Backoff
+from jobrelay.kube.queueing import Backoff, Lane, Requeue
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
 from jobrelay.placement.held import placeable
@@ -156,7 +156,7 @@ class Reconciler:
         else:
             self._policies[namespace] = read_choice(annotations)
 
-    async def reconcile(self, key: WorkloadKey) -> float | Backoff | None:
+    async def reconcile(self, key: WorkloadKey) -> float | Backoff | Requeue | None:
         """Bring one management object and its mirrors in line; the queue's next step."""
         runtime = self._kinds.get(key.kind)
         if runtime is None:
@@ -166,6 +166,10 @@ class Reconciler:
             case Done():
                 return None
             case RequeueAfter(seconds=seconds):
+                if key in self._held:
+                    # Held unplaced: capacity changes bring it back at once when it fits
+                    # (the runner's held passes); the periodic retry is only a backstop.
+                    return Requeue(seconds, Lane.BACKGROUND)
                 return seconds
             case Retry(why=why):
                 return Backoff(why)
