@@ -435,14 +435,18 @@ async def run_workers(
                 if isinstance(requeue_after, Backoff):
                     delay = queue.add_rate_limited(key, lane)
                     _log.debug("%s: %s again in %.3fs: %s", name, key, delay, requeue_after.why)
-                    continue
-                queue.forget(key)
-                if isinstance(requeue_after, Requeue):
-                    queue.add_after(key, requeue_after.after, requeue_after.lane)
-                elif requeue_after is not None:
-                    queue.add_after(key, requeue_after, lane)
+                else:
+                    queue.forget(key)
+                    if isinstance(requeue_after, Requeue):
+                        queue.add_after(key, requeue_after.after, requeue_after.lane)
+                    elif requeue_after is not None:
+                        queue.add_after(key, requeue_after, lane)
             finally:
                 queue.done(key)
+            # A key decided from the caches alone awaits nothing real, and get() does
+            # not wait while keys are ready: without this, a sweep of 50,000 such keys
+            # would hold the loop for seconds (lease renewals, watches, probes).
+            await asyncio.sleep(0)
 
     async with asyncio.TaskGroup() as group:
         for index in range(workers):

@@ -188,6 +188,7 @@ def test_election_without_a_client_of_its_own_is_refused() -> None:
 
 
 @pytest.mark.looptime
+@pytest.mark.asyncio(loop_scope="function")  # fake time from 0, on a loop of its own
 async def test_a_standby_keeps_warm_caches_writes_nothing_then_leads_when_the_lease_is_free(
     rig: Rig,
 ) -> None:
@@ -223,6 +224,7 @@ async def test_a_standby_keeps_warm_caches_writes_nothing_then_leads_when_the_le
 
 
 @pytest.mark.looptime
+@pytest.mark.asyncio(loop_scope="function")  # fake time from 0, on a loop of its own
 async def test_a_leader_that_cannot_renew_cancels_its_reconciles_and_writes_nothing_after(
     rig: Rig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,7 +23,9 @@ from jobrelay.kube.api import LEASES, ApiClient, ApiError, WriteFenced
 from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming, LeaseRecord, lease_body
 
-pytestmark = pytest.mark.looptime
+# A loop of its own per test: fake time from 0, whatever earlier tests left on the
+# session loop (under a shared loop, looptime fell back to real time after some).
+pytestmark = [pytest.mark.looptime, pytest.mark.asyncio(loop_scope="function")]
 
 TIMING = ElectionTiming(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
 NAMESPACE, NAME = "jobrelay-system", "jobrelay-relay"
@@ -464,7 +466,7 @@ async def test_cancelling_run_stops_the_leading_task_and_releases(
     assert leases.holder(NAME) == ""
 
 
-def test_unsafe_timings_are_refused() -> None:
+async def test_unsafe_timings_are_refused() -> None:
     with pytest.raises(ValueError, match="shorter than the lease duration"):
         Elector(
             FakeLeases().client(),
@@ -475,7 +477,7 @@ def test_unsafe_timings_are_refused() -> None:
         )
 
 
-def test_identities_are_unique_per_process_and_call() -> None:
+async def test_identities_are_unique_per_process_and_call() -> None:
     one, two = new_identity(), new_identity()
     assert one != two
     host, pid, _ = one.rsplit("_", 2)

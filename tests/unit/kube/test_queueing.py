@@ -723,3 +723,24 @@ def test_workers_hand_out_every_key_once_per_add_never_concurrently(
         await asyncio.wait_for(runner, 5)
 
     asyncio.run(scenario())
+
+
+async def test_workers_let_the_loop_run_between_keys_that_await_nothing() -> None:
+    """A sweep of keys decided from caches alone must not hold the loop: a timer due
+    meanwhile (a lease renewal, say) runs long before the sweep ends."""
+    queue: WorkQueue[int] = WorkQueue()
+    for key in range(1000):
+        queue.add(key)
+    handled: list[int] = []
+    seen_by_timer: list[int] = []
+
+    async def handler(key: int) -> None:
+        handled.append(key)  # awaits nothing
+        if len(handled) == 1:
+            asyncio.get_running_loop().call_soon(lambda: seen_by_timer.append(len(handled)))
+        if len(handled) == 1000:
+            queue.shutdown()
+
+    await run_workers(queue, 4, handler)
+    assert len(handled) == 1000
+    assert seen_by_timer and seen_by_timer[0] < 100
