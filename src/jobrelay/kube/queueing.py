@@ -96,8 +96,9 @@ class QueueOptions:
     # sustained retries per second, and how many may go at once.
     qps: float | None = None
     burst: int = 100
-    # Hand-outs from higher lanes in a row before a waiting lower lane gets one.
-    starvation_limit: int = 16
+    # Hand-outs from higher lanes in a row before a waiting lower lane gets one. Two:
+    # under a saturated 20 Jobs/s a larger one let status copies back up for seconds.
+    starvation_limit: int = 2
 
     def __post_init__(self) -> None:
         if self.starvation_limit < 1:  # 0 would serve the lower lanes first
