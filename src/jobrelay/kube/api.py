@@ -447,6 +447,7 @@ class ApiClient:
                     params["verify"],
                     max_connections=options.max_connections,
                     keepalive_expiry=options.keepalive_expiry,
+                    trust_env=options.trust_env,
                 )
                 params["transport"] = transport
                 auth = direct_auth_headers(params["auth"], params["base_url"])

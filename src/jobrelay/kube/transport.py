@@ -52,6 +52,17 @@ def _translated(
     return httpx2.ReadError(message, request=request)
 
 
+def _timeout_of(request: httpx2.Request) -> aiohttp.ClientTimeout:
+    """httpx2's time-outs of ``request`` as aiohttp's (no bound on the whole exchange)."""
+    timeouts: Mapping[str, float | None] = request.extensions.get("timeout") or {}
+    return aiohttp.ClientTimeout(
+        total=None,
+        connect=timeouts.get("pool"),  # waiting for a pooled connection, or making one
+        sock_connect=timeouts.get("connect"),
+        sock_read=timeouts.get("read"),
+    )
+
+
 class _ResponseStream(httpx2.AsyncByteStream):
     """The body of an aiohttp response as httpx2 reads it, chunk by chunk as it arrives."""
 
@@ -84,8 +95,10 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         *,
         max_connections: int,
         keepalive_expiry: float,
+        trust_env: bool = True,
     ) -> None:
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
+        self._trust_env = trust_env
         self._max_connections = max_connections
         self._keepalive_expiry = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None
@@ -106,17 +119,13 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 auto_decompress=False,
                 skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding"),
                 timeout=aiohttp.ClientTimeout(total=None),
+                # HTTP(S)_PROXY and NO_PROXY, as kubectl and httpx2 honour them.
+                trust_env=self._trust_env,
             )
         return self._session
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        timeouts: Mapping[str, float | None] = request.extensions.get("timeout") or {}
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=timeouts.get("pool"),  # waiting for a pooled connection, or making one
-            sock_connect=timeouts.get("connect"),
-            sock_read=timeouts.get("read"),
-        )
+        timeout = _timeout_of(request)
         body = await request.aread()
         headers: list[tuple[str, str]] = [
             (k, v) for k, v in request.headers.multi_items() if k.lower() != "host"
@@ -130,7 +139,6 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
                 data=body or None,
                 timeout=timeout,
                 allow_redirects=False,
-                proxy=None,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _translated(exc, request, "send") from exc
@@ -205,21 +213,14 @@ class DirectSender:
     async def open(self, request: httpx2.Request) -> DirectResponse:
         """Send ``request`` (its method, URL and time-outs; this sender's headers) and
         return once the headers arrived: the body is read as it streams."""
-        timeouts: Mapping[str, float | None] = request.extensions.get("timeout") or {}
         session = self._transport.session()
         try:
             response = await session.request(
                 request.method,
                 yarl.URL(str(request.url), encoded=True),
                 headers=self.headers,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeouts.get("pool"),
-                    sock_connect=timeouts.get("connect"),
-                    sock_read=timeouts.get("read"),
-                ),
+                timeout=_timeout_of(request),
                 allow_redirects=False,
-                proxy=None,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _translated(exc, request, "send") from exc
@@ -251,7 +252,6 @@ class DirectSender:
                     total=timeout, connect=timeout, sock_connect=self._connect_timeout
                 ),
                 allow_redirects=False,
-                proxy=None,
             ) as response:
                 return response.status, await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
