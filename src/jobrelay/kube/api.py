@@ -35,6 +35,7 @@ from jobrelay.kube.transport import (
     DirectSender,
     StreamedResponse,
     direct_auth_headers,
+    env_proxy,
 )
 
 __all__ = [
@@ -447,7 +448,7 @@ class ApiClient:
                     params["verify"],
                     max_connections=options.max_connections,
                     keepalive_expiry=options.keepalive_expiry,
-                    trust_env=options.trust_env,
+                    proxy=env_proxy(params["base_url"]) if options.trust_env else None,
                 )
                 params["transport"] = transport
                 auth = direct_auth_headers(params["auth"], params["base_url"])

@@ -8,7 +8,7 @@ import pytest
 from lightkube.config.client_adapter import BearerAuth, ExecAuth
 from lightkube.config.models import UserExec
 
-from jobrelay.kube.transport import _translated, direct_auth_headers
+from jobrelay.kube.transport import _translated, direct_auth_headers, env_proxy
 
 URL = "https://127.0.0.1:6443"
 
@@ -46,3 +46,22 @@ def test_aiohttp_errors_read_as_httpx2s(error: BaseException, translated: type) 
     result = _translated(error, None, "send")
     assert type(result) is translated
     assert str(result)
+
+
+@pytest.mark.parametrize(
+    ("env", "proxy"),
+    [
+        ({}, None),
+        ({"HTTPS_PROXY": "http://proxy.example:3128"}, "http://proxy.example:3128"),
+        ({"HTTPS_PROXY": "http://proxy.example:3128", "NO_PROXY": "127.0.0.1"}, None),
+        ({"HTTP_PROXY": "http://proxy.example:3128"}, None),  # not for https
+    ],
+)
+def test_the_proxy_is_read_once_from_the_environment_as_kubectl_does(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], proxy: str | None
+) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert env_proxy(URL) == proxy
