@@ -41,8 +41,8 @@ from bench.workload import (
     resume_request,
     wait_until,
 )
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 from jobrelay.kube.api import ApiClient, ApiOptions, RequestRecord
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 
 Json = dict[str, Any]
 BenchKey = tuple[str, str]  # (verb as the metric spells it, resource)

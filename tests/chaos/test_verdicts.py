@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.kinds.naming import (
+from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jobrelay.kinds.naming import (
+from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,

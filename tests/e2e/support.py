@@ -24,16 +24,16 @@ from typing import Any
 
 import httpx2
 
-from jobrelay.kinds.naming import (
+from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
+from jobrelay.localfleet import processes
+from jobrelay.localfleet.fleet import LocalFleet
+from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
     MIRROR_LABEL,
     ORIGIN_UID_LABEL,
     controller_label_value,
 )
-from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
-from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import LocalFleet
 from tests.e2e.leakwatch import CONTROLLER_LOGS
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
 

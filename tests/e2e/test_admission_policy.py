@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
 from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError, PatchType, Resource
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kinds.naming import NOT_PLACED_ANNOTATION
 from jobrelay.kube.api import JOBS, NAMESPACES, NODES, PODS, ApiClient
+from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 from tests.conftest import FleetHandle
 from tests.e2e.support import Relay, placement
 from tests.kubetools import eventually, job_manifest

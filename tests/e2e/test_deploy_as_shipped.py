@@ -32,7 +32,6 @@ import yaml
 from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from jobrelay.kube.api import (
     JOBS,
     LEASES,
@@ -44,6 +43,7 @@ from jobrelay.kube.api import (
     PatchType,
     Resource,
 )
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
 from tests.e2e.test_admission_policy import (

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobrelay.kinds.naming import (
+from jobrelay.kube.api import CRDS, ApiClient, ApiError, Resource
+from jobrelay.vocabulary.names import (
     DEFAULT_CONTROLLER_NAME,
 )
-from jobrelay.kube.api import CRDS, ApiClient, ApiError, Resource
 from tests.e2e.support import (
     ControllerProcess,
     Relay,

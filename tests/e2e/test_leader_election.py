@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.controller.options import LeaderElectionSettings, lease_name_for
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import LEASES, ApiClient
 from jobrelay.kube.lease import RETRY_JITTER
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.e2e.support import Relay, Replica
 from tests.kubetools import eventually, job_manifest
 

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 

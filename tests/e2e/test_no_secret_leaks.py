@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, PatchType
 from jobrelay.localfleet.cluster import Credential
+from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from tests.e2e.support import ControllerProcess, Relay
 from tests.kubetools import eventually, finished, get_or_none, gone, is_true, job_manifest
 

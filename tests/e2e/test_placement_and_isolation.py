@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
 from jobrelay.kube.api import JOBS, NAMESPACES, PODS, ApiClient, ApiError, Resource
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 from tests.e2e.support import Relay
 from tests.kubetools import finished, is_true, job_manifest, wait_for
 

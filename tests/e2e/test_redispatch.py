@@ -47,14 +47,14 @@ import pytest
 import yaml
 
 from jobrelay.fleet import drain, maintenance, registry
-from jobrelay.kinds.naming import (
+from jobrelay.kube.api import JOBS, PODS, SECRETS, WORKER_CLUSTERS, ApiClient
+from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CLUSTER_ANNOTATION,
     PLACEMENTS_ANNOTATION,
     REDISPATCH_ANNOTATION,
     RUN_ANNOTATION,
 )
-from jobrelay.kube.api import JOBS, PODS, SECRETS, WORKER_CLUSTERS, ApiClient
 from tests.conftest import FleetHandle
 from tests.e2e.support import (
     CONTROLLER_UID_LABEL,

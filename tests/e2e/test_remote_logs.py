@@ -30,7 +30,6 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from jobrelay.controller.relayapi import API_CONFIGMAP, POD_HEADER
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube.api import CONFIGMAPS, PODS, ApiError, PatchType, Resource
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import (
@@ -39,6 +38,7 @@ from jobrelay.localfleet.cluster import (
     Credential,
     write_kubeconfig,
 )
+from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay

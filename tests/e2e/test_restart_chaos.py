@@ -25,8 +25,8 @@ from collections import defaultdict
 
 import pytest
 
-from jobrelay.kinds.naming import ORIGIN_UID_LABEL
 from jobrelay.kube.api import JOBS, ApiClient
+from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 from tests.e2e.support import (
     ControllerProcess,
     Relay,

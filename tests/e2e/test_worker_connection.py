@@ -39,7 +39,6 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube.api import (
     PODS,
     SECRETS,
@@ -50,6 +49,7 @@ from jobrelay.kube.api import (
 )
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import Credential
+from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay, placement
 from tests.kubetools import WatchRecorder, condition, eventually, job_manifest

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kinds.naming import BLOCKED_ANNOTATION
 from jobrelay.kube.api import EVENTS, ApiClient, Resource
+from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, apiserver_record, frozen
 from tests.kubetools import condition, eventually, job_manifest

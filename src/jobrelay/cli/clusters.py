@@ -20,11 +20,11 @@ from jobrelay.cli.get import as_list, dump
 from jobrelay.fleet import drain, maintenance, registry, serviceaccount
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
 from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 T = TypeVar("T")
 CLUSTER_OUTPUTS = ("wide", "json", "yaml", "name")

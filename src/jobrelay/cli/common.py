@@ -12,8 +12,8 @@ import click
 import yaml
 from click.shell_completion import CompletionItem
 
-from jobrelay.kinds.naming import origin_problem
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, KubeconfigError
+from jobrelay.vocabulary.names import origin_problem
 
 T = TypeVar("T")
 

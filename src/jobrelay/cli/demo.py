@@ -17,16 +17,16 @@ import click
 
 from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
-from jobrelay.kinds.naming import (
-    CLUSTER_ANNOTATION,
-    DEFAULT_CONTROLLER_NAME,
-    NOT_PLACED_ANNOTATION,
-)
 from jobrelay.kinds.registry import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet
 from jobrelay.localfleet.shape import FleetShape
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    DEFAULT_CONTROLLER_NAME,
+    NOT_PLACED_ANNOTATION,
+)
 
 DEMO_NAMESPACE = "demo"
 JOB = DEDICATED["Job.v1.batch"]

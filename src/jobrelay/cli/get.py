@@ -30,9 +30,9 @@ from jobrelay.cli.common import (
     run_command,
 )
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kinds.registry import DEDICATED
 from jobrelay.kube.api import ApiClient, ApiError, Resource
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 JOB_KIND = DEDICATED["Job.v1.batch"]
 JOBSET_KIND = DEDICATED["JobSet.v1alpha2.jobset.x-k8s.io"]

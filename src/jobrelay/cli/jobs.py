@@ -10,14 +10,14 @@ import click
 
 from jobrelay.cli.common import manager_client, manager_options
 from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
+from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
 )
-from jobrelay.kinds.registry import DEDICATED
-from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
 
 
 def _workers(obj: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.naming import (
+from jobrelay.vocabulary.names import (
     BLOCKED_ANNOTATION,
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,

@@ -16,7 +16,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import RequestRecord
 from jobrelay.kube.queueing import Backoff, Requeue
@@ -28,6 +27,7 @@ from jobrelay.observe.metrics import (
     StatusCopyClock,
     Stopwatches,
 )
+from jobrelay.vocabulary.placement import placement_of, placements_of
 
 __all__ = ["Instruments", "reconcile_result"]
 
@@ -41,16 +41,6 @@ def reconcile_result(result: float | Backoff | Requeue | None) -> str:
     if isinstance(result, Backoff):
         return "retry"
     return "requeue"
-
-
-def _annotations(obj: JsonObj | None) -> dict[str, str]:
-    if obj is None:
-        return {}
-    return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def _placements(obj: JsonObj | None) -> list[str]:
-    return [c for c in _annotations(obj).get(PLACEMENTS_ANNOTATION, "").split(",") if c]
 
 
 class Instruments:
@@ -78,7 +68,7 @@ class Instruments:
             if obj is None or kind.has_run(obj) or kind.finish(obj) is not None:
                 # Gone, or dispatched (by another replica, say): a later mirror is a re-dispatch.
                 self.unplaced.discard(key)
-            elif not _annotations(obj).get(CLUSTER_ANNOTATION) and not kind.is_suspended(obj):
+            elif not placement_of(obj) and not kind.is_suspended(obj):
                 self.unplaced.start(key)
 
         return handler
@@ -105,7 +95,7 @@ class Instruments:
     def placed(
         self, key: WorkloadKey, obj: JsonObj | None, cluster: str, history: tuple[str, ...]
     ) -> None:
-        before = _placements(obj)
+        before = placements_of(obj)
         if before and len(history) > len(before):
             self.metrics.redispatched.labels(before[-1]).inc()
 
@@ -128,7 +118,7 @@ class Instruments:
             if copied is not None:
                 # The copy users wait for: the workload shows it has finished.
                 self.metrics.status_copy_latency.observe(copied)
-            cluster = _annotations(obj).get(CLUSTER_ANNOTATION, "")
+            cluster = placement_of(obj)
             outcome = "succeeded" if finish.succeeded else "failed"
             self.metrics.finished.labels(cluster, outcome).inc()
             self.unplaced.discard(key)  # finished without a mirror: never dispatched now

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 
-from jobrelay.controller.relay.decide import placement_of
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.queueing import Lane
+from jobrelay.vocabulary.placement import placement_of
 
 __all__ = ["lane_of_change", "needs_resync", "resync_keys"]
 

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 from jobrelay.controller.options import ApiSettings
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, FIELD_MANAGER
 from jobrelay.kube.api import (
     CONFIGMAPS,
     PODS,
@@ -35,6 +34,7 @@ from jobrelay.kube.api import (
     ApiError,
     PatchType,
 )
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER
 from jobrelay.web import relayapi as rules
 from jobrelay.web.apiserver import Answer, ApiServer, Request, Stream
 from jobrelay.web.tls import self_signed, server_context

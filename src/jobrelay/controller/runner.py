@@ -34,7 +34,6 @@ from jobrelay.fleet import registry
 from jobrelay.fleet.eventrelay import EventRelay
 from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
-from jobrelay.kinds.naming import ORIGIN_LABEL, origin_problem
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
@@ -43,6 +42,7 @@ from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
+from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.apiserver import ApiServer
 from jobrelay.web.health import Health, HealthServer, parse_address
 

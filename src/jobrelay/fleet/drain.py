@@ -27,7 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.kinds.naming import mirror_selector
+from jobrelay.vocabulary.names import mirror_selector
+from jobrelay.vocabulary.workercluster import (
+    DrainMode,
+    WorkerClusterSpec,
+    cordon_patch,
+    drain_patch,
+    uncordon_patch,
+)
 
 __all__ = [
     "CleanupResult",
@@ -56,13 +63,6 @@ __all__ = [
 ]
 
 
-class DrainMode(enum.StrEnum):
-    """The values of ``spec.drain`` (absent: not draining)."""
-
-    NOT_STARTED = "NotStarted"
-    ALL = "All"
-
-
 @dataclass(frozen=True, slots=True)
 class WorkerState:
     """What the CLI reads of one WorkerCluster."""
@@ -82,7 +82,6 @@ class WorkerState:
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> WorkerState:
         metadata = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         connected: Mapping[str, Any] = next(
             (c for c in status.get("conditions") or () if c.get("type") == "Connected"), {}
@@ -90,10 +89,11 @@ class WorkerState:
         active = status.get("activeMirrors")
         observed = status.get("observedGeneration")
         generation = metadata.get("generation")
+        wanted = WorkerClusterSpec.of(obj)
         return cls(
             name=str(metadata.get("name", "")),
-            cordoned=bool(spec.get("cordoned")),
-            drain=_drain_mode(spec.get("drain")),
+            cordoned=wanted.cordoned,
+            drain=wanted.drain,
             active_mirrors=active if isinstance(active, int) else None,
             connected=str(connected.get("status") or "Unknown"),
             connected_reason=str(connected.get("reason") or ""),
@@ -104,32 +104,11 @@ class WorkerState:
         )
 
 
-def _drain_mode(value: object) -> DrainMode | None:
-    try:
-        return DrainMode(str(value)) if value else None
-    except ValueError:  # the CRD's enum rules this out; an old or hand-made object may not
-        return None
-
-
 def _mirrors(count: int) -> str:
     return f"{count} unfinished mirror{'' if count == 1 else 's'}"
 
 
 # -- the spec the CLI writes (merge patches) --------------------------------------------
-
-
-def cordon_patch() -> dict[str, Any]:
-    return {"spec": {"cordoned": True}}
-
-
-def uncordon_patch() -> dict[str, Any]:
-    """Cordon off and any drain cancelled (null deletes the field in a merge patch)."""
-    return {"spec": {"cordoned": False, "drain": None}}
-
-
-def drain_patch(mode: DrainMode) -> dict[str, Any]:
-    """A drain cordons too: a workload moved away must not be placed back."""
-    return {"spec": {"cordoned": True, "drain": mode.value}}
 
 
 # -- cordon and uncordon ------------------------------------------------------------------

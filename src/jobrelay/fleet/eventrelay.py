@@ -28,11 +28,11 @@ from jobrelay.fleet.workerevents import (
 )
 from jobrelay.fleet.workers import Worker
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import BLOCKED_ANNOTATION
 from jobrelay.kube.api import ApiClient, ApiError, Resource
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
+from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 
 __all__ = ["EventRelay"]
 

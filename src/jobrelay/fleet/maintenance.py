@@ -20,9 +20,9 @@ from jobrelay.fleet.drain import (
     drain_patch,
     drain_progress,
 )
-from jobrelay.kinds.naming import mirror_selector
 from jobrelay.kinds.registry import parse_kind_name
 from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.vocabulary.names import mirror_selector
 
 __all__ = [
     "CLI_FIELD_MANAGER",

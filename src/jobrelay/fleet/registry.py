@@ -18,7 +18,6 @@ from typing import Any
 import yaml
 
 from jobrelay.fleet import credentials
-from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube import redact
 from jobrelay.kube.api import (
     CRDS,
@@ -29,6 +28,7 @@ from jobrelay.kube.api import (
     ApiError,
     PatchType,
 )
+from jobrelay.vocabulary.names import FIELD_MANAGER
 
 DEFAULT_NAMESPACE = "jobrelay-system"
 CRD_MANIFEST = Path(__file__).with_name("workercluster-crd.yaml")

@@ -34,8 +34,8 @@ from typing import Any
 
 from jobrelay.fleet.registry import RegistryError
 from jobrelay.kinds.base import KindRef
-from jobrelay.kinds.naming import FIELD_MANAGER
 from jobrelay.kube.api import NAMESPACES, SECRETS, ApiClient, PatchType, Resource
+from jobrelay.vocabulary.names import FIELD_MANAGER
 
 DEFAULT_NAMESPACE = "jobrelay-system"
 DEFAULT_ACCOUNT = "jobrelay-worker"

@@ -30,7 +30,6 @@ from typing import Any, Protocol
 from jobrelay.fleet import health, registry
 from jobrelay.fleet.workerevents import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import mirror_selector
 from jobrelay.kube.api import (
     EVENTS,
     NODES,
@@ -52,6 +51,7 @@ from jobrelay.placement.tracker import (
     slim_node,
     slim_pod,
 )
+from jobrelay.vocabulary.names import mirror_selector
 
 _log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
@@ -22,7 +23,6 @@ from jobrelay.kinds.naming import (
     RUN_ANNOTATION,
     controller_label_value,
 )
-from jobrelay.kinds.types import JsonObj
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_LABEL, controller_label_value
 from jobrelay.kube.api import JOBS, SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
+from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_LABEL, controller_label_value
 from tests.kubetools import eventually, gone
 
 pytestmark = pytest.mark.integration

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.kubetools import finished, is_true, job_manifest, wait_for
 
 pytestmark = pytest.mark.integration

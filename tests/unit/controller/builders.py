@@ -32,14 +32,15 @@ from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.mirrors import mirror_metadata
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
 )
-from jobrelay.kinds.types import JsonObj
-from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.vocabulary.workercluster import drain_mode
 
 CONTROLLER = "jobrelay.dev/relay"
 NAMESPACE = "team-a"
@@ -291,7 +292,7 @@ def worker(
         cordoned=cordoned,
         lost=lost,
         lost_in=0.0 if lost else lost_in,
-        drain=drain,
+        drain=drain_mode(drain),
         vanished=vanished,
         load=load,
         capacity=capacity,

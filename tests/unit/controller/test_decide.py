@@ -41,7 +41,7 @@ from tests.unit.controller.builders import (
     worker,
 )
 
-from jobrelay.controller.relay.decide import decide, placement_of, placements_of, with_placement
+from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import (
     CreateMirror,
     DeleteMirror,
@@ -61,9 +61,10 @@ from jobrelay.controller.relay.snapshot import Settings, WorkerState
 from jobrelay.kinds.admission import ALLOWED, Verdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, ORIGIN_UID_LABEL
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, ORIGIN_UID_LABEL
+from jobrelay.vocabulary.placement import placement_of, placements_of, with_placement
 
 UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
 # What a held workload's plan does besides its Event: a log line, and the reason on the object.

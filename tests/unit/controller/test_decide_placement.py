@@ -25,10 +25,10 @@ from jobrelay.controller.relay.plan import (
     Terminal,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
-from jobrelay.kinds.naming import NOT_PLACED_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.workload import Choice, Invalid, Taint
+from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 RUNNING: JsonObj = {"startTime": "2026-03-01T12:00:00Z", "active": 1, "ready": 0}
 LONG = 600.0  # seconds unschedulable: past the 300 s pending timeout

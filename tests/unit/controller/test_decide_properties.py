@@ -41,7 +41,7 @@ from tests.unit.controller.builders import CONTROLLER, NOW, SETTINGS
 from tests.unit.kinds.job.jobsim import management_job, ts
 from tests.unit.kinds.job.strategies import histories
 
-from jobrelay.controller.relay.decide import decide, placement_of, placements_of
+from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import (
     CreateMirror,
     DeleteMirror,
@@ -50,17 +50,14 @@ from jobrelay.controller.relay.plan import (
     ReadFresh,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import (
-    DRAIN_ALL,
-    DRAIN_NOT_STARTED,
-    Snapshot,
-    WorkerState,
-)
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
 from jobrelay.kinds.admission import ALLOWED, Verdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.patches import apply_merge_patch
+from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_UID_LABEL,
@@ -68,8 +65,8 @@ from jobrelay.kinds.naming import (
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
-from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.placement import placement_of, placements_of
+from jobrelay.vocabulary.workercluster import DrainMode
 
 PROPERTY_SETTINGS = settings(max_examples=500, deadline=None, derandomize=True)
 
@@ -156,7 +153,7 @@ def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -
         connected=connected,
         lost=lost,
         lost_in=None if connected else (0.0 if lost else draw(st.floats(1, 900))),
-        drain=draw(st.sampled_from(["", "", "", DRAIN_NOT_STARTED, DRAIN_ALL])),
+        drain=draw(st.sampled_from([None, None, None, DrainMode.NOT_STARTED, DrainMode.ALL])),
         vanished=vanished,
         cordoned=draw(st.integers(0, 4)) == 0,
         load=draw(st.integers(0, 3)),

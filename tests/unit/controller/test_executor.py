@@ -34,9 +34,9 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 
 KEY = key_of(JOB)
 JOB_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}"

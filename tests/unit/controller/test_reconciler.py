@@ -45,10 +45,10 @@ from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_no
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import ApiError
 from jobrelay.kube.queueing import Backoff, Lane, Requeue
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 
 KEY = key_of(JOB)
 HELD_RETRY = Requeue(SETTINGS.unplaceable_retry, Lane.BACKGROUND)

@@ -14,11 +14,11 @@ from tests.unit.placement.support import node
 
 from jobrelay.controller.relay.executor import Reservations
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kinds.naming import NOT_PLACED_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))
 FREE = WorkerCapacity((node("n1", "4"),))

@@ -30,7 +30,7 @@ from jobrelay.fleet.drain import (
     uncordon_message,
     uncordon_patch,
 )
-from jobrelay.kinds.naming import mirror_selector
+from jobrelay.vocabulary.names import mirror_selector
 
 LOST = "2026-01-01T00:00:00Z"
 

@@ -24,8 +24,8 @@ from jobrelay.fleet import registry
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
 from jobrelay.kinds.base import KindRef, WorkloadKey
 from jobrelay.kinds.generic import GenericKind
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiOptions, Resource
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 
 NAMESPACE = "jobrelay-system"
 WIDGET = GenericKind(KindRef("example.com", "v1", "Widget", "widgets"))

@@ -19,9 +19,9 @@ from tests.unit.fleet.test_workers import (
 )
 
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import NODES, PODS, ApiOptions
 from jobrelay.placement.tracker import JOB_NAME_LABEL, OwnedPods
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 NODES_PATH = collection_path(NODES)
 PODS_PATH = collection_path(PODS)

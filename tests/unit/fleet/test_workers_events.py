@@ -9,9 +9,9 @@ from tests.unit.fleet.test_workers import NAMESPACE, WIDGET, WORKER, Fleet, mirr
 
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.naming import DEFAULT_CONTROLLER_NAME
 from jobrelay.kube.api import EVENTS, ApiOptions
 from jobrelay.kube.watching import InformerEvent
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 EVENTS_PATH = collection_path(EVENTS)
 

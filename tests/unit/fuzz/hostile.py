@@ -21,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from jobrelay.kinds.naming import (
+from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, worker_maps
 
 from jobrelay.kinds import mirrors
-from jobrelay.kinds.naming import CARRIED_OVER_ANNOTATION, RUN_ANNOTATION
+from jobrelay.vocabulary.names import CARRIED_OVER_ANNOTATION, RUN_ANNOTATION
 
 CONTROLLER = "jobrelay.dev/relay"
 

@@ -8,8 +8,8 @@ import pytest
 
 from jobrelay.kinds.base import Finish, KindRef
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
-from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL
 
 REF = KindRef("example.com", "v1beta1", "Widget", "widgets")
 KIND = GenericKind(REF)

@@ -8,8 +8,8 @@ import pytest
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.naming import MIRROR_LABEL, ORIGIN_UID_LABEL
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_UID_LABEL
 
 KIND = JobKind()
 NOW = "2026-03-01T12:10:00Z"

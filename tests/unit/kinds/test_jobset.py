@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_LABEL,
     ORIGIN_UID_LABEL,
 )
-from jobrelay.kinds.types import JsonObj
 
 KIND = JobSetKind()
 NOW = "2026-03-01T12:10:00Z"

@@ -40,10 +40,15 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import DRAIN_ALL, Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
-from jobrelay.kinds.naming import (
+from jobrelay.kinds.patches import merge_patch
+from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.decision import Decision, place
+from jobrelay.placement.model import NOT_KNOWN, Cluster
+from jobrelay.placement.workload import Invalid, PodGroup, read_workload
+from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
@@ -51,11 +56,8 @@ from jobrelay.kinds.naming import (
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
-from jobrelay.kinds.patches import merge_patch
-from jobrelay.kinds.types import JsonObj
-from jobrelay.placement.decision import Decision, place
-from jobrelay.placement.model import NOT_KNOWN, Cluster
-from jobrelay.placement.workload import Invalid, PodGroup, read_workload
+from jobrelay.vocabulary.placement import placement_of, placements_of, with_placement
+from jobrelay.vocabulary.workercluster import DrainMode
 
 
 def _meta(obj: JsonObj) -> dict[str, Any]:
@@ -66,34 +68,6 @@ def _meta(obj: JsonObj) -> dict[str, Any]:
 def _annotations(obj: JsonObj) -> dict[str, Any]:
     annotations: dict[str, Any] = _meta(obj).get("annotations") or {}
     return annotations
-
-
-def placement_of(obj: JsonObj) -> str:
-    """The worker the object is placed on (its placement annotation), or ``""``."""
-    return str(_annotations(obj).get(CLUSTER_ANNOTATION) or "")
-
-
-def placements_of(obj: JsonObj) -> tuple[str, ...]:
-    """Every worker the object was placed on, in order; the current one last.
-
-    An object placed before the history was kept shows its one placement.
-    """
-    text = str(_annotations(obj).get(PLACEMENTS_ANNOTATION) or "")
-    history = tuple(name for name in text.split(",") if name)
-    if history:
-        return history
-    cluster = placement_of(obj)
-    return (cluster,) if cluster else ()
-
-
-def with_placement(obj: JsonObj, cluster: str, history: tuple[str, ...]) -> JsonObj:
-    metadata = _meta(obj)
-    annotations = {
-        **(metadata.get("annotations") or {}),
-        CLUSTER_ANNOTATION: cluster,
-        PLACEMENTS_ANNOTATION: ",".join(history),
-    }
-    return {**obj, "metadata": {**metadata, "annotations": annotations}}
 
 
 def decide(s: Snapshot) -> Plan:
@@ -354,7 +328,7 @@ def _why_leave(
     mirror = (
         worker.seen if _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))) else None
     )
-    if worker.drain == DRAIN_ALL or mirror is None or not s.kind.has_started(mirror):
+    if worker.drain is DrainMode.ALL or mirror is None or not s.kind.has_started(mirror):
         return _Leave(f"worker cluster {cluster} is being drained", lost=False)
     return None
 

@@ -38,11 +38,15 @@ from jobrelay.fleet import health
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.naming import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.kube.events import EventRecorder
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    NOT_PLACED_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+)
 
 _log = logging.getLogger(__name__)
 

@@ -50,6 +50,7 @@ from jobrelay.placement.workload import (
     read_choice,
     read_workload,
 )
+from jobrelay.vocabulary.workercluster import drain_mode
 
 _log = logging.getLogger(__name__)
 
@@ -332,7 +333,7 @@ class Reconciler:
                     cordoned=view.cordoned,
                     lost=view.lost,
                     lost_in=None if view.lost_in is None else max(0.0, view.lost_in),
-                    drain=view.drain,
+                    drain=drain_mode(view.drain),
                     load=(worker.active_mirrors() if worker is not None else 0)
                     + self._executor.reservations.count(view.name),
                     labels=view.labels,

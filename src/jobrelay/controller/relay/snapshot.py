@@ -15,6 +15,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.workload import Choice, Invalid
+from jobrelay.vocabulary.workercluster import DrainMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +35,6 @@ class Settings:
     status_batch_period: float
 
 
-# Values of WorkerCluster spec.drain: move the workloads whose mirror has not
-# started, or all of them (counters carried over).
-DRAIN_NOT_STARTED = "NotStarted"
-DRAIN_ALL = "All"
-
-
 @dataclass(frozen=True, slots=True)
 class WorkerState:
     """One registered worker as this reconcile sees it."""
@@ -54,8 +49,8 @@ class WorkerState:
     lost: bool = False
     # Not connected, not lost yet: seconds until it is declared lost.
     lost_in: float | None = None
-    # Its WorkerCluster's spec.drain ("" when not draining).
-    drain: str = ""
+    # Its WorkerCluster's spec.drain (None when not draining).
+    drain: DrainMode | None = None
     # Unfinished mirrors there (every kind) plus placements not visible yet.
     load: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from jobrelay.kinds.job.conditions import COMPLETE, FAILED, finished_condition
 from jobrelay.kinds.job.contract import status_violations
 from jobrelay.kinds.job.mirror import build_mirror
 from jobrelay.kinds.job.status import failed_status, is_finished, next_status
-from jobrelay.kinds.naming import CARRIED_OVER_ANNOTATION, RUN_ANNOTATION
+from jobrelay.vocabulary.names import CARRIED_OVER_ANNOTATION, RUN_ANNOTATION
 
 CONTROLLER = "jobrelay.dev/relay"
 

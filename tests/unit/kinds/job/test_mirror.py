@@ -14,7 +14,7 @@ from jobrelay.kinds.job.mirror import (
     is_ours,
     mirror_spec_patch,
 )
-from jobrelay.kinds.naming import (
+from jobrelay.vocabulary.names import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
     ORIGIN_LABEL,

@@ -10,7 +10,6 @@ import functools
 import re
 
 DEFAULT_CONTROLLER_NAME = "jobrelay.dev/relay"
-BUILTIN_CONTROLLER_NAME = "kubernetes.io/job-controller"
 
 # On the management Job: the worker cluster that holds (or held) its mirror.
 CLUSTER_ANNOTATION = "jobrelay.dev/cluster"

@@ -1,0 +1,7 @@
+"""The project's vocabulary, pure: the names jobrelay writes on objects and what they mean.
+
+Each meaning has one home here: the label and annotation keys (``names``), a
+typed view over any raw object's metadata (``meta``), reading and writing the
+placement annotations (``placement``), and the values of a WorkerCluster's
+spec (``workercluster``). Nothing here does I/O or reads a clock.
+"""
