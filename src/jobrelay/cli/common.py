@@ -51,10 +51,8 @@ def manager_client(kubeconfig: Path | None, context: str | None) -> ApiClient:
         raise click.ClickException(f"{error} (pass --kubeconfig)") from error
 
 
-# Exit codes scripts can rely on (click itself exits 2 on a usage error).
-EXIT_OK = 0
-EXIT_ERROR = 1  # the apiserver refused or could not be reached, or anything else went wrong
-EXIT_USAGE = 2  # a wrong flag or argument
+# Exit codes scripts can rely on: 0 done, 1 the apiserver refused or could not be reached
+# (or anything else went wrong), 2 a wrong flag or argument (click's own), and:
 EXIT_NOT_FOUND = 3  # the named object does not exist
 
 

@@ -17,7 +17,7 @@ import click
 
 from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
-from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet

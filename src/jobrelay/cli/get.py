@@ -30,7 +30,7 @@ from jobrelay.cli.common import (
     run_command,
 )
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.api import ApiClient, ApiError, Resource
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 

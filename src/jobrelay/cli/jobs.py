@@ -10,7 +10,7 @@ import click
 
 from jobrelay.cli.common import manager_client, manager_options
 from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
-from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kinds.registry import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
+from jobrelay.kinds.catalog import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 

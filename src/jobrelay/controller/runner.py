@@ -34,14 +34,14 @@ from jobrelay.fleet import registry
 from jobrelay.fleet.eventrelay import EventRelay
 from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
-from jobrelay.kinds.registry import parse_kind_name
+from jobrelay.kinds.catalog import parse_kind_name
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.watching import Informer, InformerEvent
-from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerState
+from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLiveness
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.apiserver import ApiServer
 from jobrelay.web.health import Health, HealthServer, parse_address
@@ -288,7 +288,7 @@ class Controller:
             queue_in_progress=self.queue.in_progress,
             queue_oldest_age=self.queue.oldest_age(),
             held=len(self.reconciler.held()),
-            workers=tuple(WorkerState(v.name, v.connected, v.lost) for v in self.pool.views()),
+            workers=tuple(WorkerLiveness(v.name, v.connected, v.lost) for v in self.pool.views()),
         )
 
     def may_write(self) -> bool:

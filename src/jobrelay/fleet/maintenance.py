@@ -20,7 +20,7 @@ from jobrelay.fleet.drain import (
     drain_patch,
     drain_progress,
 )
-from jobrelay.kinds.registry import parse_kind_name
+from jobrelay.kinds.catalog import parse_kind_name
 from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
 from jobrelay.vocabulary.names import mirror_selector
 

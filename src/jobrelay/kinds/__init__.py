@@ -4,7 +4,7 @@ Nothing here does I/O; an import-linter contract keeps the kube layer out.
 """
 
 from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKey, WorkloadKind
-from jobrelay.kinds.registry import DEFAULT_KINDS, KindError, kinds_from_names
+from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
 from jobrelay.kinds.types import JsonObj
 
 __all__ = [

@@ -44,7 +44,7 @@ _MAX_MESSAGE = 1024
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class AdmissionVerdict:
     """What the manager's admission said of the workload's pods.
 
     Not ``allowed``: no worker may run them yet, and ``reason``/``message`` say why:
@@ -57,7 +57,7 @@ class Verdict:
     message: str = ""
 
 
-ALLOWED = Verdict(allowed=True)
+ALLOWED = AdmissionVerdict(allowed=True)
 
 
 def probe_pods(templates: list[JsonObj], namespace: str) -> list[JsonObj]:
@@ -78,12 +78,12 @@ def probe_pods(templates: list[JsonObj], namespace: str) -> list[JsonObj]:
     return pods
 
 
-def verdict_of_refusal(code: int, reason: str, message: str) -> Verdict | None:
+def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict | None:
     """The verdict an apiserver refusal of a probe pod means; None when it says nothing
     about admission (a time-out, a 5xx: ask again later)."""
     text = _FORBIDDEN_PREFIX.sub("", message)[:_MAX_MESSAGE]
     if code == 403 and _RBAC_REFUSAL.search(message):
-        return Verdict(
+        return AdmissionVerdict(
             allowed=False,
             reason=ADMISSION_UNCHECKED,
             message=(
@@ -97,7 +97,7 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> Verdict | None:
         # Quota is checked after every policy, so the policies admitted it.
         return ALLOWED
     if code == 403 and "violates PodSecurity" in message:
-        return Verdict(
+        return AdmissionVerdict(
             allowed=False,
             reason=POD_SECURITY_VIOLATION,
             message=(
@@ -106,7 +106,7 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> Verdict | None:
             ),
         )
     if code in (400, 403, 422):
-        return Verdict(
+        return AdmissionVerdict(
             allowed=False,
             reason=ADMISSION_REFUSED,
             message=(

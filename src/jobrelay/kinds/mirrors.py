@@ -26,24 +26,6 @@ from jobrelay.vocabulary.names import (
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
-# Metadata the apiserver sets or that only means something on the management
-# cluster: a mirror is created without any of it.
-SERVER_SET_METADATA = frozenset(
-    {
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "managedFields",
-        "selfLink",
-        "ownerReferences",
-        "finalizers",
-        "generateName",
-    }
-)
-
 
 def mirror_metadata(
     obj: JsonObj,

@@ -31,7 +31,7 @@ __all__ = [
     "Metrics",
     "StatusCopyClock",
     "Stopwatches",
-    "WorkerState",
+    "WorkerLiveness",
     "exposed_names",
 ]
 
@@ -48,7 +48,7 @@ K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerState:
+class WorkerLiveness:
     name: str
     connected: bool
     lost: bool
@@ -65,7 +65,7 @@ class ControllerState:
     queue_in_progress: int  # keys being reconciled
     queue_oldest_age: float  # seconds the oldest ready key has waited (0: none)
     held: int  # workloads no worker can take now
-    workers: tuple[WorkerState, ...] = ()
+    workers: tuple[WorkerLiveness, ...] = ()
 
 
 def _gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:

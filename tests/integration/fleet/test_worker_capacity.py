@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
-from jobrelay.kinds.registry import kinds_from_names
+from jobrelay.kinds.catalog import kinds_from_names
 from jobrelay.kube.api import NODES, PODS, WORKER_CLUSTERS, ApiClient
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME

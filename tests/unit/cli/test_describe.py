@@ -12,7 +12,7 @@ from tests.unit.cli.fakes import FakeApiserver
 from jobrelay.cli import describe as describe_cli
 from jobrelay.cli.describe import WorkerSide, render
 from jobrelay.cli.main import cli
-from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kinds.catalog import DEDICATED
 
 JOB = DEDICATED["Job.v1.batch"]
 JOBS = "batch/v1/jobs"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from jobrelay.cli import workloads
 from jobrelay.cli.workloads import Standing, State, human_duration, standing
-from jobrelay.kinds.registry import DEDICATED
+from jobrelay.kinds.catalog import DEDICATED
 
 JOB = DEDICATED["Job.v1.batch"]
 JOBSET = DEDICATED["JobSet.v1alpha2.jobset.x-k8s.io"]

@@ -26,7 +26,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
-from jobrelay.kinds.admission import ALLOWED, Verdict
+from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import KindRef, WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
@@ -314,7 +314,7 @@ def snapshot(
     fresh: bool = False,
     probed: bool = False,
     deleting: frozenset[str] = frozenset(),
-    admission: Verdict | None = ALLOWED,
+    admission: AdmissionVerdict | None = ALLOWED,
 ) -> Snapshot:
     """A snapshot whose workload's pods the manager admits, unless ``admission`` says
     otherwise (None: not asked yet)."""

@@ -58,7 +58,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, WorkerState
-from jobrelay.kinds.admission import ALLOWED, Verdict
+from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.patches import apply_merge_patch
@@ -92,7 +92,7 @@ class Case:
     probed: bool = False
     deleting: frozenset[str] = frozenset()
     release: bool | None = None  # None: not stated by the row
-    admission: Verdict | None = ALLOWED
+    admission: AdmissionVerdict | None = ALLOWED
 
 
 w = worker
@@ -115,12 +115,12 @@ FAILURE_TARGET_ONLY: JsonObj = {
 PLACED_FRESH_NEVER_RAN = job(placed="w1")
 OLD_MIRROR = mirror(job(uid=OLD_UID), uid="m-0")
 
-REFUSED = Verdict(
+REFUSED = AdmissionVerdict(
     allowed=False,
     reason="PodSecurityViolation",
     message='... violates PodSecurity "restricted:latest": privileged (container "main" ...)',
 )
-UNCHECKED = Verdict(allowed=False, reason="PodAdmissionUnchecked", message="...")
+UNCHECKED = AdmissionVerdict(allowed=False, reason="PodAdmissionUnchecked", message="...")
 
 CASES: dict[str, Case] = {
     "not placed, admission not asked yet: ask the manager's admission before placing": Case(

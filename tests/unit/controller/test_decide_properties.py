@@ -51,7 +51,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
-from jobrelay.kinds.admission import ALLOWED, Verdict
+from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of
@@ -209,7 +209,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     )
 
 
-REFUSED = Verdict(allowed=False, reason="PodSecurityViolation", message="violates PodSecurity")
+REFUSED = AdmissionVerdict(
+    allowed=False, reason="PodSecurityViolation", message="violates PodSecurity"
+)
 
 
 # -- what the properties look at -----------------------------------------------------

@@ -6,10 +6,10 @@ import pytest
 
 from jobrelay.kinds import DEFAULT_KINDS, KindError, kinds_from_names
 from jobrelay.kinds.base import KindRef
+from jobrelay.kinds.catalog import DEDICATED, default_plural, parse_kind_name
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.registry import DEDICATED, default_plural, parse_kind_name
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from jobrelay.observe.metrics import (
     Metrics,
     StatusCopyClock,
     Stopwatches,
-    WorkerState,
+    WorkerLiveness,
 )
 
 
@@ -75,7 +75,7 @@ def test_state_gauges_are_read_at_each_scrape() -> None:
     state = ControllerState(
         leader=True, ready=True, queue_depth=3, queue_delayed=2, queue_in_progress=1,
         queue_oldest_age=4.5, held=7,
-        workers=(WorkerState("worker-1", True, False), WorkerState("worker-2", False, True)),
+        workers=(WorkerLiveness("worker-1", True, False), WorkerLiveness("worker-2", False, True)),
     )  # fmt: skip
     current = [state]
     metrics = Metrics(lambda: current[0])

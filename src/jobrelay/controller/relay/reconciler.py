@@ -32,7 +32,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
 from jobrelay.fleet.workers import Worker, WorkerPool
-from jobrelay.kinds.admission import ALLOWED, Verdict, probe_pods, verdict_of_refusal
+from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
@@ -425,7 +425,7 @@ class Reconciler:
         )
         return dataclasses.replace(snapshot, workers=workers)
 
-    async def _admission(self, kind: WorkloadKind, obj: JsonObj) -> Verdict:
+    async def _admission(self, kind: WorkloadKind, obj: JsonObj) -> AdmissionVerdict:
         """The manager's admission's verdict on the workload's pods: a dry-run create of a
         Pod from each pod template in its namespace. An allowed generation is remembered;
         a refusal is asked again on the next placement attempt."""

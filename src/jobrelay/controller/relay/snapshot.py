@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jobrelay.kinds.admission import Verdict
+from jobrelay.kinds.admission import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
@@ -97,7 +97,7 @@ class Snapshot:
     probed: bool = False
     # What the manager's admission says of pods made from the object's pod templates
     # (a dry-run create), once asked: a workload is first placed only when allowed.
-    admission: Verdict | None = None
+    admission: AdmissionVerdict | None = None
     # The namespace's placement policy (its annotations), or why it cannot be read.
     policy: Choice | Invalid = field(default_factory=Choice)
     # Why the workload was last reported held (a signature of the decision), so the
