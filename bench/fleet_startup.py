@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobrelay.localfleet import binaries, processes
-from jobrelay.localfleet.fleet import LocalFleet
+from jobrelay.localfleet import processes
+from jobrelay.localfleet.binaries import resolver
+from jobrelay.localfleet.orchestration import LocalFleet
 
 STARTUP_BUDGET_SECONDS = 60.0
 RSS_BUDGET_BYTES = 3 * 1024**3
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=20.0, help="seconds idle before re-measuring")
     options = parser.parse_args(argv)
     # Fail at once, before any fleet starts, if the cache is cold.
-    binaries.resolve(build=False)
+    resolver.resolve(build=False)
     # Other work on the machine slows start-up: the table reports the load alongside.
     load_at_start = os.getloadavg()[0]
     runs = []

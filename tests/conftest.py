@@ -26,8 +26,9 @@ import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
 from jobrelay.localfleet import shape
-from jobrelay.localfleet.cluster import Credential
-from jobrelay.localfleet.fleet import LocalFleet, NodeShape
+from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.localfleet.fleet_state import NodeShape
+from jobrelay.localfleet.orchestration import LocalFleet
 
 TEST_WORKERS = 2
 SHAPES = Path(__file__).parent / "e2e" / "shapes"

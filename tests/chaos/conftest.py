@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from jobrelay.localfleet.fleet import LocalFleet, NodeShape
+from jobrelay.localfleet.fleet_state import NodeShape
+from jobrelay.localfleet.orchestration import LocalFleet
 
 CHAOS_WORKERS = 3
 # Room for every pod at once on every worker: placement, not capacity, is under test.

@@ -97,7 +97,8 @@ from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kube.api import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUSTERS, ApiClient, ApiError
 from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import MANAGER, LocalFleet
+from jobrelay.localfleet.orchestration import LocalFleet
+from jobrelay.localfleet.shape import MANAGER
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, ORIGIN_UID_LABEL
 from tests.chaos.verdicts import (
     Counts,

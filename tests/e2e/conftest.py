@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.cluster_files import Credential
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay
 

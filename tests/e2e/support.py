@@ -26,7 +26,7 @@ import httpx2
 
 from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
 from jobrelay.localfleet import processes
-from jobrelay.localfleet.fleet import LocalFleet
+from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,

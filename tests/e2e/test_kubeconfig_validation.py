@@ -37,7 +37,7 @@ import yaml
 
 from jobrelay.fleet import registry
 from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.cluster_files import Credential
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess
 from tests.e2e.test_worker_connection import register_raw, rotate

@@ -20,7 +20,7 @@ import yaml
 
 from jobrelay.fleet import registry
 from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, PatchType
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import LeakWatch

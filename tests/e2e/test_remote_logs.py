@@ -32,12 +32,8 @@ from jobrelay.controller.relayapi import API_CONFIGMAP, POD_HEADER
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kube.api import CONFIGMAPS, PODS, ApiError, PatchType, Resource
 from jobrelay.localfleet import pki
-from jobrelay.localfleet.cluster import (
-    SIMULATED_LOG,
-    SIMULATED_PREVIOUS_LOG,
-    Credential,
-    write_kubeconfig,
-)
+from jobrelay.localfleet.cluster import SIMULATED_LOG, SIMULATED_PREVIOUS_LOG, write_kubeconfig
+from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets

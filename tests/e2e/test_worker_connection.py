@@ -48,7 +48,7 @@ from jobrelay.kube.api import (
     PatchType,
 )
 from jobrelay.localfleet import pki
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay, placement

@@ -19,9 +19,10 @@ from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
-from jobrelay.localfleet.binaries import BinaryError
-from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet
-from jobrelay.localfleet.shape import FleetShape
+from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.fleet_state import FleetError
+from jobrelay.localfleet.orchestration import LocalFleet
+from jobrelay.localfleet.shape import MANAGER, FleetShape
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,

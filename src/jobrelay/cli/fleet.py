@@ -8,15 +8,12 @@ from pathlib import Path
 
 import click
 
-from jobrelay.localfleet import binaries, cluster, shape
-from jobrelay.localfleet.binaries import BinaryError
-from jobrelay.localfleet.fleet import (
-    DEFAULT_WORKERS,
-    MANAGER,
-    FleetError,
-    LocalFleet,
-    NodeShape,
-)
+from jobrelay.localfleet import cluster, shape
+from jobrelay.localfleet.binaries import resolver
+from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.fleet_state import DEFAULT_WORKERS, FleetError, NodeShape
+from jobrelay.localfleet.orchestration import LocalFleet
+from jobrelay.localfleet.shape import MANAGER
 
 state_dir_option = click.option(
     "--state-dir",
@@ -152,7 +149,7 @@ def up(
 def build() -> None:
     """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet runs."""
     try:
-        found = binaries.resolve(_progress)
+        found = resolver.resolve(_progress)
     except BinaryError as error:
         raise click.ClickException(str(error)) from error
     for name, path in vars(found).items():

@@ -1,24 +1,23 @@
 """One local cluster: its files on disk and the command lines of its components.
 
 A cluster is etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-kwok (simulated nodes and pods) and the JobSet controller (see ``jobset``), all
+kwok (simulated nodes and pods) and the JobSet controller (see ``jobset_controller``), all
 on 127.0.0.1, with TLS from the fleet's CA and RBAC on.
 
 Clients authenticate with a client certificate or a static bearer token: each
-cluster has a kubeconfig per :class:`Credential`.
+cluster has a kubeconfig per :class:`~jobrelay.localfleet.cluster_files.Credential`.
 """
 
 from __future__ import annotations
 
 import datetime
-import enum
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from jobrelay.localfleet import jobset, pki
-from jobrelay.localfleet.binaries import Binaries
+from jobrelay.localfleet import jobset_controller, pki
+from jobrelay.localfleet.binaries.resolver import Binaries
+from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
 
 SERVICE_CIDR = "10.96.0.0/16"
 COMPONENTS = (
@@ -27,7 +26,7 @@ COMPONENTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
-    jobset.COMPONENT,
+    jobset_controller.COMPONENT,
 )
 PORT_NAMES = (
     "etcd-client",
@@ -36,7 +35,7 @@ PORT_NAMES = (
     "controller-manager",
     "scheduler",
     "kwok",
-    *jobset.PORT_NAMES,
+    *jobset_controller.PORT_NAMES,
 )
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 # Belt and braces with the apiserver's WatchList=false: kwok's client-go should
@@ -44,68 +43,10 @@ KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
 ENVIRONMENT = {"kwok": {"KUBE_FEATURE_WatchListClient": "false"}}
 
 
-class Credential(enum.StrEnum):
-    """What a kubeconfig of a local cluster authenticates with."""
-
-    # The admin client certificate (group system:masters): DIR/<cluster>.kubeconfig.
-    CERT = "cert"
-    # A bearer token of an admin-equivalent user (group system:masters).
-    TOKEN = "token"
-    # A bearer token of a user no RBAC rule grants anything (only what every
-    # authenticated user may do, such as GET /version).
-    NO_RIGHTS_TOKEN = "no-rights-token"
-
-
 TOKEN_USERS = {
     Credential.TOKEN: pki.TokenUser("jobrelay-token-admin", ("system:masters",)),
     Credential.NO_RIGHTS_TOKEN: pki.TokenUser("jobrelay-no-rights"),
 }
-
-
-@dataclass(frozen=True)
-class ClusterFiles:
-    """Where one cluster keeps its data, certificates, kubeconfigs and logs."""
-
-    state_dir: Path
-    name: str
-
-    @property
-    def root(self) -> Path:
-        return self.state_dir / self.name
-
-    @property
-    def admin_kubeconfig(self) -> Path:
-        return self.state_dir / f"{self.name}.kubeconfig"
-
-    @property
-    def etcd_data(self) -> Path:
-        return self.root / "etcd"
-
-    @property
-    def pki(self) -> Path:
-        return self.root / "pki"
-
-    def log(self, component: str) -> Path:
-        return self.root / "logs" / f"{component}.log"
-
-    def kubeconfig(self, component: str) -> Path:
-        return self.root / f"{component}.kubeconfig"
-
-    @property
-    def kwok_logs(self) -> Path:
-        """kwok's second --config: the ClusterLogs that answer every pod's pods/log."""
-        return self.root / "kwok-logs.yaml"
-
-    @property
-    def token_file(self) -> Path:
-        """The apiserver's ``--token-auth-file``."""
-        return self.pki / "tokens.csv"
-
-    def credential_kubeconfig(self, credential: Credential) -> Path:
-        """The kubeconfig for a person or a test, authenticating with ``credential``."""
-        if credential is Credential.CERT:
-            return self.admin_kubeconfig
-        return self.root / f"{credential.value}.kubeconfig"
 
 
 def write_kubeconfig(
@@ -161,7 +102,9 @@ def prepare(
         "kube-scheduler": pki.issue(
             ca, files.pki, "scheduler", common_name="system:kube-scheduler"
         ),
-        jobset.COMPONENT: pki.issue(ca, files.pki, jobset.COMPONENT, common_name=jobset.USER),
+        jobset_controller.COMPONENT: pki.issue(
+            ca, files.pki, jobset_controller.COMPONENT, common_name=jobset_controller.USER
+        ),
     }
     for component, identity in identities.items():
         write_kubeconfig(
@@ -194,7 +137,7 @@ def prepare(
         "leaderElection": {"leaderElect": False},
     }
     (files.root / "scheduler.yaml").write_text(yaml.safe_dump(scheduler_config))
-    jobset.prepare(files, ca=ca, ports=ports)
+    jobset_controller.prepare(files, ca=ca, ports=ports)
     # kwok's server is each node's "kubelet": the apiserver proxies pods/log to it over
     # HTTPS (it does not verify a kubelet's certificate without --kubelet-certificate-authority).
     pki.issue(ca, files.pki, "kwok", common_name="kwok", server_hosts=("127.0.0.1", "localhost"))
@@ -332,7 +275,7 @@ def commands(
             # Room for the pod IPs of thousands of short-lived benchmark pods.
             "--cidr=10.0.0.1/16",
         ],
-        jobset.COMPONENT: jobset.command(files, binaries.jobset_controller),
+        jobset_controller.COMPONENT: jobset_controller.command(files, binaries.jobset_controller),
     }
 
 
@@ -344,5 +287,5 @@ def health_urls(ports: dict[str, int]) -> dict[str, str]:
         "kube-controller-manager": f"https://127.0.0.1:{ports['controller-manager']}/healthz",
         "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
         "kwok": f"https://127.0.0.1:{ports['kwok']}/healthz",
-        jobset.COMPONENT: jobset.health_url(ports),
+        jobset_controller.COMPONENT: jobset_controller.health_url(ports),
     }

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.cluster_files import Credential
 
 pytestmark = pytest.mark.integration
 

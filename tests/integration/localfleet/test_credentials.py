@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from jobrelay.kube.api import JOBS, ApiClient, ApiError
-from jobrelay.localfleet.cluster import TOKEN_USERS, Credential
+from jobrelay.localfleet.cluster import TOKEN_USERS
+from jobrelay.localfleet.cluster_files import Credential
 from tests.conftest import FleetHandle
 
 pytestmark = pytest.mark.integration

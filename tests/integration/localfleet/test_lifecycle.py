@@ -22,9 +22,12 @@ from click.testing import CliRunner
 
 from jobrelay.cli.fleet import fleet as fleet_cli
 from jobrelay.kube.api import NAMESPACES, WORKER_CLUSTERS, ApiClient, Resource
-from jobrelay.localfleet import binaries, cluster, processes
-from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet, NodeShape
+from jobrelay.localfleet import cluster, processes
+from jobrelay.localfleet.binaries import resolver
+from jobrelay.localfleet.fleet_state import FleetError, NodeShape
+from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.processes import ProcessRecord
+from jobrelay.localfleet.shape import MANAGER
 
 pytestmark = pytest.mark.integration
 
@@ -224,7 +227,7 @@ def test_a_recorded_port_taken_while_stopped_is_named_on_restart(small_fleet: Pa
 def test_component_failing_at_start_stops_the_half_started_fleet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = binaries.resolve(build=False)
+    real = resolver.resolve(build=False)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "kube-apiserver").symlink_to(real.kube_apiserver)

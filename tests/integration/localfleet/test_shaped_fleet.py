@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from jobrelay.cli.fleet import fleet as fleet_cli
 from jobrelay.kube.api import NODES, WORKER_CLUSTERS
 from jobrelay.localfleet import nodes, shape
-from jobrelay.localfleet.fleet import LocalFleet
+from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.placement import units
 from tests.conftest import PLACEMENT_SHAPE, FleetHandle
 

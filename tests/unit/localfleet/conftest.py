@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from tests.unit.localfleet.fakes import (
     VERSIONS,
     FakeBinaries,
     jobset_module_info,
+    write_fake_go,
     write_fake_manifests,
     write_go_binary,
     write_script,
@@ -16,9 +18,18 @@ from tests.unit.localfleet.fakes import (
 
 
 @pytest.fixture
-def fake_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBinaries:
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake ``go`` first on PATH, reading the module information of fake Go binaries."""
+    go = write_fake_go(tmp_path / "fakego")
+    monkeypatch.setenv("PATH", f"{go.parent}:{os.environ.get('PATH', '')}")
+    return go
+
+
+@pytest.fixture
+def fake_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_go: Path) -> FakeBinaries:
     """Point JOBRELAY_K8S_BIN_DIR, JOBRELAY_ETCD_BINARY, JOBRELAY_KWOK_BINARY and
-    JOBRELAY_JOBSET_BINARY at fakes (the JobSet one with its manifests beside it).
+    JOBRELAY_JOBSET_BINARY at fakes (the JobSet one with its manifests beside it), with
+    the fake ``go`` on PATH to read the JobSet one's module information.
 
     Call it with ``component=version`` (underscores for dashes) to fake another
     version, ``component=None`` to leave that binary out, and

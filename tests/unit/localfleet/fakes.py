@@ -1,4 +1,5 @@
-"""Fake fleet binaries: tiny shell scripts that answer ``--version`` as told."""
+"""Fake fleet binaries: tiny shell scripts that answer ``--version`` as told, and a fake
+``go`` that answers ``go version -m`` for the fake Go binaries."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from jobrelay.localfleet import ports
-from jobrelay.localfleet.binaries import JOBSET_MANIFESTS, JOBSET_MODULE, JOBSET_VERSION
+from jobrelay.localfleet.binaries.jobset_manifests import JOBSET_MANIFESTS
+from jobrelay.localfleet.binaries.versions import JOBSET_MODULE, JOBSET_VERSION
 
 VERSIONS = {
     "kube-apiserver": "Kubernetes v1.35.4",
@@ -61,25 +63,28 @@ def listen_in_free_block(size: int, offset: int, *, tries: int = 50) -> tuple[in
     raise AssertionError(f"no free block of {size} ports in {tries} tries")
 
 
-# The 16-byte markers Go puts around the module information in a binary.
-_MODINFO_START = bytes.fromhex("3077af0c9274080241e1c107e6d618e6")
-_MODINFO_END = bytes.fromhex("f932433186182072008242104116d8f2")
+# The line after which a fake Go binary carries its module information.
+_MODULE_INFO_MARK = "# GO_MODULE_INFO"
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def go_build_info(module_info: str, go_version: str = "go1.26.8") -> bytes:
-    """The build information block Go 1.18+ writes into a binary (16-byte aligned there)."""
-    info = _MODINFO_START + module_info.encode() + _MODINFO_END
-    header = b"\xff Go buildinf:" + bytes([8, 2]) + bytes(16)
-    return header + _uvarint(len(go_version)) + go_version.encode() + _uvarint(len(info)) + info
+def write_fake_go(directory: Path, go_version: str = "go1.26.8") -> Path:
+    """A ``go`` answering ``go version -m FILE`` as the Go toolchain does (the header, then
+    each line of the module information indented by a tab) for what ``write_go_binary``
+    wrote, and failing like it for any other file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    go = directory / "go"
+    go.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = version ] && [ "$2" = -m ] && grep -qx \'{_MODULE_INFO_MARK}\' "$3"; then\n'
+        f'  echo "$3: {go_version}"\n'
+        f"  sed -n '/^{_MODULE_INFO_MARK}$/,$p' \"$3\" | tail -n +2 | sed 's/^/\\t/'\n"
+        "  exit 0\n"
+        "fi\n"
+        'echo "$3: could not read Go build info from $3: unrecognized file format" >&2\n'
+        "exit 1\n"
+    )
+    go.chmod(0o755)
+    return go
 
 
 def jobset_module_info(version: str, *, module: str = JOBSET_MODULE) -> str:
@@ -93,11 +98,9 @@ def jobset_module_info(version: str, *, module: str = JOBSET_MODULE) -> str:
 
 
 def write_go_binary(path: Path, module_info: str, *, when_run: str = "exit 1") -> Path:
-    """A script doing ``when_run``, followed by a Go build information block."""
+    """A script doing ``when_run``, carrying ``module_info`` for the fake ``go`` to show."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    script = f"#!/bin/sh\n{when_run}\nexit 1\n".encode()
-    padding = b"#" * (-len(script) % 16)
-    path.write_bytes(script + padding + go_build_info(module_info))
+    path.write_text(f"#!/bin/sh\n{when_run}\nexit 1\n{_MODULE_INFO_MARK}\n{module_info}")
     path.chmod(0o755)
     return path
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from jobrelay.localfleet import cluster, pki
-from jobrelay.localfleet.binaries import Binaries
-from jobrelay.localfleet.cluster import Credential
+from jobrelay.localfleet.binaries.resolver import Binaries
+from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
 
 USERS = [pki.TokenUser("admin-ish", ("system:masters", "team")), pki.TokenUser("nobody")]
 
@@ -35,10 +35,10 @@ def test_static_tokens_are_written_as_the_apiserver_reads_them_and_kept(tmp_path
 
 
 @pytest.fixture
-def prepared(tmp_path: Path) -> tuple[cluster.ClusterFiles, dict[str, int]]:
+def prepared(tmp_path: Path) -> tuple[ClusterFiles, dict[str, int]]:
     ca = pki.ensure_ca(tmp_path / "pki")
     admin = pki.issue(ca, tmp_path / "pki", "admin", common_name="admin")
-    files = cluster.ClusterFiles(tmp_path, "worker-1")
+    files = ClusterFiles(tmp_path, "worker-1")
     ports = dict(
         zip(cluster.PORT_NAMES, range(20000, 20000 + len(cluster.PORT_NAMES)), strict=True)
     )
@@ -47,7 +47,7 @@ def prepared(tmp_path: Path) -> tuple[cluster.ClusterFiles, dict[str, int]]:
 
 
 def test_every_credential_has_a_kubeconfig_for_the_same_server(
-    prepared: tuple[cluster.ClusterFiles, dict[str, int]],
+    prepared: tuple[ClusterFiles, dict[str, int]],
 ) -> None:
     files, _ = prepared
     tokens = {row[1]: row[0] for row in csv.reader(files.token_file.read_text().splitlines())}
@@ -65,7 +65,7 @@ def test_every_credential_has_a_kubeconfig_for_the_same_server(
 
 
 def test_the_token_kubeconfigs_survive_a_restart(
-    prepared: tuple[cluster.ClusterFiles, dict[str, int]], tmp_path: Path
+    prepared: tuple[ClusterFiles, dict[str, int]], tmp_path: Path
 ) -> None:
     files, ports = prepared
     before = files.credential_kubeconfig(Credential.TOKEN).read_text()
@@ -76,7 +76,7 @@ def test_the_token_kubeconfigs_survive_a_restart(
 
 
 def test_the_apiserver_reads_the_token_file(
-    prepared: tuple[cluster.ClusterFiles, dict[str, int]],
+    prepared: tuple[ClusterFiles, dict[str, int]],
 ) -> None:
     files, ports = prepared
     fake = Path("/fake")

@@ -11,7 +11,8 @@ import pytest
 from tests.unit.localfleet.fakes import FakeBinaries, listen_in_free_block
 
 from jobrelay.localfleet import cluster, ports, processes
-from jobrelay.localfleet.fleet import ClusterState, FleetError, LocalFleet, NodeShape
+from jobrelay.localfleet.fleet_state import ClusterState, FleetError, NodeShape
+from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.processes import ProcessRecord
 from jobrelay.localfleet.shape import DEFAULT, ClusterShape, FleetShape
 from jobrelay.placement.workload import Taint

@@ -11,13 +11,14 @@ import yaml
 from cryptography import x509
 from tests.unit.localfleet.fakes import fake_manifests, write_fake_manifests
 
-from jobrelay.localfleet import cluster, jobset, pki
-from jobrelay.localfleet.binaries import Binaries
+from jobrelay.localfleet import cluster, jobset_controller, pki
+from jobrelay.localfleet.binaries.resolver import Binaries
+from jobrelay.localfleet.cluster_files import ClusterFiles
 
 
 @pytest.fixture
-def manifests(tmp_path: Path) -> jobset.Manifests:
-    return jobset.Manifests.load(write_fake_manifests(tmp_path))
+def manifests(tmp_path: Path) -> jobset_controller.Manifests:
+    return jobset_controller.Manifests.load(write_fake_manifests(tmp_path))
 
 
 @pytest.fixture
@@ -26,9 +27,9 @@ def ca(tmp_path: Path) -> pki.CertPair:
 
 
 def test_webhooks_call_the_local_port_and_trust_the_fleet_ca(
-    manifests: jobset.Manifests,
+    manifests: jobset_controller.Manifests,
 ) -> None:
-    configurations = jobset.webhook_configurations(manifests, ca_pem=b"PEM", port=24443)
+    configurations = jobset_controller.webhook_configurations(manifests, ca_pem=b"PEM", port=24443)
     assert [c["kind"] for c in configurations] == [
         "MutatingWebhookConfiguration",
         "ValidatingWebhookConfiguration",
@@ -47,21 +48,23 @@ def test_webhooks_call_the_local_port_and_trust_the_fleet_ca(
 def test_a_webhook_without_a_service_path_is_refused(tmp_path: Path) -> None:
     data = fake_manifests()
     del data["webhookConfigurations"][1]["webhooks"][0]["clientConfig"]["service"]["path"]
-    loaded = jobset.Manifests(
+    loaded = jobset_controller.Manifests(
         data["version"], data["crd"], data["clusterRole"], data["webhookConfigurations"]
     )
-    with pytest.raises(jobset.JobSetError, match=r"webhook vpod\.kb\.io of .* names no service"):
-        jobset.webhook_configurations(loaded, ca_pem=b"", port=1)
+    with pytest.raises(
+        jobset_controller.JobSetError, match=r"webhook vpod\.kb\.io of .* names no service"
+    ):
+        jobset_controller.webhook_configurations(loaded, ca_pem=b"", port=1)
 
 
 def test_the_controller_identity_is_bound_to_upstreams_role(
-    manifests: jobset.Manifests,
+    manifests: jobset_controller.Manifests,
 ) -> None:
-    binding = jobset.cluster_role_binding(manifests)
+    binding = jobset_controller.cluster_role_binding(manifests)
     assert binding["metadata"]["name"] == "jobset-manager-rolebinding"
     assert binding["roleRef"]["name"] == "jobset-manager-role"
     assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": jobset.USER}
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": jobset_controller.USER}
     ]
 
 
@@ -78,7 +81,7 @@ def test_slim_crd_drops_schema_descriptions_but_not_a_property_named_description
         "metadata": {"name": "x"},
         "spec": {"versions": [{"schema": {"openAPIV3Schema": schema}}]},
     }
-    slim = jobset.slim_crd(crd)
+    slim = jobset_controller.slim_crd(crd)
     assert slim["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == {
         "type": "object",
         "properties": {
@@ -92,12 +95,12 @@ def test_slim_crd_drops_schema_descriptions_but_not_a_property_named_description
 def test_prepare_writes_the_configuration_and_a_serving_certificate(
     tmp_path: Path, ca: pki.CertPair
 ) -> None:
-    files = cluster.ClusterFiles(tmp_path, "worker-1")
+    files = ClusterFiles(tmp_path, "worker-1")
     ports = dict.fromkeys(cluster.PORT_NAMES, 0) | {"jobset-webhook": 24443, "jobset-health": 24444}
     files.root.mkdir(parents=True)
-    jobset.prepare(files, ca=ca, ports=ports)
+    jobset_controller.prepare(files, ca=ca, ports=ports)
 
-    config = yaml.safe_load(jobset.config_path(files).read_text())
+    config = yaml.safe_load(jobset_controller.config_path(files).read_text())
     assert config["webhook"] == {
         "host": "127.0.0.1",
         "port": 24443,
@@ -113,13 +116,13 @@ def test_prepare_writes_the_configuration_and_a_serving_certificate(
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert ipaddress.ip_address("127.0.0.1") in names.get_values_for_type(x509.IPAddress)
     assert (files.pki / "jobset-webhook" / "tls.key").exists()
-    assert jobset.health_url(ports) == "http://127.0.0.1:24444/readyz"
+    assert jobset_controller.health_url(ports) == "http://127.0.0.1:24444/readyz"
 
 
 def test_every_cluster_runs_the_controller_with_its_own_identity(
     tmp_path: Path, ca: pki.CertPair
 ) -> None:
-    files = cluster.ClusterFiles(tmp_path, "manager")
+    files = ClusterFiles(tmp_path, "manager")
     ports = dict(
         zip(cluster.PORT_NAMES, range(20000, 20000 + len(cluster.PORT_NAMES)), strict=True)
     )
@@ -132,21 +135,23 @@ def test_every_cluster_runs_the_controller_with_its_own_identity(
         ca=ca.cert,
         ports=ports,
     )
-    assert argv[jobset.COMPONENT] == [
+    assert argv[jobset_controller.COMPONENT] == [
         "/bin/jobset-controller",
-        f"--kubeconfig={files.kubeconfig(jobset.COMPONENT)}",
-        f"--config={jobset.config_path(files)}",
+        f"--kubeconfig={files.kubeconfig(jobset_controller.COMPONENT)}",
+        f"--config={jobset_controller.config_path(files)}",
         "--zap-log-level=info",
     ]
-    kubeconfig = yaml.safe_load(files.kubeconfig(jobset.COMPONENT).read_text())
+    kubeconfig = yaml.safe_load(files.kubeconfig(jobset_controller.COMPONENT).read_text())
     client_cert = Path(kubeconfig["users"][0]["user"]["client-certificate"])
     subject = x509.load_pem_x509_certificate(client_cert.read_bytes()).subject
-    assert subject.rfc4514_string() == f"CN={jobset.USER}"
+    assert subject.rfc4514_string() == f"CN={jobset_controller.USER}"
     assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:20002"
     assert set(cluster.health_urls(ports)) == set(cluster.COMPONENTS)
 
 
 def test_an_unreadable_manifests_file_says_how_to_rebuild(tmp_path: Path) -> None:
     (tmp_path / "m.json").write_text('{"version": "v0.11.0"}')
-    with pytest.raises(jobset.JobSetError, match=r"delete its directory and run `jobrelay fleet"):
-        jobset.Manifests.load(tmp_path / "m.json")
+    with pytest.raises(
+        jobset_controller.JobSetError, match=r"delete its directory and run `jobrelay fleet"
+    ):
+        jobset_controller.Manifests.load(tmp_path / "m.json")

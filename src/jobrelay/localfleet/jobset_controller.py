@@ -1,9 +1,9 @@
 """The JobSet controller as one more component of every local cluster.
 
 Each cluster (manager and workers) runs upstream's JobSet controller
-(``sigs.k8s.io/jobset``, the release pinned in ``binaries.JOBSET_VERSION``)
+(``sigs.k8s.io/jobset``, the release pinned in ``binaries.versions.JOBSET_VERSION``)
 next to kube-controller-manager, with its CRD, RBAC and webhook configurations
-taken from that release's module (see ``binaries.jobset_manifests_from_zip``).
+taken from that release's module (see ``binaries.jobset_manifests``).
 
 **Identity.** The controller authenticates with a client certificate of the
 fleet CA (user ``jobrelay:jobset-controller``) bound to upstream's own
@@ -53,16 +53,14 @@ import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx2
 import yaml
 
 from jobrelay.kube.api import CRDS, ApiClient, ApiError, PatchType, Resource
 from jobrelay.localfleet import pki
-
-if TYPE_CHECKING:
-    from jobrelay.localfleet.cluster import ClusterFiles
+from jobrelay.localfleet.cluster_files import ClusterFiles
 
 COMPONENT = "jobset-controller"
 PORT_NAMES = ("jobset-webhook", "jobset-health")
@@ -104,7 +102,7 @@ class JobSetError(RuntimeError):
 
 @dataclass(frozen=True)
 class Manifests:
-    """What ``binaries`` extracted from the JobSet module for its release."""
+    """What ``binaries.jobset_manifests`` extracted from the JobSet module for its release."""
 
     version: str
     crd: dict[str, Any]

@@ -14,93 +14,35 @@ import asyncio
 import contextlib
 import fcntl
 import json
-import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from jobrelay.kube.api import ApiClient, ApiError
 from jobrelay.kube.health import probe
-from jobrelay.localfleet import binaries as binaries_mod
-from jobrelay.localfleet import cluster, jobset, nodes, pki, ports, processes
+from jobrelay.localfleet import cluster, pki, ports, processes
 from jobrelay.localfleet import shape as shape_mod
+from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries.resolver import resolve as resolve_binaries
+from jobrelay.localfleet.binaries.versions import JOBSET_VERSION, K8S_VERSION
+from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
+from jobrelay.localfleet.fleet_state import (
+    DEFAULT_WORKERS,
+    STATE_FILE,
+    ClusterState,
+    FleetError,
+    NodeShape,
+    default_state_dir,
+    worker_names,
+)
 from jobrelay.localfleet.processes import ProcessRecord
-from jobrelay.localfleet.shape import ClusterShape, FleetShape, ShapeError
+from jobrelay.localfleet.shape import MANAGER, ClusterShape, FleetShape, ShapeError
+from jobrelay.localfleet.startup import STAGES, FleetStartup, wait_healthy
 
-MANAGER = "manager"
-DEFAULT_WORKERS = 2
-STATE_FILE = "state.json"
-STARTUP_TIMEOUT = 90.0
 # A loaded machine can make a live component miss a 2 s probe; re-probe this
 # long before `up` declares a fleet broken and restarts it under its users.
 HEALTH_GRACE = 10.0
-# Start order, stage by stage; stopping goes in reverse, so that each component
-# can still reach what it depends on while it shuts down (an apiserver whose
-# etcd is gone waits out its whole grace period). The JobSet controller starts
-# last within its stage: only once its CRD, RBAC and webhooks are installed.
-STAGES = (
-    ("etcd",),
-    ("kube-apiserver",),
-    ("kube-controller-manager", "kube-scheduler", "kwok", jobset.COMPONENT),
-)
-
-Progress = Callable[[str], None]
-
-
-class FleetError(RuntimeError):
-    """Something stops the fleet from coming up; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class NodeShape:
-    """One shape for the nodes of every cluster: the fleet without a configuration file."""
-
-    count: int = 2
-    cpu: str = "8"
-    memory: str = "32Gi"
-    gpu: int = 0
-    pods: int = 110
-
-    def cluster_shape(self) -> ClusterShape:
-        return ClusterShape(
-            nodes=self.count, cpu=self.cpu, memory=self.memory, gpu=self.gpu, pods=self.pods
-        )
-
-
-@dataclass
-class ClusterState:
-    name: str
-    ports: dict[str, int]
-    processes: dict[str, ProcessRecord] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ports": self.ports,
-            "processes": {name: record.to_json() for name, record in self.processes.items()},
-        }
-
-    @classmethod
-    def from_json(cls, name: str, data: dict[str, Any]) -> ClusterState:
-        return cls(
-            name=name,
-            ports={key: int(value) for key, value in data["ports"].items()},
-            processes={
-                key: ProcessRecord.from_json(value)
-                for key, value in data.get("processes", {}).items()
-            },
-        )
-
-
-def default_state_dir() -> Path:
-    return Path(os.environ.get("JOBRELAY_FLEET_DIR") or Path.cwd() / ".fleet")
-
-
-def worker_names(count: int) -> list[str]:
-    return [f"worker-{index}" for index in range(1, count + 1)]
 
 
 class LocalFleet:
@@ -152,8 +94,8 @@ class LocalFleet:
     def _save(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         data = {
-            "kubernetes": binaries_mod.K8S_VERSION,
-            "jobset": binaries_mod.JOBSET_VERSION,
+            "kubernetes": K8S_VERSION,
+            "jobset": JOBSET_VERSION,
             "nodes": self.node_shape.__dict__,
             **({"shape": self.shape.to_config()} if self.shape is not None else {}),
             "clusters": {name: state.to_json() for name, state in self.clusters.items()},
@@ -190,12 +132,10 @@ class LocalFleet:
     def workers(self) -> list[str]:
         return [name for name in self.clusters if name != MANAGER]
 
-    def files(self, name: str) -> cluster.ClusterFiles:
-        return cluster.ClusterFiles(self.state_dir, name)
+    def files(self, name: str) -> ClusterFiles:
+        return ClusterFiles(self.state_dir, name)
 
-    def kubeconfig(
-        self, name: str, credential: cluster.Credential = cluster.Credential.CERT
-    ) -> Path:
+    def kubeconfig(self, name: str, credential: Credential = Credential.CERT) -> Path:
         """A kubeconfig of cluster ``name``: the admin's certificate, or a bearer token."""
         if name not in self.clusters:
             raise FleetError(f"no cluster named {name!r} in {self.state_dir}")
@@ -311,14 +251,20 @@ class LocalFleet:
                     f"found a crashed fleet in {self.state_dir} (none of its {total} processes "
                     "running): starting it again, keeping the clusters' data"
                 )
-            binaries = binaries_mod.resolve(self._say)
+            binaries = resolve_binaries(self._say)
             if node_shape is not None:
                 self.node_shape = node_shape
             self.shape = shape
             self._assign_ports(wanted, base_port)
             started = time.monotonic()
             try:
-                await self._start(binaries)
+                await FleetStartup(
+                    self.state_dir,
+                    self.clusters,
+                    shapes=self.cluster_shapes(),
+                    save=self._save,
+                    say=self._say,
+                ).run(binaries)
             except BaseException as error:
                 self._say("stopping what was started ...")
                 stopped = self._stop_all()
@@ -356,7 +302,7 @@ class LocalFleet:
                 raise FleetError(f"cannot start {record.name} again: {error}") from error
             state.processes[component] = fresh
             self._save()
-        await self._wait_healthy(state, component, self.state_dir / "pki" / "ca.crt")
+        await wait_healthy(state, component, self.state_dir / "pki" / "ca.crt")
         return fresh
 
     async def _healthy_within(self, seconds: float) -> bool:
@@ -468,141 +414,6 @@ class LocalFleet:
             f"Run {self.command('up')} again."
         )
 
-    async def _start(self, binaries: binaries_mod.Binaries) -> None:
-        pki_dir = self.state_dir / "pki"
-        ca = pki.ensure_ca(pki_dir)
-        admin = pki.issue(
-            ca, pki_dir, "admin", common_name="jobrelay-admin", organization="system:masters"
-        )
-        argv: dict[str, dict[str, list[str]]] = {}
-        for name, state in self.clusters.items():
-            files = self.files(name)
-            cluster.prepare(files, ca=ca, admin=admin, ports=state.ports)
-            argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
-        # Each stage starts on every cluster at once: the apiservers' start-up is
-        # what costs, and three of them overlap well even on two cores.
-        *first_stages, last_stage = STAGES
-        for stage in first_stages:
-            self._say(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
-            self._spawn_stage(stage, argv)
-            await self._wait_stage(stage, ca.cert)
-        # The last stage runs two branches side by side: the built-in components
-        # and then nodes, and the JobSet controller, which must wait for its CRD.
-        core = tuple(component for component in last_stage if component != jobset.COMPONENT)
-        self._say(
-            f"starting {', '.join(core)} on {len(self.clusters)} clusters, and "
-            f"{jobset.COMPONENT} once its CRD, RBAC and webhooks are installed ..."
-        )
-        self._spawn_stage(core, argv)
-
-        async def core_then_nodes() -> None:
-            await self._wait_stage(core, ca.cert)
-            self._say("creating simulated nodes and registering workers ...")
-            await self._prepare_nodes()
-
-        async def jobset_controller() -> None:
-            await self._install_jobset(binaries, ca.cert)
-            self._spawn_stage((jobset.COMPONENT,), argv)
-            await self._wait_stage((jobset.COMPONENT,), ca.cert)
-            await _all_or_first_error(
-                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self.clusters]
-            )
-
-        await _all_or_first_error([core_then_nodes(), jobset_controller()])
-
-    def _spawn_stage(self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]]) -> None:
-        for name, state in self.clusters.items():
-            for component in stage:
-                state.processes[component] = self._spawn(name, component, argv[name])
-                # Recorded at once: if we die now, `down` still finds this process.
-                self._save()
-
-    async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
-        await _all_or_first_error(
-            [
-                self._wait_healthy(state, component, ca)
-                for state in self.clusters.values()
-                for component in stage
-            ]
-        )
-
-    async def _install_jobset(self, binaries: binaries_mod.Binaries, ca: Path) -> None:
-        """The JobSet CRD, RBAC and webhook configurations, on every cluster at once."""
-        try:
-            manifests = jobset.Manifests.load(binaries.jobset_manifests)
-        except jobset.JobSetError as error:
-            raise FleetError(str(error)) from error
-
-        async def install(name: str, state: ClusterState) -> None:
-            async with ApiClient.from_kubeconfig(self.kubeconfig(name), cluster=name) as client:
-                try:
-                    await jobset.install(
-                        client, manifests, ca=ca, webhook_port=state.ports["jobset-webhook"]
-                    )
-                except (ApiError, jobset.JobSetError) as error:
-                    raise FleetError(
-                        f"{name}: cannot install JobSet {manifests.version}'s CRD, RBAC and "
-                        f"webhooks: {error}"
-                    ) from error
-
-        await _all_or_first_error([install(name, state) for name, state in self.clusters.items()])
-
-    async def _prepare_nodes(self) -> None:
-        try:
-            await nodes.prepare_clusters(
-                {name: self.files(name).admin_kubeconfig for name in self.clusters},
-                manager=MANAGER,
-                shapes=self.cluster_shapes(),
-            )
-        except nodes.NodesNotReady as error:
-            raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
-
-    async def _check_jobset_webhooks(self, name: str, ca: Path, admin: pki.CertPair) -> None:
-        state = self.clusters[name]
-        try:
-            await jobset.check_webhooks(
-                f"https://127.0.0.1:{state.ports['apiserver']}", ca=ca, client_cert=admin
-            )
-        except jobset.JobSetError as error:
-            record = state.processes[jobset.COMPONENT]
-            raise FleetError(
-                f"{name}: {error}; {record.name}'s log {record.log} ends:\n"
-                + processes.log_tail(record)
-            ) from error
-
-    def _spawn(self, name: str, component: str, argv: dict[str, list[str]]) -> ProcessRecord:
-        log = self.files(name).log(component)
-        try:
-            return processes.spawn(
-                f"{name}/{component}", argv[component], log, env=cluster.ENVIRONMENT.get(component)
-            )
-        except OSError as error:
-            raise FleetError(
-                f"cannot start {name}/{component} ({argv[component][0]}): {error}"
-            ) from error
-
-    async def _wait_healthy(self, state: ClusterState, component: str, ca: Path) -> None:
-        record = state.processes[component]
-        url = cluster.health_urls(state.ports)[component]
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        detail = ""
-        while time.monotonic() < deadline:
-            code = processes.exit_status(record)
-            if code is not None or not processes.is_running(record):
-                how = f"with code {code}" if code is not None else "(exit code unknown)"
-                raise FleetError(
-                    f"{record.name} exited {how} while starting; its log {record.log} ends:\n"
-                    + processes.log_tail(record)
-                )
-            ok, detail = await probe(url, ca=ca)
-            if ok:
-                return
-            await asyncio.sleep(0.2)
-        raise FleetError(
-            f"{record.name} did not become healthy within {STARTUP_TIMEOUT:.0f}s ({detail}); "
-            f"its log {record.log} ends:\n{processes.log_tail(record)}"
-        )
-
     # --- down --------------------------------------------------------------
 
     def down(self, *, purge: bool = False) -> list[str]:
@@ -647,8 +458,8 @@ class LocalFleet:
 
     def summary(self) -> str:
         lines = [
-            f"local fleet in {self.state_dir} (Kubernetes {binaries_mod.K8S_VERSION}, "
-            f"JobSet {binaries_mod.JOBSET_VERSION}, KWOK nodes):"
+            f"local fleet in {self.state_dir} (Kubernetes {K8S_VERSION}, "
+            f"JobSet {JOBSET_VERSION}, KWOK nodes):"
         ]
         shapes = self.cluster_shapes()
         for name, state in self.clusters.items():
@@ -658,22 +469,3 @@ class LocalFleet:
             )
         lines.append(f'  shell exports: eval "$({self.command("env").strip("`")})"')
         return "\n".join(lines)
-
-
-async def _all_or_first_error(waits: list[Coroutine[Any, Any, None]]) -> None:
-    """Await every coroutine; on the first failure cancel the others and raise it.
-
-    Unlike a bare gather, no sibling keeps polling a fleet that is being
-    stopped, and unlike a TaskGroup the error is not wrapped in a group.
-    """
-    tasks = [asyncio.ensure_future(wait) for wait in waits]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in tasks:
-        error = None if task.cancelled() else task.exception()
-        if error is not None:
-            raise error

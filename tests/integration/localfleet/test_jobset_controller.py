@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError
-from jobrelay.localfleet.jobset import CONTROLLER_NAME, JOBSETS
+from jobrelay.localfleet.jobset_controller import CONTROLLER_NAME, JOBSETS
 from tests.kubetools import is_true, wait_for
 
 pytestmark = pytest.mark.integration

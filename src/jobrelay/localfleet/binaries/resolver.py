@@ -1,0 +1,41 @@
+"""Every binary a local fleet runs, found (or built, when missing) in one call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries.etcd_binary import etcd
+from jobrelay.localfleet.binaries.jobset_build import jobset
+from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir
+from jobrelay.localfleet.binaries.kwok_binary import kwok
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    etcd: Path
+    kwok: Path
+    jobset_controller: Path
+    # The JSON file of the manifests matching jobset_controller (see JOBSET_MANIFESTS).
+    jobset_manifests: Path
+
+
+def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
+    """Locate every binary, building what is missing when ``build`` is true."""
+    k8s_dir = kubernetes_dir(progress, build=build)
+    etcd_binary = etcd()
+    kwok_binary = kwok(progress, build=build)
+    jobset_controller, jobset_manifests = jobset(progress, build=build)
+    return Binaries(
+        kube_apiserver=k8s_dir / "kube-apiserver",
+        kube_controller_manager=k8s_dir / "kube-controller-manager",
+        kube_scheduler=k8s_dir / "kube-scheduler",
+        etcd=etcd_binary,
+        kwok=kwok_binary,
+        jobset_controller=jobset_controller,
+        jobset_manifests=jobset_manifests,
+    )

@@ -1,0 +1,17 @@
+"""The releases a local fleet runs: one place for every pinned version."""
+
+from __future__ import annotations
+
+K8S_VERSION = "v1.35.4"
+K8S_STAGING_VERSION = "v0.35.4"
+KWOK_VERSION = "v0.7.0"
+# v0.11.0 rather than v0.10.1 (the proxy serves both): it is built against k8s.io
+# v0.35, the fleet's Kubernetes minor (v0.10.1: v0.34); both skip JobSets whose
+# spec.managedBy names another controller, as releases since at least v0.5 do.
+JOBSET_VERSION = "v0.11.0"
+JOBSET_MODULE = "sigs.k8s.io/jobset"
+
+
+def minor_of(version: str) -> str:
+    """``v1.35.4`` -> ``v1.35``: any patch release of the minor works."""
+    return version.rsplit(".", 1)[0]

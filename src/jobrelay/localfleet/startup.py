@@ -1,0 +1,216 @@
+"""Starting a local fleet's components: each stage on every cluster at once, each
+component waited for until healthy, and the JobSet controller once its CRD, RBAC
+and webhooks are installed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from jobrelay.kube.api import ApiClient, ApiError
+from jobrelay.kube.health import probe
+from jobrelay.localfleet import cluster, jobset_controller, nodes, pki, processes
+from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries.resolver import Binaries
+from jobrelay.localfleet.cluster_files import ClusterFiles
+from jobrelay.localfleet.fleet_state import ClusterState, FleetError
+from jobrelay.localfleet.processes import ProcessRecord
+from jobrelay.localfleet.shape import MANAGER, ClusterShape
+
+STARTUP_TIMEOUT = 90.0
+# Start order, stage by stage; stopping goes in reverse, so that each component
+# can still reach what it depends on while it shuts down (an apiserver whose
+# etcd is gone waits out its whole grace period). The JobSet controller starts
+# last within its stage: only once its CRD, RBAC and webhooks are installed.
+STAGES = (
+    ("etcd",),
+    ("kube-apiserver",),
+    ("kube-controller-manager", "kube-scheduler", "kwok", jobset_controller.COMPONENT),
+)
+
+
+class FleetStartup:
+    """One start of the recorded clusters' components, each process recorded (and saved)
+    the moment it is spawned, so that `down` finds it whatever happens next."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        clusters: dict[str, ClusterState],
+        *,
+        shapes: dict[str, ClusterShape],
+        save: Callable[[], None],
+        say: Progress,
+    ) -> None:
+        self.state_dir = state_dir
+        self.clusters = clusters
+        self._shapes = shapes
+        self._save = save
+        self._say = say
+
+    def files(self, name: str) -> ClusterFiles:
+        return ClusterFiles(self.state_dir, name)
+
+    async def run(self, binaries: Binaries) -> None:
+        """Start every cluster's components, stage by stage; FleetError when one fails."""
+        pki_dir = self.state_dir / "pki"
+        ca = pki.ensure_ca(pki_dir)
+        admin = pki.issue(
+            ca, pki_dir, "admin", common_name="jobrelay-admin", organization="system:masters"
+        )
+        argv: dict[str, dict[str, list[str]]] = {}
+        for name, state in self.clusters.items():
+            files = self.files(name)
+            cluster.prepare(files, ca=ca, admin=admin, ports=state.ports)
+            argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
+        # Each stage starts on every cluster at once: the apiservers' start-up is
+        # what costs, and three of them overlap well even on two cores.
+        *first_stages, last_stage = STAGES
+        for stage in first_stages:
+            self._say(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
+            self._spawn_stage(stage, argv)
+            await self._wait_stage(stage, ca.cert)
+        # The last stage runs two branches side by side: the built-in components
+        # and then nodes, and the JobSet controller, which must wait for its CRD.
+        core = tuple(
+            component for component in last_stage if component != jobset_controller.COMPONENT
+        )
+        self._say(
+            f"starting {', '.join(core)} on {len(self.clusters)} clusters, and "
+            f"{jobset_controller.COMPONENT} once its CRD, RBAC and webhooks are installed ..."
+        )
+        self._spawn_stage(core, argv)
+
+        async def core_then_nodes() -> None:
+            await self._wait_stage(core, ca.cert)
+            self._say("creating simulated nodes and registering workers ...")
+            await self._prepare_nodes()
+
+        async def controller_once_installed() -> None:
+            await self._install_jobset(binaries, ca.cert)
+            self._spawn_stage((jobset_controller.COMPONENT,), argv)
+            await self._wait_stage((jobset_controller.COMPONENT,), ca.cert)
+            await all_or_first_error(
+                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self.clusters]
+            )
+
+        await all_or_first_error([core_then_nodes(), controller_once_installed()])
+
+    def _spawn_stage(self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]]) -> None:
+        for name, state in self.clusters.items():
+            for component in stage:
+                state.processes[component] = self._spawn(name, component, argv[name])
+                # Recorded at once: if we die now, `down` still finds this process.
+                self._save()
+
+    async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
+        await all_or_first_error(
+            [
+                wait_healthy(state, component, ca)
+                for state in self.clusters.values()
+                for component in stage
+            ]
+        )
+
+    async def _install_jobset(self, binaries: Binaries, ca: Path) -> None:
+        """The JobSet CRD, RBAC and webhook configurations, on every cluster at once."""
+        try:
+            manifests = jobset_controller.Manifests.load(binaries.jobset_manifests)
+        except jobset_controller.JobSetError as error:
+            raise FleetError(str(error)) from error
+
+        async def install(name: str, state: ClusterState) -> None:
+            kubeconfig = self.files(name).admin_kubeconfig
+            async with ApiClient.from_kubeconfig(kubeconfig, cluster=name) as client:
+                try:
+                    await jobset_controller.install(
+                        client, manifests, ca=ca, webhook_port=state.ports["jobset-webhook"]
+                    )
+                except (ApiError, jobset_controller.JobSetError) as error:
+                    raise FleetError(
+                        f"{name}: cannot install JobSet {manifests.version}'s CRD, RBAC and "
+                        f"webhooks: {error}"
+                    ) from error
+
+        await all_or_first_error([install(name, state) for name, state in self.clusters.items()])
+
+    async def _prepare_nodes(self) -> None:
+        try:
+            await nodes.prepare_clusters(
+                {name: self.files(name).admin_kubeconfig for name in self.clusters},
+                manager=MANAGER,
+                shapes=self._shapes,
+            )
+        except nodes.NodesNotReady as error:
+            raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
+
+    async def _check_jobset_webhooks(self, name: str, ca: Path, admin: pki.CertPair) -> None:
+        state = self.clusters[name]
+        try:
+            await jobset_controller.check_webhooks(
+                f"https://127.0.0.1:{state.ports['apiserver']}", ca=ca, client_cert=admin
+            )
+        except jobset_controller.JobSetError as error:
+            record = state.processes[jobset_controller.COMPONENT]
+            raise FleetError(
+                f"{name}: {error}; {record.name}'s log {record.log} ends:\n"
+                + processes.log_tail(record)
+            ) from error
+
+    def _spawn(self, name: str, component: str, argv: dict[str, list[str]]) -> ProcessRecord:
+        log = self.files(name).log(component)
+        try:
+            return processes.spawn(
+                f"{name}/{component}", argv[component], log, env=cluster.ENVIRONMENT.get(component)
+            )
+        except OSError as error:
+            raise FleetError(
+                f"cannot start {name}/{component} ({argv[component][0]}): {error}"
+            ) from error
+
+
+async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
+    """Until ``component`` of ``state``'s cluster answers healthy; FleetError when its process
+    exits first or ``STARTUP_TIMEOUT`` passes."""
+    record = state.processes[component]
+    url = cluster.health_urls(state.ports)[component]
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    detail = ""
+    while time.monotonic() < deadline:
+        code = processes.exit_status(record)
+        if code is not None or not processes.is_running(record):
+            how = f"with code {code}" if code is not None else "(exit code unknown)"
+            raise FleetError(
+                f"{record.name} exited {how} while starting; its log {record.log} ends:\n"
+                + processes.log_tail(record)
+            )
+        ok, detail = await probe(url, ca=ca)
+        if ok:
+            return
+        await asyncio.sleep(0.2)
+    raise FleetError(
+        f"{record.name} did not become healthy within {STARTUP_TIMEOUT:.0f}s ({detail}); "
+        f"its log {record.log} ends:\n{processes.log_tail(record)}"
+    )
+
+
+async def all_or_first_error(waits: list[Coroutine[Any, Any, None]]) -> None:
+    """Await every coroutine; on the first failure cancel the others and raise it.
+
+    Unlike a bare gather, no sibling keeps polling a fleet that is being
+    stopped, and unlike a TaskGroup the error is not wrapped in a group.
+    """
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
