@@ -19,7 +19,7 @@ from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet_state import FleetError
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER, FleetShape

@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from jobrelay.localfleet import cluster, shape
-from jobrelay.localfleet.binaries import resolver
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError, resolver
 from jobrelay.localfleet.fleet_state import DEFAULT_WORKERS, FleetError, NodeShape
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER

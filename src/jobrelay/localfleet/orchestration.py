@@ -23,7 +23,7 @@ from pathlib import Path
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import cluster, pki, ports, processes
 from jobrelay.localfleet import shape as shape_mod
-from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import resolve as resolve_binaries
 from jobrelay.localfleet.binaries.versions import JOBSET_VERSION, K8S_VERSION
 from jobrelay.localfleet.cluster_files import ClusterFiles, Credential

@@ -13,7 +13,7 @@ from typing import Any
 from jobrelay.kube.api import ApiClient, ApiError
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import cluster, jobset_controller, nodes, pki, processes
-from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles
 from jobrelay.localfleet.fleet_state import ClusterState, FleetError

@@ -7,8 +7,7 @@ import shutil
 
 import pytest
 
-from jobrelay.localfleet.binaries import resolver
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError, resolver
 from jobrelay.localfleet.binaries.gomodule import module_info
 from jobrelay.localfleet.binaries.jobset_build import check_jobset, jobset_version
 from jobrelay.localfleet.binaries.versions import JOBSET_MODULE, JOBSET_VERSION

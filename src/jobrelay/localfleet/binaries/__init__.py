@@ -9,3 +9,13 @@ webhook configurations come from the same module zip, ``jobset_manifests``).
 etcd comes from Debian's ``etcd-server`` package (``etcd_binary``). Every
 pinned version is in ``versions``; ``resolver.resolve`` finds them all.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+Progress = Callable[[str], None]
+
+
+class BinaryError(RuntimeError):
+    """A binary is missing, of the wrong version, or could not be built."""

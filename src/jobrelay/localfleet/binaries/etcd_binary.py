@@ -8,7 +8,8 @@ import re
 import shutil
 from pathlib import Path
 
-from jobrelay.localfleet.binaries.common import BinaryError, checked_version, first_line
+from jobrelay.localfleet.binaries import BinaryError
+from jobrelay.localfleet.binaries.version_probe import checked_version, first_line
 
 
 def etcd() -> Path:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobrelay.localfleet.binaries.common import BinaryError, Progress
+from jobrelay.localfleet.binaries import BinaryError, Progress
 from jobrelay.localfleet.binaries.versions import K8S_VERSION
 
 

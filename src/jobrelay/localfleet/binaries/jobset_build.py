@@ -11,13 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from jobrelay.localfleet.binaries.common import (
-    BinaryError,
-    Progress,
-    build_lock,
-    cache_root,
-    replace_dir,
-)
+from jobrelay.localfleet.binaries import BinaryError, Progress
+from jobrelay.localfleet.binaries.build_cache import build_lock, cache_root, replace_dir
 from jobrelay.localfleet.binaries.gomodule import (
     download_module,
     find_go,

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.binaries.versions import JOBSET_MODULE, JOBSET_VERSION
 
 # What the JobSet build keeps of its module next to the binary: CRD, RBAC role and

@@ -9,16 +9,10 @@ import re
 import tempfile
 from pathlib import Path
 
-from jobrelay.localfleet.binaries.common import (
-    BinaryError,
-    Progress,
-    build_lock,
-    cache_root,
-    first_line,
-    replace_dir,
-    version_of,
-)
+from jobrelay.localfleet.binaries import BinaryError, Progress
+from jobrelay.localfleet.binaries.build_cache import build_lock, cache_root, replace_dir
 from jobrelay.localfleet.binaries.gomodule import download_module, find_go, go_directive, run_go
+from jobrelay.localfleet.binaries.version_probe import first_line, version_of
 from jobrelay.localfleet.binaries.versions import K8S_STAGING_VERSION, K8S_VERSION, minor_of
 
 K8S_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")

@@ -7,16 +7,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from jobrelay.localfleet.binaries.common import (
-    BinaryError,
-    Progress,
-    build_lock,
-    cache_root,
-    checked_version,
-    first_line,
-    replace_dir,
-)
+from jobrelay.localfleet.binaries import BinaryError, Progress
+from jobrelay.localfleet.binaries.build_cache import build_lock, cache_root, replace_dir
 from jobrelay.localfleet.binaries.gomodule import find_go, run_go
+from jobrelay.localfleet.binaries.version_probe import checked_version, first_line
 from jobrelay.localfleet.binaries.versions import KWOK_VERSION
 
 

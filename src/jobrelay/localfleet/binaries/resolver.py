@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobrelay.localfleet.binaries.common import Progress
+from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.etcd_binary import etcd
 from jobrelay.localfleet.binaries.jobset_build import jobset
 from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir

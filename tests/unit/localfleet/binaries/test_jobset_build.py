@@ -14,8 +14,7 @@ from tests.unit.localfleet.fakes import (
     write_script,
 )
 
-from jobrelay.localfleet.binaries import resolver
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError, resolver
 from jobrelay.localfleet.binaries.jobset_build import check_jobset, jobset_version
 from jobrelay.localfleet.binaries.jobset_manifests import JOBSET_MANIFESTS
 from jobrelay.localfleet.binaries.versions import JOBSET_VERSION

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.binaries.jobset_manifests import jobset_manifests_from_zip
 from jobrelay.localfleet.binaries.versions import JOBSET_MODULE, JOBSET_VERSION
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.unit.localfleet.fakes import FakeBinaries
 
-from jobrelay.localfleet.binaries import resolver
-from jobrelay.localfleet.binaries.common import BinaryError
+from jobrelay.localfleet.binaries import BinaryError, resolver
 
 
 def test_matching_fakes_resolve_to_their_paths(fake_binaries: FakeBinaries) -> None:
