@@ -26,7 +26,7 @@ from jobrelay.controller.options import (
 from jobrelay.fleet import registry
 from jobrelay.kinds import KindError
 from jobrelay.kinds.catalog import parse_kind_name
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.leaderelection import LeadershipLost
 from jobrelay.kube.lease import ElectionTiming
 from jobrelay.observe.logging import setup_logging

@@ -26,7 +26,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from jobrelay.kube.api import LEASES, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.lease import (
     RETRY_JITTER,
     Acquire,
@@ -39,6 +40,7 @@ from jobrelay.kube.lease import (
     observe,
     released,
 )
+from jobrelay.kube.resources import LEASES
 
 __all__ = ["Elector", "LeadershipLost", "new_identity"]
 

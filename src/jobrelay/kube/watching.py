@@ -25,7 +25,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.kube.api import ApiClient, ApiError, Resource, WatchEvent
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.streams import WatchEvent
+from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["Change", "Informer", "InformerEvent", "InformerOptions", "object_key"]
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobrelay.kube.api import ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.health import probe
 from jobrelay.localfleet import binaries as binaries_mod
 from jobrelay.localfleet import cluster, jobset, nodes, pki, ports, processes

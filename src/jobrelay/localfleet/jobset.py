@@ -58,8 +58,11 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import yaml
 
-from jobrelay.kube.api import CRDS, ApiClient, ApiError, PatchType, Resource
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS
 from jobrelay.localfleet import pki
+from jobrelay.vocabulary.resource import Resource
 
 if TYPE_CHECKING:
     from jobrelay.localfleet.cluster import ClusterFiles

@@ -21,10 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 from jobrelay.cli.fleet import fleet as fleet_cli
-from jobrelay.kube.api import NAMESPACES, WORKER_CLUSTERS, ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import NAMESPACES, WORKER_CLUSTERS
 from jobrelay.localfleet import binaries, cluster, processes
 from jobrelay.localfleet.fleet import MANAGER, FleetError, LocalFleet, NodeShape
 from jobrelay.localfleet.processes import ProcessRecord
+from jobrelay.vocabulary.resource import Resource
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from tests.unit.kube.leases import FakeLeases
 
-from jobrelay.kube.api import LEASES, ApiClient, ApiError, WriteFenced
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
 from jobrelay.kube.lease import ElectionTiming, LeaseRecord, lease_body
+from jobrelay.kube.resources import LEASES
 
 # A loop of its own per test: fake time from 0, whatever earlier tests left on the
 # session loop (under a shared loop, looptime fell back to real time after some).

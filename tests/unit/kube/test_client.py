@@ -11,19 +11,12 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.kube.api import (
-    JOBS,
-    NODES,
-    WORKER_CLUSTERS,
-    ApiClient,
-    ApiError,
-    ApiOptions,
-    KubeconfigError,
-    PatchType,
-    RequestRecord,
-    Resource,
-    WriteFenced,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.errors import ApiError, KubeconfigError, WriteFenced
+from jobrelay.kube.requesting import RequestRecord
+from jobrelay.kube.resources import JOBS, NODES, WORKER_CLUSTERS
+from jobrelay.vocabulary.resource import Resource
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
@@ -453,7 +446,7 @@ async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
             raise httpx2.ConnectError("connection refused", request=request)
         return json_response(404, status(404, "NotFound"))  # an answer, even if a refusal
 
-    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.api"):
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.requesting"):
         async with api(flaky) as (client, _):
             for _ in range(6):
                 with pytest.raises(ApiError):
