@@ -25,7 +25,7 @@ from typing import Any
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.health import probe
+from jobrelay.kube.probes import probe
 from jobrelay.localfleet import binaries as binaries_mod
 from jobrelay.localfleet import cluster, jobset, nodes, pki, ports, processes
 from jobrelay.localfleet import shape as shape_mod
