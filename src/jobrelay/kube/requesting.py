@@ -11,12 +11,12 @@ Writes pass the write fence first; every request is recorded (counts, the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Self
 
 import httpx2
@@ -52,13 +52,40 @@ class RequestRecord:
     seconds: float  # for watches: until the response headers, not the stream's end
 
 
-class _Answer:
-    """The HTTP status of a request under way, for its record (0: no answer yet)."""
+class _Exchange:
+    """One request as callers and metrics see it, whichever path it took: no answer and
+    a failed exec credential plugin leave it as ApiErrors, and it is recorded with its
+    HTTP status (``code``, 0 while there is none). A class, not a generator: every
+    request passes through it."""
 
-    __slots__ = ("code",)
+    __slots__ = ("_requester", "_resource", "_started", "_verb", "code")
 
-    def __init__(self) -> None:
+    def __init__(self, requester: Requester, verb: str, resource: Resource) -> None:
+        self._requester = requester
+        self._verb = verb
+        self._resource = resource
+        self._started = time.monotonic()
         self.code = 0
+
+    def __enter__(self) -> _Exchange:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if isinstance(exc, httpx2.HTTPError):
+                raise self._requester._unreachable(exc) from exc
+            if isinstance(
+                exc, EXEC_ERRORS
+            ):  # an exec credential plugin failed, or printed no token
+                raise exec_failure(exc) from None
+        finally:
+            seconds = time.monotonic() - self._started
+            self._requester._record(self._verb, self._resource, self.code, seconds)
 
 
 class Requester:
@@ -127,11 +154,12 @@ class Requester:
         timeout: float | None = None,
         fenced: bool = True,
     ) -> dict[str, Any]:
+        """One request whose answer is a JSON object: fenced if a write, over either path."""
         if fenced and method != "GET" and self.write_fence is not None and not self.write_fence():
             raise WriteFenced(verb, resource.plural)
         content = None if body is None else _json_encoder.encode(body)
         headers = {"Content-Type": content_type} if content is not None else None
-        with self._exchange(verb, resource) as answer:
+        with _Exchange(self, verb, resource) as answer:
             if self._direct is not None:
                 answer.code, reply = await self._direct.send(
                     method,
@@ -169,7 +197,7 @@ class Requester:
 
         ``direct``: over the direct path when there is one (its own headers).
         """
-        with self._exchange(verb, resource) as answer:
+        with _Exchange(self, verb, resource) as answer:
             response: StreamedResponse | None = None
             if direct and self._direct is not None:
                 response = await self._direct.open(request)
@@ -200,21 +228,6 @@ class Requester:
         takes the credential's header again (a rotated token, say)."""
         if self._direct is not None and code != 401:
             self._direct.refresh(self._http.auth)
-
-    @contextlib.contextmanager
-    def _exchange(self, verb: str, resource: Resource) -> Iterator[_Answer]:
-        """One request as callers and metrics see it, whichever path it took: no answer
-        and a failed exec credential plugin are ApiErrors, and the request is recorded."""
-        answer = _Answer()
-        started = time.monotonic()
-        try:
-            yield answer
-        except httpx2.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        except EXEC_ERRORS as exc:  # an exec credential plugin failed, or printed no token
-            raise exec_failure(exc) from None
-        finally:
-            self._record(verb, resource, answer.code, time.monotonic() - started)
 
     # -- outages and metrics -------------------------------------------------
 
