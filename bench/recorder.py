@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.kube.api import JOBS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
 
 # (active, succeeded, failed, types of the conditions that are True): what a

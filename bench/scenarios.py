@@ -41,7 +41,9 @@ from bench.workload import (
     resume_request,
     wait_until,
 )
-from jobrelay.kube.api import ApiClient, ApiOptions, RequestRecord
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.requesting import RequestRecord
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 
 Json = dict[str, Any]

@@ -8,7 +8,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.kube.api import JOBS, NAMESPACES, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, NAMESPACES
 
 RUN_LABEL = "bench.jobrelay.dev/run"
 DURATION_ANNOTATION = "fleet.jobrelay.dev/duration"

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet import shape
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.localfleet.fleet_state import NodeShape

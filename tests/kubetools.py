@@ -8,7 +8,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from jobrelay.kube.api import JOBS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS
+from jobrelay.vocabulary.resource import Resource
 
 Obj = dict[str, Any]
 T = TypeVar("T")

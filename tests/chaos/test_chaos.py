@@ -95,7 +95,9 @@ import pytest
 
 from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kube.api import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER

@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet.cluster_files import Credential
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay

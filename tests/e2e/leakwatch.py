@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kube.api import EVENTS, JOBS, SECRETS, WORKER_CLUSTERS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import EVENTS, JOBS, SECRETS, WORKER_CLUSTERS
 from tests.kubetools import WatchRecorder
 from tests.leakscan import (
     Needles,

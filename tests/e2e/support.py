@@ -24,7 +24,9 @@ from typing import Any
 
 import httpx2
 
-from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import EVENTS, JOBS, WORKER_CLUSTERS
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.vocabulary.names import (
@@ -34,6 +36,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_UID_LABEL,
     controller_label_value,
 )
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.leakwatch import CONTROLLER_LOGS
 from tests.kubetools import Obj, T, WatchRecorder, condition, eventually, finished, is_true
 

@@ -23,8 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError, PatchType, Resource
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, PODS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import JOBS, NAMESPACES, NODES, PODS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS, NAMESPACES, NODES, PODS
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 from tests.conftest import FleetHandle
 from tests.e2e.support import Relay, placement

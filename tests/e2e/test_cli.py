@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 
-from jobrelay.kube.api import JOBS, WORKER_CLUSTERS
+from jobrelay.kube.resources import JOBS, WORKER_CLUSTERS
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, is_true, job_manifest
 

@@ -32,18 +32,11 @@ import yaml
 from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kube.api import (
-    JOBS,
-    LEASES,
-    NAMESPACES,
-    PODS,
-    SECRETS,
-    ApiClient,
-    ApiError,
-    PatchType,
-    Resource,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, LEASES, NAMESPACES, PODS, SECRETS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
+from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
 from tests.e2e.test_admission_policy import (

@@ -27,10 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobrelay.kube.api import CRDS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS
 from jobrelay.vocabulary.names import (
     DEFAULT_CONTROLLER_NAME,
 )
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import (
     ControllerProcess,
     Relay,

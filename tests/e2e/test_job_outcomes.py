@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobrelay.kube.api import PODS
+from jobrelay.kube.resources import PODS
 from tests.e2e.support import Relay
 from tests.kubetools import condition, is_true, job_manifest
 

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kube.api import CRDS, JOBS, PODS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS, JOBS, PODS
 from tests.e2e.support import (
     ControllerProcess,
     Relay,
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 
-JOBSETS = Resource.of(JobSetKind.ref)
+JOBSETS = JobSetKind.ref
 JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 CONTROLLER_ARGS = ["--kind", "Job.v1.batch", "--kind", JobSetKind.ref.name]
 TERMINAL = ("Completed", "Failed")

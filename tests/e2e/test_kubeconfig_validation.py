@@ -36,7 +36,9 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.localfleet.cluster_files import Credential
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess

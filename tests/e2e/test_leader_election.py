@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.controller.options import LeaderElectionSettings, lease_name_for
-from jobrelay.kube.api import LEASES, ApiClient
-from jobrelay.kube.lease import RETRY_JITTER
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.rules import RETRY_JITTER
+from jobrelay.kube.resources import LEASES
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.e2e.support import Relay, Replica
 from tests.kubetools import eventually, job_manifest

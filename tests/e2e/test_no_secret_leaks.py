@@ -19,7 +19,9 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, PatchType
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import EVENTS, JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import EVENTS, JOBS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from tests.e2e.support import ControllerProcess, Relay
 from tests.kubetools import eventually, finished, get_or_none, gone, is_true, job_manifest

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import JOBS, NAMESPACES, PODS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, NAMESPACES, PODS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
 from tests.kubetools import finished, is_true, job_manifest, wait_for
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import JOBS, PODS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS, PODS
 from tests.conftest import FleetHandle
 from tests.e2e.support import Relay, placement
 from tests.kubetools import finished, is_true, job_manifest

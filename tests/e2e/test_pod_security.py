@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import NAMESPACES, PODS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import NAMESPACES, PODS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 from tests.e2e.support import Relay
 from tests.kubetools import is_true, job_manifest

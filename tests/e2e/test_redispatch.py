@@ -47,7 +47,8 @@ import pytest
 import yaml
 
 from jobrelay.fleet import drain, maintenance, registry
-from jobrelay.kube.api import JOBS, PODS, SECRETS, WORKER_CLUSTERS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS, PODS, SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CLUSTER_ANNOTATION,

@@ -30,11 +30,14 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from jobrelay.controller.relayapi import API_CONFIGMAP, POD_HEADER
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kube.api import CONFIGMAPS, PODS, ApiError, PatchType, Resource
+from jobrelay.kube.client import PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CONFIGMAPS, PODS
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import SIMULATED_LOG, SIMULATED_PREVIOUS_LOG, write_kubeconfig
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay

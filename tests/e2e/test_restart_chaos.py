@@ -25,7 +25,8 @@ from collections import defaultdict
 
 import pytest
 
-from jobrelay.kube.api import JOBS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS
 from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 from tests.e2e.support import (
     ControllerProcess,

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from jobrelay.kube.api import JOBS, PODS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import JOBS, PODS
 from tests.e2e.support import CONTROLLER_UID_LABEL, Relay, placement
 from tests.kubetools import eventually, finished, is_true, job_manifest, wait_for
 

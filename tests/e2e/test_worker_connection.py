@@ -39,14 +39,9 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import (
-    PODS,
-    SECRETS,
-    WORKER_CLUSTERS,
-    ApiClient,
-    ApiError,
-    PatchType,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import PODS, SECRETS, WORKER_CLUSTERS
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import FIELD_MANAGER

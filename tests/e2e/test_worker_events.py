@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import EVENTS, ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import EVENTS
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
 from tests.kubetools import eventually, job_manifest
 

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import JOBS, WORKER_CLUSTERS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, apiserver_record, frozen

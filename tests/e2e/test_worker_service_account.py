@@ -24,7 +24,9 @@ import yaml
 
 from jobrelay.fleet import registry
 from jobrelay.fleet.serviceaccount import WorkerAccount
-from jobrelay.kube.api import SECRETS, ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import SECRETS
+from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.conftest import NamespaceFactory
 from tests.e2e.support import Relay

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from jobrelay.controller.options import ApiSettings
-from jobrelay.web.health import parse_address
+from jobrelay.web.probe_server import parse_address
 
 _DEFAULTS = ApiSettings()
 

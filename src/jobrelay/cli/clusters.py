@@ -21,7 +21,8 @@ from jobrelay.fleet import drain, maintenance, registry, serviceaccount
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
 from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
-from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME

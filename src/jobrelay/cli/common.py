@@ -12,7 +12,9 @@ import click
 import yaml
 from click.shell_completion import CompletionItem
 
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, KubeconfigError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.vocabulary.names import origin_problem
 
 T = TypeVar("T")

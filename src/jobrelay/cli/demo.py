@@ -18,7 +18,9 @@ import click
 from jobrelay.cli.fleet import load_config
 from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet_state import FleetError
 from jobrelay.localfleet.orchestration import LocalFleet
@@ -158,7 +160,7 @@ def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, s
 async def _list(manager: ApiClient, names: set[tuple[str, str]]) -> list[tuple[WorkloadKind, Any]]:
     found = []
     for kind in DEMO_KINDS:
-        listed = await manager.list(Resource.of(kind.ref), namespace=DEMO_NAMESPACE)
+        listed = await manager.list(kind.ref, namespace=DEMO_NAMESPACE)
         found += [
             (kind, obj) for obj in listed.items if (kind.ref.kind, obj["metadata"]["name"]) in names
         ]
@@ -216,7 +218,7 @@ async def _submit(manager: ApiClient) -> set[tuple[str, str]]:
     names: set[tuple[str, str]] = set()
     for kind, objects in ((JOB, sample_jobs()), (JOBSET, sample_jobsets())):
         for obj in objects:
-            await manager.create(Resource.of(kind.ref), obj)
+            await manager.create(kind.ref, obj)
             names.add((kind.ref.kind, obj["metadata"]["name"]))
     return names
 

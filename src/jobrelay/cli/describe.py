@@ -32,7 +32,9 @@ from jobrelay.cli.common import (
 from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, complete_names
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import EVENTS
 
 DESCRIBE_TYPES: dict[str, WorkloadKind] = {
     **{alias: JOB_KIND for alias in ("job", "jobs", "job.batch", "jobs.batch")},
@@ -298,7 +300,7 @@ def render(
 async def manager_side(
     client: ApiClient, kind: WorkloadKind, namespace: str, name: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    resource = Resource.of(kind.ref)
+    resource = kind.ref
     try:
         obj = await client.get(resource, name, namespace=namespace)
     except ApiError as error:

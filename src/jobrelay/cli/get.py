@@ -31,7 +31,8 @@ from jobrelay.cli.common import (
 )
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kube.api import ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 JOB_KIND = DEDICATED["Job.v1.batch"]
@@ -99,7 +100,7 @@ async def fetch(client: ApiClient, query: Query) -> Listed:
     """The workloads the query names (every managed one without names), per kind in order."""
     listed = Listed()
     for kind in query.kinds:
-        resource = Resource.of(kind.ref)
+        resource = kind.ref
         if query.names:
             for name in query.names:
                 try:
@@ -205,7 +206,7 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
     an expired resourceVersion (410) lists again."""
 
     async def one(kind: WorkloadKind) -> None:
-        resource = Resource.of(kind.ref)
+        resource = kind.ref
         version = listed.versions.get(kind.name)
         field_selector = f"metadata.name={query.names[0]}" if len(query.names) == 1 else None
         while True:

@@ -11,7 +11,9 @@ import click
 from jobrelay.cli.common import manager_client, manager_options
 from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import EVENTS
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
@@ -56,7 +58,7 @@ async def _managed(
     found: list[tuple[WorkloadKind, dict[str, Any]]] = []
     for kind in kinds:
         try:
-            listed = await client.list(Resource.of(kind.ref), namespace=namespace)
+            listed = await client.list(kind.ref, namespace=namespace)
         except ApiError as error:
             if error.is_not_found:
                 continue  # a kind this manager does not serve

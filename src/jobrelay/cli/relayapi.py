@@ -16,7 +16,9 @@ from typing import Any
 from urllib.parse import quote
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kube.api import CONFIGMAPS, ApiClient, ApiError, KubeconfigError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.kube.resources import CONFIGMAPS
 from jobrelay.kube.userclient import RelayClient, RelayError
 
 __all__ = [

@@ -26,11 +26,11 @@ from jobrelay.controller.options import (
 from jobrelay.fleet import registry
 from jobrelay.kinds import KindError
 from jobrelay.kinds.catalog import parse_kind_name
-from jobrelay.kube.api import ApiError
-from jobrelay.kube.leaderelection import LeadershipLost
-from jobrelay.kube.lease import ElectionTiming
+from jobrelay.kube.election.elector import LeadershipLost
+from jobrelay.kube.election.rules import ElectionTiming
+from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
-from jobrelay.web.health import parse_address
+from jobrelay.web.probe_server import parse_address
 
 # A Lease's name: an RFC 1123 subdomain.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

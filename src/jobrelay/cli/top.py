@@ -16,7 +16,7 @@ from jobrelay.cli import fleetview
 from jobrelay.cli.common import manager_client, manager_options, run_command
 from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, Query, fetch
 from jobrelay.fleet import registry
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 # ANSI: cursor home and clear the screen, as `watch` and `top` redraw.

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import RequestRecord
 from jobrelay.kube.queueing import Backoff, Requeue
+from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.observe.metrics import (
     MANAGER,

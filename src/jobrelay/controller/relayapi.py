@@ -25,15 +25,9 @@ from urllib.parse import urlsplit
 from jobrelay.controller.options import ApiSettings
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kube.api import (
-    CONFIGMAPS,
-    PODS,
-    SUBJECT_ACCESS_REVIEWS,
-    TOKEN_REVIEWS,
-    ApiClient,
-    ApiError,
-    PatchType,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CONFIGMAPS, PODS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER
 from jobrelay.web import relayapi as rules
 from jobrelay.web.apiserver import Answer, ApiServer, Request, Stream

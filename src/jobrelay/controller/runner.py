@@ -35,16 +35,19 @@ from jobrelay.fleet.eventrelay import EventRelay
 from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.catalog import parse_kind_name
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
+from jobrelay.kube.election.rules import ElectionTiming
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
-from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
-from jobrelay.kube.lease import ElectionTiming
 from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLiveness
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.apiserver import ApiServer
-from jobrelay.web.health import Health, HealthServer, parse_address
+from jobrelay.web.probe_server import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
 
@@ -195,7 +198,7 @@ class Controller:
                 kind,
                 Informer(
                     manager,
-                    Resource.of(kind.ref),
+                    kind.ref,
                     transform=managed_by(kind, options.controller_name),
                 ),
             )

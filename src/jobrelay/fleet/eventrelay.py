@@ -28,7 +28,8 @@ from jobrelay.fleet.workerevents import (
 )
 from jobrelay.fleet.workers import Worker
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kube.api import ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
@@ -167,7 +168,7 @@ class EventRelay:
             return None
         try:
             await self._manager.patch(
-                Resource.of(kind.ref),
+                kind.ref,
                 key.name,
                 {"metadata": {"annotations": {BLOCKED_ANNOTATION: wanted}}},
                 namespace=key.namespace,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.fleet.registry import RegistryError
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 
 __all__ = [
     "HEARTBEAT_SECONDS",

@@ -21,8 +21,12 @@ from jobrelay.fleet.drain import (
     drain_progress,
 )
 from jobrelay.kinds.catalog import parse_kind_name
-from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.vocabulary.names import mirror_selector
+from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
     "CLI_FIELD_MANAGER",

@@ -19,15 +19,9 @@ import yaml
 
 from jobrelay.fleet import credentials
 from jobrelay.kube import redact
-from jobrelay.kube.api import (
-    CRDS,
-    NAMESPACES,
-    SECRETS,
-    WORKER_CLUSTERS,
-    ApiClient,
-    ApiError,
-    PatchType,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS, NAMESPACES, SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import FIELD_MANAGER
 
 DEFAULT_NAMESPACE = "jobrelay-system"

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.fleet.registry import RegistryError
-from jobrelay.kinds.base import KindRef
-from jobrelay.kube.api import NAMESPACES, SECRETS, ApiClient, PatchType, Resource
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.resources import NAMESPACES, SECRETS
 from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_NAMESPACE = "jobrelay-system"
 DEFAULT_ACCOUNT = "jobrelay-worker"
@@ -56,7 +57,7 @@ WATCH_VERBS = ("list", "watch")
 _LABELS = {"app.kubernetes.io/managed-by": "jobrelay", "app.kubernetes.io/component": "worker"}
 
 
-def worker_rules(kinds: Iterable[KindRef], *, create_namespaces: bool) -> list[dict[str, Any]]:
+def worker_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[dict[str, Any]]:
     """The ClusterRole rules jobrelay needs on a worker that runs mirrors of ``kinds``."""
     rules: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()

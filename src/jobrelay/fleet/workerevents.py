@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.kinds.base import KindRef, WorkloadKey
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
     "FAILED_CREATE",
@@ -177,7 +178,7 @@ def _prefixes(name: str) -> Iterator[str]:
 
 
 def _mirror_target(
-    kinds: Mapping[str, KindRef],
+    kinds: Mapping[str, Resource],
     mirror: MirrorLookup,
     namespace: str,
     names: Sequence[str] | Iterator[str],
@@ -206,7 +207,7 @@ def _mirror_target(
 
 def target_of(
     event: Mapping[str, Any],
-    kinds: Mapping[str, KindRef],
+    kinds: Mapping[str, Resource],
     mirror: MirrorLookup,
     pod_owners: PodOwners,
 ) -> Target | None:

@@ -30,18 +30,11 @@ from typing import Any, Protocol
 from jobrelay.fleet import health, registry
 from jobrelay.fleet.workerevents import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kube.api import (
-    EVENTS,
-    NODES,
-    PODS,
-    SECRETS,
-    WORKER_CLUSTERS,
-    ApiClient,
-    ApiError,
-    ApiOptions,
-    Resource,
-)
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.queueing import WorkQueue, run_workers
+from jobrelay.kube.resources import EVENTS, NODES, PODS, SECRETS, WORKER_CLUSTERS
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import (
@@ -589,7 +582,7 @@ class WorkerPool:
         for kind in self._kinds:
             informer = Informer(
                 client,
-                Resource.of(kind.ref),
+                kind.ref,
                 label_selector=self._selector,
                 transform=kind.slim_mirror,
                 options=self._options.informer,

@@ -3,7 +3,7 @@
 Nothing here does I/O; an import-linter contract keeps the kube layer out.
 """
 
-from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKey, WorkloadKind
+from jobrelay.kinds.base import Finish, PodSet, WorkloadKey, WorkloadKind
 from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
 from jobrelay.kinds.types import JsonObj
 
@@ -12,7 +12,6 @@ __all__ = [
     "Finish",
     "JsonObj",
     "KindError",
-    "KindRef",
     "PodSet",
     "WorkloadKey",
     "WorkloadKind",

@@ -17,29 +17,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from jobrelay.kinds.types import JsonObj
-
-
-@dataclass(frozen=True, slots=True)
-class KindRef:
-    """Where a kind is served: enough to build every URL for it."""
-
-    group: str  # "" for the core group
-    version: str
-    kind: str
-    plural: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def name(self) -> str:
-        """``Kind.version.group``, the form ``jobrelay run --kind`` takes (and kubectl's)."""
-        return (
-            f"{self.kind}.{self.version}.{self.group}"
-            if self.group
-            else f"{self.kind}.{self.version}"
-        )
+from jobrelay.vocabulary.resource import Resource
 
 
 class WorkloadKey(NamedTuple):
@@ -82,7 +60,7 @@ class Finish:
 class WorkloadKind(abc.ABC):
     """One workload kind jobrelay dispatches. Subclasses are pure and stateless."""
 
-    ref: KindRef
+    ref: Resource  # where the kind is served; the API client takes it as it is
 
     @property
     def name(self) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from jobrelay.kinds.base import KindRef, WorkloadKind
+from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
     "DEDICATED",
@@ -63,7 +64,7 @@ def kinds_from_names(
     chosen: dict[str, WorkloadKind] = {}
     for text in names:
         kind, version, group = parse_kind_name(text)
-        ref = KindRef(group, version, kind, (plurals or {}).get(text) or default_plural(kind))
+        ref = Resource(group, version, (plurals or {}).get(text) or default_plural(kind), kind)
         if ref.name in chosen:
             continue
         chosen[ref.name] = DEDICATED.get(ref.name) or GenericKind(ref, finished_conditions)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
-from jobrelay.kinds.base import Finish, KindRef, WorkloadKind
+from jobrelay.kinds.base import Finish, WorkloadKind
 from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_FINISHED_CONDITIONS = ("Complete", "Failed", "Succeeded")
 # Finishing condition types that mean failure; any other finishing type is a success.
@@ -23,7 +24,7 @@ FAILURE_CONDITIONS = frozenset({"Failed", "Failure", "Error", "Errored", "Aborte
 
 class GenericKind(WorkloadKind):
     def __init__(
-        self, ref: KindRef, finished_conditions: Iterable[str] = DEFAULT_FINISHED_CONDITIONS
+        self, ref: Resource, finished_conditions: Iterable[str] = DEFAULT_FINISHED_CONDITIONS
     ) -> None:
         self.ref = ref
         self.finished_conditions = tuple(finished_conditions)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKind
+from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.mirrors import carried_over, mirror_metadata, slim_metadata
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.resource import Resource
 
 COMPLETED = "Completed"
 FAILED = "Failed"
@@ -55,7 +56,7 @@ def _true(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:
 
 
 class JobSetKind(WorkloadKind):
-    ref = KindRef("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+    ref = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         spec = obj.get("spec") or {}

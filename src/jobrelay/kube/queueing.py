@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 
 __all__ = [
     "Backoff",

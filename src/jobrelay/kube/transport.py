@@ -9,7 +9,7 @@ per request and the tests' mock transports keep working unchanged; only the
 bytes on the wire go through aiohttp.
 
 Errors are translated to httpx2's exception types, each chained to aiohttp's
-(whose OSError carries the errno that ``api._unreachable`` reports).
+(whose OSError carries the errno that ``errors.unreachable_error`` reports).
 """
 
 from __future__ import annotations
@@ -216,6 +216,13 @@ class DirectSender:
         self._base_url = base_url.rstrip("/")
         self.headers = dict(headers)
         self._connect_timeout = connect_timeout
+
+    @property
+    def carries_credential(self) -> bool:
+        """Whether requests carry an Authorization header: a 401 may then mean only that
+        the credential changed, and httpx2's flow for it (which reads a token file again)
+        is worth one more try."""
+        return "Authorization" in self.headers
 
     def refresh(self, auth: httpx2.Auth | None) -> None:
         """Take the credential's header again (after httpx2's flow renewed it)."""

@@ -19,7 +19,8 @@ import httpx2
 from lightkube.config.client_adapter import user_auth, user_cert
 from lightkube.config.kubeconfig import KubeConfig
 
-from jobrelay.kube.api import _CONFIG_ERRORS, KubeconfigError
+from jobrelay.kube.connecting import CONFIG_ERRORS
+from jobrelay.kube.errors import KubeconfigError
 from jobrelay.kube.redact import library_problem
 
 __all__ = ["RelayClient", "RelayError", "context_namespace"]
@@ -75,7 +76,7 @@ class RelayClient:
             auth = user_auth(single.user) if single.user else None
         except ssl.SSLError as exc:
             raise KubeconfigError(f"cannot load certificates: {exc.reason or exc}") from None
-        except _CONFIG_ERRORS as exc:
+        except CONFIG_ERRORS as exc:
             raise KubeconfigError(f"cannot use the kubeconfig: {library_problem(exc)}") from None
         http = httpx2.AsyncClient(
             base_url=url,
@@ -127,6 +128,6 @@ def context_namespace(kubeconfig: str | Path | None, context: str | None) -> str
     try:
         config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
         namespace = config.get(context_name=context).namespace
-    except _CONFIG_ERRORS:
+    except CONFIG_ERRORS:
         return "default"
     return str(namespace or "default")

@@ -25,7 +25,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.kube.api import ApiClient, ApiError, Resource, WatchEvent
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.streams import WatchEvent
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["Change", "Informer", "InformerEvent", "InformerOptions", "object_key"]
 
@@ -34,10 +38,7 @@ _log = logging.getLogger(__name__)
 
 def object_key(obj: Mapping[str, Any]) -> str:
     """The cache and work-queue key of an object: ``namespace/name``, or ``name``."""
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    name = metadata.get("name", "")
-    return f"{namespace}/{name}" if namespace else str(name)
+    return Meta(obj).key
 
 
 class Change(enum.StrEnum):
@@ -391,5 +392,4 @@ class Informer:
 
 
 def _version_of(obj: Mapping[str, Any]) -> str | None:
-    version = (obj.get("metadata") or {}).get("resourceVersion")
-    return version if isinstance(version, str) and version else None
+    return Meta(obj).resource_version or None

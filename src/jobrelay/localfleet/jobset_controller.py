@@ -58,9 +58,12 @@ from typing import Any
 import httpx2
 import yaml
 
-from jobrelay.kube.api import CRDS, ApiClient, ApiError, PatchType, Resource
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster_files import ClusterFiles
+from jobrelay.vocabulary.resource import Resource
 
 COMPONENT = "jobset-controller"
 PORT_NAMES = ("jobset-webhook", "jobset-health")

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import NODES, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NODES
 from jobrelay.localfleet.shape import FLEET_PREFIX, ClusterShape
 
 NODE_READY_TIMEOUT = 60.0

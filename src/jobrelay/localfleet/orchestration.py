@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from jobrelay.kube.health import probe
+from jobrelay.kube.probes import probe
 from jobrelay.localfleet import cluster, pki, ports, processes
 from jobrelay.localfleet import shape as shape_mod
 from jobrelay.localfleet.binaries import Progress

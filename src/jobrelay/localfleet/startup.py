@@ -10,8 +10,9 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from jobrelay.kube.api import ApiClient, ApiError
-from jobrelay.kube.health import probe
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.probes import probe
 from jobrelay.localfleet import cluster, jobset_controller, nodes, pki, processes
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import Binaries

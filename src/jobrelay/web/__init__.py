@@ -1,4 +1,4 @@
 """The controller's own HTTP side (probes today).
 
-- ``health``: ``/healthz`` and ``/readyz`` with the replica's role
+- ``probe_server``: ``/healthz`` and ``/readyz`` with the replica's role, ``/metrics``
 """

@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
-from jobrelay.web.health import next_request, parse_address
+from jobrelay.web.probe_server import next_request, parse_address
 from jobrelay.web.relayapi import User, status_body, user_from_certificate
 
 __all__ = ["Answer", "ApiServer", "Request", "Stream"]

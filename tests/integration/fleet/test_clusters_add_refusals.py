@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
 from tests.integration.fleet.test_clusters_cli import NAMESPACE, Cli
 from tests.kubetools import exists
 

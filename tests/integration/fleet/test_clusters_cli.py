@@ -23,8 +23,11 @@ import pytest
 import yaml
 
 from jobrelay.fleet import registry
-from jobrelay.kube.api import JOBS, SECRETS, WORKER_CLUSTERS, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_LABEL, controller_label_value
+from jobrelay.vocabulary.resource import Resource
 from tests.kubetools import eventually, gone
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,8 @@ import pytest
 
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
 from jobrelay.kinds.catalog import kinds_from_names
-from jobrelay.kube.api import NODES, PODS, WORKER_CLUSTERS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import NODES, PODS, WORKER_CLUSTERS
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.conftest import FleetHandle

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import EVENTS, JOBS, NAMESPACES, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
+from jobrelay.kube.resources import EVENTS, JOBS, NAMESPACES
+from jobrelay.vocabulary.resource import Resource
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,12 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import CRDS, ApiClient, ApiError, PatchType, Resource, WatchEvent
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import CRDS
+from jobrelay.kube.streams import WatchEvent
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
+from jobrelay.vocabulary.resource import Resource
 
 pytestmark = pytest.mark.integration
 

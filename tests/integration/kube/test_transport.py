@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, ApiOptions, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.vocabulary.resource import Resource
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from jobrelay.kube.api import JOBS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS
 from jobrelay.localfleet.cluster import TOKEN_USERS
 from jobrelay.localfleet.cluster_files import Credential
 from tests.conftest import FleetHandle

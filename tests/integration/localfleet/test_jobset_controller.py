@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, PODS
 from jobrelay.localfleet.jobset_controller import CONTROLLER_NAME, JOBSETS
 from tests.kubetools import is_true, wait_for
 

@@ -21,13 +21,15 @@ import pytest
 from click.testing import CliRunner
 
 from jobrelay.cli.fleet import fleet as fleet_cli
-from jobrelay.kube.api import NAMESPACES, WORKER_CLUSTERS, ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import NAMESPACES, WORKER_CLUSTERS
 from jobrelay.localfleet import cluster, processes
 from jobrelay.localfleet.binaries import resolver
 from jobrelay.localfleet.fleet_state import FleetError, NodeShape
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.processes import ProcessRecord
 from jobrelay.localfleet.shape import MANAGER
+from jobrelay.vocabulary.resource import Resource
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from jobrelay.cli.fleet import fleet as fleet_cli
-from jobrelay.kube.api import NODES, WORKER_CLUSTERS
+from jobrelay.kube.resources import NODES, WORKER_CLUSTERS
 from jobrelay.localfleet import nodes, shape
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.placement import units

@@ -6,7 +6,9 @@ import asyncio
 
 import pytest
 
-from jobrelay.kube.api import JOBS, PODS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, PODS
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.kubetools import finished, is_true, job_manifest, wait_for
 

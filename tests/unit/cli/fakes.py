@@ -24,7 +24,7 @@ import msgspec
 from tests.unit.controller.fakes import _answer, status_body
 
 from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 
 _revisions = itertools.count(100)
 WORKER_CLUSTERS_PATH = "jobrelay.dev/v1alpha1/workerclusters"

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from jobrelay.cli.get import JOB_KIND, Listed, Printer, Query, follow
-from jobrelay.kube.api import ApiError, ListResult, WatchEvent
+from jobrelay.kube.client import ListResult
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.streams import WatchEvent
 
 
 class Stop(Exception):

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from jobrelay.cli import run as run_command
 from jobrelay.controller.options import ControllerOptions, LeaderElectionSettings
-from jobrelay.kube.leaderelection import LeadershipLost
+from jobrelay.kube.election.elector import LeadershipLost
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
 from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
-from jobrelay.kinds.base import KindRef, WorkloadKey, WorkloadKind
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
@@ -40,6 +40,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.resource import Resource
 from jobrelay.vocabulary.workercluster import drain_mode
 
 CONTROLLER = "jobrelay.dev/relay"
@@ -54,7 +55,7 @@ T_END = "2026-03-01T12:05:00Z"
 
 JOB = JobKind()
 JOBSET = JobSetKind()
-WIDGET = GenericKind(KindRef("example.com", "v1", "Widget", "widgets"))
+WIDGET = GenericKind(Resource("example.com", "v1", "widgets", "Widget"))
 
 SETTINGS = Settings(
     controller_name=CONTROLLER,

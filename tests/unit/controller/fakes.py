@@ -26,7 +26,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 

@@ -35,7 +35,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 
 KEY = key_of(JOB)

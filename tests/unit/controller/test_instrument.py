@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, key_of
 
 from jobrelay.controller.instrument import Instruments, reconcile_result
-from jobrelay.kube.api import RequestRecord
 from jobrelay.kube.queueing import Backoff, Lane, Requeue
+from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.watching import Change, InformerEvent
 
 KEY = key_of()

@@ -46,7 +46,7 @@ from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.queueing import Backoff, Lane, Requeue
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 

@@ -17,7 +17,8 @@ import pytest
 
 from jobrelay.controller.relayapi import RelayApi
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kube.api import ApiError, ListResult
+from jobrelay.kube.client import ListResult
+from jobrelay.kube.errors import ApiError
 from jobrelay.web.apiserver import Answer, Request, Stream
 from jobrelay.web.relayapi import Limits, User
 

@@ -26,7 +26,8 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kube.api import ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.queueing import Lane, Requeue
 from jobrelay.kube.watching import Change, InformerEvent
 

@@ -33,9 +33,11 @@ from jobrelay.controller.options import (
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kube.api import EVENTS, ApiClient, WriteFenced
-from jobrelay.kube.leaderelection import LeadershipLost
-from jobrelay.kube.lease import LeaseRecord
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.elector import LeadershipLost
+from jobrelay.kube.election.rules import LeaseRecord
+from jobrelay.kube.errors import WriteFenced
+from jobrelay.kube.resources import EVENTS
 from jobrelay.kube.watching import Change, InformerEvent
 
 JOB = JobKind()

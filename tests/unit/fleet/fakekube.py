@@ -18,7 +18,8 @@ import httpx2
 import msgspec
 
 from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kube.api import ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.vocabulary.resource import Resource
 
 JsonObj = dict[str, Any]
 

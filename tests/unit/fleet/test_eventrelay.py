@@ -13,7 +13,7 @@ from jobrelay.fleet.eventrelay import EventRelay
 from jobrelay.fleet.workerevents import SUMMARY_REASON, RelayLimits
 from jobrelay.kinds import kinds_from_names
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION

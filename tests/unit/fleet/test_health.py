@@ -20,7 +20,8 @@ from jobrelay.fleet.health import (
     verdict,
 )
 from jobrelay.fleet.registry import RegistryError
-from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
 
 FORBIDDEN_LIST = (
     'jobs.batch is forbidden: User "jobrelay" cannot list resource "jobs" in API group '

@@ -14,7 +14,8 @@ from tests.unit.fleet.fakekube import FakeKube, collection_path
 
 from jobrelay.fleet import registry
 from jobrelay.fleet.credentials import KubeconfigRefused
-from jobrelay.kube.api import SECRETS, ApiClient
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.resources import SECRETS
 
 NAMESPACE = "jobrelay-system"
 SECRETS_PATH = collection_path(SECRETS, NAMESPACE)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from jobrelay.fleet import serviceaccount
 from jobrelay.fleet.serviceaccount import WorkerAccount, worker_rules
-from jobrelay.kinds.base import KindRef
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.vocabulary.resource import Resource
 
 DEPLOY = Path(__file__).parents[3] / "deploy"
 JOB = JobKind.ref
@@ -60,7 +60,7 @@ def test_the_documented_objects_are_those_the_cli_applies() -> None:
     ],
 )  # fmt: skip
 def test_rules_by_kind_and_namespace_creation(
-    kinds: list[KindRef], create_namespaces: bool, resources: set[str]
+    kinds: list[Resource], create_namespaces: bool, resources: set[str]
 ) -> None:
     rules = worker_rules(kinds, create_namespaces=create_namespaces)
     named = [f"{rule['apiGroups'][0]}/{rule['resources'][0]}" for rule in rules]
@@ -69,7 +69,7 @@ def test_rules_by_kind_and_namespace_creation(
 
 @given(st.lists(st.sampled_from([JOB, JOBSET]), max_size=4), st.booleans())
 def test_no_rule_grants_more_than_the_controller_does(
-    kinds: list[KindRef], create_namespaces: bool
+    kinds: list[Resource], create_namespaces: bool
 ) -> None:
     """Never a wildcard, never a secret, pods only counted, never a write to what is not a mirror."""
     for rule in worker_rules(kinds, create_namespaces=create_namespaces):

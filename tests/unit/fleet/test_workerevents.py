@@ -23,10 +23,11 @@ from jobrelay.fleet.workerevents import (
     slim_event,
     target_of,
 )
-from jobrelay.kinds.base import KindRef, WorkloadKey
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.vocabulary.resource import Resource
 
-JOB = KindRef("batch", "v1", "Job", "jobs")
-JOBSET = KindRef("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+JOB = Resource("batch", "v1", "jobs", "Job")
+JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 KINDS = {JOB.name: JOB, JOBSET.name: JOBSET}
 CREATED = "2026-11-23T08:00:00Z"
 

@@ -22,14 +22,17 @@ from tests.unit.fleet.fakekube import FakeKube, collection_path
 
 from jobrelay.fleet import registry
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
-from jobrelay.kinds.base import KindRef, WorkloadKey
+from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.generic import GenericKind
-from jobrelay.kube.api import SECRETS, WORKER_CLUSTERS, ApiClient, ApiOptions, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
+from jobrelay.vocabulary.resource import Resource
 
 NAMESPACE = "jobrelay-system"
-WIDGET = GenericKind(KindRef("example.com", "v1", "Widget", "widgets"))
-MIRRORS = collection_path(Resource.of(WIDGET.ref))
+WIDGET = GenericKind(Resource("example.com", "v1", "widgets", "Widget"))
+MIRRORS = collection_path(WIDGET.ref)
 REGISTRATIONS = collection_path(WORKER_CLUSTERS)
 SECRETS_PATH = collection_path(SECRETS, NAMESPACE)
 WORKER = "w1"

@@ -19,7 +19,8 @@ from tests.unit.fleet.test_workers import (
 )
 
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
-from jobrelay.kube.api import NODES, PODS, ApiOptions
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.resources import NODES, PODS
 from jobrelay.placement.tracker import JOB_NAME_LABEL, OwnedPods
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 

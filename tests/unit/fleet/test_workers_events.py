@@ -9,7 +9,8 @@ from tests.unit.fleet.test_workers import NAMESPACE, WIDGET, WORKER, Fleet, mirr
 
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kube.api import EVENTS, ApiOptions
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.resources import EVENTS
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 

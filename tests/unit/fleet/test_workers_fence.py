@@ -6,7 +6,8 @@ import httpx2
 import msgspec
 
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
-from jobrelay.kube.api import ApiClient, ApiOptions
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.connecting import ApiOptions
 
 
 async def test_status_writes_wait_for_the_fence_to_open() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text
 
 from jobrelay.fleet import drain, health
-from jobrelay.kube.api import ApiError
+from jobrelay.kube.errors import ApiError
 from jobrelay.placement.decision import place
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.workload import PodGroup, Workload

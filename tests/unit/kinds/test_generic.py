@@ -6,12 +6,13 @@ import copy
 
 import pytest
 
-from jobrelay.kinds.base import Finish, KindRef
+from jobrelay.kinds.base import Finish
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL
+from jobrelay.vocabulary.resource import Resource
 
-REF = KindRef("example.com", "v1beta1", "Widget", "widgets")
+REF = Resource("example.com", "v1beta1", "widgets", "Widget")
 KIND = GenericKind(REF)
 NOW = "2026-03-01T12:10:00Z"
 
@@ -54,7 +55,7 @@ def test_a_kind_needs_a_finishing_condition() -> None:
 def test_ref_and_name() -> None:
     assert KIND.name == "Widget.v1beta1.example.com"
     assert repr(KIND) == "GenericKind(Widget.v1beta1.example.com)"
-    core = GenericKind(KindRef("", "v1", "Pod", "pods"))
+    core = GenericKind(Resource("", "v1", "pods", "Pod"))
     assert (core.name, core.ref.api_version) == ("Pod.v1", "v1")
 
 

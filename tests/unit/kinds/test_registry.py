@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from jobrelay.kinds import DEFAULT_KINDS, KindError, kinds_from_names
-from jobrelay.kinds.base import KindRef
 from jobrelay.kinds.catalog import DEDICATED, default_plural, parse_kind_name
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.vocabulary.resource import Resource
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_dedicated_adapters_where_they_exist_generic_elsewhere_in_order_once() -
         ]
     )
     assert [type(k) for k in kinds] == [GenericKind, JobKind, JobSetKind]
-    assert kinds[0].ref == KindRef("ray.io", "v1", "RayJob", "rayjobs")
+    assert kinds[0].ref == Resource("ray.io", "v1", "rayjobs", "RayJob")
     # Another version of a dedicated kind is served generically.
     (other,) = kinds_from_names(["JobSet.v1alpha1.jobset.x-k8s.io"])
     assert isinstance(other, GenericKind)

@@ -16,7 +16,8 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.kube.api import ApiClient, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.vocabulary.resource import Resource
 
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 _CLOSE = object()

@@ -18,7 +18,7 @@ from typing import Any
 import httpx2
 import msgspec
 
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 
 PREFIX = "/apis/coordination.k8s.io/v1/namespaces/"
 

@@ -10,7 +10,7 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.events import EventRecorder
 
 JOB = {

@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from jobrelay.kube.api import TOKEN_REVIEWS, ApiClient, ApiError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import TOKEN_REVIEWS
 
 
 def _client(handler: httpx2.MockTransport) -> ApiClient:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from lightkube.core.exceptions import ConfigError
 
-from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.kube.redact import library_problem
 
 SECRET = "s3cr3t-VALUE-4c8d21"

@@ -9,7 +9,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from jobrelay.kube.api import ApiClient
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions, object_key
 
 FAST = InformerOptions(page_size=2, inactivity_timeout=5.0, backoff_initial=0.01, backoff_max=0.05)
@@ -236,7 +236,7 @@ async def test_connection_errors_back_off_and_recover(
     # A silent apiserver is a state, not an error per retry: its client says when it
     # stops and starts answering; the informer's retries are debug lines.
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.name for r in warnings] == ["jobrelay.kube.api", "jobrelay.kube.api"]
+    assert [r.name for r in warnings] == ["jobrelay.kube.requesting", "jobrelay.kube.requesting"]
     assert all("does not answer" in r.getMessage() for r in warnings)
 
 

@@ -39,8 +39,10 @@ from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import NAMESPACES, ApiClient, ApiError, Resource
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.placement.workload import PodGroup
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
@@ -206,7 +208,7 @@ class Executor:
         self.reservations.reserve(action.cluster, key, action.demand)
         try:
             await self.manager.patch(
-                Resource.of(kind.ref),
+                kind.ref,
                 key.name,
                 # The resourceVersion makes this a compare-and-swap: a workload is placed once.
                 {
@@ -246,7 +248,7 @@ class Executor:
         namespace_ensured = not self.create_namespaces
         while True:
             try:
-                await worker.client.create(Resource.of(kind.ref), action.body)
+                await worker.client.create(kind.ref, action.body)
                 break
             except ApiError as error:
                 if error.is_already_exists:
@@ -299,7 +301,7 @@ class Executor:
             return Retry(f"worker cluster {action.cluster} went away")
         try:
             await worker.client.patch(
-                Resource.of(kind.ref), action.name, action.patch, namespace=action.namespace
+                kind.ref, action.name, action.patch, namespace=action.namespace
             )
         except ApiError as error:
             if error.is_conflict or error.is_not_found:
@@ -323,7 +325,7 @@ class Executor:
             return  # gone with its worker, or deleted by an earlier pass the cache has not shown
         try:
             await worker.client.delete(
-                Resource.of(kind.ref),
+                kind.ref,
                 action.name,
                 namespace=action.namespace,
                 uid=action.uid,
@@ -348,7 +350,7 @@ class Executor:
         # is rewritten whenever it changes.
         try:
             await self.manager.patch(
-                Resource.of(kind.ref),
+                kind.ref,
                 key.name,
                 {"metadata": {"annotations": action.annotations}},
                 namespace=key.namespace,
@@ -366,7 +368,7 @@ class Executor:
         patch = {"metadata": {"resourceVersion": action.resource_version}, "status": action.patch}
         try:
             await self.manager.patch(
-                Resource.of(kind.ref),
+                kind.ref,
                 key.name,
                 patch,
                 namespace=key.namespace,

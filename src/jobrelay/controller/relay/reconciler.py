@@ -36,8 +36,9 @@ from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict, probe_pods, verd
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.api import PODS, ApiError, Resource
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.queueing import Backoff, Lane, Requeue
+from jobrelay.kube.resources import PODS
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
 from jobrelay.placement.held import placeable
@@ -459,7 +460,7 @@ class Reconciler:
     async def _read_local(self, runtime: KindRuntime, key: WorkloadKey) -> JsonObj | None:
         try:
             obj = await self._executor.manager.get(
-                Resource.of(runtime.kind.ref), key.name, namespace=key.namespace
+                runtime.kind.ref, key.name, namespace=key.namespace
             )
         except ApiError as error:
             if error.is_not_found:
@@ -474,7 +475,7 @@ class Reconciler:
         if worker is None:
             return None
         try:
-            return await worker.client.get(Resource.of(kind.ref), key.name, namespace=key.namespace)
+            return await worker.client.get(kind.ref, key.name, namespace=key.namespace)
         except ApiError as error:
             if error.is_not_found:
                 return None

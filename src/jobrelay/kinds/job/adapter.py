@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from jobrelay.kinds.base import Finish, KindRef, PodSet, WorkloadKind
+from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.job import conditions, contract, mirror, spec, status
 from jobrelay.kinds.mirrors import slim_metadata
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.resource import Resource
 
 
 class JobKind(WorkloadKind):
-    ref = KindRef("batch", "v1", "Job", "jobs")
+    ref = Resource("batch", "v1", "jobs", "Job")
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         # The pod template is most of a Job's bytes; only its scheduling

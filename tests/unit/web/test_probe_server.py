@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import httpx2
 import pytest
 
-from jobrelay.web.health import Health, HealthServer, parse_address
+from jobrelay.web.probe_server import Health, HealthServer, parse_address
 
 
 class State:

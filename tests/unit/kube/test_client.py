@@ -11,19 +11,12 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.kube.api import (
-    JOBS,
-    NODES,
-    WORKER_CLUSTERS,
-    ApiClient,
-    ApiError,
-    ApiOptions,
-    KubeconfigError,
-    PatchType,
-    RequestRecord,
-    Resource,
-    WriteFenced,
-)
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.errors import ApiError, WriteFenced
+from jobrelay.kube.requesting import RequestRecord
+from jobrelay.kube.resources import JOBS, NODES, WORKER_CLUSTERS
+from jobrelay.vocabulary.resource import Resource
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
@@ -390,59 +383,6 @@ async def test_a_failing_hook_does_not_fail_the_request() -> None:
         assert await client.get(NODES, "n") == {"ok": True}
 
 
-# -- construction -------------------------------------------------------------------------
-
-KUBECONFIG: dict[str, Any] = {
-    "apiVersion": "v1",
-    "kind": "Config",
-    "current-context": "worker-a",
-    "clusters": [{"name": "a", "cluster": {"server": "http://127.0.0.1:1"}}],
-    "users": [{"name": "a", "user": {"token": "secret-token"}}],
-    "contexts": [
-        {"name": "worker-a", "context": {"cluster": "a", "user": "a"}},
-        {"name": "other", "context": {"cluster": "a", "user": "a"}},
-    ],
-}
-
-
-async def test_from_kubeconfig_dict_names_the_client_after_the_context() -> None:
-    async with ApiClient.from_kubeconfig_dict(KUBECONFIG) as client:
-        assert client.cluster == "worker-a"
-    async with ApiClient.from_kubeconfig_dict(KUBECONFIG, "other", cluster="b") as client:
-        assert client.cluster == "b"
-        # Nothing listens on port 1: the failure is an ApiError, not an httpx one.
-        with pytest.raises(ApiError) as caught:
-            await client.get(NODES, "n")
-        assert caught.value.is_unreachable
-
-
-async def test_from_kubeconfig_reads_a_file(tmp_path: Any) -> None:
-    import yaml
-
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(KUBECONFIG))
-    async with ApiClient.from_kubeconfig(path) as client:
-        assert client.cluster == "worker-a"
-
-
-@pytest.mark.parametrize(
-    "broken",
-    [
-        {},
-        {**KUBECONFIG, "current-context": "missing"},
-        {**KUBECONFIG, "clusters": [{"name": "a"}]},
-    ],
-)
-def test_bad_kubeconfigs_raise_kubeconfig_error(broken: dict[str, Any]) -> None:
-    with pytest.raises(KubeconfigError):
-        ApiClient.from_kubeconfig_dict(broken)
-
-
-def test_a_missing_kubeconfig_file_raises_kubeconfig_error(tmp_path: Any) -> None:
-    with pytest.raises(KubeconfigError):
-        ApiClient.from_kubeconfig(tmp_path / "nope")
-
-
 async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -453,7 +393,7 @@ async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
             raise httpx2.ConnectError("connection refused", request=request)
         return json_response(404, status(404, "NotFound"))  # an answer, even if a refusal
 
-    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.api"):
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.requesting"):
         async with api(flaky) as (client, _):
             for _ in range(6):
                 with pytest.raises(ApiError):

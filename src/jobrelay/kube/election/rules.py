@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from jobrelay.vocabulary.meta import Meta
+
 # How much later than the retry period a candidate may try again (client-go jitters too),
 # so that two standbys do not poll in lockstep.
 RETRY_JITTER = 0.2
@@ -119,7 +121,7 @@ def observe(
         record, version = None, ""
     else:
         record = LeaseRecord.from_lease(lease)
-        version = str((lease.get("metadata") or {}).get("resourceVersion") or "")
+        version = Meta(lease).resource_version
     if previous is not None and previous.record == record:
         return replace(previous, resource_version=version)
     return Observation(record, version, now)

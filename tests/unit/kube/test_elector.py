@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from tests.unit.kube.leases import FakeLeases
 
-from jobrelay.kube.api import LEASES, ApiClient, ApiError, WriteFenced
-from jobrelay.kube.leaderelection import Elector, LeadershipLost, new_identity
-from jobrelay.kube.lease import ElectionTiming, LeaseRecord, lease_body
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
+from jobrelay.kube.election.rules import ElectionTiming, LeaseRecord, lease_body
+from jobrelay.kube.errors import ApiError, WriteFenced
+from jobrelay.kube.resources import LEASES
 
 # A loop of its own per test: fake time from 0, whatever earlier tests left on the
 # session loop (under a shared loop, looptime fell back to real time after some).
@@ -179,7 +181,7 @@ async def test_a_standby_waits_a_full_lease_from_when_it_first_saw_it(
     leases.put(NAME, held_by("gone"))
     standby = make("standby")
     begun = now()
-    with caplog.at_level(logging.INFO, logger="jobrelay.kube.leaderelection"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.kube.election.elector"):
         standby.start()
         await wait_for(lambda: standby.elector.leader == "gone")
         assert not standby.elector.is_leader
@@ -324,7 +326,7 @@ async def test_an_apiserver_that_answers_after_the_deadline_makes_no_leader(
 ) -> None:
     leases.frozen = True
     late = make("late")
-    with caplog.at_level(logging.INFO, logger="jobrelay.kube.leaderelection"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.kube.election.elector"):
         late.start()
         await asyncio.sleep(30)
         assert late.started_at is None
@@ -445,7 +447,7 @@ async def test_a_leader_that_cannot_release_says_so_and_stops(
     await leader.wait_started()
     await asyncio.sleep(1)
     leases.down = True
-    with caplog.at_level(logging.WARNING, logger="jobrelay.kube.leaderelection"):
+    with caplog.at_level(logging.WARNING, logger="jobrelay.kube.election.elector"):
         await leader.finish()
     assert "could not release lease" in caplog.text
     assert leases.holder(NAME) == "leader"  # it runs out by itself

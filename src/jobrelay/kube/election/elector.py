@@ -7,7 +7,7 @@ period, optimistically from its own last write; a renewal that has not
 succeeded within the renew deadline ends its leadership, and its
 ``on_started_leading`` task is cancelled before ``run`` raises
 :class:`LeadershipLost`. The decisions are the pure functions of
-``kube.lease``; this module only does their I/O.
+``kube.election.rules``; this module only does their I/O.
 
 Give the elector a client of its own: renewals then never queue behind the
 controller's requests for a connection (controller-runtime does the same).
@@ -26,8 +26,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from jobrelay.kube.api import LEASES, ApiClient, ApiError
-from jobrelay.kube.lease import (
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.rules import (
     RETRY_JITTER,
     Acquire,
     ElectionTiming,
@@ -39,6 +39,8 @@ from jobrelay.kube.lease import (
     observe,
     released,
 )
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import LEASES
 
 __all__ = ["Elector", "LeadershipLost", "new_identity"]
 

@@ -1,0 +1,69 @@
+"""The resources jobrelay reads and writes besides its workload kinds, and their URLs.
+
+A workload kind names its own :class:`~jobrelay.vocabulary.resource.Resource`
+(``WorkloadKind.ref``); the client takes either as it is.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from jobrelay.vocabulary.resource import Resource
+
+__all__ = [
+    "CONFIGMAPS",
+    "CRDS",
+    "EVENTS",
+    "JOBS",
+    "LEASES",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "SECRETS",
+    "SUBJECT_ACCESS_REVIEWS",
+    "TOKEN_REVIEWS",
+    "VERSION",
+    "WORKER_CLUSTERS",
+    "resource_path",
+]
+
+JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+TOKEN_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+# Our own CRD: one object per worker cluster, on the management cluster.
+WORKER_CLUSTERS = Resource(
+    "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
+)
+# Not a resource: /version, named so that request records and counts can show it.
+VERSION = Resource("", "", "version", "Version", namespaced=False)
+
+
+def resource_path(resource: Resource, namespace: str | None, name: str | None = None) -> str:
+    """The URL path of ``resource``'s collection (in ``namespace``), or of ``name`` in it.
+
+    ValueError for a scope mistake, before any request: a namespace for a
+    cluster-scoped kind, or a namespaced object named without one.
+    """
+    prefix = f"/apis/{resource.group}/{resource.version}" if resource.group else "/api/v1"
+    if resource.namespaced and namespace:
+        prefix = f"{prefix}/namespaces/{quote(namespace, safe='')}"
+    elif not resource.namespaced and namespace:
+        raise ValueError(f"{resource.plural} are cluster-scoped; got namespace {namespace!r}")
+    elif resource.namespaced and name is not None:
+        raise ValueError(f"{resource.plural} are namespaced; a namespace is required")
+    path = f"{prefix}/{resource.plural}"
+    return path if name is None else f"{path}/{quote(name, safe='')}"
