@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from jobrelay.controller.relayapi import API_CONFIGMAP, POD_HEADER
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kube.api import CONFIGMAPS, PODS, ApiError, PatchType, Resource
 from jobrelay.localfleet import pki
@@ -38,6 +37,7 @@ from jobrelay.localfleet.cluster import (
     Credential,
     write_kubeconfig,
 )
+from jobrelay.relayapi.rules import API_CONFIGMAP, POD_HEADER
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets

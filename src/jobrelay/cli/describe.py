@@ -41,7 +41,7 @@ DESCRIBE_TYPES: dict[str, WorkloadKind] = {
 
 # (namespace, name, kind) -> {cluster, mirror, pods: [{name, phase, node, restarts, ready,
 # lastState, conditions}]}, or an awaitable of it: the controller API's view of the
-# worker side (jobrelay.cli.relayapi.fetch_mirror). Anything it raises is shown as why
+# worker side (jobrelay.relayapi.client.fetch_mirror). Anything it raises is shown as why
 # the worker side is unavailable.
 MirrorFetcher = Callable[[str, str, str], Any]
 
@@ -54,11 +54,11 @@ def relay_api_fetcher(kubeconfig: Path | None, context: str | None) -> MirrorFet
     """The controller API client's ``fetch_mirror``, given the manager's kubeconfig and
     context where it takes them. Imported only when needed: describe works without it."""
     try:
-        module = importlib.import_module("jobrelay.cli.relayapi")
+        module = importlib.import_module("jobrelay.relayapi.client")
         fetch = module.fetch_mirror
     except (ImportError, AttributeError) as error:
         raise WorkerDetailsUnavailable(
-            "this jobrelay has no client of the controller's API (jobrelay.cli.relayapi)"
+            "this jobrelay has no client of the controller's API (jobrelay.relayapi.client)"
         ) from error
     try:
         accepted = set(inspect.signature(fetch).parameters)
