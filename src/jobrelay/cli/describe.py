@@ -33,6 +33,7 @@ from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, complete_names
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.api import EVENTS, ApiClient, ApiError, Resource
+from jobrelay.vocabulary.placement import placement_of, placements_of
 
 DESCRIBE_TYPES: dict[str, WorkloadKind] = {
     **{alias: JOB_KIND for alias in ("job", "jobs", "job.batch", "jobs.batch")},
@@ -116,7 +117,7 @@ def _waits(state: State, reason: str, obj: Mapping[str, Any]) -> str:
     if state is State.BLOCKED:
         return f"the worker cannot create its pods: {reason}"
     if state is State.SUSPENDED:
-        placed = workloads.cluster_of(obj)
+        placed = placement_of(obj)
         return "suspended (spec.suspend): " + (
             f"its mirror on {placed} is suspended too" if placed else "it is placed once resumed"
         )
@@ -259,7 +260,7 @@ def render(
     """The whole description; ``worker`` is None when it was never placed."""
     metadata = obj.get("metadata") or {}
     where = workloads.standing(kind, obj)
-    history = workloads.placements_of(obj)
+    history = placements_of(obj)
     lines = [
         f"Name:             {metadata.get('name', '')}",
         f"Namespace:        {metadata.get('namespace', '')}",
@@ -274,7 +275,7 @@ def render(
     waits = _waits(where.state, where.reason, obj)
     if waits:
         lines.append(f"Waiting:          {waits}")
-    lines.append(f"Cluster:          {workloads.cluster_of(obj) or '-'}")
+    lines.append(f"Cluster:          {placement_of(obj) or '-'}")
     if history:
         current = len(history)
         lines.append("Placements:")
@@ -344,7 +345,7 @@ def describe(
 
     obj, events = run_command(go())
     worker = None
-    if workloads.cluster_of(obj):
+    if placement_of(obj):
         worker = fetch_worker_side(lambda: fetcher_factory(kubeconfig, context), where, name, kind)
     for line in render(kind, obj, events, worker, datetime.now(UTC)):
         click.echo(line)
