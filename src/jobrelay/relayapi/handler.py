@@ -66,6 +66,8 @@ class Workers(Protocol):
 
 
 class Refused(Exception):
+    """A request the handler turns down: answered as a Kubernetes ``Status``."""
+
     def __init__(self, code: int, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.answer = Answer(code, rules.status_body(code, message, reason))
