@@ -6,7 +6,6 @@ httpx2) is imported when a command runs, so that `jobrelay CMD --help` starts at
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -87,6 +86,8 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (a watch, `top`), as a shell reports it
 def run_command(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine: API errors become CLI errors with their exit code (the
     first one, out of a task group too), Ctrl-C exits 130 quietly."""
+    import asyncio
+
     from jobrelay.kube.api import ApiError, KubeconfigError
 
     try:
@@ -174,6 +175,8 @@ def complete_namespaces(
 
 
 def _completions(fetch: Callable[[], Coroutine[Any, Any, list[str]]]) -> list[str]:
+    import asyncio
+
     from jobrelay.kube.api import ApiError, KubeconfigError
 
     try:

@@ -8,7 +8,6 @@ module lists, watches and prints. The API client is imported when it lists, so t
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -251,6 +250,8 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
     """Watch every kind from where the list left off, printing what changes (like
     ``kubectl get -w``), until interrupted. A watch the apiserver ends is opened again;
     an expired resourceVersion (410) lists again."""
+    import asyncio
+
     from jobrelay.kube.api import ApiError, Resource
 
     async def one(kind: WorkloadKind) -> None:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import jobrelay
 from jobrelay.cli.main import SUBCOMMANDS, cli
 
-HEAVY = ("aiohttp", "lightkube", "httpx2", "jobrelay.kube", "jobrelay.relayapi.client")
+HEAVY = ("aiohttp", "lightkube", "httpx2", "jobrelay.kube", "jobrelay.relayapi.client", "asyncio")
 SRC = Path(jobrelay.__file__).resolve().parents[1]
 
 
