@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from jobrelay.cli.common import manager_options
+from jobrelay.cli.common import kubeconfig_namespace, manager_options
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.relayapi.rules import API_CONFIGMAP, RelayError, job_path, log_params
 
@@ -123,9 +123,9 @@ def logs(
     if previous and follow:
         raise click.UsageError("--previous and --follow exclude each other")
     # The client (httpx2, lightkube) is imported only when a log is read, not for --help.
-    from jobrelay.relayapi.client import connect, context_namespace
+    from jobrelay.relayapi.client import connect
 
-    namespace = namespace or context_namespace(kubeconfig, context)
+    namespace = namespace or kubeconfig_namespace(kubeconfig, context)
     ca_pem = certificate_authority.read_text() if certificate_authority else None
     params = log_params(
         {

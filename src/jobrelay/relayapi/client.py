@@ -33,13 +33,14 @@ __all__ = [
     "RelayClient",
     "RelayError",
     "connect",
-    "context_namespace",
     "fetch_mirror",
     "find_endpoint",
 ]
 
 
 class RelayClient:
+    """An HTTP client of the logs API that carries the user's own manager credentials."""
+
     def __init__(self, http: httpx2.AsyncClient) -> None:
         self._http = http
 
@@ -114,16 +115,6 @@ class RelayClient:
             raise RelayError(0, "Unreachable", f"the stream broke: {type(exc).__name__}") from None
         finally:
             await response.aclose()
-
-
-def context_namespace(kubeconfig: str | Path | None, context: str | None) -> str:
-    """The namespace of the kubeconfig's context, like kubectl's default (else "default")."""
-    try:
-        config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-        namespace = config.get(context_name=context).namespace
-    except _CONFIG_ERRORS:
-        return "default"
-    return str(namespace or "default")
 
 
 @dataclass(frozen=True, slots=True)
