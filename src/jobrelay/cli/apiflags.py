@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from jobrelay.controller.options import ApiSettings
+from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.web.probe_server import parse_address
 
 _DEFAULTS = ApiSettings()

@@ -1,21 +1,24 @@
-"""Options and helpers shared by the CLI commands."""
+"""Options and helpers shared by the CLI commands.
+
+Defining a command's options imports nothing heavy: the API client (aiohttp, lightkube,
+httpx2) is imported when a command runs, so that `jobrelay CMD --help` starts at once.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import yaml
 from click.shell_completion import CompletionItem
 
-from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
-from jobrelay.kube.resources import NAMESPACES
 from jobrelay.vocabulary.names import origin_problem
+
+if TYPE_CHECKING:
+    from jobrelay.kube.client import ApiClient
+    from jobrelay.kube.errors import ApiError
 
 T = TypeVar("T")
 
@@ -45,6 +48,9 @@ def manager_options(func: Any) -> Any:
 
 
 def manager_client(kubeconfig: Path | None, context: str | None) -> ApiClient:
+    from jobrelay.kube.client import ApiClient
+    from jobrelay.kube.errors import KubeconfigError
+
     try:
         if kubeconfig is not None:
             return ApiClient.from_kubeconfig(kubeconfig, context, cluster="manager")
@@ -82,6 +88,10 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (a watch, `top`), as a shell reports it
 def run_command(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine: API errors become CLI errors with their exit code (the
     first one, out of a task group too), Ctrl-C exits 130 quietly."""
+    import asyncio
+
+    from jobrelay.kube.errors import ApiError, KubeconfigError
+
     try:
         return asyncio.run(coroutine)
     except KeyboardInterrupt:
@@ -98,6 +108,8 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _cli_error(error: BaseException) -> BaseException:
+    from jobrelay.kube.errors import ApiError, KubeconfigError
+
     if isinstance(error, KeyboardInterrupt):
         return click.exceptions.Exit(EXIT_INTERRUPTED)
     if isinstance(error, ApiError):
@@ -109,6 +121,8 @@ def _cli_error(error: BaseException) -> BaseException:
 
 def kubeconfig_namespace(kubeconfig: Path | None, context: str | None) -> str:
     """The namespace kubectl would use: the context's, else ``default``."""
+    import yaml
+
     paths = [kubeconfig] if kubeconfig else []
     if not paths:
         env = os.environ.get("KUBECONFIG", "")
@@ -153,6 +167,8 @@ def complete_namespaces(
     params = ctx.params
 
     async def names() -> list[str]:
+        from jobrelay.kube.resources import NAMESPACES
+
         async with manager_client(params.get("kubeconfig"), params.get("context")) as client:
             listed = await client.list(NAMESPACES)
         return [obj["metadata"]["name"] for obj in listed.items]
@@ -161,6 +177,10 @@ def complete_namespaces(
 
 
 def _completions(fetch: Callable[[], Coroutine[Any, Any, list[str]]]) -> list[str]:
+    import asyncio
+
+    from jobrelay.kube.errors import ApiError, KubeconfigError
+
     try:
         return asyncio.run(asyncio.wait_for(fetch(), _COMPLETION_TIMEOUT))
     except (ApiError, KubeconfigError, click.ClickException, TimeoutError, OSError):

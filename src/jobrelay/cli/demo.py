@@ -15,7 +15,9 @@ from typing import Any
 
 import click
 
+from jobrelay.cli import workloads
 from jobrelay.cli.fleet import load_config
+from jobrelay.cli.workloads import State
 from jobrelay.kinds import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kube.client import ApiClient
@@ -25,11 +27,9 @@ from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.fleet_state import FleetError
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER, FleetShape
-from jobrelay.vocabulary.names import (
-    CLUSTER_ANNOTATION,
-    DEFAULT_CONTROLLER_NAME,
-    NOT_PLACED_ANNOTATION,
-)
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
+from jobrelay.vocabulary.placement import not_placed_reason, placement_of
 
 DEMO_NAMESPACE = "demo"
 JOB = DEDICATED["Job.v1.batch"]
@@ -130,23 +130,20 @@ def sample_jobsets() -> list[dict[str, Any]]:
 
 
 def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    meta, status = obj["metadata"], obj.get("status") or {}
+    status = obj.get("status") or {}
     managed = (obj.get("spec") or {}).get("managedBy") == DEFAULT_CONTROLLER_NAME
-    where = (
-        (meta.get("annotations") or {}).get(CLUSTER_ANNOTATION, "-")
-        if managed
-        else "manager (local)"
-    )
-    finish = kind.finish(obj)
-    held = (meta.get("annotations") or {}).get(NOT_PLACED_ANNOTATION, "")
-    if finish is not None:
-        state = "Succeeded" if finish.succeeded else f"Failed ({finish.reason})"
-    elif kind.has_run(obj) or status.get("active"):
-        state = "Running"
-    elif where != "-":
-        state = "Dispatched"
-    else:
-        state = f"Held ({held.partition(':')[0]})" if held else "Pending"
+    where = (placement_of(obj) or "-") if managed else "manager (local)"
+    if managed:
+        standing = workloads.standing(kind, obj)
+        state = standing.state.value
+        if standing.state in (State.FAILED, State.HELD, State.BLOCKED) and standing.reason:
+            state += f" ({standing.reason.partition(':')[0]})"
+    else:  # the manager's own controller runs it: only how it ended is jobrelay's to say
+        finish = kind.finish(obj)
+        if finish is None:
+            state = "Running" if kind.has_run(obj) or status.get("active") else "Pending"
+        else:
+            state = State.COMPLETE.value if finish.succeeded else f"Failed ({finish.reason})"
     if kind is JOBSET:
         replicated = status.get("replicatedJobsStatus") or []
         done = sum(int(r.get("succeeded") or 0) for r in replicated)
@@ -154,7 +151,7 @@ def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, s
         counts = f"{done}/{failed} jobs"
     else:
         counts = f"{status.get('succeeded', 0)}/{status.get('failed', 0)}"
-    return kind.ref.kind, meta["name"], where, state, counts
+    return kind.ref.kind, Meta(obj).name, where, state, counts
 
 
 async def _list(manager: ApiClient, names: set[tuple[str, str]]) -> list[tuple[WorkloadKind, Any]]:
@@ -176,10 +173,9 @@ async def _watch(
     while True:
         items = await _list(manager, names)
         for _, obj in items:
-            annotations = obj["metadata"].get("annotations") or {}
-            held = annotations.get(NOT_PLACED_ANNOTATION)
+            held = not_placed_reason(obj)
             why = f"{obj['metadata']['name']} waits on the manager: {held}"
-            if held and not annotations.get(CLUSTER_ANNOTATION) and why not in told:
+            if held and why not in told:
                 told.add(why)
                 click.echo(f"\n{why}")
         rows = sorted(_row(kind, obj) for kind, obj in items)

@@ -35,6 +35,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
+from jobrelay.vocabulary.placement import placement_of, placements_of
 
 DESCRIBE_TYPES: dict[str, WorkloadKind] = {
     **{alias: JOB_KIND for alias in ("job", "jobs", "job.batch", "jobs.batch")},
@@ -43,7 +44,7 @@ DESCRIBE_TYPES: dict[str, WorkloadKind] = {
 
 # (namespace, name, kind) -> {cluster, mirror, pods: [{name, phase, node, restarts, ready,
 # lastState, conditions}]}, or an awaitable of it: the controller API's view of the
-# worker side (jobrelay.cli.relayapi.fetch_mirror). Anything it raises is shown as why
+# worker side (jobrelay.relayapi.client.fetch_mirror). Anything it raises is shown as why
 # the worker side is unavailable.
 MirrorFetcher = Callable[[str, str, str], Any]
 
@@ -56,11 +57,11 @@ def relay_api_fetcher(kubeconfig: Path | None, context: str | None) -> MirrorFet
     """The controller API client's ``fetch_mirror``, given the manager's kubeconfig and
     context where it takes them. Imported only when needed: describe works without it."""
     try:
-        module = importlib.import_module("jobrelay.cli.relayapi")
+        module = importlib.import_module("jobrelay.relayapi.client")
         fetch = module.fetch_mirror
     except (ImportError, AttributeError) as error:
         raise WorkerDetailsUnavailable(
-            "this jobrelay has no client of the controller's API (jobrelay.cli.relayapi)"
+            "this jobrelay has no client of the controller's API (jobrelay.relayapi.client)"
         ) from error
     try:
         accepted = set(inspect.signature(fetch).parameters)
@@ -118,7 +119,7 @@ def _waits(state: State, reason: str, obj: Mapping[str, Any]) -> str:
     if state is State.BLOCKED:
         return f"the worker cannot create its pods: {reason}"
     if state is State.SUSPENDED:
-        placed = workloads.cluster_of(obj)
+        placed = placement_of(obj)
         return "suspended (spec.suspend): " + (
             f"its mirror on {placed} is suspended too" if placed else "it is placed once resumed"
         )
@@ -261,7 +262,7 @@ def render(
     """The whole description; ``worker`` is None when it was never placed."""
     metadata = obj.get("metadata") or {}
     where = workloads.standing(kind, obj)
-    history = workloads.placements_of(obj)
+    history = placements_of(obj)
     lines = [
         f"Name:             {metadata.get('name', '')}",
         f"Namespace:        {metadata.get('namespace', '')}",
@@ -276,7 +277,7 @@ def render(
     waits = _waits(where.state, where.reason, obj)
     if waits:
         lines.append(f"Waiting:          {waits}")
-    lines.append(f"Cluster:          {workloads.cluster_of(obj) or '-'}")
+    lines.append(f"Cluster:          {placement_of(obj) or '-'}")
     if history:
         current = len(history)
         lines.append("Placements:")
@@ -346,7 +347,7 @@ def describe(
 
     obj, events = run_command(go())
     worker = None
-    if workloads.cluster_of(obj):
+    if placement_of(obj):
         worker = fetch_worker_side(lambda: fetcher_factory(kubeconfig, context), where, name, kind)
     for line in render(kind, obj, events, worker, datetime.now(UTC)):
         click.echo(line)

@@ -18,6 +18,7 @@ from jobrelay.fleet import drain
 from jobrelay.fleet.drain import WorkerState
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.placement.units import CPU, GPU, MEMORY, format_units, resources_of
+from jobrelay.vocabulary.placement import placement_of
 
 CLUSTER_COLUMNS = ("NAME", "CONNECTED", "STATE", "VERSION", "MIRRORS", "CAPACITY", "AGE")
 CLUSTER_WIDE_COLUMNS = (*CLUSTER_COLUMNS, "LABELS", "MESSAGE")
@@ -101,7 +102,7 @@ def top_lines(
     """The fleet at a glance: per worker its connection, capacity used of allocatable,
     unfinished mirrors (its status) and workloads running there (the manager's view);
     then how many workloads are in each state."""
-    standings = [(workloads.cluster_of(obj), workloads.standing(kind, obj).state)
+    standings = [(placement_of(obj), workloads.standing(kind, obj).state)
                  for kind, obj in managed]  # fmt: skip
     running = Counter(where for where, state in standings if state is State.RUNNING)
     rows = []

@@ -1,22 +1,21 @@
-"""`jobrelay get [jobs|jobsets|all] [NAME...]`: managed workloads with kubectl's habits.
+"""`jobrelay get [jobs|jobsets|all|Kind.version.group] [NAME...]`: managed workloads with
+kubectl's habits (`jobrelay jobs` is the same command).
 
 Columns, states and reasons come from :mod:`jobrelay.cli.workloads` (pure); this
-module lists, watches and prints.
+module lists, watches and prints. The API client is imported when it lists, so that
+`jobrelay get --help` starts at once.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import msgspec
-import yaml
 from click.shell_completion import CompletionItem
 
 from jobrelay.cli import workloads
@@ -30,10 +29,12 @@ from jobrelay.cli.common import (
     run_command,
 )
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError
+from jobrelay.kinds.catalog import DEDICATED, KindError, kinds_from_names
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
+
+if TYPE_CHECKING:
+    from jobrelay.kube.client import ApiClient
 
 JOB_KIND = DEDICATED["Job.v1.batch"]
 JOBSET_KIND = DEDICATED["JobSet.v1alpha2.jobset.x-k8s.io"]
@@ -48,6 +49,24 @@ RESOURCE_TYPES: dict[str, tuple[WorkloadKind, ...]] = {
     },
 }
 OUTPUTS = ("wide", "json", "yaml", "name")
+TYPES_METAVAR = "[jobs|jobsets|all|Kind.version.group]"
+
+
+def kinds_of(resource_type: str) -> tuple[WorkloadKind, ...]:
+    """The kinds a resource type names: kubectl's names of Job and JobSet, ``all`` (both), or
+    any other workload kind as ``Kind.version.group`` (``RayJob.v1.ray.io``)."""
+    kinds = RESOURCE_TYPES.get(resource_type.lower())
+    if kinds is not None:
+        return kinds
+    try:
+        return tuple(kinds_from_names([resource_type]))
+    except KindError as error:
+        raise click.BadParameter(
+            f"{resource_type!r}: one of jobs, jobsets, all, or Kind.version.group ({error})",
+            param_hint=TYPES_METAVAR,
+        ) from None
+
+
 _WATCH_TIMEOUT_SECONDS = 300  # the apiserver ends a watch after this; it is opened again
 
 
@@ -68,6 +87,9 @@ def as_list(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def dump(document: Any, output: str) -> str:
+    import msgspec
+    import yaml
+
     if output == "json":
         return msgspec.json.format(msgspec.json.encode(document), indent=4).decode()
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
@@ -94,10 +116,27 @@ class Listed:
     found: list[tuple[WorkloadKind, dict[str, Any]]] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)  # kind name -> resourceVersion
     missing: list[tuple[WorkloadKind, str]] = field(default_factory=list)
+    # The latest Warning about each object, by UID: the REASON of those that have none.
+    warnings: dict[str, str] = field(default_factory=dict)
+
+
+async def latest_warnings(client: ApiClient, namespace: str | None) -> dict[str, str]:
+    """The latest Warning Event about each object (``Reason: message``), by its UID; none
+    when Events cannot be read (the table still shows)."""
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import EVENTS
+
+    try:
+        listed = await client.list(EVENTS, namespace=namespace, field_selector="type=Warning")
+    except ApiError:
+        return {}
+    return workloads.latest_warnings(listed.items)
 
 
 async def fetch(client: ApiClient, query: Query) -> Listed:
     """The workloads the query names (every managed one without names), per kind in order."""
+    from jobrelay.kube.errors import ApiError
+
     listed = Listed()
     for kind in query.kinds:
         resource = kind.ref
@@ -138,11 +177,13 @@ class Printer:
     def __init__(self, output: str | None, *, now: Callable[[], datetime]) -> None:
         self.output = output
         self.now = now
+        # The latest Warning about each object by UID (shown when it has no reason of its own).
+        self.warnings: Mapping[str, str] = {}
         self._widths: list[int] = []
         self._shown: dict[tuple[str, str, str], object] = {}
 
     def first(self, found: list[tuple[WorkloadKind, dict[str, Any]]], *, single: bool) -> None:
-        rows = [workloads.row(kind, obj, self.now()) for kind, obj in found]
+        rows = [self._row(kind, obj) for kind, obj in found]
         for r, (_, obj) in zip(rows, found, strict=True):  # what a watch compares with
             self._shown[(r.kind, r.namespace, r.name)] = self._fingerprint(r, obj)
         if self.output in ("json", "yaml"):
@@ -162,10 +203,16 @@ class Printer:
                     click.echo(workloads.aligned(line, self._widths))
         sys.stdout.flush()  # a watch follows: what was listed shows at once through a pipe
 
+    def _row(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> workloads.Row:
+        warning = self.warnings.get(Meta(obj).uid, "")
+        return workloads.row(kind, obj, self.now(), warning=warning)
+
     def _fingerprint(self, r: workloads.Row, obj: Mapping[str, Any]) -> object:
         """What must differ for a watch to print the object again: what the table shows of
         it (ages aside); for json and yaml, anything but its resourceVersion."""
         if self.output in ("json", "yaml"):
+            import msgspec
+
             metadata = {
                 k: v for k, v in (obj.get("metadata") or {}).items()
                 if k not in ("resourceVersion", "managedFields")
@@ -177,7 +224,7 @@ class Printer:
 
     def changed(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A watch event's object: printed when what the table shows of it changed."""
-        r = workloads.row(kind, obj, self.now())
+        r = self._row(kind, obj)
         key = (r.kind, r.namespace, r.name)
         fingerprint = self._fingerprint(r, obj)
         if self._shown.get(key) == fingerprint:
@@ -204,6 +251,9 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
     """Watch every kind from where the list left off, printing what changes (like
     ``kubectl get -w``), until interrupted. A watch the apiserver ends is opened again;
     an expired resourceVersion (410) lists again."""
+    import asyncio
+
+    from jobrelay.kube.errors import ApiError
 
     async def one(kind: WorkloadKind) -> None:
         resource = kind.ref
@@ -280,7 +330,7 @@ def complete_types(
 
 
 @click.command()
-@click.argument("resource_type", metavar="[jobs|jobsets|all]", required=False, default="jobs",
+@click.argument("resource_type", metavar=TYPES_METAVAR, required=False, default="jobs",
                 shell_complete=complete_types)  # fmt: skip
 @click.argument("names", nargs=-1, shell_complete=complete_names)
 @namespace_options
@@ -309,13 +359,11 @@ def get(
     """List managed workloads: cluster, state (Held, Pending, Dispatched, Running, Blocked,
     Complete, Failed, Suspended) and why, completions, age and duration.
 
-    Named workloads are shown whoever manages them; missing ones exit 3.
+    REASON is why it waits or how it ended, else the latest Warning Event about it.
+    Named workloads are shown whoever manages them; missing ones exit 3. `jobrelay jobs`
+    is the same command.
     """
-    kinds = RESOURCE_TYPES.get(resource_type.lower())
-    if kinds is None:
-        raise click.BadParameter(
-            f"{resource_type!r}: one of jobs, jobsets, all", param_hint="[jobs|jobsets|all]"
-        )
+    kinds = kinds_of(resource_type)
     if names and len(kinds) > 1:
         raise click.UsageError("name a single resource type (jobs or jobsets) with NAMEs")
     if all_namespaces and names:
@@ -332,6 +380,9 @@ def get(
     async def go() -> Listed:
         async with manager_client(kubeconfig, context) as client:
             listed = await fetch(client, query)
+            if output in (None, "wide") and listed.found:
+                listed.warnings = await latest_warnings(client, where)
+                printer.warnings = listed.warnings
             printer.first(listed.found, single=len(names) == 1)
             if not listed.found and not names and not watch and output in (None, "wide"):
                 scope = "in any namespace" if where is None else f"in {where} namespace"

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import click
 
-from jobrelay.cli.common import manager_options
-from jobrelay.cli.relayapi import RelayError, connect, job_path, log_params
+from jobrelay.cli.common import kubeconfig_namespace, manager_options
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
-from jobrelay.kube.userclient import context_namespace
+from jobrelay.relayapi.rules import API_CONFIGMAP, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
 EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
@@ -93,7 +92,7 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
               help="The workload's kind (as jobrelay run --kind names it).")  # fmt: skip
 @click.option("--server", default=None, metavar="URL",
               help="The jobrelay API's URL [default: published in ConfigMap "
-                   f"{DEFAULT_NAMESPACE}/jobrelay-api].")  # fmt: skip
+                   f"{DEFAULT_NAMESPACE}/{API_CONFIGMAP}].")  # fmt: skip
 @click.option("--certificate-authority", "certificate_authority", default=None,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The CA of --server's certificate [default: the published ca.crt].")  # fmt: skip
@@ -123,7 +122,10 @@ def logs(
         raise click.UsageError("--index and --all-pods exclude each other")
     if previous and follow:
         raise click.UsageError("--previous and --follow exclude each other")
-    namespace = namespace or context_namespace(kubeconfig, context)
+    # The client (httpx2, lightkube) is imported only when a log is read, not for --help.
+    from jobrelay.relayapi.client import connect
+
+    namespace = namespace or kubeconfig_namespace(kubeconfig, context)
     ca_pem = certificate_authority.read_text() if certificate_authority else None
     params = log_params(
         {

@@ -1,22 +1,113 @@
-"""The `jobrelay` command."""
+"""The `jobrelay` command.
+
+Subcommands are imported when they are run (or their own help is asked for), not
+before: `jobrelay --help` and TAB completion of a verb import none of them, nor the
+API client under them. Each verb's short help is written here for that reason; a
+unit test keeps it equal to the command's own.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+
 import click
+from click.shell_completion import CompletionItem
+from click.utils import make_default_short_help
 
 from jobrelay import __version__
-from jobrelay.cli.clusters import clusters
-from jobrelay.cli.demo import demo
-from jobrelay.cli.describe import describe
-from jobrelay.cli.fleet import fleet
-from jobrelay.cli.get import get
-from jobrelay.cli.jobs import jobs
-from jobrelay.cli.logs import logs
-from jobrelay.cli.run import install, run
-from jobrelay.cli.top import top
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    module: str  # the module that defines it
+    attribute: str  # its click command there
+    short_help: str  # shown by `jobrelay --help` and completion without importing it
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "clusters": Subcommand(
+        "jobrelay.cli.clusters", "clusters",
+        "Worker clusters registered with the management cluster (WorkerCluster objects).",
+    ),
+    "demo": Subcommand(
+        "jobrelay.cli.demo", "demo",
+        "Bring up a local fleet, run jobrelay, and dispatch a batch of sample Jobs and JobSets.",
+    ),
+    "describe": Subcommand(
+        "jobrelay.cli.describe", "describe",
+        "Show one workload: state and why it waits, placement history, status and "
+        "conditions, the mirror's conditions and pods on its worker, and its Events (the "
+        "worker's relayed).",
+    ),
+    "fleet": Subcommand(
+        "jobrelay.cli.fleet", "fleet",
+        "Run a local fleet of real Kubernetes clusters (manager + workers, KWOK nodes).",
+    ),
+    "get": Subcommand(
+        "jobrelay.cli.get", "get",
+        "List managed workloads: cluster, state (Held, Pending, Dispatched, Running, "
+        "Blocked, Complete, Failed, Suspended) and why, completions, age and duration.",
+    ),
+    "install": Subcommand(
+        "jobrelay.cli.run", "install",
+        "Install the WorkerCluster CRD and the controller's namespace on the management "
+        "cluster.",
+    ),
+    # An alias of `get` (the same options and output), kept for those used to it.
+    "jobs": Subcommand("jobrelay.cli.get", "get", "An alias of get."),
+    "logs": Subcommand(
+        "jobrelay.cli.logs", "logs",
+        "Print the logs of JOB's pods, read from its worker through the jobrelay controller.",
+    ),
+    "run": Subcommand(
+        "jobrelay.cli.run", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
+    ),
+    "top": Subcommand(
+        "jobrelay.cli.top", "top",
+        "The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory "
+        "and GPUs used of allocatable, its unfinished mirrors and the workloads running "
+        "there; then the managed workloads by state.",
+    ),
+}  # fmt: skip
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands (``SUBCOMMANDS``) are imported on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = SUBCOMMANDS.get(cmd_name)
+        if found is None:
+            return None
+        command = getattr(importlib.import_module(found.module), found.attribute)
+        assert isinstance(command, click.Command), found
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in SUBCOMMANDS)
+        rows = [
+            (name, make_default_short_help(SUBCOMMANDS[name].short_help, limit))
+            for name in self.list_commands(ctx)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        verbs = [
+            CompletionItem(name, help=make_default_short_help(SUBCOMMANDS[name].short_help))
+            for name in self.list_commands(ctx)
+            if name.startswith(incomplete)
+        ]
+        # The group's own options (click.Command's completion, not Group's, which would
+        # import every verb).
+        return verbs + click.Command.shell_complete(self, ctx, incomplete)
 
 
 @click.group(
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Exit codes: 0 ok, 1 the apiserver refused or could not be reached (or another "
     "error), 2 usage, 3 not found, 130 interrupted. Shell completion: "
@@ -25,10 +116,6 @@ from jobrelay.cli.top import top
 @click.version_option(__version__, prog_name="jobrelay")
 def cli() -> None:
     """jobrelay: dispatch Kubernetes Jobs (spec.managedBy) to a fleet of worker clusters."""
-
-
-for command in (run, install, clusters, jobs, get, describe, top, logs, fleet, demo):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
-    ApiSettings,
     ControllerOptions,
     KindSettings,
     LeaderElectionSettings,
@@ -30,6 +29,7 @@ from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
+from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.web.probe_server import parse_address
 
 # A Lease's name: an RFC 1123 subdomain.

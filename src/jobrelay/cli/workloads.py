@@ -1,8 +1,9 @@
 """What `jobrelay get`, `describe` and `top` say of a workload (pure: no I/O, no clock).
 
-A workload's state is computed here from the management object alone (its
-status, conditions and jobrelay's annotations), so every command says the same
-thing and every case is a table row in the unit tests.
+A workload's state is computed here, and only here, from the management object
+alone (its status, conditions and jobrelay's annotations, read through
+:mod:`jobrelay.vocabulary.placement`), so every command says the same thing and
+every case is a table row in the unit tests.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from datetime import datetime
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.vocabulary.names import (
-    BLOCKED_ANNOTATION,
-    CLUSTER_ANNOTATION,
-    NOT_PLACED_ANNOTATION,
-    PLACEMENTS_ANNOTATION,
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.placement import (
+    blocked_reason,
+    not_placed_reason,
+    placement_of,
+    placements_of,
 )
 
 
@@ -41,10 +43,6 @@ class Standing:
     reason: str = ""
 
 
-def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
-
-
 def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
     """The state of a management object and, where there is one, its reason."""
     body = dict(obj)
@@ -54,29 +52,31 @@ def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
         return Standing(State.COMPLETE if finish.succeeded else State.FAILED, reason)
     if kind.is_suspended(body):
         return Standing(State.SUSPENDED)
-    annotations = annotations_of(obj)
-    blocked = annotations.get(BLOCKED_ANNOTATION)
+    blocked = blocked_reason(obj)
     if blocked:
-        return Standing(State.BLOCKED, str(blocked))
-    if not annotations.get(CLUSTER_ANNOTATION):
-        held = annotations.get(NOT_PLACED_ANNOTATION)
-        return Standing(State.HELD, str(held)) if held else Standing(State.PENDING)
+        return Standing(State.BLOCKED, blocked)
+    if not placement_of(obj):
+        held = not_placed_reason(obj)
+        return Standing(State.HELD, held) if held else Standing(State.PENDING)
     status = obj.get("status") or {}
     if status.get("active") or kind.has_run(body):
         return Standing(State.RUNNING)
     return Standing(State.DISPATCHED)
 
 
-def cluster_of(obj: Mapping[str, Any]) -> str:
-    """The worker it is placed on now, or ``""``."""
-    return str(annotations_of(obj).get(CLUSTER_ANNOTATION) or "")
-
-
-def placements_of(obj: Mapping[str, Any]) -> list[str]:
-    """Every worker it was placed on, in order (the current one last)."""
-    annotations = annotations_of(obj)
-    history = annotations.get(PLACEMENTS_ANNOTATION) or annotations.get(CLUSTER_ANNOTATION)
-    return [name for name in str(history or "").split(",") if name]
+def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The latest Warning Event about each object, by its UID, as ``Reason: message``."""
+    latest: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for event in events:
+        if event.get("type", "Warning") != "Warning":
+            continue
+        uid = (event.get("involvedObject") or {}).get("uid")
+        when = str(event.get("lastTimestamp") or event.get("eventTime") or "")
+        if uid and when >= latest.get(uid, ("", {}))[0]:
+            latest[uid] = (when, event)
+    return {
+        uid: f"{event.get('reason')}: {event.get('message')}" for uid, (_, event) in latest.items()
+    }
 
 
 def completions(obj: Mapping[str, Any]) -> str:
@@ -141,7 +141,7 @@ def human_duration(seconds: float) -> str:
 
 
 def age(obj: Mapping[str, Any], now: datetime) -> str:
-    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time(Meta(obj).creation_timestamp)
     return "<unknown>" if created is None else human_duration((now - created).total_seconds())
 
 
@@ -168,7 +168,7 @@ def duration(obj: Mapping[str, Any], now: datetime) -> str:
     started = parse_time(status.get("startTime"))
     finished = _finished_at(obj)
     if started is None and (finished is not None or status.get("replicatedJobsStatus")):
-        started = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+        started = parse_time(Meta(obj).creation_timestamp)
     if started is None:
         return "-"
     return human_duration(((finished or now) - started).total_seconds())
@@ -210,17 +210,19 @@ class Row:
         return (*cells[:6], *cells[8:], self.reason)
 
 
-def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime) -> Row:
-    metadata, status = obj.get("metadata") or {}, obj.get("status") or {}
+def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime, *, warning: str = "") -> Row:
+    """``warning`` (the latest Warning Event about it) is the reason of a workload whose state
+    has none of its own."""
+    meta, status = Meta(obj), obj.get("status") or {}
     where = standing(kind, obj)
     history = placements_of(obj)
     return Row(
-        namespace=str(metadata.get("namespace") or ""),
-        name=str(metadata.get("name") or ""),
+        namespace=meta.namespace,
+        name=meta.name,
         kind=kind.ref.kind,
-        cluster=cluster_of(obj),
+        cluster=placement_of(obj),
         state=where.state,
-        reason=where.reason,
+        reason=where.reason or warning,
         completions=completions({"kind": kind.ref.kind, **obj}),
         age=age(obj, now),
         duration=duration(obj, now),

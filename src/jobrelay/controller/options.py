@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from jobrelay.fleet.registry import DEFAULT_NAMESPACE
 from jobrelay.kinds.catalog import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
+from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 
@@ -97,26 +98,6 @@ class LeaderElectionSettings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    """The read-only HTTPS API of remote logs and the mirror view (controller/relayapi.py)."""
-
-    # HOST:PORT to serve it on; "" serves none (opt-in, like the probes: two local
-    # replicas never collide; deploy/deployment.yaml sets :8443). Port 0 picks one.
-    address: str = ""
-    # The URL published for clients; "" derives it from the bound address.
-    url: str = ""
-    # Serving certificate and key (PEM files); none: a self-signed one made at start.
-    cert_file: str = ""
-    key_file: str = ""
-    # Log streams one user may hold open at once.
-    max_streams_per_user: int = 5
-    # Bytes one non-follow log request returns at most.
-    max_bytes: int = 10 * 1024 * 1024
-    # A follow ends after this many seconds without output.
-    follow_idle_timeout: float = 300.0
 
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")

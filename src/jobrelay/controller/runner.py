@@ -22,7 +22,6 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobrelay.controller import relayapi
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.lanes import lane_of_change, resync_keys
@@ -45,8 +44,10 @@ from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLiveness
+from jobrelay.relayapi import publishing as relayapi
+from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.httpserver import ApiServer
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
-from jobrelay.web.apiserver import ApiServer
 from jobrelay.web.probe_server import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
@@ -325,9 +326,7 @@ class Controller:
         settings = self.options.api
         if not settings.address:
             return
-        handler = relayapi.RelayApi(
-            self.manager, self.pool, self.kinds, relayapi.limits_of(settings)
-        )
+        handler = RelayApi(self.manager, self.pool, self.kinds, settings.limits)
         try:
             server, url, ca = await relayapi.start_api(self.manager, handler, settings)
         except (OSError, ValueError) as error:

@@ -133,7 +133,7 @@ async def next_request(
     connection: h11.Connection, reader: asyncio.StreamReader
 ) -> h11.Request | None:
     """The next request on ``connection`` (None: the client closed first); also the API
-    server's (web/apiserver.py)."""
+    server's (relayapi/httpserver.py)."""
     while True:
         event = connection.next_event()
         if event is h11.NEED_DATA:

@@ -177,3 +177,33 @@ def test_the_namespace_defaults_to_the_kubeconfig_context(
     put_job(manager, "a", namespace="default")
     assert invoke("-o", "name").output == "job.batch/b\n"
     assert invoke("-o", "name", "--context", "d").output == "job.batch/a\n"
+
+
+def test_the_reason_falls_back_to_the_latest_warning(manager: FakeApiserver) -> None:
+    """What `jobrelay jobs` showed: why it is held, else the latest warning about it."""
+    placed = put_job(manager, "placed", annotations={"jobrelay.dev/cluster": "worker-1"})
+    placed["metadata"]["uid"] = "uid-placed"
+    put_job(manager, "held", annotations={"jobrelay.dev/not-placed": "NotPlaced: full"})
+    for when, reason in (("2026-01-02T03:00:05Z", "Newer"), ("2026-01-02T03:00:01Z", "Older")):
+        manager.put("v1/events", {
+            "metadata": {"name": f"e-{reason}", "namespace": "team-a"}, "type": "Warning",
+            "involvedObject": {"uid": "uid-placed"}, "reason": reason, "message": "it says",
+            "lastTimestamp": when,
+        })  # fmt: skip
+    result = invoke("-n", "team-a")
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[1]: line for line in result.output.splitlines()[1:]}
+    assert lines["placed"].split()[4] == "Dispatched"
+    assert lines["placed"].endswith("Newer: it says")
+    assert lines["held"].endswith("NotPlaced: full")
+
+
+def test_any_workload_kind_by_its_full_name(manager: FakeApiserver) -> None:
+    """What `jobrelay jobs --kind` listed: a kind without an adapter of its own."""
+    manager.put("ray.io/v1/rayjobs", {
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "r", "namespace": "team-a"}, "spec": {"managedBy": MANAGED},
+    })  # fmt: skip
+    result = invoke("RayJob.v1.ray.io", "-n", "team-a", "-o", "name")
+    assert result.exit_code == 0, result.output
+    assert result.output == "rayjob.ray.io/r\n"

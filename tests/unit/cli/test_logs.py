@@ -12,7 +12,7 @@ from jobrelay.cli.logs import (
     explain,
     parse_duration,
 )
-from jobrelay.cli.relayapi import RelayError, job_path, log_params
+from jobrelay.relayapi.rules import RelayError
 
 
 @pytest.mark.parametrize(
@@ -26,22 +26,6 @@ def test_durations(text: str, seconds: int) -> None:
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
-
-
-def test_log_params() -> None:
-    options = {"kind": None, "container": "main", "index": 0, "all_pods": False,
-               "previous": True, "tail": 5, "since": None, "timestamps": False,
-               "follow": False}  # fmt: skip
-    assert log_params(options) == {
-        "container": "main",
-        "index": "0",
-        "previous": "true",
-        "tailLines": "5",
-    }
-
-
-def test_job_path_quotes() -> None:
-    assert job_path("team-a", "train", "logs") == "/v1/namespaces/team-a/jobs/train/logs"
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.controller.relayapi import API_CONFIGMAP
 from jobrelay.fleet import registry
 from jobrelay.kinds.catalog import DEDICATED
+from jobrelay.relayapi.rules import API_CONFIGMAP
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 DEPLOY = Path(__file__).parents[3] / "deploy"

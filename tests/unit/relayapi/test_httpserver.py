@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from jobrelay.localfleet import pki
-from jobrelay.web.apiserver import Answer, ApiServer, Request, Stream
+from jobrelay.relayapi.httpserver import Answer, ApiServer, Request, Stream
 from jobrelay.web.tls import self_signed, server_context
 
 

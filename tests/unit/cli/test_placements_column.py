@@ -1,12 +1,21 @@
-"""`jobrelay jobs`: what it shows of each workload's placements."""
+"""`jobrelay jobs` (an alias of `jobrelay get`): what it shows of each workload's placements,
+now get's PLACEMENTS column (-o wide)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from jobrelay.cli.jobs import _workers
+from jobrelay.cli import workloads
+from jobrelay.kinds.catalog import DEDICATED
+
+JOB = DEDICATED["Job.v1.batch"]
+
+
+def _workers(obj: dict[str, Any]) -> str:
+    return workloads.row(JOB, obj, datetime.now(UTC)).placements
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from jobrelay.controller.relayapi import RelayApi
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
-from jobrelay.web.apiserver import Answer, Request, Stream
-from jobrelay.web.relayapi import Limits, User
+from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.httpserver import Answer, Request, Stream
+from jobrelay.relayapi.rules import Limits, User
 
 WORKER_SERVER = "https://10.9.8.7:6443"
 TOKENS = {"good": {"username": "alice", "groups": ["devs"]}}
@@ -202,9 +202,9 @@ async def test_the_certificate_user_is_checked_without_a_token_review(
 
 
 def answer_cut() -> bytes:
-    from jobrelay.controller.relayapi import _TRUNCATED
+    from jobrelay.relayapi.logstreams import TRUNCATED
 
-    return _TRUNCATED
+    return TRUNCATED
 
 
 async def test_logs_of_the_newest_pod_capped(
@@ -296,7 +296,7 @@ async def test_a_disconnected_worker(setup: tuple[RelayApi, Manager, WorkerClien
 
 async def test_a_follow_ends_soon_after_its_pod() -> None:
     """A simulated kubelet never ends a follow: the pod's end does, after a short grace."""
-    from jobrelay.controller.relayapi import _until_ended
+    from jobrelay.relayapi.logstreams import until_ended
 
     pod_ended = asyncio.Event()
     forever = asyncio.Event()
@@ -308,7 +308,7 @@ async def test_a_follow_ends_soon_after_its_pod() -> None:
     async def ended() -> None:
         await pod_ended.wait()
 
-    stream = _until_ended(chunks(), ended(), grace=0.05)
+    stream = until_ended(chunks(), ended(), grace=0.05)
     assert await anext(stream) == b"running\n"
     pod_ended.set()
     rest = [chunk async for chunk in stream]
@@ -316,7 +316,7 @@ async def test_a_follow_ends_soon_after_its_pod() -> None:
 
 
 async def test_a_follow_passes_on_what_comes_before_its_pod_ends() -> None:
-    from jobrelay.controller.relayapi import _until_ended
+    from jobrelay.relayapi.logstreams import until_ended
 
     feed: asyncio.Queue[bytes] = asyncio.Queue()
 
@@ -325,7 +325,7 @@ async def test_a_follow_passes_on_what_comes_before_its_pod_ends() -> None:
             yield await feed.get()
 
     never = asyncio.Event()
-    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    stream = until_ended(chunks(), never.wait(), grace=0.05)
     for line in (b"a\n", b"b\n"):
         feed.put_nowait(line)
         assert await anext(stream) == line
@@ -337,14 +337,14 @@ async def test_a_broken_or_idle_follow_raises_to_its_reader() -> None:
     tells the user why the follow stopped."""
     import httpx2
 
-    from jobrelay.controller.relayapi import _until_ended
+    from jobrelay.relayapi.logstreams import until_ended
 
     async def chunks() -> AsyncIterator[bytes]:
         yield b"last words\n"
         raise httpx2.ReadTimeout("idle")
 
     never = asyncio.Event()
-    stream = _until_ended(chunks(), never.wait(), grace=0.05)
+    stream = until_ended(chunks(), never.wait(), grace=0.05)
     assert await anext(stream) == b"last words\n"
     with pytest.raises(httpx2.ReadTimeout):
         await anext(stream)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.web.relayapi import (
+from jobrelay.relayapi.rules import (
     BadRequest,
     LogQuery,
     Route,
@@ -18,7 +18,9 @@ from jobrelay.web.relayapi import (
     access_review,
     allowed,
     choose_pods,
+    job_path,
     kubelet_params,
+    log_params,
     match_route,
     parse_log_query,
     pod_selector,
@@ -252,3 +254,19 @@ def test_stream_slots() -> None:
     for _ in range(2):
         slots.release("alice")
     assert slots.open("alice") == 0
+
+
+def test_log_params() -> None:
+    options = {"kind": None, "container": "main", "index": 0, "all_pods": False,
+               "previous": True, "tail": 5, "since": None, "timestamps": False,
+               "follow": False}  # fmt: skip
+    assert log_params(options) == {
+        "container": "main",
+        "index": "0",
+        "previous": "true",
+        "tailLines": "5",
+    }
+
+
+def test_job_path_quotes() -> None:
+    assert job_path("team-a", "train", "logs") == "/v1/namespaces/team-a/jobs/train/logs"

@@ -1,10 +1,12 @@
 """The decisions of the controller's read-only HTTPS API (remote logs, mirror view): pure.
 
-Routes, query parsing, who the caller is (a client certificate's subject, a
-TokenReview's answer), the SubjectAccessReview to ask, which pods a request
-reads, what a pod looks like to a user, and the per-caller stream slots. The
-I/O around them is in ``web/apiserver.py`` (HTTP) and ``controller/relayapi.py``
-(the apiservers).
+Routes and their paths, query parsing (and the query `jobrelay logs` sends), who
+the caller is (a client certificate's subject, a TokenReview's answer), the
+SubjectAccessReview to ask, which pods a request reads, what a pod looks like to
+a user, refusals as Kubernetes ``Status`` bodies (written and read), the ConfigMap
+that publishes the API, and the per-caller stream slots. The I/O around them is
+in ``httpserver.py`` (HTTP), ``handler.py`` and ``publishing.py`` (the apiservers)
+and ``client.py`` (the user's side).
 """
 
 from __future__ import annotations
@@ -15,28 +17,44 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import quote
+
+from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
+    "API_CONFIGMAP",
+    "POD_HEADER",
     "BadRequest",
     "Limits",
     "LogQuery",
+    "RelayError",
     "Route",
     "StreamSlots",
     "User",
     "access_review",
     "allowed",
     "choose_pods",
+    "job_path",
     "kubelet_params",
+    "log_params",
     "match_route",
     "parse_log_query",
     "pod_selector",
     "pod_summary",
+    "published_configmap",
+    "refusal",
     "scrub",
     "status_body",
     "token_review",
     "user_from_certificate",
     "user_from_token_review",
 ]
+
+# The ConfigMap (in the controller's namespace) that says where the API is and how to
+# trust it: keys ``address`` and ``ca.crt``.
+API_CONFIGMAP = "jobrelay-api"
+# The response header of a logs stream naming the pods it reads (names only).
+POD_HEADER = "jobrelay-pods"
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
@@ -89,6 +107,11 @@ def match_route(path: str) -> Route | None:
         return None
     what: Literal["logs", "mirror"] = "logs" if found["what"] == "logs" else "mirror"
     return Route(what, found["ns"], found["name"])
+
+
+def job_path(namespace: str, name: str, what: str) -> str:
+    """The path of a route (``what``: logs or mirror), as :func:`match_route` reads it."""
+    return f"/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}/{what}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +179,22 @@ def parse_log_query(params: Mapping[str, str]) -> LogQuery:
     return query
 
 
+def log_params(options: Mapping[str, Any]) -> dict[str, str]:
+    """The API's query from `jobrelay logs` options (None and False left out)."""
+    names = {
+        "kind": "kind", "container": "container", "index": "index", "all_pods": "allPods",
+        "previous": "previous", "tail": "tailLines", "since": "sinceSeconds",
+        "timestamps": "timestamps", "follow": "follow",
+    }  # fmt: skip
+    params: dict[str, str] = {}
+    for option, param in names.items():
+        value = options.get(option)
+        if value is None or value is False or value == "":
+            continue
+        params[param] = "true" if value is True else str(value)
+    return params
+
+
 def kubelet_params(query: LogQuery) -> dict[str, str]:
     """The ``pods/{pod}/log`` options of a query (as kubectl sends them)."""
     params: dict[str, str] = {}
@@ -182,8 +221,8 @@ def pod_selector(kind: str, name: str) -> str:
 
 
 def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
-    metadata = pod.get("metadata") or {}
-    return str(metadata.get("creationTimestamp") or ""), str(metadata.get("name") or "")
+    meta = Meta(pod)
+    return meta.creation_timestamp, meta.name
 
 
 def choose_pods(
@@ -195,12 +234,7 @@ def choose_pods(
     if all_pods:
         return list(ordered)
     if index is not None:
-        ordered = [
-            pod
-            for pod in ordered
-            if ((pod.get("metadata") or {}).get("labels") or {}).get(COMPLETION_INDEX_LABEL)
-            == str(index)
-        ]
+        ordered = [pod for pod in ordered if Meta(pod).label(COMPLETION_INDEX_LABEL) == str(index)]
     return ordered[-1:]
 
 
@@ -341,6 +375,42 @@ def status_body(code: int, message: str, reason: str = "") -> bytes:
             "code": code,
         }
     ).encode()
+
+
+class RelayError(Exception):
+    """The API refused (code, reason and message from its Status), or did not answer (code 0)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+def refusal(code: int, body: bytes) -> RelayError:
+    """A refusal as the client reads it: a ``Status`` body's reason and message, else the
+    start of whatever the body is."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        status = None
+    if isinstance(status, dict) and status.get("kind") == "Status":
+        return RelayError(code, str(status.get("reason") or ""), str(status.get("message") or ""))
+    return RelayError(code, f"HTTP {code}", body[:300].decode("utf-8", "replace").strip())
+
+
+def published_configmap(namespace: str, url: str, ca_pem: str) -> dict[str, Any]:
+    """The ConfigMap the leader publishes: where the API is and the CA that signs it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": API_CONFIGMAP,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": "jobrelay"},
+        },
+        "data": {"address": url, "ca.crt": ca_pem},
+    }
 
 
 _URL = re.compile(

@@ -1,10 +1,10 @@
-"""The controller's HTTPS API server: h11 on asyncio streams with TLS, one request per connection.
+"""The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
 It parses the request, reads who a verified client certificate names, hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
-client goes away. What to answer is the handler's business (the controller's
-``controller/relayapi.py``); the routes' decisions are in ``web/relayapi.py``.
+client goes away. What to answer is the handler's business (``handler.py``);
+the routes' decisions are in ``rules.py``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
+from jobrelay.relayapi.rules import User, status_body, user_from_certificate
 from jobrelay.web.probe_server import next_request, parse_address
-from jobrelay.web.relayapi import User, status_body, user_from_certificate
 
 __all__ = ["Answer", "ApiServer", "Request", "Stream"]
 
