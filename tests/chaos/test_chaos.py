@@ -94,7 +94,7 @@ import httpx2
 import pytest
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.api import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUSTERS, ApiClient, ApiError
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.fleet import MANAGER, LocalFleet

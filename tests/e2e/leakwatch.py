@@ -26,7 +26,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.api import EVENTS, JOBS, SECRETS, WORKER_CLUSTERS, ApiClient
 from tests.kubetools import WatchRecorder
 from tests.leakscan import (

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from jobrelay.controller.relayapi import API_CONFIGMAP, POD_HEADER
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.api import CONFIGMAPS, PODS, ApiError, PatchType, Resource
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import (

@@ -11,7 +11,7 @@ import click
 
 from jobrelay.cli.common import manager_options
 from jobrelay.cli.relayapi import RelayError, connect, job_path, log_params
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.userclient import context_namespace
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).

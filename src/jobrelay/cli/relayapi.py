@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.api import CONFIGMAPS, ApiClient, ApiError, KubeconfigError
 from jobrelay.kube.userclient import RelayClient, RelayError
 

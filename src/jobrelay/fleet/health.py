@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.fleet.registry import RegistryError
+from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.api import ApiError
 
 __all__ = [

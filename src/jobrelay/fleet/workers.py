@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobrelay.fleet import health, registry
-from jobrelay.fleet.workerevents import WORKER_EVENT_FIELD_SELECTOR, slim_event
+from jobrelay.fleet import health, workerclusters
+from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.api import (
     EVENTS,
@@ -130,7 +130,7 @@ class Worker:
     capacity_task: asyncio.Task[None] | None = None
     # The capacity_error already logged (each is logged once).
     capacity_error_logged: str | None = None
-    # Its Warning Events, slimmed, for the pool's event sink (fleet/eventrelay.py).
+    # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
 
     def capacity(self) -> WorkerCapacity | None:
@@ -264,7 +264,7 @@ _VANISHED_KEPT = 4096
 
 
 class WorkerEventSink(Protocol):
-    """Told of every worker's Events and mirror changes (fleet/eventrelay.py)."""
+    """Told of every worker's Events and mirror changes (fleet/workerevents_relay.py)."""
 
     def worker_event(self, worker: Worker, event: InformerEvent) -> None: ...
 
@@ -568,14 +568,14 @@ class WorkerPool:
         """A new connection (probed once), not yet in the pool; None when the kubeconfig
         is unusable (its status then says why)."""
         try:
-            kubeconfig = await registry.read_kubeconfig(
+            kubeconfig = await workerclusters.read_kubeconfig(
                 self._manager, {"spec": spec}, self._options.namespace,
                 allow_exec=self._options.allow_exec_credentials,
             )  # fmt: skip
             client = self._client_factory(
                 kubeconfig, spec.get("context") or None, name, self._options.api
             )
-        except (registry.RegistryError, ValueError) as error:
+        except (workerclusters.RegistryError, ValueError) as error:
             written = self._status_written.get(name)
             if written is None or written.condition.get("message") != str(error):
                 _log.warning("worker %s: %s", name, error)  # once, not every retry

@@ -19,7 +19,7 @@ from jobrelay.fleet.health import (
     transition_time,
     verdict,
 )
-from jobrelay.fleet.registry import RegistryError
+from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.api import ApiClient, ApiError, KubeconfigError
 
 FORBIDDEN_LIST = (
