@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jobrelay.fleet import health, workerclusters
+from jobrelay.fleet import refusals, workerclusters
 from jobrelay.fleet.maintenance_rules import (
     CleanupResult,
     DrainMode,
@@ -225,7 +225,7 @@ async def delete_mirrors(
 
 
 def _why(error: BaseException) -> str:
-    reason, message = health.classify(error)
+    reason, message = refusals.classify(error)
     return f"{reason}: {message}"
 
 

@@ -1,5 +1,5 @@
 """WorkerCluster objects (admin-written, or left by an old version) and worker errors
-(worker-written) of any shape: the CLI's reading, health's classification and
+(worker-written) of any shape: the CLI's reading, the worker pool's classification and
 placement never raise."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text
 
-from jobrelay.fleet import health, maintenance_rules
+from jobrelay.fleet import maintenance_rules, refusals
+from jobrelay.fleet.workers import liveness_rules
 from jobrelay.kube.api import ApiError
 from jobrelay.placement.decision import place
 from jobrelay.placement.model import Cluster
@@ -63,11 +64,11 @@ def test_any_worker_error_classifies_to_a_reason(status: dict[str, Any], informe
     try:
         error = ApiError.from_status(status)
     except (TypeError, ValueError):
-        return  # the kube layer refuses it before health sees it
-    reason, message = health.classify(error)
+        return  # the kube layer refuses it before classify sees it
+    reason, message = refusals.classify(error)
     assert reason and isinstance(message, str)
-    health.verdict(error, informers, "https://w")
-    health.verdict(None, informers)
+    liveness_rules.verdict(error, informers, "https://w")
+    liveness_rules.verdict(None, informers)
 
 
 @fuzz(300)
