@@ -195,10 +195,6 @@ class Worker:
         return self.capacity_feed.capacity()
 
     @property
-    def capacity_listed(self) -> bool:
-        return self.capacity_feed.listed
-
-    @property
     def capacity_error(self) -> str | None:
         return self.capacity_feed.error
 
@@ -212,10 +208,6 @@ class Worker:
     @property
     def tracker(self) -> CapacityTracker:
         return self.capacity_feed.tracker
-
-    @property
-    def nodes(self) -> Informer | None:
-        return self.capacity_feed.nodes
 
     @property
     def pods(self) -> Informer | None:
