@@ -8,7 +8,7 @@ import msgspec
 from jobrelay.fleet.workers import PoolOptions
 from jobrelay.fleet.workers.liveness_rules import LostClock
 from jobrelay.fleet.workers.record import WorkerRecord
-from jobrelay.fleet.workers.status import StatusWriter
+from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kube.api import ApiClient, ApiOptions
 
 

@@ -11,19 +11,19 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.fleet.workers import capacity as capacity_module
-from jobrelay.fleet.workers.capacity import CapacityCalls, CapacityFeed
+from jobrelay.fleet.workers import capacity_feed as capacity_module
+from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.connection import Connector, client_from_kubeconfig
 from jobrelay.fleet.workers.liveness import probe
 from jobrelay.fleet.workers.liveness_rules import LostClock
 from jobrelay.fleet.workers.record import Worker, WorkerRecord
-from jobrelay.fleet.workers.status import StatusWriter
 from jobrelay.fleet.workers.status_rules import (
     StatusClock,
     connected_condition,
     replacing,
     rfc3339,
 )
+from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kube.api import ApiClient, ApiError, ApiOptions
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.placement.tracker import JOB_NAME_LABEL, slim_node, slim_pod

@@ -3,7 +3,7 @@
 Its concerns, one module each: the connection (connection.py: client,
 credentials, rotation), liveness (liveness.py, with the pure Connected verdict
 and lost clock in liveness_rules.py), the WorkerCluster status writer
-(status.py, pure rules in status_rules.py), capacity (capacity.py: Node and
+(status_writer.py, pure rules in status_rules.py), capacity (capacity_feed.py: Node and
 Pod informers feeding the tracker) and what a refusal means (fleet/refusals.py).
 """
 

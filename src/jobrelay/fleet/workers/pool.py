@@ -6,8 +6,8 @@ is dropped with everything the pool knew of it (record.py). Each worker's
 informers cache only the mirrors this controller created (label-selected), one
 per configured workload kind, and report every change as the management
 object's key, so the reconciler learns of mirror status changes without
-polling. Its liveness (liveness.py), status (status.py) and capacity
-(capacity.py) each have a module of their own; reading the pool never changes it.
+polling. Its liveness (liveness.py), status (status_writer.py) and capacity
+(capacity_feed.py) each have a module of their own; reading the pool never changes it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from jobrelay.fleet.workers.connection import (
 from jobrelay.fleet.workers.liveness import probe, run_probes
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict, LostClock
 from jobrelay.fleet.workers.record import Identity, Worker, WorkerEventSink, WorkerRecord
-from jobrelay.fleet.workers.status import StatusWriter
+from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.api import WORKER_CLUSTERS, ApiClient, ApiOptions
 from jobrelay.kube.queueing import WorkQueue, run_workers
@@ -428,7 +428,7 @@ class WorkerPool:
     # -- capacity --------------------------------------------------------------------
 
     def _capacity_changed(self, worker: Worker) -> None:
-        """Tell the placement, debounced (capacity.py), while ``worker`` is current."""
+        """Tell the placement, debounced (capacity_feed.py), while ``worker`` is current."""
         record = self._current(worker)
         if record is None or self._on_capacity_change is None:
             return

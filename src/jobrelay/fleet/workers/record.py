@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
-from jobrelay.fleet.workers.capacity import CapacityCalls, CapacityFeed
+from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,
@@ -187,7 +187,7 @@ class Worker:
             self.client.server,
         )
 
-    # -- its capacity (capacity.py) -----------------------------------------------------
+    # -- its capacity (capacity_feed.py) -----------------------------------------------------
 
     def capacity(self) -> WorkerCapacity | None:
         """Its nodes and what is requested on each; None until both its Nodes and Pods
