@@ -94,7 +94,7 @@ import httpx2
 import pytest
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUSTERS

@@ -26,7 +26,7 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import EVENTS, JOBS, SECRETS, WORKER_CLUSTERS
 from tests.kubetools import WatchRecorder

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import WORKER_CLUSTERS
@@ -239,7 +239,7 @@ async def test_each_unsafe_field_is_refused_and_never_acted_on(
         try:
             for case, refused in REFUSED.items():
                 text = refused_kubeconfig(refused, tmp_path, marker, listener.port, "entry-0")
-                await register_raw(manager, names[case], {registry.SECRET_KEY: text})
+                await register_raw(manager, names[case], {workerclusters.SECRET_KEY: text})
             for round_ in range(REREADS + 1):
                 entry = f"entry-{round_}"
                 for case, refused in REFUSED.items():
@@ -250,7 +250,7 @@ async def test_each_unsafe_field_is_refused_and_never_acted_on(
                     where = f'{refused.section}[0] "{entry}"'
                     message = await wait_connected(
                         manager, names[case], "False", "InvalidKubeconfig",
-                        (f"Secret {registry.DEFAULT_NAMESPACE}/{registry.secret_name(names[case])}",
+                        (f"Secret {workerclusters.DEFAULT_NAMESPACE}/{workerclusters.secret_name(names[case])}",
                          where, refused.says),
                     )  # fmt: skip
                     assert_not_shown(f"{case}'s condition", message, secrets)
@@ -261,14 +261,14 @@ async def test_each_unsafe_field_is_refused_and_never_acted_on(
             assert_not_shown("the controller's log", controller.log_text(log_from), secrets)
         finally:
             for name in names.values():
-                await registry.unregister(manager, name)
+                await workerclusters.unregister(manager, name)
 
 
 async def test_allow_exec_credentials_runs_plugins_but_still_refuses_token_files(
     fleet: FleetHandle, manager: ApiClient, tmp_path: Path
 ) -> None:
     worker = fleet.workers[0]
-    token_config = registry.inline_kubeconfig(fleet.kubeconfig(worker, Credential.TOKEN))
+    token_config = workerclusters.inline_kubeconfig(fleet.kubeconfig(worker, Credential.TOKEN))
     token = token_config["users"][0]["user"].pop("token")
     marker = tmp_path / "exec-plugin-ran"
     token_config["users"][0]["user"]["exec"] = exec_plugin(tmp_path, marker, token)
@@ -280,10 +280,12 @@ async def test_allow_exec_credentials_runs_plugins_but_still_refuses_token_files
         log_from = controller.log_size()
         try:
             await register_raw(
-                manager, names["exec"], {registry.SECRET_KEY: yaml.safe_dump(token_config)}
+                manager, names["exec"], {workerclusters.SECRET_KEY: yaml.safe_dump(token_config)}
             )
             await register_raw(
-                manager, names["token-file"], {registry.SECRET_KEY: yaml.safe_dump(token_file)}
+                manager,
+                names["token-file"],
+                {workerclusters.SECRET_KEY: yaml.safe_dump(token_file)},
             )
             await wait_connected(manager, names["exec"], "True", "Connected")
             assert marker.exists(), "connected, yet the exec plugin never ran"
@@ -297,4 +299,4 @@ async def test_allow_exec_credentials_runs_plugins_but_still_refuses_token_files
             assert_not_shown("the controller's log", controller.log_text(log_from), [token])
         finally:
             for name in names.values():
-                await registry.unregister(manager, name)
+                await workerclusters.unregister(manager, name)

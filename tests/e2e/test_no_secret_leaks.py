@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
@@ -40,7 +40,7 @@ async def manager(fleet: FleetHandle) -> AsyncIterator[ApiClient]:
 
 
 def admin_kubeconfig(fleet: FleetHandle) -> dict[str, Any]:
-    return registry.inline_kubeconfig(fleet.kubeconfig(fleet.workers[0]))
+    return workerclusters.inline_kubeconfig(fleet.kubeconfig(fleet.workers[0]))
 
 
 def no_rights_token(fleet: FleetHandle) -> str:
@@ -118,7 +118,7 @@ async def test_real_credentials_in_broken_kubeconfigs_are_echoed_nowhere(
             await eventually(logged, timeout=30, what=f"the controller's log naming {name}")
     finally:
         for name in BROKEN:
-            await registry.unregister(manager, name)
+            await workerclusters.unregister(manager, name)
     report = secret_leak_watch.scan()
     print(secret_leak_watch.summary())
     assert report.bytes > 0 and secret_leak_watch.last_counts["Event versions"] > 0
@@ -130,22 +130,27 @@ async def register_text(manager: ApiClient, name: str, text: str) -> None:
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": registry.secret_name(name), "namespace": registry.DEFAULT_NAMESPACE},
-        "stringData": {registry.SECRET_KEY: text},
+        "metadata": {
+            "name": workerclusters.secret_name(name),
+            "namespace": workerclusters.DEFAULT_NAMESPACE,
+        },
+        "stringData": {workerclusters.SECRET_KEY: text},
     }
     worker = {
         "apiVersion": WORKER_CLUSTERS.api_version,
         "kind": WORKER_CLUSTERS.kind,
         "metadata": {"name": name},
-        "spec": {"kubeconfigSecretRef": {"name": registry.secret_name(name), "key": "kubeconfig"}},
+        "spec": {
+            "kubeconfigSecretRef": {"name": workerclusters.secret_name(name), "key": "kubeconfig"}
+        },
     }
-    await registry.ensure_namespace(manager, registry.DEFAULT_NAMESPACE)
+    await workerclusters.ensure_namespace(manager, workerclusters.DEFAULT_NAMESPACE)
     for resource, body, namespace in (
-        (SECRETS, secret, registry.DEFAULT_NAMESPACE),
+        (SECRETS, secret, workerclusters.DEFAULT_NAMESPACE),
         (WORKER_CLUSTERS, worker, None),
     ):
         await manager.patch(
-            resource, name if resource is WORKER_CLUSTERS else registry.secret_name(name), body,
+            resource, name if resource is WORKER_CLUSTERS else workerclusters.secret_name(name), body,
             namespace=namespace, patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER,
             force=True,
         )  # fmt: skip

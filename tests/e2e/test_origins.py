@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS, JOBS, WORKER_CLUSTERS
@@ -40,8 +40,10 @@ async def manager_b(
     """A second controller, on worker-2 as its management cluster, dispatching to worker-1."""
     manager_a, manager = clients["manager"], clients[MANAGER_B]
     await manager_a.patch(WORKER_CLUSTERS, MANAGER_B, {"spec": {"cordoned": True}})
-    await registry.install_crd(manager)
-    await registry.register(manager, SHARED, registry.inline_kubeconfig(fleet.kubeconfig(SHARED)))
+    await workerclusters.install_crd(manager)
+    await workerclusters.register(
+        manager, SHARED, workerclusters.inline_kubeconfig(fleet.kubeconfig(SHARED))
+    )
     process = ControllerProcess(
         fleet.kubeconfig(MANAGER_B), tmp_path / "manager-b.log", workers=[SHARED],
         extra_args=["--origin", ORIGIN_B, "--no-leader-elect"],
@@ -55,7 +57,7 @@ async def manager_b(
         if process.running:
             await process.stop()
         with contextlib.suppress(ApiError):
-            await registry.unregister(manager, SHARED)
+            await workerclusters.unregister(manager, SHARED)
         await manager_a.patch(WORKER_CLUSTERS, MANAGER_B, {"spec": {"cordoned": False}})
 
 
@@ -67,7 +69,7 @@ async def test_two_managers_sharing_a_worker_never_touch_each_others_mirrors(
     relay: Relay, manager_b: ControllerProcess, clients: dict[str, ApiClient]
 ) -> None:
     namespace, worker, b = relay.namespace, clients[SHARED], clients[MANAGER_B]
-    origin_a = await registry.default_origin(relay.manager)
+    origin_a = await workerclusters.default_origin(relay.manager)
 
     # A places "shared" on worker-1 first; its mirror carries A's origin.
     job_a = await relay.submit(job_manifest("shared", annotations=RUN_FOREVER))

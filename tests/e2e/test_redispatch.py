@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import drain, maintenance, registry
+from jobrelay.fleet import maintenance, maintenance_rules, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import JOBS, PODS, SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import (
@@ -307,7 +307,7 @@ async def set_worker_spec(
 async def uncordon(manager: ApiClient, worker: str) -> None:
     """Uncordon (and undrain) in a ``finally``: a later test finds the fleet whole."""
     with contextlib.suppress(AssertionError):  # not seen in time: only later moves are slower
-        await set_worker_spec(manager, worker, drain.uncordon_patch())
+        await set_worker_spec(manager, worker, maintenance_rules.uncordon_patch())
 
 
 @contextlib.asynccontextmanager
@@ -315,7 +315,7 @@ async def force_drained(manager: ApiClient, worker: str) -> AsyncIterator[None]:
     """The worker drained for the block as `jobrelay clusters drain WORKER --force` asks
     (cordoned, ``spec.drain: All``); uncordoned after, always."""
     try:
-        await maintenance.start_drain(manager, worker, drain.DrainMode.ALL)
+        await maintenance.start_drain(manager, worker, maintenance_rules.DrainMode.ALL)
         yield
     finally:
         await uncordon(manager, worker)
@@ -327,7 +327,7 @@ async def cordoned(manager: ApiClient, workers: Sequence[str]) -> AsyncIterator[
     has seen it); uncordoned after, always."""
     try:
         for worker in workers:
-            await set_worker_spec(manager, worker, drain.cordon_patch())
+            await set_worker_spec(manager, worker, maintenance_rules.cordon_patch())
         yield
     finally:
         for worker in workers:
@@ -343,8 +343,8 @@ async def partitioned(
     or the block ends. The test still reaches the worker with its own client."""
     registration = await manager.get(WORKER_CLUSTERS, worker)
     ref = registration["spec"]["kubeconfigSecretRef"]
-    name, key = ref["name"], ref.get("key") or registry.SECRET_KEY
-    secret = await manager.get(SECRETS, name, namespace=registry.DEFAULT_NAMESPACE)
+    name, key = ref["name"], ref.get("key") or workerclusters.SECRET_KEY
+    secret = await manager.get(SECRETS, name, namespace=workerclusters.DEFAULT_NAMESPACE)
     original = secret["data"][key]
     kubeconfig = yaml.safe_load(base64.b64decode(original))
     for entry in kubeconfig["clusters"]:
@@ -353,7 +353,7 @@ async def partitioned(
 
     async def write(data: str) -> None:
         await manager.patch(
-            SECRETS, name, {"data": {key: data}}, namespace=registry.DEFAULT_NAMESPACE
+            SECRETS, name, {"data": {key: data}}, namespace=workerclusters.DEFAULT_NAMESPACE
         )
 
     async def heal() -> None:

@@ -28,13 +28,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CONFIGMAPS, PODS
 from jobrelay.localfleet import pki
-from jobrelay.localfleet.cluster import SIMULATED_LOG, SIMULATED_PREVIOUS_LOG, write_kubeconfig
-from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.localfleet.cluster import (
+    SIMULATED_LOG,
+    SIMULATED_PREVIOUS_LOG,
+    Credential,
+    write_kubeconfig,
+)
 from jobrelay.relayapi.rules import API_CONFIGMAP, POD_HEADER
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource

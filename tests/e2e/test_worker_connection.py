@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SECRETS, WORKER_CLUSTERS
@@ -57,7 +57,7 @@ CONTROLLER_ARGS = (
     "--worker-health-timeout", str(HEALTH_TIMEOUT),
     "--worker-status-interval", str(STATUS_INTERVAL),
 )  # fmt: skip
-NAMESPACE = registry.DEFAULT_NAMESPACE
+NAMESPACE = workerclusters.DEFAULT_NAMESPACE
 # A status must show within this long of its cause (the health timeout, plus slack
 # for a loaded machine).
 SHOWS_WITHIN = HEALTH_TIMEOUT + 20
@@ -68,7 +68,7 @@ SHOWS_WITHIN = HEALTH_TIMEOUT + 20
 
 def kubeconfig(fleet: FleetHandle, worker: str, credential: Credential) -> dict[str, Any]:
     """The worker's kubeconfig for ``credential``, every file inlined (as a Secret holds it)."""
-    return registry.inline_kubeconfig(fleet.kubeconfig(worker, credential))
+    return workerclusters.inline_kubeconfig(fleet.kubeconfig(worker, credential))
 
 
 def user_secrets(config: Mapping[str, Any]) -> list[str]:
@@ -107,7 +107,7 @@ async def put_secret(manager: ApiClient, name: str, data: Mapping[str, str]) -> 
 
 async def rotate(manager: ApiClient, worker: str, text: str) -> None:
     """Replace the worker's kubeconfig Secret content (its WorkerCluster is not touched)."""
-    await put_secret(manager, registry.secret_name(worker), {registry.SECRET_KEY: text})
+    await put_secret(manager, workerclusters.secret_name(worker), {workerclusters.SECRET_KEY: text})
 
 
 async def register_raw(
@@ -115,8 +115,8 @@ async def register_raw(
 ) -> None:
     """A WorkerCluster whose Secret holds ``secret_data`` (None: no Secret at all)."""
     if secret_data is not None:
-        await put_secret(manager, registry.secret_name(name), secret_data)
-    spec = {"kubeconfigSecretRef": {"name": registry.secret_name(name), "key": "kubeconfig"}}
+        await put_secret(manager, workerclusters.secret_name(name), secret_data)
+    spec = {"kubeconfigSecretRef": {"name": workerclusters.secret_name(name), "key": "kubeconfig"}}
     worker = {
         "apiVersion": WORKER_CLUSTERS.api_version,
         "kind": WORKER_CLUSTERS.kind,
@@ -230,7 +230,7 @@ class Env:
 
 
 def dumped(config: Mapping[str, Any]) -> dict[str, str]:
-    return {registry.SECRET_KEY: yaml.safe_dump(dict(config))}
+    return {workerclusters.SECRET_KEY: yaml.safe_dump(dict(config))}
 
 
 def with_server(config: dict[str, Any], server: str) -> dict[str, str]:
@@ -278,7 +278,7 @@ def broken_at_the_token(config: Mapping[str, Any]) -> str:
 
 
 def with_broken_yaml(config: dict[str, Any], env: Env) -> dict[str, str]:
-    return {registry.SECRET_KEY: broken_at_the_token(config)}
+    return {workerclusters.SECRET_KEY: broken_at_the_token(config)}
 
 
 def without_context(config: dict[str, Any], env: Env) -> dict[str, str]:
@@ -363,19 +363,21 @@ async def test_each_reason_is_shown_without_credentials_and_clears_once_fixed(
         message = connected_message(status)
         server = bad_config["clusters"][0]["cluster"]["server"]
         for fragment in broken.says:
-            expected = fragment.format(server=server, secret=registry.secret_name(name))
+            expected = fragment.format(server=server, secret=workerclusters.secret_name(name))
             assert expected in message, f"{case}: {expected!r} not in {message!r}"
         assert_not_echoed(f"{name}'s status", json.dumps(status), credentials)
 
         # Fixed in place: the same WorkerCluster reconnects, nothing restarts.
         starts = controller.starts
-        await registry.register(manager, name, good, labels={"jobrelay.dev/e2e": "connection"})
+        await workerclusters.register(
+            manager, name, good, labels={"jobrelay.dev/e2e": "connection"}
+        )
         fixed = await wait_condition(manager, name, "True", "Connected")
         assert fixed.get("kubernetesVersion", "").startswith("v1.35."), fixed
         assert controller.starts == starts and controller.running
         assert_not_echoed("the controller's log", controller.log_text(log_from), credentials)
     finally:
-        await registry.unregister(manager, name)
+        await workerclusters.unregister(manager, name)
 
 
 # -- rotation with Jobs running -------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, WORKER_CLUSTERS
@@ -98,12 +98,12 @@ async def test_a_refused_token_shows_unauthorized(
     controller: ControllerProcess, fleet: FleetHandle, manager: ApiClient
 ) -> None:
     del controller  # running: it is what writes the status
-    kubeconfig = registry.inline_kubeconfig(fleet.kubeconfig(fleet.workers[0]))
+    kubeconfig = workerclusters.inline_kubeconfig(fleet.kubeconfig(fleet.workers[0]))
     for user in kubeconfig["users"]:
         user["user"] = {"token": "not-a-valid-token"}
     try:
-        await registry.register(manager, BAD_TOKEN_WORKER, kubeconfig)
+        await workerclusters.register(manager, BAD_TOKEN_WORKER, kubeconfig)
         found = await wait_connected(manager, BAD_TOKEN_WORKER, "False", "Unauthorized", timeout=45)
         assert "401" in found.get("message", ""), found
     finally:
-        await registry.unregister(manager, BAD_TOKEN_WORKER)
+        await workerclusters.unregister(manager, BAD_TOKEN_WORKER)

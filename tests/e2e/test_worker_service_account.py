@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.fleet.serviceaccount import WorkerAccount
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import SECRETS
@@ -88,7 +88,7 @@ def documented_rules() -> list[dict[str, Any]]:
 
 async def stored_kubeconfig(manager: ApiClient) -> dict[str, Any]:
     secret = await manager.get(
-        SECRETS, registry.secret_name(WORKER), namespace=registry.DEFAULT_NAMESPACE
+        SECRETS, workerclusters.secret_name(WORKER), namespace=workerclusters.DEFAULT_NAMESPACE
     )
     loaded: dict[str, Any] = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
     return loaded
@@ -113,8 +113,8 @@ async def registered_with_service_account(
         assert first == again
         yield first
     finally:
-        await registry.register(
-            clients["manager"], WORKER, registry.inline_kubeconfig(fleet.kubeconfig(WORKER)),
+        await workerclusters.register(
+            clients["manager"], WORKER, workerclusters.inline_kubeconfig(fleet.kubeconfig(WORKER)),
             labels=dict([FLEET_LABEL.split("=")]),
         )  # fmt: skip
 

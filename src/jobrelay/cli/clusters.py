@@ -1,6 +1,6 @@
 """`jobrelay clusters`: register, list, cordon, drain and remove worker clusters.
 
-What each verb decides and says lives in :mod:`jobrelay.fleet.drain` (pure);
+What each verb decides and says lives in :mod:`jobrelay.fleet.maintenance_rules` (pure);
 the requests in :mod:`jobrelay.fleet.maintenance`.
 """
 
@@ -17,9 +17,15 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.cli.get import as_list, dump
-from jobrelay.fleet import drain, maintenance, registry, serviceaccount
+from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
-from jobrelay.fleet.drain import DrainMode, DrainProgress, Removal, RemovalPhase, WorkerState
+from jobrelay.fleet.maintenance_rules import (
+    DrainMode,
+    DrainProgress,
+    Removal,
+    RemovalPhase,
+    WorkerClusterView,
+)
 from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
@@ -42,7 +48,7 @@ allow_exec_option = click.option(
     help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
          "controller needs `jobrelay run --allow-exec-credentials` to use it too.",
 )  # fmt: skip
-namespace_option = click.option("--namespace", default=registry.DEFAULT_NAMESPACE, show_default=True,
+namespace_option = click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True,
                                 help="Namespace of the kubeconfig Secrets.")  # fmt: skip
 
 
@@ -74,7 +80,7 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(kubeconfig, context) as client:
-            return await registry.list_workers(client)
+            return await workerclusters.list_workers(client)
 
     workers = _run(go())
     if output in ("json", "yaml"):
@@ -97,7 +103,7 @@ def _run(coroutine: Coroutine[Any, Any, T], on_interrupt: Callable[[], str] | No
         return asyncio.run(coroutine)
     except ApiError as error:
         raise click.ClickException(_manager_error(error)) from error
-    except registry.RegistryError as error:
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
     except KeyboardInterrupt:
         if on_interrupt is None:
@@ -189,11 +195,11 @@ def add(
     try:
         # With --create-service-account the admin's kubeconfig is only used here, by the
         # admin, and never stored: what is stored is the ServiceAccount's token.
-        kubeconfig = registry.inline_kubeconfig(
+        kubeconfig = workerclusters.inline_kubeconfig(
             worker_kubeconfig, context,
             allow_exec=allow_exec_credentials or create_service_account,
         )  # fmt: skip
-    except registry.RegistryError as error:
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from None
     except KubeconfigRefused as error:
         raise click.ClickException(f"kubeconfig {worker_kubeconfig}: {error}") from None
@@ -212,7 +218,7 @@ def add(
                         admin, name, cluster_entry, account, rules
                     )
             except (ApiError, KubeconfigError) as error:
-                raise registry.RegistryError(
+                raise workerclusters.RegistryError(
                     f"cannot create jobrelay's ServiceAccount on worker cluster {name} ({error}): "
                     "--kubeconfig must be allowed to apply Namespaces, ServiceAccounts, Secrets, "
                     "ClusterRoles and ClusterRoleBindings there"
@@ -221,12 +227,14 @@ def add(
                 click.echo(f"applied on {name}: {line}")
             kubeconfig = created.kubeconfig  # the admin's credentials go no further
         async with manager_client(manager_kubeconfig, None) as client:
-            await registry.install_crd(client)
-            await registry.register(client, name, kubeconfig, labels=parsed, namespace=namespace)
+            await workerclusters.install_crd(client)
+            await workerclusters.register(
+                client, name, kubeconfig, labels=parsed, namespace=namespace
+            )
 
     try:
         _run(go())
-    except registry.RegistryError as error:
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
     as_whom = f" as {account.username}" if create_service_account else ""
     click.echo(f"registered worker cluster {name}{as_whom}")
@@ -245,7 +253,7 @@ def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(manager_kubeconfig, None) as client:
-            return await registry.list_workers(client)
+            return await workerclusters.list_workers(client)
 
     workers = _run(go())
     if not workers:
@@ -253,7 +261,7 @@ def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
         return
     rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "CAPACITY", "LABELS / MESSAGE")]
     for worker in workers:
-        state = WorkerState.of(worker)
+        state = WorkerClusterView.of(worker)
         labels = ",".join(f"{k}={v}" for k, v in (worker["metadata"].get("labels") or {}).items())
         notes = [labels] if labels else []
         if state.lost_time:
@@ -264,7 +272,7 @@ def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
         capacity = capacity_text((worker.get("status") or {}).get("capacity"))
         rows.append(
             (
-                state.name, state.connected, active, drain.state_summary(state), capacity,
+                state.name, state.connected, active, maintenance_rules.state_summary(state), capacity,
                 "; ".join(notes),
             )
         )  # fmt: skip
@@ -301,10 +309,10 @@ def cordon(name: str, manager_kubeconfig: Path | None) -> None:
 
     async def go() -> str:
         async with manager_client(manager_kubeconfig, None) as client:
-            before = WorkerState.of(await maintenance.get_worker(client, name))
+            before = WorkerClusterView.of(await maintenance.get_worker(client, name))
             if not before.cordoned:
-                await maintenance.patch_spec(client, name, drain.cordon_patch())
-            return drain.cordon_message(before)
+                await maintenance.patch_spec(client, name, maintenance_rules.cordon_patch())
+            return maintenance_rules.cordon_message(before)
 
     click.echo(_run(go()))
 
@@ -317,10 +325,10 @@ def uncordon(name: str, manager_kubeconfig: Path | None) -> None:
 
     async def go() -> str:
         async with manager_client(manager_kubeconfig, None) as client:
-            before = WorkerState.of(await maintenance.get_worker(client, name))
+            before = WorkerClusterView.of(await maintenance.get_worker(client, name))
             if before.cordoned or before.drain:
-                await maintenance.patch_spec(client, name, drain.uncordon_patch())
-            return drain.uncordon_message(before)
+                await maintenance.patch_spec(client, name, maintenance_rules.uncordon_patch())
+            return maintenance_rules.uncordon_message(before)
 
     click.echo(_run(go()))
 
@@ -362,15 +370,15 @@ def drain_(
     requested: list[DrainMode] = []
     printer = _Printer()
 
-    async def go() -> tuple[WorkerState, bool]:
+    async def go() -> tuple[WorkerClusterView, bool]:
         async with manager_client(manager_kubeconfig, None) as client:
-            before = WorkerState.of(await maintenance.get_worker(client, name))
-            mode = drain.drain_target(before, force=force)
+            before = WorkerClusterView.of(await maintenance.get_worker(client, name))
+            mode = maintenance_rules.drain_target(before, force=force)
             stored = await maintenance.start_drain(client, name, mode)
             requested.append(mode)
-            click.echo(drain.drain_started_message(before, mode))
+            click.echo(maintenance_rules.drain_started_message(before, mode))
             if not wait:
-                return WorkerState.of(stored), False
+                return WorkerClusterView.of(stored), False
             return await maintenance.wait_until_drained(
                 client, stored, timeout=timeout, on_progress=printer.progress,
                 on_retry=printer.retry,
@@ -379,7 +387,7 @@ def drain_(
     def interrupted() -> str:
         if not requested:
             return f"interrupted: nothing changed on worker cluster {name}"
-        return drain.drain_interrupted_message(name, requested[0])
+        return maintenance_rules.drain_interrupted_message(name, requested[0])
 
     state, drained = _run(go(), interrupted)
     if not wait:
@@ -391,7 +399,9 @@ def drain_(
         click.echo(f"`jobrelay clusters remove {name}` removes it")
     else:
         assert timeout is not None  # without one, the wait ends only when drained
-        raise click.ClickException(drain.drain_timeout_message(state, requested[0], timeout))
+        raise click.ClickException(
+            maintenance_rules.drain_timeout_message(state, requested[0], timeout)
+        )
 
 
 @clusters.command()
@@ -441,12 +451,12 @@ def remove(
         async with manager_client(manager_kubeconfig, None) as client:
             try:
                 worker = await maintenance.get_worker(client, name)
-            except registry.RegistryError:
+            except workerclusters.RegistryError:
                 # A Secret may outlive a failed `clusters add`: nothing else to remove.
-                await registry.unregister(client, name, namespace=namespace)
+                await workerclusters.unregister(client, name, namespace=namespace)
                 raise
-            state = WorkerState.of(worker)
-            decision = drain.decide_removal(state, force=force)
+            state = WorkerClusterView.of(worker)
+            decision = maintenance_rules.decide_removal(state, force=force)
             if decision.removal is Removal.REFUSE:
                 raise click.ClickException(decision.message)
             click.echo(decision.message)
@@ -458,20 +468,22 @@ def remove(
                     on_retry=printer.retry,
                 )  # fmt: skip
                 if not drained:
-                    click.echo(drain.forced_removal_message(state, timeout))
+                    click.echo(maintenance_rules.forced_removal_message(state, timeout))
             elif not state.cordoned:
                 # No placement may start while its mirrors are being deleted.
-                worker = await maintenance.patch_spec(client, name, drain.cordon_patch())
+                worker = await maintenance.patch_spec(
+                    client, name, maintenance_rules.cordon_patch()
+                )
             phase[0] = RemovalPhase.CLEANING
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
-                mirrors_of = await registry.default_origin(client)
+                mirrors_of = await workerclusters.default_origin(client)
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=namespace, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
                 allow_exec=allow_exec_credentials,
             )  # fmt: skip
-            message = drain.cleanup_message(
+            message = maintenance_rules.cleanup_message(
                 name, result, kind_names=kind_names, controller_name=controller_name,
                 origin=mirrors_of, force=force,
             )  # fmt: skip
@@ -479,10 +491,10 @@ def remove(
                 raise click.ClickException(message)
             click.echo(message)
             phase[0] = RemovalPhase.UNREGISTERING
-            await registry.unregister(client, name, namespace=namespace)
+            await workerclusters.unregister(client, name, namespace=namespace)
 
-    _run(go(), lambda: drain.removal_interrupted_message(name, phase[0], force=force))
+    _run(go(), lambda: maintenance_rules.removal_interrupted_message(name, phase[0], force=force))
     click.echo(
         f"removed worker cluster {name} (its WorkerCluster and Secret "
-        f"{namespace}/{registry.secret_name(name)})"
+        f"{namespace}/{workerclusters.secret_name(name)})"
     )

@@ -14,8 +14,8 @@ from typing import Any
 
 from jobrelay.cli import workloads
 from jobrelay.cli.workloads import State, table
-from jobrelay.fleet import drain
-from jobrelay.fleet.drain import WorkerState
+from jobrelay.fleet import maintenance_rules
+from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.placement.units import CPU, GPU, MEMORY, format_units, resources_of
 from jobrelay.vocabulary.placement import placement_of
@@ -29,7 +29,7 @@ def _capacity(worker: Mapping[str, Any]) -> Mapping[str, Any]:
     return capacity if isinstance(capacity, Mapping) else {}
 
 
-def _mirrors(state: WorkerState) -> str:
+def _mirrors(state: WorkerClusterView) -> str:
     return "-" if state.active_mirrors is None else str(state.active_mirrors)
 
 
@@ -37,10 +37,10 @@ def cluster_line(
     worker: Mapping[str, Any], now: datetime, capacity_text: str, *, wide: bool
 ) -> tuple[str, ...]:
     """One row of `jobrelay clusters` (``capacity_text``: the CAPACITY cell, as `list` has it)."""
-    state = WorkerState.of(worker)
+    state = WorkerClusterView.of(worker)
     status = worker.get("status") or {}
     cells: tuple[str, ...] = (
-        state.name, state.connected, drain.state_summary(state),
+        state.name, state.connected, maintenance_rules.state_summary(state),
         str(status.get("kubernetesVersion") or "-"), _mirrors(state), capacity_text,
         workloads.age(worker, now),
     )  # fmt: skip
@@ -107,14 +107,14 @@ def top_lines(
     running = Counter(where for where, state in standings if state is State.RUNNING)
     rows = []
     for worker in workers:
-        state = WorkerState.of(worker)
+        state = WorkerClusterView.of(worker)
         capacity = _capacity(worker)
         nodes = (
             f"{capacity.get('schedulableNodes', 0)}/{capacity.get('nodes', 0)}" if capacity else "-"
         )
         rows.append(
             (
-                state.name, state.connected, drain.state_summary(state), nodes,
+                state.name, state.connected, maintenance_rules.state_summary(state), nodes,
                 usage(capacity, CPU), usage(capacity, MEMORY), usage(capacity, GPU),
                 _mirrors(state), str(running.get(state.name, 0)),
             )

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.relayapi.rules import API_CONFIGMAP, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).

@@ -22,7 +22,7 @@ from jobrelay.controller.options import (
     QueueSettings,
     WorkerSettings,
 )
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kinds import KindError
 from jobrelay.kinds.catalog import parse_kind_name
 from jobrelay.kube.election.elector import LeadershipLost
@@ -278,17 +278,17 @@ def run(
 
 @click.command()
 @manager_options
-@click.option("--namespace", default=registry.DEFAULT_NAMESPACE, show_default=True)
+@click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True)
 def install(kubeconfig: Path | None, context: str | None, namespace: str) -> None:
     """Install the WorkerCluster CRD and the controller's namespace on the management cluster."""
 
     async def go() -> None:
         async with manager_client(kubeconfig, context) as client:
-            await registry.install_crd(client)
-            await registry.ensure_namespace(client, namespace)
+            await workerclusters.install_crd(client)
+            await workerclusters.ensure_namespace(client, namespace)
 
     try:
         asyncio.run(go())
-    except (ApiError, registry.RegistryError) as error:
+    except (ApiError, workerclusters.RegistryError) as error:
         raise click.ClickException(str(error)) from error
     click.echo(f"installed the WorkerCluster CRD and namespace {namespace}")

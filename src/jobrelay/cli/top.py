@@ -15,7 +15,7 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import manager_client, manager_options, run_command
 from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, Query, fetch
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
@@ -25,7 +25,7 @@ _CLEAR = "\x1b[H\x1b[2J"
 
 async def snapshot(client: ApiClient, controller_name: str) -> list[str]:
     """One frame: the WorkerClusters and every managed workload, from the manager."""
-    workers = await registry.list_workers(client)
+    workers = await workerclusters.list_workers(client)
     query = Query((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
     listed = await fetch(client, query)
     return fleetview.top_lines(workers, listed.found)
@@ -78,5 +78,5 @@ def top(
 
     try:
         run_command(go())
-    except registry.RegistryError as error:
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error

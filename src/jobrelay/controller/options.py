@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kinds.catalog import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME

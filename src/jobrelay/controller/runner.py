@@ -29,8 +29,8 @@ from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.executor import Executor, Reservations
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import Settings
-from jobrelay.fleet import registry
-from jobrelay.fleet.eventrelay import EventRelay
+from jobrelay.fleet import workerclusters
+from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.catalog import parse_kind_name
@@ -337,8 +337,8 @@ class Controller:
     async def _run(self, stop: asyncio.Event) -> None:
         # Idempotent start-up writes every replica makes: the CRD its caches need,
         # and the namespace the Lease lives in. From here on, writes are fenced.
-        await registry.install_crd(self.manager)
-        await registry.ensure_namespace(self.manager, self.options.workers.namespace)
+        await workerclusters.install_crd(self.manager)
+        await workerclusters.ensure_namespace(self.manager, self.options.workers.namespace)
         self.manager.write_fence = self.may_write
         for name, runtime in self.kinds.items():
             runtime.objects.add_handler(self._enqueue(name))
@@ -523,8 +523,8 @@ async def run(
         kinds = await resolve_kinds(manager, options)
         if not options.origin:
             try:
-                origin = await registry.default_origin(manager)
-            except registry.RegistryError as error:
+                origin = await workerclusters.default_origin(manager)
+            except workerclusters.RegistryError as error:
                 raise ConfigurationError(str(error)) from error
             options = dataclasses.replace(options, origin=origin)
         _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,

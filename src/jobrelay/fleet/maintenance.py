@@ -1,6 +1,6 @@
 """Cordon, drain and remove a worker: the requests behind `jobrelay clusters`.
 
-The decisions and messages are in :mod:`jobrelay.fleet.drain`; this module
+The decisions and messages are in :mod:`jobrelay.fleet.maintenance_rules`; this module
 only reads and writes the ``WorkerCluster`` on the manager, waits for the
 controller's answer, and deletes the mirrors left on the worker.
 """
@@ -11,12 +11,12 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from jobrelay.fleet import health, registry
-from jobrelay.fleet.drain import (
+from jobrelay.fleet import refusals, workerclusters
+from jobrelay.fleet.maintenance_rules import (
     CleanupResult,
     DrainMode,
     DrainProgress,
-    WorkerState,
+    WorkerClusterView,
     drain_patch,
     drain_progress,
 )
@@ -55,7 +55,7 @@ async def get_worker(client: ApiClient, name: str) -> dict[str, Any]:
         return await client.get(WORKER_CLUSTERS, name)
     except ApiError as error:
         if error.is_not_found:
-            raise registry.RegistryError(_not_found(error, name)) from error
+            raise workerclusters.RegistryError(_not_found(error, name)) from error
         raise
 
 
@@ -72,7 +72,7 @@ async def patch_spec(client: ApiClient, name: str, patch: Mapping[str, Any]) -> 
         return await client.patch(WORKER_CLUSTERS, name, patch, field_manager=CLI_FIELD_MANAGER)
     except ApiError as error:
         if error.is_not_found:
-            raise registry.RegistryError(_not_found(error, name)) from error
+            raise workerclusters.RegistryError(_not_found(error, name)) from error
         raise
 
 
@@ -84,7 +84,7 @@ async def start_drain(client: ApiClient, name: str, mode: DrainMode) -> dict[str
     """
     stored = await patch_spec(client, name, drain_patch(mode))
     if (stored.get("spec") or {}).get("drain") != mode.value:
-        raise registry.RegistryError(
+        raise workerclusters.RegistryError(
             "the WorkerCluster CRD on the management cluster predates spec.drain, so the "
             "drain was dropped: update it with `jobrelay install` (or restart `jobrelay run`, "
             "which updates it), then drain again"
@@ -99,7 +99,7 @@ async def wait_until_drained(
     timeout: float | None,
     on_progress: Callable[[DrainProgress], None],
     on_retry: Callable[[str], None],
-) -> tuple[WorkerState, bool]:
+) -> tuple[WorkerClusterView, bool]:
     """Watch the WorkerCluster (``stored``: as the drain request left it) until the
     controller reports it drained, or ``timeout`` seconds pass: its last state and
     whether it was drained.
@@ -110,12 +110,12 @@ async def wait_until_drained(
     reported through ``on_retry``); any other refusal is raised. A deleted
     WorkerCluster is a RegistryError.
     """
-    last = WorkerState.of(stored)
+    last = WorkerClusterView.of(stored)
     since_generation = last.generation
 
     def seen(obj: Mapping[str, Any]) -> bool:
         nonlocal last
-        last = WorkerState.of(obj)
+        last = WorkerClusterView.of(obj)
         progress = drain_progress(last, since_generation=since_generation)
         on_progress(progress)
         return progress.done
@@ -156,7 +156,7 @@ async def _watch_until(
                         event.object.get("metadata", {}).get("resourceVersion") or version
                     )
                     if event.type == "DELETED":
-                        raise registry.RegistryError(
+                        raise workerclusters.RegistryError(
                             f"worker cluster {name} was deleted while draining"
                         )
                     if event.type in ("ADDED", "MODIFIED") and done(event.object):
@@ -206,11 +206,11 @@ async def delete_mirrors(
     not_served: list[str] = []
     selector = mirror_selector(controller_name, origin)
     try:
-        kubeconfig = await registry.read_kubeconfig(
+        kubeconfig = await workerclusters.read_kubeconfig(
             manager, worker, namespace, allow_exec=allow_exec
         )
         client = connect(kubeconfig, (worker.get("spec") or {}).get("context"), name)
-    except (registry.RegistryError, ValueError) as error:  # KubeconfigError is a ValueError
+    except (workerclusters.RegistryError, ValueError) as error:  # KubeconfigError is a ValueError
         return CleanupResult(deleted, (), _why(error))
     async with client:
         for kind_name in kind_names:
@@ -229,7 +229,7 @@ async def delete_mirrors(
 
 
 def _why(error: BaseException) -> str:
-    reason, message = health.classify(error)
+    reason, message = refusals.classify(error)
     return f"{reason}: {message}"
 
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.fleet.registry import RegistryError
+from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.resources import NAMESPACES, SECRETS
 from jobrelay.vocabulary.names import FIELD_MANAGER

@@ -140,7 +140,7 @@ def slim_metadata(obj: JsonObj) -> JsonObj:
         "annotations",
         "resourceVersion",
         "deletionTimestamp",
-        # Worker Events older than the mirror are not about it (fleet/workerevents.py).
+        # Worker Events older than the mirror are not about it (fleet/workerevents_rules.py).
         "creationTimestamp",
     )
     return {key: metadata[key] for key in keep if key in metadata}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES
@@ -99,13 +99,13 @@ async def prepare_clusters(
             *(_ensure_nodes(client, name, shapes[name]) for name, client in clients.items())
         )
         manager_client = clients[manager]
-        await registry.install_crd(manager_client)
+        await workerclusters.install_crd(manager_client)
         for name, path in kubeconfigs.items():
             if name != manager:
-                await registry.register(
+                await workerclusters.register(
                     manager_client,
                     name,
-                    registry.inline_kubeconfig(path),
+                    workerclusters.inline_kubeconfig(path),
                     labels={**shapes[name].labels, **LOCAL_WORKER_LABELS},
                 )
     finally:

@@ -23,7 +23,7 @@ import httpx2
 from lightkube.config.client_adapter import user_auth, user_cert
 from lightkube.config.kubeconfig import KubeConfig
 
-from jobrelay.fleet.registry import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import CONFIG_ERRORS
 from jobrelay.kube.errors import ApiError, KubeconfigError

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
 from tests.integration.fleet.test_clusters_cli import NAMESPACE, Cli
@@ -94,7 +94,7 @@ async def test_add_refuses_the_field_and_writes_nothing(
     assert SECRET_VALUE not in out + err
     manager = clients["manager"]
     assert not await exists(manager, WORKER_CLUSTERS, name, None)
-    assert not await exists(manager, SECRETS, registry.secret_name(name), NAMESPACE)
+    assert not await exists(manager, SECRETS, workerclusters.secret_name(name), NAMESPACE)
 
 
 async def test_add_allow_exec_credentials_stores_the_plugin(
@@ -108,15 +108,15 @@ async def test_add_allow_exec_credentials_stores_the_plugin(
         )
         assert code == 0, out + err
         secret = await clients["manager"].get(
-            SECRETS, registry.secret_name(name), namespace=NAMESPACE
+            SECRETS, workerclusters.secret_name(name), namespace=NAMESPACE
         )
-        stored = yaml.safe_load(base64.b64decode(secret["data"][registry.SECRET_KEY]))
+        stored = yaml.safe_load(base64.b64decode(secret["data"][workerclusters.SECRET_KEY]))
         assert stored["users"][0]["user"] == {"exec": EXEC_PLUGIN}
         # The CA file was inlined; no path is left for the controller to read.
         cluster = stored["clusters"][0]["cluster"]
         assert "certificate-authority" not in cluster and cluster["certificate-authority-data"]
     finally:
-        await registry.unregister(clients["manager"], name, namespace=NAMESPACE)
+        await workerclusters.unregister(clients["manager"], name, namespace=NAMESPACE)
 
 
 async def test_add_inlines_the_admins_certificate_files(
@@ -129,11 +129,11 @@ async def test_add_inlines_the_admins_certificate_files(
         )
         assert code == 0, out + err
         secret = await clients["manager"].get(
-            SECRETS, registry.secret_name(name), namespace=NAMESPACE
+            SECRETS, workerclusters.secret_name(name), namespace=NAMESPACE
         )
-        text = base64.b64decode(secret["data"][registry.SECRET_KEY]).decode()
+        text = base64.b64decode(secret["data"][workerclusters.SECRET_KEY]).decode()
         user = yaml.safe_load(text)["users"][0]["user"]
         assert set(user) == {"client-certificate-data", "client-key-data"}
         assert str(fleet.state_dir) not in text  # no path of the admin's machine stored
     finally:
-        await registry.unregister(clients["manager"], name, namespace=NAMESPACE)
+        await workerclusters.unregister(clients["manager"], name, namespace=NAMESPACE)

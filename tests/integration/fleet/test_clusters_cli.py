@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, SECRETS, WORKER_CLUSTERS
@@ -33,7 +33,7 @@ from tests.kubetools import eventually, gone
 pytestmark = pytest.mark.integration
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
-NAMESPACE = registry.DEFAULT_NAMESPACE
+NAMESPACE = workerclusters.DEFAULT_NAMESPACE
 CLI_TIMEOUT = 60.0
 
 
@@ -87,7 +87,7 @@ async def worker_name(cli: Cli, fleet: Any, clients: dict[str, ApiClient]) -> As
     try:
         yield name
     finally:
-        await registry.unregister(clients["manager"], name, namespace=NAMESPACE)
+        await workerclusters.unregister(clients["manager"], name, namespace=NAMESPACE)
 
 
 async def write_active_mirrors(manager: ApiClient, name: str, count: int) -> None:
@@ -222,7 +222,7 @@ async def test_remove_force_leaves_no_mirror_behind(
     manager, worker = clients["manager"], clients["worker-1"]
     await write_active_mirrors(manager, worker_name, 0)
     # No controller published its origin: the manager's own identity is the default.
-    origin = await registry.default_origin(manager)
+    origin = await workerclusters.default_origin(manager)
     ours = {MIRROR_LABEL: controller_label_value(controller_name), ORIGIN_LABEL: origin}
     await worker.create(JOBS, suspended_job("leftover", namespace, ours))
     await worker.create(JOBS, suspended_job("not-a-mirror", namespace, {}))
@@ -252,7 +252,7 @@ async def test_remove_force_leaves_no_mirror_behind(
         f"worker cluster {worker_name}: deleted 1 Job.v1.batch, "
         "1 JobSet.v1alpha2.jobset.x-k8s.io mirror(s)",
         f"removed worker cluster {worker_name} (its WorkerCluster and Secret "
-        f"{NAMESPACE}/{registry.secret_name(worker_name)})",
+        f"{NAMESPACE}/{workerclusters.secret_name(worker_name)})",
     ]
     await eventually(lambda: gone(worker, JOBS, "leftover", namespace), what="mirror Job deleted")
     await eventually(
@@ -261,14 +261,14 @@ async def test_remove_force_leaves_no_mirror_behind(
     assert await worker.get(JOBS, "not-a-mirror", namespace=namespace)
     assert await worker.get(JOBS, "another-managers", namespace=namespace)
     assert await gone(manager, WORKER_CLUSTERS, worker_name, None)
-    assert await gone(manager, SECRETS, registry.secret_name(worker_name), NAMESPACE)
+    assert await gone(manager, SECRETS, workerclusters.secret_name(worker_name), NAMESPACE)
 
 
 async def test_remove_of_a_worker_it_cannot_clean_needs_force(
     cli: Cli, fleet: Any, controller_name: str, clients: dict[str, ApiClient], tmp_path: Path
 ) -> None:
     # worker-1's address and CA, but a token its apiserver refuses.
-    kubeconfig = registry.inline_kubeconfig(fleet.kubeconfig("worker-1"))
+    kubeconfig = workerclusters.inline_kubeconfig(fleet.kubeconfig("worker-1"))
     kubeconfig["users"][0]["user"] = {"token": "not-a-valid-token"}
     path = tmp_path / "refused.kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig))
@@ -296,4 +296,4 @@ async def test_remove_of_a_worker_it_cannot_clean_needs_force(
         assert await gone(manager, WORKER_CLUSTERS, name, None)
     finally:
         with contextlib.suppress(ApiError):
-            await registry.unregister(manager, name, namespace=NAMESPACE)
+            await workerclusters.unregister(manager, name, namespace=NAMESPACE)

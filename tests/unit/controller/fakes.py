@@ -29,6 +29,7 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
+from jobrelay.vocabulary.workercluster import drain_mode
 
 _revisions = itertools.count(1000)
 
@@ -317,7 +318,7 @@ class FakePool:
                 name=w.name,
                 worker=w,  # type: ignore[arg-type]  # duck-typed: what a reconcile reads
                 cordoned=w.cordoned,
-                drain=w.drain,
+                drain=drain_mode(w.drain),
                 labels=w.labels,
                 lost_in=w.lost_in if w.lost_in is not None or w.connected else 1.0,
             )

@@ -265,8 +265,8 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     async def ensure_namespace(c: ApiClient, namespace: str) -> None:
         calls.append(f"namespace {namespace}")
 
-    monkeypatch.setattr(runner.registry, "install_crd", install_crd)
-    monkeypatch.setattr(runner.registry, "ensure_namespace", ensure_namespace)
+    monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
+    monkeypatch.setattr(runner.workerclusters, "ensure_namespace", ensure_namespace)
     options = dataclasses.replace(OPTIONS, queue=QueueSettings(gc_interval=3600.0))
     controller = runner.Controller(client, options, [JOB])
     informer = RunningInformer({"team-a/train": job()})
@@ -410,7 +410,7 @@ async def test_run_stops_on_sigterm_and_closes_the_manager(
         asked.append(asked_client)
         return "kube-system-uid"
 
-    monkeypatch.setattr(runner.registry, "default_origin", kube_system_uid)
+    monkeypatch.setattr(runner.workerclusters, "default_origin", kube_system_uid)
     await runner.run(client, ControllerOptions())
     ((built_with, options, kinds),) = SignalledController.built
     assert built_with is client and [type(k) for k in kinds] == [JobKind]

@@ -112,8 +112,8 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     async def installed(*_args: Any) -> None:
         return None
 
-    monkeypatch.setattr(runner.registry, "install_crd", installed)
-    monkeypatch.setattr(runner.registry, "ensure_namespace", installed)
+    monkeypatch.setattr(runner.workerclusters, "install_crd", installed)
+    monkeypatch.setattr(runner.workerclusters, "ensure_namespace", installed)
     cluster = FakeCluster("manager")
     requests: list[tuple[float, str, str]] = []
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.relayapi.rules import API_CONFIGMAP
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
@@ -39,8 +39,8 @@ def _kind_requests() -> list[Request]:
     return requests
 
 
-CRD = registry.crd_manifest()["metadata"]["name"]
-NAMESPACE = registry.DEFAULT_NAMESPACE
+CRD = workerclusters.crd_manifest()["metadata"]["name"]
+NAMESPACE = workerclusters.DEFAULT_NAMESPACE
 LEASE = lease_name_for(DEFAULT_CONTROLLER_NAME)
 
 # Every request the controller makes on the management cluster.

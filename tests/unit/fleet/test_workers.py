@@ -20,7 +20,7 @@ import pytest
 import yaml
 from tests.unit.fleet.fakekube import FakeKube, collection_path
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.fleet.workers import PoolOptions, Worker, WorkerPool
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.generic import GenericKind
@@ -53,8 +53,8 @@ def kubeconfig(server: str) -> str:
 
 def secret(text: str) -> dict[str, Any]:
     return {
-        "metadata": {"name": registry.secret_name(WORKER), "namespace": NAMESPACE},
-        "data": {registry.SECRET_KEY: base64.b64encode(text.encode()).decode()},
+        "metadata": {"name": workerclusters.secret_name(WORKER), "namespace": NAMESPACE},
+        "data": {workerclusters.SECRET_KEY: base64.b64encode(text.encode()).decode()},
     }
 
 
@@ -100,8 +100,8 @@ class Fleet:
                 "metadata": {"name": WORKER},
                 "spec": {
                     "kubeconfigSecretRef": {
-                        "name": registry.secret_name(WORKER),
-                        "key": registry.SECRET_KEY,
+                        "name": workerclusters.secret_name(WORKER),
+                        "key": workerclusters.SECRET_KEY,
                     }
                 },
             },
@@ -256,7 +256,7 @@ async def test_an_unusable_secret_disconnects_the_worker_until_it_is_fixed(
     assert "s3cret" not in message, message
     assert "line 2" in message, message
     # Retried every status interval, said once.
-    reads = f"{SECRETS_PATH}/{registry.secret_name(WORKER)}"
+    reads = f"{SECRETS_PATH}/{workerclusters.secret_name(WORKER)}"
     await until(lambda: fleet.manager.requests.count(("GET", reads)) >= 4, what="retries")
     said = [r for r in caplog.records if "is not a kubeconfig" in r.getMessage()]
     assert len(said) == 1, said

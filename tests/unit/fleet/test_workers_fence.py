@@ -1,11 +1,14 @@
-"""The worker pool writes WorkerCluster status only while this replica may write."""
+"""The status writer writes WorkerCluster status only while this replica may write."""
 
 from __future__ import annotations
 
 import httpx2
 import msgspec
 
-from jobrelay.fleet.workers import PoolOptions, WorkerPool
+from jobrelay.fleet.workers import PoolOptions
+from jobrelay.fleet.workers.liveness_rules import LostClock
+from jobrelay.fleet.workers.record import WorkerRecord
+from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 
@@ -30,10 +33,14 @@ async def test_status_writes_wait_for_the_fence_to_open() -> None:
         api=ApiOptions(write_fence=lambda: leading[0]),
     )
     async with ApiClient(http, cluster="manager", options=options.api) as manager:
-        pool = WorkerPool(manager, [], lambda key: None, options)
+        writer = StatusWriter(
+            manager, origin=options.origin, status_interval=options.status_interval,
+            write_fence=options.api.write_fence,
+        )  # fmt: skip
+        record = WorkerRecord("worker-1", LostClock(options.lost_timeout))
         status = {"connected": False, "reason": "Unreachable", "message": "refused"}
-        await pool._write_conditions("worker-1", **status)  # type: ignore[arg-type]
+        await writer.write(record, None, **status)  # type: ignore[arg-type]
         assert patched == []  # a standby: quietly nothing, no refused request either
         leading[0] = True
-        await pool._write_conditions("worker-1", **status)  # type: ignore[arg-type]
+        await writer.write(record, None, **status)  # type: ignore[arg-type]
         assert patched == ["PATCH /apis/jobrelay.dev/v1alpha1/workerclusters/worker-1/status"]

@@ -1,5 +1,5 @@
 """WorkerCluster objects (admin-written, or left by an old version) and worker errors
-(worker-written) of any shape: the CLI's reading, health's classification and
+(worker-written) of any shape: the CLI's reading, the worker pool's classification and
 placement never raise."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text
 
-from jobrelay.fleet import drain, health
+from jobrelay.fleet import maintenance_rules, refusals
+from jobrelay.fleet.workers import liveness_rules
 from jobrelay.kube.errors import ApiError
 from jobrelay.placement.decision import place
 from jobrelay.placement.model import Cluster
@@ -39,15 +40,15 @@ worker_clusters = st.fixed_dictionaries(
 def test_any_worker_cluster_reads_into_a_state_and_messages(
     obj: dict[str, Any], force: bool, timeout: float
 ) -> None:
-    state = drain.WorkerState.of(obj)
-    drain.state_summary(state)
-    drain.decide_removal(state, force=force)
-    drain.drain_progress(state)
-    for mode in drain.DrainMode:
-        drain.drain_started_message(state, mode)
-        drain.drain_timeout_message(state, mode, timeout)
-    drain.cordon_message(state)
-    drain.uncordon_message(state)
+    state = maintenance_rules.WorkerClusterView.of(obj)
+    maintenance_rules.state_summary(state)
+    maintenance_rules.decide_removal(state, force=force)
+    maintenance_rules.drain_progress(state)
+    for mode in maintenance_rules.DrainMode:
+        maintenance_rules.drain_started_message(state, mode)
+        maintenance_rules.drain_timeout_message(state, mode, timeout)
+    maintenance_rules.cordon_message(state)
+    maintenance_rules.uncordon_message(state)
 
 
 @fuzz(400)
@@ -63,11 +64,11 @@ def test_any_worker_error_classifies_to_a_reason(status: dict[str, Any], informe
     try:
         error = ApiError.from_status(status)
     except (TypeError, ValueError):
-        return  # the kube layer refuses it before health sees it
-    reason, message = health.classify(error)
+        return  # the kube layer refuses it before classify sees it
+    reason, message = refusals.classify(error)
     assert reason and isinstance(message, str)
-    health.verdict(error, informers, "https://w")
-    health.verdict(None, informers)
+    liveness_rules.verdict(error, informers, "https://w")
+    liveness_rules.verdict(None, informers)
 
 
 @fuzz(300)

@@ -34,7 +34,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.fleet import health
+from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -289,7 +289,7 @@ class Executor:
         else:
             message = (
                 f"worker cluster {cluster} rejected the mirror {kind.ref.kind} "
-                f"({health.refusal_for_tenants(error)})"
+                f"({refusals.refusal_for_tenants(error)})"
             )
         return Terminal(
             "MirrorRejected", message, retry_after=self.rejected_retry, detail=error.message
@@ -310,7 +310,7 @@ class Executor:
                 return Terminal(
                     "MirrorUpdateRejected",
                     f"worker cluster {action.cluster} refused to apply this change to the "
-                    f"mirror ({health.refusal_for_tenants(error)})",
+                    f"mirror ({refusals.refusal_for_tenants(error)})",
                     retry_after=self.rejected_retry,
                     detail=error.message,
                 )

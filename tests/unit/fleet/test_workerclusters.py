@@ -12,7 +12,7 @@ import pytest
 import yaml
 from tests.unit.fleet.fakekube import FakeKube, collection_path
 
-from jobrelay.fleet import registry
+from jobrelay.fleet import workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import SECRETS
@@ -54,8 +54,8 @@ async def test_an_unusable_secret_is_named_without_its_content(
     fake, client = manager
     if data is not None:
         store(fake, data)
-    with pytest.raises((registry.RegistryError, KubeconfigRefused)) as error:
-        await registry.read_kubeconfig(client, WORKER, NAMESPACE)
+    with pytest.raises((workerclusters.RegistryError, KubeconfigRefused)) as error:
+        await workerclusters.read_kubeconfig(client, WORKER, NAMESPACE)
     assert expected in str(error.value)
     assert "s3cret" not in str(error.value)
 
@@ -68,7 +68,9 @@ async def test_a_readable_secret_gives_its_kubeconfig(manager: tuple[FakeKube, A
         "contexts: [{name: x, context: {cluster: c}}]\n"
     )
     store(fake, {"k": text})
-    assert (await registry.read_kubeconfig(client, WORKER, NAMESPACE))["current-context"] == "x"
+    assert (await workerclusters.read_kubeconfig(client, WORKER, NAMESPACE))[
+        "current-context"
+    ] == "x"
 
 
 # -- `jobrelay clusters add`: the admin's kubeconfig, files inlined ------------------
@@ -97,7 +99,7 @@ def test_certificate_key_and_ca_files_are_inlined(tmp_path: Path) -> None:
         tmp_path, {"client-certificate": "admin.crt", "client-key": str(tmp_path / "admin.key")},
         **{"certificate-authority": "ca.crt"},
     )  # fmt: skip
-    inlined = registry.inline_kubeconfig(path)
+    inlined = workerclusters.inline_kubeconfig(path)
     user = inlined["users"][0]["user"]
     cluster = inlined["clusters"][0]["cluster"]
     assert base64.b64decode(user["client-key-data"]).decode() == f"admin.key {SECRET}"
@@ -126,13 +128,13 @@ def test_clusters_add_refuses_what_the_controller_would(
 ) -> None:
     (tmp_path / "token").write_text(SECRET)
     with pytest.raises(KubeconfigRefused) as raised:
-        registry.inline_kubeconfig(admin_kubeconfig(tmp_path, user, **cluster))
+        workerclusters.inline_kubeconfig(admin_kubeconfig(tmp_path, user, **cluster))
     assert expected in str(raised.value) and SECRET not in str(raised.value)
 
 
 def test_clusters_add_takes_an_exec_plugin_when_allowed(tmp_path: Path) -> None:
     plugin = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws"}
-    inlined = registry.inline_kubeconfig(
+    inlined = workerclusters.inline_kubeconfig(
         admin_kubeconfig(tmp_path, {"exec": plugin}), allow_exec=True
     )
     assert inlined["users"][0]["user"] == {"exec": plugin}
@@ -141,16 +143,16 @@ def test_clusters_add_takes_an_exec_plugin_when_allowed(tmp_path: Path) -> None:
 def test_a_missing_certificate_file_is_named(tmp_path: Path) -> None:
     path = admin_kubeconfig(tmp_path, {"client-certificate": "gone.crt", "client-key-data": "a2V5"})
     with pytest.raises(
-        registry.RegistryError, match=r"cannot inline client-certificate .*gone\.crt"
+        workerclusters.RegistryError, match=r"cannot inline client-certificate .*gone\.crt"
     ):
-        registry.inline_kubeconfig(path)
+        workerclusters.inline_kubeconfig(path)
 
 
 def test_an_unparsable_kubeconfig_file_is_named_without_its_lines(tmp_path: Path) -> None:
     path = tmp_path / "broken"
     path.write_text(f"users:\n- user: {{token: {SECRET}: x}}\n")
-    with pytest.raises(registry.RegistryError) as raised:
-        registry.inline_kubeconfig(path)
+    with pytest.raises(workerclusters.RegistryError) as raised:
+        workerclusters.inline_kubeconfig(path)
     assert "invalid YAML at line 2" in str(raised.value) and SECRET not in str(raised.value)
 
 
@@ -168,7 +170,7 @@ async def test_a_refused_secret_names_the_secret_and_the_field(
     )
     store(fake, {"k": text})
     with pytest.raises(KubeconfigRefused) as raised:
-        await registry.read_kubeconfig(client, WORKER, NAMESPACE, allow_exec=True)
+        await workerclusters.read_kubeconfig(client, WORKER, NAMESPACE, allow_exec=True)
     message = str(raised.value)
     assert message.startswith(
         "Secret jobrelay-system/s key 'k': users[0] \"u\": tokenFile is refused"

@@ -43,7 +43,7 @@ __all__ = [
     "Removal",
     "RemovalDecision",
     "RemovalPhase",
-    "WorkerState",
+    "WorkerClusterView",
     "cleanup_message",
     "cordon_message",
     "cordon_patch",
@@ -64,7 +64,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerState:
+class WorkerClusterView:
     """What the CLI reads of one WorkerCluster."""
 
     name: str
@@ -80,7 +80,7 @@ class WorkerState:
     observed_generation: int | None = None
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> WorkerState:
+    def of(cls, obj: Mapping[str, Any]) -> WorkerClusterView:
         metadata = obj.get("metadata") or {}
         status = obj.get("status") or {}
         connected: Mapping[str, Any] = next(
@@ -114,7 +114,7 @@ def _mirrors(count: int) -> str:
 # -- cordon and uncordon ------------------------------------------------------------------
 
 
-def cordon_message(before: WorkerState) -> str:
+def cordon_message(before: WorkerClusterView) -> str:
     name = before.name
     if before.cordoned:
         draining = f" and draining ({before.drain})" if before.drain else ""
@@ -126,7 +126,7 @@ def cordon_message(before: WorkerState) -> str:
     )
 
 
-def uncordon_message(before: WorkerState) -> str:
+def uncordon_message(before: WorkerClusterView) -> str:
     name = before.name
     if before.drain:
         return (
@@ -141,7 +141,7 @@ def uncordon_message(before: WorkerState) -> str:
 # -- drain --------------------------------------------------------------------------------
 
 
-def drain_target(before: WorkerState, *, force: bool) -> DrainMode:
+def drain_target(before: WorkerClusterView, *, force: bool) -> DrainMode:
     """``All`` with --force; an earlier ``All`` is kept (a drain is never weakened by
     re-running it without --force to wait for it)."""
     if force or before.drain is DrainMode.ALL:
@@ -149,7 +149,7 @@ def drain_target(before: WorkerState, *, force: bool) -> DrainMode:
     return DrainMode.NOT_STARTED
 
 
-def drain_started_message(before: WorkerState, mode: DrainMode) -> str:
+def drain_started_message(before: WorkerClusterView, mode: DrainMode) -> str:
     name = before.name
     what = (
         "every unfinished workload moves to another worker, counters carried over"
@@ -172,7 +172,9 @@ class DrainProgress:
     line: str
 
 
-def drain_progress(state: WorkerState, *, since_generation: int | None = None) -> DrainProgress:
+def drain_progress(
+    state: WorkerClusterView, *, since_generation: int | None = None
+) -> DrainProgress:
     """Done once no unfinished mirror remains and (when the controller reports the
     generation it has acted on) the controller has seen the drain (``since_generation``)."""
     name = state.name
@@ -201,7 +203,7 @@ def drain_progress(state: WorkerState, *, since_generation: int | None = None) -
     return DrainProgress(True, f"worker cluster {name} is drained: no unfinished mirrors remain")
 
 
-def drain_timeout_message(state: WorkerState, mode: DrainMode, timeout: float) -> str:
+def drain_timeout_message(state: WorkerClusterView, mode: DrainMode, timeout: float) -> str:
     name = state.name
     left = (
         _mirrors(state.active_mirrors)
@@ -246,7 +248,7 @@ class RemovalDecision:
     message: str
 
 
-def decide_removal(state: WorkerState, *, force: bool) -> RemovalDecision:
+def decide_removal(state: WorkerClusterView, *, force: bool) -> RemovalDecision:
     """May this worker be removed now? Only when no unfinished mirror is left on it
     (drained or never used), or with --force (which drains it with All first)."""
     name = state.name
@@ -290,7 +292,7 @@ def decide_removal(state: WorkerState, *, force: bool) -> RemovalDecision:
     return RemovalDecision(Removal.REMOVE, f"worker cluster {name}: {why}, removing it")
 
 
-def forced_removal_message(state: WorkerState, timeout: float) -> str:
+def forced_removal_message(state: WorkerClusterView, timeout: float) -> str:
     left = (
         _mirrors(state.active_mirrors)
         if state.active_mirrors is not None
@@ -398,7 +400,7 @@ def cleanup_message(
 # -- jobrelay clusters list ---------------------------------------------------------------
 
 
-def state_summary(state: WorkerState) -> str:
+def state_summary(state: WorkerClusterView) -> str:
     """The STATE column: Lost, Draining(mode) or Cordoned, comma-joined; else Schedulable."""
     parts = []
     if state.lost_time:

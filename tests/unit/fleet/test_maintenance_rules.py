@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.fleet.drain import (
+from jobrelay.fleet.maintenance_rules import (
     CleanupResult,
     DrainMode,
     Removal,
     RemovalPhase,
-    WorkerState,
+    WorkerClusterView,
     cleanup_message,
     cordon_message,
     decide_removal,
@@ -35,7 +35,7 @@ from jobrelay.vocabulary.names import mirror_selector
 LOST = "2026-01-01T00:00:00Z"
 
 states = st.builds(
-    WorkerState,
+    WorkerClusterView,
     name=st.sampled_from(["w1", "gpu-east"]),
     cordoned=st.booleans(),
     drain=st.none() | st.sampled_from(DrainMode),
@@ -54,7 +54,7 @@ states = st.builds(
 @pytest.mark.parametrize(
     ("obj", "expected"),
     [
-        ({"metadata": {"name": "w1"}}, WorkerState("w1")),
+        ({"metadata": {"name": "w1"}}, WorkerClusterView("w1")),
         (
             {
                 "metadata": {"name": "w1", "generation": 3},
@@ -70,16 +70,16 @@ states = st.builds(
                     ],
                 },
             },
-            WorkerState("w1", True, DrainMode.ALL, 0, "False", "Timeout", "no answer in time",
+            WorkerClusterView("w1", True, DrainMode.ALL, 0, "False", "Timeout", "no answer in time",
                         LOST, 3, 2),
         ),
         # Not what the CRD allows, yet read without a crash: as not draining, count unknown.
         ({"metadata": {"name": "w1"}, "spec": {"drain": "Sometimes"},
-          "status": {"activeMirrors": "3"}}, WorkerState("w1")),
+          "status": {"activeMirrors": "3"}}, WorkerClusterView("w1")),
     ],
 )  # fmt: skip
-def test_worker_state_of(obj: dict[str, Any], expected: WorkerState) -> None:
-    assert WorkerState.of(obj) == expected
+def test_worker_state_of(obj: dict[str, Any], expected: WorkerClusterView) -> None:
+    assert WorkerClusterView.of(obj) == expected
 
 
 # -- the patches ------------------------------------------------------------------------------
@@ -96,26 +96,26 @@ def test_a_drain_cordons_and_an_uncordon_deletes_the_drain() -> None:
 @pytest.mark.parametrize(
     ("before", "expected"),
     [
-        (WorkerState("w1"), "worker cluster w1 cordoned: no new workloads"),
-        (WorkerState("w1", cordoned=True), "worker cluster w1 was already cordoned: nothing changed"),
-        (WorkerState("w1", cordoned=True, drain=DrainMode.ALL),
+        (WorkerClusterView("w1"), "worker cluster w1 cordoned: no new workloads"),
+        (WorkerClusterView("w1", cordoned=True), "worker cluster w1 was already cordoned: nothing changed"),
+        (WorkerClusterView("w1", cordoned=True, drain=DrainMode.ALL),
          "worker cluster w1 was already cordoned and draining (All): nothing changed"),
     ],
 )  # fmt: skip
-def test_cordon_message(before: WorkerState, expected: str) -> None:
+def test_cordon_message(before: WorkerClusterView, expected: str) -> None:
     assert cordon_message(before).startswith(expected)
 
 
 @pytest.mark.parametrize(
     ("before", "expected"),
     [
-        (WorkerState("w1"), "worker cluster w1 was not cordoned: nothing changed"),
-        (WorkerState("w1", cordoned=True), "worker cluster w1 uncordoned: it takes new workloads again"),
-        (WorkerState("w1", cordoned=True, drain=DrainMode.NOT_STARTED),
+        (WorkerClusterView("w1"), "worker cluster w1 was not cordoned: nothing changed"),
+        (WorkerClusterView("w1", cordoned=True), "worker cluster w1 uncordoned: it takes new workloads again"),
+        (WorkerClusterView("w1", cordoned=True, drain=DrainMode.NOT_STARTED),
          "worker cluster w1 uncordoned and its drain (NotStarted) cancelled"),
     ],
 )  # fmt: skip
-def test_uncordon_message(before: WorkerState, expected: str) -> None:
+def test_uncordon_message(before: WorkerClusterView, expected: str) -> None:
     assert uncordon_message(before).startswith(expected)
 
 
@@ -133,7 +133,7 @@ def test_uncordon_message(before: WorkerState, expected: str) -> None:
 def test_drain_target_never_weakens_a_drain(
     current: DrainMode | None, force: bool, expected: DrainMode
 ) -> None:
-    assert drain_target(WorkerState("w1", drain=current), force=force) is expected
+    assert drain_target(WorkerClusterView("w1", drain=current), force=force) is expected
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_drain_target_never_weakens_a_drain(
     ],
 )  # fmt: skip
 def test_drain_started_message(current: DrainMode | None, mode: DrainMode, expected: str) -> None:
-    assert drain_started_message(WorkerState("w1", drain=current), mode).startswith(expected)
+    assert drain_started_message(WorkerClusterView("w1", drain=current), mode).startswith(expected)
 
 
 # -- drain progress ---------------------------------------------------------------------------
@@ -157,33 +157,33 @@ def test_drain_started_message(current: DrainMode | None, mode: DrainMode, expec
 @pytest.mark.parametrize(
     ("state", "since", "done", "line"),
     [
-        (WorkerState("w1", active_mirrors=0), None, True,
+        (WorkerClusterView("w1", active_mirrors=0), None, True,
          "worker cluster w1 is drained: no unfinished mirrors remain"),
-        (WorkerState("w1", active_mirrors=1, connected="True"), None, False,
+        (WorkerClusterView("w1", active_mirrors=1, connected="True"), None, False,
          "worker cluster w1: 1 unfinished mirror left"),
-        (WorkerState("w1", active_mirrors=5, connected="False", connected_reason="Unreachable"),
+        (WorkerClusterView("w1", active_mirrors=5, connected="False", connected_reason="Unreachable"),
          None, False, "worker cluster w1: 5 unfinished mirrors left (not connected: Unreachable; "
          "the count is from its last contact)"),
-        (WorkerState("w1", active_mirrors=5, connected="False", lost_time=LOST), None, False,
+        (WorkerClusterView("w1", active_mirrors=5, connected="False", lost_time=LOST), None, False,
          f"worker cluster w1: 5 unfinished mirrors left (declared lost at {LOST}; the count is "
          "from its last contact)"),
-        (WorkerState("w1"), None, False, "worker cluster w1: no mirror count yet "
+        (WorkerClusterView("w1"), None, False, "worker cluster w1: no mirror count yet "
          "(status.activeMirrors is unset: is the controller, `jobrelay run`, running?)"),
         # The controller reports the generation it acted on: a 0 from before the drain is old.
-        (WorkerState("w1", active_mirrors=0, observed_generation=1), 2, False,
+        (WorkerClusterView("w1", active_mirrors=0, observed_generation=1), 2, False,
          "worker cluster w1: waiting for the controller to see the drain"),
-        (WorkerState("w1", active_mirrors=0, observed_generation=2), 2, True,
+        (WorkerClusterView("w1", active_mirrors=0, observed_generation=2), 2, True,
          "worker cluster w1 is drained: no unfinished mirrors remain"),
     ],
 )  # fmt: skip
-def test_drain_progress(state: WorkerState, since: int | None, done: bool, line: str) -> None:
+def test_drain_progress(state: WorkerClusterView, since: int | None, done: bool, line: str) -> None:
     progress = drain_progress(state, since_generation=since)
     assert (progress.done, progress.line) == (done, line)
 
 
 @given(states, st.none() | st.integers(min_value=1, max_value=5))
 def test_drained_exactly_when_no_unfinished_mirror_is_left_and_the_drain_was_seen(
-    state: WorkerState, since: int | None
+    state: WorkerClusterView, since: int | None
 ) -> None:
     seen = since is None or state.observed_generation is None or state.observed_generation >= since
     progress = drain_progress(state, since_generation=since)
@@ -193,7 +193,7 @@ def test_drained_exactly_when_no_unfinished_mirror_is_left_and_the_drain_was_see
 
 @pytest.mark.parametrize("mode", list(DrainMode))
 def test_drain_timeout_and_interrupt_say_the_drain_stays_and_what_to_run(mode: DrainMode) -> None:
-    timeout = drain_timeout_message(WorkerState("w1", active_mirrors=2), mode, 30)
+    timeout = drain_timeout_message(WorkerClusterView("w1", active_mirrors=2), mode, 30)
     assert timeout.startswith(
         f"worker cluster w1 still has 2 unfinished mirrors after 30s; the drain ({mode}) stays"
     )
@@ -207,7 +207,7 @@ def test_drain_timeout_and_interrupt_say_the_drain_stays_and_what_to_run(mode: D
 
 
 def test_drain_timeout_without_a_count_asks_for_the_controller() -> None:
-    message = drain_timeout_message(WorkerState("w1"), DrainMode.ALL, 1.5)
+    message = drain_timeout_message(WorkerClusterView("w1"), DrainMode.ALL, 1.5)
     assert "an unknown number of unfinished mirrors (no status.activeMirrors" in message
     assert "after 1.5s" in message
 
@@ -218,28 +218,28 @@ def test_drain_timeout_without_a_count_asks_for_the_controller() -> None:
 @pytest.mark.parametrize(
     ("state", "removal", "in_message"),
     [
-        (WorkerState("w1", active_mirrors=0), Removal.REMOVE, "no unfinished mirrors, removing it"),
-        (WorkerState("w1", active_mirrors=0, cordoned=True, drain=DrainMode.NOT_STARTED),
+        (WorkerClusterView("w1", active_mirrors=0), Removal.REMOVE, "no unfinished mirrors, removing it"),
+        (WorkerClusterView("w1", active_mirrors=0, cordoned=True, drain=DrainMode.NOT_STARTED),
          Removal.REMOVE, "drained, removing it"),
         # A stale 0 of a lost worker is still 0: its clean-up decides (unreachable: refused).
-        (WorkerState("w1", active_mirrors=0, lost_time=LOST), Removal.REMOVE, "removing it"),
-        (WorkerState("w1", active_mirrors=3), Removal.REFUSE,
+        (WorkerClusterView("w1", active_mirrors=0, lost_time=LOST), Removal.REMOVE, "removing it"),
+        (WorkerClusterView("w1", active_mirrors=3), Removal.REFUSE,
          "has 3 unfinished mirrors: run `jobrelay clusters drain w1`"),
-        (WorkerState("w1"), Removal.REFUSE, "the controller never reported them"),
-        (WorkerState("w1", active_mirrors=1, drain=DrainMode.ALL), Removal.REFUSE,
+        (WorkerClusterView("w1"), Removal.REFUSE, "the controller never reported them"),
+        (WorkerClusterView("w1", active_mirrors=1, drain=DrainMode.ALL), Removal.REFUSE,
          "is draining (All) but still has 1 unfinished mirror"),
-        (WorkerState("w1", active_mirrors=2, lost_time=LOST), Removal.REFUSE,
+        (WorkerClusterView("w1", active_mirrors=2, lost_time=LOST), Removal.REFUSE,
          f"was declared lost at {LOST}"),
     ],
 )  # fmt: skip
-def test_decide_removal(state: WorkerState, removal: Removal, in_message: str) -> None:
+def test_decide_removal(state: WorkerClusterView, removal: Removal, in_message: str) -> None:
     decision = decide_removal(state, force=False)
     assert decision.removal is removal
     assert in_message in decision.message
 
 
 @given(states, st.booleans())
-def test_removal_needs_no_unfinished_mirror_or_force(state: WorkerState, force: bool) -> None:
+def test_removal_needs_no_unfinished_mirror_or_force(state: WorkerClusterView, force: bool) -> None:
     decision = decide_removal(state, force=force)
     if force:
         assert decision.removal is Removal.DRAIN_ALL_FIRST
@@ -253,7 +253,7 @@ def test_removal_needs_no_unfinished_mirror_or_force(state: WorkerState, force: 
 
 
 def test_forced_removal_after_timeout_says_it_goes_ahead() -> None:
-    assert forced_removal_message(WorkerState("w1", active_mirrors=2), 300) == (
+    assert forced_removal_message(WorkerClusterView("w1", active_mirrors=2), 300) == (
         "worker cluster w1 still has 2 unfinished mirrors after 300s of draining; removing it "
         "anyway (--force): its mirrors are deleted and the controller re-dispatches the "
         "workloads of a removed worker"
@@ -330,13 +330,13 @@ def test_cleanup_message(result: CleanupResult, force: bool, expected: str) -> N
 @pytest.mark.parametrize(
     ("state", "expected"),
     [
-        (WorkerState("w1"), "Schedulable"),
-        (WorkerState("w1", cordoned=True), "Cordoned"),
-        (WorkerState("w1", cordoned=True, drain=DrainMode.NOT_STARTED), "Draining(NotStarted)"),
-        (WorkerState("w1", lost_time=LOST), "Lost"),
-        (WorkerState("w1", cordoned=True, lost_time=LOST), "Lost,Cordoned"),
-        (WorkerState("w1", cordoned=True, drain=DrainMode.ALL, lost_time=LOST), "Lost,Draining(All)"),
+        (WorkerClusterView("w1"), "Schedulable"),
+        (WorkerClusterView("w1", cordoned=True), "Cordoned"),
+        (WorkerClusterView("w1", cordoned=True, drain=DrainMode.NOT_STARTED), "Draining(NotStarted)"),
+        (WorkerClusterView("w1", lost_time=LOST), "Lost"),
+        (WorkerClusterView("w1", cordoned=True, lost_time=LOST), "Lost,Cordoned"),
+        (WorkerClusterView("w1", cordoned=True, drain=DrainMode.ALL, lost_time=LOST), "Lost,Draining(All)"),
     ],
 )  # fmt: skip
-def test_state_summary(state: WorkerState, expected: str) -> None:
+def test_state_summary(state: WorkerClusterView, expected: str) -> None:
     assert state_summary(state) == expected

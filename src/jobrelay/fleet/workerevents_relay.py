@@ -1,8 +1,8 @@
-"""Worker Events onto the management objects: the thin I/O side of fleet/workerevents.py.
+"""Worker Events onto the management objects: the thin I/O side of fleet/workerevents_rules.py.
 
 The worker pool hands every worker Event (its Warning Event informer) and every
 mirror change here. What to relay and what is blocked is decided by the pure
-:mod:`jobrelay.fleet.workerevents`; this writes it: relayed Events through the
+:mod:`jobrelay.fleet.workerevents_rules`; this writes it: relayed Events through the
 controller's :class:`~jobrelay.kube.events.EventRecorder` (which folds repeats into
 one Event's count), summaries when due, and the ``jobrelay.dev/blocked`` annotation
 as a merge patch of the management object's metadata, only when it changes. A
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, cast
 
-from jobrelay.fleet.workerevents import (
+from jobrelay.fleet.workerevents_rules import (
     BlockedTracker,
     Outgoing,
     RelayLimits,

@@ -1,4 +1,5 @@
-"""The Connected verdict of a worker: error classification and status transitions (pure)."""
+"""The worker pool's pure rules: a refusal's reason (refusals.py), the Connected verdict
+and the lost timing (liveness_rules.py), when the status is written (status_rules.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,20 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.fleet import health, workers
-from jobrelay.fleet.health import (
-    HEARTBEAT_SECONDS,
-    Verdict,
-    Written,
-    classify,
-    needs_write,
-    transition_time,
+from jobrelay.fleet.refusals import classify, refusal_for_tenants
+from jobrelay.fleet.workerclusters import RegistryError
+from jobrelay.fleet.workers.liveness_rules import (
+    ConnectedVerdict,
+    lost_in,
+    silent_since,
     verdict,
 )
-from jobrelay.fleet.registry import RegistryError
+from jobrelay.fleet.workers.status_rules import (
+    HEARTBEAT_SECONDS,
+    Written,
+    needs_write,
+    transition_time,
+)
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
 
@@ -123,7 +127,7 @@ def test_verdict_connected_names_listed_and_missing_kinds() -> None:
 
 def test_verdict_no_kind_listed_uses_the_informer_error() -> None:
     got = verdict(None, {"Job.v1.batch": (False, ApiError(403, "Forbidden", FORBIDDEN_LIST))})
-    assert got == Verdict(False, "Forbidden", got.message)
+    assert got == ConnectedVerdict(False, "Forbidden", got.message)
     assert got.message.startswith("cannot list Job.v1.batch: the credentials may not list on jobs")
 
 
@@ -136,7 +140,7 @@ def test_verdict_recovers_when_the_probe_answers_again() -> None:
     informers: dict[str, tuple[bool, BaseException | None]] = {"Job.v1.batch": (True, None)}
     down = verdict(ApiError(0, "Timeout", "t"), informers)
     up = verdict(None, informers)
-    assert not down.connected and up == Verdict(True, "Connected", up.message)
+    assert not down.connected and up == ConnectedVerdict(True, "Connected", up.message)
 
 
 def condition(status: str, reason: str = "Connected") -> dict[str, Any]:
@@ -181,7 +185,7 @@ def test_transition_time_kept_while_status_stays() -> None:
 def test_lost_in_counts_down_from_when_the_worker_went_silent(
     down_since: float | None, now: float, expected: float | None
 ) -> None:
-    assert health.lost_in(down_since, now, 900.0) == expected
+    assert lost_in(down_since, now, 900.0) == expected
 
 
 def test_the_stored_silence_is_when_the_condition_turned_false() -> None:
@@ -190,10 +194,10 @@ def test_the_stored_silence_is_when_the_condition_turned_false() -> None:
         "status": "False",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
     }
-    assert workers._silent_since({"status": {"conditions": [condition]}}) == 1767225600.0
+    assert silent_since({"status": {"conditions": [condition]}}) == 1767225600.0
     back = {**condition, "status": "True"}
-    assert workers._silent_since({"status": {"lostTime": "x", "conditions": [back]}}) is None
-    assert workers._silent_since({}) is None
+    assert silent_since({"status": {"lostTime": "x", "conditions": [back]}}) is None
+    assert silent_since({}) is None
 
 
 # -- what a tenant may read of a worker's refusal -----------------------------------------
@@ -232,6 +236,6 @@ OTHER_TENANT = "team-b-secret-project"
 def test_a_refusal_reaches_tenants_as_its_kind_never_in_the_workers_words(
     error: ApiError, says: str
 ) -> None:
-    summary = health.refusal_for_tenants(error)
+    summary = refusal_for_tenants(error)
     assert summary.startswith(says)
     assert OTHER_TENANT not in summary

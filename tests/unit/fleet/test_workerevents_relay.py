@@ -9,8 +9,8 @@ from typing import Any
 import httpx2
 import msgspec
 
-from jobrelay.fleet.eventrelay import EventRelay
-from jobrelay.fleet.workerevents import SUMMARY_REASON, RelayLimits
+from jobrelay.fleet.workerevents_relay import EventRelay
+from jobrelay.fleet.workerevents_rules import SUMMARY_REASON, RelayLimits
 from jobrelay.kinds import kinds_from_names
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.client import ApiClient

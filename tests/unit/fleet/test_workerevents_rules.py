@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobrelay.fleet.workerevents import (
+from jobrelay.fleet.workerevents_rules import (
     SUMMARY_REASON,
     BlockedTracker,
     RelayLimits,

@@ -1,0 +1,23 @@
+"""The live pool of worker clusters (see pool.py), one record per worker (record.py).
+
+Its concerns, one module each: the connection (connection.py: client,
+credentials, rotation), liveness (liveness.py, with the pure Connected verdict
+and lost clock in liveness_rules.py), the WorkerCluster status writer
+(status_writer.py, pure rules in status_rules.py), capacity (capacity_feed.py: Node and
+Pod informers feeding the tracker) and what a refusal means (fleet/refusals.py).
+"""
+
+from jobrelay.fleet.workers.connection import ClientFactory, client_from_kubeconfig
+from jobrelay.fleet.workers.pool import PoolOptions, WorkerPool, WorkerView
+from jobrelay.fleet.workers.record import Worker, WorkerEventSink, WorkerRecord
+
+__all__ = [
+    "ClientFactory",
+    "PoolOptions",
+    "Worker",
+    "WorkerEventSink",
+    "WorkerPool",
+    "WorkerRecord",
+    "WorkerView",
+    "client_from_kubeconfig",
+]

@@ -1,0 +1,105 @@
+"""When and what the pool writes to a WorkerCluster's status: pure rules, no I/O."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "StatusClock",
+    "Written",
+    "connected_condition",
+    "needs_write",
+    "replacing",
+    "rfc3339",
+    "transition_time",
+]
+
+# A healthy worker's unchanged status is written again (with a fresh
+# lastContactTime) at most this often.
+HEARTBEAT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the pool last wrote to one WorkerCluster's status, and when (monotonic seconds)."""
+
+    condition: Mapping[str, Any]
+    active: int | None
+    kubernetes_version: str | None
+    at: float
+    lost_time: str | None = None
+    observed_generation: int | None = None
+
+
+@dataclass
+class StatusClock:
+    """What was last written to one worker's status, and when (monotonic seconds)."""
+
+    written: Written | None = None
+    # The status.capacity last written, and when.
+    capacity: tuple[dict[str, Any], float] | None = None
+
+    def capacity_due(self, summary: dict[str, Any], now: float, interval: float) -> bool:
+        """A changed capacity summary is written at most once per ``interval``."""
+        if self.capacity is None:
+            return True
+        written, at = self.capacity
+        return written != summary and now - at >= interval
+
+
+def needs_write(
+    previous: Written | None,
+    condition: Mapping[str, Any],
+    active: int | None,
+    kubernetes_version: str | None,
+    now: float,
+    *,
+    lost_time: str | None = None,
+    observed_generation: int | None = None,
+    heartbeat: float = HEARTBEAT_SECONDS,
+) -> bool:
+    """Whether the status must be written: on any change, and for a connected
+    worker once per ``heartbeat`` (to advance lastContactTime)."""
+    if previous is None:
+        return True
+    if (previous.condition, previous.active, previous.lost_time) != (condition, active, lost_time):
+        return True
+    if observed_generation is not None and previous.observed_generation != observed_generation:
+        return True
+    if kubernetes_version and previous.kubernetes_version != kubernetes_version:
+        return True
+    return condition.get("status") == "True" and now - previous.at >= heartbeat
+
+
+def transition_time(existing: Mapping[str, Any] | None, status: str, now: str) -> str:
+    """The condition's lastTransitionTime: kept while its status stays, else ``now``."""
+    if existing and existing.get("status") == status and existing.get("lastTransitionTime"):
+        return str(existing["lastTransitionTime"])
+    return now
+
+
+def connected_condition(registration: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The stored Connected condition, if any."""
+    conditions = (registration.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Connected"), None)
+
+
+def replacing(old: Any, new: dict[str, Any]) -> dict[str, Any]:
+    """A merge patch that turns ``old`` into ``new``: what ``new`` lacks is nulled (a
+    resource the worker no longer has leaves the stored summary)."""
+    patch: dict[str, Any] = {}
+    old = old if isinstance(old, Mapping) else {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        patch[key] = replacing(old.get(key), value) if isinstance(value, dict) else value
+    return patch
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(epoch_seconds, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
