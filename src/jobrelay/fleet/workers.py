@@ -81,7 +81,7 @@ class PoolOptions:
     # Which management cluster this is: only mirrors of this origin are watched.
     origin: str
     # How long a worker may take to list its mirrors before it counts as unreachable.
-    connect_timeout: float
+    sync_timeout: float
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
     status_interval: float
     # A worker that fails or stops answering shows Connected=False within this many
@@ -545,7 +545,7 @@ class WorkerPool:
         bounded by the connect timeout; not at all when the worker did not answer its
         first probe: its status must say why now."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._options.connect_timeout
+        deadline = loop.time() + self._options.sync_timeout
         while worker.probe_error is None and loop.time() < deadline:
             if all(i.has_synced or i.last_error is not None for i in worker.mirrors.values()):
                 return

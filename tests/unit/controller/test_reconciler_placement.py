@@ -12,7 +12,7 @@ from tests.unit.controller.builders import JOB, NAMESPACE, job
 from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.executor import Reservations
+from jobrelay.controller.relay.memory import Reservations
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
@@ -76,7 +76,7 @@ async def test_placements_reserve_their_pods_until_the_worker_binds_them(env: En
     assert reconciler.held() == [second]
     # Once the worker has bound it, the node's own sums count it instead.
     env.workers["w1"].pods[(NAMESPACE, "first")] = OwnedPods(total=1, bound=1, started=True)
-    assert reconciler._reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
+    assert env.memory.reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
 
 
 async def test_a_namespace_policy_holds_then_lets_go(env: Env) -> None:
