@@ -21,7 +21,6 @@ from tests.unit.controller.builders import (
 from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
 
 from jobrelay.controller.relay.executor import Collided, Executor
-from jobrelay.controller.relay.memory import Reservations
 from jobrelay.controller.relay.plan import (
     Action,
     CreateMirror,
@@ -149,21 +148,6 @@ async def test_place_failing_otherwise_raises_and_releases(env: Env) -> None:
     with pytest.raises(RuntimeError):
         await env.run(Place("w1", rv(env)))
     assert env.executor.memory.reservations.count("w1") == 0
-
-
-def test_reservations_follow_the_latest_placement() -> None:
-    reservations = Reservations()
-    reservations.reserve("w1", "a")
-    reservations.reserve("w1", "b")
-    reservations.reserve("w2", "a")  # placed again elsewhere: counted there only
-    assert (reservations.count("w1"), reservations.count("w2")) == (1, 1)
-    reservations.release("a")
-    reservations.release("never-reserved")
-    assert (reservations.count("w1"), reservations.count("w2"), reservations.count("w3")) == (
-        1,
-        0,
-        0,
-    )
 
 
 # -- CreateMirror -------------------------------------------------------------------
