@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import (
     COMPLETE,
     CONTROLLER,
@@ -38,6 +39,7 @@ from tests.unit.controller.fakes import (
     executor_over,
 )
 
+from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.relay import reconciler as reconciler_module
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.executor import Executor
@@ -243,6 +245,21 @@ async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:
     (event,) = env.events.recorded
     assert (event.type, event.reason) == ("Warning", "MirrorRejected")
     assert "HTTP 403 Forbidden" in event.message
+
+
+async def test_a_mirror_a_worker_rejects_is_counted_as_a_terminal_reconcile(env: Env) -> None:
+    instruments = Instruments()
+    env.submit(job(placed="w1"))
+    env.workers["w1"].cluster.fail("POST", "/jobs", 403, "Forbidden")
+    answer = await instruments.reconcile(env.reconciler.reconcile)(KEY)
+    assert isinstance(answer, Terminal) and answer.reason == "MirrorRejected"
+    samples = {
+        sample.labels["result"]: sample.value
+        for family in text_string_to_metric_families(instruments.metrics.render().decode())
+        for sample in family.samples
+        if sample.name == "jobrelay_reconcile_duration_seconds_count"
+    }
+    assert samples == {"terminal": 1.0}
 
 
 async def test_terminal_for_an_object_gone_from_the_cache_has_no_event(
