@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from jobrelay.controller.relay.admission import Admission
@@ -64,7 +64,7 @@ class KindRuntime:
 
 
 class Reconciler:
-    """Reconciles one key at a time (many at once, each its own): see the module doc."""
+    """Reconciles keys, each on its own (many run at once): see the module doc."""
 
     def __init__(
         self,
@@ -227,7 +227,7 @@ class Reconciler:
         return self.snapshot(key, runtime, like=like)
 
     @staticmethod
-    def _with_capacity(workers: Any) -> list[Worker]:
+    def _with_capacity(workers: Iterable[Worker | None]) -> list[Worker]:
         """The workers whose capacity is known: only their reservations take room."""
         return [w for w in workers if w is not None and w.capacity() is not None]
 
