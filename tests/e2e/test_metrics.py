@@ -17,15 +17,18 @@ import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
-from tests.kubetools import eventually, job_manifest
+from tests.kubetools import eventually, job_manifest, wait_for
 
 pytestmark = pytest.mark.e2e
 
 JOBS = 100
 FAILING = 10  # every tenth Job fails, so both outcomes are counted
 FAIL = {"fleet.jobrelay.dev/outcome": "fail"}
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -164,6 +167,51 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
     assert ("jobrelay_workqueue_depth", frozenset()) in after
     assert ("jobrelay_workqueue_oldest_item_age_seconds", frozenset()) in after
     assert total(after, "jobrelay_held_workloads") == 0
+
+
+async def test_a_mirror_every_worker_rejects_is_counted_as_a_terminal_reconcile(
+    relay: Relay, clients: dict[str, ApiClient]
+) -> None:
+    """A problem only the user can fix (here: a quota of no Jobs on every worker) shows
+    in the reconcile metrics as what it is, not as done or requeue."""
+    url = await eventually(
+        lambda: _found(relay.controller.metrics_url()), timeout=30, what="the metrics address"
+    )
+    for worker in relay.workers:
+        await clients[worker].create(
+            RESOURCE_QUOTAS,
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "no-jobs"},
+                "spec": {"hard": {"count/jobs.batch": "0"}},
+            },
+            namespace=relay.namespace,
+        )
+        await wait_for(clients[worker], "no-jobs", relay.namespace,
+                       lambda quota: bool(quota.get("status", {}).get("hard")),
+                       resource=RESOURCE_QUOTAS, what="quota enforced")  # fmt: skip
+    before = await scrape(url)
+    terminal = {"result": "terminal"}
+
+    created = await relay.submit(job_manifest("rejected"))
+    await relay.wait_event(
+        created["metadata"]["uid"],
+        lambda event: event.get("type") == "Warning" and event.get("reason") == "MirrorRejected",
+        what="a MirrorRejected Warning Event on the management Job",
+    )
+
+    async def counted() -> Samples | None:
+        # The reconcile is counted as it returns, right after its Event is queued.
+        after = await scrape(url)
+        name = "jobrelay_reconcile_duration_seconds_count"
+        return after if total(after, name, **terminal) > total(before, name, **terminal) else None
+
+    after = await eventually(counted, timeout=30, what="a terminal reconcile counted")
+    assert total(after, "jobrelay_reconcile_duration_seconds_count", kind="Job.v1.batch",
+                 **terminal) > 0  # fmt: skip
+    assert relay.mirror_uids(created["metadata"]["uid"]) == set()
+    relay.controller.assert_alive()
 
 
 async def _found(url: str | None) -> str | None:

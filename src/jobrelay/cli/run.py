@@ -15,12 +15,10 @@ from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
+    DEFAULTS,
     ControllerOptions,
     KindSettings,
     LeaderElectionSettings,
-    PlacementSettings,
-    QueueSettings,
-    WorkerSettings,
 )
 from jobrelay.fleet import workerclusters
 from jobrelay.kinds import KindError
@@ -36,12 +34,13 @@ from jobrelay.web.probe_server import parse_address
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def _default(settings: type[Any], name: str) -> Any:
-    """A setting's default, read from its dataclass (the one place defaults are written)."""
-    found = {f.name: f for f in dataclasses.fields(settings)}[name]
-    if found.default is not dataclasses.MISSING:
-        return found.default
-    raise LookupError(f"{settings.__name__}.{name} has no plain default")
+def _default(path: str) -> Any:
+    """A setting's default, by its dotted name in ControllerOptions (``queue.retry_qps``):
+    read from controller/options.py, the one place defaults are written."""
+    value: Any = DEFAULTS
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
 
 
 def _kind_name(
@@ -72,99 +71,99 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 
 @click.command()
 @manager_options
-@click.option("--controller-name", default=_default(ControllerOptions, "controller_name"), show_default=True,
+@click.option("--controller-name", default=_default("controller_name"), show_default=True,
               help="The spec.managedBy value of the workloads to dispatch.")  # fmt: skip
-@click.option("--origin", default=_default(ControllerOptions, "origin"), callback=checked_origin,
+@click.option("--origin", default=_default("origin"), callback=checked_origin,
               help="This management cluster's identity, the label jobrelay.dev/origin on every "
                    "mirror: managers sharing a worker only touch mirrors of their own origin "
                    "[default: the UID of the manager's kube-system namespace].")  # fmt: skip
 @click.option("--kind", "kinds", multiple=True, callback=_kind_name, metavar="Kind.version.group",
               help="A workload kind to dispatch (repeatable); default: "
-                   f"{', '.join(_default(KindSettings, 'names'))}. Job.v1.batch and "
+                   f"{', '.join(_default('kinds.names'))}. Job.v1.batch and "
                    "JobSet.v1alpha2.jobset.x-k8s.io have adapters of their own; any other CRD "
                    "with spec.managedBy is mirrored as it stands.")  # fmt: skip
 @click.option("--finished-condition", "finished_conditions", multiple=True, metavar="TYPE",
               help="A condition type that, once True, finishes a workload of a generic kind "
-                   f"(repeatable); default: {', '.join(_default(KindSettings, 'finished_conditions'))}.")  # fmt: skip
-@click.option("--namespace", default=_default(WorkerSettings, "namespace"), show_default=True,
+                   f"(repeatable); default: {', '.join(_default('kinds.finished_conditions'))}.")  # fmt: skip
+@click.option("--namespace", default=_default("workers.namespace"), show_default=True,
               help="Namespace of the worker kubeconfig Secrets.")  # fmt: skip
 @click.option(
     "--keep-finished-mirrors", is_flag=True, help="Leave finished mirrors on the workers."
 )
 @click.option("--no-create-namespaces", is_flag=True,
               help="Do not create a workload's namespace on a worker that lacks it (report it instead).")  # fmt: skip
-@click.option("--worker-sync-timeout", default=_default(WorkerSettings, "sync_timeout"), show_default=True,
+@click.option("--worker-sync-timeout", default=_default("workers.sync_timeout"), show_default=True,
               type=click.FloatRange(0.0), help="Seconds a worker may take to list its mirrors.")  # fmt: skip
-@click.option("--worker-status-interval", default=_default(WorkerSettings, "status_interval"),
+@click.option("--worker-status-interval", default=_default("workers.status_interval"),
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds between refreshes of each WorkerCluster's status.")  # fmt: skip
-@click.option("--worker-health-timeout", default=_default(WorkerSettings, "health_timeout"),
+@click.option("--worker-health-timeout", default=_default("workers.health_timeout"),
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds within which a failing or silent worker shows Connected=False "
                    "and takes no new workloads (it is probed every sixth of it).")  # fmt: skip
-@click.option("--worker-lost-timeout", default=_default(WorkerSettings, "lost_timeout"),
+@click.option("--worker-lost-timeout", default=_default("workers.lost_timeout"),
               show_default=True, type=click.FloatRange(1.0),
               help="Seconds a worker may stay not connected before it is declared lost and its "
                    "unfinished workloads run elsewhere (counters carried over).")  # fmt: skip
-@click.option("--status-batch-period", default=_default(WorkerSettings, "status_batch_period"),
+@click.option("--status-batch-period", default=_default("relay.status_batch_period"),
               show_default=True, type=click.FloatRange(0.0),
               help="Seconds a passing status step (only ready/terminating counts changed, or a "
                    "target condition before its final one) may wait to be copied together "
                    "with the next (0: copy every step at once).")  # fmt: skip
-@click.option("--rejected-retry", default=_default(WorkerSettings, "rejected_retry"), show_default=True,
+@click.option("--rejected-retry", default=_default("relay.rejected_retry"), show_default=True,
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
-@click.option("--unplaceable-retry", default=_default(PlacementSettings, "unplaceable_retry"),
+@click.option("--unplaceable-retry", default=_default("relay.unplaceable_retry"),
               show_default=True, type=click.FloatRange(0.1),
               help="Seconds before trying again to place a workload no worker can take (a change "
                    "of any worker's capacity tries at once).")  # fmt: skip
-@click.option("--pending-timeout", default=_default(PlacementSettings, "pending_timeout"),
+@click.option("--pending-timeout", default=_default("relay.pending_timeout"),
               show_default=True, type=click.FloatRange(0.0),
               help="Seconds a mirror's pods may stay unschedulable on its worker before it moves "
                    "to a cluster that fits (never once a pod started, unless the workload is "
                    "annotated jobrelay.dev/redispatch: always); 0 never moves it.")  # fmt: skip
-@click.option("--gc-interval", default=_default(QueueSettings, "gc_interval"), show_default=True,
+@click.option("--gc-interval", default=_default("gc_interval"), show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between passes over every mirror and every workload that may need work (orphan clean-up bound).")  # fmt: skip
-@click.option("--concurrency", default=_default(QueueSettings, "concurrency"), show_default=True,
+@click.option("--concurrency", default=_default("concurrency"), show_default=True,
               type=click.IntRange(1, 256), help="Reconciles at once.")  # fmt: skip
-@click.option("--retry-base-delay", default=_default(QueueSettings, "retry_base_delay"), show_default=True,
+@click.option("--retry-base-delay", default=_default("queue.retry_base_delay"), show_default=True,
               type=click.FloatRange(0.001), help="First per-key backoff of a retried key, in seconds (doubles each retry).")  # fmt: skip
-@click.option("--retry-max-delay", default=_default(QueueSettings, "retry_max_delay"), show_default=True,
+@click.option("--retry-max-delay", default=_default("queue.retry_max_delay"), show_default=True,
               type=click.FloatRange(0.1), help="Longest per-key backoff between retries, in seconds.")  # fmt: skip
-@click.option("--retry-qps", default=_default(QueueSettings, "retry_qps"), show_default=True,
+@click.option("--retry-qps", default=_default("queue.retry_qps"), show_default=True,
               type=click.FloatRange(0.1), help="Retries per second over all keys (a token bucket).")  # fmt: skip
-@click.option("--retry-burst", default=_default(QueueSettings, "retry_burst"), show_default=True,
+@click.option("--retry-burst", default=_default("queue.retry_burst"), show_default=True,
               type=click.IntRange(1), help="Retries that may go at once above --retry-qps.")  # fmt: skip
 @click.option("--leader-elect/--no-leader-elect", "leader_elect",
-              default=_default(LeaderElectionSettings, "enabled"), show_default=True,
+              default=_default("leader_election.enabled"), show_default=True,
               help="Run as one of several replicas: only the holder of the Lease acts, the others "
                    "keep warm caches and take over when it goes.")  # fmt: skip
 @click.option("--leader-election-id", "lease_name", default=None, callback=_lease_name,
               help="Name of the Lease (in --namespace) [default: from --controller-name, "
                    "e.g. jobrelay-relay].")  # fmt: skip
 @click.option("--leader-election-lease-duration", "lease_duration",
-              default=_default(LeaderElectionSettings, "lease_duration"), show_default=True,
+              default=_default("leader_election.lease_duration"), show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds a standby waits, after the leader's last renewal, before taking over.")  # fmt: skip
 @click.option("--leader-election-renew-deadline", "renew_deadline",
-              default=_default(LeaderElectionSettings, "renew_deadline"), show_default=True,
+              default=_default("leader_election.renew_deadline"), show_default=True,
               type=click.FloatRange(0.1),
               help="Seconds the leader keeps acting without a successful renewal (then it exits); "
                    "less than the lease duration.")  # fmt: skip
 @click.option("--leader-election-retry-period", "retry_period",
-              default=_default(LeaderElectionSettings, "retry_period"), show_default=True,
+              default=_default("leader_election.retry_period"), show_default=True,
               type=click.FloatRange(0.01),
               help="Seconds between tries to acquire or renew the Lease.")  # fmt: skip
-@click.option("--health-address", default=_default(ControllerOptions, "health_address"),
+@click.option("--health-address", default=_default("health_address"),
               callback=_address, metavar="HOST:PORT",
               help="Serve /healthz and /readyz here (e.g. :8081; port 0 picks a free one, logged) "
                    "[default: none].")  # fmt: skip
-@click.option("--metrics-address", default=_default(ControllerOptions, "metrics_address"),
+@click.option("--metrics-address", default=_default("metrics_address"),
               show_default=True, callback=_address, metavar="HOST:PORT",
               help="Serve /metrics (Prometheus), /healthz and /readyz here (port 0 picks a free "
                    "one, logged; \"\" serves none).")  # fmt: skip
 @click.option("--allow-exec-credentials", is_flag=True,
-              default=_default(WorkerSettings, "allow_exec_credentials"),
+              default=_default("workers.allow_exec_credentials"),
               help="Accept worker kubeconfigs whose user runs an exec credential plugin (as "
                    "managed clouds' do). RISK: anyone who can write Secrets in --namespace can "
                    "then run commands in the controller, with its service account. tokenFile "
@@ -231,32 +230,36 @@ def run(
     options = ControllerOptions(
         controller_name=controller_name,
         origin=origin,
-        queue=QueueSettings(
-            concurrency=concurrency,
-            gc_interval=gc_interval,
+        concurrency=concurrency,
+        gc_interval=gc_interval,
+        queue=dataclasses.replace(
+            DEFAULTS.queue,
             retry_base_delay=retry_base_delay,
             retry_max_delay=retry_max_delay,
             retry_qps=retry_qps,
             retry_burst=retry_burst,
         ),
-        workers=WorkerSettings(
+        workers=dataclasses.replace(
+            DEFAULTS.workers,
             namespace=namespace,
-            create_namespaces=not no_create_namespaces,
-            keep_finished_mirrors=keep_finished_mirrors,
             sync_timeout=worker_sync_timeout,
             status_interval=worker_status_interval,
             health_timeout=worker_health_timeout,
             lost_timeout=worker_lost_timeout,
-            status_batch_period=status_batch_period,
-            rejected_retry=rejected_retry,
             allow_exec_credentials=allow_exec_credentials,
+        ),
+        relay=dataclasses.replace(
+            DEFAULTS.relay,
+            keep_finished_mirrors=keep_finished_mirrors,
+            unplaceable_retry=unplaceable_retry,
+            pending_timeout=pending_timeout,
+            status_batch_period=status_batch_period,
+            create_namespaces=not no_create_namespaces,
+            rejected_retry=rejected_retry,
         ),
         kinds=KindSettings(
             names=kinds or kind_settings.names,
             finished_conditions=finished_conditions or kind_settings.finished_conditions,
-        ),
-        placement=PlacementSettings(
-            unplaceable_retry=unplaceable_retry, pending_timeout=pending_timeout
         ),
         leader_election=election,
         health_address=health_address,

@@ -6,7 +6,8 @@
   a mirror created stops the dispatch clock, a status written stops the copy
   clock, a placement that extends the history counts a re-dispatch, a status
   that finishes the workload counts it by cluster and outcome;
-- :meth:`Instruments.reconcile` wraps the queue's handler: duration and result;
+- :meth:`Instruments.reconcile` wraps the queue's handler: duration and result (the
+  outcome's: done, requeue, retry, terminal; or error);
 - every apiserver client reports its requests (``ApiClient.on_request``).
 """
 
@@ -17,7 +18,6 @@ from collections.abc import Awaitable, Callable
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.queueing import Backoff, Requeue
 from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.observe.metrics import (
@@ -27,20 +27,18 @@ from jobrelay.observe.metrics import (
     StatusCopyClock,
     Stopwatches,
 )
+from jobrelay.vocabulary.outcome import QueueOutcome, Retry, result
 from jobrelay.vocabulary.placement import placement_of, placements_of
 
 __all__ = ["Instruments", "reconcile_result"]
 
-Handler = Callable[[WorkloadKey], Awaitable[float | Backoff | Requeue | None]]
+Handler = Callable[[WorkloadKey], Awaitable[QueueOutcome]]
 
 
-def reconcile_result(result: float | Backoff | Requeue | None) -> str:
-    """The ``result`` label of a reconcile that returned ``result``."""
-    if result is None:
-        return "done"
-    if isinstance(result, Backoff):
-        return "retry"
-    return "requeue"
+def reconcile_result(outcome: QueueOutcome) -> str:
+    """The ``result`` label of a reconcile that ended with ``outcome``: done, requeue,
+    retry or terminal (a problem only the user can fix)."""
+    return result(outcome)
 
 
 class Instruments:
@@ -128,19 +126,19 @@ class Instruments:
     def reconcile(self, handler: Handler) -> Handler:
         """``handler`` timed and counted, with the status-copy clock around it."""
 
-        async def timed(key: WorkloadKey) -> float | Backoff | Requeue | None:
+        async def timed(key: WorkloadKey) -> QueueOutcome:
             started = self._clock()
             self.status_copy.begin(key)
             try:
-                result = await handler(key)
+                outcome = await handler(key)
             except BaseException as error:
                 # Failed or cancelled: the change is still to be copied.
                 self.status_copy.end(key, retry=True)
                 if isinstance(error, Exception):
                     self.metrics.reconciled(key.kind, "error", self._clock() - started)
                 raise
-            self.status_copy.end(key, retry=isinstance(result, Backoff))
-            self.metrics.reconciled(key.kind, reconcile_result(result), self._clock() - started)
-            return result
+            self.status_copy.end(key, retry=isinstance(outcome, Retry))
+            self.metrics.reconciled(key.kind, reconcile_result(outcome), self._clock() - started)
+            return outcome
 
         return timed

@@ -1,71 +1,92 @@
 """Everything an operator can tune about the controller, grouped by concern, with defaults.
 
-These dataclasses are the one place a default is written: ``jobrelay run``
-takes its flags' defaults from here, and docs/architecture.md's settings
-table lists them.
+One name per setting from flag to use: ``ControllerOptions`` composes the
+option dataclasses of the layers that use them (the work queue's
+:class:`~jobrelay.kube.queueing.QueueOptions`, the worker pool's
+:class:`~jobrelay.fleet.workers.PoolOptions`, the relay's
+:class:`~jobrelay.controller.relay.snapshot.Settings`), not copies of them, and
+each field is named like its flag (``--retry-qps`` is ``queue.retry_qps``,
+``--worker-sync-timeout`` is ``workers.sync_timeout``). The controller's
+defaults are written here only: ``jobrelay run`` takes its flags' defaults from
+:data:`DEFAULTS`, and docs/architecture.md's settings table lists them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
+from jobrelay.fleet.workers import PoolOptions
 from jobrelay.kinds.catalog import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
+from jobrelay.kube.queueing import QueueOptions
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 
-@dataclass(frozen=True)
-class QueueSettings:
-    # Reconciles running at once; each is I/O-bound (waiting on one apiserver or
-    # another). 32 kept a 2-core fleet's apiservers busy without queueing on them.
-    concurrency: int = 32
-    # Every this many seconds the keys that could need work without a watch event
-    # (every mirror's; every unfinished workload's but those suspended and never
-    # placed) are reconciled again from the caches (no API reads): a safety net
-    # that bounds how long an orphaned mirror can live.
-    gc_interval: float = 60.0
-    # Per-key backoff of retries (conflicts, caches not synced, errors): the first
-    # delay, doubled on each further retry of the key, up to the maximum. A conflict
-    # means a newer version is on its way through the watch, which brings the key
-    # back by itself: retrying sooner than that only buys another conflict.
-    retry_base_delay: float = 0.1
-    retry_max_delay: float = 60.0
-    # Global token bucket over all retries: sustained retries per second, and burst.
-    retry_qps: float = 50.0
-    retry_burst: int = 200
+def queue_defaults() -> QueueOptions:
+    """The controller's work queue pacing (a bare queue's differ)."""
+    return QueueOptions(
+        # Per-key backoff of retries (conflicts, caches not synced, errors): the first
+        # delay, doubled on each further retry of the key, up to the maximum. A conflict
+        # means a newer version is on its way through the watch, which brings the key
+        # back by itself: retrying sooner than that only buys another conflict.
+        retry_base_delay=0.1,
+        retry_max_delay=60.0,
+        # Global token bucket over all retries: sustained retries per second, and burst.
+        retry_qps=50.0,
+        retry_burst=200,
+    )
 
 
-@dataclass(frozen=True)
-class WorkerSettings:
-    # Where WorkerCluster kubeconfig Secrets live, and the leader Lease.
-    namespace: str = DEFAULT_NAMESPACE
-    # Create a workload's namespace on the worker when it is missing there.
-    create_namespaces: bool = True
-    # Keep finished mirrors on the workers (for debugging); by default they are
-    # deleted once their final status has been copied.
-    keep_finished_mirrors: bool = False
-    # How long start-up waits for workers to list their mirrors before dispatching,
-    # and how long one worker may take to list before it counts as not connected.
-    sync_timeout: float = 20.0
-    # How often each worker's status (Connected, activeMirrors) is refreshed at most.
-    status_interval: float = 10.0
-    # A worker that fails or stops answering shows Connected=False (and takes no new
-    # workloads) within this many seconds; it is probed every sixth of it.
-    health_timeout: float = 30.0
-    # A worker not connected for this many seconds is declared lost: its unfinished
-    # workloads run elsewhere, counters carried over (MultiKueue's workerLostTimeout).
-    lost_timeout: float = 900.0
-    # A status step the next one soon carries (only ready/terminating counts moved, a
-    # target condition before its final one) waits up to this many seconds to be
-    # copied with it: fewer writes, as the built-in Job controller batches (0: never).
-    status_batch_period: float = 1.0
-    # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
-    rejected_retry: float = 30.0
-    # Let worker kubeconfigs use exec credential plugins: anyone who may write Secrets
-    # in the namespace can then run commands in the controller. Files stay refused.
-    allow_exec_credentials: bool = False
+def worker_defaults() -> PoolOptions:
+    """The worker pool's options (its controller_name and origin: ControllerOptions')."""
+    return PoolOptions(
+        # Where WorkerCluster kubeconfig Secrets live, and the leader Lease (--namespace).
+        namespace=DEFAULT_NAMESPACE,
+        controller_name=DEFAULT_CONTROLLER_NAME,
+        origin="",
+        # How long start-up waits for workers to list their mirrors before dispatching,
+        # and how long one worker may take to list before it counts as not connected.
+        sync_timeout=20.0,
+        # How often each worker's status (Connected, activeMirrors) is refreshed at most.
+        status_interval=10.0,
+        # A worker that fails or stops answering shows Connected=False (and takes no new
+        # workloads) within this many seconds; it is probed every sixth of it.
+        health_timeout=30.0,
+        # A worker not connected for this many seconds is declared lost: its unfinished
+        # workloads run elsewhere, counters carried over (MultiKueue's workerLostTimeout).
+        lost_timeout=900.0,
+        # Let worker kubeconfigs use exec credential plugins: anyone who may write Secrets
+        # in the namespace can then run commands in the controller. Files stay refused.
+        allow_exec_credentials=False,
+    )
+
+
+def relay_defaults() -> Settings:
+    """The relay's options (its controller_name and origin: ControllerOptions')."""
+    return Settings(
+        controller_name=DEFAULT_CONTROLLER_NAME,
+        origin="",
+        # Keep finished mirrors on the workers (for debugging); by default they are
+        # deleted once their final status has been copied.
+        keep_finished_mirrors=False,
+        # Retry pacing for a workload no worker can take now.
+        unplaceable_retry=15.0,
+        # Seconds a mirror's pods may stay unschedulable before it moves elsewhere (0: never).
+        pending_timeout=300.0,
+        # A status step the next one soon carries (only ready/terminating counts moved, a
+        # target condition before its final one) waits up to this many seconds to be
+        # copied in a batch with it: fewer writes, as the built-in Job controller
+        # batches (0: never).
+        status_batch_period=1.0,
+        # Create a workload's namespace on the worker when it is missing there.
+        create_namespaces=True,
+        # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
+        rejected_retry=30.0,
+    )
 
 
 @dataclass(frozen=True)
@@ -75,14 +96,6 @@ class KindSettings:
     names: tuple[str, ...] = DEFAULT_KINDS
     # Condition types that, once True, finish a workload of a generic kind.
     finished_conditions: tuple[str, ...] = DEFAULT_FINISHED_CONDITIONS
-
-
-@dataclass(frozen=True)
-class PlacementSettings:
-    # Retry pacing for a workload no worker can take now.
-    unplaceable_retry: float = 15.0
-    # Seconds a mirror's pods may stay unschedulable before it moves elsewhere (0: never).
-    pending_timeout: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -122,10 +135,19 @@ class ControllerOptions:
     # only mirrors of this origin are watched, adopted, copied or deleted. "" means the
     # UID of the manager's kube-system namespace, looked up at start.
     origin: str = ""
-    queue: QueueSettings = field(default_factory=QueueSettings)
-    workers: WorkerSettings = field(default_factory=WorkerSettings)
+    # Reconciles running at once; each is I/O-bound (waiting on one apiserver or
+    # another). 32 kept a 2-core fleet's apiservers busy without queueing on them.
+    concurrency: int = 32
+    # Every this many seconds the keys that could need work without a watch event
+    # (every mirror's; every unfinished workload's but those suspended and never
+    # placed) are reconciled again from the caches (no API reads): a safety net
+    # that bounds how long an orphaned mirror can live.
+    gc_interval: float = 60.0
+    queue: QueueOptions = field(default_factory=queue_defaults)
+    # The pool's and the relay's controller_name and origin are always the two above.
+    workers: PoolOptions = field(default_factory=worker_defaults)
+    relay: Settings = field(default_factory=relay_defaults)
     kinds: KindSettings = field(default_factory=KindSettings)
-    placement: PlacementSettings = field(default_factory=PlacementSettings)
     leader_election: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
     # HOST:PORT of /healthz and /readyz; "" serves none (two local replicas never
     # collide by default); port 0 picks a free port, logged at start.
@@ -135,6 +157,18 @@ class ControllerOptions:
     metrics_address: str = ":8080"
     api: ApiSettings = field(default_factory=ApiSettings)
 
+    def __post_init__(self) -> None:
+        # One name, one value: the controller's identity is the pool's and the relay's.
+        for part in ("workers", "relay"):
+            options = getattr(self, part)
+            if (options.controller_name, options.origin) != (self.controller_name, self.origin):
+                identity = {"controller_name": self.controller_name, "origin": self.origin}
+                object.__setattr__(self, part, dataclasses.replace(options, **identity))
+
     @property
     def lease_name(self) -> str:
         return self.leader_election.lease_name or lease_name_for(self.controller_name)
+
+
+# The defaults, as ``jobrelay run`` shows them.
+DEFAULTS = ControllerOptions()

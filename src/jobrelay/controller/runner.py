@@ -22,16 +22,16 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.lanes import lane_of_change, resync_keys
 from jobrelay.controller.options import ControllerOptions
-from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.controller.relay.admission import Admission
+from jobrelay.controller.relay.executor import Executor
+from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
-from jobrelay.controller.relay.snapshot import Settings
 from jobrelay.fleet import workerclusters
 from jobrelay.fleet.workerevents_relay import EventRelay
-from jobrelay.fleet.workers import PoolOptions, WorkerPool, client_from_kubeconfig
+from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
 from jobrelay.kinds.catalog import parse_kind_name
 from jobrelay.kube.client import ApiClient
@@ -40,7 +40,7 @@ from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
 from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
-from jobrelay.kube.queueing import Lane, QueueOptions, WorkQueue, run_workers
+from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLiveness
@@ -185,15 +185,7 @@ class Controller:
         manager.on_request = self.instruments.manager_hook()
         if election_client is not None:
             election_client.on_request = self.instruments.manager_hook()
-        queue = options.queue
-        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
-            QueueOptions(
-                base_delay=queue.retry_base_delay,
-                max_delay=queue.retry_max_delay,
-                qps=queue.retry_qps,
-                burst=queue.retry_burst,
-            )
-        )
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(options.queue)
         self.kinds = {
             kind.name: KindRuntime(
                 kind,
@@ -209,7 +201,6 @@ class Controller:
         self.namespaces = Informer(manager, NAMESPACES, transform=_placement_annotations)
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
-        workers = options.workers
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         # Worker Events about mirrors and their pods, onto the management objects.
@@ -220,42 +211,33 @@ class Controller:
             manager,
             kinds,
             self._mirror_changed,
-            PoolOptions(
-                namespace=workers.namespace,
-                controller_name=options.controller_name,
-                origin=options.origin,
-                connect_timeout=workers.sync_timeout,
-                status_interval=workers.status_interval,
-                health_timeout=workers.health_timeout,
-                lost_timeout=workers.lost_timeout,
-                allow_exec_credentials=workers.allow_exec_credentials,
-                # Workers' clients write (mirrors) only while this replica may.
-                api=ApiOptions(write_fence=self.may_write),
-            ),
+            # Workers' clients write (mirrors) only while this replica may.
+            dataclasses.replace(options.workers, api=ApiOptions(write_fence=self.may_write)),
             on_capacity_change=lambda _name: self.capacity_changed.set(),
             event_sink=self.worker_events,
             client_factory=self._worker_client,
         )
+        relay = options.relay
+        # What one reconcile leaves for the next (expectations, reservations, held ...).
+        self.memory = memory = RelayMemory()
         executor = Executor(
             manager=manager,
             pool=self.pool,
             events=self.events,
-            create_namespaces=workers.create_namespaces,
-            rejected_retry=workers.rejected_retry,
-            created=Expectations(),
-            deleted=Expectations(),
-            reservations=Reservations(),
+            create_namespaces=relay.create_namespaces,
+            rejected_retry=relay.rejected_retry,
+            memory=memory,
             observer=self.instruments,
         )
-        settings = Settings(
-            controller_name=options.controller_name,
-            origin=options.origin,
-            keep_finished_mirrors=workers.keep_finished_mirrors,
-            unplaceable_retry=options.placement.unplaceable_retry,
-            pending_timeout=options.placement.pending_timeout,
-            status_batch_period=workers.status_batch_period,
+        self.reconciler = Reconciler(
+            self.kinds,
+            self.pool,
+            executor,
+            relay,
+            manager=manager,
+            memory=memory,
+            admission=Admission(manager),
         )
-        self.reconciler = Reconciler(self.kinds, self.pool, executor, settings)
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         def enqueue(event: InformerEvent) -> None:
@@ -393,7 +375,7 @@ class Controller:
             workers = group.create_task(
                 run_workers(
                     self.queue,
-                    self.options.queue.concurrency,
+                    self.options.concurrency,
                     self.instruments.reconcile(self.reconciler.reconcile),
                     name="relay",
                 )
@@ -493,7 +475,7 @@ class Controller:
         e.g. how long an orphaned mirror can outlive its management object.
         """
         while True:
-            await asyncio.sleep(self.options.queue.gc_interval)
+            await asyncio.sleep(self.options.gc_interval)
             for key in self._resync_keys():
                 self.queue.add(key, Lane.BACKGROUND)
 

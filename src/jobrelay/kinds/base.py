@@ -144,6 +144,11 @@ class WorkloadKind(abc.ABC):
         """Whether the status shows the workload ran somewhere (its mirror then held progress)."""
         return bool((obj.get("status") or {}).get("startTime"))
 
+    def shows_running(self, obj: JsonObj) -> bool:
+        """Whether the status shows pods running now (a kind that cannot tell: no)."""
+        del obj
+        return False
+
     def has_started(self, mirror: JsonObj) -> bool:
         """Whether a mirror's pods have started doing work (a drain moves only those that
         have not)."""

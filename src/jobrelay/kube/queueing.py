@@ -26,7 +26,6 @@ handlers can call it directly, and delayed keys wait on a single loop timer
 from __future__ import annotations
 
 import asyncio
-import enum
 import heapq
 import itertools
 import logging
@@ -37,13 +36,17 @@ from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from jobrelay.kube.errors import ApiError
+from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Retry, Terminal
 
 __all__ = [
-    "Backoff",
+    "Done",
     "Lane",
     "QueueOptions",
+    "QueueOutcome",
     "QueueShutDown",
-    "Requeue",
+    "RequeueAfter",
+    "Retry",
+    "Terminal",
     "WorkQueue",
     "run_workers",
 ]
@@ -53,49 +56,22 @@ _log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 
-class Lane(enum.IntEnum):
-    """How soon a key is wanted; a lower value is served first."""
-
-    FRESH = 0  # new or changed work: a placement, a first action
-    STATUS = 1  # a mirror's status to copy
-    BACKGROUND = 2  # the start-up sweep, the periodic resync, slow retries
-
-
 class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down."""
 
 
 @dataclass(frozen=True, slots=True)
-class Backoff:
-    """A handler's answer: look at the key again soon, backing off per key.
-
-    For races that the next watch event usually resolves (a conflict, a cache
-    that has not caught up): retried at once at first, then ever more slowly,
-    never at a fixed pace forever; and not an error, so not logged as one.
-    """
-
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class Requeue:
-    """A handler's answer: look at the key again after ``after`` seconds, in ``lane``
-    (a plain number keeps the lane the key was handed out at)."""
-
-    after: float
-    lane: Lane
-
-
-@dataclass(frozen=True, slots=True)
 class QueueOptions:
-    """Retry pacing for :meth:`WorkQueue.add_rate_limited`. Delays are in seconds."""
+    """Retry pacing for :meth:`WorkQueue.add_rate_limited`, named like the controller's
+    flags (``--retry-base-delay`` ...). Delays are in seconds. These defaults are a bare
+    queue's (the fleet's own); the controller's are in controller/options.py."""
 
-    base_delay: float = 0.005  # first retry; doubles on each further failure of the key
-    max_delay: float = 60.0
+    retry_base_delay: float = 0.005  # first retry; doubles on each further failure of the key
+    retry_max_delay: float = 60.0
     # Global token bucket over all rate-limited adds (None: no global limit):
     # sustained retries per second, and how many may go at once.
-    qps: float | None = None
-    burst: int = 100
+    retry_qps: float | None = None
+    retry_burst: int = 100
     # Hand-outs from higher lanes in a row before a waiting lower lane gets one. Two:
     # under a saturated 20 Jobs/s a larger one let status copies back up for seconds.
     starvation_limit: int = 2
@@ -168,7 +144,9 @@ class WorkQueue(Generic[K]):
         self._timer_due = 0.0
         self._failures: dict[K, int] = {}
         self._bucket = (
-            _TokenBucket(self._options.qps, self._options.burst) if self._options.qps else None
+            _TokenBucket(self._options.retry_qps, self._options.retry_burst)
+            if self._options.retry_qps
+            else None
         )
 
     def __len__(self) -> int:
@@ -245,14 +223,14 @@ class WorkQueue(Generic[K]):
         the delay.
 
         Each call counts a failure of ``key``: delays go base, 2*base, 4*base …
-        up to max_delay, until :meth:`forget`.
+        up to retry_max_delay, until :meth:`forget`.
         """
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
         opts = self._options
         # min() before the power would overflow float for a key failing for days.
-        delay = opts.base_delay * 2.0 ** min(failures, 64)
-        delay = min(delay, opts.max_delay)
+        delay = opts.retry_base_delay * 2.0 ** min(failures, 64)
+        delay = min(delay, opts.retry_max_delay)
         if self._bucket is not None:
             delay = max(delay, self._bucket.reserve(asyncio.get_running_loop().time()))
         self.add_after(key, delay, lane)
@@ -380,23 +358,35 @@ class WorkQueue(Generic[K]):
             self._arm_timer(loop, self._delayed[0][0])
 
 
+def outcome_of(answer: QueueOutcome | float | None) -> QueueOutcome:
+    """A handler's answer as an outcome: None and a number are short for :class:`Done`
+    and :class:`RequeueAfter` (handlers with nothing else to say, such as the fleet's)."""
+    if answer is None:
+        return Done()
+    if isinstance(answer, (int, float)):
+        return RequeueAfter(float(answer))
+    return answer
+
+
 async def run_workers(
     queue: WorkQueue[K],
     workers: int,
-    handler: Callable[[K], Awaitable[float | Backoff | Requeue | None]],
+    handler: Callable[[K], Awaitable[QueueOutcome | float | None]],
     *,
     name: str = "worker",
 ) -> None:
     """Process keys with ``workers`` concurrent loops until the queue shuts down.
 
-    Each loop takes a key, awaits ``handler(key)`` and releases the key. An
-    exception is logged with the key and the key retried with backoff (an
-    apiserver's refusal or silence in one line, anything else with its
-    traceback); :class:`Backoff` retries with backoff quietly; a number asks
-    to see the key again after that many seconds (like controller-runtime's
-    RequeueAfter), :class:`Requeue` the same in a lane it names; None means
-    done. Retries and requeues keep the lane the key was handed out at: a
-    placement that hit a conflict stays ahead of status copies.
+    Each loop takes a key, awaits ``handler(key)`` and releases the key, acting
+    on the outcome it answers (jobrelay.vocabulary.outcome): :class:`Done` forgets
+    the key; :class:`RequeueAfter` sees it again after that many seconds (like
+    controller-runtime's RequeueAfter), in the lane it names; :class:`Retry`
+    retries it with backoff, quietly; :class:`Terminal` sees it again only after
+    its ``retry_after``, if any. An exception is logged with the key and the key
+    retried with backoff (an apiserver's refusal or silence in one line, anything
+    else with its traceback). Retries and requeues keep the lane the key was
+    handed out at unless told otherwise: a placement that hit a conflict stays
+    ahead of status copies.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
@@ -410,7 +400,7 @@ async def run_workers(
             handed_out_at = queue.lane_of(key)
             lane = Lane.FRESH if handed_out_at is None else handed_out_at
             try:
-                requeue_after = await handler(key)
+                outcome = outcome_of(await handler(key))
             except ApiError as error:
                 delay = queue.add_rate_limited(key, lane)
                 # A silent apiserver is logged by its client once per outage, not per key.
@@ -433,15 +423,19 @@ async def run_workers(
                     delay,
                 )
             else:
-                if isinstance(requeue_after, Backoff):
-                    delay = queue.add_rate_limited(key, lane)
-                    _log.debug("%s: %s again in %.3fs: %s", name, key, delay, requeue_after.why)
-                else:
-                    queue.forget(key)
-                    if isinstance(requeue_after, Requeue):
-                        queue.add_after(key, requeue_after.after, requeue_after.lane)
-                    elif requeue_after is not None:
-                        queue.add_after(key, requeue_after, lane)
+                match outcome:
+                    case Retry(why=why):
+                        delay = queue.add_rate_limited(key, lane)
+                        _log.debug("%s: %s again in %.3fs: %s", name, key, delay, why)
+                    case RequeueAfter(seconds=seconds, lane=wanted):
+                        queue.forget(key)
+                        queue.add_after(key, seconds, lane if wanted is None else wanted)
+                    case Terminal(retry_after=retry_after):
+                        queue.forget(key)
+                        if retry_after is not None:
+                            queue.add_after(key, retry_after, lane)
+                    case Done():
+                        queue.forget(key)
             finally:
                 queue.done(key)
             # A key decided from the caches alone awaits nothing real, and get() does

@@ -175,7 +175,7 @@ class Metrics:
         )
         self.reconcile_duration = Histogram(
             "jobrelay_reconcile_duration_seconds",
-            "Time of one reconcile, by kind and result (done, requeue, retry, error).",
+            "Time of one reconcile, by kind and result (done, requeue, retry, terminal, error).",
             ["kind", "result"],
             buckets=REQUEST_BUCKETS,
             registry=registry,

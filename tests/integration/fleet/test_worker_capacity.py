@@ -23,7 +23,7 @@ async def pool(clients: dict[str, ApiClient]) -> AsyncIterator[tuple[WorkerPool,
     told: list[str] = []
     options = PoolOptions(
         namespace="jobrelay-system", controller_name=DEFAULT_CONTROLLER_NAME,
-        origin=f"capacity-test-{uuid.uuid4().hex[:6]}", connect_timeout=20.0,
+        origin=f"capacity-test-{uuid.uuid4().hex[:6]}", sync_timeout=20.0,
         status_interval=1.0, health_timeout=30.0, lost_timeout=900.0,
     )  # fmt: skip
     made = WorkerPool(

@@ -75,19 +75,22 @@ def test_every_flag_reaches_its_setting(captured: list[ControllerOptions], kubec
     assert (options.controller_name, options.origin) == ("example.com/relay", "east")
     assert options.kinds.names == ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io")
     assert options.kinds.finished_conditions == ("Done",)
-    workers = options.workers
-    assert (workers.namespace, workers.keep_finished_mirrors, workers.create_namespaces) == (
+    workers, relay = options.workers, options.relay
+    assert (workers.namespace, relay.keep_finished_mirrors, relay.create_namespaces) == (
         "relay",
         True,
         False,
     )
-    assert (workers.sync_timeout, workers.status_interval, workers.rejected_retry) == (5, 3, 7)
+    assert (workers.sync_timeout, workers.status_interval, relay.rejected_retry) == (5, 3, 7)
     assert workers.health_timeout == 12
-    assert options.placement.unplaceable_retry == 9
+    assert relay.unplaceable_retry == 9
     queue = options.queue
-    assert (queue.gc_interval, queue.concurrency) == (30, 4)
+    assert (options.gc_interval, options.concurrency) == (30, 4)
     assert (queue.retry_base_delay, queue.retry_max_delay) == (0.2, 8)
     assert (queue.retry_qps, queue.retry_burst) == (5, 10)
+    # The controller's identity is the pool's and the relay's: one name, one value.
+    for part in (workers, relay):
+        assert (part.controller_name, part.origin) == ("example.com/relay", "east")
 
 
 def test_a_badly_written_kind_is_refused_with_the_form_to_use(

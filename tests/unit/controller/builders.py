@@ -25,7 +25,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerSnapshot
 from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
@@ -64,6 +64,8 @@ SETTINGS = Settings(
     unplaceable_retry=15.0,
     pending_timeout=300.0,
     status_batch_period=0.0,
+    create_namespaces=True,
+    rejected_retry=30.0,
 )
 KEEP = dataclasses.replace(SETTINGS, keep_finished_mirrors=True)
 
@@ -278,7 +280,7 @@ def worker(
     capacity: WorkerCapacity | None = None,
     pods_started: bool = False,
     unschedulable_for: float | None = None,
-) -> WorkerState:
+) -> WorkerSnapshot:
     """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
 
     ``lost=True`` is a worker declared lost (so not connected); ``lost_in`` one not
@@ -286,7 +288,7 @@ def worker(
     blind (its nodes unread): placement there is by load alone.
     """
     read_done = read is not _NOT_READ
-    return WorkerState(
+    return WorkerSnapshot(
         name=name,
         synced=synced,
         connected=connected and not lost and lost_in is None,
@@ -309,7 +311,7 @@ def worker(
 
 def snapshot(
     obj: JsonObj | None,
-    *workers: WorkerState,
+    *workers: WorkerSnapshot,
     kind: WorkloadKind = JOB,
     settings: Settings = SETTINGS,
     fresh: bool = False,

@@ -19,8 +19,8 @@ from typing import Any
 import httpx2
 import msgspec
 
-from jobrelay.controller.expectations import Expectations
-from jobrelay.controller.relay.executor import Executor, Reservations
+from jobrelay.controller.relay.executor import Executor
+from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.fleet.workers import WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
@@ -355,16 +355,19 @@ class FakeEvents:
 
 
 def executor_over(
-    manager: ApiClient, pool: FakePool, events: FakeEvents, *, create_namespaces: bool = True
+    manager: ApiClient,
+    pool: FakePool,
+    events: FakeEvents,
+    *,
+    create_namespaces: bool = True,
+    memory: RelayMemory | None = None,
 ) -> Executor:
-    """A real Executor over fakes, with fresh expectations and reservations."""
+    """A real Executor over fakes, with a fresh memory (expectations, reservations)."""
     return Executor(
         manager=manager,
         pool=pool,  # type: ignore[arg-type]
         events=events,  # type: ignore[arg-type]
         create_namespaces=create_namespaces,
         rejected_retry=30.0,
-        created=Expectations(),
-        deleted=Expectations(),
-        reservations=Reservations(),
+        memory=memory or RelayMemory(),
     )

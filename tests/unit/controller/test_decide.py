@@ -57,7 +57,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Settings, WorkerState
+from jobrelay.controller.relay.snapshot import Settings, WorkerSnapshot
 from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
@@ -82,7 +82,7 @@ class RefusingJobKind(JobKind):
 @dataclass(frozen=True)
 class Case:
     obj: JsonObj | None
-    workers: tuple[WorkerState, ...]
+    workers: tuple[WorkerSnapshot, ...]
     actions: tuple[tuple[Any, ...], ...]  # every action but RecordEvent, in order
     outcome: Outcome
     events: tuple[tuple[str, str], ...] = ()  # (type, reason), in order
@@ -844,7 +844,7 @@ def test_decide(name: str) -> None:
 # -- what the rows cannot say in key fields --------------------------------------------
 
 
-def _plan(obj: JsonObj | None, *workers: WorkerState, **kwargs: Any) -> Plan:
+def _plan(obj: JsonObj | None, *workers: WorkerSnapshot, **kwargs: Any) -> Plan:
     return decide(snapshot(obj, *workers, **kwargs))
 
 
@@ -1015,7 +1015,7 @@ TARGET_ONLY: JsonObj = {
 
 
 @pytest.mark.parametrize(
-    ("shown", "mirrored", "settling_for", "waits"),
+    ("shown", "mirrored", "batching_for", "waits"),
     [
         # Only the ready count moved: it waits, at most the batch period.
         (PENDING, RUNNING, None, 1.0),
@@ -1032,24 +1032,24 @@ TARGET_ONLY: JsonObj = {
     ],
 )
 def test_a_passing_status_step_waits_for_the_next_at_most_the_batch_period(
-    shown: JsonObj, mirrored: JsonObj, settling_for: float | None, waits: float | None
+    shown: JsonObj, mirrored: JsonObj, batching_for: float | None, waits: float | None
 ) -> None:
     # As jobrelay wrote it: with its counters.
     obj = job(placed="w1", status={"failed": 0, "succeeded": 0, **copy.deepcopy(shown)})
     state = w("w1", mirror=mirror(obj, status=mirrored))
     plan = decide(
-        dataclasses.replace(snapshot(obj, state, settings=BATCHED), settling_for=settling_for)
+        dataclasses.replace(snapshot(obj, state, settings=BATCHED), batching_for=batching_for)
     )
     if waits is None:
-        assert not plan.settling
+        assert not plan.batching
         (write,) = _of(plan, WriteStatus)
         assert write.status["conditions" if "conditions" in mirrored else "startTime"]
     else:
-        assert plan.settling and plan.outcome == RequeueAfter(waits)
+        assert plan.batching and plan.outcome == RequeueAfter(waits)
         assert _of(plan, WriteStatus) == []
 
 
 def test_without_a_batch_period_every_step_is_copied_at_once() -> None:
     obj = job(placed="w1", status={"failed": 0, "succeeded": 0, **PENDING})
     plan = _plan(obj, w("w1", mirror=mirror(obj, status=RUNNING)))
-    assert not plan.settling and len(_of(plan, WriteStatus)) == 1
+    assert not plan.batching and len(_of(plan, WriteStatus)) == 1

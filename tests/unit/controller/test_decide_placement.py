@@ -24,7 +24,7 @@ from jobrelay.controller.relay.plan import (
     Retry,
     Terminal,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.workload import Choice, Invalid, Taint
@@ -63,7 +63,7 @@ def asking(cpu: str = "1", *, gpu: int = 0, parallelism: int = 1, **extra: Any) 
     return obj
 
 
-def plan(obj: JsonObj, *workers: WorkerState, **fields: Any) -> Plan:
+def plan(obj: JsonObj, *workers: WorkerSnapshot, **fields: Any) -> Plan:
     s: Snapshot = dataclasses.replace(snapshot(obj, *workers), **fields)
     return decide(s)
 
@@ -168,7 +168,7 @@ def test_an_unreadable_namespace_policy_holds_the_workload() -> None:
 # -- stuck Pending ----------------------------------------------------------------------
 
 
-def stuck(**fields: Any) -> WorkerState:
+def stuck(**fields: Any) -> WorkerSnapshot:
     return worker(
         "w-small",
         capacity=FULL,

@@ -50,7 +50,7 @@ from jobrelay.controller.relay.plan import (
     ReadFresh,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
@@ -135,7 +135,7 @@ def worker_objects(
 
 
 @st.composite
-def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -> WorkerState:
+def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -> WorkerSnapshot:
     # The cache holds only objects labelled ours; a read may find anything.
     cached = draw(worker_objects(name, obj, statuses, foreign=False))
     read_done = draw(st.booleans())
@@ -147,7 +147,7 @@ def workers(draw: st.DrawFn, name: str, obj: JsonObj, statuses: list[JsonObj]) -
     connected = draw(st.integers(0, 4)) > 0
     lost = not connected and draw(st.booleans())
     vanished = draw(st.one_of(st.none(), worker_objects(name, obj, statuses, foreign=False)))
-    return WorkerState(
+    return WorkerSnapshot(
         name=name,
         synced=draw(st.integers(0, 4)) > 0,
         connected=connected,
@@ -244,12 +244,12 @@ def stale_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
     )
 
 
-def holds_live_mirror(s: Snapshot, state: WorkerState) -> bool:
+def holds_live_mirror(s: Snapshot, state: WorkerSnapshot) -> bool:
     """What the reconcile knows best: the fresh read if one was made, else the cache."""
     return live_mirror(s, state.seen)
 
 
-def holds_namesake(state: WorkerState) -> bool:
+def holds_namesake(state: WorkerSnapshot) -> bool:
     return (
         state.read_done
         and state.read is not None

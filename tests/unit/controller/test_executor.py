@@ -20,7 +20,7 @@ from tests.unit.controller.builders import (
 )
 from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
 
-from jobrelay.controller.relay.executor import Collided, Executor, Reservations
+from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.plan import (
     Action,
     CreateMirror,
@@ -110,10 +110,10 @@ async def test_place_is_a_compare_and_swap_and_reserves_the_worker(env: Env) -> 
     assert (method, path) == ("PATCH", JOB_PATH)
     assert body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]
     # Until its mirror is visible, the placement counts on the worker's load.
-    assert env.executor.reservations.count("w1") == 1
+    assert env.executor.memory.reservations.count("w1") == 1
     # A plan that finds the mirror visible releases it.
     await env.run(release=True)
-    assert env.executor.reservations.count("w1") == 0
+    assert env.executor.memory.reservations.count("w1") == 0
 
 
 async def test_place_conflict_retries_and_releases_the_reservation(env: Env) -> None:
@@ -121,7 +121,7 @@ async def test_place_conflict_retries_and_releases_the_reservation(env: Env) -> 
     env.manager.put("jobs", env.stored_job())  # someone else wrote: a new resourceVersion
     outcome = await env.run(Place("w1", stale), create_action(env))
     assert isinstance(outcome, Retry)
-    assert env.executor.reservations.count("w1") == 0
+    assert env.executor.memory.reservations.count("w1") == 0
     assert "annotations" not in env.stored_job()["metadata"]
     # The plan stopped: the create that followed the placement was never sent.
     assert env.worker.cluster.requests == []
@@ -131,38 +131,23 @@ async def test_place_on_a_deleted_object_retries(env: Env) -> None:
     env.manager.objects.clear()
     outcome = await env.run(Place("w1", "5"), obj=job())
     assert isinstance(outcome, Retry)
-    assert env.executor.reservations.count("w1") == 0
+    assert env.executor.memory.reservations.count("w1") == 0
 
 
 async def test_place_failing_otherwise_raises_and_releases(env: Env) -> None:
     env.manager.fail("PATCH", JOB_PATH, 500, "InternalError")
     with pytest.raises(ApiError):
         await env.run(Place("w1", rv(env)))
-    assert env.executor.reservations.count("w1") == 0
+    assert env.executor.memory.reservations.count("w1") == 0
     env.manager.fail("PATCH", JOB_PATH, 0, "")
     with pytest.raises(ApiError) as raised:
         await env.run(Place("w1", rv(env)))
     assert raised.value.is_unreachable
-    assert env.executor.reservations.count("w1") == 0
+    assert env.executor.memory.reservations.count("w1") == 0
     env.manager.fail("PATCH", JOB_PATH, -1, "boom")
     with pytest.raises(RuntimeError):
         await env.run(Place("w1", rv(env)))
-    assert env.executor.reservations.count("w1") == 0
-
-
-def test_reservations_follow_the_latest_placement() -> None:
-    reservations = Reservations()
-    reservations.reserve("w1", "a")
-    reservations.reserve("w1", "b")
-    reservations.reserve("w2", "a")  # placed again elsewhere: counted there only
-    assert (reservations.count("w1"), reservations.count("w2")) == (1, 1)
-    reservations.release("a")
-    reservations.release("never-reserved")
-    assert (reservations.count("w1"), reservations.count("w2"), reservations.count("w3")) == (
-        1,
-        0,
-        0,
-    )
+    assert env.executor.memory.reservations.count("w1") == 0
 
 
 # -- CreateMirror -------------------------------------------------------------------
@@ -174,13 +159,13 @@ async def test_create_sends_the_body_and_expects_it(env: Env) -> None:
     created = env.worker.cluster.get("jobs", KEY.key)
     assert created is not None
     assert created["spec"] == action.body["spec"]
-    assert env.executor.created.pending(("w1", KEY, UID))
+    assert env.executor.memory.created.pending(("w1", KEY, UID))
 
 
 async def test_create_meeting_a_namesake_is_a_collision(env: Env) -> None:
     env.worker.cluster.put("jobs", {"metadata": {"name": NAME, "namespace": NAMESPACE}})
     assert await env.run(create_action(env)) == Collided("w1")
-    assert not env.executor.created.pending(("w1", KEY, UID))
+    assert not env.executor.memory.created.pending(("w1", KEY, UID))
 
 
 async def test_create_in_a_missing_namespace_creates_it_then_the_mirror(env: Env) -> None:
@@ -193,7 +178,7 @@ async def test_create_in_a_missing_namespace_creates_it_then_the_mirror(env: Env
         ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
     ]
     assert env.worker.cluster.get("jobs", KEY.key) is not None
-    assert env.executor.created.pending(("w1", KEY, UID))
+    assert env.executor.memory.created.pending(("w1", KEY, UID))
 
 
 async def test_a_namespace_created_on_a_worker_carries_the_managers_pod_security_labels(
@@ -335,7 +320,7 @@ async def test_delete_is_preconditioned_on_the_uid_and_expected(env: Env) -> Non
     assert (method, path) == ("DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}")
     assert options["preconditions"] == {"uid": uid}
     assert options["propagationPolicy"] == "Background"
-    assert env.executor.deleted.pending(uid)
+    assert env.executor.memory.deleted.pending(uid)
     # Deleted already (the cache has not caught up): not sent again.
     assert await env.run(delete_action(uid)) is None
     assert len(env.worker.cluster.writes()) == 1
@@ -343,7 +328,7 @@ async def test_delete_is_preconditioned_on_the_uid_and_expected(env: Env) -> Non
 
 async def test_delete_of_a_mirror_already_gone_is_fine_and_expected(env: Env) -> None:
     assert await env.run(delete_action("m-gone"), RecordEvent("Normal", "After", "x")) is None
-    assert env.executor.deleted.pending("m-gone")
+    assert env.executor.memory.deleted.pending("m-gone")
     assert env.events.reasons() == ["After"]  # the plan went on
 
 
@@ -351,7 +336,7 @@ async def test_delete_never_removes_a_newer_namesake(env: Env) -> None:
     newer = env.worker.cluster.put("jobs", mirror(job()))
     assert await env.run(delete_action("m-older")) is None  # 409 on the precondition
     assert env.worker.cluster.get("jobs", KEY.key) == newer
-    assert env.executor.deleted.pending("m-older")
+    assert env.executor.memory.deleted.pending("m-older")
 
 
 async def test_delete_failing_otherwise_raises(env: Env) -> None:
@@ -359,12 +344,12 @@ async def test_delete_failing_otherwise_raises(env: Env) -> None:
     env.worker.cluster.fail("DELETE", f"/jobs/{NAME}", 500, "InternalError")
     with pytest.raises(ApiError):
         await env.run(delete_action("m-1"))
-    assert not env.executor.deleted.pending("m-1")
+    assert not env.executor.memory.deleted.pending("m-1")
 
 
 async def test_delete_on_a_worker_that_went_away_is_skipped(env: Env) -> None:
     assert await env.run(delete_action("m-1", cluster="gone")) is None
-    assert not env.executor.deleted.pending("m-1")
+    assert not env.executor.memory.deleted.pending("m-1")
 
 
 # -- WriteStatus --------------------------------------------------------------------

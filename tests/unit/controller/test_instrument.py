@@ -9,9 +9,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, key_of
 
 from jobrelay.controller.instrument import Instruments, reconcile_result
-from jobrelay.kube.queueing import Backoff, Lane, Requeue
 from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.watching import Change, InformerEvent
+from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Retry, Terminal
 
 KEY = key_of()
 
@@ -120,12 +120,12 @@ def test_a_status_that_finishes_the_workload_counts_it_by_cluster_and_outcome(
 async def test_reconciles_are_timed_by_result_and_status_copies_from_the_change() -> None:
     clock = Clock()
     instruments = Instruments(clock=clock)
-    answers: list[float | Backoff | Exception | None] = [Backoff("conflict"), None, 5.0]
+    answers: list[QueueOutcome | Exception] = [Retry("conflict"), Done(), RequeueAfter(5.0)]
 
-    async def reconcile(key: object) -> float | Backoff | None:
+    async def reconcile(key: object) -> QueueOutcome:
         clock.now += 1
         answer = answers.pop(0)
-        if answer is None:
+        if answer == Done():
             instruments.status_written(KEY, JOB, job(status=RUNNING), RUNNING)
         if isinstance(answer, Exception):
             raise answer
@@ -133,9 +133,9 @@ async def test_reconciles_are_timed_by_result_and_status_copies_from_the_change(
 
     timed = instruments.reconcile(reconcile)
     instruments.mirror_changed(KEY)
-    assert isinstance(await timed(KEY), Backoff)  # retried: the change still waits
-    assert await timed(KEY) is None  # copied: 2 s after the change
-    assert await timed(KEY) == 5.0
+    assert isinstance(await timed(KEY), Retry)  # retried: the change still waits
+    assert await timed(KEY) == Done()  # copied: 2 s after the change
+    assert await timed(KEY) == RequeueAfter(5.0)
     answers.append(RuntimeError("boom"))
     with pytest.raises(RuntimeError):
         await timed(KEY)
@@ -143,12 +143,42 @@ async def test_reconciles_are_timed_by_result_and_status_copies_from_the_change(
     assert value(instruments, "jobrelay_status_update_latency_seconds_sum") == 2
     # Running is not finished: no finishing copy yet.
     assert value(instruments, "jobrelay_status_copy_latency_seconds_count") == 0
-    for result in ("retry", "done", "requeue", "error"):
+    for result in ("retry", "done", "requeue", "error"):  # and none terminal
         count = value(
             instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name, result=result
         )
         assert count == 1, result
     assert value(instruments, "jobrelay_reconcile_errors_total", kind=JOB.name) == 1
+    assert (
+        value(instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name,
+              result="terminal")
+        is None
+    )  # fmt: skip
+
+
+async def test_a_terminal_outcome_is_counted_as_terminal() -> None:
+    """A problem only the user can fix (a mirror a worker rejects) shows in the reconcile
+    metrics as what it is, whether it is retried later or not."""
+    instruments = Instruments(clock=Clock())
+    answers: list[QueueOutcome] = [
+        Terminal("MirrorRejected", "worker cluster w1 rejected the mirror", retry_after=30.0),
+        Terminal("StatusNotCopied", "a jobrelay bug"),
+    ]
+
+    async def reconcile(key: object) -> QueueOutcome:
+        return answers.pop(0)
+
+    timed = instruments.reconcile(reconcile)
+    assert isinstance(await timed(KEY), Terminal)
+    assert isinstance(await timed(KEY), Terminal)
+    count = value(
+        instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name, result="terminal"
+    )
+    assert count == 2
+    for other in ("done", "requeue", "retry", "error"):
+        assert value(
+            instruments, "jobrelay_reconcile_duration_seconds_count", kind=JOB.name, result=other
+        ) is None, other  # fmt: skip
 
 
 async def test_a_cancelled_reconcile_keeps_the_change_to_copy() -> None:
@@ -178,13 +208,15 @@ def test_requests_are_labelled_manager_or_by_worker() -> None:
 @pytest.mark.parametrize(
     ("result", "label"),
     [
-        (None, "done"),
-        (Backoff("x"), "retry"),
-        (3.0, "requeue"),
-        (Requeue(3.0, Lane.BACKGROUND), "requeue"),
+        (Done(), "done"),
+        (Retry("x"), "retry"),
+        (RequeueAfter(3.0), "requeue"),
+        (RequeueAfter(3.0, Lane.BACKGROUND), "requeue"),
+        (Terminal("MirrorRejected", "m", retry_after=30.0), "terminal"),
+        (Terminal("StatusNotCopied", "m"), "terminal"),
     ],
 )
-def test_reconcile_result_labels(result: float | Backoff | Requeue | None, label: str) -> None:
+def test_reconcile_result_labels(result: QueueOutcome, label: str) -> None:
     assert reconcile_result(result) == label
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import (
     COMPLETE,
     CONTROLLER,
@@ -38,20 +39,24 @@ from tests.unit.controller.fakes import (
     executor_over,
 )
 
+from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.relay import reconciler as reconciler_module
+from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.executor import Executor
-from jobrelay.controller.relay.plan import Plan, ReadFresh, Terminal
+from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.plan import Plan, ReadFresh
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_now
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.queueing import Backoff, Lane, Requeue
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.outcome import Done, Lane, RequeueAfter, Retry, Terminal
 
 KEY = key_of(JOB)
-HELD_RETRY = Requeue(SETTINGS.unplaceable_retry, Lane.BACKGROUND)
+HELD_RETRY = RequeueAfter(SETTINGS.unplaceable_retry, Lane.BACKGROUND)
+DONE = Done()
 
 
 @dataclass
@@ -62,6 +67,8 @@ class Env:
     events: FakeEvents
     executor: Executor
     reconciler: Reconciler
+    memory: RelayMemory
+    admission: Admission
 
     def submit(self, obj: JsonObj) -> JsonObj:
         """A user creates the management object; the cache shows it."""
@@ -96,15 +103,23 @@ async def make_env(*workers: FakeWorker) -> AsyncIterator[Env]:
     informer = FakeInformer()
     events = FakeEvents()
     client = manager.client()
-    executor = executor_over(client, pool, events)
+    memory = RelayMemory()
+    admission = Admission(client)
+    executor = executor_over(client, pool, events, memory=memory)
     reconciler = Reconciler(
         {JOB.name: KindRuntime(JOB, informer)},  # type: ignore[arg-type]
         pool,  # type: ignore[arg-type]
         executor,
         SETTINGS,
+        manager=client,
+        memory=memory,
+        admission=admission,
         clock=lambda: NOW,
     )
-    yield Env(manager, {w.name: w for w in workers}, informer, events, executor, reconciler)
+    yield Env(
+        manager, {w.name: w for w in workers}, informer, events, executor, reconciler, memory,
+        admission,
+    )  # fmt: skip
     await client.aclose()
     await pool.aclose()
 
@@ -125,12 +140,12 @@ async def env() -> AsyncIterator[Env]:
 
 
 async def test_a_kind_no_longer_configured_is_dropped(env: Env) -> None:
-    assert await env.reconciler.reconcile(WorkloadKey("Gone.v1.example.com", "a/b")) is None
+    assert await env.reconciler.reconcile(WorkloadKey("Gone.v1.example.com", "a/b")) == DONE
 
 
 async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: Env) -> None:
     env.submit(job())
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.placement() == "w2"
     created = env.mirror_on("w2")
     assert created is not None and env.mirror_on("w1") is None
@@ -139,20 +154,20 @@ async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: 
     # Our placement patch brings the key back before any cache shows the mirror:
     # the create is expected, so nothing is created twice.
     env.informer.refresh(env.manager, JOB)
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert len(env.workers["w2"].cluster.writes()) == 1
 
     # The worker runs it.
     created["status"] = dict(RUNNING)
     env.catch_up()
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     stored = env.stored()
     assert stored is not None and stored["status"]["active"] == 1
 
     # ... to the end: final status copied, Completed, mirror deleted.
     created["status"] = dict(COMPLETE)
     env.catch_up()
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     stored = env.stored()
     assert stored is not None and JOB.is_finished(stored)
     assert env.events.reasons() == ["Dispatched", "Completed"]
@@ -163,10 +178,10 @@ async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: 
     env.workers["w2"].refresh(JOB, CONTROLLER)
     cached = env.informer.get(KEY.key)
     assert cached is not None and not JOB.is_finished(cached)
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.mirror_on("w2") is None and env.mirror_on("w1") is None
     env.catch_up()
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.mirror_on("w2") is None and env.mirror_on("w1") is None
     assert env.events.reasons() == ["Dispatched", "Completed"]
 
@@ -179,21 +194,21 @@ async def test_no_worker_requeues_after_the_settings_delay_in_the_background() -
         assert env.events.reasons() == ["NotPlaced"]
 
 
-async def test_retry_is_a_backoff(env: Env) -> None:
+async def test_retry_is_backed_off(env: Env) -> None:
     env.submit(job(placed="w1"))
     env.workers["w1"].synced_kinds = set()
     answer = await env.reconcile()
-    assert isinstance(answer, Backoff)
+    assert isinstance(answer, Retry)
     assert "has not listed" in answer.why
 
 
-async def test_a_lost_race_is_a_backoff(env: Env) -> None:
+async def test_a_lost_race_is_retried(env: Env) -> None:
     stale = job()
     env.submit(stale)
     env.manager.put("jobs", env.stored())  # changed meanwhile; the cache shows the old one
-    assert isinstance(await env.reconcile(), Backoff)
+    assert isinstance(await env.reconcile(), Retry)
     assert env.placement() is None
-    assert env.executor.reservations.count("w2") == 0
+    assert env.executor.memory.reservations.count("w2") == 0
 
 
 async def test_terminal_records_a_warning_event_and_no_retry(
@@ -202,7 +217,8 @@ async def test_terminal_records_a_warning_event_and_no_retry(
     monkeypatch.setattr(JobKind, "status_violations", lambda _self, _old, _new: ["rule 99"])
     env.submit(job(placed="w1"))
     env.workers["w1"].cache[KEY] = mirror(job(), status=RUNNING)
-    assert await env.reconcile() is None
+    answer = await env.reconcile()
+    assert isinstance(answer, Terminal) and answer.retry_after is None  # no retry
     assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "StatusNotCopied")]
     assert "rule 99" in env.events.recorded[0].message
 
@@ -210,32 +226,48 @@ async def test_terminal_records_a_warning_event_and_no_retry(
 async def test_a_moved_annotation_keeps_following_the_running_mirror(env: Env) -> None:
     env.submit(job(placed="w1"))
     env.workers["w2"].cache[KEY] = mirror(job(), status=RUNNING)
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "PlacementConflict")]
     assert env.mirror_on("w1") is None
     # The placement is set to where the mirror runs, and the mirror followed there.
     assert env.stored()["metadata"]["annotations"][CLUSTER_ANNOTATION] == "w2"
     env.informer.refresh(env.manager, JOB)
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert (env.stored().get("status") or {}).get("active") == 1
 
 
 async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:
     env.submit(job(placed="w1"))
     env.workers["w1"].cluster.fail("POST", "/jobs", 403, "Forbidden")
-    assert await env.reconcile() == 30.0
+    answer = await env.reconcile()
+    assert isinstance(answer, Terminal) and answer.reason == "MirrorRejected"
+    assert answer.retry_after == 30.0
     (event,) = env.events.recorded
     assert (event.type, event.reason) == ("Warning", "MirrorRejected")
     assert "HTTP 403 Forbidden" in event.message
 
 
+async def test_a_mirror_a_worker_rejects_is_counted_as_a_terminal_reconcile(env: Env) -> None:
+    instruments = Instruments()
+    env.submit(job(placed="w1"))
+    env.workers["w1"].cluster.fail("POST", "/jobs", 403, "Forbidden")
+    answer = await instruments.reconcile(env.reconciler.reconcile)(KEY)
+    assert isinstance(answer, Terminal) and answer.reason == "MirrorRejected"
+    samples = {
+        sample.labels["result"]: sample.value
+        for family in text_string_to_metric_families(instruments.metrics.render().decode())
+        for sample in family.samples
+        if sample.name == "jobrelay_reconcile_duration_seconds_count"
+    }
+    assert samples == {"terminal": 1.0}
+
+
 async def test_terminal_for_an_object_gone_from_the_cache_has_no_event(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        reconciler_module, "decide", lambda s: Plan((), Terminal("X", "msg", retry_after=2.0))
-    )
-    assert await env.reconcile() == 2.0
+    terminal = Terminal("X", "msg", retry_after=2.0)
+    monkeypatch.setattr(reconciler_module, "decide", lambda s: Plan((), terminal))
+    assert await env.reconcile() == terminal
     assert env.events.recorded == []
 
 
@@ -251,7 +283,7 @@ async def test_a_decision_that_never_settles_backs_off(
     monkeypatch.setattr(reconciler_module, "decide", never_settles)
     env.submit(job())
     answer = await env.reconcile()
-    assert isinstance(answer, Backoff)
+    assert isinstance(answer, Retry)
     assert len(seen) == reconciler_module._MAX_ROUNDS
     assert all(s.fresh for s in seen[1:])
 
@@ -276,7 +308,7 @@ async def test_a_new_job_is_placed_only_after_the_managers_admission_admits_its_
     env: Env,
 ) -> None:
     env.submit(with_pod_spec(job(), serviceAccountName="trainer", priorityClassName="high"))
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     (probe,) = env.manager.dry_runs()
     # A Pod of the template, in the Job's namespace, less what names objects that may
     # exist on the workers only (admission would refuse the probe for their sake).
@@ -295,7 +327,7 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
     env.manager.pod_admission = PRIVILEGED_REFUSAL
     env.submit(job())
     # Not held (nothing about capacity brings it back): retried in the lane it came in.
-    assert await env.reconcile() == SETTINGS.unplaceable_retry
+    assert await env.reconcile() == RequeueAfter(SETTINGS.unplaceable_retry)
     assert env.placement() is None
     assert all(w.cluster.writes() == [] for w in env.workers.values())
     (event,) = env.events.recorded
@@ -306,7 +338,7 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
 
     # The namespace is relabelled (or the Job fixed): the next attempt asks again and places.
     env.manager.pod_admission = None
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.placement() == "w2"
 
 
@@ -314,14 +346,14 @@ async def test_jobs_alike_are_asked_about_once_until_their_namespace_changes_or_
     env: Env,
 ) -> None:
     now = [100.0]
-    env.reconciler._monotonic = lambda: now[0]
+    env.admission._monotonic = lambda: now[0]
 
     async def place(name: str) -> None:
         obj = job()
         obj["metadata"]["name"] = name
         obj["metadata"]["uid"] = f"uid-{name}"
         env.submit(obj)
-        assert await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/{name}")) is None
+        assert await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/{name}")) == DONE
 
     await place("first")
     await place("alike")  # the same pods, in the same namespace: allowed already
@@ -352,23 +384,24 @@ async def test_a_passing_status_step_waits_for_the_next_one_at_most_the_batch_pe
     env: Env,
 ) -> None:
     now = [50.0]
-    env.reconciler._monotonic = lambda: now[0]
+    env.memory._monotonic = lambda: now[0]
     env.reconciler._settings = dataclasses.replace(SETTINGS, status_batch_period=1.0)
     env.submit(job())
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     created = env.mirror_on("w2")
     assert created is not None
     created["status"] = {"startTime": RUNNING["startTime"], "active": 1, "ready": 0}
     env.catch_up()
-    assert await env.reconcile() is None  # the start is copied at once
+    assert await env.reconcile() == DONE  # the start is copied at once
     created["status"] = dict(RUNNING)  # only ready moved
     env.catch_up()
-    assert await env.reconcile() == 1.0
+    assert await env.reconcile() == RequeueAfter(1.0)
     now[0] += 0.4
-    assert await env.reconcile() == pytest.approx(0.6)  # waited since the first look
+    answer = await env.reconcile()  # waited since the first look
+    assert isinstance(answer, RequeueAfter) and answer.seconds == pytest.approx(0.6)
     assert (env.stored() or {})["status"]["ready"] == 0
     now[0] += 0.6
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert (env.stored() or {})["status"]["ready"] == 1
 
 
@@ -385,13 +418,13 @@ async def test_a_burst_asked_about_at_once_still_spreads_over_the_workers(
     """Every new Job waits on its admission probe, then places: the loads each one
     places by must include the placements the others made meanwhile."""
     env = even_env
-    probe = env.reconciler._admission
+    probe = env.admission.verdict
 
     async def slow_probe(kind: Any, obj: JsonObj) -> Any:
         await asyncio.sleep(0.01)  # every probe is in flight before any answers
         return await probe(kind, obj)
 
-    monkeypatch.setattr(env.reconciler, "_admission", slow_probe)
+    monkeypatch.setattr(env.admission, "verdict", slow_probe)
     names = [f"burst-{i}" for i in range(4)]
     for name in names:
         obj = job()
@@ -423,7 +456,7 @@ async def test_a_manager_that_does_not_answer_the_probe_is_retried(env: Env) -> 
     with pytest.raises(ApiError):
         await env.reconcile()
     assert env.placement() is None
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.placement() == "w2"
 
 
@@ -432,7 +465,7 @@ async def test_a_manager_that_does_not_answer_the_probe_is_retried(env: Env) -> 
 
 async def test_read_fresh_rereads_the_object_and_decides_again(env: Env) -> None:
     env.submit(job(placed="w1"))
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert ("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}") in [
         (m, p) for m, p, _ in env.manager.requests
     ]
@@ -444,7 +477,7 @@ async def test_a_mirror_is_not_resurrected_when_the_fresh_object_is_finished(env
     finished = env.stored()
     assert finished is not None
     finished["status"] = dict(COMPLETE)  # the cache has not seen the final status yet
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.mirror_on("w1") is None
     assert env.events.recorded == []
 
@@ -452,7 +485,7 @@ async def test_a_mirror_is_not_resurrected_when_the_fresh_object_is_finished(env
 async def test_a_fresh_read_finding_the_object_gone_creates_nothing(env: Env) -> None:
     env.submit(job(placed="w1"))
     env.manager.objects.clear()  # deleted; the cache still has it
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.mirror_on("w1") is None and env.mirror_on("w2") is None
     assert env.events.recorded == []
 
@@ -477,7 +510,7 @@ async def test_collided_create_reads_the_namesake_then_probes_and_moves() -> Non
         w1.cluster.put("jobs", namesake)
         w3.cluster.put("jobs", dict(namesake, metadata=dict(namesake["metadata"])))
         w4.cluster.fail("GET", f"/jobs/{NAME}", 0, "")  # unreachable for the probe
-        assert await env.reconcile() is None
+        assert await env.reconcile() == DONE
         # Placed away from both holders of a namesake; the unreachable one is not
         # known to hold one, and w5 is not connected.
         assert env.placement() == "w4"
@@ -498,19 +531,19 @@ async def test_a_collision_right_after_placing_moves_within_the_same_reconcile()
         env.submit(job())
         w1.cluster.put("jobs", {"metadata": {"name": NAME, "namespace": NAMESPACE}})
         # The cache will not show the placement written during this reconcile.
-        assert await env.reconcile() is None
+        assert await env.reconcile() == DONE
         assert env.placement() == "w2"
         assert env.events.reasons() == ["NameCollision"]
         assert env.mirror_on("w2") is None  # created once the cache shows the move
         env.catch_up()
-        assert await env.reconcile() is None
+        assert await env.reconcile() == DONE
         assert env.mirror_on("w2") is not None
 
 
 async def test_a_collision_with_our_own_unseen_mirror_is_no_collision(env: Env) -> None:
     env.submit(job(placed="w1"))
     ours = env.workers["w1"].cluster.put("jobs", mirror(job(), status=RUNNING))
-    assert await env.reconcile() is None
+    assert await env.reconcile() == DONE
     assert env.events.reasons() == []
     assert env.mirror_on("w1") == ours
     stored = env.stored()
@@ -540,20 +573,26 @@ async def test_snapshot_reflects_caches_expectations_and_reservations(env: Env) 
     obj = env.submit(job(placed="w1"))
     w1.cache[KEY] = mirror(obj, uid="m-1")
     w2.cache[KEY] = mirror(job(uid="uid-old"), uid="m-old")
-    executor = env.executor
-    executor.created.expect(("w1", KEY, UID))
-    executor.created.expect(("w2", KEY, UID))
-    executor.deleted.expect("m-old")
-    executor.reservations.reserve("w2", WorkloadKey(JOB.name, "team-a/other"))
+    memory = env.memory
+    memory.created.expect(("w1", KEY, UID))
+    memory.created.expect(("w2", KEY, UID))
+    memory.deleted.expect("m-old")
+    memory.reservations.reserve("w2", WorkloadKey(JOB.name, "team-a/other"))
+    runtime = KindRuntime(JOB, env.informer)  # type: ignore[arg-type]
 
-    s = env.reconciler.snapshot(KEY, KindRuntime(JOB, env.informer))  # type: ignore[arg-type]
+    # A snapshot only reads: the create the cache shows is still expected ...
+    read_only = env.reconciler.snapshot(KEY, runtime)
+    assert read_only.worker("w1").create_pending  # type: ignore[union-attr]
+    assert memory.created.pending(("w1", KEY, UID))
+    # ... until the step that forgets what the caches confirm, run before each look.
+    s = env.reconciler._look(KEY, runtime)
     assert s.obj == env.informer.get(KEY.key) and not s.fresh and not s.probed
     assert s.now == NOW and s.key == KEY and s.kind is JOB
     one, two = s.workers
     assert (one.name, one.cordoned, dict(one.labels), one.load) == ("w1", True, {"zone": "a"}, 2)
     assert (two.synced, two.load) == (False, 1)
     # The cache shows the created mirror on w1: that expectation is met.
-    assert not one.create_pending and not executor.created.pending(("w1", KEY, UID))
+    assert not one.create_pending and not memory.created.pending(("w1", KEY, UID))
     assert two.create_pending
     assert s.deleting == frozenset({"m-old"})
     assert not one.read_done and one.seen == one.mirror
@@ -601,4 +640,4 @@ async def test_an_outcome_still_asking_for_reads_is_a_backoff(
         return ReadFresh(probe=True)
 
     monkeypatch.setattr(env.reconciler, "_settle", unsettled)
-    assert isinstance(await env.reconcile(), Backoff)
+    assert isinstance(await env.reconcile(), Retry)

@@ -6,18 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from tests.unit.controller.builders import JOB, NAMESPACE, job
 from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.executor import Reservations
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import OwnedPods
-from jobrelay.placement.workload import PodGroup
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))
@@ -76,7 +72,7 @@ async def test_placements_reserve_their_pods_until_the_worker_binds_them(env: En
     assert reconciler.held() == [second]
     # Once the worker has bound it, the node's own sums count it instead.
     env.workers["w1"].pods[(NAMESPACE, "first")] = OwnedPods(total=1, bound=1, started=True)
-    assert reconciler._reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
+    assert env.memory.reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
 
 
 async def test_a_namespace_policy_holds_then_lets_go(env: Env) -> None:
@@ -107,56 +103,3 @@ async def test_mirrors_with_unschedulable_pods_are_found(env: Env) -> None:
          "requests": (), "unschedulableSince": "2026-03-01T12:00:00Z"},
     )  # fmt: skip
     assert env.reconciler.unschedulable() == [KEY]
-
-
-def test_reservations_count_for_load_until_the_mirror_shows_and_for_room_until_bound() -> None:
-    now = [0.0]
-    reservations = Reservations(clock=lambda: now[0])
-    groups = (PodGroup("main", 2, {"cpu": 1000}),)
-    reservations.reserve("w1", "a", groups)
-    reservations.reserve("w1", "b")
-    assert reservations.count("w1") == 2
-    reservations.mirror_visible("a")
-    reservations.mirror_visible("b")
-    assert reservations.count("w1") == 0
-    assert [key for key, _ in reservations.on("w1")] == ["a"]
-    now[0] = 30.0
-    (entry,) = [e for _, e in reservations.on("w1")]
-    assert reservations.age(entry) == 30.0
-
-
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["reserve", "release", "visible"]),
-            st.sampled_from(["a", "b", "c", "d"]),
-            st.sampled_from(["w1", "w2"]),
-            st.booleans(),
-        ),
-        max_size=40,
-    )
-)
-def test_reservations_indexed_by_cluster_agree_with_a_scan(
-    steps: list[tuple[str, str, str, bool]],
-) -> None:
-    """Counts, lists and versions kept per cluster say what a scan of every entry says."""
-    reservations = Reservations(clock=lambda: 0.0)
-    demand = (PodGroup("main", 1, {"cpu": 100}),)
-    for op, key, cluster, with_demand in steps:
-        before = {c: reservations.version(c) for c in ("w1", "w2")}
-        entries = dict(reservations._entries)
-        if op == "reserve":
-            reservations.reserve(cluster, key, demand if with_demand else ())
-        elif op == "release":
-            reservations.release(key)
-        else:
-            reservations.mirror_visible(key)
-        for c in ("w1", "w2"):
-            scan = [(k, e) for k, e in reservations._entries.items() if e.cluster == c]
-            assert reservations.count(c) == sum(1 for _, e in scan if not e.mirror_visible)
-            assert reservations.on(c) == [(k, e) for k, e in scan if e.demand]
-            changed = [k for k, e in scan if entries.get(k) is not e] + [
-                k for k, e in entries.items() if e.cluster == c and k not in reservations._entries
-            ]
-            if changed:
-                assert reservations.version(c) != before[c]

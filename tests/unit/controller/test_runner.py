@@ -14,12 +14,10 @@ from tests.unit.controller.fakes import FakeCluster, FakeInformer
 
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
+    DEFAULTS,
     ControllerOptions,
     KindSettings,
     LeaderElectionSettings,
-    PlacementSettings,
-    QueueSettings,
-    WorkerSettings,
 )
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -28,7 +26,7 @@ from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.queueing import Lane, Requeue
+from jobrelay.kube.queueing import Lane, RequeueAfter
 from jobrelay.kube.watching import Change, InformerEvent
 
 JOB = JobKind()
@@ -168,14 +166,17 @@ async def test_discovery_failing_otherwise_is_an_api_error(
 OPTIONS = ControllerOptions(
     controller_name="example.com/relay",
     origin="hq",
-    queue=QueueSettings(concurrency=2, gc_interval=0.0, retry_base_delay=0.5),
-    workers=WorkerSettings(
-        namespace="relay-system",
+    concurrency=2,
+    gc_interval=0.0,
+    queue=dataclasses.replace(DEFAULTS.queue, retry_base_delay=0.5),
+    workers=dataclasses.replace(DEFAULTS.workers, namespace="relay-system"),
+    relay=dataclasses.replace(
+        DEFAULTS.relay,
         create_namespaces=False,
         keep_finished_mirrors=True,
         rejected_retry=7.0,
+        unplaceable_retry=9.0,
     ),
-    placement=PlacementSettings(unplaceable_retry=9.0),
     # One replica alone here; the elected runs are tested in test_runner_election.py.
     leader_election=LeaderElectionSettings(enabled=False),
     metrics_address="",  # never :8080 in tests
@@ -201,7 +202,7 @@ def test_the_controller_is_built_from_the_options(controller: runner.Controller)
     assert executor.pool is controller.pool and executor.events is controller.events
     assert controller.pool._options.namespace == "relay-system"
     assert controller.pool._options.controller_name == "example.com/relay"
-    assert controller.queue._options.base_delay == 0.5
+    assert controller.queue._options.retry_base_delay == 0.5
     # The management caches keep only the objects of this controller name.
     informer = controller.kinds[JOB.name].objects
     assert informer._transform is not None
@@ -267,7 +268,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
 
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
     monkeypatch.setattr(runner.workerclusters, "ensure_namespace", ensure_namespace)
-    options = dataclasses.replace(OPTIONS, queue=QueueSettings(gc_interval=3600.0))
+    options = dataclasses.replace(OPTIONS, gc_interval=3600.0)
     controller = runner.Controller(client, options, [JOB])
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
@@ -296,7 +297,9 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     assert pool_calls == ["start", f"wait_connected {options.workers.sync_timeout}", "stop"]
     # No worker is registered: nothing can take it, so it is looked at again later, in
     # the background (a capacity change brings it back at once when it fits).
-    assert reconciled == [(WorkloadKey(JOB.name, "team-a/train"), Requeue(9.0, Lane.BACKGROUND))]
+    assert reconciled == [
+        (WorkloadKey(JOB.name, "team-a/train"), RequeueAfter(9.0, Lane.BACKGROUND))
+    ]
     # The Warning Event was written before the recorder closed.
     assert [e["reason"] for e in cluster.events] == ["NotPlaced"]
 
@@ -452,10 +455,10 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     controller: runner.Controller,
 ) -> None:
     held = [WorkloadKey(JOB.name, "team-a/one"), WorkloadKey(JOB.name, "team-b/two")]
-    controller.reconciler._held = dict.fromkeys(held, "NotPlaced|")
+    controller.memory._held = dict.fromkeys(held, "NotPlaced|")
     policy = {"metadata": {"name": "team-a", "annotations": {"jobrelay.dev/clusters": "w2"}}}
     controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, policy))
     assert controller.queue.waiting_in(Lane.FRESH) == 1
-    assert controller.reconciler._policies["team-a"].clusters == ("w2",)  # type: ignore[union-attr]
+    assert controller.memory.policy("team-a").clusters == ("w2",)  # type: ignore[union-attr]
     controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
-    assert "team-a" not in controller.reconciler._policies
+    assert "team-a" not in controller.memory._policies

@@ -24,10 +24,9 @@ from tests.unit.kube.leases import FakeLeases
 
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
+    DEFAULTS,
     ControllerOptions,
     LeaderElectionSettings,
-    QueueSettings,
-    WorkerSettings,
     lease_name_for,
 )
 from jobrelay.controller.relay.reconciler import KindRuntime
@@ -46,8 +45,9 @@ NAMESPACE = "relay-system"
 OPTIONS = ControllerOptions(
     controller_name="example.com/relay",
     origin="hq",
-    queue=QueueSettings(concurrency=2, gc_interval=3600.0),
-    workers=WorkerSettings(namespace=NAMESPACE),
+    concurrency=2,
+    gc_interval=3600.0,
+    workers=dataclasses.replace(DEFAULTS.workers, namespace=NAMESPACE),
     metrics_address="",  # never :8080 in tests
 )
 STAMP = "2001-01-01T00:00:00.000000Z"

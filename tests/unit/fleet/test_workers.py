@@ -138,7 +138,7 @@ def make_pool(
         namespace=NAMESPACE,
         controller_name=DEFAULT_CONTROLLER_NAME,
         origin="hq",
-        connect_timeout=30.0,  # a test that waited this long would time out first
+        sync_timeout=30.0,  # a test that waited this long would time out first
         status_interval=0.05,
         health_timeout=health_timeout,
         lost_timeout=lost_timeout,

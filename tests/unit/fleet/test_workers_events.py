@@ -49,7 +49,7 @@ async def test_warning_events_and_mirror_changes_reach_the_sink() -> None:
     sink = Sink()
     options = PoolOptions(
         namespace=NAMESPACE, controller_name=DEFAULT_CONTROLLER_NAME, origin="hq",
-        connect_timeout=30.0, status_interval=0.05, health_timeout=30.0, lost_timeout=900.0,
+        sync_timeout=30.0, status_interval=0.05, health_timeout=30.0, lost_timeout=900.0,
         api=ApiOptions(connect_timeout=0.1, request_timeout=0.3),
     )  # fmt: skip
     pool = WorkerPool(

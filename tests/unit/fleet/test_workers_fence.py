@@ -26,7 +26,7 @@ async def test_status_writes_wait_for_the_fence_to_open() -> None:
         namespace="jobrelay-system",
         controller_name="jobrelay.dev/relay",
         origin="hq",
-        connect_timeout=1,
+        sync_timeout=1,
         status_interval=1,
         health_timeout=6,
         lost_timeout=900,

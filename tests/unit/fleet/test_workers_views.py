@@ -59,7 +59,7 @@ def registration(
 async def pool() -> AsyncIterator[WorkerPool]:
     options = PoolOptions(
         namespace="jobrelay-system", controller_name="jobrelay.dev/relay", origin="hq",
-        connect_timeout=1.0, status_interval=1.0, health_timeout=6.0, lost_timeout=LOST_TIMEOUT,
+        sync_timeout=1.0, status_interval=1.0, health_timeout=6.0, lost_timeout=LOST_TIMEOUT,
         api=ApiOptions(),
     )  # fmt: skip
     manager = FakeKube("manager").client()

@@ -119,6 +119,14 @@ def test_the_status_is_copied_as_it_stands() -> None:
     assert KIND.next_status(widget(status=copy.deepcopy(theirs)), mirror, now=NOW) is None
 
 
+@pytest.mark.parametrize(
+    "status", [{}, {"phase": "Running"}, {"active": 1, "ready": 1}, {"replicatedJobsStatus": []}]
+)
+def test_a_generic_kind_never_claims_its_pods_run(status: JsonObj) -> None:
+    # Which field counts running pods is the kind's own: a generic kind cannot tell.
+    assert KIND.shows_running(widget(status=status)) is False
+
+
 def test_no_status_to_copy() -> None:
     assert KIND.next_status(widget(status={"phase": "Pending"}), None, now=NOW) is None
     assert KIND.next_status(widget(), {"metadata": {}}, now=NOW) is None

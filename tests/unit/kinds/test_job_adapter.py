@@ -150,6 +150,21 @@ def test_suspended_and_has_run() -> None:
 
 
 @pytest.mark.parametrize(
+    ("status", "running"),
+    [
+        ({}, False),
+        ({"startTime": NOW, "active": 0, "ready": 0}, False),
+        ({"startTime": NOW, "succeeded": 1}, False),  # ran, nothing runs now
+        ({"active": 1}, True),
+        ({"ready": 1}, True),
+        ({"active": 2, "ready": 1}, True),
+    ],
+)
+def test_shows_running_reads_the_jobs_pod_gauges(status: JsonObj, running: bool) -> None:
+    assert KIND.shows_running(with_status(job(), status)) is running
+
+
+@pytest.mark.parametrize(
     ("spec", "count"),
     [
         ({}, 1),  # parallelism defaults to 1

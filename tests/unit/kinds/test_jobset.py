@@ -372,6 +372,15 @@ def test_suspended_and_has_run() -> None:
     assert KIND.has_run(jobset(status={"replicatedJobsStatus": [replicated("w", failed=1)]}))
 
 
+@pytest.mark.parametrize(
+    "status",
+    [{}, {"replicatedJobsStatus": [{"name": "w", "active": 1, "ready": 1}]}, {"active": 1}],
+)
+def test_a_jobset_takes_the_generic_answer_on_running_pods(status: JsonObj) -> None:
+    # Not the Job's gauges: the kinds' default (it cannot tell) until JobSet says.
+    assert KIND.shows_running(jobset(status=status)) is False
+
+
 def test_pod_sets() -> None:
     assert KIND.pod_sets(jobset()) == [
         PodSet("leader", 1, {"cpu": "1"}, {}),

@@ -12,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobrelay.kube.queueing import (
-    Backoff,
+    Done,
     Lane,
     QueueOptions,
+    QueueOutcome,
     QueueShutDown,
-    Requeue,
+    RequeueAfter,
+    Retry,
+    Terminal,
     WorkQueue,
     run_workers,
 )
@@ -160,7 +163,7 @@ async def test_a_delayed_key_that_is_already_waiting_is_not_duplicated() -> None
 
 
 async def test_rate_limited_backoff_doubles_per_failure_up_to_the_cap() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.005, max_delay=0.08))
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.005, retry_max_delay=0.08))
     delays = [queue.add_rate_limited("a") for _ in range(7)]
     assert delays == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08, 0.08, 0.08])
     assert queue.num_requeues("a") == 7
@@ -172,14 +175,14 @@ async def test_rate_limited_backoff_doubles_per_failure_up_to_the_cap() -> None:
 
 
 async def test_backoff_survives_a_very_long_failure_streak() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(max_delay=60))
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_max_delay=60))
     for _ in range(2000):
         delay = queue.add_rate_limited("a")
     assert delay == 60
 
 
 async def test_rate_limited_key_comes_back_after_its_delay() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.04))
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.04))
     loop = asyncio.get_running_loop()
     started = loop.time()
     queue.add_rate_limited("a")
@@ -188,7 +191,9 @@ async def test_rate_limited_key_comes_back_after_its_delay() -> None:
 
 
 async def test_the_global_token_bucket_spaces_out_retries_beyond_the_burst() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.001, qps=10, burst=2))
+    queue: WorkQueue[str] = WorkQueue(
+        QueueOptions(retry_base_delay=0.001, retry_qps=10, retry_burst=2)
+    )
     delays = [queue.add_rate_limited(f"k{i}") for i in range(4)]
     assert delays[0] == pytest.approx(0.001)
     assert delays[1] == pytest.approx(0.001)
@@ -242,7 +247,7 @@ async def test_a_key_in_process_at_shutdown_is_not_requeued() -> None:
 async def test_run_workers_retries_failures_with_backoff_and_logs_the_key(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.001))
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
     attempts: Counter[str] = Counter()
 
     async def handler(key: str) -> None:
@@ -262,7 +267,7 @@ async def test_run_workers_retries_failures_with_backoff_and_logs_the_key(
 
 
 async def test_run_workers_forgets_a_key_once_it_succeeds() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.001))
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
     calls = 0
 
     async def handler(key: str) -> None:
@@ -292,6 +297,30 @@ async def test_run_workers_requeues_after_the_delay_a_handler_returns() -> None:
     queue.add("a")
     await asyncio.wait_for(run_workers(queue, 1, handler), 5)
     assert seen[1] - seen[0] >= 0.045
+
+
+async def test_run_workers_sees_a_terminal_key_again_only_after_its_retry_after() -> None:
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
+    loop = asyncio.get_running_loop()
+    seen: list[tuple[str, float]] = []
+    answers = {
+        "quota": [Terminal("MirrorRejected", "a quota", retry_after=0.05), Done()],
+        "broken": [Terminal("StatusNotCopied", "a bug")],
+    }
+
+    async def handler(key: str) -> QueueOutcome:
+        seen.append((key, loop.time()))
+        answer = answers[key].pop(0)
+        if not answers["quota"]:
+            queue.shutdown()
+        return answer
+
+    queue.add("broken")
+    queue.add("quota")
+    await asyncio.wait_for(run_workers(queue, 1, handler), 5)
+    assert [key for key, _ in seen] == ["broken", "quota", "quota"]
+    assert seen[2][1] - seen[1][1] >= 0.045
+    assert queue.num_requeues("quota") == 0 and queue.delayed == 0
 
 
 async def test_run_workers_returns_on_shutdown_and_lets_handlers_finish() -> None:
@@ -565,15 +594,15 @@ async def test_shutdown_empties_every_lane() -> None:
 
 
 async def test_run_workers_retries_and_requeues_in_the_lane_the_key_came_from() -> None:
-    queue: WorkQueue[str] = WorkQueue(QueueOptions(base_delay=0.001))
-    answers: dict[str, list[float | Backoff | Requeue | None]] = {
-        "fresh": [Backoff("conflict"), None],
-        "status": [0.001, None],
-        "held": [Requeue(0.001, BACKGROUND), None],
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
+    answers: dict[str, list[QueueOutcome]] = {
+        "fresh": [Retry("conflict"), Done()],
+        "status": [RequeueAfter(0.001), Done()],
+        "held": [RequeueAfter(0.001, BACKGROUND), Done()],
     }
     lanes: list[tuple[str, Lane | None]] = []
 
-    async def handler(key: str) -> float | Backoff | Requeue | None:
+    async def handler(key: str) -> QueueOutcome:
         lanes.append((key, queue.lane_of(key)))
         answer = answers[key].pop(0)
         if not any(answers.values()):

@@ -40,7 +40,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerState
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
 from jobrelay.kinds.patches import merge_patch
@@ -187,9 +187,9 @@ def decide(s: Snapshot) -> Plan:
     write = _status_write(s, obj, mirror)
     if isinstance(write, Terminal):
         return Plan(tuple(actions), write, release=True)
-    settle_for = _settle_for(s, obj, write)
-    if settle_for is not None:
-        return Plan(tuple(actions), RequeueAfter(settle_for), release=True, settling=True)
+    batch_wait = _batch_wait(s, obj, write)
+    if batch_wait is not None:
+        return Plan(tuple(actions), RequeueAfter(batch_wait), release=True, batching=True)
     if write is not None:
         actions.append(write)
         finish = kind.finish({**obj, "status": write.status})
@@ -201,7 +201,7 @@ def decide(s: Snapshot) -> Plan:
     return Plan(tuple(actions), _until_pending_timeout(s, worker), release=True)
 
 
-def _until_pending_timeout(s: Snapshot, worker: WorkerState) -> Done | RequeueAfter:
+def _until_pending_timeout(s: Snapshot, worker: WorkerSnapshot) -> Done | RequeueAfter:
     """Look again when the pending timeout of its unschedulable pods runs out (no watch
     event says that time has passed)."""
     timeout, waited = s.settings.pending_timeout, worker.unschedulable_for
@@ -213,7 +213,7 @@ def _until_pending_timeout(s: Snapshot, worker: WorkerState) -> Done | RequeueAf
 def _create(
     s: Snapshot,
     obj: JsonObj,
-    worker: WorkerState,
+    worker: WorkerSnapshot,
     run: int,
     *,
     placed_now: bool,
@@ -239,7 +239,7 @@ def _create(
         return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
     vanished = _vanished_mirror(s, obj, worker, run)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
-    was_running = bool(kind.has_run(obj) and _shows_running(obj))
+    was_running = kind.has_run(obj) and kind.shows_running(obj)
     ended = _end_of_run(s, obj, vanished, cluster, actions)
     if isinstance(ended, Plan):
         return ended
@@ -286,12 +286,7 @@ def _end_of_run(
     return write
 
 
-def _shows_running(obj: JsonObj) -> bool:
-    status = obj.get("status") or {}
-    return any(status.get(gauge) for gauge in ("active", "ready"))
-
-
-def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerState, run: int) -> JsonObj | None:
+def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, run: int) -> JsonObj | None:
     """The last state of this run's mirror on ``worker``, if it was deleted there."""
     vanished = worker.vanished
     if vanished is None or not _is_current(vanished, obj, s, run):
@@ -312,7 +307,7 @@ class _Leave:
 
 
 def _why_leave(
-    s: Snapshot, obj: JsonObj, worker: WorkerState | None, cluster: str
+    s: Snapshot, obj: JsonObj, worker: WorkerSnapshot | None, cluster: str
 ) -> _Leave | None:
     if worker is None:
         return _Leave(f"worker cluster {cluster} is no longer registered", lost=True)
@@ -333,7 +328,7 @@ def _why_leave(
     return None
 
 
-def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None:
+def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | None:
     """Why the mirror should move: its pods have stayed unschedulable on ``worker`` for
     longer than the pending timeout (the cluster lost capacity under it), none of them
     runs (unless the workload asks to move anyway), and another cluster fits now."""
@@ -359,7 +354,7 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerState) -> str | None
 def _move(
     s: Snapshot,
     obj: JsonObj,
-    worker: WorkerState | None,
+    worker: WorkerSnapshot | None,
     cluster: str,
     history: tuple[str, ...],
     leave: _Leave,
@@ -376,7 +371,7 @@ def _move(
 def _move_steps(
     s: Snapshot,
     obj: JsonObj,
-    worker: WorkerState | None,
+    worker: WorkerSnapshot | None,
     cluster: str,
     history: tuple[str, ...],
     leave: _Leave,
@@ -459,13 +454,13 @@ def _finish_event(finish: Finish, cluster: str) -> RecordEvent:
     )
 
 
-def _settle_for(s: Snapshot, obj: JsonObj, write: WriteStatus | None) -> float | None:
-    """How much longer a transitional status step waits to be copied with the next one
-    (which a mirror change brings sooner); None: write it now."""
+def _batch_wait(s: Snapshot, obj: JsonObj, write: WriteStatus | None) -> float | None:
+    """How much longer a transitional status step waits to be copied in one batch with
+    the next one (which a mirror change brings sooner); None: write it now."""
     period = s.settings.status_batch_period
     if write is None or period <= 0:
         return None
-    waited = s.settling_for or 0.0
+    waited = s.batching_for or 0.0
     if waited >= period or not s.kind.is_transitional(obj, {**obj, "status": write.status}):
         return None
     return period - waited
@@ -508,7 +503,7 @@ def _checked_write(s: Snapshot, obj: JsonObj, status: JsonObj) -> WriteStatus | 
     return WriteStatus(patch, _version(obj), status)
 
 
-def _collision(s: Snapshot, obj: JsonObj, worker: WorkerState, actions: list[Action]) -> Plan:
+def _collision(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, actions: list[Action]) -> Plan:
     """A namesake jobrelay did not create holds the name: never touch it, place elsewhere."""
     if not s.probed:
         return Plan(tuple(actions), ReadFresh(probe=True))

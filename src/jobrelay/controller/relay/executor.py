@@ -3,9 +3,9 @@
 Writes to the management object are compare-and-swaps on the resourceVersion
 the decision read; a mirror is deleted only with its UID as precondition; a
 missing namespace on a worker is created (when allowed) and the create tried
-once more. Our own creates and deletes are remembered until the caches show
-them (expectations), and placements until their mirror is visible
-(reservations), so the next snapshot does not repeat them. The first action
+once more. Our own creates and deletes, and placements, are recorded in the
+relay's memory (controller/relay/memory.py: expectations, reservations) until
+the caches show them, so the next snapshot does not repeat them. The first action
 that fails stops the plan; what the failure means comes back as a
 :class:`Stopped` for the reconciler to act on.
 """
@@ -13,13 +13,10 @@ that fails stops the plan; what the failure means comes back as a
 from __future__ import annotations
 
 import logging
-import time
-from collections import Counter
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
@@ -43,7 +40,6 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.resources import NAMESPACES
-from jobrelay.placement.workload import PodGroup
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,
@@ -61,77 +57,6 @@ class Collided:
 
 
 Stopped = Retry | Terminal | Collided
-
-
-@dataclass
-class Reserved:
-    """One placement: where, the pods it will ask for, and whether its mirror is visible."""
-
-    cluster: str
-    demand: tuple[PodGroup, ...]
-    since: float
-    mirror_visible: bool = False
-
-
-class Reservations:
-    """Placements the worker has not caught up with. Until its mirror is visible, a
-    placement counts in its worker's load; until the worker has made its pods, its
-    demand takes room in the worker's capacity. So a burst of placements spreads out
-    and never over-commits a cluster in jobrelay's own model."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._entries: dict[Hashable, Reserved] = {}
-        # The same entries by cluster, and per cluster: how many mirrors are not yet
-        # visible, and a version that changes with any entry (snapshots cache by it).
-        self._on: dict[str, dict[Hashable, Reserved]] = {}
-        self._unseen: Counter[str] = Counter()
-        self._versions: Counter[str] = Counter()
-        self._clock = clock
-
-    def reserve(self, cluster: str, key: Hashable, demand: tuple[PodGroup, ...] = ()) -> None:
-        self.release(key)
-        entry = Reserved(cluster, demand, self._clock())
-        self._entries[key] = entry
-        self._on.setdefault(cluster, {})[key] = entry
-        self._unseen[cluster] += 1
-        self._versions[cluster] += 1
-
-    def release(self, key: Hashable) -> None:
-        """Its placement did not happen, or the workload needs nothing any more."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
-            return
-        del self._on[entry.cluster][key]
-        if not entry.mirror_visible:
-            self._unseen[entry.cluster] -= 1
-        self._versions[entry.cluster] += 1
-
-    def mirror_visible(self, key: Hashable) -> None:
-        """Its mirror is in the worker's cache: it counts there now; its pods may not yet."""
-        entry = self._entries.get(key)
-        if entry is None or entry.mirror_visible:
-            return
-        if not entry.demand:
-            self.release(key)
-            return
-        entry.mirror_visible = True
-        self._unseen[entry.cluster] -= 1
-        self._versions[entry.cluster] += 1
-
-    def count(self, cluster: str) -> int:
-        """Placements on ``cluster`` whose mirror is not visible yet."""
-        return self._unseen[cluster]
-
-    def on(self, cluster: str) -> list[tuple[Hashable, Reserved]]:
-        """The reservations with demand on ``cluster``."""
-        return [(k, e) for k, e in self._on.get(cluster, {}).items() if e.demand]
-
-    def version(self, cluster: str) -> int:
-        """Changes whenever a reservation on ``cluster`` does."""
-        return self._versions[cluster]
-
-    def age(self, entry: Reserved) -> float:
-        return self._clock() - entry.since
 
 
 class RelayObserver(Protocol):
@@ -155,17 +80,24 @@ class Executor:
     events: EventRecorder
     create_namespaces: bool
     rejected_retry: float
-    created: Expectations
-    deleted: Expectations
-    reservations: Reservations
+    memory: RelayMemory
     observer: RelayObserver | None = None
+
+    def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
+        """Tell the user what only they can fix (a Warning Event on the object, when it is
+        still there), and the operator what a worker answered (the log)."""
+        if obj is not None:
+            self.events.record(obj, "Warning", terminal.reason, terminal.message)
+        detail = f" (it answered: {terminal.detail})" if terminal.detail else ""
+        _log.warning("%s: %s%s", key, terminal.message, detail,
+                     extra={"job": key.key, "reason": terminal.reason})  # fmt: skip
 
     async def apply(
         self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, plan: Plan
     ) -> Stopped | None:
         """Run the plan's actions; the reason it stopped early, or None when all ran."""
         if plan.release:
-            self.reservations.mirror_visible(key)
+            self.memory.reservations.mirror_visible(key)
         for action in plan.actions:
             stopped = await self._apply(key, kind, obj, action)
             if stopped is not None:
@@ -205,7 +137,7 @@ class Executor:
 
     async def _place(self, key: WorkloadKey, kind: WorkloadKind, action: Place) -> Stopped | None:
         # Reserve before the first await: concurrent placements must see this one.
-        self.reservations.reserve(action.cluster, key, action.demand)
+        self.memory.reservations.reserve(action.cluster, key, action.demand)
         try:
             await self.manager.patch(
                 kind.ref,
@@ -224,12 +156,12 @@ class Executor:
                 namespace=key.namespace,
             )
         except ApiError as error:
-            self.reservations.release(key)
+            self.memory.reservations.release(key)
             if error.is_conflict or error.is_not_found:
                 return Retry("the object changed while it was being placed")
             raise
         except BaseException:
-            self.reservations.release(key)
+            self.memory.reservations.release(key)
             raise
         _log.info(
             "placed %s on %s",
@@ -258,7 +190,7 @@ class Executor:
             # NotFound on a create means the namespace is missing there: create it, once.
             await self._ensure_namespace(worker.client, key.namespace)
             namespace_ensured = True
-        self.created.expect((action.cluster, key, action.origin_uid))
+        self.memory.created.expect((action.cluster, key, action.origin_uid))
         if self.observer is not None:
             self.observer.mirror_created(key, action.cluster)
         _log.info(
@@ -321,7 +253,7 @@ class Executor:
         self, kind: WorkloadKind, action: DeleteMirror, extra: dict[str, Any]
     ) -> None:
         worker = self.pool.get(action.cluster)
-        if worker is None or self.deleted.pending(action.uid):
+        if worker is None or self.memory.deleted.pending(action.uid):
             return  # gone with its worker, or deleted by an earlier pass the cache has not shown
         try:
             await worker.client.delete(
@@ -335,7 +267,7 @@ class Executor:
             if not (error.is_not_found or error.is_conflict):
                 raise
             # Already gone, or already replaced by another object.
-        self.deleted.expect(action.uid)
+        self.memory.deleted.expect(action.uid)
         _log.info(
             "deleted mirror %s/%s on %s: %s",
             action.namespace,

@@ -1,5 +1,9 @@
 """What a decision asks for: a few actions, then one outcome for the work queue.
 
+The outcomes the queue acts on (Done, RequeueAfter, Retry, Terminal) are the
+project's own (jobrelay.vocabulary.outcome); :class:`ReadFresh` stays here: the
+reconciler handles it within one reconcile, and the queue never sees it.
+
 Actions run in order and the first that fails stops the rest (its error
 decides the outcome instead), so a plan can say "place, then create": the
 create never runs if the compare-and-swap that places lost a race.
@@ -12,6 +16,26 @@ from typing import Literal
 
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter, Retry, Terminal
+
+__all__ = [
+    "Action",
+    "Annotate",
+    "CreateMirror",
+    "DeleteMirror",
+    "Done",
+    "Log",
+    "Outcome",
+    "PatchMirror",
+    "Place",
+    "Plan",
+    "ReadFresh",
+    "RecordEvent",
+    "RequeueAfter",
+    "Retry",
+    "Terminal",
+    "WriteStatus",
+]
 
 EventType = Literal["Normal", "Warning"]
 
@@ -106,25 +130,6 @@ Action = (
 
 
 @dataclass(frozen=True, slots=True)
-class Done:
-    """Nothing more until something changes (a watch event brings the key back)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequeueAfter:
-    """Look again after ``seconds``: time, not an event, will change things."""
-
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """Look again soon, backing off per key: a race or a cache that has not caught up."""
-
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
 class ReadFresh:
     """Decide again with fresher input: the management object from the apiserver
     (``obj``), this name read on every connected worker (``probe``), or the manager's
@@ -135,20 +140,8 @@ class ReadFresh:
     admission: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Terminal:
-    """A problem only the user can fix: a Warning Event says what. No retry until the
-    object changes, or after ``retry_after`` seconds when time may fix it (a quota)."""
-
-    reason: str
-    message: str
-    retry_after: float | None = None
-    # For the controller's log only: what a worker answered, word for word. The Event's
-    # ``message`` is read by the workload's tenant and never quotes a worker.
-    detail: str = ""
-
-
-Outcome = Done | RequeueAfter | Retry | ReadFresh | Terminal
+# What a decision ends with: an outcome for the work queue, or fresher input first.
+Outcome = QueueOutcome | ReadFresh
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +155,6 @@ class Plan:
     held: str | None = None
     # A move off ``leaving[0]`` began (its mirror is being deleted) for ``leaving[1]``.
     leaving: tuple[str, str] | None = None
-    # A transitional status step waits to be copied with the next (the reconciler
-    # remembers since when, so that it waits at most the batch period).
-    settling: bool = False
+    # A transitional status step waits to be copied with the next (the relay's memory
+    # keeps since when, so that it waits at most the batch period).
+    batching: bool = False

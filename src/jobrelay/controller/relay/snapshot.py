@@ -20,8 +20,9 @@ from jobrelay.vocabulary.workercluster import DrainMode
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The options a decision depends on: a part of the controller's options,
-    whose defaults are written in controller/options.py only."""
+    """The relay's options: what decisions (and the executor) depend on, each named like
+    its flag. ``ControllerOptions.relay`` is one (its defaults are written in
+    controller/options.py only), with the controller's own name and origin."""
 
     controller_name: str
     origin: str
@@ -31,12 +32,16 @@ class Settings:
     # Seconds a mirror's pods may stay unschedulable before it moves to a cluster
     # that fits (0: never).
     pending_timeout: float
-    # Seconds a transitional status step may wait to be copied with the next (0: never).
+    # Seconds a passing status step may wait to be copied in a batch with the next (0: never).
     status_batch_period: float
+    # The executor's: create a workload's namespace on a worker that lacks it, and the
+    # retry pacing (seconds) of a mirror a worker rejects.
+    create_namespaces: bool
+    rejected_retry: float
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerState:
+class WorkerSnapshot:
     """One registered worker as this reconcile sees it."""
 
     name: str
@@ -87,7 +92,7 @@ class Snapshot:
     settings: Settings
     # The management object (None: gone); from the cache unless ``fresh``.
     obj: JsonObj | None
-    workers: tuple[WorkerState, ...]
+    workers: tuple[WorkerSnapshot, ...]
     now: str  # RFC 3339, for any timestamp a status needs
     fresh: bool = False
     # UIDs of mirrors we deleted that the caches still show.
@@ -105,9 +110,9 @@ class Snapshot:
     held: str | None = None
     # A move this controller began (the mirror is being deleted): from which worker, why.
     leaving: tuple[str, str] | None = None
-    # Seconds a transitional status step of this workload has waited to be copied
+    # Seconds a passing status step of this workload has waited to be copied in a batch
     # (since the first decision that let it wait); None when none waits.
-    settling_for: float | None = None
+    batching_for: float | None = None
 
-    def worker(self, name: str) -> WorkerState | None:
+    def worker(self, name: str) -> WorkerSnapshot | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -55,7 +55,7 @@ class PoolOptions:
     # Which management cluster this is: only mirrors of this origin are watched.
     origin: str
     # How long a worker may take to list its mirrors before it counts as unreachable.
-    connect_timeout: float
+    sync_timeout: float
     # How often each worker's status (Connected, activeMirrors) is refreshed at most.
     status_interval: float
     # A worker that fails or stops answering shows Connected=False within this many
@@ -298,14 +298,14 @@ class WorkerPool:
             return False
         if current is None:
             self._add(record, replacement)
-            await wait_listed(replacement, self._options.connect_timeout)
+            await wait_listed(replacement, self._options.sync_timeout)
             return True
         # The old connection serves until the new caches have listed: a cache
         # seen empty would make its mirrors look vanished, and its workloads
         # look placeable elsewhere.
         _log.info("worker %s changed: reconnecting", name)
         try:
-            await wait_listed(replacement, self._options.connect_timeout)
+            await wait_listed(replacement, self._options.sync_timeout)
         except BaseException:  # stopped meanwhile: it is in no pool to be closed with
             await replacement.close()
             raise

@@ -67,6 +67,10 @@ class JobKind(WorkloadKind):
         current = obj.get("status") or {}
         return bool(current.get("startTime") or current.get("succeeded") or current.get("failed"))
 
+    def shows_running(self, obj: JsonObj) -> bool:
+        current = obj.get("status") or {}
+        return bool(current.get("active") or current.get("ready"))
+
     def has_started(self, mirror_obj: JsonObj) -> bool:
         # startTime comes with the first sync, before any pod is scheduled: a pod that
         # became ready or ended is what shows work began.

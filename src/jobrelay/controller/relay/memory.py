@@ -1,0 +1,293 @@
+"""The relay's memory: what one reconcile leaves for the next, in one home with one owner.
+
+The decision is pure and the caches lag, so a few things are remembered between
+reconciles, in memory only (a restarted controller starts from freshly listed
+caches and loses nothing it needs):
+
+- our own creates and deletes until the caches show them (``created``,
+  ``deleted``: :class:`~jobrelay.controller.expectations.Expectations`);
+- placements until their worker has caught up (``reservations``): they count in
+  its load until their mirror is visible, and take room in its capacity until its
+  pods are bound;
+- what the last decision said of a workload: why it is held unplaced, the move it
+  began, since when a passing status step waits to be copied in a batch;
+- each namespace's placement policy (its annotations), as the runner feeds it.
+
+The runner makes one; the reconciler reads it to build snapshots and writes what
+each plan says (:meth:`RelayMemory.remember`); the executor records its writes in
+it. Building a snapshot changes nothing here: what the caches now confirm is
+forgotten by an explicit step (:meth:`RelayMemory.forget_confirmed`) the
+reconciler runs first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.capacity import Reservation, WorkerCapacity
+from jobrelay.placement.tracker import OwnedPods
+from jobrelay.placement.workload import (
+    Choice,
+    Invalid,
+    PodGroup,
+    Workload,
+    read_choice,
+    read_workload,
+)
+from jobrelay.vocabulary.meta import Meta
+
+__all__ = ["NO_POLICY", "RelayMemory", "Reservations", "Reserved"]
+
+# A placement whose pods a worker has not bound after this long takes no room: they
+# are Pending there (the pending timeout's business), not on their way.
+RESERVATION_MAX_AGE = 120.0
+# A namespace without annotations: any cluster, the default score.
+NO_POLICY = Choice()
+
+
+@dataclass
+class Reserved:
+    """One placement: where, the pods it will ask for, and whether its mirror is visible."""
+
+    cluster: str
+    demand: tuple[PodGroup, ...]
+    since: float
+    mirror_visible: bool = False
+
+
+class Reservations:
+    """Placements the worker has not caught up with. Until its mirror is visible, a
+    placement counts in its worker's load; until the worker has made its pods, its
+    demand takes room in the worker's capacity. So a burst of placements spreads out
+    and never over-commits a cluster in jobrelay's own model."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._entries: dict[Hashable, Reserved] = {}
+        # The same entries by cluster, and per cluster: how many mirrors are not yet
+        # visible, and a version that changes with any entry (snapshots cache by it).
+        self._on: dict[str, dict[Hashable, Reserved]] = {}
+        self._unseen: Counter[str] = Counter()
+        self._versions: Counter[str] = Counter()
+        self._clock = clock
+
+    def reserve(self, cluster: str, key: Hashable, demand: tuple[PodGroup, ...] = ()) -> None:
+        self.release(key)
+        entry = Reserved(cluster, demand, self._clock())
+        self._entries[key] = entry
+        self._on.setdefault(cluster, {})[key] = entry
+        self._unseen[cluster] += 1
+        self._versions[cluster] += 1
+
+    def release(self, key: Hashable) -> None:
+        """Its placement did not happen, or the workload needs nothing any more."""
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        del self._on[entry.cluster][key]
+        if not entry.mirror_visible:
+            self._unseen[entry.cluster] -= 1
+        self._versions[entry.cluster] += 1
+
+    def mirror_visible(self, key: Hashable) -> None:
+        """Its mirror is in the worker's cache: it counts there now; its pods may not yet."""
+        entry = self._entries.get(key)
+        if entry is None or entry.mirror_visible:
+            return
+        if not entry.demand:
+            self.release(key)
+            return
+        entry.mirror_visible = True
+        self._unseen[entry.cluster] -= 1
+        self._versions[entry.cluster] += 1
+
+    def count(self, cluster: str) -> int:
+        """Placements on ``cluster`` whose mirror is not visible yet."""
+        return self._unseen[cluster]
+
+    def on(self, cluster: str) -> list[tuple[Hashable, Reserved]]:
+        """The reservations with demand on ``cluster``."""
+        return [(k, e) for k, e in self._on.get(cluster, {}).items() if e.demand]
+
+    def version(self, cluster: str) -> int:
+        """Changes whenever a reservation on ``cluster`` does."""
+        return self._versions[cluster]
+
+    def age(self, entry: Reserved) -> float:
+        return self._clock() - entry.since
+
+
+class WorkerPods(Protocol):
+    """What the memory reads of a worker (fleet.workers.Worker): its name, its
+    unfinished mirrors and the pods they made."""
+
+    name: str
+    unfinished: set[WorkloadKey]
+
+    def pods_of(self, namespace: str, name: str) -> OwnedPods | None: ...
+
+
+def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
+    """``groups`` without their first ``pods`` pods (those the worker has bound)."""
+    left = []
+    for group in groups:
+        taken = min(group.count, pods)
+        pods -= taken
+        if group.count > taken:
+            left.append(dataclasses.replace(group, count=group.count - taken))
+    return tuple(left)
+
+
+class RelayMemory:
+    """The soft state of the relay (see the module doc)."""
+
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.created = Expectations()
+        self.deleted = Expectations()
+        self.reservations = Reservations(monotonic)
+        self._monotonic = monotonic
+        # Workloads waiting unplaced, oldest first, with the signature of why (told to
+        # the user again only when it changes); retried as soon as capacity changes.
+        self._held: dict[WorkloadKey, str] = {}
+        # Moves begun (their mirror is being deleted): from which worker, and why.
+        self._leaving: dict[WorkloadKey, tuple[str, str]] = {}
+        # Workloads whose passing status step waits to be copied in a batch, since when.
+        self._batching_since: dict[WorkloadKey, float] = {}
+        # Held workloads as placement reads them, by key: (resourceVersion, workload).
+        self._workloads: dict[WorkloadKey, tuple[str, Workload | None]] = {}
+        # Each namespace's placement policy, from its annotations.
+        self._policies: dict[str, Choice | Invalid] = {}
+        # Per worker: the reservation version and second its reservations were last
+        # pruned at; and its capacity with them laid on, with what it was computed from.
+        self._pruned: dict[str, tuple[int, int]] = {}
+        self._overlays: dict[str, tuple[WorkerCapacity, tuple[int, int], WorkerCapacity]] = {}
+
+    # -- what decisions said -------------------------------------------------------------
+
+    def remember(self, key: WorkloadKey, plan: Plan) -> None:
+        """Keep what ``plan`` says about ``key`` for its next decision."""
+        placing = any(isinstance(a, Place) for a in plan.actions)
+        if plan.held is not None:
+            self._held[key] = plan.held
+        elif not isinstance(plan.outcome, (ReadFresh, Retry)) or placing:
+            self._held.pop(key, None)
+            self._workloads.pop(key, None)
+        if plan.batching:
+            self._batching_since.setdefault(key, self._monotonic())
+        elif not isinstance(plan.outcome, (ReadFresh, Retry)):
+            self._batching_since.pop(key, None)
+        if plan.leaving is not None:
+            self._leaving[key] = plan.leaving
+        elif placing or isinstance(plan.outcome, Done):
+            self._leaving.pop(key, None)
+
+    def held_keys(self) -> list[WorkloadKey]:
+        """The workloads waiting unplaced, the longest-waiting first."""
+        return list(self._held)
+
+    def held(self, key: WorkloadKey) -> str | None:
+        """The signature of why ``key`` was last reported held (None: it is not)."""
+        return self._held.get(key)
+
+    def leaving(self, key: WorkloadKey) -> tuple[str, str] | None:
+        """The move ``key`` began: from which worker, and why."""
+        return self._leaving.get(key)
+
+    def batching_for(self, key: WorkloadKey) -> float | None:
+        """Seconds a passing status step of ``key`` has waited to be copied in a batch."""
+        since = self._batching_since.get(key)
+        return None if since is None else self._monotonic() - since
+
+    def held_workload(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> Workload | None:
+        """The held workload as placement reads it, parsed once per version."""
+        version = str(Meta(obj).resource_version)
+        cached = self._workloads.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        workload = read_workload(kind, obj)
+        parsed = None if isinstance(workload, Invalid) else workload
+        self._workloads[key] = (version, parsed)
+        return parsed
+
+    # -- namespaces -----------------------------------------------------------------------
+
+    def policy_changed(self, namespace: str, annotations: Mapping[str, str] | None) -> None:
+        """A namespace's annotations changed (None: it is gone)."""
+        if annotations is None:
+            self._policies.pop(namespace, None)
+        else:
+            self._policies[namespace] = read_choice(annotations)
+
+    def policy(self, namespace: str) -> Choice | Invalid:
+        return self._policies.get(namespace, NO_POLICY)
+
+    # -- what the caches confirm ---------------------------------------------------------
+
+    def forget_confirmed(
+        self, creates_seen: Iterable[Hashable], workers: Iterable[WorkerPods]
+    ) -> None:
+        """Forget what the caches now show: the creates in ``creates_seen`` (the worker's
+        cache has their mirror), and each worker's reservations it no longer needs
+        (:meth:`prune_reservations`)."""
+        for seen in creates_seen:
+            self.created.observed(seen)
+        for worker in workers:
+            self.prune_reservations(worker)
+
+    def prune_reservations(self, worker: WorkerPods) -> None:
+        """Release the placements on ``worker`` whose pods it has all bound, whose mirror
+        finished or went, or that waited longer than the worker could take to make them:
+        when its reservations changed, and at least once a second, not every time."""
+        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
+        if self._pruned.get(worker.name) == stamp:
+            return
+        for key, entry in self.reservations.on(worker.name):
+            assert isinstance(key, WorkloadKey)
+            if self._reserving(worker, key, entry) is None:
+                self.reservations.release(key)
+        # Releasing moved the version on: stamp what was pruned.
+        self._pruned[worker.name] = (self.reservations.version(worker.name), stamp[1])
+
+    def with_reservations(self, worker: WorkerPods, capacity: WorkerCapacity) -> WorkerCapacity:
+        """``capacity`` with what jobrelay placed on ``worker`` laid on it: computed again
+        when the worker's capacity or its reservations change, and at least once a second
+        (pods get bound), not for every snapshot."""
+        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
+        cached = self._overlays.get(worker.name)
+        if cached is not None and cached[0] is capacity and cached[1] == stamp:
+            return cached[2]
+        overlaid = capacity.with_reservations(self.reserved_on(worker))
+        self._overlays[worker.name] = (capacity, stamp, overlaid)
+        return overlaid
+
+    def reserved_on(self, worker: WorkerPods) -> tuple[Reservation, ...]:
+        """What jobrelay placed on ``worker`` beyond the pods it has bound to nodes: each
+        placement's pods less those bound, until all are, its mirror finished or went,
+        or it has waited for longer than the worker could take to make them."""
+        reserved = []
+        for key, entry in self.reservations.on(worker.name):
+            assert isinstance(key, WorkloadKey)
+            left = self._reserving(worker, key, entry)
+            if left is not None:
+                reserved.append(Reservation(key.key, left))
+        return tuple(reserved)
+
+    def _reserving(
+        self, worker: WorkerPods, key: WorkloadKey, entry: Reserved
+    ) -> tuple[PodGroup, ...] | None:
+        """The pods ``entry`` still reserves on ``worker`` (None: none any more)."""
+        if entry.mirror_visible and key not in worker.unfinished:
+            return None  # finished, or gone
+        if self.reservations.age(entry) > RESERVATION_MAX_AGE:
+            return None
+        pods = worker.pods_of(key.namespace, key.name)
+        left = _less(entry.demand, pods.bound if pods is not None else 0)
+        return left or None

@@ -1,0 +1,241 @@
+"""The relay's memory: reservations, what decisions said, what the caches confirm.
+
+A snapshot only reads it; :meth:`RelayMemory.forget_confirmed` is the one step
+that lets go of what the caches now show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.unit.controller.builders import JOB, NAMESPACE, job
+
+from jobrelay.controller.relay import memory as memory_module
+from jobrelay.controller.relay.memory import NO_POLICY, RelayMemory, Reservations
+from jobrelay.controller.relay.plan import (
+    Done,
+    Place,
+    Plan,
+    ReadFresh,
+    RequeueAfter,
+    Retry,
+)
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.placement.tracker import OwnedPods
+from jobrelay.placement.workload import Invalid, PodGroup
+
+KEY = WorkloadKey(JOB.name, f"{NAMESPACE}/train")
+OTHER = WorkloadKey(JOB.name, f"{NAMESPACE}/other")
+DEMAND = (PodGroup("main", 2, {"cpu": 1000}),)
+
+
+@dataclass
+class Worker:
+    """What the memory reads of a worker."""
+
+    name: str
+    unfinished: set[WorkloadKey] = field(default_factory=set)
+    pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
+
+    def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
+        return self.pods.get((namespace, name))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- what decisions said ---------------------------------------------------------------
+
+
+def test_a_held_workload_is_remembered_until_a_plan_places_it_or_ends() -> None:
+    memory = RelayMemory()
+    memory.remember(KEY, Plan((), RequeueAfter(15.0), held="NotPlaced|w1"))
+    memory.remember(OTHER, Plan((), RequeueAfter(15.0), held="NeverFits|"))
+    assert memory.held_keys() == [KEY, OTHER] and memory.held(KEY) == "NotPlaced|w1"
+    # A retry or a fresh read says nothing new about why it is held.
+    memory.remember(KEY, Plan((), Retry("conflict")))
+    memory.remember(KEY, Plan((), ReadFresh(obj=True)))
+    assert memory.held(KEY) == "NotPlaced|w1"
+    # A retry that placed it did.
+    memory.remember(KEY, Plan((Place("w1", "10"),), Retry("conflict")))
+    assert memory.held(KEY) is None
+    memory.remember(OTHER, Plan((), Done()))
+    assert memory.held_keys() == []
+
+
+def test_a_move_is_remembered_until_placed_elsewhere_or_done() -> None:
+    memory = RelayMemory()
+    memory.remember(KEY, Plan((), Retry("waiting"), leaving=("w1", "draining")))
+    memory.remember(KEY, Plan((), Retry("still waiting")))
+    assert memory.leaving(KEY) == ("w1", "draining")
+    memory.remember(KEY, Plan((Place("w2", "11"),), Done()))
+    assert memory.leaving(KEY) is None
+    memory.remember(KEY, Plan((), Retry("waiting"), leaving=("w2", "lost")))
+    memory.remember(KEY, Plan((), Done()))
+    assert memory.leaving(KEY) is None
+
+
+def test_a_passing_status_step_batches_from_the_first_plan_that_let_it_wait() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    assert memory.batching_for(KEY) is None
+    memory.remember(KEY, Plan((), RequeueAfter(1.0), batching=True))
+    clock.now += 0.5
+    memory.remember(KEY, Plan((), RequeueAfter(0.6), batching=True))
+    memory.remember(KEY, Plan((), Retry("conflict")))  # says nothing of the batch
+    assert memory.batching_for(KEY) == 0.5
+    memory.remember(KEY, Plan((), Done()))
+    assert memory.batching_for(KEY) is None
+
+
+def test_namespace_policies() -> None:
+    memory = RelayMemory()
+    assert memory.policy("team-a") is NO_POLICY
+    memory.policy_changed("team-a", {"jobrelay.dev/clusters": "w2"})
+    assert memory.policy("team-a").clusters == ("w2",)  # type: ignore[union-attr]
+    memory.policy_changed("team-b", {"jobrelay.dev/clusters": ""})
+    assert isinstance(memory.policy("team-b"), Invalid)
+    memory.policy_changed("team-b", None)
+    assert memory.policy("team-b") is NO_POLICY
+
+
+def test_a_held_workload_is_parsed_once_per_version() -> None:
+    memory = RelayMemory()
+    obj = job()
+    first = memory.held_workload(KEY, JOB, obj)
+    assert first is not None
+    assert memory.held_workload(KEY, JOB, obj) is first
+    obj["metadata"]["resourceVersion"] = "11"
+    assert memory.held_workload(KEY, JOB, obj) is not first
+
+
+# -- what the caches confirm -------------------------------------------------------------
+
+
+def test_forgetting_what_the_caches_confirm_is_a_step_of_its_own() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY})
+    memory.created.expect(("w1", KEY, "uid-1"))
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    memory.reservations.mirror_visible(KEY)
+    worker.pods[(NAMESPACE, "train")] = OwnedPods(total=2, bound=2, started=True)
+    # Reading changes nothing: all its pods are bound, so it reserves nothing now ...
+    assert memory.reserved_on(worker) == ()
+    assert [k for k, _ in memory.reservations.on("w1")] == [KEY]
+    assert memory.created.pending(("w1", KEY, "uid-1"))
+    # ... and the step lets go of both.
+    memory.forget_confirmed([("w1", KEY, "uid-1")], [worker])
+    assert memory.reservations.on("w1") == []
+    assert not memory.created.pending(("w1", KEY, "uid-1"))
+
+
+def test_reservations_are_pruned_when_they_change_or_a_second_passes() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY})
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    memory.reservations.mirror_visible(KEY)
+    memory.prune_reservations(worker)
+    assert memory.reserved_on(worker) != ()
+    worker.unfinished.clear()  # finished: its room is the worker's again
+    memory.prune_reservations(worker)  # within the same second: not looked at again
+    assert [k for k, _ in memory.reservations.on("w1")] == [KEY]
+    assert memory.reserved_on(worker) == ()  # what a snapshot reads is right already
+    clock.now += 1.0
+    memory.prune_reservations(worker)
+    assert memory.reservations.on("w1") == []
+
+
+def test_a_reservation_older_than_a_worker_takes_to_make_pods_takes_no_room() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY})
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    (reserved,) = memory.reserved_on(worker)
+    assert reserved.groups == DEMAND
+    worker.pods[(NAMESPACE, "train")] = OwnedPods(total=1, bound=1)
+    (reserved,) = memory.reserved_on(worker)
+    assert reserved.groups[0].count == 1  # less the pod bound
+    clock.now += memory_module.RESERVATION_MAX_AGE + 1
+    assert memory.reserved_on(worker) == ()
+    memory.forget_confirmed((), [worker])
+    assert memory.reservations.count("w1") == 0
+
+
+# -- reservations ----------------------------------------------------------------------
+
+
+def test_reservations_follow_the_latest_placement() -> None:
+    reservations = Reservations()
+    reservations.reserve("w1", "a")
+    reservations.reserve("w1", "b")
+    reservations.reserve("w2", "a")  # placed again elsewhere: counted there only
+    assert (reservations.count("w1"), reservations.count("w2")) == (1, 1)
+    reservations.release("a")
+    reservations.release("never-reserved")
+    assert (reservations.count("w1"), reservations.count("w2"), reservations.count("w3")) == (
+        1,
+        0,
+        0,
+    )
+
+
+def test_reservations_count_for_load_until_the_mirror_shows_and_for_room_until_bound() -> None:
+    now = [0.0]
+    reservations = Reservations(clock=lambda: now[0])
+    groups = (PodGroup("main", 2, {"cpu": 1000}),)
+    reservations.reserve("w1", "a", groups)
+    reservations.reserve("w1", "b")
+    assert reservations.count("w1") == 2
+    reservations.mirror_visible("a")
+    reservations.mirror_visible("b")
+    assert reservations.count("w1") == 0
+    assert [key for key, _ in reservations.on("w1")] == ["a"]
+    now[0] = 30.0
+    (entry,) = [e for _, e in reservations.on("w1")]
+    assert reservations.age(entry) == 30.0
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["reserve", "release", "visible"]),
+            st.sampled_from(["a", "b", "c", "d"]),
+            st.sampled_from(["w1", "w2"]),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_reservations_indexed_by_cluster_agree_with_a_scan(
+    steps: list[tuple[str, str, str, bool]],
+) -> None:
+    """Counts, lists and versions kept per cluster say what a scan of every entry says."""
+    reservations = Reservations(clock=lambda: 0.0)
+    demand = (PodGroup("main", 1, {"cpu": 100}),)
+    for op, key, cluster, with_demand in steps:
+        before = {c: reservations.version(c) for c in ("w1", "w2")}
+        entries = dict(reservations._entries)
+        if op == "reserve":
+            reservations.reserve(cluster, key, demand if with_demand else ())
+        elif op == "release":
+            reservations.release(key)
+        else:
+            reservations.mirror_visible(key)
+        for c in ("w1", "w2"):
+            scan = [(k, e) for k, e in reservations._entries.items() if e.cluster == c]
+            assert reservations.count(c) == sum(1 for _, e in scan if not e.mirror_visible)
+            assert reservations.on(c) == [(k, e) for k, e in scan if e.demand]
+            changed = [k for k, e in scan if entries.get(k) is not e] + [
+                k for k, e in entries.items() if e.cluster == c and k not in reservations._entries
+            ]
+            if changed:
+                assert reservations.version(c) != before[c]
