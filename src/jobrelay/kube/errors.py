@@ -86,6 +86,18 @@ class ApiError(Exception):
         return self.reason == "Invalid"
 
     @property
+    def is_namespace_terminating(self) -> bool:
+        """Refused because the namespace is being deleted (its NamespaceLifecycle cause):
+        nothing can be created there any more, and nobody is left to read it."""
+        causes = self.details.get("causes")
+        if isinstance(causes, list) and any(
+            isinstance(cause, Mapping) and cause.get("reason") == "NamespaceTerminating"
+            for cause in causes
+        ):
+            return True
+        return self.code == 403 and "because it is being terminated" in self.message
+
+    @property
     def is_unreachable(self) -> bool:
         """No answer from the apiserver: connection refused, TLS failure, timeout."""
         return self.code == 0 and self.reason in ("Unreachable", "Timeout")

@@ -202,7 +202,9 @@ class EventRecorder:
             try:
                 await self._write(key, pending)
             except ApiError as exc:
-                _log.warning(
+                # A namespace being deleted takes its objects and their Events with it.
+                _log.log(
+                    logging.DEBUG if exc.is_namespace_terminating else logging.WARNING,
                     "cannot write event %s about %s %s/%s: %s",
                     key.reason,
                     key.kind,

@@ -24,6 +24,7 @@ class EventServer:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self.fail_with: int | None = None
+        self.fail_status: dict[str, Any] | None = None
         self.patch_status = 200
         self.received = asyncio.Event()
 
@@ -32,7 +33,7 @@ class EventServer:
         self.requests.append((request.method, request.url.path, body))
         self.received.set()
         if self.fail_with is not None:
-            status = {
+            status = self.fail_status or {
                 "kind": "Status",
                 "code": self.fail_with,
                 "reason": "InternalError",
@@ -173,6 +174,60 @@ async def test_failures_are_logged_never_raised(
             recorder.record({"metadata": {"name": "no-kind"}}, "Normal", "Synced", "x")
     assert "cannot write event Synced" in caplog.text
     assert "lacks apiVersion" in caplog.text
+
+
+# What kube-apiserver's NamespaceLifecycle admission answers for a create there.
+NAMESPACE_TERMINATING = {
+    "kind": "Status",
+    "code": 403,
+    "reason": "Forbidden",
+    "message": 'events "train.1" is forbidden: unable to create new content in namespace '
+    "team-a because it is being terminated",
+    "details": {
+        "name": "train.1",
+        "kind": "events",
+        "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}],
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        NAMESPACE_TERMINATING,
+        {**NAMESPACE_TERMINATING, "details": None},  # an apiserver that sends no causes
+    ],
+)
+async def test_a_namespace_being_deleted_is_no_warning(
+    server: EventServer,
+    client: ApiClient,
+    caplog: pytest.LogCaptureFixture,
+    status: dict[str, Any],
+) -> None:
+    # Its objects and their Events go with it: nothing an operator needs to hear of.
+    server.fail_with, server.fail_status = 403, status
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.events"):
+        async with EventRecorder(client) as recorder:
+            recorder.record(JOB, "Normal", "Completed", "x")
+    written = [r for r in caplog.records if "cannot write event Completed" in r.getMessage()]
+    assert [r.levelno for r in written] == [logging.DEBUG]
+
+
+async def test_other_refusals_are_warnings(
+    server: EventServer, client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.fail_with = 403
+    server.fail_status = {
+        "kind": "Status",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": 'events is forbidden: User "jobrelay" cannot create resource "events"',
+    }
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.kube.events"):
+        async with EventRecorder(client) as recorder:
+            recorder.record(JOB, "Normal", "Completed", "x")
+    written = [r for r in caplog.records if "cannot write event Completed" in r.getMessage()]
+    assert [r.levelno for r in written] == [logging.WARNING]
 
 
 async def test_cluster_scoped_objects_get_events_in_default(
