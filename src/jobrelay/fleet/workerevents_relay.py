@@ -34,6 +34,7 @@ from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
+from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
 
 __all__ = ["EventRelay"]
 
@@ -151,21 +152,21 @@ class EventRelay:
             self._record(outgoing)
         self._schedule_summaries()
 
-    async def _sync_blocked(self, key: WorkloadKey) -> float | None:
+    async def _sync_blocked(self, key: WorkloadKey) -> QueueOutcome:
         """Make the management object's annotation say what the tracker wants."""
         wanted = self.blocked.wanted(key)
         obj = self._local(key)
         if obj is None or _annotation_of(obj) == wanted:
-            return None
+            return Done()
         if wanted is None and any(
             w.events is not None and not w.events.has_synced for w in self._workers()
         ):
-            return _UNLISTED_RETRY
+            return RequeueAfter(_UNLISTED_RETRY)
         if not self._may_write():
-            return None  # a standby writes nothing; the leader keeps it
+            return Done()  # a standby writes nothing; the leader keeps it
         kind = self._kinds.get(key.kind)
         if kind is None:
-            return None
+            return Done()
         try:
             await self._manager.patch(
                 kind.ref,
@@ -176,11 +177,11 @@ class EventRelay:
         except ApiError as error:
             if not error.is_not_found:
                 raise
-            return None
+            return Done()
         _log.info(
             "%s: %s", key, f"blocked: {wanted}" if wanted is not None else "no longer blocked"
         )
-        return None
+        return Done()
 
     # -- reading ---------------------------------------------------------------------------
 
