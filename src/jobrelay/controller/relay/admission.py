@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
+from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient

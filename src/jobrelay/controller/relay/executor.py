@@ -33,7 +33,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kinds.admission import pod_security_labels
+from jobrelay.kinds.admission_rules import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
