@@ -33,6 +33,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
 
@@ -120,7 +121,7 @@ class EventRelay:
     def mirror_changed(self, worker: Worker, kind: WorkloadKind, event: InformerEvent) -> None:
         key = WorkloadKey(kind.name, event.key)
         mirror = event.new
-        uid = None if mirror is None else str((mirror.get("metadata") or {}).get("uid") or "")
+        uid = None if mirror is None else Meta(mirror).uid
         running = mirror is not None and self._running_or_finished(kind.name, mirror)
         self.blocked.mirror(worker.name, key, uid, running_or_finished=running)
         if self._annotation(key) != self.blocked.wanted(key):
@@ -200,9 +201,7 @@ class EventRelay:
 
 
 def _annotation_of(obj: Mapping[str, Any]) -> str | None:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(BLOCKED_ANNOTATION)
-    return value if isinstance(value, str) else None
+    return Meta(obj).annotation(BLOCKED_ANNOTATION)
 
 
 def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | None]:
@@ -226,7 +225,7 @@ def _pod_owners(worker: Worker) -> Callable[[str, str], Sequence[str] | None]:
         pod = pods.get(f"{namespace}/{name}")
         if pod is None:
             return None
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = Meta(pod).labels
         return sorted({str(v) for v in labels.values() if v}, key=len, reverse=True)
 
     return owners
