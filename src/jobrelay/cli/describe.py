@@ -35,6 +35,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of, placements_of
 
 DESCRIBE_TYPES: dict[str, WorkloadKind] = {
@@ -191,9 +192,9 @@ def _worker_lines(side: WorkerSide, now: datetime) -> list[str]:
         return [f"worker details unavailable: {side.unavailable}"]
     details = side.details
     mirror = details.get("mirror") or {}
-    metadata = mirror.get("metadata") or {}
+    meta = Meta(mirror)
     lines = [f"Worker:           {details.get('cluster') or '-'}"]
-    lines.append(f"Mirror:           {metadata.get('namespace', '')}/{metadata.get('name', '')}")
+    lines.append(f"Mirror:           {meta.namespace}/{meta.name}")
     lines.append("  Conditions:")
     lines.extend(_conditions((mirror.get("status") or {}).get("conditions"), now, "    "))
     pods = [p for p in details.get("pods") or [] if isinstance(p, Mapping)]
@@ -260,16 +261,15 @@ def render(
     now: datetime,
 ) -> list[str]:
     """The whole description; ``worker`` is None when it was never placed."""
-    metadata = obj.get("metadata") or {}
+    meta = Meta(obj)
     where = workloads.standing(kind, obj)
     history = placements_of(obj)
     lines = [
-        f"Name:             {metadata.get('name', '')}",
-        f"Namespace:        {metadata.get('namespace', '')}",
+        f"Name:             {meta.name}",
+        f"Namespace:        {meta.namespace}",
         f"Kind:             {kind.ref.kind} ({kind.ref.api_version})",
         f"Managed By:       {(obj.get('spec') or {}).get('managedBy') or '-'}",
-        f"Created:          {metadata.get('creationTimestamp', '-')} "
-        f"({workloads.age(obj, now)} ago)",
+        f"Created:          {meta.creation_timestamp or '-'} ({workloads.age(obj, now)} ago)",
         f"State:            {where.state.value}",
     ]
     if where.reason:
@@ -312,7 +312,7 @@ async def manager_side(
         raise
     obj.setdefault("apiVersion", resource.api_version)
     obj.setdefault("kind", resource.kind)
-    uid = (obj.get("metadata") or {}).get("uid")
+    uid = Meta(obj).uid
     listed = await client.list(
         EVENTS, namespace=namespace, field_selector=f"involvedObject.uid={uid}"
     )

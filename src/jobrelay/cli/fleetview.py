@@ -18,6 +18,7 @@ from jobrelay.fleet import maintenance_rules
 from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.placement.units import CPU, GPU, MEMORY, format_units, resources_of
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of
 
 CLUSTER_COLUMNS = ("NAME", "CONNECTED", "STATE", "VERSION", "MIRRORS", "CAPACITY", "AGE")
@@ -46,9 +47,7 @@ def cluster_line(
     )  # fmt: skip
     if not wide:
         return cells
-    labels = ",".join(
-        f"{k}={v}" for k, v in ((worker.get("metadata") or {}).get("labels") or {}).items()
-    )
+    labels = ",".join(f"{k}={v}" for k, v in Meta(worker).labels.items())
     notes = []
     if state.lost_time:
         notes.append(f"lost since {state.lost_time}")

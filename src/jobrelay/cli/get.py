@@ -105,9 +105,8 @@ class Query:
     explicit: bool  # the types were named (not `all`): a kind not served is an error
 
     def wanted(self, obj: Mapping[str, Any]) -> bool:
-        metadata = obj.get("metadata") or {}
         if self.names:
-            return metadata.get("name") in self.names
+            return Meta(obj).name in self.names
         return (obj.get("spec") or {}).get("managedBy") == self.controller_name
 
 
@@ -282,12 +281,12 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
                 ) as events:  # fmt: skip
                     async for event in events:
                         obj = dict(event.object)
-                        new_version = (obj.get("metadata") or {}).get("resourceVersion")
+                        new_version = Meta(obj).resource_version
                         if event.type == "ERROR":
                             version = None  # 410 Gone and its like: list again
                             break
                         if new_version:
-                            version = str(new_version)
+                            version = new_version
                         if event.type in ("ADDED", "MODIFIED") and query.wanted(obj):
                             obj.setdefault("apiVersion", resource.api_version)
                             obj.setdefault("kind", resource.kind)

@@ -30,15 +30,9 @@ from jobrelay.observe.metrics import (
 from jobrelay.vocabulary.outcome import QueueOutcome, Retry, result
 from jobrelay.vocabulary.placement import placement_of, placements_of
 
-__all__ = ["Instruments", "reconcile_result"]
+__all__ = ["Instruments"]
 
 Handler = Callable[[WorkloadKey], Awaitable[QueueOutcome]]
-
-
-def reconcile_result(outcome: QueueOutcome) -> str:
-    """The ``result`` label of a reconcile that ended with ``outcome``: done, requeue,
-    retry or terminal (a problem only the user can fix)."""
-    return result(outcome)
 
 
 class Instruments:
@@ -138,7 +132,7 @@ class Instruments:
                     self.metrics.reconciled(key.kind, "error", self._clock() - started)
                 raise
             self.status_copy.end(key, retry=isinstance(outcome, Retry))
-            self.metrics.reconciled(key.kind, reconcile_result(outcome), self._clock() - started)
+            self.metrics.reconciled(key.kind, result(outcome), self._clock() - started)
             return outcome
 
         return timed

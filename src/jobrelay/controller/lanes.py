@@ -14,13 +14,10 @@ from collections.abc import Iterable, Set
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.queueing import Lane
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of
 
 __all__ = ["lane_of_change", "needs_resync", "resync_keys"]
-
-
-def _generation(obj: JsonObj) -> object:
-    return (obj.get("metadata") or {}).get("generation")
 
 
 def lane_of_change(
@@ -45,7 +42,11 @@ def lane_of_change(
         return Lane.STATUS if kind.is_suspended(new) else Lane.FRESH
     if old is None:
         return Lane.STATUS
-    if placement != placement_of(old) or _generation(new) != _generation(old) or not mirrored:
+    if (
+        placement != placement_of(old)
+        or Meta(new).generation != Meta(old).generation
+        or not mirrored
+    ):
         return Lane.FRESH
     return Lane.STATUS
 

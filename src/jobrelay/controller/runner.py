@@ -47,6 +47,7 @@ from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLivene
 from jobrelay.relayapi import publishing as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.probe_server import Health, HealthServer, parse_address
 
@@ -445,7 +446,7 @@ class Controller:
     def _namespace_changed(self, event: InformerEvent) -> None:
         namespace = event.key.rpartition("/")[2]
         obj = event.new
-        annotations = None if obj is None else (obj.get("metadata") or {}).get("annotations") or {}
+        annotations = None if obj is None else Meta(obj).annotations
         self.reconciler.policy_changed(namespace, annotations)
         # Its held workloads may now go somewhere (or must go elsewhere than planned).
         for key in self.reconciler.held():

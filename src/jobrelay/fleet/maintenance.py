@@ -25,6 +25,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import WORKER_CLUSTERS
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import mirror_selector
 from jobrelay.vocabulary.resource import Resource
 
@@ -152,9 +153,7 @@ async def _watch_until(
                 async for event in events:
                     if event.type == "ERROR":
                         raise ApiError.from_status(event.object)
-                    version = str(
-                        event.object.get("metadata", {}).get("resourceVersion") or version
-                    )
+                    version = Meta(event.object).resource_version or version
                     if event.type == "DELETED":
                         raise workerclusters.RegistryError(
                             f"worker cluster {name} was deleted while draining"

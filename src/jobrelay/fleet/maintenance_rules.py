@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import mirror_selector
 from jobrelay.vocabulary.workercluster import (
     DrainMode,
@@ -81,17 +82,17 @@ class WorkerClusterView:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> WorkerClusterView:
-        metadata = obj.get("metadata") or {}
+        meta = Meta(obj)
         status = obj.get("status") or {}
         connected: Mapping[str, Any] = next(
             (c for c in status.get("conditions") or () if c.get("type") == "Connected"), {}
         )
         active = status.get("activeMirrors")
         observed = status.get("observedGeneration")
-        generation = metadata.get("generation")
+        generation = meta.raw.get("generation")
         wanted = WorkerClusterSpec.of(obj)
         return cls(
-            name=str(metadata.get("name", "")),
+            name=meta.name,
             cordoned=wanted.cordoned,
             drain=wanted.drain,
             active_mirrors=active if isinstance(active, int) else None,

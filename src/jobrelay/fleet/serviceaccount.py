@@ -35,6 +35,7 @@ from typing import Any
 from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.resources import NAMESPACES, SECRETS
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 
@@ -141,8 +142,7 @@ def describe(resource: Resource, manifest: Mapping[str, Any]) -> str:
 def secret_token(secret: Mapping[str, Any], account: WorkerAccount) -> str | None:
     """The bearer token the token controller wrote into the Secret, once it has (and only
     if it is the token of ``account``: the Secret could name another ServiceAccount)."""
-    annotations = secret.get("metadata", {}).get("annotations") or {}
-    if annotations.get("kubernetes.io/service-account.name") != account.name:
+    if Meta(secret).annotation("kubernetes.io/service-account.name") != account.name:
         return None
     encoded = (secret.get("data") or {}).get("token")
     if not encoded:

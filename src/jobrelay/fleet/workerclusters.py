@@ -22,6 +22,7 @@ from jobrelay.kube import redact
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS, NAMESPACES, SECRETS, WORKER_CLUSTERS
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import FIELD_MANAGER
 
 DEFAULT_NAMESPACE = "jobrelay-system"
@@ -90,8 +91,8 @@ async def default_origin(client: ApiClient) -> str:
             f"cannot read namespace kube-system to identify this management cluster ({error}): "
             "grant `get` on it, or name the origin with --origin"
         ) from error
-    uid = (namespace.get("metadata") or {}).get("uid")
-    if not isinstance(uid, str) or not uid:
+    uid = Meta(namespace).uid
+    if not uid:
         raise RegistryError("namespace kube-system has no UID: name the origin with --origin")
     return uid
 

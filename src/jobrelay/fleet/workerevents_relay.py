@@ -33,7 +33,9 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
+from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
 
 __all__ = ["EventRelay"]
 
@@ -119,7 +121,7 @@ class EventRelay:
     def mirror_changed(self, worker: Worker, kind: WorkloadKind, event: InformerEvent) -> None:
         key = WorkloadKey(kind.name, event.key)
         mirror = event.new
-        uid = None if mirror is None else str((mirror.get("metadata") or {}).get("uid") or "")
+        uid = None if mirror is None else Meta(mirror).uid
         running = mirror is not None and self._running_or_finished(kind.name, mirror)
         self.blocked.mirror(worker.name, key, uid, running_or_finished=running)
         if self._annotation(key) != self.blocked.wanted(key):
@@ -151,21 +153,21 @@ class EventRelay:
             self._record(outgoing)
         self._schedule_summaries()
 
-    async def _sync_blocked(self, key: WorkloadKey) -> float | None:
+    async def _sync_blocked(self, key: WorkloadKey) -> QueueOutcome:
         """Make the management object's annotation say what the tracker wants."""
         wanted = self.blocked.wanted(key)
         obj = self._local(key)
         if obj is None or _annotation_of(obj) == wanted:
-            return None
+            return Done()
         if wanted is None and any(
             w.events is not None and not w.events.has_synced for w in self._workers()
         ):
-            return _UNLISTED_RETRY
+            return RequeueAfter(_UNLISTED_RETRY)
         if not self._may_write():
-            return None  # a standby writes nothing; the leader keeps it
+            return Done()  # a standby writes nothing; the leader keeps it
         kind = self._kinds.get(key.kind)
         if kind is None:
-            return None
+            return Done()
         try:
             await self._manager.patch(
                 kind.ref,
@@ -176,11 +178,11 @@ class EventRelay:
         except ApiError as error:
             if not error.is_not_found:
                 raise
-            return None
+            return Done()
         _log.info(
             "%s: %s", key, f"blocked: {wanted}" if wanted is not None else "no longer blocked"
         )
-        return None
+        return Done()
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -199,9 +201,7 @@ class EventRelay:
 
 
 def _annotation_of(obj: Mapping[str, Any]) -> str | None:
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(BLOCKED_ANNOTATION)
-    return value if isinstance(value, str) else None
+    return Meta(obj).annotation(BLOCKED_ANNOTATION)
 
 
 def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | None]:
@@ -225,7 +225,7 @@ def _pod_owners(worker: Worker) -> Callable[[str, str], Sequence[str] | None]:
         pod = pods.get(f"{namespace}/{name}")
         if pod is None:
             return None
-        labels = (pod.get("metadata") or {}).get("labels") or {}
+        labels = Meta(pod).labels
         return sorted({str(v) for v in labels.values() if v}, key=len, reverse=True)
 
     return owners

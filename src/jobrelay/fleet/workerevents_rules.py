@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
@@ -139,7 +140,7 @@ def last_seen(event: Mapping[str, Any]) -> datetime.datetime | None:
         series.get("lastObservedTime"),
         event.get("eventTime"),
         event.get("firstTimestamp"),
-        (event.get("metadata") or {}).get("creationTimestamp"),
+        Meta(event).creation_timestamp,
     )
     moments = [m for m in map(_moment, candidates) if m is not None]
     return max(moments) if moments else None
@@ -194,11 +195,11 @@ def _mirror_target(
                 continue
             found = mirror((kind_name, key))
             if found is not None:
-                metadata = found.get("metadata") or {}
+                meta = Meta(found)
                 return Target(
                     WorkloadKey(kind_name, key),
-                    str(metadata.get("uid") or ""),
-                    _moment(metadata.get("creationTimestamp")),
+                    meta.uid,
+                    _moment(meta.creation_timestamp),
                     subject,
                     makes_pods,
                 )
@@ -237,13 +238,13 @@ def target_of(
         found = mirror((kind_name, f"{namespace}/{name}"))
         if found is None:
             continue
-        metadata = found.get("metadata") or {}
-        if uid and metadata.get("uid") and uid != metadata.get("uid"):
+        meta = Meta(found)
+        if uid and meta.uid and uid != meta.uid:
             return None
         return Target(
             WorkloadKey(kind_name, f"{namespace}/{name}"),
-            str(metadata.get("uid") or ""),
-            _moment(metadata.get("creationTimestamp")),
+            meta.uid,
+            _moment(meta.creation_timestamp),
         )
     if what == _JOB:
         job_kinds = [k for k, ref in kinds.items() if (ref.group, ref.kind) == _JOB]
@@ -332,7 +333,7 @@ class WorkerEventRelay:
         """
         if target is None:
             return []
-        uid = str((event.get("metadata") or {}).get("uid") or "")
+        uid = Meta(event).uid
         if not uid:
             return []
         count = occurrences(event)

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CONTROLLER_ANNOTATION,
@@ -64,29 +65,18 @@ def mirror_metadata(
     }
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _metadata_map(obj, "annotations")
-
-
-def _metadata_map(obj: Mapping[str, Any], field: str) -> Mapping[str, Any]:
-    """``metadata.<field>``; empty when a worker wrote something else there (it may)."""
-    metadata = obj.get("metadata")
-    found = metadata.get(field) if isinstance(metadata, Mapping) else None
-    return found if isinstance(found, Mapping) else {}
-
-
 def run_of(mirror: JsonObj) -> int:
     """Which run of its management object a mirror is (mirrors from before runs were
     numbered, or with a mangled mark, count as the first)."""
     try:
-        return max(1, int(_annotations(mirror).get(RUN_ANNOTATION) or 1))
+        return max(1, int(Meta(mirror).annotations.get(RUN_ANNOTATION) or 1))
     except (ValueError, TypeError, OverflowError):
         return 1
 
 
 def carried_over(mirror: JsonObj) -> dict[str, Any]:
     """What earlier runs did, as recorded on the mirror when it was created (``{}``: nothing)."""
-    text = _annotations(mirror).get(CARRIED_OVER_ANNOTATION)
+    text = Meta(mirror).annotations.get(CARRIED_OVER_ANNOTATION)
     if not text:
         return {}
     try:
@@ -96,13 +86,10 @@ def carried_over(mirror: JsonObj) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _metadata_map(obj, "labels")
-
-
 def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
     """Whether a worker object is a mirror made by the controller of that name and origin."""
-    labels = _labels(mirror)
+    # Meta tolerates whatever a worker wrote there (it may write anything).
+    labels = Meta(mirror).labels
     return bool(
         labels.get(MIRROR_LABEL) == controller_label_value(controller_name)
         and labels.get(ORIGIN_LABEL) == origin
@@ -111,7 +98,7 @@ def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
 
 def origin_uid(mirror: JsonObj) -> str | None:
     """The UID of the management object a mirror was made for."""
-    value = _labels(mirror).get(ORIGIN_UID_LABEL)
+    value = Meta(mirror).labels.get(ORIGIN_UID_LABEL)
     return str(value) if value else None
 
 
@@ -121,10 +108,8 @@ def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str, origin: st
     The UID, not the name, decides: an object deleted and created again under
     the same name must not inherit the old one's mirror.
     """
-    uid = (obj.get("metadata") or {}).get("uid")
-    return (
-        is_ours(mirror, controller_name, origin) and uid is not None and origin_uid(mirror) == uid
-    )
+    uid = Meta(obj).uid
+    return is_ours(mirror, controller_name, origin) and bool(uid) and origin_uid(mirror) == uid
 
 
 def slim_metadata(obj: JsonObj) -> JsonObj:

@@ -358,20 +358,10 @@ class WorkQueue(Generic[K]):
             self._arm_timer(loop, self._delayed[0][0])
 
 
-def outcome_of(answer: QueueOutcome | float | None) -> QueueOutcome:
-    """A handler's answer as an outcome: None and a number are short for :class:`Done`
-    and :class:`RequeueAfter` (handlers with nothing else to say, such as the fleet's)."""
-    if answer is None:
-        return Done()
-    if isinstance(answer, (int, float)):
-        return RequeueAfter(float(answer))
-    return answer
-
-
 async def run_workers(
     queue: WorkQueue[K],
     workers: int,
-    handler: Callable[[K], Awaitable[QueueOutcome | float | None]],
+    handler: Callable[[K], Awaitable[QueueOutcome]],
     *,
     name: str = "worker",
 ) -> None:
@@ -400,7 +390,7 @@ async def run_workers(
             handed_out_at = queue.lane_of(key)
             lane = Lane.FRESH if handed_out_at is None else handed_out_at
             try:
-                outcome = outcome_of(await handler(key))
+                outcome = await handler(key)
             except ApiError as error:
                 delay = queue.add_rate_limited(key, lane)
                 # A silent apiserver is logged by its client once per outage, not per key.

@@ -17,6 +17,7 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.nodefit import Fit, Pool, Shape, assign, largest_free, shape_largest
 from jobrelay.placement.units import CPU, GPU, MEMORY, PODS, format_resources, resources_of
 from jobrelay.placement.workload import PodGroup, Taint
+from jobrelay.vocabulary.meta import Meta
 
 # A node that does not say how many pods it takes is not limited by that.
 _UNLIMITED_PODS = 1 << 40
@@ -46,7 +47,7 @@ class Node:
 
 def node_of(obj: JsonObj, requested: Mapping[str, int] | None = None) -> Node:
     """A Node object of the API as placement sees it; ValueError on a malformed quantity."""
-    metadata: Any = obj.get("metadata") or {}
+    meta = Meta(obj)
     spec: Any = obj.get("spec") or {}
     status: Any = obj.get("status") or {}
     ready = any(
@@ -54,10 +55,10 @@ def node_of(obj: JsonObj, requested: Mapping[str, int] | None = None) -> Node:
         for c in status.get("conditions") or []
     )
     return Node(
-        name=str(metadata.get("name", "")),
+        name=meta.name,
         allocatable=resources_of(status.get("allocatable") or {}),
         requested=dict(requested or {}),
-        labels=dict(metadata.get("labels") or {}),
+        labels=dict(meta.labels),
         taints=tuple(
             Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect", "")))
             for t in spec.get("taints") or []

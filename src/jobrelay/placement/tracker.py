@@ -22,6 +22,7 @@ from typing import Any
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.placement.capacity import Node, WorkerCapacity, node_of
 from jobrelay.placement.units import PODS, resources_of
+from jobrelay.vocabulary.meta import Meta
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
@@ -199,7 +200,7 @@ class CapacityTracker:
             parsed = node_of(dict(node))
         except ValueError:
             # Malformed allocatable (the apiserver validates it): treat it as absent.
-            return self.delete_node(str((node.get("metadata") or {}).get("name", "")))
+            return self.delete_node(Meta(node).name)
         if self._nodes.get(parsed.name) == parsed:
             return False
         self._nodes[parsed.name] = parsed

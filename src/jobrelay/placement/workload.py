@@ -25,6 +25,7 @@ from jobrelay.placement.selectors import (
     parse_selector,
 )
 from jobrelay.placement.units import resources_of
+from jobrelay.vocabulary.meta import Meta
 
 CLUSTERS_ANNOTATION = "jobrelay.dev/clusters"
 CLUSTER_SELECTOR_ANNOTATION = "jobrelay.dev/cluster-selector"
@@ -309,7 +310,7 @@ def read_workload(kind: WorkloadKind, obj: JsonObj) -> Workload | Invalid:
     groups = pod_groups(kind, obj)
     if isinstance(groups, Invalid):
         return groups
-    choice = read_choice((obj.get("metadata") or {}).get("annotations"))
+    choice = read_choice(Meta(obj).annotations)
     if isinstance(choice, Invalid):
         return choice
     return Workload(groups, choice)

@@ -26,7 +26,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerSnapshot
-from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
+from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind

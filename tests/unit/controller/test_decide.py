@@ -58,7 +58,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, WorkerSnapshot
-from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
+from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.patches import apply_merge_patch

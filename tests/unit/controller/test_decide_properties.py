@@ -51,7 +51,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
-from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict
+from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of

@@ -8,10 +8,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, key_of
 
-from jobrelay.controller.instrument import Instruments, reconcile_result
+from jobrelay.controller.instrument import Instruments
 from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Retry, Terminal
+from jobrelay.vocabulary.outcome import result as counted_as
 
 KEY = key_of()
 
@@ -217,7 +218,7 @@ def test_requests_are_labelled_manager_or_by_worker() -> None:
     ],
 )
 def test_reconcile_result_labels(result: QueueOutcome, label: str) -> None:
-    assert reconcile_result(result) == label
+    assert counted_as(result) == label
 
 
 def test_an_object_another_replica_dispatched_forgets_its_clock() -> None:

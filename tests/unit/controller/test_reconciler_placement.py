@@ -4,16 +4,21 @@ workloads woken when capacity frees, namespace policies, unschedulable mirrors."
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from tests.unit.controller.builders import JOB, NAMESPACE, job
 from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
 from tests.unit.placement.support import node
 
+from jobrelay.controller.relay.snapshot import WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.filters.state import Connected
+from jobrelay.placement.model import Request
 from jobrelay.placement.tracker import OwnedPods
+from jobrelay.placement.workload import Workload
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))
@@ -103,3 +108,57 @@ async def test_mirrors_with_unschedulable_pods_are_found(env: Env) -> None:
          "requests": (), "unschedulableSince": "2026-03-01T12:00:00Z"},
     )  # fmt: skip
     assert env.reconciler.unschedulable() == [KEY]
+
+
+# -- one meaning of "connected" ------------------------------------------------------
+
+STATES: dict[str, dict[str, Any]] = {
+    "connected": {},
+    "its Job cache not listed": {"synced_kinds": set()},
+    "not answering": {"connected": False, "lost_in": 30.0},
+    "lost": {"connected": False, "lost_in": 0.0},
+    "cordoned": {"cordoned": True},
+    "draining": {"drain": "All"},
+}
+
+
+@pytest.mark.parametrize("state", STATES)
+async def test_the_held_pass_wakes_exactly_what_a_reconcile_would_place(
+    env: Env, state: str
+) -> None:
+    """Both see the worker through one mapping (snapshot.placement_cluster): the pass
+    wakes a held workload when, and only when, its next reconcile places it."""
+    env.submit(asking("1"))
+    await env.reconcile()
+    assert env.reconciler.held() == [KEY]
+    w1 = env.workers["w1"]
+    w1.nodes = FREE
+    for field_name, value in STATES[state].items():
+        setattr(w1, field_name, value)
+    woken = env.reconciler.placeable_held() == [KEY]
+    env.catch_up()
+    await env.reconcile()
+    placed = env.placement() == "w1"
+    assert woken == placed
+    assert placed == (state == "connected")
+
+
+@pytest.mark.parametrize(
+    ("worker", "connected"),
+    [
+        (WorkerSnapshot("w1", synced=True, connected=True), True),
+        (WorkerSnapshot("w1", synced=False, connected=True), False),
+        (WorkerSnapshot("w1", synced=True, connected=False), False),
+        (WorkerSnapshot("w1", synced=True, connected=False, lost=True), False),
+        # Lost wins even over a stale "connected": a lost worker takes nothing new.
+        (WorkerSnapshot("w1", synced=True, connected=True, lost=True), False),
+    ],
+)
+def test_a_worker_is_connected_for_placement_only_answering_listed_and_not_lost(
+    worker: WorkerSnapshot, connected: bool
+) -> None:
+    cluster = placement_cluster(worker)
+    assert cluster.connected is connected
+    assert cluster.lost is worker.lost
+    rejected = Connected().reject(Request(Workload(())), cluster)
+    assert (rejected is None) is connected

@@ -17,6 +17,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
+from jobrelay.vocabulary.outcome import Done, RequeueAfter
 
 [JOB_KIND] = kinds_from_names(["Job.v1.batch"])
 KEY = WorkloadKey(JOB_KIND.name, "ns/train")
@@ -204,7 +205,7 @@ async def test_a_standby_writes_nothing() -> None:
         for n in range(20):
             relay.worker_event(worker, worker_event(f"e{n}", f"m{n}"))  # type: ignore[arg-type]
         assert relay.blocked.wanted(KEY) is not None  # followed, not written
-        assert await relay._sync_blocked(KEY) is None
+        assert await relay._sync_blocked(KEY) == Done()
         for summary in relay.relay.due(float("inf")):
             relay._record(summary)
         assert manager.requests == []
@@ -235,10 +236,10 @@ async def test_a_stale_annotation_is_removed_only_once_the_workers_events_have_l
         )
         worker = FakeWorker("worker-1", {KEY: mirror(active=1)}, events=Listed(False))
         relay._workers = lambda: [worker]  # type: ignore[assignment,list-item,return-value]
-        assert await relay._sync_blocked(KEY) == 1.0
+        assert await relay._sync_blocked(KEY) == RequeueAfter(1.0)
         assert manager.requests == []
         worker.events.has_synced = True
-        assert await relay._sync_blocked(KEY) is None
+        assert await relay._sync_blocked(KEY) == Done()
         assert BLOCKED_ANNOTATION not in manager.job["metadata"]["annotations"]
         await recorder.aclose()
 

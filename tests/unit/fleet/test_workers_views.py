@@ -19,6 +19,7 @@ from jobrelay.fleet.workers import PoolOptions, WorkerPool, WorkerRecord
 from jobrelay.fleet.workers.liveness_rules import LostClock
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.connecting import ApiOptions
+from jobrelay.vocabulary.outcome import Done
 from jobrelay.vocabulary.workercluster import DrainMode
 
 LOST_TIMEOUT = 900.0
@@ -159,7 +160,7 @@ async def test_an_unregistered_worker_is_forgotten_whole(pool: WorkerPool) -> No
     set_up(pool)
     gone = record("gone", unusable=True, lost={"down_since": 5.0, "declared_lost": True})
     pool._records = {"gone": gone}
-    assert await pool._sync("gone") is None
+    assert await pool._sync("gone") == Done()
     assert pool._records == {}
     assert pool.views() == []
     await pool._forget("never-there")  # nothing to forget: no error

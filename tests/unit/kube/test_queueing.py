@@ -97,7 +97,7 @@ async def test_workers_never_process_one_key_concurrently() -> None:
     processed: Counter[str] = Counter()
     overlap: list[str] = []
 
-    async def handler(key: str) -> None:
+    async def handler(key: str) -> QueueOutcome:
         active[key] += 1
         if active[key] > 1:
             overlap.append(key)
@@ -108,6 +108,7 @@ async def test_workers_never_process_one_key_concurrently() -> None:
         active[key] -= 1
         if sum(processed.values()) >= 200:
             queue.shutdown()
+        return Done()
 
     for key in "abc":
         queue.add(key)
@@ -250,11 +251,12 @@ async def test_run_workers_retries_failures_with_backoff_and_logs_the_key(
     queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
     attempts: Counter[str] = Counter()
 
-    async def handler(key: str) -> None:
+    async def handler(key: str) -> QueueOutcome:
         attempts[key] += 1
         if attempts[key] < 3:
             raise RuntimeError("apiserver said no")
         queue.shutdown()
+        return Done()
 
     queue.add("ns/job-1")
     with caplog.at_level(logging.ERROR, logger="jobrelay.kube.queueing"):
@@ -270,12 +272,13 @@ async def test_run_workers_forgets_a_key_once_it_succeeds() -> None:
     queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
     calls = 0
 
-    async def handler(key: str) -> None:
+    async def handler(key: str) -> QueueOutcome:
         nonlocal calls
         calls += 1
         if calls == 1:
             raise RuntimeError("once")
         queue.shutdown()
+        return Done()
 
     queue.add("a")
     await asyncio.wait_for(run_workers(queue, 1, handler), 5)
@@ -287,12 +290,12 @@ async def test_run_workers_requeues_after_the_delay_a_handler_returns() -> None:
     loop = asyncio.get_running_loop()
     seen: list[float] = []
 
-    async def handler(key: str) -> float | None:
+    async def handler(key: str) -> QueueOutcome:
         seen.append(loop.time())
         if len(seen) == 2:
             queue.shutdown()
-            return None
-        return 0.05
+            return Done()
+        return RequeueAfter(0.05)
 
     queue.add("a")
     await asyncio.wait_for(run_workers(queue, 1, handler), 5)
@@ -328,10 +331,11 @@ async def test_run_workers_returns_on_shutdown_and_lets_handlers_finish() -> Non
     started = asyncio.Event()
     finished: list[str] = []
 
-    async def handler(key: str) -> None:
+    async def handler(key: str) -> QueueOutcome:
         started.set()
         await asyncio.sleep(0.02)
         finished.append(key)
+        return Done()
 
     runner = asyncio.create_task(run_workers(queue, 2, handler))
     queue.add("a")
@@ -342,8 +346,8 @@ async def test_run_workers_returns_on_shutdown_and_lets_handlers_finish() -> Non
 
 
 async def test_run_workers_needs_a_worker() -> None:
-    async def handler(key: str) -> None:
-        return None
+    async def handler(key: str) -> QueueOutcome:
+        return Done()
 
     with pytest.raises(ValueError):
         await run_workers(WorkQueue[str](), 0, handler)
@@ -724,7 +728,7 @@ def test_workers_hand_out_every_key_once_per_add_never_concurrently(
         owed_after_done: set[str] = set()  # added while in process
         settled = asyncio.Event()  # nothing owed, nothing in process
 
-        async def handler(key: str) -> None:
+        async def handler(key: str) -> QueueOutcome:
             assert key not in active, f"{key} handed to two workers"
             assert key in owed, f"{key} handed out without an add"
             owed.discard(key)
@@ -737,6 +741,7 @@ def test_workers_hand_out_every_key_once_per_add_never_concurrently(
                 owed.add(key)
             if not (owed or owed_after_done or active):
                 settled.set()
+            return Done()
 
         runner = asyncio.create_task(run_workers(queue, workers, handler))
         for key, lane, pause in adds:
@@ -764,12 +769,13 @@ async def test_workers_let_the_loop_run_between_keys_that_await_nothing() -> Non
     handled: list[int] = []
     seen_by_timer: list[int] = []
 
-    async def handler(key: int) -> None:
+    async def handler(key: int) -> QueueOutcome:
         handled.append(key)  # awaits nothing
         if len(handled) == 1:
             asyncio.get_running_loop().call_soon(lambda: seen_by_timer.append(len(handled)))
         if len(handled) == 1000:
             queue.shutdown()
+        return Done()
 
     await run_workers(queue, 4, handler)
     assert len(handled) == 1000

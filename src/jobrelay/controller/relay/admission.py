@@ -22,12 +22,13 @@ from collections.abc import Callable
 
 import msgspec
 
-from jobrelay.kinds.admission import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
+from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS
+from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["ALIKE_ALLOWED_FOR", "Admission"]
 
@@ -60,11 +61,11 @@ class Admission:
         """The manager's admission's verdict on the workload's pods: a dry-run create of a
         Pod from each pod template in its namespace. An allowed generation is remembered;
         a refusal is asked again on the next placement attempt."""
-        metadata = obj.get("metadata") or {}
-        remembered = (str(metadata.get("uid")), metadata.get("generation"))
+        meta = Meta(obj)
+        remembered = (meta.uid, meta.generation)
         if remembered in self._admitted:
             return ALLOWED
-        namespace = str(metadata.get("namespace"))
+        namespace = meta.namespace
         for pod in probe_pods(kind.pod_templates(obj), namespace):
             alike = (namespace, msgspec.json.encode(pod))
             allowed_at = self._allowed_alike.get(alike)

@@ -40,7 +40,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
+from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
 from jobrelay.kinds.patches import merge_patch
@@ -569,20 +569,7 @@ class _Placed:
 
 
 def _clusters(s: Snapshot) -> list[Cluster]:
-    return [
-        Cluster(
-            name=w.name,
-            labels=w.labels,
-            connected=w.connected and w.synced and not w.lost,
-            lost=w.lost,
-            cordoned=w.cordoned,
-            draining=bool(w.drain),
-            capacity=w.capacity,
-            blind=w.blind,
-            load=w.load,
-        )
-        for w in s.workers
-    ]
+    return [placement_cluster(w) for w in s.workers]
 
 
 def _placement(

@@ -33,13 +33,14 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kinds.admission import pod_security_labels
+from jobrelay.kinds.admission_rules import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.resources import NAMESPACES
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,
@@ -326,9 +327,7 @@ class Executor:
         (its default, with no label, is privileged). One that exists is left as it is:
         it is the worker admin's."""
         metadata: JsonObj = {"name": namespace}
-        labels = pod_security_labels(
-            (await self.manager.get(NAMESPACES, namespace)).get("metadata", {}).get("labels")
-        )
+        labels = pod_security_labels(Meta(await self.manager.get(NAMESPACES, namespace)).labels)
         if labels:
             metadata["labels"] = labels
         try:

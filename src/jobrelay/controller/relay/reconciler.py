@@ -24,8 +24,13 @@ from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Outcome, ReadFresh, Retry
-from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerSnapshot
-from jobrelay.fleet.workers import Worker, WorkerPool
+from jobrelay.controller.relay.snapshot import (
+    Settings,
+    Snapshot,
+    WorkerSnapshot,
+    placement_cluster,
+)
+from jobrelay.fleet.workers import Worker, WorkerPool, WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
@@ -33,8 +38,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.held import placeable
-from jobrelay.placement.model import Cluster
-from jobrelay.placement.workload import Invalid
+from jobrelay.placement.workload import Choice, Invalid, Workload
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
 from jobrelay.vocabulary.workercluster import drain_mode
 
@@ -177,9 +181,13 @@ class Reconciler:
         return keys
 
     def placeable_held(self) -> list[WorkloadKey]:
-        """The held workloads that would be placed now (see :func:`placement.held.placeable`)."""
-        waiting = []
-        for key in self._memory.held_keys():
+        """The held workloads that would be placed now (see :func:`placement.held.placeable`).
+
+        The workers are seen as a reconcile's decision sees them (a worker is connected
+        for a kind once that kind's mirror cache has listed), so one pass per kind."""
+        held = self._memory.held_keys()
+        waiting: dict[str, list[tuple[Hashable, Workload, Choice]]] = {}
+        for key in held:
             runtime = self._kinds.get(key.kind)
             obj = runtime.objects.get(key.key) if runtime is not None else None
             policy = self._memory.policy(key.namespace)
@@ -187,25 +195,18 @@ class Reconciler:
                 continue
             workload = self._memory.held_workload(key, runtime.kind, obj)
             if workload is not None:
-                waiting.append((key, workload, policy))
+                waiting.setdefault(key.kind, []).append((key, workload, policy))
         views = self._pool.views()
         self._memory.forget_confirmed((), self._with_capacity(v.worker for v in views))
-        clusters = []
-        for view in views:
-            fields = self._capacity_of(view.worker, None)
-            clusters.append(
-                Cluster(
-                    name=view.name,
-                    labels=view.labels,
-                    connected=view.connected and not view.lost,
-                    lost=view.lost,
-                    cordoned=view.cordoned,
-                    draining=bool(view.drain),
-                    capacity=fields.get("capacity"),
-                    blind=fields.get("blind", False),
-                )
-            )
-        return [k for k in placeable(waiting, clusters) if isinstance(k, WorkloadKey)]
+        capacities = [self._capacity_of(view.worker, None) for view in views]
+        chosen: set[Hashable] = set()
+        for kind, of_kind in waiting.items():
+            clusters = [
+                placement_cluster(self._worker_snapshot(view, kind, capacity))
+                for view, capacity in zip(views, capacities, strict=True)
+            ]
+            chosen.update(placeable(of_kind, clusters))
+        return [key for key in held if key in chosen]
 
     # -- the snapshot -----------------------------------------------------------
 
@@ -251,23 +252,15 @@ class Reconciler:
                     deleting.add(mirror_uid)
             previous = like.worker(view.name) if like is not None else None
             workers.append(
-                WorkerSnapshot(
-                    name=view.name,
-                    synced=worker is not None and worker.synced(key.kind),
-                    connected=view.connected,
-                    cordoned=view.cordoned,
-                    lost=view.lost,
-                    lost_in=None if view.lost_in is None else max(0.0, view.lost_in),
-                    drain=drain_mode(view.drain),
-                    load=(worker.active_mirrors() if worker is not None else 0)
-                    + memory.reservations.count(view.name),
-                    labels=view.labels,
+                self._worker_snapshot(
+                    view,
+                    key.kind,
+                    self._capacity_of(worker, key),
                     mirror=mirror,
                     read=previous.read if previous is not None else None,
                     read_done=previous.read_done if previous is not None else False,
                     create_pending=memory.created.pending((view.name, key, uid)),
                     vanished=worker.vanished.get(key) if worker is not None else None,
-                    **self._capacity_of(worker, key),
                 )
             )
         return Snapshot(
@@ -285,6 +278,27 @@ class Reconciler:
             held=memory.held(key),
             leaving=memory.leaving(key),
             batching_for=memory.batching_for(key),
+        )
+
+    def _worker_snapshot(
+        self, view: WorkerView, kind: str, capacity: Mapping[str, Any], **of_key: Any
+    ) -> WorkerSnapshot:
+        """A worker as seen for one kind: its state, its load and ``capacity`` (its
+        :meth:`_capacity_of` fields), plus ``of_key``: one key's mirror and reads there."""
+        worker = view.worker
+        return WorkerSnapshot(
+            name=view.name,
+            synced=worker is not None and worker.synced(kind),
+            connected=view.connected,
+            cordoned=view.cordoned,
+            lost=view.lost,
+            lost_in=None if view.lost_in is None else max(0.0, view.lost_in),
+            drain=drain_mode(view.drain),
+            load=(worker.active_mirrors() if worker is not None else 0)
+            + self._memory.reservations.count(view.name),
+            labels=view.labels,
+            **capacity,
+            **of_key,
         )
 
     def _capacity_of(self, worker: Worker | None, key: WorkloadKey | None) -> dict[str, Any]:

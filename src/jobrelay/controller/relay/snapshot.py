@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from jobrelay.kinds.admission import AdmissionVerdict
+from jobrelay.kinds.admission_rules import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.model import Cluster
 from jobrelay.placement.workload import Choice, Invalid
 from jobrelay.vocabulary.workercluster import DrainMode
 
@@ -83,6 +84,28 @@ class WorkerSnapshot:
     def seen(self) -> JsonObj | None:
         """The object of this name there: the fresh read if there was one, else the cache."""
         return self.read if self.read_done else self.mirror
+
+
+def placement_cluster(worker: WorkerSnapshot) -> Cluster:
+    """The worker as placement's filters and scores see it: the one mapping, read by a
+    reconcile's decision and by the pass over held workloads alike, so the pass wakes
+    exactly the workloads a decision would place.
+
+    Connected (placement's ``Connected`` filter) means it may take new work now: its
+    client answers, this kind's mirror cache has listed (what it lacks is really absent)
+    and it is not lost.
+    """
+    return Cluster(
+        name=worker.name,
+        labels=worker.labels,
+        connected=worker.connected and worker.synced and not worker.lost,
+        lost=worker.lost,
+        cordoned=worker.cordoned,
+        draining=bool(worker.drain),
+        capacity=worker.capacity,
+        blind=worker.blind,
+        load=worker.load,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import mirror_selector
+from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
 from jobrelay.vocabulary.workercluster import DrainMode, WorkerClusterSpec
 
 __all__ = ["PoolOptions", "WorkerPool", "WorkerView"]
@@ -237,11 +238,11 @@ class WorkerPool:
 
     # -- keeping one worker current ------------------------------------------------
 
-    async def _sync(self, name: str) -> float | None:
+    async def _sync(self, name: str) -> QueueOutcome:
         registration = self._registrations.get(name)
         if registration is None:
             await self._forget(name)
-            return None
+            return Done()
         record = self._records.get(name)
         if record is None:
             record = self._records[name] = WorkerRecord(name, LostClock(self._options.lost_timeout))
@@ -251,7 +252,7 @@ class WorkerPool:
         current = record.worker
         reconnect = current is None or current.identity != identity
         if reconnect and not await self._reconnect(record, registration, identity):
-            return self._options.status_interval
+            return RequeueAfter(self._options.status_interval)
         drain = WorkerClusterSpec.of(registration).drain
         if drain != record.drain:
             # A drain moves workloads that no event of theirs would bring back.
@@ -262,7 +263,7 @@ class WorkerPool:
         # The lost clock follows what the status is about to say.
         self._observe(record, registration)
         await self._status.write_verdict(record, registration)
-        return self._options.status_interval
+        return RequeueAfter(self._options.status_interval)
 
     async def _forget(self, name: str) -> None:
         """It was unregistered: drop its record, and retire its connection."""

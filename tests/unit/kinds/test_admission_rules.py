@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobrelay.kinds.admission import (
+from jobrelay.kinds.admission_rules import (
     ADMISSION_REFUSED,
     ADMISSION_UNCHECKED,
     ALLOWED,

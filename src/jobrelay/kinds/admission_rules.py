@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jobrelay.kinds.types import JsonObj
 
@@ -117,7 +119,7 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
     return None
 
 
-def pod_security_labels(labels: dict[str, str] | None) -> dict[str, str]:
+def pod_security_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:
     """The Pod Security labels of a namespace (enforce, audit, warn and their versions)."""
     return {
         key: value
