@@ -272,3 +272,21 @@ async def exists(client: ApiClient, resource: Resource, name: str, namespace: st
 
 async def gone(client: ApiClient, resource: Resource, name: str, namespace: str | None) -> bool:
     return await get_or_none(client, resource, name, namespace) is None
+
+
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
+
+
+async def refuse_jobs(client: ApiClient, namespace: str) -> None:
+    """A quota of no Jobs in ``namespace`` (a worker then refuses every mirror there with
+    403 exceeded quota), enforced before this returns."""
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-jobs"},
+        "spec": {"hard": {"count/jobs.batch": "0"}},
+    }
+    await client.create(RESOURCE_QUOTAS, quota, namespace=namespace)
+    await wait_for(client, "no-jobs", namespace,
+                   lambda quota: bool(quota.get("status", {}).get("hard")),
+                   resource=RESOURCE_QUOTAS, what="quota enforced")  # fmt: skip

@@ -19,16 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
-from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
-from tests.kubetools import eventually, job_manifest, wait_for
+from tests.kubetools import eventually, job_manifest, refuse_jobs
 
 pytestmark = pytest.mark.e2e
 
 JOBS = 100
 FAILING = 10  # every tenth Job fails, so both outcomes are counted
 FAIL = {"fleet.jobrelay.dev/outcome": "fail"}
-RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -178,19 +176,7 @@ async def test_a_mirror_every_worker_rejects_is_counted_as_a_terminal_reconcile(
         lambda: _found(relay.controller.metrics_url()), timeout=30, what="the metrics address"
     )
     for worker in relay.workers:
-        await clients[worker].create(
-            RESOURCE_QUOTAS,
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "no-jobs"},
-                "spec": {"hard": {"count/jobs.batch": "0"}},
-            },
-            namespace=relay.namespace,
-        )
-        await wait_for(clients[worker], "no-jobs", relay.namespace,
-                       lambda quota: bool(quota.get("status", {}).get("hard")),
-                       resource=RESOURCE_QUOTAS, what="quota enforced")  # fmt: skip
+        await refuse_jobs(clients[worker], relay.namespace)
     before = await scrape(url)
     terminal = {"result": "terminal"}
 

@@ -12,13 +12,11 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, NAMESPACES, PODS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
-from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
-from tests.kubetools import finished, is_true, job_manifest, wait_for
+from tests.kubetools import finished, is_true, job_manifest, refuse_jobs
 
 pytestmark = pytest.mark.e2e
 
-RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
 RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
 
 
@@ -113,19 +111,7 @@ async def test_mirror_refused_by_the_workers_is_reported_and_other_jobs_flow(
 ) -> None:
     # Every worker refuses any Job in this namespace (403 exceeded quota).
     for worker in relay.workers:
-        await clients[worker].create(
-            RESOURCE_QUOTAS,
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "no-jobs"},
-                "spec": {"hard": {"count/jobs.batch": "0"}},
-            },
-            namespace=relay.namespace,
-        )
-        await wait_for(clients[worker], "no-jobs", relay.namespace,
-                       lambda quota: bool(quota.get("status", {}).get("hard")),
-                       resource=RESOURCE_QUOTAS, what="quota enforced")  # fmt: skip
+        await refuse_jobs(clients[worker], relay.namespace)
     other = await make_relay(await make_namespace(list(clients)))
 
     created = await relay.submit(job_manifest("refused"))
