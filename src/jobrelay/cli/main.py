@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import click
 from click.shell_completion import CompletionItem
-from click.utils import make_default_short_help
 
 from jobrelay import __version__
 
@@ -72,6 +71,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 }  # fmt: skip
 
 
+def _short_help(text: str, limit: int = 45) -> str:
+    """``text`` cut to ``limit`` as click cuts a command's own short help (through a bare
+    Command, click's public way: its helper function is deprecated)."""
+    return click.Command(None, short_help=text).get_short_help_str(limit)
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands (``SUBCOMMANDS``) are imported on demand."""
 
@@ -89,7 +94,7 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in SUBCOMMANDS)
         rows = [
-            (name, make_default_short_help(SUBCOMMANDS[name].short_help, limit))
+            (name, _short_help(SUBCOMMANDS[name].short_help, limit))
             for name in self.list_commands(ctx)
         ]
         with formatter.section("Commands"):
@@ -97,7 +102,7 @@ class LazyGroup(click.Group):
 
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         verbs = [
-            CompletionItem(name, help=make_default_short_help(SUBCOMMANDS[name].short_help))
+            CompletionItem(name, help=_short_help(SUBCOMMANDS[name].short_help))
             for name in self.list_commands(ctx)
             if name.startswith(incomplete)
         ]
