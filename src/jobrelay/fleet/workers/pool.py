@@ -178,10 +178,11 @@ class WorkerPool:
     ) -> float | None:
         if record is None:  # not synced yet: still connecting, not timed
             return self._options.lost_timeout
+        if record.connected:  # the common case, read for every snapshot: one verdict
+            return None
         return record.lost.lost_in(
-            connected=record.connected, failing=record.failing,
-            registration=registration, now=now,
-        )  # fmt: skip
+            connected=False, failing=record.failing, registration=registration, now=now
+        )
 
     # -- lifecycle ---------------------------------------------------------------
 
