@@ -20,7 +20,10 @@ class Meta:
 
     def __init__(self, obj: Mapping[str, Any] | None) -> None:
         metadata = (obj or _EMPTY).get("metadata")
-        self._metadata: Mapping[str, Any] = metadata if isinstance(metadata, Mapping) else _EMPTY
+        # Decoded JSON is plain dicts: the type test first, the slower ABC test for the rest.
+        self._metadata: Mapping[str, Any] = (
+            metadata if type(metadata) is dict or isinstance(metadata, Mapping) else _EMPTY
+        )
 
     @property
     def raw(self) -> Mapping[str, Any]:
@@ -69,12 +72,14 @@ class Meta:
     @property
     def labels(self) -> Mapping[str, Any]:
         labels = self._metadata.get("labels")
-        return labels if isinstance(labels, Mapping) else _EMPTY
+        return labels if type(labels) is dict or isinstance(labels, Mapping) else _EMPTY
 
     @property
     def annotations(self) -> Mapping[str, Any]:
         annotations = self._metadata.get("annotations")
-        return annotations if isinstance(annotations, Mapping) else _EMPTY
+        if type(annotations) is dict or isinstance(annotations, Mapping):
+            return annotations
+        return _EMPTY
 
     @property
     def owner_references(self) -> list[Mapping[str, Any]]:
