@@ -40,7 +40,6 @@ from jobrelay.kube.watching import Informer
 from jobrelay.placement.held import placeable
 from jobrelay.placement.workload import Choice, Invalid, Workload
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
-from jobrelay.vocabulary.workercluster import drain_mode
 
 _log = logging.getLogger(__name__)
 
@@ -293,7 +292,7 @@ class Reconciler:
             cordoned=view.cordoned,
             lost=view.lost,
             lost_in=None if view.lost_in is None else max(0.0, view.lost_in),
-            drain=drain_mode(view.drain),
+            drain=view.drain,
             load=(worker.active_mirrors() if worker is not None else 0)
             + self._memory.reservations.count(view.name),
             labels=view.labels,
