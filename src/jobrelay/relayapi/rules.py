@@ -134,12 +134,15 @@ _LOG_PARAMS = frozenset(
 )  # fmt: skip
 
 
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
 def _bool(params: Mapping[str, str], name: str) -> bool:
     text = params.get(name)
     if text is None:
         return False
     if text.lower() not in _BOOLS:
-        raise BadRequest(f"{name}={text!r}: expected true or false")
+        raise BadRequest(f"{name}={text[:40]!r}: expected true or false")
     return _BOOLS[text.lower()]
 
 
@@ -147,8 +150,10 @@ def _count(params: Mapping[str, str], name: str, *, least: int) -> int | None:
     text = params.get(name)
     if text is None or text == "":
         return None
-    if not text.isdigit() or int(text) < least:
-        raise BadRequest(f"{name}={text!r}: expected a whole number of at least {least}")
+    # ASCII digits only, and few of them: str.isdigit() takes "²" (which int() refuses)
+    # and int() of thousands of digits raises too.
+    if not _COUNT.fullmatch(text) or int(text) < least:
+        raise BadRequest(f"{name}={text[:40]!r}: expected a whole number of at least {least}")
     return int(text)
 
 
