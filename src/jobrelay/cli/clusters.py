@@ -17,6 +17,7 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.cli.get import as_list, dump
+from jobrelay.cli.terminal import safe, safe_lines
 from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.maintenance_rules import (
@@ -92,7 +93,8 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
         click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
     else:
         shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
-        for line in fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide"):
+        table = fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide")
+        for line in safe_lines(table):
             click.echo(line)
 
 
@@ -280,7 +282,7 @@ def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         cells[2] = row[2].rjust(widths[2])  # counts align right
-        click.echo("  ".join([*cells, row[5]]).rstrip())
+        click.echo(safe("  ".join([*cells, row[5]]).rstrip()))
 
 
 def capacity_text(capacity: Any) -> str:
