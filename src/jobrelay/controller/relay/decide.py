@@ -662,13 +662,24 @@ def _not_placed(
     if why.signature != s.held:
         actions.append(RecordEvent("Warning", reason, message))
         actions.append(Log("info", message))
-        actions.append(Annotate({NOT_PLACED_ANNOTATION: f"{reason}: {why.explanation}"}))
+        actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {why.explanation}")}))
     return Plan(
         tuple(actions),
         RequeueAfter(s.settings.unplaceable_retry),
         held=why.signature,
         leaving=leaving,
     )
+
+
+# The not-placed annotation says why in a line; an explanation over many workers (or
+# quoting a tenant's long annotation) must not grow the object toward its size limit.
+NOT_PLACED_LIMIT = 2048
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= NOT_PLACED_LIMIT:
+        return text
+    return f"{text[: NOT_PLACED_LIMIT - 40]}... ({len(text) - NOT_PLACED_LIMIT + 40} more)"
 
 
 def _is_current(mirror: JsonObj, obj: JsonObj, s: Snapshot, run: int) -> bool:
