@@ -229,6 +229,7 @@ class Controller:
             rejected_retry=relay.rejected_retry,
             memory=memory,
             observer=self.instruments,
+            origin=relay.origin,
         )
         self.reconciler = Reconciler(
             self.kinds,

@@ -47,6 +47,7 @@ from jobrelay.kinds.patches import merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.model import NOT_KNOWN, Cluster
+from jobrelay.placement.namespaces import NOT_KNOWN as NAMESPACES_NOT_KNOWN
 from jobrelay.placement.workload import Invalid, PodGroup, read_workload
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
@@ -236,6 +237,13 @@ def _create(
         return held
     if worker.cordoned and not placed_now:
         leave = _Leave(f"worker cluster {cluster} is cordoned: it takes no new mirrors", lost=False)
+        return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
+    closed = worker.namespaces.refusal(_namespace(obj)) if worker.namespaces else None
+    if closed == NAMESPACES_NOT_KNOWN:
+        return Plan(tuple(actions), Retry(f"the namespaces of {cluster} have not listed yet"))
+    if closed is not None and not placed_now:
+        # Placed by hand there, or the namespace changed hands since: never into it.
+        leave = _Leave(f"worker cluster {cluster}: {closed}", lost=False)
         return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
     vanished = _vanished_mirror(s, obj, worker, run)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
@@ -612,7 +620,7 @@ class _Unplaceable:
         signature = ";".join(
             f"{p.cluster}:{p.by}:{_DETAILS.sub('#', p.reason)}" for p in decision.passed_over
         )
-        unknown = any(p.reason == NOT_KNOWN for p in decision.passed_over)
+        unknown = any(p.reason in _NOT_KNOWN_YET for p in decision.passed_over)
         return cls(
             decision.explain(),
             ("NeverFits|" if decision.never_fits else "NotPlaced|") + signature,
@@ -621,6 +629,8 @@ class _Unplaceable:
         )
 
 
+# What a controller that is starting does not know yet: a moment's wait, not a warning.
+_NOT_KNOWN_YET = frozenset({NOT_KNOWN, NAMESPACES_NOT_KNOWN})
 # What changes in an explanation while its reason does not: counts, per-node detail.
 _DETAILS = re.compile(r"\([^)]*\)|\d+")
 

@@ -359,6 +359,10 @@ class WorkerPool:
             changed=lambda: self._capacity_changed(worker),
             listed=lambda: self._capacity_listed(worker),
         )
+        # A namespace opened or closed to this manager may place a held workload.
+        worker.namespace_feed.start(
+            client, self._options.informer, changed=lambda: self._capacity_changed(worker)
+        )
         if self._event_sink is not None:
             worker.watch_events(self._event_sink, self._options.informer)
         _log.info("worker %s: connecting to %s", name, client.server)

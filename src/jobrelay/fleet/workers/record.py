@@ -29,6 +29,7 @@ from jobrelay.fleet.workers.liveness_rules import (
     LostClock,
     verdict,
 )
+from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
 from jobrelay.fleet.workers.status_rules import StatusClock
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -81,11 +82,14 @@ class Worker:
         default_factory=collections.OrderedDict
     )
     capacity_feed: CapacityFeed = field(init=False)
+    # Its namespaces and their origin labels (namespace_feed.py).
+    namespace_feed: NamespaceFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
 
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
+        self.namespace_feed = NamespaceFeed(self.name)
 
     # -- starting its informers ----------------------------------------------------------
 
@@ -224,6 +228,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.capacity_feed.stop()
+        await self.namespace_feed.stop()
         for informer in (*self.mirrors.values(), self.events):
             if informer is not None:
                 await informer.stop()
