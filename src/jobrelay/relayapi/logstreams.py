@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from jobrelay.kube.client import ApiClient
@@ -55,10 +55,14 @@ async def pod_log(
     A follow also ends soon after ``ended`` returns (the request's pod watch says so)."""
     try:
         async with client.pod_log(namespace, pod, params, follow_idle_timeout=idle) as chunks:
-            if ended is not None:
-                chunks = until_ended(chunks, ended())
-            async for chunk in chunks:
-                yield chunk
+            if ended is None:
+                async for chunk in chunks:
+                    yield chunk
+                return
+            # Closed before the response under it: its pump must stop reading it first.
+            async with contextlib.aclosing(until_ended(chunks, ended())) as following:
+                async for chunk in following:
+                    yield chunk
     except ApiError as error:
         if error.reason == "Timeout" and params.get("follow") == "true":
             yield f"\n[jobrelay: no output for {idle:g} s; stopped following]\n".encode()
@@ -135,17 +139,13 @@ class PodWatch:
 
 async def until_ended(
     chunks: AsyncIterator[bytes], ended: Awaitable[None], grace: float = FOLLOW_GRACE
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes]:
     """``chunks`` until they end, or until ``grace`` seconds after ``ended`` returned."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
 
     async def pump() -> None:
-        try:
-            async for chunk in chunks:
-                await queue.put(chunk)
-        finally:
-            await queue.put(None)
+        await _pump(chunks, queue)
 
     pumping = asyncio.create_task(pump())
     ending: asyncio.Future[None] = asyncio.ensure_future(ended)
@@ -182,9 +182,10 @@ async def prefixed(
     """Each line of ``chunks`` with ``prefix`` before it (kubectl --prefix); a line longer
     than ``limit`` is passed on in pieces (stream_rules.LineSplitter)."""
     splitter = LineSplitter(prefix, limit)
-    async for chunk in chunks:
-        if out := splitter.feed(chunk):
-            yield out
+    async with _closing(chunks):
+        async for chunk in chunks:
+            if out := splitter.feed(chunk):
+                yield out
     if out := splitter.flush():
         yield out
 
@@ -197,14 +198,15 @@ async def bounded_follow(
     loop = asyncio.get_running_loop()
     budget = RateBudget(rate=float(rate), burst=float(max(rate, MAX_LINE_BYTES)))
     sent = 0
-    async for chunk in chunks:
-        if sent + len(chunk) > max_bytes:
-            yield chunk[: max_bytes - sent] + FOLLOW_CUT
-            return
-        sent += len(chunk)
-        if (delay := budget.wait(loop.time(), len(chunk))) > 0:
-            await asyncio.sleep(delay)
-        yield chunk
+    async with _closing(chunks):
+        async for chunk in chunks:
+            if sent + len(chunk) > max_bytes:
+                yield chunk[: max_bytes - sent] + FOLLOW_CUT
+                return
+            sent += len(chunk)
+            if (delay := budget.wait(loop.time(), len(chunk))) > 0:
+                await asyncio.sleep(delay)
+            yield chunk
 
 
 async def watched(watch: PodWatch, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -229,14 +231,7 @@ async def merged(sources: Sequence[AsyncIterator[bytes]]) -> AsyncIterator[bytes
     """Every source's chunks as they come (follows of several pods at once)."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
 
-    async def pump(source: AsyncIterator[bytes]) -> None:
-        try:
-            async for chunk in source:
-                await queue.put(chunk)
-        finally:
-            await queue.put(None)
-
-    tasks = [asyncio.create_task(pump(source)) for source in sources]
+    tasks = [asyncio.create_task(_pump(source, queue)) for source in sources]
     try:
         remaining = len(tasks)
         while remaining:
@@ -249,6 +244,36 @@ async def merged(sources: Sequence[AsyncIterator[bytes]]) -> AsyncIterator[bytes
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[None]:
+    """Closes ``chunks`` (when it can be) on the way out: a stream closed from above closes
+    the worker's stream under it now, in order, not when the garbage collector gets to it."""
+    try:
+        yield
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _pump(chunks: AsyncIterator[bytes], queue: asyncio.Queue[bytes | None]) -> None:
+    """``chunks`` into ``queue``, then None, however they end, unless cancelled: then its
+    reader has gone and the queue may be full: waiting to mark the end would never end (nor
+    would the cleanup that waits for this task), so ``chunks`` is closed at once instead,
+    and the worker's stream behind it with it (not whenever it is garbage-collected)."""
+    try:
+        async for chunk in chunks:
+            await queue.put(chunk)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
+        raise
+    except BaseException:
+        await queue.put(None)
+        raise
+    await queue.put(None)
 
 
 async def capped(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

@@ -511,3 +511,27 @@ async def test_an_endless_line_is_passed_on_in_bounded_pieces() -> None:
     assert first == b"[pod/p] " + b"y" * MAX_LINE_BYTES + CONTINUED
     rest = [piece async for piece in pieces]
     assert all(len(piece) <= MAX_LINE_BYTES + 4096 + len(CONTINUED) + 8 for piece in rest)
+
+
+async def test_merged_follows_end_when_their_reader_goes_away_with_a_full_queue() -> None:
+    """Found by the e2e test: with more pods than the queue holds, every pump waited on a
+    full queue; cancelled, each waited again to mark its end, so the closing never ended and
+    a client that went away held all its worker streams."""
+    from jobrelay.relayapi.logstreams import merged
+
+    closed = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal closed
+        try:
+            while True:
+                yield b"line\n"
+        finally:
+            closed += 1
+
+    stream = merged([endless() for _ in range(40)])
+    assert await anext(stream) == b"line\n"
+    await asyncio.sleep(0.01)  # every pump blocks on the full queue
+    async with asyncio.timeout(5):
+        await stream.aclose()  # type: ignore[attr-defined]
+    assert closed == 40
