@@ -86,10 +86,18 @@ class Worker:
     namespace_feed: NamespaceFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
+    # The client of users' streams (logs API): a bounded pool of its own, so that the
+    # probe and the informers never wait behind a user's follows. None: they share ``client``.
+    stream_client: ApiClient | None = None
 
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
         self.namespace_feed = NamespaceFeed(self.name)
+
+    @property
+    def streams(self) -> ApiClient:
+        """The client users' streams go through."""
+        return self.stream_client if self.stream_client is not None else self.client
 
     # -- starting its informers ----------------------------------------------------------
 
@@ -235,6 +243,12 @@ class Worker:
 
     async def close(self) -> None:
         await self.stop_watching()
+        await self.close_clients()
+
+    async def close_clients(self) -> None:
+        """Close its clients (the users' streams through them end)."""
+        if self.stream_client is not None:
+            await self.stream_client.aclose()
         await self.client.aclose()
 
 
