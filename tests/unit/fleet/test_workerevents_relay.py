@@ -37,21 +37,28 @@ class FakeWorker:
     name: str
     mirrors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: Listed = field(default_factory=Listed)
-    pods: None = None
     vanished: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     capacity_feed: FakePods = field(default_factory=lambda: FakePods())
 
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.mirrors.get(key)
 
+    @property
+    def pods(self) -> FakePods:
+        return self.capacity_feed
+
 
 @dataclass
 class FakePods:
-    """The worker's pod cache (slim pods by namespace/name)."""
+    """The worker's pod cache (slim pods by namespace/name), listed."""
 
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    has_synced: bool = True
 
     def pod(self, key: str) -> dict[str, Any] | None:
+        return self.pods.get(key)
+
+    def get(self, key: str) -> dict[str, Any] | None:
         return self.pods.get(key)
 
 
