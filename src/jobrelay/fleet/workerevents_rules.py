@@ -82,13 +82,20 @@ PodOwners = Callable[[str, str], tuple[str, frozenset[tuple[str, str]]] | None]
 # -- reading Events ------------------------------------------------------------------
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: a worker may send anything."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def slim_event(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """An Event with only what the relay reads; None for one about a cluster-scoped object
-    (Nodes: no mirror is one)."""
-    involved = obj.get("involvedObject") or {}
-    if not involved.get("namespace") or not involved.get("name"):
+    (Nodes: no mirror is one), or one that is not shaped like an Event."""
+    involved = _mapping(obj.get("involvedObject"))
+    if not isinstance(involved.get("namespace"), str) or not isinstance(involved.get("name"), str):
         return None
-    metadata = obj.get("metadata") or {}
+    if not involved["namespace"] or not involved["name"]:
+        return None
+    metadata = _mapping(obj.get("metadata"))
     slim: dict[str, Any] = {
         "metadata": {
             k: metadata[k]
@@ -120,7 +127,7 @@ def slim_event(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def occurrences(event: Mapping[str, Any]) -> int:
     """How many times it happened: the core/v1 ``count``, or an events.k8s.io series'."""
-    series = event.get("series") or {}
+    series = _mapping(event.get("series"))
     for value in (series.get("count"), event.get("count")):
         if isinstance(value, int) and value > 0:
             return value
@@ -141,7 +148,7 @@ def last_seen(event: Mapping[str, Any]) -> datetime.datetime | None:
     """When it last happened, by the worker's clock: ``lastTimestamp`` (core/v1
     recorders), ``series.lastObservedTime`` or ``eventTime`` (events.k8s.io recorders,
     e.g. the scheduler), else when the Event was stored."""
-    series = event.get("series") or {}
+    series = _mapping(event.get("series"))
     candidates = (
         event.get("lastTimestamp"),
         series.get("lastObservedTime"),
@@ -262,7 +269,7 @@ def target_of(
     ours, concerns nobody. About a Job that is no mirror: a mirror of another kind
     (a JobSet) its name starts with. Whom it may reach is :func:`speaks_for`'s call.
     """
-    involved = event.get("involvedObject") or {}
+    involved = _mapping(event.get("involvedObject"))
     namespace, name = str(involved.get("namespace") or ""), str(involved.get("name") or "")
     if not namespace or not name:
         return None

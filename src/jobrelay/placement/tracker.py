@@ -118,18 +118,18 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     ``nodeName``, ``phase``, ``requests`` (:func:`effective_requests`) and
     ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable).
     """
-    metadata = obj.get("metadata") or {}
+    metadata = Meta(obj).raw
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     phase = status.get("phase") or ""
     if phase in _FINISHED:
         return None
-    labels = metadata.get("labels") or {}
-    owners = {_intern(k): _intern(labels[k]) for k in OWNER_LABELS if labels.get(k)}
+    owners = {
+        _intern(name): _intern(uid) for name, uid in _owner_labels(metadata.get("labels")).items()
+    }
     controllers = [
-        {"name": _intern(ref.get("name")), "uid": _intern(ref.get("uid")), "controller": True}
-        for ref in metadata.get("ownerReferences") or ()
-        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid")
+        {"name": _intern(name), "uid": _intern(uid), "controller": True}
+        for name, uid in _controller_refs(metadata.get("ownerReferences"))
     ]
     since = next(
         (
@@ -143,9 +143,9 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     )
     slim: dict[str, Any] = {
         "metadata": {
-            "name": metadata.get("name", ""),
-            "namespace": _intern(metadata.get("namespace")),
-            "uid": str(metadata.get("uid") or ""),
+            "name": Meta(obj).name,
+            "namespace": _intern(Meta(obj).namespace),
+            "uid": Meta(obj).uid,
             "resourceVersion": metadata.get("resourceVersion", ""),
         },
         "nodeName": _intern(spec.get("nodeName")),
@@ -191,23 +191,39 @@ def pod_owners(pod: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
     owner reference, and the Job's or JobSet's name and UID labels together (a
     JobSet's pods are owned by its child Jobs and carry the JobSet's UID label). A
     name alone names nothing: that is the UID's job."""
-    metadata = pod.get("metadata") or {}
-    labels = metadata.get("labels") or {}
+    metadata = Meta(pod).raw
+    labels = _owner_labels(metadata.get("labels"))
     found: set[tuple[str, str]] = set()
     for name_keys, uid_keys in _OWNER_LABEL_PAIRS:
-        name = next((str(labels[k]) for k in name_keys if labels.get(k)), "")
-        uid = next((str(labels[k]) for k in uid_keys if labels.get(k)), "")
+        name = next((labels[k] for k in name_keys if k in labels), "")
+        uid = next((labels[k] for k in uid_keys if k in labels), "")
         if name and uid:
             found.add((name, uid))
-    for ref in metadata.get("ownerReferences") or ():
-        if (
-            isinstance(ref, Mapping)
-            and ref.get("controller") is True
-            and ref.get("name")
-            and ref.get("uid")
-        ):
-            found.add((str(ref["name"]), str(ref["uid"])))
+    found.update(_controller_refs(metadata.get("ownerReferences")))
     return frozenset(found)
+
+
+def _owner_labels(labels: Any) -> dict[str, str]:
+    """The owner labels among ``labels`` that hold a text (a worker may send anything)."""
+    if not isinstance(labels, Mapping):
+        return {}
+    return {k: v for k in OWNER_LABELS if isinstance(v := labels.get(k), str) and v}
+
+
+def _controller_refs(refs: Any) -> list[tuple[str, str]]:
+    """The (name, UID) of the controller owner references among ``refs``."""
+    if not isinstance(refs, list):
+        return []
+    return [
+        (ref["name"], ref["uid"])
+        for ref in refs
+        if isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and isinstance(ref.get("name"), str)
+        and isinstance(ref.get("uid"), str)
+        and ref["name"]
+        and ref["uid"]
+    ]
 
 
 def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
