@@ -57,6 +57,8 @@ def classify(error: BaseException) -> tuple[str, str]:
 
 def _classify_api_error(error: ApiError) -> tuple[str, str]:
     message = error.message
+    if error.reason == "ResponseTooLarge":  # the apiserver sent more than is read
+        return "ResponseTooLarge", message
     if error.code == 0:
         if error.reason == "Timeout":
             return "Timeout", f"no answer in time ({message})"

@@ -25,7 +25,7 @@ from jobrelay.fleet.workers.status_rules import (
     transition_time,
 )
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.kube.errors import ApiError, KubeconfigError, ResponseTooLarge
 
 FORBIDDEN_LIST = (
     'jobs.batch is forbidden: User "jobrelay" cannot list resource "jobs" in API group '
@@ -55,6 +55,8 @@ FORBIDDEN_LIST = (
         (ApiError(403, "Forbidden", "no"), "Forbidden", "lack a permission"),
         (ApiError(504, "Timeout", "gateway"), "Timeout", "504"),
         (ApiError(503, "ServiceUnavailable", "later"), "ApiError", "503 ServiceUnavailable"),
+        (ResponseTooLarge(200, "the response", 64 * 1024 * 1024), "ResponseTooLarge",
+         "longer than 64 MiB"),
         (KubeconfigError("invalid kubeconfig: no cluster"), "InvalidKubeconfig", "no cluster"),
         (RegistryError("Secret x/y is missing"), "InvalidKubeconfig", "missing"),
         (TimeoutError(), "Timeout", "no answer in time"),
