@@ -185,6 +185,33 @@ async def test_only_the_controller_places_a_job_and_a_user_keeps_every_other_rig
     assert done.cluster in relay.workers
 
 
+async def test_a_user_cannot_place_a_job_through_its_status_subresource(
+    placement_policy: None, user: ApiClient, clients: dict[str, ApiClient], namespace: str
+) -> None:
+    """Kubernetes keeps the metadata edits a status update carries: the policy matches
+    jobs/status too, or a cluster admin could move a Job through it."""
+    # Suspended: nothing runs, and no controller of this module acts on it meanwhile.
+    job = managed_job("via-status")
+    job["spec"]["suspend"] = True
+    await clients["manager"].create(JOBS, job, namespace=namespace)  # the controller's identity
+    for change in ({CLUSTER_ANNOTATION: "worker-1"}, {PLACEMENTS_ANNOTATION: "worker-1"}):
+        with pytest.raises(ApiError) as refused:
+            await user.patch(
+                JOBS, "via-status", {"metadata": {"annotations": change}},
+                namespace=namespace, subresource="status",
+            )  # fmt: skip
+        assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
+    stored = await user.get(JOBS, "via-status", namespace=namespace)
+    annotations = stored["metadata"].get("annotations") or {}
+    assert CLUSTER_ANNOTATION not in annotations and PLACEMENTS_ANNOTATION not in annotations
+    # Other metadata edits through the status subresource remain the user's.
+    edited = await user.patch(
+        JOBS, "via-status", {"metadata": {"annotations": {"team": "b"}}},
+        namespace=namespace, subresource="status",
+    )  # fmt: skip
+    assert edited["metadata"]["annotations"]["team"] == "b"
+
+
 @pytest.fixture
 async def pods_policy(
     clients: dict[str, ApiClient], user: ApiClient, namespace: str
