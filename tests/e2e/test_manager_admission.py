@@ -18,7 +18,7 @@ import pytest
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import PODS
+from jobrelay.kube.resources import JOBS, PODS
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
@@ -82,6 +82,17 @@ async def test_a_job_naming_a_service_account_missing_on_the_manager_waits_for_i
 async def pods_refused_quoting_quota(manager: ApiClient, namespace: str) -> AsyncIterator[None]:
     """A ValidatingAdmissionPolicy refusing every Pod of ``namespace`` in words that
     quote ResourceQuota's; in force for the block, lifted after."""
+    async with pods_refused(manager, namespace, "false", QUOTED_QUOTA, pod_manifest("quoting")):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def pods_refused(
+    manager: ApiClient, namespace: str, allowed: str, message: str, refused_pod: dict[str, Any]
+) -> AsyncIterator[None]:
+    """A ValidatingAdmissionPolicy refusing the Pods of ``namespace`` for which the CEL
+    ``allowed`` is false, saying ``message``; in force for the block (``refused_pod`` is
+    refused), lifted after."""
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
@@ -94,7 +105,7 @@ async def pods_refused_quoting_quota(manager: ApiClient, namespace: str) -> Asyn
                      "resources": ["pods"]}
                 ]
             },
-            "validations": [{"expression": "false", "reason": "Forbidden", "message": QUOTED_QUOTA}],
+            "validations": [{"expression": allowed, "reason": "Forbidden", "message": message}],
         },
     }  # fmt: skip
     binding = {
@@ -112,9 +123,9 @@ async def pods_refused_quoting_quota(manager: ApiClient, namespace: str) -> Asyn
 
     async def refused() -> bool:
         try:
-            await manager.create(PODS, pod_manifest("quoting"), namespace=namespace, dry_run=True)
+            await manager.create(PODS, refused_pod, namespace=namespace, dry_run=True)
         except ApiError as error:
-            if QUOTED_QUOTA in error.message:
+            if message in error.message:
                 return True
             raise
         return False
@@ -128,13 +139,13 @@ async def pods_refused_quoting_quota(manager: ApiClient, namespace: str) -> Asyn
                 resource, POLICY, doc, patch_type=PatchType.APPLY,
                 field_manager=FIELD_MANAGER, force=True,
             )  # fmt: skip
-        await eventually(refused, timeout=60, what="the quoting policy in force")
+        await eventually(refused, timeout=60, what="the pod policy in force")
         yield
     finally:
         for resource in (BINDINGS, POLICIES):
             with contextlib.suppress(ApiError):
                 await manager.delete(resource, POLICY)
-        await eventually(lifted, timeout=60, what="the quoting policy lifted")
+        await eventually(lifted, timeout=60, what="the pod policy lifted")
 
 
 async def test_a_policy_quoting_a_quota_refusal_holds_the_job_a_real_quota_does_not(
@@ -173,6 +184,55 @@ async def test_a_policy_quoting_a_quota_refusal_holds_the_job_a_real_quota_does_
     await eventually(quota_refuses, timeout=60, what="the quota in force")
     await relay.submit(job_manifest("under-quota"))
     await relay.verify("under-quota", outcome="Complete")
+
+
+async def test_a_template_edit_of_a_suspended_job_is_admitted_before_its_mirror_takes_it(
+    relay: Relay, clients: dict[str, ApiClient]
+) -> None:
+    """A Job placed (by hand) while suspended has a mirror that never started; its
+    template's scheduling directives may still change, and the change is new pods:
+    the manager's admission judges them before the mirror takes them."""
+    manager, namespace = clients["manager"], relay.namespace
+    worker = relay.workers[0]
+    body = job_manifest("edited", suspend=True)
+    body["metadata"]["annotations"] = {CLUSTER_ANNOTATION: worker}
+    await relay.submit(body)
+
+    async def mirror() -> dict[str, Any] | None:
+        found = relay.jobs_named("edited", worker)
+        return found[-1] if found else None
+
+    created = await eventually(mirror, timeout=60, what=f"the suspended mirror on {worker}")
+    assert created["spec"]["suspend"] is True
+    forbidden = pod_manifest("forbidden")
+    forbidden["metadata"]["labels"] = {"forbidden-here": "yes"}
+    message = "pods labelled forbidden-here may not run"
+    allowed = "!has(object.metadata.labels) || !('forbidden-here' in object.metadata.labels)"
+    async with pods_refused(manager, namespace, allowed, message, forbidden):
+        edited = await manager.patch(
+            JOBS, "edited",
+            {"spec": {"template": {"metadata": {"labels": {"forbidden-here": "yes"}}}}},
+            namespace=namespace,
+        )  # fmt: skip
+        event = await relay.wait_event(
+            edited["metadata"]["uid"],
+            lambda e: e.get("reason") == "PodAdmissionRefused" and message in e["message"],
+            timeout=60,
+            what="a PodAdmissionRefused Warning for the edit",
+        )
+        assert event["type"] == "Warning"
+        current = await mirror()
+        assert current is not None
+        labels = current["spec"]["template"]["metadata"].get("labels") or {}
+        assert "forbidden-here" not in labels, labels
+
+    # Lifted: asked again, and the mirror takes the edit.
+    async def edit_reached_the_mirror() -> bool:
+        current = await mirror()
+        labels = (current or {})["spec"]["template"]["metadata"].get("labels") or {}
+        return labels.get("forbidden-here") == "yes"
+
+    await eventually(edit_reached_the_mirror, timeout=60, what="the edit on the mirror")
 
 
 CONTROLLER_ARGS = ["--unplaceable-retry", "2"]

@@ -48,7 +48,8 @@ _FORBIDDEN_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
 # limited: <l>`, each list `name=quantity,...`. Only this shape is quota: a webhook's
 # or a policy's message starts with its own words ("admission webhook ... denied the
 # request: ", "ValidatingAdmissionPolicy ... denied request: ") and may quote anything.
-_RESOURCE_LIST = r"[^\s,=]+=[^\s,=]+(?:,[^\s,=]+=[^\s,=]+)*"
+_RESOURCE_AMOUNT = r"[A-Za-z0-9./_-]+=[0-9A-Za-z.+-]+"  # requests.nvidia.com/gpu=2, cpu=500m
+_RESOURCE_LIST = rf"{_RESOURCE_AMOUNT}(?:,{_RESOURCE_AMOUNT})*"
 _QUOTA_REFUSAL = re.compile(
     r'(?P<resource>[a-z0-9.-]+) "(?P<name>[a-z0-9.-]*)" is forbidden: exceeded quota: '
     rf"[a-z0-9.-]+, requested: {_RESOURCE_LIST}, used: {_RESOURCE_LIST}, limited: {_RESOURCE_LIST}"

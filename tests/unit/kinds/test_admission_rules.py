@@ -219,3 +219,36 @@ def test_any_answer_is_read_without_crashing(code: int, reason: str, message: st
     verdict = verdict_of_refusal(code, reason, message)
     if verdict is not None:
         assert len(verdict.message) < 1400  # a worker's novel never reaches an Event whole
+
+
+QUOTA_WORDS = "exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"
+
+
+@settings(max_examples=EXAMPLES, derandomize=True)
+@given(
+    speaker=st.sampled_from(
+        [
+            'admission webhook "deny.example.com" denied the request: ',
+            'pods "jobrelay-admission-probe-abcde" is forbidden: ValidatingAdmissionPolicy '
+            "'p' with binding 'b' denied request: ",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: ',
+        ]
+    ),
+    before=st.text(max_size=40),
+    # Not a continuation of the last quantity: what a policy might add after the words.
+    after=st.one_of(
+        st.just(""),
+        st.sampled_from(" \n;").flatmap(lambda c: st.text(max_size=40).map(lambda t: c + t)),
+    ),
+)
+def test_quoted_quota_words_are_never_an_allowance(speaker: str, before: str, after: str) -> None:
+    """Whatever a webhook or a policy says around ResourceQuota's words, it is a refusal;
+    only the plugin's own sentence, whole, allows."""
+    message = speaker + before + QUOTA_WORDS + after
+    verdict = verdict_of_refusal(403, "Forbidden", message)
+    assert verdict is not None
+    own = speaker.startswith('pods "') and "Validating" not in speaker
+    if verdict.allowed:
+        assert own and before == "" and after == ""
+    if own and before == "" and after == "":
+        assert verdict.allowed
