@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from jobrelay.kinds import KindError
@@ -26,6 +28,28 @@ def _kind_name(
     return values
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _dns_label(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if not _DNS_LABEL.fullmatch(value):
+        raise click.BadParameter(f"{value[:80]!r} is not a namespace name (a DNS label)")
+    return value
+
+
+def _dns_subdomain(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise click.BadParameter(f"{value[:80]!r} is not a ServiceAccount name")
+    return value
+
+
+def _controller_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if not value or len(value) > 63 or not value.isprintable():
+        raise click.BadParameter("a spec.managedBy value: 1 to 63 printable characters")
+    return value
+
+
 @click.group()
 def manifests() -> None:
     """Print manifests generated from jobrelay's settings (apply them with kubectl)."""
@@ -37,10 +61,12 @@ def manifests() -> None:
                    f"default: {', '.join(DEFAULT_POLICY_KINDS)}. A kind without an adapter "
                    "is matched under its conventional plural.")  # fmt: skip
 @click.option("--controller-namespace", default=CONTROLLER_NAMESPACE, show_default=True,
+              callback=_dns_label,
               help="Namespace of the controller's ServiceAccount.")  # fmt: skip
 @click.option("--controller-service-account", default=CONTROLLER_SERVICE_ACCOUNT,
-              show_default=True, help="The controller's ServiceAccount.")  # fmt: skip
+              show_default=True, callback=_dns_subdomain, help="The controller's ServiceAccount.")  # fmt: skip
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
+              callback=_controller_name,
               help="The spec.managedBy value of the workloads to dispatch (as `jobrelay run`).")  # fmt: skip
 def admission_policy(
     kinds: tuple[str, ...],

@@ -125,6 +125,14 @@ def test_the_cli_prints_the_generators_output() -> None:
     done = runner.invoke(cli, args)
     assert done.exit_code == 0, done.output
     assert done.output == admission_policy_yaml(["RayJob.v1.ray.io"], controller_namespace="ops")
-    done = runner.invoke(cli, ["manifests", "admission-policy", "--kind", "rayjob"])
-    assert done.exit_code == 2 and "write Kind.version.group" in done.output
-    assert "Traceback" not in done.output
+    for bad, says in (
+        (["--kind", "rayjob"], "write Kind.version.group"),
+        (["--controller-namespace", "Ops"], "is not a namespace name"),
+        (["--controller-namespace", "ops\n"], "is not a namespace name"),
+        (["--controller-service-account", "relay\n"], "is not a ServiceAccount name"),
+        (["--controller-service-account", "a b"], "is not a ServiceAccount name"),
+        (["--controller-name", "x\ny"], "a spec.managedBy value"),
+    ):
+        done = runner.invoke(cli, ["manifests", "admission-policy", *bad])
+        assert done.exit_code == 2 and says in done.output, done.output
+        assert "Traceback" not in done.output
