@@ -220,6 +220,18 @@ OTHER_TENANT = "team-b-secret-project"
                      'cannot create resource "jobs" in API group "batch" in the namespace "a"'),
             "HTTP 403 Forbidden: jobrelay's credentials for that worker lack a permission",
         ),
+        # A webhook or a policy may quote a tenant's "exceeded quota": it is no quota.
+        (
+            ApiError(403, "Forbidden", f'admission webhook "{OTHER_TENANT}.example.com" denied the '
+                     "request: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"),
+            "HTTP 403 Forbidden: an admission webhook there denied it",
+        ),
+        (
+            ApiError(403, "Forbidden", f'jobs.batch "x" is forbidden: ValidatingAdmissionPolicy '
+                     f"'{OTHER_TENANT}' with binding 'b' denied request: exceeded quota: q, "
+                     "requested: pods=1, used: pods=1, limited: pods=1"),
+            "HTTP 403 Forbidden: a policy there refuses it",
+        ),
         (
             ApiError(400, "BadRequest", f'admission webhook "{OTHER_TENANT}.example.com" denied the request'),
             "HTTP 400 BadRequest: an admission webhook there denied it",
