@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,8 @@ _log = logging.getLogger(__name__)
 # A burst of node and pod events tells the placement at most this often per worker:
 # soon enough to place a held workload within seconds of capacity freeing.
 CAPACITY_DEBOUNCE = 0.5
+# A worker reporting unusable quantities is logged at most this often (they are ignored).
+UNUSABLE_LOG_INTERVAL = 60.0
 
 
 @dataclass
@@ -46,6 +49,9 @@ class CapacityFeed:
     task: asyncio.Task[None] | None = None
     # The error already logged (each is logged once).
     error_logged: str | None = None
+    # When an unusable quantity was last logged, and how many were seen since.
+    unusable_logged_at: float | None = None
+    unusable_unlogged: int = 0
 
     def start(
         self,
@@ -88,10 +94,33 @@ class CapacityFeed:
     def _node_changed(self, event: InformerEvent) -> bool:
         if event.new is None:
             return self.tracker.delete_node(event.key)
-        return self.tracker.set_node(event.new)
+        changed = self.tracker.set_node(event.new)
+        self._tell_unusable()
+        return changed
 
     def _pod_changed(self, event: InformerEvent) -> bool:
-        return self.tracker.set_pod(event.key, event.new)
+        changed = self.tracker.set_pod(event.key, event.new)
+        self._tell_unusable()
+        return changed
+
+    def _tell_unusable(self, now: Callable[[], float] = time.monotonic) -> None:
+        """Log a node or pod whose quantities were ignored, at most once a minute."""
+        unusable = self.tracker.take_unusable()
+        if unusable is None:
+            return
+        self.unusable_unlogged += 1
+        moment = now()
+        if self.unusable_logged_at is not None and (
+            moment - self.unusable_logged_at < UNUSABLE_LOG_INTERVAL
+        ):
+            return
+        more = self.unusable_unlogged - 1
+        _log.warning(
+            "worker %s: %s; ignored%s", self.name, unusable,
+            f" (and {more} more since the last such line)" if more else "",
+            extra={"cluster": self.name},
+        )  # fmt: skip
+        self.unusable_logged_at, self.unusable_unlogged = moment, 0
 
     @property
     def listed(self) -> bool:
