@@ -32,8 +32,11 @@ def to_units(resource: str, quantity: str | int | float | Decimal) -> int:
     """One quantity as this module's integer (rounded up: a request never shrinks);
     QuantityError (a ValueError) if malformed, negative, or beyond what Kubernetes counts
     (an int64 of these units: CPU's milli-units included, as its MilliValue)."""
-    value = quantity if isinstance(quantity, Decimal) else parse_quantity(quantity)
     where = str(resource)[:63]
+    try:
+        value = quantity if isinstance(quantity, Decimal) else parse_quantity(quantity)
+    except QuantityError as error:
+        raise error.within(where) from None
     # Compared before any int() is built: a Decimal may be 1e999999.
     if not value.is_finite() or abs(value) > INT64_MAX:
         raise QuantityError(

@@ -103,13 +103,13 @@ class CapacityFeed:
         self._tell_unusable()
         return changed
 
-    def _tell_unusable(self, now: Callable[[], float] = time.monotonic) -> None:
+    def _tell_unusable(self) -> None:
         """Log a node or pod whose quantities were ignored, at most once a minute."""
         unusable = self.tracker.take_unusable()
         if unusable is None:
             return
         self.unusable_unlogged += 1
-        moment = now()
+        moment = time.monotonic()
         if self.unusable_logged_at is not None and (
             moment - self.unusable_logged_at < UNUSABLE_LOG_INTERVAL
         ):
