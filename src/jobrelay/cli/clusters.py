@@ -315,7 +315,7 @@ def capacity_text(capacity: Any) -> str:
             resources_of(capacity.get("requested") or {}),
             resources_of(capacity.get("reserved") or {}),
         )
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, ArithmeticError):  # an odd status
         return "-"
     return summary.columns()
 

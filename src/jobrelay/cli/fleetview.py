@@ -71,7 +71,7 @@ def usage(capacity: Mapping[str, Any], resource: str) -> str:
         allocatable = resources_of(capacity.get("allocatable") or {})
         requested = resources_of(capacity.get("requested") or {})
         reserved = resources_of(capacity.get("reserved") or {})
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, ArithmeticError):  # an odd status
         return "-"
     total = allocatable.get(resource, 0)
     if not total:

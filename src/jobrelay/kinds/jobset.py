@@ -23,7 +23,7 @@ from typing import Any
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.mirrors import carried_over, mirror_metadata, slim_metadata
-from jobrelay.kinds.pods import pod_requests
+from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
 
@@ -232,11 +232,16 @@ class JobSetKind(WorkloadKind):
             completions = job_spec.get("completions")
             per_job = parallelism if completions is None else min(parallelism, completions)
             pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+            name = str(replicated.get("name", ""))
+            try:
+                requests = pod_requests(pod_spec)
+            except QuantityError as error:
+                raise error.within(f"replicated job {name[:63]!r}") from None
             sets.append(
                 PodSet(
-                    name=str(replicated.get("name", "")),
+                    name=name,
                     count=int(replicated.get("replicas", 1)) * int(per_job),
-                    requests=pod_requests(pod_spec),
+                    requests=requests,
                     node_selector=dict(pod_spec.get("nodeSelector") or {}),
                 )
             )

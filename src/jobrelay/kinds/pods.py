@@ -9,42 +9,12 @@ sums are computed in milli-units or bytes.
 
 from __future__ import annotations
 
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
+from jobrelay.kinds.quantity import QuantityError, Unusable, parse_quantity
 from jobrelay.kinds.types import JsonObj
 
-_SUFFIXES = {
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "P": Decimal(10**15),
-    "E": Decimal(10**18),
-}
-
-
-def parse_quantity(text: str | int | float) -> Decimal:
-    """A Kubernetes quantity (``500m``, ``2Gi``, ``1e3``) as a number; ValueError if malformed."""
-    value = str(text).strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if value.endswith(suffix) and value[: -len(suffix)]:
-            number, factor = value[: -len(suffix)], _SUFFIXES[suffix]
-            break
-    else:
-        number, factor = value, Decimal(1)
-    try:
-        return Decimal(number) * factor
-    except InvalidOperation as error:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}") from error
+__all__ = ["QuantityError", "format_quantity", "parse_quantity", "pod_requests"]
 
 
 def format_quantity(value: Decimal) -> str:
@@ -55,11 +25,25 @@ def format_quantity(value: Decimal) -> str:
     return f"{int((value * 1000).to_integral_value(rounding=ROUND_CEILING))}m"
 
 
+def _quantities(asked: JsonObj, where: str) -> dict[str, Decimal]:
+    """``{resource: quantity}`` as numbers; QuantityError naming ``where`` and the resource."""
+    parsed = {}
+    for name, quantity in asked.items():
+        try:
+            value = parse_quantity(quantity)
+        except QuantityError as error:
+            raise error.within(f"{where}, {str(name)[:63]}") from None
+        if value < 0:
+            raise QuantityError(Unusable(str(quantity), "is negative"), f"{where}, {name}")
+        parsed[str(name)] = value
+    return parsed
+
+
 def _requests(container: JsonObj) -> dict[str, Decimal]:
     resources = container.get("resources") or {}
     # Limits without requests default the requests (as the apiserver does).
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: parse_quantity(quantity) for name, quantity in merged.items()}
+    return _quantities(merged, f"container {str(container.get('name') or '')[:63]!r}")
 
 
 def _add(into: dict[str, Decimal], more: dict[str, Decimal]) -> None:
@@ -68,7 +52,8 @@ def _add(into: dict[str, Decimal], more: dict[str, Decimal]) -> None:
 
 
 def pod_requests(pod_spec: JsonObj) -> dict[str, str]:
-    """The effective requests of one pod of this spec, as quantities."""
+    """The effective requests of one pod of this spec, as quantities; QuantityError (a
+    ValueError) naming the container and the resource of the first unusable one."""
     app: dict[str, Decimal] = {}
     for container in pod_spec.get("containers") or []:
         _add(app, _requests(container))
@@ -88,9 +73,6 @@ def pod_requests(pod_spec: JsonObj) -> dict[str, str]:
         name: max(app.get(name, Decimal(0)), init_peak.get(name, Decimal(0)))
         for name in app.keys() | init_peak.keys()
     }
-    overhead = {
-        name: parse_quantity(quantity)
-        for name, quantity in (pod_spec.get("overhead") or {}).items()
-    }
+    overhead = _quantities(pod_spec.get("overhead") or {}, "the pod's overhead")
     _add(effective, overhead)
     return {name: format_quantity(value) for name, value in sorted(effective.items()) if value}

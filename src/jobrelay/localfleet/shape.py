@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from jobrelay.kinds.quantity import Unusable, read_quantity
 from jobrelay.placement import units
 from jobrelay.placement.selectors import is_label_key, is_label_value
 from jobrelay.placement.workload import Taint
@@ -245,6 +246,9 @@ def _quantity(
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise where.error(key, f"{value!r} is not a Kubernetes quantity")
     text = str(value).strip()
+    parsed = read_quantity(text)
+    if not isinstance(parsed, Unusable) and parsed <= 0:
+        raise where.error(key, f"{text!r} must be more than zero")
     try:
         amount = units.to_units(resource, text)
     except ValueError:

@@ -41,6 +41,8 @@ OWNER_LABELS = tuple(k for names, uids in _OWNER_LABEL_PAIRS for k in (*names, *
 # What the pod informer asks the apiserver for: finished pods hold nothing on a node.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 _FINISHED = frozenset({"Succeeded", "Failed"})
+# In a slim pod: why its requests could not be read (it then counts as no requests).
+UNUSABLE_QUANTITY = "unusableQuantity"
 _STARTED = frozenset({"Running", "Succeeded", "Failed"})
 
 # A pod's requests as sorted (resource, units) pairs, shared by every pod asking the
@@ -94,8 +96,15 @@ def slim_node(obj: Mapping[str, Any]) -> dict[str, Any]:
 def effective_requests(pod_spec: Mapping[str, Any]) -> Requests:
     """What one pod takes on its node, in placement units, with ``pods: 1``: containers,
     init containers by the Kubernetes rule, pod-level resources where set, overhead.
-    A malformed quantity counts as nothing (the apiserver validates them)."""
+    An unusable quantity counts as nothing (see :func:`_effective`)."""
+    return _effective(pod_spec)[0]
+
+
+def _effective(pod_spec: Mapping[str, Any]) -> tuple[Requests, str | None]:
+    """:func:`effective_requests`, and why a quantity was unusable (then the pod counts as
+    ``pods: 1`` only: a worker's odd pod must not stop the count of the others)."""
     spec = dict(pod_spec)
+    unusable = None
     try:
         requests = resources_of(pod_requests(spec))
         pod_level = (spec.get("resources") or {}).get("requests") or {}
@@ -104,10 +113,10 @@ def effective_requests(pod_spec: Mapping[str, Any]) -> Requests:
             overhead = resources_of(spec.get("overhead") or {})
             for resource, quantity in resources_of(pod_level).items():
                 requests[resource] = quantity + overhead.get(resource, 0)
-    except ValueError:
-        requests = {}
+    except (ValueError, TypeError, AttributeError) as error:
+        requests, unusable = {}, str(error)[:300]
     requests[PODS] = 1
-    return _share(tuple(sorted((_intern(r), q) for r, q in requests.items() if q)))
+    return _share(tuple(sorted((_intern(r), q) for r, q in requests.items() if q))), unusable
 
 
 def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -141,6 +150,7 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         ),
         None,
     )
+    requests, unusable = _effective(spec)
     slim: dict[str, Any] = {
         "metadata": {
             "name": Meta(obj).name,
@@ -150,8 +160,10 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         },
         "nodeName": _intern(spec.get("nodeName")),
         "phase": _intern(phase),
-        "requests": effective_requests(spec),
+        "requests": requests,
     }
+    if unusable is not None:
+        slim[UNUSABLE_QUANTITY] = unusable
     if owners:
         slim["metadata"]["labels"] = owners
     if controllers:
@@ -247,6 +259,7 @@ class CapacityTracker:
         self._built: dict[str, Node] = {}  # the nodes of the last capacity(), by name
         self._dirty: set[str] = set()  # node names whose built Node is stale
         self._capacity: WorkerCapacity | None = None
+        self._unusable: str | None = None  # the last unusable quantity seen, not yet told
 
     # -- feeding -------------------------------------------------------------------
 
@@ -254,8 +267,9 @@ class CapacityTracker:
         """A node added or changed (a slim or full Node object)."""
         try:
             parsed = node_of(dict(node))
-        except ValueError:
-            # Malformed allocatable (the apiserver validates it): treat it as absent.
+        except (ValueError, TypeError, AttributeError) as error:
+            # An unusable allocatable: the node is treated as absent.
+            self._unusable = f"node {Meta(node).name[:253]}: {str(error)[:300]}"
             return self.delete_node(Meta(node).name)
         if self._nodes.get(parsed.name) == parsed:
             return False
@@ -277,6 +291,8 @@ class CapacityTracker:
         if old is not None and _counted(old) == _counted(pod):
             self._pods[key] = pod
             return False
+        if pod.get(UNUSABLE_QUANTITY):
+            self._unusable = f"pod {key[:300]}: {pod[UNUSABLE_QUANTITY]}"
         if old is not None:
             self._count(key, old, -1)
         self._pods[key] = pod
@@ -290,6 +306,11 @@ class CapacityTracker:
             return False
         self._count(key, old, -1)
         return True
+
+    def take_unusable(self) -> str | None:
+        """The last node or pod whose quantities were unusable since the last call, and why."""
+        unusable, self._unusable = self._unusable, None
+        return unusable
 
     # -- reading -----------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
-from jobrelay.kinds.pods import parse_quantity
+from jobrelay.kinds.quantity import INT64_MAX, QuantityError, Unusable, parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -30,15 +30,34 @@ def _is_bytes(resource: str) -> bool:
 
 def to_units(resource: str, quantity: str | int | float | Decimal) -> int:
     """One quantity as this module's integer (rounded up: a request never shrinks);
-    ValueError if malformed."""
-    value = quantity if isinstance(quantity, Decimal) else parse_quantity(quantity)
+    QuantityError (a ValueError) if malformed, negative, or beyond what Kubernetes counts
+    (an int64 of these units: CPU's milli-units included, as its MilliValue)."""
+    where = str(resource)[:63]
+    try:
+        value = quantity if isinstance(quantity, Decimal) else parse_quantity(quantity)
+    except QuantityError as error:
+        raise error.within(where) from None
+    # Compared before any int() is built: a Decimal may be 1e999999.
+    if not value.is_finite() or abs(value) > INT64_MAX:
+        raise QuantityError(
+            Unusable(str(quantity)[:100], "is not a number Kubernetes can count"), where
+        )
+    if value < 0:
+        raise QuantityError(Unusable(str(quantity), "is negative"), where)
     if resource in _MILLI:
-        value *= 1000
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
+        value = value.scaleb(3)  # exact: only the exponent moves
+    units = int(value.to_integral_value(rounding=ROUND_CEILING))
+    if units > INT64_MAX:
+        raise QuantityError(
+            Unusable(str(quantity), f"is more than Kubernetes can count in milli-{resource}"),
+            where,
+        )
+    return units
 
 
 def resources_of(quantities: Mapping[str, str | int | float]) -> dict[str, int]:
-    """A ``{resource: quantity}`` map (as the API writes it) as integers; ValueError if malformed."""
+    """A ``{resource: quantity}`` map (as the API writes it) as integers; QuantityError (a
+    ValueError) naming the resource if one is unusable."""
     return {name: to_units(name, quantity) for name, quantity in quantities.items()}
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.pods import pod_requests
+from jobrelay.kinds.quantity import QuantityError
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.selectors import (
     Operator,
@@ -32,6 +33,9 @@ CLUSTER_SELECTOR_ANNOTATION = "jobrelay.dev/cluster-selector"
 PLACEMENT_ANNOTATION = "jobrelay.dev/placement"
 # Taint effects that keep a pod off a node; PreferNoSchedule only discourages.
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# The reasons of the Warning Events an unplaceable workload gets.
+INVALID_PLACEMENT = "InvalidPlacement"
+INVALID_QUANTITY = "InvalidQuantity"
 
 
 class Strategy(StrEnum):
@@ -42,9 +46,11 @@ class Strategy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Invalid:
-    """Why a workload or an annotation cannot be placed: shown to the user as is."""
+    """Why a workload or an annotation cannot be placed: shown to the user as is, in a
+    Warning Event with this reason."""
 
     message: str
+    reason: str = INVALID_PLACEMENT
 
     def __str__(self) -> str:
         return self.message
@@ -198,7 +204,12 @@ def _tolerations(pod_spec: JsonObj) -> tuple[Toleration, ...]:
 
 def pod_group(name: str, count: int, pod_spec: JsonObj) -> PodGroup:
     """The group of ``count`` pods made from ``pod_spec``; ValueError if malformed."""
-    requests = resources_of(pod_requests(pod_spec))
+    effective = pod_requests(pod_spec)
+    try:
+        requests = resources_of(effective)
+    except QuantityError as error:
+        # Each container's quantity was usable; their sum is not.
+        raise error.within(f"pod template {name[:63]!r}, all containers together") from None
     return PodGroup(
         name=name,
         count=count,
@@ -228,6 +239,8 @@ def pod_groups(kind: WorkloadKind, obj: JsonObj) -> tuple[PodGroup, ...] | Inval
             )
             for s in sets
         )
+    except QuantityError as error:
+        return Invalid(f"cannot read the pods' requests: {error}", INVALID_QUANTITY)
     except (ValueError, TypeError, AttributeError) as error:
         return Invalid(f"cannot read the pods' requests: {error}")
 

@@ -125,7 +125,21 @@ async def test_top_refreshes_every_interval(manager: FakeApiserver) -> None:
         ({}, "-"),
         ({"allocatable": {"cpu": "500m"}, "requested": {"cpu": "250m"}}, "250m/500m (50%)"),
         ({"allocatable": {"cpu": "lots"}}, "-"),
+        ({"allocatable": {"cpu": "1e999999"}}, "-"),  # was ~25 s of CPU, then "-"
+        ({"allocatable": {"cpu": "4"}, "requested": {"cpu": "1e1000000"}}, "-"),
     ],
 )
 def test_usage(capacity: dict[str, Any], shown: str) -> None:
     assert usage(capacity, "cpu") == shown
+
+
+@pytest.mark.parametrize(
+    "capacity",
+    [
+        {"nodes": float("inf")},  # int(inf): OverflowError, a traceback, before
+        {"nodes": 1, "allocatable": {"memory": "1e1000000"}},  # decimal.Overflow before
+        {"nodes": 1, "allocatable": {"memory": "-1Gi"}},
+    ],
+)
+def test_an_odd_capacity_status_is_a_dash(capacity: dict[str, Any]) -> None:
+    assert clusters_cli.capacity_text(capacity) == "-"

@@ -603,7 +603,7 @@ def _placement(
     workload = read_workload(s.kind, obj)
     if isinstance(workload, Invalid):
         message = f"cannot place this {s.kind.ref.kind}: {workload}; fix it and jobrelay places it"
-        return Plan(tuple(actions), Terminal("InvalidPlacement", message))
+        return Plan(tuple(actions), Terminal(workload.reason, message))
     if isinstance(s.policy, Invalid):
         return _Unplaceable(
             f"the placement policy of namespace {_namespace(obj)} cannot be read "

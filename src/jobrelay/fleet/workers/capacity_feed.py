@@ -11,6 +11,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ CAPACITY_DEBOUNCE = 0.5
 # Pods that finished or went, remembered (slim) so that their last Events (Evicted, a
 # failed container) still find whom they speak for; the oldest are forgotten first.
 _GONE_PODS_KEPT = 4096
+# A worker reporting unusable quantities is logged at most this often (they are ignored).
+UNUSABLE_LOG_INTERVAL = 60.0
 
 
 @dataclass
@@ -55,6 +58,9 @@ class CapacityFeed:
     gone_pods: collections.OrderedDict[str, dict[str, Any]] = field(
         default_factory=collections.OrderedDict
     )
+    # When an unusable quantity was last logged, and how many were seen since.
+    unusable_logged_at: float | None = None
+    unusable_unlogged: int = 0
 
     def start(
         self,
@@ -97,7 +103,9 @@ class CapacityFeed:
     def _node_changed(self, event: InformerEvent) -> bool:
         if event.new is None:
             return self.tracker.delete_node(event.key)
-        return self.tracker.set_node(event.new)
+        changed = self.tracker.set_node(event.new)
+        self._tell_unusable()
+        return changed
 
     def _pod_changed(self, event: InformerEvent) -> bool:
         if event.new is None and event.old is not None:
@@ -105,7 +113,28 @@ class CapacityFeed:
             self.gone_pods.move_to_end(event.key)
             while len(self.gone_pods) > _GONE_PODS_KEPT:
                 self.gone_pods.popitem(last=False)
-        return self.tracker.set_pod(event.key, event.new)
+        changed = self.tracker.set_pod(event.key, event.new)
+        self._tell_unusable()
+        return changed
+
+    def _tell_unusable(self) -> None:
+        """Log a node or pod whose quantities were ignored, at most once a minute."""
+        unusable = self.tracker.take_unusable()
+        if unusable is None:
+            return
+        self.unusable_unlogged += 1
+        moment = time.monotonic()
+        if self.unusable_logged_at is not None and (
+            moment - self.unusable_logged_at < UNUSABLE_LOG_INTERVAL
+        ):
+            return
+        more = self.unusable_unlogged - 1
+        _log.warning(
+            "worker %s: %s; ignored%s", self.name, unusable,
+            f" (and {more} more since the last such line)" if more else "",
+            extra={"cluster": self.name},
+        )  # fmt: skip
+        self.unusable_logged_at, self.unusable_unlogged = moment, 0
 
     def pod(self, key: str) -> dict[str, Any] | None:
         """The pod ``namespace/name`` as cached (slim), or as it was when it finished or
