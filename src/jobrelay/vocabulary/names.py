@@ -16,6 +16,10 @@ CLUSTER_ANNOTATION = "jobrelay.dev/cluster"
 # On the management Job: every worker it was placed on, in order, comma-separated;
 # the last is the current one and the count numbers the current run.
 PLACEMENTS_ANNOTATION = "jobrelay.dev/placements"
+# On the management object, set by its user: where it may go (README "Placement").
+CLUSTERS_ANNOTATION = "jobrelay.dev/clusters"
+CLUSTER_SELECTOR_ANNOTATION = "jobrelay.dev/cluster-selector"
+PLACEMENT_ANNOTATION = "jobrelay.dev/placement"
 # On the management Job, set by its user: "never" keeps a lost Job from running again.
 REDISPATCH_ANNOTATION = "jobrelay.dev/redispatch"
 REDISPATCH_NEVER = "never"
@@ -26,6 +30,12 @@ NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
 # On the management object: why its mirror cannot create its pods, in its worker's
 # words ("worker-1: FailedCreate: <message>"); removed once its pods run or it ends.
 BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
+
+# On the management object: the UID of every mirror jobrelay created for it, by run
+# ("<run>:<worker>:<uid>", comma-separated). Only a recorded mirror (or, once, the
+# unrecorded one of the current run on its placed worker: objects placed before
+# the record was kept, a restart between create and record) is ever followed.
+MIRRORS_ANNOTATION = "jobrelay.dev/mirrors"
 
 # On the mirror: which run of its management Job it is (1 for the first placement),
 # so that a mirror left on a worker the Job moved away from is never mistaken for
@@ -42,6 +52,21 @@ CONTROLLER_ANNOTATION = "jobrelay.dev/controller"  # value: the controller name,
 # UID of that cluster's kube-system namespace). Two managers sharing a worker only
 # ever see, adopt, copy or delete mirrors of their own origin.
 ORIGIN_LABEL = "jobrelay.dev/origin"
+
+# The only keys under jobrelay.dev/ a user may set on a workload: documented in the
+# README, read by placement, harmless on a mirror. Every other jobrelay.dev/ key is
+# jobrelay's own record (run, carried-over, origin, placements, mirrors...): written by
+# jobrelay alone, never copied from what a user wrote onto a mirror.
+USER_FACING_KEYS = frozenset(
+    {CLUSTERS_ANNOTATION, CLUSTER_SELECTOR_ANNOTATION, PLACEMENT_ANNOTATION, REDISPATCH_ANNOTATION}
+)
+_OWN_PREFIX = "jobrelay.dev/"
+
+
+def is_own_mark(key: str) -> bool:
+    """Whether a label or annotation key is one of jobrelay's own records (not user-facing)."""
+    return key.startswith(_OWN_PREFIX) and key not in USER_FACING_KEYS
+
 
 # Labels the management cluster's apiserver/controller generate; never copied to a mirror.
 GENERATED_JOB_LABELS = frozenset(
