@@ -46,6 +46,7 @@ from jobrelay.vocabulary.names import (
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.placement import with_recorded_mirror
 
 _log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class Executor:
         namespace_ensured = not self.create_namespaces
         while True:
             try:
-                await worker.client.create(kind.ref, action.body)
+                created = await worker.client.create(kind.ref, action.body)
                 break
             except ApiError as error:
                 if error.is_already_exists:
@@ -200,6 +201,15 @@ class Executor:
             action.cluster,
             extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
         )
+        # Recorded from the create's own answer, not from a cache: this is the one mirror
+        # followed. Should this write not happen (a restart), the next decision adopts the
+        # mirror of this run on this worker, once (decide.py).
+        uid = Meta(created).uid
+        if uid:
+            record: dict[str, str | None] = {
+                **with_recorded_mirror(obj, action.run, action.cluster, uid)
+            }
+            await self._annotate(key, kind, Annotate(record))
         return None
 
     def _rejected(
