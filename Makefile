@@ -3,11 +3,20 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps build demo test test-chaos test-unit lint bench fleet-down
+.PHONY: deps lock build demo test test-chaos test-unit lint bench fleet-down
 
+# The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
-	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || $(PYTHON) -m pip install -q -e '.[dev]'
+	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || \
+	  { $(PYTHON) -m pip install -q --require-hashes -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
+
+# Pin every package (and its hashes) after a change of pyproject.toml's dependencies;
+# the image installs requirements/runtime.lock, CI requirements/dev.lock.
+LOCK = uv pip compile pyproject.toml --python-version 3.11 --universal --generate-hashes -q
+lock:
+	$(LOCK) -o requirements/runtime.lock
+	$(LOCK) --extra dev -o requirements/dev.lock
 
 build: deps
 	$(PYTHON) -m jobrelay fleet build

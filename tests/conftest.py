@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrelay.fleet.workerclusters import default_origin
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
@@ -31,6 +32,7 @@ from jobrelay.localfleet import shape
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.localfleet.fleet_state import NodeShape
 from jobrelay.localfleet.orchestration import LocalFleet
+from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 TEST_WORKERS = 2
 SHAPES = Path(__file__).parent / "e2e" / "shapes"
@@ -162,7 +164,11 @@ async def namespace(
     """A fresh namespace, created on every cluster and deleted after the test."""
     base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:40].strip("-")
     name = f"{base}-{uuid.uuid4().hex[:6]}"
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    # Open to the fleet's manager on every worker (a worker namespace without the label
+    # is never used: placement/namespaces.py).
+    origin = await default_origin(clients["manager"])
+    labels = {ORIGIN_LABEL: origin}
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
     for client in clients.values():
         await client.create(NAMESPACES, body)
     try:

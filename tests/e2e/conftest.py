@@ -40,10 +40,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from jobrelay.fleet.workerclusters import default_origin
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.vocabulary.names import ORIGIN_LABEL
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay
 
@@ -146,10 +148,13 @@ async def make_namespace(
     async def make(clusters: Iterable[str]) -> str:
         name = f"{base.strip('-')}-{uuid.uuid4().hex[:6]}"
         made.append(name)
+        labels = {ORIGIN_LABEL: await default_origin(clients["manager"])}  # open to it
         for cluster in clusters:
             await clients[cluster].create(
-                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-            )
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": name, "labels": labels}},
+            )  # fmt: skip
         return name
 
     yield make

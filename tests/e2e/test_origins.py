@@ -4,7 +4,9 @@ worker-2 of the local fleet serves as the second management cluster (manager B, 
 with ``--origin manager-b``); the fleet's manager (manager A) runs the module's
 controller with the default origin, the UID of its kube-system namespace. Both
 dispatch to worker-1 (worker-2 is cordoned on manager A for the test), with the
-same namespace and Job names.
+same namespace and Job names. A worker namespace is open to one origin only (its
+``jobrelay.dev/origin`` label): B's namesake in A's namespace is held, never placed
+there, and B's Jobs run in namespaces of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import EVENTS, JOBS, WORKER_CLUSTERS
+from jobrelay.kube.resources import EVENTS, JOBS, NAMESPACES, WORKER_CLUSTERS
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from tests.e2e.support import ControllerProcess, Relay
 from tests.kubetools import eventually, finished, get_or_none, gone, is_true, job_manifest
@@ -79,28 +81,39 @@ async def test_two_managers_sharing_a_worker_never_touch_each_others_mirrors(
     assert labels(mirror_a)[ORIGIN_LABEL] == origin_a
     assert labels(mirror_a)[ORIGIN_UID_LABEL] == job_a["metadata"]["uid"]
 
-    # B's namesake collides with A's mirror: B leaves it alone and, with no other
-    # worker, holds its Job; B's other Job runs on worker-1 beside A's mirror.
-    async def submit_b(name: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+    # The namespace on worker-1 is open to A (its origin label): B never creates a mirror
+    # there and, with no other worker, holds its namesake. B's Job of a namespace of its
+    # own runs on worker-1 beside A's mirror (B creates that namespace, labelled with B's origin).
+    async def submit_b(name: str, annotations: Mapping[str, str], ns: str) -> dict[str, Any]:
         body = job_manifest(name, annotations=annotations)
         body["spec"]["managedBy"] = DEFAULT_CONTROLLER_NAME
-        return await b.create(JOBS, body, namespace=namespace)
+        return await b.create(JOBS, body, namespace=ns)
 
-    job_b = await submit_b("shared", RUN_FOREVER)
-    await submit_b("only-b", {"fleet.jobrelay.dev/duration": "1s"})
+    job_b = await submit_b("shared", RUN_FOREVER, namespace)
+    own = f"{namespace}-b"
+    await b.create(NAMESPACES, {"metadata": {"name": own}})
+    try:
+        await submit_b("only-b", {"fleet.jobrelay.dev/duration": "1s"}, own)
 
-    async def b_reasons() -> set[str] | None:
-        found = {
-            str(event.get("reason"))
-            for event in await _events_of(b, namespace, job_b["metadata"]["uid"])
-        }
-        return found if {"NameCollision", "NotPlaced"} <= found else None
+        async def b_held() -> str | None:
+            events = await _events_of(b, namespace, job_b["metadata"]["uid"])
+            messages = [str(e.get("message")) for e in events if e.get("reason") == "NotPlaced"]
+            return next((m for m in messages if "not open to this manager" in m), None)
 
-    await eventually(b_reasons, timeout=60, what="B reports the collision and holds its Job")
-    only_b = await eventually(
-        lambda: _finished(b, "only-b", namespace), timeout=60, what="B's own Job completes"
-    )
-    assert is_true(only_b, "Complete"), only_b["status"]
+        held_why = await eventually(
+            b_held, timeout=60, what="B holds its Job, naming A's namespace"
+        )
+        assert f"namespace {namespace} exists there and is not open" in held_why
+        only_b = await eventually(
+            lambda: _finished(b, "only-b", own), timeout=60, what="B's own Job completes"
+        )
+        assert is_true(only_b, "Complete"), only_b["status"]
+        opened = await worker.get(NAMESPACES, own)
+        assert labels(opened)[ORIGIN_LABEL] == ORIGIN_B
+    finally:
+        for client in (b, worker):
+            with contextlib.suppress(ApiError):
+                await client.delete(NAMESPACES, own)
 
     # A's mirror was never deleted, replaced or relabelled; B copied nothing of it.
     now = await worker.get(JOBS, "shared", namespace=namespace)

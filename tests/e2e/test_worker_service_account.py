@@ -23,9 +23,10 @@ import pytest
 import yaml
 
 from jobrelay.fleet import workerclusters
-from jobrelay.fleet.serviceaccount import WorkerAccount
+from jobrelay.fleet.serviceaccount import WorkerAccount, account_name
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.resources import SECRETS
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import JOBS, SECRETS
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.conftest import NamespaceFactory
@@ -123,11 +124,14 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
     registered_with_service_account: str, fleet: FleetHandle, clients: dict[str, ApiClient]
 ) -> None:
     output = registered_with_service_account
-    account = WorkerAccount()
+    origin = await workerclusters.default_origin(clients["manager"])
+    name = account_name(origin)  # one credential per manager
+    account = WorkerAccount(name=name)
     for line in (
-        "Namespace jobrelay-system", "ServiceAccount jobrelay-system/jobrelay-worker",
-        "ClusterRole jobrelay-worker", "ClusterRoleBinding jobrelay-worker",
-        "Secret jobrelay-system/jobrelay-worker-token",
+        "Namespace jobrelay-system", f"ServiceAccount jobrelay-system/{name}",
+        f"ClusterRole {name}", f"ClusterRoleBinding {name}",
+        f"ValidatingAdmissionPolicy {name}", f"ValidatingAdmissionPolicyBinding {name}",
+        f"Secret jobrelay-system/{name}-token",
         f"registered worker cluster {WORKER} as {account.username}",
     ):  # fmt: skip
         assert line in output, output
@@ -164,6 +168,8 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("update", "batch", "jobs"): False,
             ("patch", "batch", "jobs/status"): False,
             ("create", "", "namespaces"): True,
+            ("list", "", "namespaces"): True,  # which are open to this manager
+            ("update", "", "namespaces"): False,
             ("delete", "", "namespaces"): False,
             ("get", "", "secrets"): False,
             ("create", "", "pods"): False,
@@ -181,6 +187,14 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
         }
         answers = {request: await allowed(*request) for request in table}
         assert answers == table
+
+        # RBAC allows Jobs anywhere; the worker's admission policy does not.
+        for namespace in ("default", "kube-system"):  # unlabelled; the worker's own
+            stray = {**job_manifest("stray"), "metadata": {"name": "stray"}}
+            with pytest.raises(ApiError) as refused:
+                await worker.create(JOBS, stray, namespace=namespace)
+            assert refused.value.code in (403, 422), refused.value
+            assert "jobrelay" in str(refused.value), refused.value
 
 
 async def test_a_job_runs_on_a_worker_reached_only_with_the_token(

@@ -56,7 +56,22 @@ _OPTIONS = [
         default=_DEFAULTS.max_streams_per_user,
         show_default=True,
         type=click.IntRange(1),
-        help="Log streams one user may hold open at once.",
+        help="Pod log streams one user may hold open at once (--all-pods: one per pod).",
+    ),
+    click.option(
+        "--api-max-streams-per-worker",
+        default=_DEFAULTS.max_streams_per_worker,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Pod log streams open at once from one worker (its own connection pool, "
+        "apart from the health probe's and the informers').",
+    ),
+    click.option(
+        "--api-max-streams",
+        default=_DEFAULTS.max_streams,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Pod log streams open at once in all.",
     ),
     click.option(
         "--api-max-bytes",
@@ -72,6 +87,28 @@ _OPTIONS = [
         type=click.FloatRange(0.1),
         help="Seconds a follow (-f) waits for output before it ends.",
     ),
+    click.option(
+        "--api-max-follow-bytes",
+        default=_DEFAULTS.max_follow_bytes,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Bytes one followed pod passes on at most; then its follow stops.",
+    ),
+    click.option(
+        "--api-follow-rate",
+        default=_DEFAULTS.follow_rate,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Bytes a second one followed pod passes on at most (faster output waits).",
+    ),
+    click.option(
+        "--api-write-timeout",
+        default=_DEFAULTS.write_timeout,
+        show_default=True,
+        type=click.FloatRange(0.1),
+        help="Seconds a client may take to accept each write; one that stops reading is "
+        "dropped and its streams end.",
+    ),
 ]
 
 
@@ -86,8 +123,13 @@ def api_options(func: Any) -> Any:
             cert_file=kwargs.pop("api_cert_file"),
             key_file=kwargs.pop("api_key_file"),
             max_streams_per_user=kwargs.pop("api_max_streams_per_user"),
+            max_streams_per_worker=kwargs.pop("api_max_streams_per_worker"),
+            max_streams=kwargs.pop("api_max_streams"),
             max_bytes=kwargs.pop("api_max_bytes"),
             follow_idle_timeout=kwargs.pop("api_follow_idle_timeout"),
+            max_follow_bytes=kwargs.pop("api_max_follow_bytes"),
+            follow_rate=kwargs.pop("api_follow_rate"),
+            write_timeout=kwargs.pop("api_write_timeout"),
         )
         return func(*args, **kwargs)
 

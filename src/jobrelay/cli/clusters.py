@@ -17,6 +17,7 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import checked_origin, manager_client, manager_options
 from jobrelay.cli.get import as_list, dump
+from jobrelay.cli.terminal import safe, safe_lines
 from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.fleet.maintenance_rules import (
@@ -92,7 +93,8 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
         click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
     else:
         shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
-        for line in fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide"):
+        table = fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide")
+        for line in safe_lines(table):
             click.echo(line)
 
 
@@ -151,8 +153,13 @@ worker_connector = maintenance.connect_worker
                    "the worker with that token. The admin's credentials are not stored.")  # fmt: skip
 @click.option("--service-account-namespace", default=serviceaccount.DEFAULT_NAMESPACE,
               show_default=True, help="With --create-service-account: its namespace on the worker.")  # fmt: skip
-@click.option("--service-account-name", default=serviceaccount.DEFAULT_ACCOUNT, show_default=True,
-              help="With --create-service-account: the ServiceAccount, ClusterRole and binding.")  # fmt: skip
+@click.option("--service-account-name", default=None,
+              help="With --create-service-account: the ServiceAccount, ClusterRole, binding and "
+                   "admission policy [default: jobrelay-worker-ORIGIN].")  # fmt: skip
+@click.option("--origin", default=None, callback=checked_origin,
+              help="With --create-service-account: the manager's origin (`jobrelay run --origin`), "
+                   "the only one the worker's admission policy lets write there [default: this "
+                   "management cluster's kube-system UID].")  # fmt: skip
 @click.option("--create-namespaces/--no-create-namespaces", default=True, show_default=True,
               help="With --create-service-account: may jobrelay create workloads' namespaces "
                    "there (match `jobrelay run --no-create-namespaces`).")  # fmt: skip
@@ -170,7 +177,8 @@ def add(
     labels: tuple[str, ...],
     create_service_account: bool,
     service_account_namespace: str,
-    service_account_name: str,
+    service_account_name: str | None,
+    origin: str | None,
     create_namespaces: bool,
     kind_names: tuple[str, ...],
     allow_exec_credentials: bool,
@@ -203,25 +211,36 @@ def add(
         raise click.ClickException(str(error)) from None
     except KubeconfigRefused as error:
         raise click.ClickException(f"kubeconfig {worker_kubeconfig}: {error}") from None
-    account = serviceaccount.WorkerAccount(service_account_namespace, service_account_name)
+    account = serviceaccount.WorkerAccount(
+        service_account_namespace, service_account_name or serviceaccount.DEFAULT_ACCOUNT
+    )
 
     async def go() -> None:
-        nonlocal kubeconfig
+        nonlocal kubeconfig, account
         if create_service_account:
+            mirrors_of = origin or None
+            if mirrors_of is None:
+                async with manager_client(manager_kubeconfig, None) as client:
+                    mirrors_of = await workerclusters.default_origin(client)
+            if service_account_name is None:
+                name_of = serviceaccount.account_name(mirrors_of)
+                account = serviceaccount.WorkerAccount(service_account_namespace, name_of)
             rules = serviceaccount.worker_rules(kinds, create_namespaces=create_namespaces)
+            policy = serviceaccount.admission_policy(account, mirrors_of, kinds)
             cluster_entry = kubeconfig["clusters"][0]["cluster"]
             try:
                 async with ApiClient.from_kubeconfig(
                     worker_kubeconfig, context, cluster=name
                 ) as admin:
                     created = await serviceaccount.create_service_account(
-                        admin, name, cluster_entry, account, rules
+                        admin, name, cluster_entry, account, rules, policy=policy
                     )
             except (ApiError, KubeconfigError) as error:
                 raise workerclusters.RegistryError(
                     f"cannot create jobrelay's ServiceAccount on worker cluster {name} ({error}): "
                     "--kubeconfig must be allowed to apply Namespaces, ServiceAccounts, Secrets, "
-                    "ClusterRoles and ClusterRoleBindings there"
+                    "ClusterRoles, ClusterRoleBindings and ValidatingAdmissionPolicies (and their "
+                    "bindings) there"
                 ) from error
             for line in created.applied:
                 click.echo(f"applied on {name}: {line}")
@@ -280,7 +299,7 @@ def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         cells[2] = row[2].rjust(widths[2])  # counts align right
-        click.echo("  ".join([*cells, row[5]]).rstrip())
+        click.echo(safe("  ".join([*cells, row[5]]).rstrip()))
 
 
 def capacity_text(capacity: Any) -> str:

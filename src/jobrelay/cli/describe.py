@@ -30,6 +30,7 @@ from jobrelay.cli.common import (
     run_command,
 )
 from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, complete_names
+from jobrelay.cli.terminal import safe_lines
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -349,5 +350,5 @@ def describe(
     worker = None
     if placement_of(obj):
         worker = fetch_worker_side(lambda: fetcher_factory(kubeconfig, context), where, name, kind)
-    for line in render(kind, obj, events, worker, datetime.now(UTC)):
+    for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC))):
         click.echo(line)

@@ -15,6 +15,7 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import manager_client, manager_options, run_command
 from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, Query, fetch
+from jobrelay.cli.terminal import safe_lines
 from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
@@ -69,6 +70,7 @@ def top(
 
     def show(lines: list[str]) -> None:
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        lines = list(safe_lines(lines))
         text = "\n".join(lines) if once else "\n".join([f"jobrelay top  {stamp}", "", *lines])
         click.echo((_CLEAR if clear else "") + text)
 

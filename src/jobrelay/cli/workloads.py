@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobrelay.cli.terminal import safe
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import (
@@ -240,9 +241,10 @@ def column_widths(lines: Sequence[tuple[str, ...]]) -> list[int]:
 
 
 def aligned(line: tuple[str, ...], widths: list[int]) -> str:
-    """One line, its columns three spaces apart as kubectl's, trailing space cut."""
+    """One line, its columns three spaces apart as kubectl's, trailing space cut; made
+    safe for the terminal (its cells hold what tenants and workers wrote)."""
     cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
-    return "   ".join([*cells, *line[len(cells) :]]).rstrip()
+    return safe("   ".join([*cells, *line[len(cells) :]]).rstrip())
 
 
 def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str]:

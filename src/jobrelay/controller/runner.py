@@ -60,6 +60,9 @@ class ConfigurationError(RuntimeError):
 
 # The least time between two passes over the held workloads.
 _HELD_PASS_INTERVAL = 1.0
+# Connections of a worker's pool of users' streams beyond its stream bound: the pod LISTs
+# that start requests (brief; the stream bound already counts each follow's watch).
+_STREAM_LIST_ROOM = 16
 
 
 def _placement_annotations(obj: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +216,17 @@ class Controller:
             kinds,
             self._mirror_changed,
             # Workers' clients write (mirrors) only while this replica may.
-            dataclasses.replace(options.workers, api=ApiOptions(write_fence=self.may_write)),
+            dataclasses.replace(
+                options.workers,
+                api=ApiOptions(write_fence=self.may_write),
+                # Users' log streams get a pool of their own per worker (relayapi's
+                # bound per worker, and room for the pod LISTs that start them).
+                stream_connections=(
+                    options.api.max_streams_per_worker + _STREAM_LIST_ROOM
+                    if options.api.address
+                    else 0
+                ),
+            ),
             on_capacity_change=lambda _name: self.capacity_changed.set(),
             event_sink=self.worker_events,
             client_factory=self._worker_client,
@@ -229,6 +242,7 @@ class Controller:
             rejected_retry=relay.rejected_retry,
             memory=memory,
             observer=self.instruments,
+            origin=relay.origin,
         )
         self.reconciler = Reconciler(
             self.kinds,
@@ -309,7 +323,10 @@ class Controller:
         settings = self.options.api
         if not settings.address:
             return
-        handler = RelayApi(self.manager, self.pool, self.kinds, settings.limits)
+        handler = RelayApi(
+            self.manager, self.pool, self.kinds, settings.limits,
+            controller_name=self.options.controller_name, origin=self.options.origin,
+        )  # fmt: skip
         try:
             server, url, ca = await relayapi.start_api(self.manager, handler, settings)
         except (OSError, ValueError) as error:

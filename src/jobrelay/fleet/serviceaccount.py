@@ -16,9 +16,17 @@ documents the same rules; a unit test keeps them equal):
 * Nodes and Pods listed and watched (never read one by one, never written): the
   worker's capacity that placement weighs (allocatable per node, the requests of
   the pods bound to each, pending pods of its mirrors);
-* namespaces create, only when jobrelay creates a workload's namespace on a
-  worker that lacks it (`jobrelay run` without --no-create-namespaces);
-  AlreadyExists answers a create, so no get is needed.
+* namespaces listed and watched (and read one by one, when a create meets one made
+  meanwhile): a mirror goes only into a namespace labelled `jobrelay.dev/origin:
+  <this manager's origin>`; created (with that label) only when jobrelay creates a
+  workload's namespace on a worker that lacks it (`jobrelay run` without
+  --no-create-namespaces).
+
+RBAC cannot say "only in namespaces labelled so": a ValidatingAdmissionPolicy bound
+to the account does (`admission_policy`): its writes of mirrors, and its namespace
+creates, only in namespaces labelled with its manager's origin, never in `kube-*`
+nor in its own namespace. The account's name carries the origin
+(`account_name`), so that two managers never share one credential.
 
 The health probe (GET /version) and API discovery are open to every
 authenticated user and need no rule.
@@ -28,6 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +47,7 @@ from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.resources import NAMESPACES, SECRETS
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.vocabulary.names import FIELD_MANAGER, ORIGIN_LABEL
 from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_NAMESPACE = "jobrelay-system"
@@ -50,6 +61,15 @@ CLUSTER_ROLES = Resource(
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
     namespaced=False,
+)  # fmt: skip
+
+VALIDATING_POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicy", namespaced=False,
+)  # fmt: skip
+VALIDATING_POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+    "ValidatingAdmissionPolicyBinding", namespaced=False,
 )  # fmt: skip
 
 MIRROR_VERBS = ("get", "list", "watch", "create", "patch", "delete")
@@ -76,9 +96,95 @@ def worker_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[
     # The worker's capacity, for placement: watched, never read one by one nor written.
     for resource in ("nodes", "pods"):
         rules.append({"apiGroups": [""], "resources": [resource], "verbs": list(WATCH_VERBS)})
-    if create_namespaces:
-        rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]})
+    # Which namespaces are open to this manager (their origin label); create when allowed.
+    namespace_verbs = [*READ_VERBS, "create"] if create_namespaces else list(READ_VERBS)
+    rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": namespace_verbs})
     return rules
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def account_name(origin: str) -> str:
+    """``jobrelay-worker-<origin>``: one credential per manager on a worker. An origin that
+    cannot be part of a name (or is long) is shortened and made unique by its hash."""
+    if _DNS_LABEL.fullmatch(origin) and len(origin) <= 40:
+        return f"{DEFAULT_ACCOUNT}-{origin}"
+    digest = hashlib.sha256(origin.encode()).hexdigest()[:10]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", origin.lower())[:28].strip("-")
+    return f"{DEFAULT_ACCOUNT}-{cleaned}-{digest}" if cleaned else f"{DEFAULT_ACCOUNT}-{digest}"
+
+
+def _cel(text: str) -> str:
+    return json.dumps(text)  # a CEL string literal (double quotes, escapes)
+
+
+def admission_policy(
+    account: WorkerAccount, origin: str, kinds: Iterable[Resource]
+) -> list[tuple[Resource, dict[str, Any]]]:
+    """A ValidatingAdmissionPolicy and its binding for the worker: what the account
+    writes (each kind's mirrors, namespaces) goes only into namespaces labelled with
+    ``origin``, never into ``kube-*`` nor the account's own namespace."""
+    resource_rules: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for ref in kinds:
+        if (ref.group, ref.plural) not in seen:
+            seen.add((ref.group, ref.plural))
+            resource_rules.append({
+                "apiGroups": [ref.group], "apiVersions": ["*"],
+                "resources": [ref.plural, f"{ref.plural}/status"],
+                "operations": ["CREATE", "UPDATE", "DELETE"],
+            })  # fmt: skip
+    resource_rules.append({"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
+                           "operations": ["CREATE", "UPDATE", "DELETE"]})  # fmt: skip
+    label = _cel(ORIGIN_LABEL)
+
+    def labelled(obj: str) -> str:
+        return (
+            f"has({obj}.metadata.labels) && {label} in {obj}.metadata.labels && "
+            f"{obj}.metadata.labels[{label}] == {_cel(origin)}"
+        )
+
+    # A namespace created must carry the label; a mirror written goes into one that does.
+    opened = (
+        f"(request.resource.resource == 'namespaces' && {labelled('object')}) || "
+        f"(request.resource.resource != 'namespaces' && {labelled('namespaceObject')})"
+    )
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": account.name, "labels": dict(_LABELS)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": resource_rules},
+            "matchConditions": [{
+                "name": "jobrelay-worker",
+                "expression": f"request.userInfo.username == {_cel(account.username)}",
+            }],
+            "validations": [
+                {"expression": "!request.namespace.startsWith('kube-') && "
+                               "!(request.resource.resource == 'namespaces' && "
+                               "request.name.startsWith('kube-'))",
+                 "message": "jobrelay never writes in the worker's own kube-* namespaces"},
+                {"expression": f"request.namespace != {_cel(account.namespace)} && "
+                               f"request.name != {_cel(account.namespace)}",
+                 "message": "jobrelay never writes in the namespace of its own credential"},
+                {"expression": f"request.operation == 'DELETE' || {opened}",
+                 "message": f"jobrelay writes only in namespaces labelled {ORIGIN_LABEL}="
+                            f"{origin} (a worker admin opens one with `kubectl label namespace "
+                            f"NAME {ORIGIN_LABEL}={origin}`)"},
+                {"expression": f"request.operation != 'DELETE' || {labelled('oldObject')}",
+                 "message": f"jobrelay deletes only its own mirrors (labelled {ORIGIN_LABEL}="
+                            f"{origin})"},
+            ],
+        },
+    }  # fmt: skip
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": account.name, "labels": dict(_LABELS)},
+        "spec": {"policyName": account.name, "validationActions": ["Deny"]},
+    }
+    return [(VALIDATING_POLICIES, policy), (VALIDATING_POLICY_BINDINGS, binding)]
 
 
 @dataclass(frozen=True)
@@ -99,13 +205,16 @@ class WorkerAccount:
 
 
 def manifests(
-    account: WorkerAccount, rules: list[dict[str, Any]]
+    account: WorkerAccount,
+    rules: list[dict[str, Any]],
+    policy: list[tuple[Resource, dict[str, Any]]] | None = None,
 ) -> list[tuple[Resource, dict[str, Any]]]:
     """The objects to apply on the worker, in order (the Secret names the ServiceAccount,
-    which must exist first for the token controller to fill it)."""
+    which must exist first for the token controller to fill it; the admission policy
+    comes before anything the account could write with)."""
     meta = {"name": account.name, "labels": dict(_LABELS)}
     namespaced = {**meta, "namespace": account.namespace}
-    return [
+    return [*(policy or []),
         (NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                       "metadata": {"name": account.namespace}}),
         (SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced}),
@@ -191,12 +300,13 @@ async def create_service_account(
     account: WorkerAccount,
     rules: list[dict[str, Any]],
     *,
+    policy: list[tuple[Resource, dict[str, Any]]] | None = None,
     timeout: float = TOKEN_TIMEOUT,
 ) -> CreatedAccount:
     """Apply the account's objects on the worker (server-side apply: idempotent, and a
     changed rule set replaces the old one), wait for its token, and build its kubeconfig."""
     applied = []
-    for resource, manifest in manifests(account, rules):
+    for resource, manifest in manifests(account, rules, policy):
         await admin.patch(
             resource, manifest["metadata"]["name"], manifest,
             namespace=manifest["metadata"].get("namespace"),

@@ -20,6 +20,7 @@ __all__ = [
     "NODES",
     "PODS",
     "SECRETS",
+    "SELF_SUBJECT_REVIEWS",
     "SUBJECT_ACCESS_REVIEWS",
     "TOKEN_REVIEWS",
     "VERSION",
@@ -37,6 +38,10 @@ SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 TOKEN_REVIEWS = Resource(
     "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
+# Who a credential is, as its apiserver sees it (a worker's: the namespace of its account).
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False
 )
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False

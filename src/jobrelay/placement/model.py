@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.nodefit import Fit
 from jobrelay.placement.workload import Choice, Strategy, Workload
 
@@ -38,6 +39,8 @@ class Cluster:
     # Its unfinished mirrors plus placements not visible yet: breaks ties between
     # clusters that score the same (blind ones above all).
     load: int = 0
+    # Its namespaces and which are open to this manager (None: not judged).
+    namespaces: WorkerNamespaces | None = None
 
 
 class Request:

@@ -296,6 +296,8 @@ class Workload:
 
     groups: tuple[PodGroup, ...]
     choice: Choice = Choice()
+    # Where its mirror goes on a worker (the same namespace); "" when not judged.
+    namespace: str = ""
 
     @property
     def demand(self) -> dict[str, int]:
@@ -315,4 +317,4 @@ def read_workload(kind: WorkloadKind, obj: JsonObj) -> Workload | Invalid:
     choice = read_choice(Meta(obj).annotations)
     if isinstance(choice, Invalid):
         return choice
-    return Workload(groups, choice)
+    return Workload(groups, choice, Meta(obj).namespace or "")

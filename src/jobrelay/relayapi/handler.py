@@ -13,9 +13,11 @@ management caches (:class:`DispatchedKind`) and its workers by name
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
@@ -24,11 +26,20 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from jobrelay.relayapi import rules
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
-from jobrelay.relayapi.logstreams import capped, chained, merged, pod_log, prefixed
+from jobrelay.relayapi.logstreams import (
+    PodWatch,
+    bounded_follow,
+    capped,
+    chained,
+    merged,
+    pod_log,
+    prefixed,
+    watched,
+)
+from jobrelay.relayapi.stream_rules import StreamBudget
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.placement import placement_of
 
-__all__ = ["DispatchedKind", "ObjectCache", "RelayApi", "WorkerLink", "Workers"]
+__all__ = ["DispatchedKind", "ObjectCache", "Placed", "RelayApi", "WorkerLink", "Workers"]
 
 _log = logging.getLogger(__name__)
 
@@ -50,13 +61,17 @@ class DispatchedKind(Protocol):
 
 
 class WorkerLink(Protocol):
-    """One worker as the handler reads it: connected or not, its client, its mirrors."""
+    """One worker as the handler reads it: connected or not, its mirrors, and the client
+    of users' streams (a pool of its own, apart from the probe's and the informers')."""
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def connected(self) -> bool: ...
 
     @property
-    def client(self) -> ApiClient: ...
+    def streams(self) -> ApiClient: ...
 
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None: ...
 
@@ -65,6 +80,18 @@ class Workers(Protocol):
     """The controller's workers by name (its WorkerPool)."""
 
     def get(self, name: str) -> WorkerLink | None: ...
+
+    def workers(self) -> Sequence[WorkerLink]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A workload's current mirror, its worker and the mirror's pods there."""
+
+    worker: WorkerLink
+    mirror: dict[str, Any]
+    pods: list[Mapping[str, Any]]
+    selector: str  # the label selector of its pods (by the mirror's UID)
 
 
 class Refused(Exception):
@@ -84,12 +111,21 @@ class RelayApi:
         pool: Workers,
         kinds: Mapping[str, DispatchedKind],
         limits: rules.Limits,
+        *,
+        controller_name: str,
+        origin: str,
     ) -> None:
         self._manager = manager
         self._pool = pool
         self._kinds = kinds
+        self._controller_name = controller_name
+        self._origin = origin
         self.limits = limits
-        self.slots = rules.StreamSlots(limits.max_streams_per_user)
+        self.streams = StreamBudget(
+            per_user=limits.max_streams_per_user,
+            per_worker=limits.max_streams_per_worker,
+            overall=limits.max_streams,
+        )
 
     async def handle(self, request: Request) -> Answer | Stream:
         try:
@@ -155,32 +191,40 @@ class RelayApi:
         known = ", ".join(r.kind.ref.kind for r in self._kinds.values())
         raise Refused(400, f"kind {kind!r} is not dispatched by this controller (it has: {known})")
 
-    async def _placed_pods(
-        self, runtime: DispatchedKind, route: rules.Route
-    ) -> tuple[str, ApiClient, list[dict[str, Any]]]:
-        """The worker's name, its client and the mirror's pods there (404 when none)."""
+    async def _placed(self, runtime: DispatchedKind, route: rules.Route) -> Placed:
+        """The workload's current mirror as jobrelay's own caches know it, and its pods
+        (selected by the mirror's UID); 404 when there is none."""
         kind = runtime.kind.ref.kind
-        obj = runtime.objects.get(f"{route.namespace}/{route.name}")
+        key = f"{route.namespace}/{route.name}"
+        obj = runtime.objects.get(key)
         if obj is None:
             raise Refused(404, f'{kind} "{route.name}" managed by jobrelay not found', "NotFound")
-        cluster = placement_of(obj)
-        if not cluster:
-            raise Refused(404, f'{kind} "{route.name}" is not placed on a worker yet', "NotPlaced")
-        worker = self._pool.get(cluster)
-        if worker is None or not worker.connected:
+        workers = {worker.name: worker for worker in self._pool.workers()}
+        found = rules.current_mirror(
+            obj,
+            ((name, worker.mirror((runtime.kind.name, key))) for name, worker in workers.items()),
+            controller_name=self._controller_name,
+            origin=self._origin,
+        )
+        if found is None:
+            raise Refused(404, f'{kind} "{route.name}" has no mirror on a worker now', "NotPlaced")
+        cluster, mirror = found
+        worker = workers[cluster]
+        if not worker.connected:
             raise Refused(503, f'worker "{cluster}" is not connected now', "WorkerUnavailable")
+        mirror_uid = Meta(mirror).uid
+        selector = rules.pod_selector(kind, mirror_uid)
         try:
-            pods = await worker.client.list(
-                PODS,
-                namespace=route.namespace,
-                label_selector=rules.pod_selector(kind, route.name),
+            listed = await worker.streams.list(
+                PODS, namespace=route.namespace, label_selector=selector
             )
         except ApiError as error:
             _log.warning("listing pods on %s failed: %s %s", cluster, error.reason, error.message)
             raise Refused(
                 502, f'worker "{cluster}" did not list the pods ({error.reason})'
             ) from None
-        return cluster, worker.client, list(pods.items)
+        pods = rules.pods_of_mirror(listed.items, kind, mirror_uid)
+        return Placed(worker, mirror, pods, selector)
 
     # -- routes ----------------------------------------------------------------------
 
@@ -193,17 +237,11 @@ class RelayApi:
             user, ref.plural, namespace=route.namespace, resource=ref.plural, group=ref.group,
             name=route.name,
         )  # fmt: skip
-        cluster, _, pods = await self._placed_pods(runtime, route)
-        worker = self._pool.get(cluster)
-        mirror = (
-            worker.mirror((runtime.kind.name, f"{route.namespace}/{route.name}"))
-            if worker
-            else None
-        )
+        placed = await self._placed(runtime, route)
         body = {
-            "cluster": cluster,
-            "mirror": mirror,
-            "pods": [rules.pod_summary(pod) for pod in sorted(pods, key=_created)],
+            "cluster": placed.worker.name,
+            "mirror": placed.mirror,
+            "pods": [rules.pod_summary(pod) for pod in sorted(placed.pods, key=_created)],
         }
         return Answer(200, json.dumps(body).encode())
 
@@ -215,34 +253,27 @@ class RelayApi:
         await self._authorise(
             user, "pods/log", namespace=route.namespace, resource="pods", subresource="log"
         )
-        cluster, client, pods = await self._placed_pods(runtime, route)
-        if not pods:
+        placed = await self._placed(runtime, route)
+        cluster, client = placed.worker.name, placed.worker.streams
+        if not placed.pods:
             raise Refused(404, f'no pods of "{route.name}" on its worker yet', "NoPods")
-        chosen = rules.choose_pods(pods, index=query.index, all_pods=query.all_pods)
+        chosen = rules.choose_pods(placed.pods, index=query.index, all_pods=query.all_pods)
         if not chosen:
             raise Refused(
                 404, f'no pod of "{route.name}" has completion index {query.index}', "NoPods"
             )
-        if not self.slots.acquire(user.name):
-            raise Refused(
-                429, f"at most {self.slots.limit} log streams per user at once", "TooManyRequests"
-            )
+        # Pod streams held open at once: a follow reads every chosen pod at once (and
+        # holds one watch, on its worker's pool too); a plain read one pod after another.
+        streams = len(chosen) + 1 if query.follow else 1
+        claim = self.streams.claim(user.name, cluster, streams)
+        if isinstance(claim, str):
+            raise Refused(429, claim, "TooManyRequests")
         names = [Meta(pod).name for pod in chosen]
-        params_out = rules.kubelet_params(query)
-        idle = self.limits.follow_idle_timeout
-        if query.all_pods:
-            sources = [
-                prefixed(
-                    f"[pod/{name}] ".encode(),
-                    pod_log(client, route.namespace, name, params_out, idle),
-                )
-                for name in names
-            ]
-            chunks = merged(sources) if query.follow else chained(sources)
-        else:
-            chunks = pod_log(client, route.namespace, names[0], params_out, idle)
-        if not query.follow:
-            chunks = capped(chunks, self.limits.max_bytes)
+        try:
+            chunks = self._log_chunks(client, route.namespace, names, placed.selector, query)
+        except BaseException:
+            self.streams.release(claim)
+            raise
         _log.info(
             "logs of %s/%s (%s) from %s for %s",
             route.namespace, route.name, ", ".join(names), cluster, user.name,
@@ -250,7 +281,35 @@ class RelayApi:
         )  # fmt: skip
         # Which pods it reads (names only), for a client that wants to say so.
         headers = [(rules.POD_HEADER, ",".join(names))]
-        return Stream(chunks, done=lambda: self.slots.release(user.name), headers=headers)
+        return Stream(chunks, done=lambda: self.streams.release(claim), headers=headers)
+
+    def _log_chunks(
+        self,
+        client: ApiClient,
+        namespace: str,
+        names: Sequence[str],
+        selector: str,
+        query: rules.LogQuery,
+    ) -> AsyncIterator[bytes]:
+        params = rules.kubelet_params(query)
+        idle = self.limits.follow_idle_timeout
+        watch = PodWatch(client, namespace, selector, names) if query.follow else None
+
+        def one(name: str) -> AsyncIterator[bytes]:
+            ended = functools.partial(watch.ended, name) if watch is not None else None
+            chunks = pod_log(client, namespace, name, params, idle, ended)
+            if query.follow:
+                chunks = bounded_follow(
+                    chunks, self.limits.max_follow_bytes, self.limits.follow_rate
+                )
+            if query.all_pods:
+                chunks = prefixed(f"[pod/{name}] ".encode(), chunks)
+            return chunks
+
+        sources = [one(name) for name in names]
+        if watch is not None:
+            return watched(watch, merged(sources) if len(sources) > 1 else sources[0])
+        return capped(chained(sources), self.limits.max_bytes)
 
 
 def _created(pod: Mapping[str, Any]) -> str:

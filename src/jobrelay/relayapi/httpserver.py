@@ -30,6 +30,8 @@ _log = logging.getLogger(__name__)
 # A client gets this long to complete TLS and send its request.
 REQUEST_TIMEOUT = 10.0
 _MAX_REQUEST_BYTES = 32 * 1024
+# A client gets this long to accept each write of an answer (--api-write-timeout).
+WRITE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +71,17 @@ Handler = Callable[[Request], Awaitable[Answer | Stream]]
 class ApiServer:
     """Serves ``handler`` on ``address`` over TLS."""
 
-    def __init__(self, address: str, tls: ssl.SSLContext, handler: Handler) -> None:
+    def __init__(
+        self,
+        address: str,
+        tls: ssl.SSLContext,
+        handler: Handler,
+        *,
+        write_timeout: float = WRITE_TIMEOUT,
+    ) -> None:
         self._host, self._port = parse_address(address)
+        # A client that takes longer to accept a write is dropped (its streams end).
+        self._write_timeout = write_timeout
         self._tls = tls
         self._handler = handler
         self._server: asyncio.Server | None = None
@@ -126,10 +137,16 @@ class ApiServer:
                 _log.exception("API request %s %s failed", request.method, request.path)
                 answer = Answer(500, status_body(500, "internal error; see the controller's log"))
             if isinstance(answer, Answer):
-                await _write_answer(connection, writer, answer)
+                async with asyncio.timeout(self._write_timeout):
+                    await _write_answer(connection, writer, answer)
             else:
-                await _write_stream(connection, reader, writer, answer)
-        except (h11.ProtocolError, TimeoutError, ConnectionError, ssl.SSLError) as error:
+                await _write_stream(connection, reader, writer, answer, self._write_timeout)
+        except TimeoutError:
+            # Slow to send its request, or it stopped reading: what it has not taken is
+            # dropped with the connection (a graceful close would wait for it to read).
+            _log.debug("API: dropped a connection that timed out")
+            writer.transport.abort()
+        except (h11.ProtocolError, ConnectionError, ssl.SSLError) as error:
             _log.debug("API: dropped a connection: %s", error)
         finally:
             writer.close()
@@ -180,12 +197,14 @@ async def _write_stream(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     stream: Stream,
+    write_timeout: float,
 ) -> None:
     try:
         headers = _headers(stream.content_type, [("transfer-encoding", "chunked"), *stream.headers])
         writer.write(connection.send(h11.Response(status_code=200, headers=headers)) or b"")
-        await writer.drain()
-        copying = asyncio.create_task(_copy(connection, writer, stream.chunks))
+        async with asyncio.timeout(write_timeout):
+            await writer.drain()
+        copying = asyncio.create_task(_copy(connection, writer, stream.chunks, write_timeout))
         # The client sends nothing more: its end of the connection means it went away
         # (a follow must not hold a worker's stream until its idle time-out).
         hangup = asyncio.create_task(reader.read(1))
@@ -199,8 +218,8 @@ async def _write_stream(
                 await copying
             except asyncio.CancelledError:
                 pass
-            except (ConnectionError, ssl.SSLError):
-                raise
+            except (ConnectionError, ssl.SSLError, TimeoutError):
+                raise  # the client went away or stopped reading: dropped
             except Exception:
                 # The handler's chunks failed mid-stream: the body just ends there.
                 _log.exception("API: a stream failed")
@@ -211,11 +230,18 @@ async def _write_stream(
 
 
 async def _copy(
-    connection: h11.Connection, writer: asyncio.StreamWriter, chunks: AsyncIterator[bytes]
+    connection: h11.Connection,
+    writer: asyncio.StreamWriter,
+    chunks: AsyncIterator[bytes],
+    write_timeout: float,
 ) -> None:
+    """Every chunk to the client; TimeoutError when it does not take one within
+    ``write_timeout`` (a client that stops reading must not hold its streams)."""
     async for chunk in chunks:
         if chunk:
             writer.write(connection.send(h11.Data(data=chunk)) or b"")
-            await writer.drain()
+            async with asyncio.timeout(write_timeout):
+                await writer.drain()
     writer.write(connection.send(h11.EndOfMessage()) or b"")
-    await writer.drain()
+    async with asyncio.timeout(write_timeout):
+        await writer.drain()

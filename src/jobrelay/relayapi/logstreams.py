@@ -1,5 +1,6 @@
-"""Log streams of the logs API: a pod's log from its worker, followed until the pod ends,
-several pods' logs prefixed and chained or merged, and the byte cap of a non-follow read.
+"""Log streams of the logs API: a pod's log from its worker, followed until the pod ends
+(one pod watch per request), several pods' logs prefixed and chained or merged, the
+byte cap of a non-follow read and the byte and rate bounds of a follow.
 
 Each is an async iterator of bytes that the HTTPS server copies to the caller as it comes.
 """
@@ -7,43 +8,61 @@ Each is an async iterator of bytes that the HTTPS server copies to the caller as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS
 from jobrelay.relayapi.rules import scrub
+from jobrelay.relayapi.stream_rules import MAX_LINE_BYTES, LineSplitter, RateBudget
+from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
+    "FOLLOW_CUT",
     "FOLLOW_GRACE",
     "TRUNCATED",
+    "PodWatch",
+    "bounded_follow",
     "capped",
     "chained",
     "merged",
-    "pod_ended",
     "pod_log",
     "prefixed",
     "until_ended",
+    "watched",
 ]
 
 _log = logging.getLogger(__name__)
 
 # Lines cut by the byte cap end with this marker so that a reader knows the log goes on.
 TRUNCATED = b"\n[jobrelay: output cut at the byte limit; use --tail or --since]\n"
+# A follow that passed on its byte limit ends with this line.
+FOLLOW_CUT = b"\n[jobrelay: stopped following at the byte limit; follow again to go on]\n"
 
 
 async def pod_log(
-    client: ApiClient, namespace: str, pod: str, params: Mapping[str, str], idle: float
+    client: ApiClient,
+    namespace: str,
+    pod: str,
+    params: Mapping[str, str],
+    idle: float,
+    ended: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """One pod's log; a refusal or a broken stream ends it with one line saying why."""
+    """One pod's log; a refusal or a broken stream ends it with one line saying why.
+    A follow also ends soon after ``ended`` returns (the request's pod watch says so)."""
     try:
         async with client.pod_log(namespace, pod, params, follow_idle_timeout=idle) as chunks:
-            if params.get("follow") == "true":
-                chunks = until_ended(chunks, pod_ended(client, namespace, pod))
-            async for chunk in chunks:
-                yield chunk
+            if ended is None:
+                async for chunk in chunks:
+                    yield chunk
+                return
+            # Closed before the response under it: its pump must stop reading it first.
+            async with contextlib.aclosing(until_ended(chunks, ended())) as following:
+                async for chunk in following:
+                    yield chunk
     except ApiError as error:
         if error.reason == "Timeout" and params.get("follow") == "true":
             yield f"\n[jobrelay: no output for {idle:g} s; stopped following]\n".encode()
@@ -59,43 +78,74 @@ _TERMINAL_PHASES = frozenset(("Succeeded", "Failed"))
 FOLLOW_GRACE = 1.0
 
 
-async def pod_ended(client: ApiClient, namespace: str, pod: str) -> None:
-    """Returns once the pod has ended (Succeeded, Failed, or deleted), watching it."""
-    selector = f"metadata.name={pod}"
-    while True:
-        try:
-            listed = await client.list(PODS, namespace=namespace, field_selector=selector)
-            if (
-                not listed.items
-                or listed.items[0].get("status", {}).get("phase") in _TERMINAL_PHASES
-            ):
-                return
-            async with client.watch(
-                PODS, namespace=namespace, field_selector=selector,
-                resource_version=listed.resource_version, timeout_seconds=300,
-            ) as events:  # fmt: skip
-                async for event in events:
-                    phase = (event.object.get("status") or {}).get("phase")
-                    if event.type == "DELETED" or phase in _TERMINAL_PHASES:
-                        return
-        except ApiError as error:
-            _log.debug("watching pod %s/%s: %s", namespace, pod, error)
-            await asyncio.sleep(1.0)  # back off, then look again
+class PodWatch:
+    """Which of a request's pods have ended (Succeeded, Failed, or deleted): one watch of
+    the mirror's pods per request, however many pods it follows."""
+
+    def __init__(
+        self, client: ApiClient, namespace: str, label_selector: str, pods: Sequence[str]
+    ) -> None:
+        self._client = client
+        self._namespace = namespace
+        self._selector = label_selector
+        # Known from the start: one gone before the watch lists has ended too.
+        self._ended = {pod: asyncio.Event() for pod in pods}
+        self._task: asyncio.Task[None] | None = None
+
+    async def ended(self, pod: str) -> None:
+        """Returns once ``pod`` has ended."""
+        await self._event(pod).wait()
+
+    def _event(self, pod: str) -> asyncio.Event:
+        return self._ended.setdefault(pod, asyncio.Event())
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._watch(), name="pod-watch")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _saw(self, pod: Mapping[str, Any], deleted: bool) -> None:
+        name = Meta(pod).name
+        if deleted or (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
+            self._event(name).set()
+
+    async def _watch(self) -> None:
+        while True:
+            try:
+                listed = await self._client.list(
+                    PODS, namespace=self._namespace, label_selector=self._selector
+                )
+                present = {Meta(pod).name for pod in listed.items}
+                for pod in listed.items:
+                    self._saw(pod, deleted=False)
+                for name, ended in self._ended.items():
+                    if name not in present:
+                        ended.set()
+                async with self._client.watch(
+                    PODS, namespace=self._namespace, label_selector=self._selector,
+                    resource_version=listed.resource_version, timeout_seconds=300,
+                ) as events:  # fmt: skip
+                    async for event in events:
+                        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+                            self._saw(event.object, deleted=event.type == "DELETED")
+            except ApiError as error:
+                _log.debug("watching pods %s in %s: %s", self._selector, self._namespace, error)
+                await asyncio.sleep(1.0)  # back off, then look again
 
 
 async def until_ended(
     chunks: AsyncIterator[bytes], ended: Awaitable[None], grace: float = FOLLOW_GRACE
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes]:
     """``chunks`` until they end, or until ``grace`` seconds after ``ended`` returned."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
 
     async def pump() -> None:
-        try:
-            async for chunk in chunks:
-                await queue.put(chunk)
-        finally:
-            await queue.put(None)
+        await _pump(chunks, queue)
 
     pumping = asyncio.create_task(pump())
     ending: asyncio.Future[None] = asyncio.ensure_future(ended)
@@ -126,16 +176,49 @@ async def until_ended(
         await asyncio.gather(pumping, ending, return_exceptions=True)
 
 
-async def prefixed(prefix: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Each line of ``chunks`` with ``prefix`` before it (kubectl --prefix)."""
-    pending = b""
-    async for chunk in chunks:
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        if lines:
-            yield b"".join(prefix + line + b"\n" for line in lines)
-    if pending:
-        yield prefix + pending + b"\n"
+async def prefixed(
+    prefix: bytes, chunks: AsyncIterator[bytes], limit: int = MAX_LINE_BYTES
+) -> AsyncIterator[bytes]:
+    """Each line of ``chunks`` with ``prefix`` before it (kubectl --prefix); a line longer
+    than ``limit`` is passed on in pieces (stream_rules.LineSplitter)."""
+    splitter = LineSplitter(prefix, limit)
+    async with _closing(chunks):
+        async for chunk in chunks:
+            if out := splitter.feed(chunk):
+                yield out
+    if out := splitter.flush():
+        yield out
+
+
+async def bounded_follow(
+    chunks: AsyncIterator[bytes], max_bytes: int, rate: int
+) -> AsyncIterator[bytes]:
+    """A followed pod's chunks, at most ``max_bytes`` of them and ``rate`` bytes a second
+    (a faster pod waits: the worker's stream is read no faster)."""
+    loop = asyncio.get_running_loop()
+    budget = RateBudget(rate=float(rate), burst=float(max(rate, MAX_LINE_BYTES)))
+    sent = 0
+    async with _closing(chunks):
+        async for chunk in chunks:
+            if sent + len(chunk) > max_bytes:
+                yield chunk[: max_bytes - sent] + FOLLOW_CUT
+                return
+            sent += len(chunk)
+            if (delay := budget.wait(loop.time(), len(chunk))) > 0:
+                await asyncio.sleep(delay)
+            yield chunk
+
+
+async def watched(watch: PodWatch, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``chunks``, with ``watch`` running meanwhile (stopped however they end)."""
+    watch.start()
+    try:
+        async for chunk in chunks:
+            yield chunk
+    finally:
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
+        await watch.stop()
 
 
 async def chained(sources: Sequence[AsyncIterator[bytes]]) -> AsyncIterator[bytes]:
@@ -148,14 +231,7 @@ async def merged(sources: Sequence[AsyncIterator[bytes]]) -> AsyncIterator[bytes
     """Every source's chunks as they come (follows of several pods at once)."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=16)
 
-    async def pump(source: AsyncIterator[bytes]) -> None:
-        try:
-            async for chunk in source:
-                await queue.put(chunk)
-        finally:
-            await queue.put(None)
-
-    tasks = [asyncio.create_task(pump(source)) for source in sources]
+    tasks = [asyncio.create_task(_pump(source, queue)) for source in sources]
     try:
         remaining = len(tasks)
         while remaining:
@@ -168,6 +244,36 @@ async def merged(sources: Sequence[AsyncIterator[bytes]]) -> AsyncIterator[bytes
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def _closing(chunks: AsyncIterator[bytes]) -> AsyncIterator[None]:
+    """Closes ``chunks`` (when it can be) on the way out: a stream closed from above closes
+    the worker's stream under it now, in order, not when the garbage collector gets to it."""
+    try:
+        yield
+    finally:
+        close = getattr(chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _pump(chunks: AsyncIterator[bytes], queue: asyncio.Queue[bytes | None]) -> None:
+    """``chunks`` into ``queue``, then None, however they end, unless cancelled: then its
+    reader has gone and the queue may be full: waiting to mark the end would never end (nor
+    would the cleanup that waits for this task), so ``chunks`` is closed at once instead,
+    and the worker's stream behind it with it (not whenever it is garbage-collected)."""
+    try:
+        async for chunk in chunks:
+            await queue.put(chunk)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # type: ignore[attr-defined]
+        raise
+    except BaseException:
+        await queue.put(None)
+        raise
+    await queue.put(None)
 
 
 async def capped(chunks: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:

@@ -88,7 +88,7 @@ async def start_api(
     else:
         cert_pem, key_pem = self_signed(_hosts(settings))
     tls = server_context(cert_pem, key_pem, await client_ca(manager))
-    server = ApiServer(settings.address, tls, handler.handle)
+    server = ApiServer(settings.address, tls, handler.handle, write_timeout=settings.write_timeout)
     bound = await server.start()
     return server, _url_for(bound, settings), cert_pem.decode()
 

@@ -4,7 +4,7 @@ Routes and their paths, query parsing (and the query `jobrelay logs` sends), who
 the caller is (a client certificate's subject, a TokenReview's answer), the
 SubjectAccessReview to ask, which pods a request reads, what a pod looks like to
 a user, refusals as Kubernetes ``Status`` bodies (written and read), the ConfigMap
-that publishes the API, and the per-caller stream slots. The I/O around them is
+that publishes the API. The bounds of its streams are in ``stream_rules.py``. The I/O around them is
 in ``httpserver.py`` (HTTP), ``handler.py`` and ``publishing.py`` (the apiservers)
 and ``client.py`` (the user's side).
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
 
+from jobrelay.kinds.mirrors import is_mirror_of, run_of
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
@@ -29,11 +29,11 @@ __all__ = [
     "LogQuery",
     "RelayError",
     "Route",
-    "StreamSlots",
     "User",
     "access_review",
     "allowed",
     "choose_pods",
+    "current_mirror",
     "job_path",
     "kubelet_params",
     "log_params",
@@ -41,6 +41,7 @@ __all__ = [
     "parse_log_query",
     "pod_selector",
     "pod_summary",
+    "pods_of_mirror",
     "published_configmap",
     "refusal",
     "scrub",
@@ -58,7 +59,8 @@ POD_HEADER = "jobrelay-pods"
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 
 class BadRequest(ValueError):
@@ -69,12 +71,23 @@ class BadRequest(ValueError):
 class Limits:
     """Bounds of the API (flags of ``jobrelay run``)."""
 
-    # Log streams one caller (user name) may hold open at once.
-    max_streams_per_user: int = 5
+    # Pod log streams one caller (user name) may hold open at once (an --all-pods
+    # request holds one per pod).
+    max_streams_per_user: int = 100
+    # Pod log streams open at once from one worker: its own connection pool for
+    # users' streams, apart from the probe's, the informers' and the mirror writes'.
+    max_streams_per_worker: int = 200
+    # Pod log streams open at once in all.
+    max_streams: int = 500
     # Bytes one non-follow log request returns at most (the rest is cut).
     max_bytes: int = 10 * 1024 * 1024
     # A follow ends when its pod writes nothing for this many seconds.
     follow_idle_timeout: float = 300.0
+    # Bytes one followed pod stream passes on at most, and how fast (bytes a second).
+    max_follow_bytes: int = 1024 * 1024 * 1024
+    follow_rate: int = 1024 * 1024
+    # A caller that takes longer than this to accept each write is dropped (its streams end).
+    write_timeout: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +147,15 @@ _LOG_PARAMS = frozenset(
 )  # fmt: skip
 
 
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
 def _bool(params: Mapping[str, str], name: str) -> bool:
     text = params.get(name)
     if text is None:
         return False
     if text.lower() not in _BOOLS:
-        raise BadRequest(f"{name}={text!r}: expected true or false")
+        raise BadRequest(f"{name}={text[:40]!r}: expected true or false")
     return _BOOLS[text.lower()]
 
 
@@ -147,8 +163,10 @@ def _count(params: Mapping[str, str], name: str, *, least: int) -> int | None:
     text = params.get(name)
     if text is None or text == "":
         return None
-    if not text.isdigit() or int(text) < least:
-        raise BadRequest(f"{name}={text!r}: expected a whole number of at least {least}")
+    # ASCII digits only, and few of them: str.isdigit() takes "²" (which int() refuses)
+    # and int() of thousands of digits raises too.
+    if not _COUNT.fullmatch(text) or int(text) < least:
+        raise BadRequest(f"{name}={text[:40]!r}: expected a whole number of at least {least}")
     return int(text)
 
 
@@ -213,11 +231,52 @@ def kubelet_params(query: LogQuery) -> dict[str, str]:
     return params
 
 
-def pod_selector(kind: str, name: str) -> str:
-    """The label selector of a mirror's pods on its worker, by the workload's kind."""
+def pod_selector(kind: str, mirror_uid: str) -> str:
+    """The label selector of a mirror's pods on its worker: by the mirror's UID, never by
+    its name (a namesake there is someone else's)."""
     if kind == "JobSet":
-        return f"{JOBSET_NAME_LABEL}={name}"
-    return f"{JOB_NAME_LABEL}={name}"
+        return f"{JOBSET_UID_LABEL}={mirror_uid}"
+    return f"{JOB_UID_LABEL}={mirror_uid}"
+
+
+def pods_of_mirror(
+    pods: Sequence[Mapping[str, Any]], kind: str, mirror_uid: str
+) -> list[Mapping[str, Any]]:
+    """The pods that are the mirror's: a Job's name it as their controller (owner
+    reference), a JobSet's carry its UID (their owner is a child Job)."""
+    if kind == "JobSet":
+        return [pod for pod in pods if Meta(pod).label(JOBSET_UID_LABEL) == mirror_uid]
+    return [pod for pod in pods if _controller_uid(pod) == mirror_uid]
+
+
+def _controller_uid(pod: Mapping[str, Any]) -> str | None:
+    references = (pod.get("metadata") or {}).get("ownerReferences")
+    for reference in references if isinstance(references, list) else ():
+        if isinstance(reference, Mapping) and reference.get("controller") is True:
+            uid = reference.get("uid")
+            return uid if isinstance(uid, str) else None
+    return None
+
+
+def current_mirror(
+    obj: dict[str, Any],
+    cached: Iterable[tuple[str, dict[str, Any] | None]],
+    *,
+    controller_name: str,
+    origin: str,
+) -> tuple[str, dict[str, Any]] | None:
+    """The worker and mirror of ``obj``'s current run, from jobrelay's own caches
+    ((worker, cached mirror) pairs): a mirror of this very object (origin marks and its
+    UID), the highest run; never what the object's user-editable annotations say."""
+    ours = [
+        (run_of(mirror), worker, mirror)
+        for worker, mirror in cached
+        if mirror is not None and is_mirror_of(mirror, obj, controller_name, origin)
+    ]
+    if not ours:
+        return None
+    _, worker, mirror = max(ours, key=lambda found: (found[0], found[1]))
+    return worker, mirror
 
 
 def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -421,28 +480,3 @@ _URL = re.compile(
 def scrub(message: str) -> str:
     """A worker's message without any address in it (URLs, IPs): what a user may read."""
     return _URL.sub("<worker>", message)
-
-
-# -- bounds ---------------------------------------------------------------------
-
-
-class StreamSlots:
-    """Open log streams per caller, at most ``limit`` each (not thread-safe: one loop)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._open: Counter[str] = Counter()
-
-    def acquire(self, user: str) -> bool:
-        if self._open[user] >= self.limit:
-            return False
-        self._open[user] += 1
-        return True
-
-    def release(self, user: str) -> None:
-        self._open[user] -= 1
-        if self._open[user] <= 0:
-            del self._open[user]
-
-    def open(self, user: str) -> int:
-        return self._open[user]

@@ -21,18 +21,32 @@ class ApiSettings:
     # Serving certificate and key (PEM files); none: a self-signed one made at start.
     cert_file: str = ""
     key_file: str = ""
-    # Log streams one user may hold open at once.
-    max_streams_per_user: int = 5
+    # Pod log streams one user may hold open at once (--all-pods: one per pod).
+    max_streams_per_user: int = 100
+    # Pod log streams from one worker at once: the size of its own pool for users' streams.
+    max_streams_per_worker: int = 200
+    # Pod log streams open at once in all.
+    max_streams: int = 500
     # Bytes one non-follow log request returns at most.
     max_bytes: int = 10 * 1024 * 1024
     # A follow ends after this many seconds without output.
     follow_idle_timeout: float = 300.0
+    # Bytes one followed pod passes on at most, and at most this many a second.
+    max_follow_bytes: int = 1024 * 1024 * 1024
+    follow_rate: int = 1024 * 1024
+    # Seconds a client may take to accept each write before it is dropped.
+    write_timeout: float = 30.0
 
     @property
     def limits(self) -> Limits:
         """The bounds the handler enforces."""
         return Limits(
             max_streams_per_user=self.max_streams_per_user,
+            max_streams_per_worker=self.max_streams_per_worker,
+            max_streams=self.max_streams,
             max_bytes=self.max_bytes,
             follow_idle_timeout=self.follow_idle_timeout,
+            max_follow_bytes=self.max_follow_bytes,
+            follow_rate=self.follow_rate,
+            write_timeout=self.write_timeout,
         )

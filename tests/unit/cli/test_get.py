@@ -207,3 +207,25 @@ def test_any_workload_kind_by_its_full_name(manager: FakeApiserver) -> None:
     result = invoke("RayJob.v1.ray.io", "-n", "team-a", "-o", "name")
     assert result.exit_code == 0, result.output
     assert result.output == "rayjob.ray.io/r\n"
+
+
+def test_text_others_wrote_cannot_drive_the_terminal(manager: FakeApiserver) -> None:
+    """A tenant's Event message or annotation with escape sequences is printed as escapes,
+    and an endless one is cut (kubectl's CVE-2021-25743)."""
+    placed = put_job(manager, "placed", annotations={"jobrelay.dev/cluster": "worker-1"})
+    placed["metadata"]["uid"] = "uid-placed"
+    put_job(
+        manager, "held", annotations={"jobrelay.dev/not-placed": "\x1b]0;pwned\x07" + "x" * 10**5}
+    )
+    manager.put("v1/events", {
+        "metadata": {"name": "e", "namespace": "team-a"}, "type": "Warning",
+        "involvedObject": {"uid": "uid-placed"}, "reason": "Bad", "message": "\x1b[2J\u202eevil",
+        "lastTimestamp": "2026-01-02T03:00:05Z",
+    })  # fmt: skip
+    result = invoke("-n", "team-a")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+    lines = {line.split()[1]: line for line in result.output.splitlines()[1:]}
+    assert lines["placed"].endswith("Bad: \\x1b[2J\\u202eevil")
+    assert "\\x1b]0;pwned\\x07" in lines["held"]
+    assert len(lines["held"]) < 5000

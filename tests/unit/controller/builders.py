@@ -34,6 +34,7 @@ from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.mirrors import mirror_metadata, origin_uid, run_of
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
@@ -283,6 +284,7 @@ def worker(
     capacity: WorkerCapacity | None = None,
     pods_started: bool = False,
     unschedulable_for: float | None = None,
+    namespaces: WorkerNamespaces | None = None,
 ) -> WorkerSnapshot:
     """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
 
@@ -309,6 +311,7 @@ def worker(
         read=read if read_done else None,
         read_done=read_done,
         create_pending=create_pending,
+        namespaces=namespaces,
     )
 
 

@@ -28,6 +28,7 @@ from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 from jobrelay.vocabulary.workercluster import drain_mode
 
@@ -252,6 +253,25 @@ class FakeInformer:
 
 
 @dataclass
+class FakeNamespaceFeed:
+    """A worker's namespace feed (fleet/workers/namespace_feed.py). ``judged`` False (the
+    default, for tests of other rules): every namespace open, placement does not judge."""
+
+    judged: bool = False
+    listed: bool = True
+    origins: dict[str, str | None] = field(default_factory=dict)
+    credential: str | None = None
+
+    def open_to(self, origin: str, namespace: str) -> bool:
+        return not self.judged or (self.listed and self.origins.get(namespace) == origin)
+
+    def view(self, origin: str, *, create: bool) -> WorkerNamespaces | None:
+        if not self.judged:
+            return None
+        return WorkerNamespaces(origin, create, self.listed, dict(self.origins), self.credential)
+
+
+@dataclass
 class FakeWorker:
     """What the pool exposes of one worker: its client, its state and its mirror caches."""
 
@@ -274,6 +294,7 @@ class FakeWorker:
     unfinished: set[WorkloadKey] = field(default_factory=set)
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
     tracker: CapacityTracker = field(default_factory=CapacityTracker)
+    namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()
@@ -370,4 +391,5 @@ def executor_over(
         create_namespaces=create_namespaces,
         rejected_retry=30.0,
         memory=memory or RelayMemory(),
+        origin="manager",
     )

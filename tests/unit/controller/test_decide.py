@@ -63,6 +63,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRRORS_ANNOTATION,
@@ -74,6 +75,9 @@ from jobrelay.vocabulary.placement import placement_of, placements_of, with_plac
 UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
 # What a held workload's plan does besides its Event: a log line, and the reason on the object.
 HELD = (("Log", "info"), ("Annotate", NOT_PLACED_ANNOTATION))
+# Its namespace (team-a) on a worker: labelled by a tenant there, or open to this manager.
+CLOSED = WorkerNamespaces("manager", synced=True, origins={"team-a": None})
+OPEN = WorkerNamespaces("manager", synced=True, origins={"team-a": "manager"})
 
 
 class RefusingJobKind(JobKind):
@@ -184,6 +188,28 @@ CASES: dict[str, Case] = {
         events=(("Normal", "Redispatched"),),
         outcome=Done(),
         fresh=True,
+    ),
+    "placed by hand where its namespace is not open to this manager: placed again elsewhere": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1", namespaces=CLOSED), w("w2", namespaces=OPEN)),
+        actions=(("Place", "w2", RV, ("w1", "w2")), ("Log", "info")),
+        events=(("Normal", "Redispatched"),),
+        outcome=Done(),
+        fresh=True,
+    ),
+    "placed where the namespaces are not listed yet: no mirror until they are": Case(
+        obj=job(placed="w1"),
+        workers=(w("w1", namespaces=dataclasses.replace(OPEN, synced=False)),),
+        actions=(),
+        outcome=Retry(""),
+        fresh=True,
+    ),
+    "not placed: a worker whose namespace is not open is passed over": Case(
+        obj=job(),
+        workers=(w("w1", namespaces=CLOSED), w("w2", load=5, namespaces=OPEN)),
+        actions=(("Place", "w2", RV), ("Create", "w2", UID)),
+        events=(("Normal", "Dispatched"),),
+        outcome=Done(),
     ),
     "placed already: admission is not asked again (a move keeps the admitted pods)": Case(
         obj=job(placed="w1", status=RUNNING),

@@ -41,6 +41,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import WorkerSnapshot
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.vocabulary.names import MIRRORS_ANNOTATION
 
 w = worker
@@ -68,6 +69,10 @@ class Case:
     fresh: bool = False
 
 
+# Worker namespaces (placement/namespaces.py): team-a closed to this manager, open, unknown.
+CLOSED = WorkerNamespaces("manager", create=False, synced=True, origins={"team-a": None})
+OPEN = WorkerNamespaces("manager", synced=True, origins={"team-a": "manager"})
+UNLISTED = WorkerNamespaces("manager", synced=False)
 FOREIGN = (("Warning", "ForeignMirror"),)
 FOREIGN_LOG = (("Log", "warning"),)
 
@@ -209,6 +214,26 @@ CASES = {
         actions=(("Log", "warning"), ("Delete", "w2", "m-1")),
         events=(("Warning", "PlacementConflict"),),
         outcome=Retry(""),
+    ),
+    "the recorded mirror runs off its placement, its namespace closed there: stopped": Case(
+        obj=recorded("1:w2:m-1", placed="w1"),
+        workers=(w("w1"), w("w2", namespaces=CLOSED, mirror=mirror(job(), status=RUNNING))),
+        actions=(("Log", "warning"), ("Delete", "w2", "m-1")),
+        events=(("Warning", "PlacementConflict"),),
+        outcome=Retry(""),
+    ),
+    "the recorded mirror runs off its placement, namespaces not listed there: waits": Case(
+        obj=recorded("1:w2:m-1", placed="w1"),
+        workers=(w("w1"), w("w2", namespaces=UNLISTED, mirror=mirror(job(), status=RUNNING))),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "the recorded mirror runs off its placement, its namespace open there: followed": Case(
+        obj=recorded("1:w2:m-1", placed="w1"),
+        workers=(w("w1"), w("w2", namespaces=OPEN, mirror=mirror(job(), status=RUNNING))),
+        actions=(("Log", "warning"), ("Place", "w2", RV)),
+        events=(("Warning", "PlacementConflict"),),
+        outcome=Done(),
     ),
     "its stopped mirror still going off its placement: nothing made until it is gone": Case(
         obj=recorded("1:w2:m-1", placed="w1"),

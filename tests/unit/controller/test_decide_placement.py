@@ -13,7 +13,7 @@ import pytest
 from tests.unit.controller.builders import SETTINGS, job, mirror, snapshot, worker
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.decide import decide
+from jobrelay.controller.relay.decide import NOT_PLACED_LIMIT, decide
 from jobrelay.controller.relay.plan import (
     Annotate,
     DeleteMirror,
@@ -126,6 +126,15 @@ def test_a_workload_that_fits_nowhere_now_is_held_and_told_why_once() -> None:
     changed = plan(obj, worker("w-full", capacity=FULL, cordoned=True),
                    worker("w-gpu", capacity=GPU), held=p.held)  # fmt: skip
     assert events(changed) == ["NotPlaced"] and changed.held != p.held
+
+
+def test_the_not_placed_annotation_stays_short_however_many_workers_explain() -> None:
+    workers = [worker(f"w-full-{i:04d}", capacity=FULL) for i in range(500)]
+    p = plan(asking("1", parallelism=2), *workers)
+    (note,) = [a for a in p.actions if isinstance(a, Annotate)]
+    value = note.annotations[NOT_PLACED_ANNOTATION]
+    assert value.startswith("NotPlaced: ") and len(value) <= NOT_PLACED_LIMIT
+    assert value.endswith("more)")
 
 
 def test_the_same_reason_with_other_numbers_is_not_told_again() -> None:

@@ -18,7 +18,14 @@ from tests.unit.controller.builders import (
     key_of,
     mirror,
 )
-from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
+from tests.unit.controller.fakes import (
+    FakeCluster,
+    FakeEvents,
+    FakeNamespaceFeed,
+    FakePool,
+    FakeWorker,
+    executor_over,
+)
 
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.plan import (
@@ -36,7 +43,12 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, MIRRORS_ANNOTATION, PLACEMENTS_ANNOTATION
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    MIRRORS_ANNOTATION,
+    ORIGIN_LABEL,
+    PLACEMENTS_ANNOTATION,
+)
 
 KEY = key_of(JOB)
 JOB_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}"
@@ -196,13 +208,65 @@ async def test_a_namespace_created_on_a_worker_carries_the_managers_pod_security
         "pod-security.kubernetes.io/enforce": "restricted",
         "pod-security.kubernetes.io/enforce-version": "v1.35",
         "pod-security.kubernetes.io/warn": "restricted",
+        ORIGIN_LABEL: "manager",  # open to this manager alone
     }
 
 
-async def test_a_namespace_created_meanwhile_is_fine(env: Env) -> None:
+async def test_a_namespace_created_meanwhile_with_our_label_is_fine(env: Env) -> None:
+    env.worker.cluster.namespace_labels[NAMESPACE] = {ORIGIN_LABEL: "manager"}
     env.worker.cluster.fail("POST", "/jobs", 404, "NotFound")
     assert await env.run(create_action(env)) is None  # the namespace exists: AlreadyExists
     assert env.worker.cluster.get("jobs", KEY.key) is not None
+
+
+@pytest.mark.parametrize("labels", [{}, {ORIGIN_LABEL: "another-manager"}])
+async def test_a_namespace_someone_else_created_meanwhile_gets_no_mirror(
+    env: Env, labels: dict[str, str]
+) -> None:
+    # The cache showed team-a absent (so placement let it through); the create of the
+    # namespace meets one made meanwhile by a tenant or another manager.
+    env.worker.namespace_feed = FakeNamespaceFeed(judged=True, origins={})
+    env.worker.cluster.namespace_labels[NAMESPACE] = labels
+    outcome = await env.run(create_action(env))
+    assert isinstance(outcome, Retry)  # decided again, not lost
+    assert f"namespace {NAMESPACE} on worker cluster w1 exists there and is not open" in (
+        outcome.why
+    )
+    assert f"label {ORIGIN_LABEL}=manager" in outcome.why
+    assert env.worker.cluster.get("jobs", KEY.key) is None
+    assert [(m, p) for m, p, _ in env.worker.cluster.writes()] == [("POST", "/api/v1/namespaces")]
+    assert not env.executor.memory.created.pending(("w1", KEY, UID))
+
+
+async def test_a_namespace_the_cache_shows_absent_is_created_with_the_label_first(
+    env: Env,
+) -> None:
+    env.worker.namespace_feed = FakeNamespaceFeed(judged=True, origins={})
+    env.worker.cluster.namespaces.clear()
+    assert await env.run(create_action(env)) is None
+    assert env.worker.cluster.namespace_labels[NAMESPACE] == {ORIGIN_LABEL: "manager"}
+    assert [(m, p) for m, p, _ in env.worker.cluster.writes()] == [
+        ("POST", "/api/v1/namespaces"),
+        ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
+    ]
+
+
+async def test_a_namespace_the_cache_shows_open_is_used_at_once(env: Env) -> None:
+    env.worker.namespace_feed = FakeNamespaceFeed(judged=True, origins={NAMESPACE: "manager"})
+    assert await env.run(create_action(env)) is None
+    assert [(m, p) for m, p, _ in env.worker.cluster.writes()] == [
+        ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
+    ]
+
+
+async def test_without_namespace_creation_an_unlabelled_namespace_gets_no_mirror(
+    strict_env: Env,
+) -> None:
+    strict_env.worker.namespace_feed = FakeNamespaceFeed(judged=True, origins={})
+    outcome = await strict_env.run(create_action(strict_env))
+    assert isinstance(outcome, Retry)
+    assert "is not open to this manager" in outcome.why
+    assert strict_env.worker.cluster.get("jobs", KEY.key) is None
 
 
 async def test_a_namespace_that_cannot_be_created_stops_the_plan(env: Env) -> None:
@@ -229,6 +293,7 @@ async def test_not_found_even_with_the_namespace_there_does_not_blame_the_namesp
     env: Env,
 ) -> None:
     # A worker that does not serve the kind (its CRD is missing) answers 404 too.
+    env.worker.cluster.namespace_labels[NAMESPACE] = {ORIGIN_LABEL: "manager"}
     env.worker.cluster.fail("POST", "/jobs", 404, "NotFound", times=2)
     outcome = await env.run(create_action(env))
     assert isinstance(outcome, Terminal)

@@ -99,6 +99,8 @@ class FakeKube:
         path = request.url.path
         if path == "/version":
             return _answer(200, {"gitVersion": "v1.35.4"})
+        if path.endswith("/selfsubjectreviews"):  # an apiserver older than 1.28
+            return _answer(404, _status(404, "NotFound", "the server could not find it"))
         if path in self.collections and request.method == "GET":
             if self.forbid_lists:
                 message = f'User "nobody" cannot list resource "{path.rsplit("/", 1)[1]}"'

@@ -4,6 +4,7 @@ the objects applied on the worker, the token read back and the kubeconfig built.
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,12 @@ def test_the_documented_objects_are_those_the_cli_applies() -> None:
     ("kinds", "create_namespaces", "resources"),
     [
         ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces"}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods"},
+             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/namespaces"},
         ),
     ],
 )  # fmt: skip
@@ -78,7 +79,8 @@ def test_no_rule_grants_more_than_the_controller_does(
         if rule["resources"][0] in ("nodes", "pods"):
             assert rule["verbs"] == ["list", "watch"]  # capacity: never a write, never a get
         elif rule["resources"][0] in ("namespaces",):
-            assert rule["verbs"] == ["create"]
+            # Read (which are open to this manager); created only when it creates them.
+            assert rule["verbs"] == ["get", "list", "watch", *(["create"] * create_namespaces)]
         elif rule["resources"][0].endswith("/status") or rule["resources"][0] == "events":
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
@@ -135,3 +137,48 @@ def test_account_names() -> None:
     account = WorkerAccount("ops", "relay")
     assert account.username == "system:serviceaccount:ops:relay"
     assert account.token_secret == "relay-token"
+
+
+def test_the_documented_worker_admission_policy_is_what_the_cli_applies() -> None:
+    shipped = list(yaml.safe_load_all((DEPLOY / "worker-admission-policy.yaml").read_text()))
+    generated = serviceaccount.admission_policy(WorkerAccount(), "ORIGIN", [JOB])
+    assert shipped == [manifest for _, manifest in generated]
+
+
+@pytest.mark.parametrize(
+    ("origin", "name"),
+    [
+        ("manager-a", "jobrelay-worker-manager-a"),
+        (
+            "0f3c6a0e-6f0e-4f7e-9a57-7d1d2b8e9c11",
+            "jobrelay-worker-0f3c6a0e-6f0e-4f7e-9a57-7d1d2b8e9c11",
+        ),
+    ],
+)
+def test_the_account_name_carries_the_origin(origin: str, name: str) -> None:
+    assert serviceaccount.account_name(origin) == name
+
+
+@given(st.from_regex(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", fullmatch=True))
+def test_every_origin_gives_a_valid_distinct_account_name(origin: str) -> None:
+    name = serviceaccount.account_name(origin)
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 57, name
+    other = origin + "x" if len(origin) < 63 else origin[:-1]
+    assert serviceaccount.account_name(other) != name
+
+
+def test_the_policy_binds_to_the_account_and_names_the_origin_and_every_kind() -> None:
+    account = WorkerAccount("ops", serviceaccount.account_name("manager-a"))
+    [(_, policy), (_, binding)] = serviceaccount.admission_policy(
+        account, "manager-a", [JOB, JOBSET]
+    )
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == account.name
+    [condition] = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:ops:jobrelay-worker-manager-a"'
+    )
+    resources = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+                 for r in rule["resources"]}  # fmt: skip
+    assert resources == {"jobs", "jobs/status", "jobsets", "jobsets/status", "namespaces"}
+    assert all('"manager-a"' in v["expression"] for v in policy["spec"]["validations"][2:])
+    assert '"ops"' in policy["spec"]["validations"][1]["expression"]

@@ -344,3 +344,39 @@ async def test_the_identity_follows_the_secret_and_who_uses_it() -> None:
         ]
         assert connector.using_secret("s", registrations) == ["w1"]
         await connector.stop()
+
+
+async def test_users_streams_get_a_bounded_pool_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 21: a user's --all-pods -f must not fill the pool the probe and the informers
+    wait in: each worker gets a second client, bounded apart, for users' streams."""
+    from jobrelay.fleet import workerclusters
+
+    async def kubeconfig(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return {}
+
+    monkeypatch.setattr(workerclusters, "read_kubeconfig", kubeconfig)
+    built: list[tuple[ApiOptions, ApiClient]] = []
+
+    def factory(config: Any, context: str | None, name: str, options: ApiOptions) -> ApiClient:
+        http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: httpx2.Response(404)))
+        client = ApiClient(http, cluster=name, options=options)
+        built.append((options, client))
+        return client
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda r: httpx2.Response(404)))
+    async with ApiClient(http, cluster="manager") as manager:
+        connector = Connector(
+            manager, namespace="ns", api=ApiOptions(max_connections=100),
+            informer=None,  # type: ignore[arg-type]
+            allow_exec_credentials=False, client_factory=factory, stream_connections=216,
+        )  # fmt: skip
+        client, streams = await connector.client("w1", {"kubeconfigSecretRef": {"name": "s"}})
+        assert [options.max_connections for options, _ in built] == [100, 216]
+        assert streams is not None and streams is not client
+        worker = Worker("w1", client, ("s",), stream_client=streams)
+        assert worker.streams is streams
+        await worker.close_clients()
+        assert client._http.is_closed and streams._http.is_closed
+        await connector.stop()

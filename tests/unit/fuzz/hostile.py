@@ -12,6 +12,7 @@ session's terminal summary prints how many examples each one ran.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -40,9 +41,14 @@ EXAMPLES: Counter[str] = Counter()
 SECONDS: dict[str, float] = defaultdict(float)
 
 
+# A longer campaign: JOBRELAY_FUZZ_SCALE=50 python -m pytest tests/unit/fuzz (the summary
+# prints each test's examples and seconds).
+SCALE = max(1, int(os.environ.get("JOBRELAY_FUZZ_SCALE", "1") or 1))
+
+
 def fuzz(max_examples: int) -> settings:
     return settings(
-        max_examples=max_examples,
+        max_examples=max_examples * SCALE,
         derandomize=True,
         deadline=timedelta(seconds=2),
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -54,8 +54,22 @@ class WorkerClient:
     server: str = WORKER_SERVER
     hold: asyncio.Event | None = None
 
+    lists: list[dict[str, Any]] = field(default_factory=list)
+    watches: int = 0
+
     async def list(self, resource: Any, **kwargs: Any) -> ListResult:
+        self.lists.append(kwargs)
         return ListResult(items=list(self.pods), resource_version="1")
+
+    @contextlib.asynccontextmanager
+    async def watch(self, resource: Any, **kwargs: Any) -> AsyncIterator[AsyncIterator[Any]]:
+        self.watches += 1
+
+        async def events() -> AsyncIterator[Any]:
+            await asyncio.Event().wait()  # nothing ever ends here
+            yield None
+
+        yield events()
 
     @contextlib.asynccontextmanager
     async def pod_log(
@@ -78,8 +92,13 @@ class WorkerClient:
 @dataclass
 class Worker:
     client: WorkerClient
+    name: str = "worker-a"
     connected: bool = True
     mirrors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def streams(self) -> WorkerClient:
+        return self.client
 
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.mirrors.get(key)
@@ -87,10 +106,26 @@ class Worker:
 
 class Pool:
     def __init__(self) -> None:
-        self.workers: dict[str, Worker] = {}
+        self.by_name: dict[str, Worker] = {}
 
     def get(self, name: str) -> Worker | None:
-        return self.workers.get(name)
+        return self.by_name.get(name)
+
+    def workers(self) -> list[Worker]:
+        return list(self.by_name.values())
+
+
+CONTROLLER = "jobrelay.dev/controller"
+ORIGIN = "origin-1"
+MIRROR_UID = "mirror-uid-a"
+
+
+def mirror_of(job: dict[str, Any], uid: str, run: int = 1) -> dict[str, Any]:
+    """A mirror of ``job`` as the pool's caches hold it."""
+    from jobrelay.kinds.mirrors import mirror_metadata
+
+    metadata = mirror_metadata(job, controller_name=CONTROLLER, origin=ORIGIN, run=run)
+    return {"metadata": {**metadata, "uid": uid}, "status": {"active": 2}}
 
 
 class Objects(dict[str, dict[str, Any]]):
@@ -105,14 +140,18 @@ class Runtime:
 
 def _job(name: str, cluster: str | None) -> dict[str, Any]:
     annotations = {"jobrelay.dev/cluster": cluster} if cluster else {}
-    return {"metadata": {"name": name, "namespace": "team-a", "annotations": annotations}}
+    return {"metadata": {"name": name, "namespace": "team-a", "uid": f"uid-of-{name}",
+                         "annotations": annotations}}  # fmt: skip
 
 
-def _pod(name: str, created: str, index: int = 0) -> dict[str, Any]:
+def _pod(name: str, created: str, index: int = 0, owner: str = MIRROR_UID) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name, "creationTimestamp": created,
-            "labels": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "labels": {"batch.kubernetes.io/job-completion-index": str(index),
+                       "batch.kubernetes.io/controller-uid": owner},
+            "ownerReferences": [{"kind": "Job", "name": "train", "uid": owner,
+                                 "controller": True}],
         },
         "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "main"}]},
         "status": {"phase": "Running", "podIP": "10.0.0.5", "hostIP": "10.0.0.1"},
@@ -129,16 +168,16 @@ def setup() -> tuple[RelayApi, Manager, WorkerClient, Worker]:
         logs={"train-0-aaa": [b"zero\n"], "train-1-bbb": [b"one\n", b"more\n"]},
     )  # fmt: skip
     worker = Worker(client)
-    worker.mirrors[("Job.v1.batch", "team-a/train")] = {
-        "metadata": {"name": "train", "namespace": "team-a"}, "status": {"active": 2},
-    }  # fmt: skip
+    train = _job("train", "worker-a")
+    worker.mirrors[("Job.v1.batch", "team-a/train")] = mirror_of(train, MIRROR_UID)
     pool = Pool()
-    pool.workers["worker-a"] = worker
-    objects = Objects(
-        {"team-a/train": _job("train", "worker-a"), "team-a/waiting": _job("waiting", None)}
-    )
+    pool.by_name["worker-a"] = worker
+    objects = Objects({"team-a/train": train, "team-a/waiting": _job("waiting", None)})
     kinds = {"Job.v1.batch": Runtime(JobKind(), objects)}
-    api = RelayApi(manager, pool, kinds, Limits(max_streams_per_user=1, max_bytes=6))  # type: ignore[arg-type]
+    api = RelayApi(
+        manager, pool, kinds, Limits(max_streams_per_user=2, max_bytes=6),  # type: ignore[arg-type]
+        controller_name=CONTROLLER, origin=ORIGIN,
+    )  # fmt: skip
     return api, manager, client, worker
 
 
@@ -348,3 +387,151 @@ async def test_a_broken_or_idle_follow_raises_to_its_reader() -> None:
     assert await anext(stream) == b"last words\n"
     with pytest.raises(httpx2.ReadTimeout):
         await anext(stream)
+
+
+# -- issue 21: the mirror from jobrelay's own state, pods by UID, bounded streams ----------
+
+
+async def test_the_mirror_comes_from_jobrelays_caches_not_the_annotation(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """A user who may edit the Job points jobrelay.dev/cluster at another worker, where a
+    namesake (someone else's Job of the same name) runs: it is never read."""
+    api, _, _, _ = setup
+    pool: Pool = api._pool  # type: ignore[assignment]
+    train = api._kinds["Job.v1.batch"].objects.get("team-a/train")
+    assert train is not None
+    train["metadata"]["annotations"]["jobrelay.dev/cluster"] = "worker-b"
+    other = WorkerClient(
+        pods=[_pod("train-0-zzz", "2026-01-01T00:00:09Z", owner="namesake-uid")],
+        logs={"train-0-zzz": [b"someone else's secrets\n"]},
+    )
+    namesake = {"metadata": {"name": "train", "namespace": "team-a", "uid": "namesake-uid",
+                             "labels": {}}}  # fmt: skip
+    pool.by_name["worker-b"] = Worker(other, name="worker-b", mirrors={
+        ("Job.v1.batch", "team-a/train"): namesake,
+    })  # fmt: skip
+    api.limits = Limits(max_bytes=10_000)
+    assert await body(await api.handle(request(LOGS))) == b"one\nmore\n"
+    assert other.asked == [] and other.lists == []
+    view = json.loads(await body(await api.handle(request(MIRROR))))
+    assert view["cluster"] == "worker-a"
+    assert view["mirror"]["metadata"]["uid"] == MIRROR_UID
+
+
+async def test_a_namesakes_pods_on_the_worker_are_not_read(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """Pods of another Job called train on the same worker (another controller, a user
+    of the worker), even labelled like the mirror's, are not the mirror's."""
+    api, _, client, _ = setup
+    forged = _pod("train-9-evil", "2026-01-01T00:00:09Z", owner="other-uid")
+    forged["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] = MIRROR_UID
+    client.pods.append(forged)
+    client.logs["train-9-evil"] = [b"not yours\n"]
+    api.limits = Limits(max_bytes=10_000)
+    text = await body(await api.handle(request(LOGS, allPods="true")))
+    assert b"not yours" not in text and b"train-9-evil" not in text
+    assert client.lists[-1]["label_selector"] == f"batch.kubernetes.io/controller-uid={MIRROR_UID}"
+    # The newest pod is the mirror's newest, not the namesake's.
+    assert await body(await api.handle(request(LOGS))) == b"one\nmore\n"
+    view = json.loads(await body(await api.handle(request(MIRROR))))
+    assert [p["name"] for p in view["pods"]] == ["train-0-aaa", "train-1-bbb"]
+
+
+async def test_a_follow_of_every_pod_holds_one_watch_and_counts_each_pod(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, client, _ = setup
+    api.limits = Limits(max_streams_per_user=4)
+    api.streams.per_user = 4
+    client.hold = asyncio.Event()
+    answer = await api.handle(request(LOGS, allPods="true", follow="true"))
+    assert isinstance(answer, Stream)
+    got = b""
+    while got.count(b"\n") < 3:
+        got += await anext(answer.chunks)
+    assert client.watches == 1  # one watch of the mirror's pods, not one per pod
+    # Two pods and the watch: 3 of alice's 4; another such follow is refused, saying why.
+    assert api.streams.open(user="alice") == 3
+    refused = await api.handle(request(LOGS, allPods="true", follow="true"))
+    assert refusal(refused) == (429, "TooManyRequests")
+    assert isinstance(refused, Answer)
+    assert "at most 4 log streams per user" in json.loads(refused.body)["message"]
+    # The client goes away (the server closes the chunks, then calls done): all released.
+    await answer.chunks.aclose()  # type: ignore[attr-defined]
+    answer.done()
+    assert api.streams.open() == 0
+    assert isinstance(await api.handle(request(LOGS, allPods="true", follow="true")), Stream)
+
+
+async def test_a_follow_is_bounded_in_bytes(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    from jobrelay.relayapi.logstreams import FOLLOW_CUT
+
+    api, _, _, _ = setup
+    api.limits = Limits(max_follow_bytes=5)
+    assert await body(await api.handle(request(LOGS, follow="true"))) == b"one\nm" + FOLLOW_CUT
+
+
+async def test_a_follow_is_bounded_in_rate() -> None:
+    from jobrelay.relayapi.logstreams import bounded_follow
+    from jobrelay.relayapi.stream_rules import MAX_LINE_BYTES
+
+    async def fast() -> AsyncIterator[bytes]:
+        for _ in range(6):
+            yield b"x" * (MAX_LINE_BYTES // 2)
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    # The burst (64 KiB) passes at once, the other 128 KiB at 64 KiB/s: 2 s (loop time).
+    got = [chunk async for chunk in bounded_follow(fast(), 10**9, MAX_LINE_BYTES)]
+    assert sum(map(len, got)) == 3 * MAX_LINE_BYTES
+    assert loop.time() - started == pytest.approx(2.0, abs=0.1)
+
+
+async def test_an_endless_line_is_passed_on_in_bounded_pieces() -> None:
+    """A pod printing one line without end: the old prefixed held all of it (and copied it
+    whole per chunk) until the stream ended."""
+    from jobrelay.relayapi.logstreams import prefixed
+    from jobrelay.relayapi.stream_rules import CONTINUED, MAX_LINE_BYTES
+
+    fed = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal fed
+        for _ in range(512):  # 2 MiB in 4 KiB chunks, no newline
+            fed += 4096
+            yield b"y" * 4096
+
+    pieces = prefixed(b"[pod/p] ", endless())
+    first = await anext(pieces)
+    assert fed <= MAX_LINE_BYTES + 4096  # passed on long before the end
+    assert first == b"[pod/p] " + b"y" * MAX_LINE_BYTES + CONTINUED
+    rest = [piece async for piece in pieces]
+    assert all(len(piece) <= MAX_LINE_BYTES + 4096 + len(CONTINUED) + 8 for piece in rest)
+
+
+async def test_merged_follows_end_when_their_reader_goes_away_with_a_full_queue() -> None:
+    """Found by the e2e test: with more pods than the queue holds, every pump waited on a
+    full queue; cancelled, each waited again to mark its end, so the closing never ended and
+    a client that went away held all its worker streams."""
+    from jobrelay.relayapi.logstreams import merged
+
+    closed = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal closed
+        try:
+            while True:
+                yield b"line\n"
+        finally:
+            closed += 1
+
+    stream = merged([endless() for _ in range(40)])
+    assert await anext(stream) == b"line\n"
+    await asyncio.sleep(0.01)  # every pump blocks on the full queue
+    async with asyncio.timeout(5):
+        await stream.aclose()  # type: ignore[attr-defined]
+    assert closed == 40

@@ -132,3 +132,35 @@ async def test_a_failing_handler_answers_500(served: tuple[str, str, Handler]) -
     assert response.status_code == 500
     assert response.json()["kind"] == "Status"
     assert "handler bug" not in response.text
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_its_stream_ends(
+    ca: pki.CertPair,
+) -> None:
+    """It keeps its connection open but reads nothing: past the write deadline it is dropped,
+    and its stream (and the worker streams behind it) ends."""
+    cert, key = self_signed(["127.0.0.1"])
+    handler = Handler()
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"z" * 65536
+            await asyncio.sleep(0)
+
+    async def serve(request: Request) -> Answer | Stream:
+        return Stream(endless(), done=handler.stream_ended.set)
+
+    server = ApiServer(
+        "127.0.0.1:0", server_context(cert, key, ca.cert.read_text()), serve, write_timeout=0.5
+    )
+    ((host, port),) = await server.start()
+    context = ssl.create_default_context(cadata=cert.decode())
+    _reader, writer = await asyncio.open_connection(host, port, ssl=context)
+    try:
+        writer.write(f"GET /stream HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        await writer.drain()
+        # It never reads: the server's buffers and the sockets' fill, then the deadline.
+        await asyncio.wait_for(handler.stream_ended.wait(), 30)
+    finally:
+        writer.transport.abort()
+        await server.close()

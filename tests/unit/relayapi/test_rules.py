@@ -13,11 +13,11 @@ from jobrelay.relayapi.rules import (
     BadRequest,
     LogQuery,
     Route,
-    StreamSlots,
     User,
     access_review,
     allowed,
     choose_pods,
+    current_mirror,
     job_path,
     kubelet_params,
     log_params,
@@ -25,6 +25,7 @@ from jobrelay.relayapi.rules import (
     parse_log_query,
     pod_selector,
     pod_summary,
+    pods_of_mirror,
     scrub,
     status_body,
     user_from_certificate,
@@ -104,9 +105,81 @@ def test_kubelet_params_are_what_kubectl_sends() -> None:
     assert kubelet_params(LogQuery()) == {}
 
 
-def test_pod_selectors() -> None:
-    assert pod_selector("Job", "train") == "batch.kubernetes.io/job-name=train"
-    assert pod_selector("JobSet", "js") == "jobset.sigs.k8s.io/jobset-name=js"
+def test_pod_selectors_name_the_mirrors_uid() -> None:
+    assert pod_selector("Job", "u-1") == "batch.kubernetes.io/controller-uid=u-1"
+    assert pod_selector("JobSet", "u-2") == "jobset.sigs.k8s.io/jobset-uid=u-2"
+
+
+def _owned(name: str, owner_uid: str | None, **labels: str) -> dict[str, Any]:
+    references = (
+        [{"kind": "Job", "name": "train", "uid": owner_uid, "controller": True}]
+        if owner_uid
+        else []
+    )
+    return {"metadata": {"name": name, "labels": labels, "ownerReferences": references}}
+
+
+def test_pods_of_a_mirror_are_those_it_controls() -> None:
+    pods = [
+        _owned("mine", "mirror-uid"),
+        # A namesake's pod carrying the mirror's labels (a worker may write any labels).
+        _owned("forged", "other-uid", **{"batch.kubernetes.io/controller-uid": "mirror-uid"}),
+        _owned("orphan", None, **{"batch.kubernetes.io/controller-uid": "mirror-uid"}),
+    ]
+    assert [p["metadata"]["name"] for p in pods_of_mirror(pods, "Job", "mirror-uid")] == ["mine"]
+    jobset_pods = [
+        _owned("js-0", "child-job-uid", **{"jobset.sigs.k8s.io/jobset-uid": "js-uid"}),
+        _owned("js-other", "child-job-uid", **{"jobset.sigs.k8s.io/jobset-uid": "x"}),
+    ]
+    chosen = pods_of_mirror(jobset_pods, "JobSet", "js-uid")
+    assert [p["metadata"]["name"] for p in chosen] == ["js-0"]
+
+
+OBJ = {"metadata": {"name": "train", "namespace": "team-a", "uid": "obj-uid",
+                    "annotations": {"jobrelay.dev/cluster": "worker-z"}}}  # fmt: skip
+
+
+def _ours(*, uid: str, origin_uid: str = "obj-uid", origin: str = "o1", run: int = 1
+          ) -> dict[str, Any]:  # fmt: skip
+    """A mirror as jobrelay's caches hold it (vocabulary/names.py's marks)."""
+    from jobrelay.vocabulary.names import (
+        MIRROR_LABEL,
+        ORIGIN_LABEL,
+        ORIGIN_UID_LABEL,
+        RUN_ANNOTATION,
+        controller_label_value,
+    )  # fmt: skip
+
+    return {
+        "metadata": {
+            "name": "train", "namespace": "team-a", "uid": uid,
+            "labels": {MIRROR_LABEL: controller_label_value("jobrelay.dev/controller"),
+                       ORIGIN_LABEL: origin, ORIGIN_UID_LABEL: origin_uid},
+            "annotations": {RUN_ANNOTATION: str(run)},
+        }
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cached", "expected"),
+    [
+        # The user's jobrelay.dev/cluster says worker-z: only the caches decide.
+        ([("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        ([("worker-z", None), ("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        # A namesake's mirror (another object's UID), another origin's: never.
+        ([("worker-z", _ours(uid="m-z", origin_uid="other"))], None),
+        ([("worker-z", _ours(uid="m-z", origin="o2"))], None),
+        # The highest run is the current one (a stale one left behind on another worker).
+        ([("worker-a", _ours(uid="m-a", run=1)), ("worker-b", _ours(uid="m-b", run=2))],
+         ("worker-b", "m-b")),
+        ([], None),
+    ],
+)  # fmt: skip
+def test_current_mirror_comes_from_jobrelays_caches(
+    cached: list[tuple[str, dict[str, Any] | None]], expected: tuple[str, str] | None
+) -> None:
+    found = current_mirror(OBJ, cached, controller_name="jobrelay.dev/controller", origin="o1")
+    assert (found and (found[0], found[1]["metadata"]["uid"])) == expected
 
 
 def _pod(name: str, created: str, index: int | None = None, **status: Any) -> dict[str, Any]:
@@ -241,19 +314,6 @@ def test_scrub_removes_addresses(message: str) -> None:
 def test_scrub_keeps_plain_words() -> None:
     text = 'previous terminated container "main" in pod "p-0" not found'
     assert scrub(text) == text
-
-
-def test_stream_slots() -> None:
-    slots = StreamSlots(2)
-    assert slots.acquire("alice") and slots.acquire("alice")
-    assert not slots.acquire("alice")
-    assert slots.acquire("bob")
-    slots.release("alice")
-    assert slots.open("alice") == 1
-    assert slots.acquire("alice")
-    for _ in range(2):
-        slots.release("alice")
-    assert slots.open("alice") == 0
 
 
 def test_log_params() -> None:

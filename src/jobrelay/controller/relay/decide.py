@@ -49,6 +49,7 @@ from jobrelay.kinds.patches import merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.model import NOT_KNOWN, Cluster
+from jobrelay.placement.namespaces import NOT_KNOWN as NAMESPACES_NOT_KNOWN
 from jobrelay.placement.workload import Invalid, PodGroup, read_workload
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
@@ -102,7 +103,9 @@ def decide(s: Snapshot) -> Plan:
         # The one that runs stays the one followed, and the user is told; unless that
         # worker is one the workload may not be given: then it is stopped there first.
         elsewhere = live[0].name
-        excluded = excluded_for(live[0])
+        excluded = excluded_for(live[0], _namespace(obj))
+        if excluded == NAMESPACES_NOT_KNOWN:
+            return Plan(tuple(actions), Retry(f"the namespaces of {elsewhere} are not known yet"))
         if excluded is not None:
             return _stop_excluded(live[0], history, excluded, actions)
         message = (
@@ -264,6 +267,13 @@ def _create(
         return held
     if worker.cordoned and not placed_now:
         leave = _Leave(f"worker cluster {cluster} is cordoned: it takes no new mirrors", lost=False)
+        return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
+    closed = worker.namespaces.refusal(_namespace(obj)) if worker.namespaces else None
+    if closed == NAMESPACES_NOT_KNOWN:
+        return Plan(tuple(actions), Retry(f"the namespaces of {cluster} have not listed yet"))
+    if closed is not None and not placed_now:
+        # Placed by hand there, or the namespace changed hands since: never into it.
+        leave = _Leave(f"worker cluster {cluster}: {closed}", lost=False)
         return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
     vanished = _vanished_mirror(s, obj, worker, run)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
@@ -656,7 +666,7 @@ class _Unplaceable:
         signature = ";".join(
             f"{p.cluster}:{p.by}:{_DETAILS.sub('#', p.reason)}" for p in decision.passed_over
         )
-        unknown = any(p.reason == NOT_KNOWN for p in decision.passed_over)
+        unknown = any(p.reason in _NOT_KNOWN_YET for p in decision.passed_over)
         return cls(
             decision.explain(),
             ("NeverFits|" if decision.never_fits else "NotPlaced|") + signature,
@@ -665,6 +675,8 @@ class _Unplaceable:
         )
 
 
+# What a controller that is starting does not know yet: a moment's wait, not a warning.
+_NOT_KNOWN_YET = frozenset({NOT_KNOWN, NAMESPACES_NOT_KNOWN})
 # What changes in an explanation while its reason does not: counts, per-node detail.
 _DETAILS = re.compile(r"\([^)]*\)|\d+")
 
@@ -706,13 +718,24 @@ def _not_placed(
     if why.signature != s.held:
         actions.append(RecordEvent("Warning", reason, message))
         actions.append(Log("info", message))
-        actions.append(Annotate({NOT_PLACED_ANNOTATION: f"{reason}: {why.explanation}"}))
+        actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {why.explanation}")}))
     return Plan(
         tuple(actions),
         RequeueAfter(s.settings.unplaceable_retry),
         held=why.signature,
         leaving=leaving,
     )
+
+
+# The not-placed annotation says why in a line; an explanation over many workers (or
+# quoting a tenant's long annotation) must not grow the object toward its size limit.
+NOT_PLACED_LIMIT = 2048
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= NOT_PLACED_LIMIT:
+        return text
+    return f"{text[: NOT_PLACED_LIMIT - 40]}... ({len(text) - NOT_PLACED_LIMIT + 40} more)"
 
 
 def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot, where: str) -> bool:

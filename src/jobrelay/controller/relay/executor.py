@@ -40,10 +40,12 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.resources import NAMESPACES
+from jobrelay.placement.namespaces import opt_in_hint
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,
+    ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
 )
 from jobrelay.vocabulary.placement import with_recorded_mirror
@@ -84,6 +86,8 @@ class Executor:
     rejected_retry: float
     memory: RelayMemory
     observer: RelayObserver | None = None
+    # This manager's origin: mirrors go only into worker namespaces labelled with it.
+    origin: str = ""
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
         """Tell the user what only they can fix (a Warning Event on the object, when it is
@@ -180,6 +184,13 @@ class Executor:
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
         namespace_ensured = not self.create_namespaces
+        if not worker.namespace_feed.open_to(self.origin, key.namespace):
+            # The decision saw it open (or absent) in a cache; what the worker says now
+            # decides: a namespace made meanwhile by someone else is not ours to use.
+            closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
+            if closed is not None:
+                return closed
+            namespace_ensured = True
         while True:
             try:
                 created = await worker.client.create(kind.ref, action.body)
@@ -190,7 +201,9 @@ class Executor:
                 if not (error.is_not_found and not namespace_ensured):
                     return self._rejected(action.cluster, key, kind, error)
             # NotFound on a create means the namespace is missing there: create it, once.
-            await self._ensure_namespace(worker.client, key.namespace)
+            closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
+            if closed is not None:
+                return closed
             namespace_ensured = True
         self.memory.created.expect((action.cluster, key, action.origin_uid))
         if self.observer is not None:
@@ -331,15 +344,39 @@ class Executor:
             raise
         return None
 
-    async def _ensure_namespace(self, client: ApiClient, namespace: str) -> None:
+    async def _open_namespace(
+        self, client: ApiClient, cluster: str, namespace: str
+    ) -> Retry | None:
+        """Make sure the workload's namespace on a worker is there and open to this manager:
+        created with its origin label (when allowed), or found carrying it. One that a
+        worker's admin or tenant made is theirs, with their ServiceAccounts and Secrets:
+        unless it carries our label, no mirror goes there, and the workload is decided
+        again (the namespace cache then shows why)."""
+        if self.create_namespaces and await self._ensure_namespace(client, namespace):
+            return None
+        try:
+            existing = await client.get(NAMESPACES, namespace)
+        except ApiError as error:
+            if error.is_not_found and not self.create_namespaces:
+                return None  # the mirror's create says so (namespace creation is off)
+            raise
+        if Meta(existing).labels.get(ORIGIN_LABEL) == self.origin:
+            return None
+        message = (
+            f"namespace {namespace} on worker cluster {cluster} exists there and is not "
+            f"open to this manager ({opt_in_hint(self.origin)})"
+        )
+        _log.warning("%s: not creating the mirror there", message, extra={"cluster": cluster})
+        return Retry(message)
+
+    async def _ensure_namespace(self, client: ApiClient, namespace: str) -> bool:
         """Create the workload's namespace on a worker, with the Pod Security labels of
         the manager's namespace of that name: the worker then enforces the same level
         (its default, with no label, is privileged). One that exists is left as it is:
-        it is the worker admin's."""
-        metadata: JsonObj = {"name": namespace}
+        it is the worker admin's. Labelled with this manager's origin: open to it alone.
+        True when it was created here."""
         labels = pod_security_labels(Meta(await self.manager.get(NAMESPACES, namespace)).labels)
-        if labels:
-            metadata["labels"] = labels
+        metadata: JsonObj = {"name": namespace, "labels": {**labels, ORIGIN_LABEL: self.origin}}
         try:
             await client.create(
                 NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
@@ -347,10 +384,11 @@ class Executor:
         except ApiError as error:
             if not error.is_already_exists:
                 raise
-            return
+            return False
         _log.info(
             "created namespace %s on %s",
             namespace,
             client.cluster,
             extra={"cluster": client.cluster},
         )
+        return True

@@ -19,6 +19,7 @@ from enum import Enum
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.namespaces import NOT_KNOWN as NAMESPACES_NOT_KNOWN
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import RecordedMirror, mirror_records, placements_of
 
@@ -71,15 +72,19 @@ def is_current(s: Snapshot, obj: JsonObj, where: str, mirror: JsonObj | None) ->
 _CURRENT = frozenset({Standing.FOLLOWED, Standing.ADOPTABLE})
 
 
-def excluded_for(worker: WorkerSnapshot) -> str | None:
-    """Why ``worker`` may not be given this workload now, whatever runs there (None: it may).
+def excluded_for(worker: WorkerSnapshot, namespace: str) -> str | None:
+    """Why ``worker`` may not be given a workload of ``namespace`` now, whatever runs there
+    (None: it may; ``NAMESPACES_NOT_KNOWN`` when that cannot be told yet).
 
     The one place a placement that does not go through placement's filters (a
-    PlacementConflict recording where a mirror runs) asks; the namespace policy's
-    exclusion of a worker for this workload belongs here too.
+    PlacementConflict recording where a mirror runs) asks: the cordon, the drain
+    and the worker namespace's policy (placement/namespaces.py).
     """
     if worker.cordoned:
         return f"worker cluster {worker.name} is cordoned"
     if worker.drain:
         return f"worker cluster {worker.name} is being drained"
-    return None
+    closed = worker.namespaces.refusal(namespace) if worker.namespaces is not None else None
+    if closed is not None and closed != NAMESPACES_NOT_KNOWN:
+        return f"worker cluster {worker.name}: {closed}"
+    return closed

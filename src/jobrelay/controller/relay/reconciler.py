@@ -296,6 +296,11 @@ class Reconciler:
             load=(worker.active_mirrors() if worker is not None else 0)
             + self._memory.reservations.count(view.name),
             labels=view.labels,
+            namespaces=worker.namespace_feed.view(
+                self._settings.origin, create=self._settings.create_namespaces
+            )
+            if worker is not None
+            else None,
             **capacity,
             **of_key,
         )

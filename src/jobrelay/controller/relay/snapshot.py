@@ -15,6 +15,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.model import Cluster
+from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
 from jobrelay.vocabulary.workercluster import DrainMode
 
@@ -79,6 +80,9 @@ class WorkerSnapshot:
     # for how many seconds the earliest unbound one has been unschedulable.
     pods_started: bool = False
     unschedulable_for: float | None = None
+    # Its namespaces, and which are open to this manager (placement/namespaces.py); the
+    # reconciler always sets it (None: not judged, as in tests of other rules).
+    namespaces: WorkerNamespaces | None = None
 
     @property
     def seen(self) -> JsonObj | None:
@@ -105,6 +109,7 @@ def placement_cluster(worker: WorkerSnapshot) -> Cluster:
         capacity=worker.capacity,
         blind=worker.blind,
         load=worker.load,
+        namespaces=worker.namespaces,
     )
 
 

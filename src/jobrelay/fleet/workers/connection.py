@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from jobrelay.fleet import workerclusters
@@ -51,10 +52,15 @@ class Connector:
         informer: InformerOptions,
         allow_exec_credentials: bool,
         client_factory: ClientFactory,
+        stream_connections: int = 0,
     ) -> None:
         self._manager = manager
         self._namespace = namespace
         self._api = api
+        # Users' streams (logs, their pod watches) go through a second client per worker,
+        # bounded apart: the probe, the informers and the mirror writes never wait
+        # behind them in one pool. 0: none (they share the first).
+        self._stream_connections = stream_connections
         self._allow_exec = allow_exec_credentials
         self._client_factory = client_factory
         self.secrets = Informer(manager, SECRETS, namespace=namespace, options=informer)
@@ -82,13 +88,22 @@ class Connector:
             == secret
         ]
 
-    async def client(self, name: str, spec: Mapping[str, Any]) -> ApiClient:
-        """A client from the worker's kubeconfig Secret; raises RegistryError or ValueError
-        when it is unusable."""
+    async def client(
+        self, name: str, spec: Mapping[str, Any]
+    ) -> tuple[ApiClient, ApiClient | None]:
+        """A client from the worker's kubeconfig Secret, and the client of users' streams
+        (None when they share it); raises RegistryError or ValueError when it is unusable."""
         kubeconfig = await workerclusters.read_kubeconfig(
             self._manager, {"spec": spec}, self._namespace, allow_exec=self._allow_exec
         )
-        return self._client_factory(kubeconfig, spec.get("context") or None, name, self._api)
+        context = spec.get("context") or None
+        client = self._client_factory(kubeconfig, context, name, self._api)
+        if self._stream_connections <= 0:
+            return client, None
+        streams = self._client_factory(
+            kubeconfig, context, name, replace(self._api, max_connections=self._stream_connections)
+        )
+        return client, streams
 
     async def retire(self, worker: Worker) -> None:
         """Stop a worker that left the pool; its client is closed only once any request
@@ -96,7 +111,7 @@ class Connector:
         a mirror being created while its worker reconnects is not cut off half-way."""
         await worker.stop_watching()
         task = asyncio.get_running_loop().create_task(
-            _close_after(worker.client, self._api.connect_timeout + self._api.request_timeout),
+            _close_after(worker, self._api.connect_timeout + self._api.request_timeout),
             name=f"retire-{worker.name}",
         )
         self._retiring.add(task)
@@ -122,8 +137,8 @@ async def wait_listed(worker: Worker, timeout: float) -> None:
         await asyncio.sleep(_LISTED_POLL)  # an Informer signals no failure to await
 
 
-async def _close_after(client: ApiClient, seconds: float) -> None:
+async def _close_after(worker: Worker, seconds: float) -> None:
     try:
         await asyncio.sleep(seconds)
     finally:
-        await client.aclose()
+        await worker.close_clients()

@@ -67,6 +67,9 @@ class PoolOptions:
     # Accept kubeconfigs with exec credential plugins (fleet/credentials.py).
     allow_exec_credentials: bool = False
     api: ApiOptions = field(default_factory=ApiOptions)
+    # Connections of each worker's own pool for users' streams (the logs API); 0: none,
+    # they would share the pool of the probe and the informers.
+    stream_connections: int = 0
     informer: InformerOptions = field(default_factory=InformerOptions)
 
 
@@ -121,6 +124,7 @@ class WorkerPool:
             informer=options.informer,
             allow_exec_credentials=options.allow_exec_credentials,
             client_factory=client_factory,
+            stream_connections=options.stream_connections,
         )
         self._status = StatusWriter(
             manager,
@@ -336,7 +340,7 @@ class WorkerPool:
         is unusable (its status then says why)."""
         name = record.name
         try:
-            client = await self._connector.client(name, spec)
+            client, stream_client = await self._connector.client(name, spec)
         except (workerclusters.RegistryError, ValueError) as error:
             written = record.status.written
             if written is None or written.condition.get("message") != str(error):
@@ -348,7 +352,7 @@ class WorkerPool:
                 message=str(error),
             )  # fmt: skip
             return None
-        worker = Worker(name, client, identity)
+        worker = Worker(name, client, identity, stream_client=stream_client)
         worker.watch_mirrors(
             self._kinds, self._selector, self._options.informer,
             self._on_mirror_change, self._event_sink,
@@ -358,6 +362,10 @@ class WorkerPool:
             self._options.informer,
             changed=lambda: self._capacity_changed(worker),
             listed=lambda: self._capacity_listed(worker),
+        )
+        # A namespace opened or closed to this manager may place a held workload.
+        worker.namespace_feed.start(
+            client, self._options.informer, changed=lambda: self._capacity_changed(worker)
         )
         if self._event_sink is not None:
             worker.watch_events(self._event_sink, self._options.informer)

@@ -29,6 +29,7 @@ from jobrelay.fleet.workers.liveness_rules import (
     LostClock,
     verdict,
 )
+from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
 from jobrelay.fleet.workers.status_rules import StatusClock
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -81,11 +82,22 @@ class Worker:
         default_factory=collections.OrderedDict
     )
     capacity_feed: CapacityFeed = field(init=False)
+    # Its namespaces and their origin labels (namespace_feed.py).
+    namespace_feed: NamespaceFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
+    # The client of users' streams (logs API): a bounded pool of its own, so that the
+    # probe and the informers never wait behind a user's follows. None: they share ``client``.
+    stream_client: ApiClient | None = None
 
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
+        self.namespace_feed = NamespaceFeed(self.name)
+
+    @property
+    def streams(self) -> ApiClient:
+        """The client users' streams go through."""
+        return self.stream_client if self.stream_client is not None else self.client
 
     # -- starting its informers ----------------------------------------------------------
 
@@ -224,12 +236,19 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.capacity_feed.stop()
+        await self.namespace_feed.stop()
         for informer in (*self.mirrors.values(), self.events):
             if informer is not None:
                 await informer.stop()
 
     async def close(self) -> None:
         await self.stop_watching()
+        await self.close_clients()
+
+    async def close_clients(self) -> None:
+        """Close its clients (the users' streams through them end)."""
+        if self.stream_client is not None:
+            await self.stream_client.aclose()
         await self.client.aclose()
 
 

@@ -6,6 +6,7 @@ from jobrelay.placement.filters.choice import JobClusters, JobSelector
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
 from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
+from jobrelay.placement.filters.worker_namespace import WorkerNamespace
 from jobrelay.placement.model import Filter
 
 FILTERS: tuple[Filter, ...] = (
@@ -15,6 +16,7 @@ FILTERS: tuple[Filter, ...] = (
     NotExcluded(),
     Connected(),
     NotCordoned(),
+    WorkerNamespace(),
     Fits(),
 )
 
@@ -27,4 +29,5 @@ __all__ = [
     "NamespacePolicy",
     "NotCordoned",
     "NotExcluded",
+    "WorkerNamespace",
 ]

@@ -1,0 +1,133 @@
+"""A worker's namespaces: which exist there and which are open to this manager.
+
+One informer of the worker's Namespaces, slimmed to their name and their
+``jobrelay.dev/origin`` label, and the namespace of jobrelay's own credential
+there (a SelfSubjectReview, once). Placement reads them through
+:class:`~jobrelay.placement.namespaces.WorkerNamespaces`; a change that opens or
+closes a namespace tells the placement, like a capacity change, so that a workload
+held for it is looked at again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import NAMESPACES, SELF_SUBJECT_REVIEWS
+from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.placement.namespaces import WorkerNamespaces, credential_namespace
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import ORIGIN_LABEL
+
+__all__ = ["NamespaceFeed", "slim_namespace"]
+
+_log = logging.getLogger(__name__)
+
+
+def slim_namespace(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Namespace as the feed keeps it: its name, version and origin label only."""
+    meta = Meta(obj)
+    metadata: dict[str, Any] = {"name": meta.name, "resourceVersion": meta.resource_version}
+    origin = meta.labels.get(ORIGIN_LABEL)
+    if isinstance(origin, str):
+        metadata["labels"] = {ORIGIN_LABEL: origin}
+    return {"metadata": metadata}
+
+
+@dataclass
+class NamespaceFeed:
+    """One connection's Namespace informer, and what it says of each namespace."""
+
+    name: str  # the worker's
+    informer: Informer | None = None
+    # Each namespace and its origin label (None: none), kept by the informer's handler.
+    origins: dict[str, str | None] = field(default_factory=dict)
+    credential: str | None = None
+    # The credential's namespace was asked for (known or not, the answer is in).
+    asked: bool = False
+    task: asyncio.Task[None] | None = None
+
+    def start(
+        self, client: ApiClient, options: InformerOptions, *, changed: Callable[[], None]
+    ) -> None:
+        """Start the informer and ask who the credential is: ``changed()`` when a namespace
+        comes, goes or is relabelled once both are known (and once when they are)."""
+        self.informer = Informer(client, NAMESPACES, transform=slim_namespace, options=options)
+
+        def handler(event: InformerEvent) -> None:
+            if self._apply(event) and self.listed:
+                changed()
+
+        self.informer.add_handler(handler)
+        self.informer.start()
+        self.task = asyncio.get_running_loop().create_task(
+            self._until_listed(client, changed), name=f"namespaces-{self.name}"
+        )
+
+    async def _until_listed(self, client: ApiClient, changed: Callable[[], None]) -> None:
+        await self.learn_credential(client)
+        if self.informer is not None:
+            await self.informer.wait_synced()
+        changed()
+
+    def _apply(self, event: InformerEvent) -> bool:
+        name = event.key
+        if event.new is None:
+            self.origins.pop(name, None)
+            return True
+        origin = Meta(event.new).labels.get(ORIGIN_LABEL)
+        known = name in self.origins
+        before = self.origins.get(name)
+        self.origins[name] = origin if isinstance(origin, str) else None
+        return not known or before != self.origins[name]
+
+    async def learn_credential(self, client: ApiClient) -> None:
+        """Which namespace jobrelay's own credential lives in there (its ServiceAccount's),
+        never to be used for mirrors; unknown when the worker does not say."""
+        # Advisory (the worker's admission policy is the guard): any answer but a clear
+        # one leaves it unknown.
+        with contextlib.suppress(ApiError, ValueError, TypeError, AttributeError):
+            review = await client.create(
+                SELF_SUBJECT_REVIEWS,
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            )
+            user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
+            self.credential = credential_namespace(user) if isinstance(user, str) else None
+        self.asked = True
+        if self.credential is not None:
+            _log.info("worker %s: jobrelay's credential there lives in namespace %s",
+                      self.name, self.credential)  # fmt: skip
+
+    @property
+    def listed(self) -> bool:
+        return self.asked and self.informer is not None and self.informer.has_synced
+
+    def open_to(self, origin: str, namespace: str) -> bool:
+        """Whether the cache shows ``namespace`` there carrying ``origin``."""
+        return self.listed and self.origins.get(namespace) == origin
+
+    def view(self, origin: str, *, create: bool) -> WorkerNamespaces:
+        """The namespaces as placement reads them (not copied: a decision is synchronous)."""
+        return WorkerNamespaces(
+            origin=origin,
+            create=create,
+            synced=self.listed,
+            origins=MappingProxyType(self.origins),
+            credential=self.credential,
+        )
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.informer is not None:
+            await self.informer.stop()
