@@ -26,6 +26,7 @@ import yaml
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, PODS
+from jobrelay.manifests.admission_policy import admission_policy_yaml
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     FIELD_MANAGER,
@@ -34,6 +35,10 @@ from jobrelay.vocabulary.names import (
 )
 from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
+from tests.e2e.test_generic_kind import GROUP as SLEEPER_GROUP
+from tests.e2e.test_generic_kind import SLEEPERS
+from tests.e2e.test_generic_kind import _install_crd as install_sleeper_crd
+from tests.e2e.test_generic_kind import _remove_crd as remove_sleeper_crd
 from tests.kubetools import eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
@@ -57,9 +62,12 @@ RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
 Probe = Callable[[], Awaitable[bool]]  # True: the request was refused by the policy
 
 
-def policy_documents(policy: str, controller: str) -> list[dict[str, Any]]:
-    """The policy named ``policy`` and its binding, naming ``controller`` as the controller."""
-    text = POLICY_FILE.read_text().replace(DEPLOYED_CONTROLLER, controller)
+def policy_documents(
+    policy: str, controller: str, shipped: str | None = None
+) -> list[dict[str, Any]]:
+    """The policy named ``policy`` and its binding, naming ``controller`` as the controller,
+    from ``shipped`` (the text of the policies; default deploy/admission-policy.yaml)."""
+    text = (shipped or POLICY_FILE.read_text()).replace(DEPLOYED_CONTROLLER, controller)
     documents = [doc for doc in yaml.safe_load_all(text) if doc]
     chosen = [doc for doc in documents if doc["metadata"]["name"] == policy]
     assert [doc["kind"] for doc in chosen] == [POLICIES.kind, BINDINGS.kind]
@@ -72,10 +80,16 @@ def refused_by_policy(error: ApiError, message: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def applied(
-    manager: ApiClient, policy: str, controller: str, refused: Probe, *, timeout: float = 60.0
+    manager: ApiClient,
+    policy: str,
+    controller: str,
+    refused: Probe,
+    *,
+    timeout: float = 60.0,
+    shipped: str | None = None,
 ) -> AsyncIterator[None]:
     """The policy in force for the block; deleted, and seen lifted, after."""
-    policy_doc, binding = policy_documents(policy, controller)
+    policy_doc, binding = policy_documents(policy, controller, shipped)
     try:
         for resource, doc in ((POLICIES, policy_doc), (BINDINGS, binding)):
             await manager.patch(
@@ -189,6 +203,81 @@ async def test_only_the_controller_places_a_job_and_a_user_keeps_every_other_rig
     await user.create(JOBS, managed_job("runs"), namespace=namespace)
     done = await relay.verify("runs", outcome="Complete")
     assert done.cluster in relay.workers
+
+
+async def test_a_user_cannot_place_a_job_through_its_status_subresource(
+    placement_policy: None, user: ApiClient, clients: dict[str, ApiClient], namespace: str
+) -> None:
+    """Kubernetes keeps the metadata edits a status update carries: the policy matches
+    jobs/status too, or a cluster admin could move a Job through it."""
+    # Suspended: nothing runs, and no controller of this module acts on it meanwhile.
+    job = managed_job("via-status")
+    job["spec"]["suspend"] = True
+    await clients["manager"].create(JOBS, job, namespace=namespace)  # the controller's identity
+    for change in ({CLUSTER_ANNOTATION: "worker-1"}, {PLACEMENTS_ANNOTATION: "worker-1"}):
+        with pytest.raises(ApiError) as refused:
+            await user.patch(
+                JOBS, "via-status", {"metadata": {"annotations": change}},
+                namespace=namespace, subresource="status",
+            )  # fmt: skip
+        assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
+    stored = await user.get(JOBS, "via-status", namespace=namespace)
+    annotations = stored["metadata"].get("annotations") or {}
+    assert CLUSTER_ANNOTATION not in annotations and PLACEMENTS_ANNOTATION not in annotations
+    # Other metadata edits through the status subresource remain the user's.
+    edited = await user.patch(
+        JOBS, "via-status", {"metadata": {"annotations": {"team": "b"}}},
+        namespace=namespace, subresource="status",
+    )  # fmt: skip
+    assert edited["metadata"]["annotations"]["team"] == "b"
+
+
+@pytest.fixture
+async def sleeper_crd(clients: dict[str, ApiClient]) -> AsyncIterator[None]:
+    """test_generic_kind's CRD (with a status subresource) on the manager, for this test."""
+    await install_sleeper_crd(clients["manager"])
+    try:
+        yield
+    finally:
+        await remove_sleeper_crd(clients["manager"])
+
+
+async def test_the_generated_policy_covers_a_crd_kind_and_its_status_subresource(
+    sleeper_crd: None, user: ApiClient, clients: dict[str, ApiClient], namespace: str
+) -> None:
+    """`jobrelay manifests admission-policy --kind` for a CRD with a status subresource:
+    neither the object nor its status carries a user's placement."""
+    shipped = admission_policy_yaml([f"Sleeper.v1.{SLEEPER_GROUP}"])
+    sleeper = {
+        "apiVersion": f"{SLEEPER_GROUP}/v1",
+        "kind": "Sleeper",
+        "metadata": {"name": "nap"},
+        "spec": {"managedBy": "jobrelay.dev/relay", "suspend": True, "seconds": 1},
+    }
+
+    async def refused() -> bool:
+        probe = {**sleeper, "metadata": {"name": "probe", "annotations": {CLUSTER_ANNOTATION: "w"}}}
+        try:
+            await user.create(SLEEPERS, probe, namespace=namespace, dry_run=True)
+        except ApiError as error:
+            if refused_by_policy(error, "only the jobrelay controller may place a Sleeper"):
+                return True
+            raise
+        return False
+
+    async with applied(
+        clients["manager"], "jobrelay-placement", TEST_CONTROLLER, refused, shipped=shipped
+    ):
+        await clients["manager"].create(SLEEPERS, sleeper, namespace=namespace)
+        change = {"metadata": {"annotations": {CLUSTER_ANNOTATION: "worker-1"}}}
+        with pytest.raises(ApiError) as denied:
+            await user.patch(SLEEPERS, "nap", change, namespace=namespace)
+        assert refused_by_policy(denied.value, PLACEMENT_REFUSAL.replace("Job", "Sleeper"))
+        # A custom resource's status update drops metadata edits (unlike a Job's, which
+        # keeps them; the policy matches <plural>/status for both): nothing is stored.
+        await user.patch(SLEEPERS, "nap", change, namespace=namespace, subresource="status")
+        stored = await user.get(SLEEPERS, "nap", namespace=namespace)
+        assert CLUSTER_ANNOTATION not in (stored["metadata"].get("annotations") or {})
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ worker's ``FailedCreate`` on the management Job, its message starting with the
 worker's name, and the Job is annotated ``jobrelay.dev/blocked`` until the quota
 goes and its pods run. A storm of 1,000 Events about a mirror, made directly
 through the worker's API, becomes a handful of Events on the manager whose counts
-add up to 1,000.
+add up to 1,000. A pod on the worker that only carries a workload's name (and a
+made-up controller UID) in its labels speaks for nobody: its Events never reach the
+management Job.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.resources import EVENTS
+from jobrelay.kube.resources import EVENTS, PODS
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
@@ -141,3 +143,62 @@ async def test_a_storm_of_1000_worker_events_is_a_handful_on_the_manager(
     assert {e["type"] for e in storm} == {"Warning"}
     everything = await relay.events(uid)
     assert len(everything) <= 6, [(e.get("reason"), e.get("count")) for e in everything]
+
+
+async def test_an_event_on_an_unrelated_pod_labelled_with_a_workloads_name_is_not_relayed(
+    relay: Relay, clients: dict[str, ApiClient]
+) -> None:
+    job = await relay.submit(
+        job_manifest("owned", annotations={"fleet.jobrelay.dev/duration": "60s"})
+    )
+    uid = job["metadata"]["uid"]
+    cluster, mirror = await relay.wait_mirror(uid)
+    worker = clients[cluster]
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Labelled like the mirror's pods (job-name and a controller-uid), owned by nothing.
+    impostor = await worker.create(
+        PODS,
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "owned-impostor", "labels": {
+             "batch.kubernetes.io/job-name": "owned", "job-name": "owned",
+             "batch.kubernetes.io/controller-uid": "not-the-mirror",
+             "controller-uid": "not-the-mirror"}},
+         "spec": {"containers": [{"name": "c", "image": "registry.invalid/none"}]}},
+        namespace=relay.namespace,
+    )  # fmt: skip
+
+    async def event(name: str, involved: dict[str, Any], reason: str, message: str) -> None:
+        await worker.create(
+            EVENTS,
+            {"apiVersion": "v1", "kind": "Event",
+             "metadata": {"name": name, "namespace": relay.namespace},
+             "involvedObject": {**involved, "namespace": relay.namespace},
+             "type": "Warning", "reason": reason, "message": message, "count": 1,
+             "firstTimestamp": now, "lastTimestamp": now,
+             "source": {"component": "impostor-test"}},
+            namespace=relay.namespace,
+        )  # fmt: skip
+
+    pod_ref = {"apiVersion": "v1", "kind": "Pod", "name": "owned-impostor",
+               "uid": impostor["metadata"]["uid"]}  # fmt: skip
+    await event("impostor.1", pod_ref, "FailedMount", "forged: mount failed")
+    await event("impostor.2", pod_ref, "FailedCreate", "forged: cannot create")
+    # Then a genuine one, about the mirror: once it is on the manager, the two before it
+    # (same worker, same watch) were seen and judged.
+    mirror_ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "owned",
+                  "uid": mirror["metadata"]["uid"]}  # fmt: skip
+    await event("genuine.1", mirror_ref, "SimulatedGenuine", "about the mirror itself")
+    await relay.wait_event(
+        uid,
+        lambda e: e.get("reason") == "SimulatedGenuine",
+        timeout=20,
+        what="the genuine worker Event on the management Job",
+    )
+    forged = [
+        (e.get("reason"), e.get("message"))
+        for e in await relay.events(uid)
+        if "forged" in str(e.get("message"))
+    ]
+    assert forged == [], forged
+    current = await relay.manager.get(relay.resource, "owned", namespace=relay.namespace)
+    assert blocked(current) is None

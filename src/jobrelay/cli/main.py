@@ -59,6 +59,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "jobrelay.cli.logs", "logs",
         "Print the logs of JOB's pods, read from its worker through the jobrelay controller.",
     ),
+    "manifests": Subcommand(
+        "jobrelay.cli.manifests", "manifests",
+        "Print manifests generated from jobrelay's settings (apply them with kubectl).",
+    ),
     "run": Subcommand(
         "jobrelay.cli.run", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
     ),

@@ -290,6 +290,26 @@ def _check_context(
         raise KubeconfigRefused(where, "its user is not an entry of users")
 
 
+# A kubeconfig nests a few levels; PyYAML's scanner costs quadratic time in the depth
+# of flow collections ("[[[[...": seconds of the event loop before its RecursionError).
+MAX_NESTING = 64
+_NOT_A_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def nesting_problem(text: bytes) -> str | None:
+    """Why ``text`` nests too deep to be read as a kubeconfig (None: it does not).
+
+    Brackets inside quoted strings count too: an over-estimate no kubeconfig reaches.
+    """
+    depth = deepest = 0
+    for bracket in _NOT_A_BRACKET.sub(b"", text):
+        depth = depth + 1 if bracket in b"[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+        if deepest > MAX_NESTING:
+            return f"nested deeper than {MAX_NESTING} levels of [ and {{"
+    return None
+
+
 def decode_kubeconfig(data: object, where: str) -> dict[str, Any]:
     """The kubeconfig in a Secret's ``data`` value (base64 of YAML), parsed but not checked.
 
@@ -302,6 +322,9 @@ def decode_kubeconfig(data: object, where: str) -> dict[str, Any]:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise KubeconfigRefused(refused, "not valid base64") from None
+    problem = nesting_problem(raw)
+    if problem:
+        raise KubeconfigRefused(refused, problem)
     try:
         loaded = yaml.safe_load(raw)
     except yaml.YAMLError as error:

@@ -26,6 +26,7 @@ import ssl
 from collections.abc import Mapping
 
 from jobrelay.fleet.workerclusters import RegistryError
+from jobrelay.kinds.admission_rules import is_quota_refusal
 from jobrelay.kube.errors import ApiError
 
 __all__ = ["classify", "refusal_for_tenants"]
@@ -57,6 +58,8 @@ def classify(error: BaseException) -> tuple[str, str]:
 
 def _classify_api_error(error: ApiError) -> tuple[str, str]:
     message = error.message
+    if error.reason == "ResponseTooLarge":  # the apiserver sent more than is read
+        return "ResponseTooLarge", message
     if error.code == 0:
         if error.reason == "Timeout":
             return "Timeout", f"no answer in time ({message})"
@@ -92,7 +95,7 @@ def refusal_for_tenants(error: ApiError) -> str:
     tenants' objects, the worker's quotas or its setup (the controller logs those)."""
     message = error.message
     what = ""
-    if error.code == 403 and "exceeded quota" in message:
+    if is_quota_refusal(error.code, error.reason, message):
         what = "a ResourceQuota of the namespace there is used up"
     elif error.code == 403 and _FORBIDDEN.search(message):
         what = (

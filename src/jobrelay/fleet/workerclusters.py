@@ -112,6 +112,9 @@ def inline_kubeconfig(
     except (OSError, UnicodeDecodeError) as error:
         problem = redact.library_problem(error)
         raise RegistryError(f"cannot read kubeconfig {path}: {problem}") from None
+    too_deep = credentials.nesting_problem(text.encode())
+    if too_deep:
+        raise RegistryError(f"kubeconfig {path}: {too_deep}")
     try:
         config = yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -24,6 +24,7 @@ from jobrelay.fleet.workerevents_rules import (
     RelayLimits,
     WorkerEventRelay,
     has_active_pods,
+    speaks_for,
     target_of,
 )
 from jobrelay.fleet.workers import Worker
@@ -33,6 +34,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
+from jobrelay.placement.tracker import pod_owners
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
@@ -105,6 +107,10 @@ class EventRelay:
         if not listing:
             self._listed.add(worker.name)
         target = target_of(event.new, self._refs, _mirrors(worker), _pod_owners(worker))
+        if target is not None and not speaks_for(target, self._local(target.key)):
+            # Not the object that mirror was made for (a made-up "mirror", a namesake):
+            # nothing lands on it, and nothing is remembered.
+            target = None
         history = listing and worker.name not in self._listed
         now = asyncio.get_running_loop().time()
         for outgoing in self.relay.observe(
@@ -124,7 +130,9 @@ class EventRelay:
         uid = None if mirror is None else Meta(mirror).uid
         running = mirror is not None and self._running_or_finished(kind.name, mirror)
         self.blocked.mirror(worker.name, key, uid, running_or_finished=running)
-        if self._annotation(key) != self.blocked.wanted(key):
+        obj = self._local(key)
+        wanted = None if obj is None else self.blocked.wanted(key, Meta(obj).uid)
+        if self._annotation(key) != wanted:
             self._queue.add(key)
 
     # -- writing ---------------------------------------------------------------------------
@@ -155,9 +163,13 @@ class EventRelay:
 
     async def _sync_blocked(self, key: WorkloadKey) -> QueueOutcome:
         """Make the management object's annotation say what the tracker wants."""
-        wanted = self.blocked.wanted(key)
         obj = self._local(key)
-        if obj is None or _annotation_of(obj) == wanted:
+        if obj is None:
+            return Done()
+        uid = Meta(obj).uid
+        # Only on the object whose UID the blocked mirror names (not a later namesake).
+        wanted = self.blocked.wanted(key, uid)
+        if _annotation_of(obj) == wanted:
             return Done()
         if wanted is None and any(
             w.events is not None and not w.events.has_synced for w in self._workers()
@@ -169,14 +181,15 @@ class EventRelay:
         if kind is None:
             return Done()
         try:
+            # The UID is a precondition: a namesake made since the read is left alone.
             await self._manager.patch(
                 kind.ref,
                 key.name,
-                {"metadata": {"annotations": {BLOCKED_ANNOTATION: wanted}}},
+                {"metadata": {"uid": uid, "annotations": {BLOCKED_ANNOTATION: wanted}}},
                 namespace=key.namespace,
             )
         except ApiError as error:
-            if not error.is_not_found:
+            if not (error.is_not_found or error.is_conflict):
                 raise
             return Done()
         _log.info(
@@ -215,17 +228,16 @@ def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | 
     return mirror
 
 
-def _pod_owners(worker: Worker) -> Callable[[str, str], Sequence[str] | None]:
-    """The owner names a cached pod's labels give (None: not cached, or not known)."""
+def _pod_owners(
+    worker: Worker,
+) -> Callable[[str, str], tuple[str, frozenset[tuple[str, str]]] | None]:
+    """A pod's UID and whom it speaks for (placement.tracker.pod_owners), from the pod
+    cache or the pods that finished lately (None: not known)."""
 
-    def owners(namespace: str, name: str) -> Sequence[str] | None:
-        pods = worker.pods
-        if pods is None or not pods.has_synced:
-            return None
-        pod = pods.get(f"{namespace}/{name}")
+    def owners(namespace: str, name: str) -> tuple[str, frozenset[tuple[str, str]]] | None:
+        pod = worker.capacity_feed.pod(f"{namespace}/{name}")
         if pod is None:
             return None
-        labels = Meta(pod).labels
-        return sorted({str(v) for v in labels.values() if v}, key=len, reverse=True)
+        return Meta(pod).uid, pod_owners(pod)
 
     return owners

@@ -7,8 +7,12 @@ management object, so ``kubectl describe`` on the manager explains what happened
 remotely:
 
 * :func:`target_of` maps a worker Event to the workload it concerns, from the
-  worker's mirror caches and its pod cache (owner labels), else from the name
-  (pods and child Jobs are named after their owner);
+  worker's mirror caches and its pod cache: a pod speaks for a mirror only when its
+  controller owner reference or its owner UID label names that mirror's UID (never by
+  its name or a label's name alone); a Job a JobSet mirror made, by its name;
+* :func:`speaks_for` then asks the management object itself: only the one whose UID
+  the mirror's ``jobrelay.dev/origin-uid`` names hears of it (a worker that lists a
+  made-up "mirror" named like another workload reaches nobody);
 * :class:`WorkerEventRelay` decides what to relay: only occurrences newer than the
   mirror and not relayed yet (a relist or a reconnection replays nothing; the first
   list after start-up is history), the same reason and type as on the worker, the
@@ -36,6 +40,7 @@ from typing import Any
 
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
@@ -52,6 +57,7 @@ __all__ = [
     "last_seen",
     "occurrences",
     "slim_event",
+    "speaks_for",
     "target_of",
 ]
 
@@ -68,20 +74,28 @@ _JOB = ("batch", "Job")
 
 # Looks up a cached mirror: (kind name, "namespace/name") -> the slim mirror or None.
 MirrorLookup = Callable[[tuple[str, str]], Mapping[str, Any] | None]
-# The owner names a pod's labels give (Job, JobSet), or None when the pod is not cached.
-PodOwners = Callable[[str, str], Sequence[str] | None]
+# A pod by namespace and name: its UID and the (name, UID) of each owner it speaks for
+# (placement.tracker.pod_owners), or None when the pod is not known.
+PodOwners = Callable[[str, str], tuple[str, frozenset[tuple[str, str]]] | None]
 
 
 # -- reading Events ------------------------------------------------------------------
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: a worker may send anything."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def slim_event(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """An Event with only what the relay reads; None for one about a cluster-scoped object
-    (Nodes: no mirror is one)."""
-    involved = obj.get("involvedObject") or {}
-    if not involved.get("namespace") or not involved.get("name"):
+    (Nodes: no mirror is one), or one that is not shaped like an Event."""
+    involved = _mapping(obj.get("involvedObject"))
+    if not isinstance(involved.get("namespace"), str) or not isinstance(involved.get("name"), str):
         return None
-    metadata = obj.get("metadata") or {}
+    if not involved["namespace"] or not involved["name"]:
+        return None
+    metadata = _mapping(obj.get("metadata"))
     slim: dict[str, Any] = {
         "metadata": {
             k: metadata[k]
@@ -113,7 +127,7 @@ def slim_event(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def occurrences(event: Mapping[str, Any]) -> int:
     """How many times it happened: the core/v1 ``count``, or an events.k8s.io series'."""
-    series = event.get("series") or {}
+    series = _mapping(event.get("series"))
     for value in (series.get("count"), event.get("count")):
         if isinstance(value, int) and value > 0:
             return value
@@ -134,7 +148,7 @@ def last_seen(event: Mapping[str, Any]) -> datetime.datetime | None:
     """When it last happened, by the worker's clock: ``lastTimestamp`` (core/v1
     recorders), ``series.lastObservedTime`` or ``eventTime`` (events.k8s.io recorders,
     e.g. the scheduler), else when the Event was stored."""
-    series = event.get("series") or {}
+    series = _mapping(event.get("series"))
     candidates = (
         event.get("lastTimestamp"),
         series.get("lastObservedTime"),
@@ -161,6 +175,31 @@ class Target:
     # Whether a FailedCreate on it means the mirror's pods cannot be made (the mirror
     # itself, or a Job its JobSet made): not so for a pod's own Events.
     makes_pods: bool = True
+    # The management object's UID the mirror names (its jobrelay.dev/origin-uid).
+    origin_uid: str = ""
+
+
+def speaks_for(target: Target, management: Mapping[str, Any] | None) -> bool:
+    """Whether the management object ``management`` (as cached under ``target.key``) is
+    the one the mirror was made for: its UID is the mirror's origin-uid. Not so for a
+    namesake, a recreated object, or a "mirror" a worker made up."""
+    if management is None or not target.origin_uid:
+        return False
+    return Meta(management).uid == target.origin_uid
+
+
+def _target(
+    kind_name: str, key: str, found: Mapping[str, Any], subject: str = "", makes_pods: bool = True
+) -> Target:
+    meta = Meta(found)
+    return Target(
+        WorkloadKey(kind_name, key),
+        meta.uid,
+        _moment(meta.creation_timestamp),
+        subject,
+        makes_pods,
+        meta.label(ORIGIN_UID_LABEL) or "",
+    )
 
 
 def _group(api_version: Any) -> str:
@@ -195,14 +234,24 @@ def _mirror_target(
                 continue
             found = mirror((kind_name, key))
             if found is not None:
-                meta = Meta(found)
-                return Target(
-                    WorkloadKey(kind_name, key),
-                    meta.uid,
-                    _moment(meta.creation_timestamp),
-                    subject,
-                    makes_pods,
-                )
+                return _target(kind_name, key, found, subject, makes_pods)
+    return None
+
+
+def _owning_mirror(
+    kinds: Mapping[str, Resource],
+    mirror: MirrorLookup,
+    namespace: str,
+    owners: frozenset[tuple[str, str]],
+    subject: str,
+) -> Target | None:
+    """The mirror one of ``owners`` (name, UID) is: same name *and* same UID."""
+    for name, uid in sorted(owners):
+        key = f"{namespace}/{name}"
+        for kind_name in kinds:
+            found = mirror((kind_name, key))
+            if found is not None and uid and Meta(found).uid == uid:
+                return _target(kind_name, key, found, subject, makes_pods=False)
     return None
 
 
@@ -215,22 +264,25 @@ def target_of(
     """The workload ``event`` concerns (``kinds``: the configured kinds by name), or None.
 
     About a mirror: its kind and name, and its UID when the Event names one (an
-    Event about an earlier namesake is not this mirror's). About a Pod: the
-    owners its labels name when it is cached, else the mirror its name starts
-    with. About a Job that is no mirror: a mirror of another kind (a JobSet) its
-    name starts with.
+    Event about an earlier namesake is not this mirror's). About a Pod: the mirror
+    whose UID owns it (``pod_owners``); an unknown pod, or one owned by nothing of
+    ours, concerns nobody. About a Job that is no mirror: a mirror of another kind
+    (a JobSet) its name starts with. Whom it may reach is :func:`speaks_for`'s call.
     """
-    involved = event.get("involvedObject") or {}
+    involved = _mapping(event.get("involvedObject"))
     namespace, name = str(involved.get("namespace") or ""), str(involved.get("name") or "")
     if not namespace or not name:
         return None
     what = (_group(involved.get("apiVersion")), str(involved.get("kind") or ""))
     if what == _POD:
-        owners = pod_owners(namespace, name)
-        names = owners if owners is not None else _prefixes(name)
-        return _mirror_target(
-            kinds, mirror, namespace, names, subject=f"pod {name}", makes_pods=False
-        )
+        pod = pod_owners(namespace, name)
+        if pod is None:
+            return None
+        pod_uid, owners = pod
+        involved_uid = str(involved.get("uid") or "")
+        if involved_uid and pod_uid and involved_uid != pod_uid:
+            return None  # about an earlier pod of that name
+        return _owning_mirror(kinds, mirror, namespace, owners, f"pod {name}")
     uid = str(involved.get("uid") or "")
     for kind_name, ref in kinds.items():
         if (ref.group, ref.kind) != what:
@@ -241,11 +293,7 @@ def target_of(
         meta = Meta(found)
         if uid and meta.uid and uid != meta.uid:
             return None
-        return Target(
-            WorkloadKey(kind_name, f"{namespace}/{name}"),
-            meta.uid,
-            _moment(meta.creation_timestamp),
-        )
+        return _target(kind_name, f"{namespace}/{name}", found)
     if what == _JOB:
         job_kinds = [k for k, ref in kinds.items() if (ref.group, ref.kind) == _JOB]
         return _mirror_target(
@@ -459,6 +507,8 @@ class _Blocked:
     worker: str
     mirror_uid: str
     value: str
+    # The management object's UID the mirror names: only that object gets the annotation.
+    origin_uid: str = ""
 
 
 class BlockedTracker:
@@ -472,10 +522,18 @@ class BlockedTracker:
     def __init__(self) -> None:
         self._blocked: dict[WorkloadKey, _Blocked] = {}
 
-    def wanted(self, key: WorkloadKey) -> str | None:
-        """The annotation's value for ``key``; None: it should have none."""
+    def wanted(self, key: WorkloadKey, uid: str | None = None) -> str | None:
+        """The annotation's value for ``key``; None: it should have none. With ``uid``
+        (the management object's as cached): None unless the mirror names that UID."""
         blocked = self._blocked.get(key)
-        return blocked.value if blocked is not None else None
+        if blocked is None or (uid is not None and uid != blocked.origin_uid):
+            return None
+        return blocked.value
+
+    def origin_uid(self, key: WorkloadKey) -> str | None:
+        """The management object's UID the blocked mirror of ``key`` names, if blocked."""
+        blocked = self._blocked.get(key)
+        return blocked.origin_uid if blocked is not None else None
 
     def event(
         self,
@@ -503,7 +561,7 @@ class BlockedTracker:
             return False
         before = self.wanted(target.key)
         value = blocked_value(worker, FAILED_CREATE, str(event.get("message") or ""))
-        self._blocked[target.key] = _Blocked(worker, target.mirror_uid, value)
+        self._blocked[target.key] = _Blocked(worker, target.mirror_uid, value, target.origin_uid)
         return before != value
 
     def mirror(

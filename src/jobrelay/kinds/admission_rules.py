@@ -34,13 +34,33 @@ POD_SECURITY_VIOLATION = "PodSecurityViolation"
 ADMISSION_REFUSED = "PodAdmissionRefused"
 ADMISSION_UNCHECKED = "PodAdmissionUnchecked"
 
-# Pod fields that name other objects of the namespace (a ServiceAccount, a
-# PriorityClass) which may exist on the workers only: the admission plugins that
-# resolve them run before Pod Security and would refuse the probe for their sake.
-# Pod Security does not look at them.
-_UNJUDGED_FIELDS = ("serviceAccountName", "serviceAccount", "priorityClassName", "priority")
+# Pod fields that name a PriorityClass, which may exist on the workers only: the
+# admission plugin that resolves it runs before Pod Security and would refuse the
+# probe for its sake. Pod Security does not look at them. The ServiceAccount is
+# judged: a workload may name only one that exists in its namespace on the manager
+# (its ServiceAccount admission refuses the probe otherwise), so a tenant cannot
+# borrow a worker namespace's ServiceAccount the manager never let it use.
+_UNJUDGED_FIELDS = ("priorityClassName", "priority")
 
 _FORBIDDEN_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
+# ResourceQuota's own refusal, whole (k8s.io/apiserver admission/plugin/resourcequota):
+# `pods "<probe>" is forbidden: exceeded quota: <quota>, requested: <r>, used: <u>,
+# limited: <l>`, each list `name=quantity,...`. Only this shape is quota: a webhook's
+# or a policy's message starts with its own words ("admission webhook ... denied the
+# request: ", "ValidatingAdmissionPolicy ... denied request: ") and may quote anything.
+_RESOURCE_AMOUNT = r"[A-Za-z0-9./_-]+=[0-9A-Za-z.+-]+"  # requests.nvidia.com/gpu=2, cpu=500m
+_RESOURCE_LIST = rf"{_RESOURCE_AMOUNT}(?:,{_RESOURCE_AMOUNT})*"
+_QUOTA_REFUSAL = re.compile(
+    r'(?P<resource>[a-z0-9.-]+) "(?P<name>[a-z0-9.-]*)" is forbidden: exceeded quota: '
+    rf"[a-z0-9.-]+, requested: {_RESOURCE_LIST}, used: {_RESOURCE_LIST}, limited: {_RESOURCE_LIST}"
+)
+# The ServiceAccount admission plugin's refusal: `error looking up service account
+# <namespace>/<name>: serviceaccount "<name>" not found` (or another lookup error).
+_SERVICE_ACCOUNT_REFUSAL = re.compile(
+    r"error looking up service account (?P<namespace>[a-z0-9.-]+)/(?P<name>[a-z0-9.-]+): "
+    r"(?P<cause>.*)",
+    re.DOTALL,
+)
 _RBAC_REFUSAL = re.compile(r'cannot create resource "pods"')
 _MAX_MESSAGE = 1024
 
@@ -94,10 +114,15 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
                 "as deploy/rbac.yaml does); it is not placed until it may"
             ),
         )
-    if code == 403 and "exceeded quota" in message:
+    if is_quota_refusal(code, reason, message, resource="pods", name_prefix=PROBE_NAME_PREFIX):
         # The manager's ResourceQuota counts its own pods; these will run on a worker.
         # Quota is checked after every policy, so the policies admitted it.
         return ALLOWED
+    service_account = _SERVICE_ACCOUNT_REFUSAL.match(text) if code == 403 else None
+    if service_account is not None:
+        return _service_account_refused(
+            service_account["namespace"], service_account["name"], service_account["cause"]
+        )
     if code == 403 and "violates PodSecurity" in message:
         return AdmissionVerdict(
             allowed=False,
@@ -117,6 +142,48 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
             ),
         )
     return None
+
+
+def is_quota_refusal(
+    code: int, reason: str, message: str, *, resource: str = "", name_prefix: str = ""
+) -> bool:
+    """Whether an apiserver's refusal is its ResourceQuota admission's own (a used-up
+    quota), of a ``resource`` (any, if empty) named from ``name_prefix``; never a
+    webhook's or a policy's message that quotes one."""
+    if code != 403 or reason != "Forbidden":
+        return False
+    found = _QUOTA_REFUSAL.fullmatch(message)
+    return (
+        found is not None
+        and (not resource or found["resource"] == resource)
+        and found["name"].startswith(name_prefix)
+    )
+
+
+def _service_account_refused(namespace: str, name: str, cause: str) -> AdmissionVerdict:
+    if cause == f'serviceaccount "{name}" not found':
+        if name == "default":
+            # The ServiceAccount controller makes it just after the namespace: asked again.
+            why = (
+                f"the namespace {namespace} has no ServiceAccount default yet (Kubernetes "
+                "creates it shortly after the namespace); asked again shortly"
+            )
+        else:
+            why = (
+                f"its ServiceAccount {name} does not exist in namespace {namespace} on the "
+                "management cluster: a workload may name only a ServiceAccount of its "
+                "namespace there (create it there, and on the workers); asked again shortly"
+            )
+    else:
+        why = f"its ServiceAccount {namespace}/{name} cannot be looked up: {cause}"
+    return AdmissionVerdict(
+        allowed=False,
+        reason=ADMISSION_REFUSED,
+        message=(
+            f"the management cluster refuses this workload's pods, so it runs on no worker "
+            f"cluster: {why}"
+        )[:_MAX_MESSAGE],
+    )
 
 
 def pod_security_labels(labels: Mapping[str, Any] | None) -> dict[str, str]:

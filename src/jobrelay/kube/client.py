@@ -301,7 +301,9 @@ class ApiClient(Requester):
             timeout=watch_timeout(self._options, timeout_seconds),
         )
         response = await self._open_stream(request, "watch", resource, direct=True)
-        async with watch_events(response, self._unreachable) as events:
+        async with watch_events(
+            response, self._unreachable, max_line=self._options.max_watch_line_bytes
+        ) as events:
             yield events
 
     # -- writes --------------------------------------------------------------

@@ -58,6 +58,11 @@ class ApiOptions:
     # Asked before every write (any method but GET); False refuses it with WriteFenced.
     # A standby, or a leader past its renew deadline, must not write (leader election).
     write_fence: Callable[[], bool] | None = None
+    # The longest answer read (a page of a LIST, a GET, an error's body) and the longest
+    # line of a watch: a worker's apiserver that sends without end fails that request
+    # (ResponseTooLarge) instead of filling memory. An object is at most ~1.5 MiB in etcd.
+    max_body_bytes: int = 64 * 1024 * 1024
+    max_watch_line_bytes: int = 16 * 1024 * 1024
 
 
 # What building a client from a kubeconfig may raise (ssl.SSLError is an OSError;

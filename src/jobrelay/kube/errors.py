@@ -20,6 +20,7 @@ __all__ = [
     "EXEC_ERRORS",
     "ApiError",
     "KubeconfigError",
+    "ResponseTooLarge",
     "WriteFenced",
     "error_from_body",
     "exec_failure",
@@ -112,6 +113,25 @@ class WriteFenced(ApiError):
             "NotLeader",
             f"{verb} {resource} refused: this replica does not hold the leader lease",
         )
+
+
+class ResponseTooLarge(ApiError):
+    """An answer longer than this client reads (a body, or one line of a watch): an
+    apiserver that sends without end must not take the controller's memory with it.
+    Retried with backoff like any failed request."""
+
+    def __init__(self, code: int, what: str, limit: int) -> None:
+        super().__init__(
+            code,
+            "ResponseTooLarge",
+            f"{what} is longer than {_size(limit)}: not read (an apiserver that sends "
+            "without end, or a limit to raise in ApiOptions)",
+        )
+
+
+def _size(limit: int) -> str:
+    mib = limit / (1024 * 1024)
+    return f"{mib:g} MiB" if mib >= 1 else f"{limit} bytes"
 
 
 # Like client-go's apierrors.IsXxx, callers test the reason; when a body carries

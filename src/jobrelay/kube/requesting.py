@@ -31,7 +31,7 @@ from jobrelay.kube.errors import (
     exec_failure,
     unreachable_error,
 )
-from jobrelay.kube.transport import DirectSender, StreamedResponse
+from jobrelay.kube.transport import DirectSender, StreamedResponse, read_capped
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["RequestRecord", "Requester"]
@@ -168,15 +168,23 @@ class Requester:
                     content=content,
                     headers=headers,
                     timeout=self._options.request_timeout if timeout is None else timeout,
+                    limit=self._options.max_body_bytes,
                 )
             if self._direct is None or self._retries_with_flow(answer.code):
                 extra: dict[str, Any] = (
                     {} if timeout is None else {"timeout": httpx2.Timeout(timeout)}
                 )
-                response = await self._http.request(
+                request = self._http.build_request(
                     method, path, params=params, content=content, headers=headers, **extra
                 )
-                answer.code, reply = response.status_code, response.content
+                response = await self._http.send(request, stream=True)
+                try:
+                    answer.code = response.status_code
+                    reply = await read_capped(
+                        response.aiter_bytes(), self._options.max_body_bytes, code=answer.code
+                    )
+                finally:
+                    await response.aclose()
                 self._refresh_direct(answer.code)
         code = answer.code
         if code >= 400:
@@ -211,7 +219,12 @@ class Requester:
             answer.code = response.status_code
         if answer.code != 200:
             try:
-                raise error_from_body(answer.code, await response.aread())
+                raise error_from_body(
+                    answer.code,
+                    await read_capped(
+                        response.aiter_bytes(), self._options.max_body_bytes, code=answer.code
+                    ),
+                )
             except httpx2.HTTPError as exc:
                 raise self._unreachable(exc) from exc
             finally:

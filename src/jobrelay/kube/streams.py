@@ -8,6 +8,7 @@ chunks, and closes the response however the consumer stops.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ import httpx2
 import msgspec
 
 from jobrelay.kube.connecting import ApiOptions
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.errors import ApiError, ResponseTooLarge
 from jobrelay.kube.transport import StreamedResponse
 
 __all__ = [
@@ -92,11 +93,12 @@ def log_timeout(
 
 @contextlib.asynccontextmanager
 async def watch_events(
-    response: StreamedResponse, unreachable: Unreachable
+    response: StreamedResponse, unreachable: Unreachable, *, max_line: int
 ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
-    """The decoded events of an open watch response, which is closed on the way out."""
+    """The decoded events of an open watch response, which is closed on the way out;
+    a line longer than ``max_line`` bytes ends it with ResponseTooLarge."""
     try:
-        events = _decode_events(response)
+        events = _decode_events(response, max_line)
         try:
             yield events
         finally:
@@ -128,37 +130,49 @@ async def log_chunks(
         await response.aclose()
 
 
-async def _decode_events(response: StreamedResponse) -> AsyncGenerator[WatchEvent]:
-    async for line in split_lines(response.aiter_bytes()):
+async def _decode_events(response: StreamedResponse, max_line: int) -> AsyncGenerator[WatchEvent]:
+    async for line in split_lines(response.aiter_bytes(), max_line=max_line):
         try:
             yield _watch_event_decoder.decode(line)
         except msgspec.DecodeError as exc:
             raise ApiError(200, "InvalidResponse", f"undecodable watch event: {exc}") from exc
 
 
-async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes | bytearray]:
+async def split_lines(
+    chunks: AsyncIterator[bytes], *, max_line: int | None = None
+) -> AsyncIterator[bytes | bytearray]:
     """Newline-delimited records from arbitrarily cut chunks.
 
     A large object arrives over many chunks; each chunk is scanned once and
-    appended once, so the cost stays linear in the line's size.
+    appended once, so the cost stays linear in the line's size. A line longer than
+    ``max_line`` bytes raises ResponseTooLarge before more than that is held.
     """
+    limit = max_line if max_line is not None else sys.maxsize
     pending = bytearray()
     async for chunk in chunks:
         start = 0
         if pending:
             newline = chunk.find(b"\n")
             if newline < 0:
+                if len(pending) + len(chunk) > limit:
+                    raise ResponseTooLarge(200, "a line of the watch", limit)
                 pending += chunk
                 continue
+            if len(pending) + newline > limit:
+                raise ResponseTooLarge(200, "a line of the watch", limit)
             pending += memoryview(chunk)[:newline]
             # Hand out the buffer itself and start a new one: no copy of a big line.
             line, pending = pending, bytearray()
             yield line
             start = newline + 1
         while (newline := chunk.find(b"\n", start)) >= 0:
+            if newline - start > limit:
+                raise ResponseTooLarge(200, "a line of the watch", limit)
             if newline > start:
                 yield chunk[start:newline]
             start = newline + 1
+        if len(chunk) - start > limit:
+            raise ResponseTooLarge(200, "a line of the watch", limit)
         if start < len(chunk):
             pending += memoryview(chunk)[start:]
     if pending.strip():

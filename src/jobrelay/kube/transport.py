@@ -25,6 +25,8 @@ import aiohttp
 import httpx2
 import yarl
 
+from jobrelay.kube.errors import ResponseTooLarge
+
 __all__ = [
     "AiohttpTransport",
     "DirectResponse",
@@ -32,7 +34,23 @@ __all__ = [
     "StreamedResponse",
     "direct_auth_headers",
     "env_proxy",
+    "read_capped",
 ]
+
+
+async def read_capped(
+    chunks: AsyncIterator[bytes], limit: int, *, code: int, what: str = "the response"
+) -> bytes:
+    """The whole body of ``chunks``, or ResponseTooLarge as soon as it passes ``limit``
+    bytes (nothing more is read: the caller closes the response)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise ResponseTooLarge(code, what, limit)
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _translated(
@@ -256,8 +274,10 @@ class DirectSender:
         content: bytes | None,
         headers: Mapping[str, str] | None,
         timeout: float,
+        limit: int,
     ) -> tuple[int, bytes]:
-        """The status and the whole body of one request."""
+        """The status and the whole body of one request; ResponseTooLarge past ``limit``
+        bytes (announced or sent), the connection then closed."""
         url = self._base_url + path
         if params:
             url += "?" + urlencode(params)
@@ -275,7 +295,19 @@ class DirectSender:
                 allow_redirects=False,
                 proxy=self._transport.proxy,
             ) as response:
-                return response.status, await response.read()
+                length = response.content_length
+                try:
+                    if length is not None and length > limit:
+                        raise ResponseTooLarge(response.status, "the response", limit)
+                    if length is not None:
+                        return response.status, await response.read()
+                    body = await read_capped(
+                        response.content.iter_any(), limit, code=response.status
+                    )
+                except ResponseTooLarge:
+                    response.close()  # never back to the pool with a body half read
+                    raise
+                return response.status, body
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise _translated(exc, None, "send") from exc
 

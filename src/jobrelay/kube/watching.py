@@ -10,7 +10,10 @@ The loop is client-go's reflector, minus what we do not need:
    version; on 410 Gone (refused watch or ERROR event) go back to 1;
 4. when nothing at all arrives for ``inactivity_timeout`` (the apiserver sends
    a bookmark about every minute) the connection is presumed dead: watch again;
-5. any other failure retries after an exponential backoff with jitter.
+5. any other failure retries after an exponential backoff with jitter; an answer
+   too long to read (a watch line or a LIST page past ApiOptions' caps) relists, and
+   the backoff keeps growing until a watch ends cleanly: a worker that replays a
+   huge event after a few small ones does not get a re-read every half second.
 
 Nothing polls: between events the informer only awaits the stream.
 """
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.errors import ApiError, ResponseTooLarge
 from jobrelay.kube.streams import WatchEvent
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
@@ -142,6 +145,9 @@ class Informer:
         self._last_error: Exception | None = None
         self._task: asyncio.Task[None] | None = None
         self._backoff = _Backoff(self._options.backoff_initial, self._options.backoff_max)
+        # Set by an answer too long to read: events delivered since do not reset the
+        # backoff, only a watch that ends cleanly does.
+        self._backoff_held = False
         where = f" in {namespace}" if namespace else ""
         selectors = ",".join(s for s in (label_selector, field_selector) if s)
         self.name = f"{client.cluster}/{resource.plural}{where}" + (
@@ -241,10 +247,16 @@ class Informer:
                     await self._relist()
                     need_list = False
                 await self._watch()
+                self._backoff_held = False
                 continue  # the server ended the watch after timeoutSeconds: re-arm
             except ApiError as exc:
                 self._last_error = exc
-                if exc.is_gone:
+                if isinstance(exc, ResponseTooLarge):
+                    # The event cannot be skipped: start again past it, from a list.
+                    need_list = True
+                    self._backoff_held = True
+                    problem = str(exc)
+                elif exc.is_gone:
                     need_list = True
                     level = logging.INFO  # routine: compaction, an apiserver restart
                     problem = f"resourceVersion {self._resource_version} expired ({exc.message})"
@@ -340,7 +352,9 @@ class Informer:
                     if not delivered:
                         delivered = True
                         self._last_error = None
-                        self._backoff.reset()  # the watch works: the next failure starts afresh
+                        if not self._backoff_held:
+                            # The watch works: the next failure starts afresh.
+                            self._backoff.reset()
         if not delivered:
             # A healthy watch sends at least one bookmark before it times out; one
             # that closes empty-handed, over and over, must not become a busy loop.

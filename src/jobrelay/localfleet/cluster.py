@@ -18,6 +18,7 @@ import yaml
 from jobrelay.localfleet import jobset_controller, pki
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
+from jobrelay.localfleet.shape import MANAGER
 
 SERVICE_CIDR = "10.96.0.0/16"
 COMPONENTS = (
@@ -216,9 +217,11 @@ def commands(
             "--authorization-mode=RBAC",
             # Nodes' names do not resolve; their InternalIP is kwok's server (pods/log).
             "--kubelet-preferred-address-types=InternalIP",
-            # Simulated pods mount no token, and without this plugin a Job's first pods
-            # in a fresh namespace don't wait for the "default" ServiceAccount to appear.
-            "--disable-admission-plugins=ServiceAccount",
+            # Workers: simulated pods mount no token, and without this plugin a Job's
+            # first pods in a fresh namespace don't wait for the "default" ServiceAccount
+            # to appear. The manager keeps it, as every real one does: jobrelay's
+            # admission probe asks it whether a workload's ServiceAccount exists.
+            *(["--disable-admission-plugins=ServiceAccount"] if files.name != MANAGER else []),
             "--allow-privileged=true",
             "--max-requests-inflight=800",
             "--max-mutating-requests-inflight=400",

@@ -7,9 +7,12 @@ is bound to. :meth:`CapacityTracker.capacity` builds the immutable
 :class:`~jobrelay.placement.capacity.WorkerCapacity` a decision reads, lazily, and
 returns the same object until something changes, rebuilding only the nodes that did.
 
-Pods not bound to a node yet are also kept per owner (a Job's or a JobSet's name, from
-the labels their controllers put on every pod), so the caller can ask whether a
-workload's pods have started or sit unschedulable (:meth:`CapacityTracker.pods_of`).
+Pods are also counted per owner, a Job or a JobSet named *and identified by its UID*
+(:func:`pod_owners`: the controller's owner reference, or the name and UID labels its
+controller puts on every pod), so the caller can ask whether a mirror's pods have
+started or sit unschedulable (:meth:`CapacityTracker.pods_of`). A pod that only carries
+a workload's name in its labels speaks for nobody: a worker's namesake pods, or a
+tenant's there, never move or hold a workload.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from jobrelay.vocabulary.meta import Meta
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-OWNER_LABELS = (JOB_NAME_LABEL, JOBSET_NAME_LABEL)
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+# Each owner's (name label, UID label), newest spelling first; the Job controller also
+# writes the unprefixed "job-name" and "controller-uid" (older clusters: only those).
+_OWNER_LABEL_PAIRS = (
+    ((JOB_NAME_LABEL, "job-name"), (JOB_UID_LABEL, "controller-uid")),
+    ((JOBSET_NAME_LABEL,), (JOBSET_UID_LABEL,)),
+)
+OWNER_LABELS = tuple(k for names, uids in _OWNER_LABEL_PAIRS for k in (*names, *uids))
 # What the pod informer asks the apiserver for: finished pods hold nothing on a node.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 _FINISHED = frozenset({"Succeeded", "Failed"})
@@ -107,14 +118,19 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     ``nodeName``, ``phase``, ``requests`` (:func:`effective_requests`) and
     ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable).
     """
-    metadata = obj.get("metadata") or {}
+    metadata = Meta(obj).raw
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     phase = status.get("phase") or ""
     if phase in _FINISHED:
         return None
-    labels = metadata.get("labels") or {}
-    owners = {_intern(k): _intern(labels[k]) for k in OWNER_LABELS if labels.get(k)}
+    owners = {
+        _intern(name): _intern(uid) for name, uid in _owner_labels(metadata.get("labels")).items()
+    }
+    controllers = [
+        {"name": _intern(name), "uid": _intern(uid), "controller": True}
+        for name, uid in _controller_refs(metadata.get("ownerReferences"))
+    ]
     since = next(
         (
             str(c.get("lastTransitionTime") or "")
@@ -127,8 +143,9 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     )
     slim: dict[str, Any] = {
         "metadata": {
-            "name": metadata.get("name", ""),
-            "namespace": _intern(metadata.get("namespace")),
+            "name": Meta(obj).name,
+            "namespace": _intern(Meta(obj).namespace),
+            "uid": Meta(obj).uid,
             "resourceVersion": metadata.get("resourceVersion", ""),
         },
         "nodeName": _intern(spec.get("nodeName")),
@@ -137,6 +154,8 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     }
     if owners:
         slim["metadata"]["labels"] = owners
+    if controllers:
+        slim["metadata"]["ownerReferences"] = controllers
     if since is not None:
         slim["unschedulableSince"] = since
     return slim
@@ -167,12 +186,49 @@ class _Owner:
     unschedulable: dict[str, str] | None = None
 
 
-def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
-    metadata = pod["metadata"]
-    labels = metadata.get("labels") or {}
-    namespace = metadata.get("namespace", "")
-    names = {labels[k] for k in OWNER_LABELS if k in labels}
-    return [(namespace, name) for name in sorted(names)]
+def pod_owners(pod: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
+    """The (name, UID) of each object a pod (slim or full) speaks for: its controller's
+    owner reference, and the Job's or JobSet's name and UID labels together (a
+    JobSet's pods are owned by its child Jobs and carry the JobSet's UID label). A
+    name alone names nothing: that is the UID's job."""
+    metadata = Meta(pod).raw
+    labels = _owner_labels(metadata.get("labels"))
+    found: set[tuple[str, str]] = set()
+    for name_keys, uid_keys in _OWNER_LABEL_PAIRS:
+        name = next((labels[k] for k in name_keys if k in labels), "")
+        uid = next((labels[k] for k in uid_keys if k in labels), "")
+        if name and uid:
+            found.add((name, uid))
+    found.update(_controller_refs(metadata.get("ownerReferences")))
+    return frozenset(found)
+
+
+def _owner_labels(labels: Any) -> dict[str, str]:
+    """The owner labels among ``labels`` that hold a text (a worker may send anything)."""
+    if not isinstance(labels, Mapping):
+        return {}
+    return {k: v for k in OWNER_LABELS if isinstance(v := labels.get(k), str) and v}
+
+
+def _controller_refs(refs: Any) -> list[tuple[str, str]]:
+    """The (name, UID) of the controller owner references among ``refs``."""
+    if not isinstance(refs, list):
+        return []
+    return [
+        (ref["name"], ref["uid"])
+        for ref in refs
+        if isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and isinstance(ref.get("name"), str)
+        and isinstance(ref.get("uid"), str)
+        and ref["name"]
+        and ref["uid"]
+    ]
+
+
+def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    namespace = pod["metadata"].get("namespace", "")
+    return [(namespace, name, uid) for name, uid in sorted(pod_owners(pod))]
 
 
 class CapacityTracker:
@@ -187,7 +243,7 @@ class CapacityTracker:
         self._nodes: dict[str, Node] = {}  # by node name, requested left empty
         self._pods: dict[str, Mapping[str, Any]] = {}  # the slim pod as counted, by key
         self._requested: dict[str, dict[str, int]] = {}  # by node name
-        self._owners: dict[tuple[str, str], _Owner] = {}
+        self._owners: dict[tuple[str, str, str], _Owner] = {}  # (namespace, name, uid)
         self._built: dict[str, Node] = {}  # the nodes of the last capacity(), by name
         self._dirty: set[str] = set()  # node names whose built Node is stale
         self._capacity: WorkerCapacity | None = None
@@ -251,16 +307,18 @@ class CapacityTracker:
             self._capacity = WorkerCapacity(tuple(self._built.values()))
         return self._capacity
 
-    def pods_of(self, namespace: str, owner_name: str) -> OwnedPods:
-        """The pods labelled with this Job's or JobSet's name in ``namespace``."""
-        owner = self._owners.get((namespace, owner_name))
+    def pods_of(self, namespace: str, owner_name: str, owner_uid: str) -> OwnedPods:
+        """The pods of the Job or JobSet ``namespace/owner_name`` whose UID is
+        ``owner_uid`` (see :func:`pod_owners`)."""
+        owner = self._owners.get((namespace, owner_name, owner_uid))
         if owner is None:
             return OwnedPods()
         since = min(owner.unschedulable.values()) if owner.unschedulable else None
         return OwnedPods(owner.total, owner.bound, owner.started > 0, since)
 
-    def unschedulable(self) -> list[tuple[str, str]]:
-        """The (namespace, owner name) of every workload with a pod no node will take."""
+    def unschedulable(self) -> list[tuple[str, str, str]]:
+        """The (namespace, owner name, owner UID) of every workload with a pod no node
+        will take."""
         return [key for key, owner in self._owners.items() if owner.unschedulable]
 
     def requested(self) -> dict[str, dict[str, int]]:

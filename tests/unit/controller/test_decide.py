@@ -133,6 +133,16 @@ REFUSED = AdmissionVerdict(
 )
 UNCHECKED = AdmissionVerdict(allowed=False, reason="PodAdmissionUnchecked", message="...")
 
+
+def _edited_while_suspended() -> JsonObj:
+    """Placed, suspended, and its pod template's scheduling directives edited."""
+    edited = job(placed="w1", suspend=True)
+    edited["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "b"}
+    return edited
+
+
+EDITED_WHILE_SUSPENDED = _edited_while_suspended()
+
 CASES: dict[str, Case] = {
     "not placed, admission not asked yet: ask the manager's admission before placing": Case(
         obj=job(),
@@ -524,6 +534,39 @@ CASES: dict[str, Case] = {
         workers=(w("w1", mirror=mirror(job(), status=RUNNING)),),
         actions=(("Patch", "w1", {"spec": {"parallelism": 4}}),),
         outcome=Done(),
+    ),
+    "suspended before its mirror ran, template edited, not asked yet: asked before the patch": Case(
+        obj=EDITED_WHILE_SUSPENDED,
+        workers=(w("w1", mirror=mirror(job(suspend=True))),),
+        actions=(),
+        outcome=ReadFresh(admission=True),
+        admission=None,
+    ),
+    "suspended before its mirror ran, template edited, refused: the mirror keeps its pods": Case(
+        obj=EDITED_WHILE_SUSPENDED,
+        workers=(w("w1", mirror=mirror(job(suspend=True))),),
+        actions=(("Log", "warning"),),
+        events=(("Warning", "PodSecurityViolation"),),
+        outcome=RequeueAfter(SETTINGS.unplaceable_retry),
+        admission=REFUSED,
+        release=True,
+    ),
+    "suspended before its mirror ran, template edited, admitted: patched onto the mirror": Case(
+        obj=EDITED_WHILE_SUSPENDED,
+        workers=(w("w1", mirror=mirror(job(suspend=True))),),
+        actions=(
+            ("Patch", "w1", {"spec": {"template": {"spec": {"nodeSelector": {"zone": "b"}}}}}),
+            ("Status", "Suspended"),
+        ),
+        outcome=Done(),
+        release=True,
+    ),
+    "suspended, nothing of the template changed: no admission asked": Case(
+        obj=job(placed="w1", suspend=True),
+        workers=(w("w1", mirror=mirror(job(suspend=True))),),
+        actions=(("Status", "Suspended"),),
+        outcome=Done(),
+        admission=None,
     ),
     # -- finishing ------------------------------------------------------------------
     "the mirror completed: status written, Completed, mirror deleted": Case(

@@ -49,6 +49,7 @@ from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import (
     CreateMirror,
     DeleteMirror,
+    PatchMirror,
     Place,
     Plan,
     ReadFresh,
@@ -198,6 +199,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     if annotations:
         obj["metadata"]["annotations"] = annotations
     obj["spec"]["suspend"] = draw(st.integers(0, 3)) == 0
+    if draw(st.integers(0, 3)) == 0:
+        # Its pod template edited after its mirrors were made (a suspended Job may be).
+        obj["spec"]["template"]["spec"]["nodeSelector"] = {"zone": draw(st.sampled_from("ab"))}
     if draw(st.integers(0, 7)) == 0:
         obj["metadata"]["deletionTimestamp"] = NOW
     uids = sorted(
@@ -484,6 +488,18 @@ def check_forged_mirrors_move_nothing(s: Snapshot, plan: Plan) -> None:
         assert create.cluster == (places[-1].cluster if places else placement_of(s.obj))
 
 
+def check_new_pods_reach_a_mirror_only_where_admission_allowed(s: Snapshot, plan: Plan) -> None:
+    """A patch that changes a mirror's pod templates goes only with the manager's yes."""
+    for action in plan.actions:
+        if not isinstance(action, PatchMirror):
+            continue
+        target = next(state for state in s.workers if state.name == action.cluster)
+        assert target.seen is not None
+        before = KIND.pod_templates(target.seen)
+        if KIND.pod_templates(apply_merge_patch(target.seen, action.patch)) != before:
+            assert s.admission is not None and s.admission.allowed
+
+
 CHECKS = (
     check_forged_mirrors_move_nothing,
     check_never_two_live_mirrors,
@@ -493,6 +509,7 @@ CHECKS = (
     check_deletes_touch_only_our_mirrors_and_never_a_running_one,
     check_a_read_once_given_is_not_asked_for_again,
     check_a_first_placement_only_where_admission_allowed,
+    check_new_pods_reach_a_mirror_only_where_admission_allowed,
     check_earlier_runs_go_from_workers_that_answer,
 )
 

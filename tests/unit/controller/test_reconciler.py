@@ -8,6 +8,7 @@ can be staged.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import re
 from collections.abc import AsyncIterator
@@ -311,13 +312,14 @@ async def test_a_new_job_is_placed_only_after_the_managers_admission_admits_its_
     env.submit(with_pod_spec(job(), serviceAccountName="trainer", priorityClassName="high"))
     assert await env.reconcile() == DONE
     (probe,) = env.manager.dry_runs()
-    # A Pod of the template, in the Job's namespace, less what names objects that may
-    # exist on the workers only (admission would refuse the probe for their sake).
+    # A Pod of the template, in the Job's namespace, less the PriorityClass (which may
+    # exist on the workers only); its ServiceAccount is judged: it must exist here.
     assert probe["metadata"] == {
         "generateName": "jobrelay-admission-probe-",
         "namespace": NAMESPACE,
     }
-    assert "serviceAccountName" not in probe["spec"] and "priorityClassName" not in probe["spec"]
+    assert probe["spec"]["serviceAccountName"] == "trainer"
+    assert "priorityClassName" not in probe["spec"]
     assert probe["spec"]["containers"] == job()["spec"]["template"]["spec"]["containers"]
     assert env.placement() == "w2" and env.mirror_on("w2") is not None
 
@@ -341,6 +343,65 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
     env.manager.pod_admission = None
     assert await env.reconcile() == DONE
     assert env.placement() == "w2"
+
+
+async def test_a_service_account_missing_on_the_manager_holds_the_job_until_it_exists(
+    env: Env,
+) -> None:
+    env.manager.pod_admission = (
+        403, "Forbidden",
+        'pods "jobrelay-admission-probe-" is forbidden: error looking up service account '
+        f'{NAMESPACE}/trainer: serviceaccount "trainer" not found',
+    )  # fmt: skip
+    env.submit(with_pod_spec(job(), serviceAccountName="trainer"))
+    assert await env.reconcile() == RequeueAfter(SETTINGS.unplaceable_retry)
+    assert env.placement() is None
+    assert all(w.cluster.writes() == [] for w in env.workers.values())
+    (event,) = env.events.recorded
+    assert (event.type, event.reason) == ("Warning", "PodAdmissionRefused")
+    assert f"ServiceAccount trainer does not exist in namespace {NAMESPACE}" in event.message
+    env.manager.pod_admission = None  # the ServiceAccount is created on the manager
+    assert await env.reconcile() == DONE
+    assert env.placement() == "w2"
+
+
+async def test_a_template_edit_of_a_suspended_job_is_admitted_before_its_mirror_takes_it(
+    env: Env,
+) -> None:
+    submitted = env.submit(job())
+    submitted["metadata"]["generation"] = 1
+    assert await env.reconcile() == DONE
+    env.catch_up()
+    edited = copy.deepcopy(env.stored())
+    assert edited is not None
+    edited["spec"]["suspend"] = True
+    edited["metadata"]["generation"] = 2
+    env.submit(edited)
+    await env.reconcile()  # the mirror is suspended too
+    env.catch_up()
+    mirror_now = env.mirror_on("w2")
+    assert mirror_now is not None and mirror_now["spec"]["suspend"] is True
+    probes = len(env.manager.dry_runs())
+
+    edited = copy.deepcopy(env.stored())
+    assert edited is not None
+    edited["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "b"}
+    edited["metadata"]["generation"] = 3
+    env.submit(edited)
+    env.manager.pod_admission = PRIVILEGED_REFUSAL
+    assert await env.reconcile() == RequeueAfter(SETTINGS.unplaceable_retry)
+    assert len(env.manager.dry_runs()) == probes + 1  # generation 3 was asked about
+    mirror_now = env.mirror_on("w2")
+    assert mirror_now is not None
+    assert "nodeSelector" not in mirror_now["spec"]["template"]["spec"]
+    assert env.events.recorded[-1].reason == "PodSecurityViolation"
+
+    env.manager.pod_admission = None  # fixed (or the namespace relabelled)
+    env.catch_up()
+    assert await env.reconcile() == DONE
+    mirror_now = env.mirror_on("w2")
+    assert mirror_now is not None
+    assert mirror_now["spec"]["template"]["spec"]["nodeSelector"] == {"zone": "b"}
 
 
 async def test_jobs_alike_are_asked_about_once_until_their_namespace_changes_or_time_passes(

@@ -101,12 +101,19 @@ async def test_mirrors_with_unschedulable_pods_are_found(env: Env) -> None:
     env.submit(asking("1"))
     await env.reconcile()
     env.catch_up()
-    w1.tracker.set_pod(
-        f"{NAMESPACE}/train-abc",
-        {"metadata": {"name": "train-abc", "namespace": NAMESPACE,
-                      "labels": {"batch.kubernetes.io/job-name": "train"}},
-         "requests": (), "unschedulableSince": "2026-03-01T12:00:00Z"},
-    )  # fmt: skip
+    mirror = w1.mirror(KEY)
+    assert mirror is not None
+
+    def pod(name: str, uid: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": NAMESPACE,
+                             "labels": {"batch.kubernetes.io/job-name": "train",
+                                        "batch.kubernetes.io/controller-uid": uid}},
+                "requests": (), "unschedulableSince": "2026-03-01T12:00:00Z"}  # fmt: skip
+
+    # A namesake pod (the mirror's name, another owner UID) is nobody's.
+    w1.tracker.set_pod(f"{NAMESPACE}/train-fake", pod("train-fake", "someone-else"))
+    assert env.reconciler.unschedulable() == []
+    w1.tracker.set_pod(f"{NAMESPACE}/train-abc", pod("train-abc", mirror["metadata"]["uid"]))
     assert env.reconciler.unschedulable() == [KEY]
 
 

@@ -378,3 +378,27 @@ def test_fuzz_decoding_secret_data_raises_only_its_error(
     )
     ran = fuzz(documents.map(as_secret_data), decodes_or_refuses)
     report(capsys, record_property, "decode_kubeconfig", ran)
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        (b"[" * 100_000, True),
+        (b"a: " + b"{b: " * 65 + b"c" + b"}" * 65, True),
+        (b"a: " + b"[" * 64 + b"]" * 64, False),
+        (b'args: ["]]]]", [x]]\nb: [[y]]', False),
+        (b"]]]]" + b"[" * 65, True),  # closers first do not buy depth
+    ],
+)
+def test_deep_nesting_is_refused_before_yaml_reads_it(text: bytes, refused: bool) -> None:
+    """PyYAML's scanner costs quadratic time in the depth of "[[[[..." (seconds of the
+    event loop for 20 kB); such a Secret is refused before it is parsed."""
+    data = base64.b64encode(text).decode()
+    if refused:
+        with pytest.raises(KubeconfigRefused, match="nested deeper than 64"):
+            decode_kubeconfig(data, "Secret s")
+    else:
+        try:
+            decode_kubeconfig(data, "Secret s")
+        except KubeconfigRefused as error:
+            assert "nested" not in str(error)

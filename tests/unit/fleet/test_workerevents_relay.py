@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx2
 import msgspec
+import pytest
 
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workerevents_rules import SUMMARY_REASON, RelayLimits
@@ -16,7 +17,7 @@ from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.watching import Change, InformerEvent
-from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
+from jobrelay.vocabulary.names import BLOCKED_ANNOTATION, ORIGIN_UID_LABEL
 from jobrelay.vocabulary.outcome import Done, RequeueAfter
 
 [JOB_KIND] = kinds_from_names(["Job.v1.batch"])
@@ -36,19 +37,38 @@ class FakeWorker:
     name: str
     mirrors: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: Listed = field(default_factory=Listed)
-    pods: None = None
     vanished: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    capacity_feed: FakePods = field(default_factory=lambda: FakePods())
 
     def mirror(self, key: tuple[str, str]) -> dict[str, Any] | None:
         return self.mirrors.get(key)
 
+    @property
+    def pods(self) -> FakePods:
+        return self.capacity_feed
 
-def mirror(active: int = 0) -> dict[str, Any]:
+
+@dataclass
+class FakePods:
+    """The worker's pod cache (slim pods by namespace/name), listed."""
+
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    has_synced: bool = True
+
+    def pod(self, key: str) -> dict[str, Any] | None:
+        return self.pods.get(key)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.pods.get(key)
+
+
+def mirror(active: int = 0, origin_uid: str | None = "j-1") -> dict[str, Any]:
+    labels = {ORIGIN_UID_LABEL: origin_uid} if origin_uid is not None else {}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": "train", "namespace": "ns", "uid": "m-1",
+            "name": "train", "namespace": "ns", "uid": "m-1", "labels": labels,
             "creationTimestamp": "2026-11-23T08:00:00Z",
         },
         "status": {"active": active} if active else {},
@@ -84,6 +104,11 @@ class Manager:
         self.requests.append((request.method, request.url.path, body))
         self.posted.set()
         if request.url.path == "/apis/batch/v1/namespaces/ns/jobs/train":
+            precondition = body["metadata"].get("uid")
+            if precondition is not None and precondition != self.job["metadata"]["uid"]:
+                status = {"kind": "Status", "code": 409, "reason": "Conflict",
+                          "message": "Precondition failed: UID in precondition"}  # fmt: skip
+                return httpx2.Response(409, content=msgspec.json.encode(status))
             annotations = self.job["metadata"]["annotations"]
             for key, value in body["metadata"]["annotations"].items():
                 if value is None:
@@ -186,7 +211,9 @@ async def test_blocked_while_failing_to_create_and_unblocked_once_pods_run() -> 
         annotation_patches = [
             b for m, p, b in manager.requests[patches:] if p.endswith("/jobs/train")
         ]
-        assert annotation_patches == [{"metadata": {"annotations": {BLOCKED_ANNOTATION: None}}}]
+        assert annotation_patches == [
+            {"metadata": {"uid": "j-1", "annotations": {BLOCKED_ANNOTATION: None}}}
+        ]
         await relay.stop()
         await recorder.aclose()
 
@@ -260,3 +287,116 @@ async def test_events_of_a_mirror_just_deleted_are_still_relayed() -> None:
         await recorder.aclose()
     [created] = manager.events()
     assert created["reason"] == "BackoffLimitExceeded"
+
+
+# -- a worker speaks only for the management object its mirror names ------------------
+
+
+def pod_event(pod: str, uid: str = "ev-p", reason: str = "FailedMount") -> InformerEvent:
+    obj = {
+        "metadata": {"name": f"{pod}.{uid}", "namespace": "ns", "uid": uid},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": pod, "namespace": "ns",
+                           "uid": f"uid-{pod}"},
+        "type": "Warning", "reason": reason, "message": "MountVolume.SetUp failed", "count": 1,
+        "lastTimestamp": "2026-11-23T08:00:01Z",
+    }  # fmt: skip
+    return InformerEvent(Change.ADDED, f"ns/{pod}.{uid}", None, obj)
+
+
+def pod(name: str, labels: dict[str, str], owner_uid: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels,
+    }  # fmt: skip
+    if owner_uid is not None:
+        metadata["ownerReferences"] = [{"name": "train", "uid": owner_uid, "controller": True}]
+    return {"metadata": metadata}
+
+
+async def relayed(worker: FakeWorker, *events: InformerEvent) -> tuple[Manager, EventRelay]:
+    """What the manager got of ``events``, and the relay that saw them."""
+    manager = Manager()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(manager), base_url="https://m")
+    async with ApiClient(http, cluster="manager") as client:
+        recorder = EventRecorder(client)
+        relay = EventRelay(
+            client, recorder, [JOB_KIND], local=lambda key: manager.job, may_write=lambda: True
+        )
+        relay._workers = lambda: [worker]  # type: ignore[assignment,list-item,return-value]
+        for event in events:
+            relay.worker_event(worker, event)  # type: ignore[arg-type]
+        assert await relay._sync_blocked(KEY) == Done()
+        await recorder.aclose()
+    return manager, relay
+
+
+JOB_NAME = "batch.kubernetes.io/job-name"
+CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+
+
+@pytest.mark.parametrize(
+    ("made_up", "pods", "event"),
+    [
+        pytest.param(mirror(origin_uid=None), {}, worker_event("e1"),
+                     id="a mirror naming no management UID"),
+        pytest.param(mirror(origin_uid="j-other"), {}, worker_event("e1"),
+                     id="a mirror naming another object's UID"),
+        pytest.param(mirror(), {"ns/impostor": pod("impostor", {JOB_NAME: "train"})},
+                     pod_event("impostor"), id="a pod with only the owner's name label"),
+        pytest.param(mirror(), {"ns/impostor": pod("impostor", {JOB_NAME: "train",
+                                                                CONTROLLER_UID: "fake"})},
+                     pod_event("impostor"), id="a pod with a made-up controller-uid"),
+        pytest.param(mirror(), {"ns/train-x": pod("train-x", {JOB_NAME: "train"}, "fake")},
+                     pod_event("train-x"), id="a pod owned by another Job named train"),
+        pytest.param(mirror(), {}, pod_event("train-abcde"),
+                     id="an unknown pod named like the mirror's"),
+    ],
+)  # fmt: skip
+async def test_a_worker_cannot_speak_for_a_workload_its_mirror_does_not_name(
+    made_up: dict[str, Any], pods: dict[str, dict[str, Any]], event: InformerEvent
+) -> None:
+    worker = FakeWorker("worker-1", {KEY: made_up}, capacity_feed=FakePods(pods))
+    manager, relay = await relayed(worker, event)
+    assert manager.requests == [], "no Event, no annotation"
+    assert relay.blocked.wanted(KEY) is None
+
+
+@pytest.mark.parametrize(
+    "genuine",
+    [
+        pytest.param(pod("train-a", {JOB_NAME: "train"}, "m-1"), id="owner reference"),
+        pytest.param(pod("train-a", {JOB_NAME: "train", CONTROLLER_UID: "m-1"}), id="uid label"),
+    ],
+)
+async def test_a_pod_the_mirror_owns_is_relayed(genuine: dict[str, Any]) -> None:
+    worker = FakeWorker(
+        "worker-1", {KEY: mirror()}, capacity_feed=FakePods({"ns/train-a": genuine})
+    )
+    manager, _ = await relayed(worker, pod_event("train-a"))
+    [created] = manager.events()
+    assert created["message"] == "worker-1: pod train-a: MountVolume.SetUp failed"
+
+
+async def test_blocked_lands_only_on_the_object_whose_uid_the_mirror_names() -> None:
+    manager = Manager()
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(manager), base_url="https://m")
+    async with ApiClient(http, cluster="manager") as client:
+        recorder = EventRecorder(client)
+        relay = EventRelay(
+            client, recorder, [JOB_KIND], local=lambda key: manager.job, may_write=lambda: True
+        )
+        relay._workers = lambda: []  # type: ignore[assignment]
+        worker = FakeWorker("worker-1", {KEY: mirror()})
+        relay.worker_event(worker, worker_event("e1"))  # type: ignore[arg-type]
+        assert relay.blocked.wanted(KEY) is not None
+        # The Job is deleted and a namesake made before the annotation is written.
+        manager.job["metadata"]["uid"] = "j-2"
+        assert await relay._sync_blocked(KEY) == Done()
+        assert not [p for _m, p, _b in manager.requests if p.endswith("/jobs/train")]
+        # Had the cache been a moment behind, the UID precondition refuses the patch.
+        manager.job["metadata"]["uid"] = "j-1"
+        stale = dict(manager.job, metadata={**manager.job["metadata"], "uid": "j-1"})
+        manager.job["metadata"]["uid"] = "j-3"
+        relay._local = lambda key: stale
+        assert await relay._sync_blocked(KEY) == Done()
+        assert BLOCKED_ANNOTATION not in manager.job["metadata"]["annotations"]
+        await recorder.aclose()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -21,9 +21,11 @@ from jobrelay.fleet.workerevents_rules import (
     last_seen,
     occurrences,
     slim_event,
+    speaks_for,
     target_of,
 )
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 from jobrelay.vocabulary.resource import Resource
 
 JOB = Resource("batch", "v1", "jobs", "Job")
@@ -34,9 +36,10 @@ CREATED = "2026-11-23T08:00:00Z"
 
 def mirror(name: str, uid: str, created: str = CREATED, **status: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": created},
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": created,
+                     "labels": {ORIGIN_UID_LABEL: f"origin-{uid}"}},
         "status": status,
-    }
+    }  # fmt: skip
 
 
 MIRRORS = {
@@ -44,15 +47,24 @@ MIRRORS = {
     (JOB.name, "ns/train-2"): mirror("train-2", "uid-train-2"),
     (JOBSET.name, "ns/sweep"): mirror("sweep", "uid-sweep"),
 }
-# Pods the worker's pod cache holds, by namespace/name: their owner names.
-PODS: dict[str, Sequence[str]] = {"ns/train-2-abcde": ["train-2"], "ns/other-xyz12": ["other"]}
+# Pods the worker knows, by namespace/name: their UID and the (name, UID) they speak for.
+PODS: dict[str, tuple[str, frozenset[tuple[str, str]]]] = {
+    "ns/train-2-abcde": ("p-1", frozenset({("train-2", "uid-train-2")})),
+    "ns/other-xyz12": ("p-2", frozenset({("other", "uid-other")})),
+    # Carries the mirror's name (a label), not its UID: a namesake's, or made up.
+    "ns/train-fake1": ("p-3", frozenset({("train", "uid-someone-else")})),
+    "ns/train-bare1": ("p-4", frozenset()),
+    "ns/sweep-workers-0-1-abcde": (
+        "p-5", frozenset({("sweep-workers-0", "uid-child"), ("sweep", "uid-sweep")})
+    ),
+}  # fmt: skip
 
 
 def lookup(key: tuple[str, str]) -> Mapping[str, Any] | None:
     return MIRRORS.get(key)
 
 
-def pod_owners(namespace: str, name: str) -> Sequence[str] | None:
+def pod_owners(namespace: str, name: str) -> tuple[str, frozenset[tuple[str, str]]] | None:
     return PODS.get(f"{namespace}/{name}")
 
 
@@ -109,20 +121,40 @@ def event(
         pytest.param(
             event("Pod", "train-2-abcde", api_version="v1"),
             (JOB.name, "ns/train-2", "pod train-2-abcde", False),
-            id="cached pod: its owner label, not the longest-prefix guess",
+            id="known pod: the mirror whose UID owns it",
+        ),
+        pytest.param(
+            event("Pod", "train-2-abcde", api_version="v1", involved_uid="p-1"),
+            (JOB.name, "ns/train-2", "pod train-2-abcde", False),
+            id="known pod, same pod UID",
+        ),
+        pytest.param(
+            event("Pod", "train-2-abcde", api_version="v1", involved_uid="p-old"),
+            None,
+            id="an earlier pod of that name",
         ),
         pytest.param(
             event("Pod", "train-0-fghij", api_version="v1"),
-            (JOB.name, "ns/train", "pod train-0-fghij", False),
-            id="uncached pod of an Indexed Job: its name",
+            None,
+            id="unknown pod named like a mirror's: nobody's",
         ),
         pytest.param(
-            event("Pod", "other-xyz12", api_version="v1"), None, id="cached pod of no mirror"
+            event("Pod", "other-xyz12", api_version="v1"), None, id="known pod of no mirror"
+        ),
+        pytest.param(
+            event("Pod", "train-fake1", api_version="v1"),
+            None,
+            id="pod with the mirror's name but another owner UID",
+        ),
+        pytest.param(
+            event("Pod", "train-bare1", api_version="v1"),
+            None,
+            id="pod that owns up to nothing",
         ),
         pytest.param(
             event("Pod", "sweep-workers-0-1-abcde", api_version="v1"),
             (JOBSET.name, "ns/sweep", "pod sweep-workers-0-1-abcde", False),
-            id="uncached pod of a JobSet",
+            id="pod of a JobSet: its jobset-uid",
         ),
         pytest.param(
             event("Job", "sweep-workers-0"),
@@ -146,6 +178,24 @@ def test_target_of(obj: dict[str, Any], expected: tuple[str, str, str, bool] | N
     assert target is not None
     assert (target.key.kind, target.key.key, target.subject, target.makes_pods) == expected
     assert target.mirror_uid == MIRRORS[target.key]["metadata"]["uid"]
+    assert target.origin_uid == f"origin-{target.mirror_uid}"
+
+
+@pytest.mark.parametrize(
+    ("origin_uid", "management", "speaks"),
+    [
+        pytest.param("j-1", {"metadata": {"name": "train", "uid": "j-1"}}, True, id="its object"),
+        pytest.param("j-1", {"metadata": {"name": "train", "uid": "j-2"}}, False, id="namesake"),
+        pytest.param("", {"metadata": {"name": "train", "uid": "j-1"}}, False, id="names none"),
+        pytest.param("", {"metadata": {"name": "train"}}, False, id="neither has a UID"),
+        pytest.param("j-1", None, False, id="no such object"),
+    ],
+)
+def test_speaks_for_only_the_object_whose_uid_the_mirror_names(
+    origin_uid: str, management: dict[str, Any] | None, speaks: bool
+) -> None:
+    target = Target(WorkloadKey(JOB.name, "ns/train"), "m-1", None, origin_uid=origin_uid)
+    assert speaks_for(target, management) is speaks
 
 
 def test_a_job_that_is_no_mirror_is_matched_only_to_another_kind() -> None:

@@ -21,7 +21,7 @@ from tests.unit.fleet.test_workers import (
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.resources import NODES, PODS
-from jobrelay.placement.tracker import JOB_NAME_LABEL, OwnedPods
+from jobrelay.placement.tracker import JOB_NAME_LABEL, JOB_UID_LABEL, OwnedPods
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 NODES_PATH = collection_path(NODES)
@@ -43,7 +43,11 @@ def pod(name: str, node_name: str = "", phase: str = "Pending") -> dict[str, Any
     if node_name:
         spec["nodeName"] = node_name
     return {
-        "metadata": {"name": name, "namespace": "team-a", "labels": {JOB_NAME_LABEL: "j"}},
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {JOB_NAME_LABEL: "j", JOB_UID_LABEL: "uid-j"},
+        },
         "spec": spec,
         "status": {"phase": phase},
     }
@@ -98,7 +102,16 @@ async def test_capacity_follows_nodes_and_pods(setup: tuple[Fleet, WorkerPool, l
         ),
         what="the new pod and node counted",
     )
+    assert worker.capacity_feed.pods_of("team-a", "j", "uid-j") == OwnedPods(2, 2, True, None)
+    # The worker counts them for its mirror of that name only if that mirror's UID owns them.
+    assert worker.pods_of("team-a", "j") == OwnedPods(), "no mirror: nobody's pods"
+    informers = dict(worker.mirrors)
+    worker.mirrors["Job.v1.batch"] = {"team-a/j": {"metadata": {"uid": "uid-other"}}}
+    assert worker.pods_of("team-a", "j") == OwnedPods(), "a namesake mirror: not its pods"
+    worker.mirrors["Job.v1.batch"] = {"team-a/j": {"metadata": {"uid": "uid-j"}}}
     assert worker.pods_of("team-a", "j") == OwnedPods(2, 2, True, None)
+    worker.mirrors.clear()
+    worker.mirrors.update(informers)
     # A pod that finishes frees its node.
     server.put(PODS_PATH, pod("p1", "n1", "Succeeded"))
     await until(

@@ -28,7 +28,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.placement.tracker import JOB_NAME_LABEL, slim_node, slim_pod
+from jobrelay.placement.tracker import JOB_NAME_LABEL, JOB_UID_LABEL, slim_node, slim_pod
 
 NOW = 10_000.0
 SILENT = {"status": {"conditions": [{"type": "Connected", "status": "False",
@@ -219,24 +219,24 @@ def node(name: str, cpu: str) -> dict[str, Any]:
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "team-a", "labels": {JOB_NAME_LABEL: "j"}},
+    return {"metadata": {"name": name, "namespace": "team-a", "labels": {JOB_NAME_LABEL: "j", JOB_UID_LABEL: "uid-j"}},
             "spec": {"nodeName": "n1", "containers": [{"resources": {"requests": {"cpu": "1"}}}]},
             "status": {"phase": "Running"}}  # fmt: skip
 
 
 def test_a_capacity_feed_knows_nothing_until_both_lists_are_in() -> None:
     feed = CapacityFeed("w")
-    assert feed.capacity() is None and feed.pods_of("team-a", "j") is None
+    assert feed.capacity() is None and feed.pods_of("team-a", "j", "uid-j") is None
     assert feed.error is None and not feed.forbidden and not feed.listed
     feed.nodes = FakeInformer("w/nodes")  # type: ignore[assignment]
     feed.pods = FakeInformer("w/pods", synced=False)  # type: ignore[assignment]
     assert feed._node_changed(InformerEvent("ADDED", "n1", None, slim_node(node("n1", "4"))))
-    assert feed.capacity() is None and feed.pods_of("team-a", "j") is None
+    assert feed.capacity() is None and feed.pods_of("team-a", "j", "uid-j") is None
     feed.pods.has_synced = True  # type: ignore[union-attr]
     feed._pod_changed(InformerEvent("ADDED", "team-a/p", None, slim_pod(pod("p"))))
     capacity = feed.capacity()
     assert capacity is not None and capacity.summary.columns().startswith("nodes 1/1, cpu 1/4")
-    assert feed.pods_of("team-a", "j") is not None
+    assert feed.pods_of("team-a", "j", "uid-j") is not None
     assert feed._node_changed(InformerEvent("DELETED", "n1", node("n1", "4"), None))
 
 

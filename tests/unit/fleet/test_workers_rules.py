@@ -25,7 +25,7 @@ from jobrelay.fleet.workers.status_rules import (
     transition_time,
 )
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.kube.errors import ApiError, KubeconfigError, ResponseTooLarge
 
 FORBIDDEN_LIST = (
     'jobs.batch is forbidden: User "jobrelay" cannot list resource "jobs" in API group '
@@ -55,6 +55,8 @@ FORBIDDEN_LIST = (
         (ApiError(403, "Forbidden", "no"), "Forbidden", "lack a permission"),
         (ApiError(504, "Timeout", "gateway"), "Timeout", "504"),
         (ApiError(503, "ServiceUnavailable", "later"), "ApiError", "503 ServiceUnavailable"),
+        (ResponseTooLarge(200, "the response", 64 * 1024 * 1024), "ResponseTooLarge",
+         "longer than 64 MiB"),
         (KubeconfigError("invalid kubeconfig: no cluster"), "InvalidKubeconfig", "no cluster"),
         (RegistryError("Secret x/y is missing"), "InvalidKubeconfig", "missing"),
         (TimeoutError(), "Timeout", "no answer in time"),
@@ -217,6 +219,18 @@ OTHER_TENANT = "team-b-secret-project"
             ApiError(403, "Forbidden", f'jobs.batch is forbidden: User "system:serviceaccount:{OTHER_TENANT}:x" '
                      'cannot create resource "jobs" in API group "batch" in the namespace "a"'),
             "HTTP 403 Forbidden: jobrelay's credentials for that worker lack a permission",
+        ),
+        # A webhook or a policy may quote a tenant's "exceeded quota": it is no quota.
+        (
+            ApiError(403, "Forbidden", f'admission webhook "{OTHER_TENANT}.example.com" denied the '
+                     "request: exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"),
+            "HTTP 403 Forbidden: an admission webhook there denied it",
+        ),
+        (
+            ApiError(403, "Forbidden", f'jobs.batch "x" is forbidden: ValidatingAdmissionPolicy '
+                     f"'{OTHER_TENANT}' with binding 'b' denied request: exceeded quota: q, "
+                     "requested: pods=1, used: pods=1, limited: pods=1"),
+            "HTTP 403 Forbidden: a policy there refuses it",
         ),
         (
             ApiError(400, "BadRequest", f'admission webhook "{OTHER_TENANT}.example.com" denied the request'),

@@ -42,7 +42,10 @@ def test_a_probe_pod_is_the_template_in_the_namespace_less_what_only_workers_may
         "labels": {"app": "train"},
         "annotations": {"a": "b"},
     }
+    # The ServiceAccount is judged (it must exist on the manager); the PriorityClass not.
     assert pod["spec"] == {
+        "serviceAccountName": "trainer",
+        "serviceAccount": "trainer",
         "restartPolicy": "Never",
         "containers": TEMPLATE["spec"]["containers"],
     }
@@ -91,6 +94,51 @@ def test_every_pod_template_of_a_jobset_is_judged() -> None:
             "Container is 2, but limit is 4",
             ADMISSION_REFUSED, False,
         ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-x1y2z" is forbidden: exceeded quota: team.quota-1, '
+            "requested: count/pods=1,requests.nvidia.com/gpu=2, used: requests.nvidia.com/gpu=7, "
+            "limited: requests.nvidia.com/gpu=8",
+            "", True,
+        ),
+        # Webhooks and policies may quote a tenant's text: a quota refusal quoted is no quota.
+        (
+            403, "Forbidden",
+            'admission webhook "deny.example.com" denied the request: exceeded quota: pods, '
+            "requested: pods=1, used: pods=10, limited: pods=10",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: ValidatingAdmissionPolicy '
+            "'deny' with binding 'deny' denied request: exceeded quota: pods, requested: pods=1, "
+            "used: pods=10, limited: pods=10",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: pods, '
+            "requested: pods=1, used: pods=10, limited: pods=10\nand some more words",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: maximum cpu (exceeded quota) '
+            "usage per Container is 2, but limit is 4",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "somebody-else" is forbidden: exceeded quota: pods, requested: pods=1, '
+            "used: pods=10, limited: pods=10",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-" is forbidden: error looking up service account '
+            'team-a/trainer: serviceaccount "trainer" not found',
+            ADMISSION_REFUSED, False,
+        ),
         (400, "BadRequest", 'admission webhook "deny.example.com" denied the request', ADMISSION_REFUSED, False),
         (422, "Invalid", 'Pod "x" is invalid: spec.containers: Required value', ADMISSION_REFUSED, False),
     ],
@@ -106,6 +154,31 @@ def test_what_a_refusal_means(
     if verdict.reason == POD_SECURITY_VIOLATION:
         # Kubernetes' wording is kept: the user sees which rule.
         assert 'violates PodSecurity "restricted:latest": privileged' in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("name", "cause", "says"),
+    [
+        ("trainer", 'serviceaccount "trainer" not found',
+         "its ServiceAccount trainer does not exist in namespace team-a on the management cluster"),
+        ("default", 'serviceaccount "default" not found',
+         "the namespace team-a has no ServiceAccount default yet"),
+        ("trainer", "Get \"https://...\": context deadline exceeded",
+         "its ServiceAccount team-a/trainer cannot be looked up: Get"),
+    ],
+)  # fmt: skip
+def test_a_service_account_missing_on_the_manager_is_named(
+    name: str, cause: str, says: str
+) -> None:
+    message = (
+        'pods "jobrelay-admission-probe-" is forbidden: error looking up service account '
+        f"team-a/{name}: {cause}"
+    )
+    verdict = verdict_of_refusal(403, "Forbidden", message)
+    assert verdict is not None and not verdict.allowed
+    assert verdict.reason == ADMISSION_REFUSED
+    assert says in verdict.message, verdict.message
+    assert verdict.message.startswith("the management cluster refuses this workload's pods")
 
 
 @pytest.mark.parametrize("code", [0, 500, 503, 504, 429, 409])
@@ -146,3 +219,36 @@ def test_any_answer_is_read_without_crashing(code: int, reason: str, message: st
     verdict = verdict_of_refusal(code, reason, message)
     if verdict is not None:
         assert len(verdict.message) < 1400  # a worker's novel never reaches an Event whole
+
+
+QUOTA_WORDS = "exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"
+
+
+@settings(max_examples=EXAMPLES, derandomize=True)
+@given(
+    speaker=st.sampled_from(
+        [
+            'admission webhook "deny.example.com" denied the request: ',
+            'pods "jobrelay-admission-probe-abcde" is forbidden: ValidatingAdmissionPolicy '
+            "'p' with binding 'b' denied request: ",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: ',
+        ]
+    ),
+    before=st.text(max_size=40),
+    # Not a continuation of the last quantity: what a policy might add after the words.
+    after=st.one_of(
+        st.just(""),
+        st.sampled_from(" \n;").flatmap(lambda c: st.text(max_size=40).map(lambda t: c + t)),
+    ),
+)
+def test_quoted_quota_words_are_never_an_allowance(speaker: str, before: str, after: str) -> None:
+    """Whatever a webhook or a policy says around ResourceQuota's words, it is a refusal;
+    only the plugin's own sentence, whole, allows."""
+    message = speaker + before + QUOTA_WORDS + after
+    verdict = verdict_of_refusal(403, "Forbidden", message)
+    assert verdict is not None
+    own = speaker.startswith('pods "') and "Validating" not in speaker
+    if verdict.allowed:
+        assert own and before == "" and after == ""
+    if own and before == "" and after == "":
+        assert verdict.allowed

@@ -93,3 +93,18 @@ def test_a_kubeconfig_has_exactly_one_credential(tmp_path: Path) -> None:
             cluster.write_kubeconfig(
                 tmp_path / "k", cluster="c", server="https://x", ca=tmp_path / "ca", **extra
             )
+
+
+def test_only_the_manager_keeps_the_service_account_admission_plugin(
+    prepared: tuple[ClusterFiles, dict[str, int]], tmp_path: Path
+) -> None:
+    """jobrelay's admission probe asks the manager whether a workload's ServiceAccount
+    exists, as a real manager answers; simulated worker pods mount no token."""
+    worker_files, ports = prepared
+    fake = Path("/fake")
+    binaries = Binaries(fake, fake, fake, fake, fake, fake, fake)
+    disabled = "--disable-admission-plugins=ServiceAccount"
+    worker = cluster.commands(worker_files, binaries, ca=fake, ports=ports)
+    assert disabled in worker["kube-apiserver"]
+    manager = cluster.commands(ClusterFiles(tmp_path, "manager"), binaries, ca=fake, ports=ports)
+    assert not any("ServiceAccount" in arg for arg in manager["kube-apiserver"])

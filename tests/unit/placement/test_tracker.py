@@ -8,10 +8,13 @@ from hypothesis import strategies as st
 
 from jobrelay.placement.tracker import (
     JOB_NAME_LABEL,
+    JOB_UID_LABEL,
     JOBSET_NAME_LABEL,
+    JOBSET_UID_LABEL,
     CapacityTracker,
     OwnedPods,
     effective_requests,
+    pod_owners,
     slim_node,
     slim_pod,
 )
@@ -71,7 +74,7 @@ def pod_obj(
             "name": name,
             "namespace": namespace,
             "resourceVersion": "1",
-            "labels": {JOB_NAME_LABEL: job, "controller-uid": "x"} if job else {},
+            "labels": {JOB_NAME_LABEL: job, "controller-uid": f"uid-{job}"} if job else {},
         },
         "spec": spec,
         "status": {"phase": phase, "conditions": conditions},
@@ -158,8 +161,9 @@ def test_slim_objects_keep_only_what_placement_reads() -> None:
         "metadata": {
             "name": "p",
             "namespace": "ns",
+            "uid": "",
             "resourceVersion": "1",
-            "labels": {JOB_NAME_LABEL: "j"},
+            "labels": {JOB_NAME_LABEL: "j", "controller-uid": "uid-j"},
         },
         "nodeName": "n1",
         "phase": "Pending",
@@ -236,32 +240,69 @@ def test_malformed_node_counts_as_absent() -> None:
 
 def test_pods_of_an_owner() -> None:
     tracker = CapacityTracker()
-    assert tracker.pods_of("ns", "j") == OwnedPods(0, 0, False, None)
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods(0, 0, False, None)
     feed_pod(tracker, pod_obj("p1", unschedulable_since="2026-01-01T00:00:05Z"))
     feed_pod(tracker, pod_obj("p2", unschedulable_since="2026-01-01T00:00:01Z"))
     feed_pod(tracker, pod_obj("p3"))
     feed_pod(tracker, pod_obj("other", job="k"))
     feed_pod(tracker, pod_obj("p4", namespace="elsewhere"))
-    assert tracker.pods_of("ns", "j") == OwnedPods(3, 0, False, "2026-01-01T00:00:01Z")
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods(3, 0, False, "2026-01-01T00:00:01Z")
     # Bound: no longer unschedulable, and started.
     feed_pod(tracker, pod_obj("p2", "n1"))
-    assert tracker.pods_of("ns", "j") == OwnedPods(3, 1, True, "2026-01-01T00:00:05Z")
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods(3, 1, True, "2026-01-01T00:00:05Z")
     tracker.delete_pod("ns/p1")
     tracker.delete_pod("ns/p2")
-    assert tracker.pods_of("ns", "j") == OwnedPods(1, 0, False, None)
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods(1, 0, False, None)
     tracker.delete_pod("ns/p3")
-    assert tracker.pods_of("ns", "j") == OwnedPods()
-    assert tracker.pods_of("elsewhere", "j").total == 1
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods()
+    assert tracker.pods_of("elsewhere", "j", "uid-j").total == 1
 
 
 def test_a_jobset_pod_counts_for_its_jobset_and_its_job() -> None:
     tracker = CapacityTracker()
     obj = pod_obj("p", job="js-workers-0")
     obj["metadata"]["labels"][JOBSET_NAME_LABEL] = "js"
+    obj["metadata"]["labels"][JOBSET_UID_LABEL] = "uid-js"
     obj["status"]["phase"] = "Running"
     feed_pod(tracker, obj)
-    assert tracker.pods_of("ns", "js") == OwnedPods(1, 0, True, None)
-    assert tracker.pods_of("ns", "js-workers-0").total == 1
+    assert tracker.pods_of("ns", "js", "uid-js") == OwnedPods(1, 0, True, None)
+    assert tracker.pods_of("ns", "js-workers-0", "uid-js-workers-0").total == 1
+
+
+def test_a_pod_counts_only_for_the_owner_its_uid_names() -> None:
+    tracker = CapacityTracker()
+    feed_pod(tracker, pod_obj("mine", job="j"))
+    namesake = pod_obj("namesake", job="j")
+    namesake["metadata"]["labels"]["controller-uid"] = "someone-else"
+    feed_pod(tracker, namesake)
+    name_only = pod_obj("name-only", job="j")
+    del name_only["metadata"]["labels"]["controller-uid"]
+    feed_pod(tracker, name_only)
+    assert tracker.pods_of("ns", "j", "uid-j").total == 1
+    assert tracker.pods_of("ns", "j", "someone-else").total == 1
+    assert tracker.pods_of("ns", "j", "").total == 0
+
+
+@pytest.mark.parametrize(
+    ("metadata", "owners"),
+    [
+        ({"labels": {JOB_NAME_LABEL: "j", JOB_UID_LABEL: "u"}}, {("j", "u")}),
+        ({"labels": {"job-name": "j", "controller-uid": "u"}}, {("j", "u")}),
+        ({"labels": {JOB_NAME_LABEL: "j"}}, set()),
+        ({"labels": {JOB_UID_LABEL: "u"}}, set()),
+        ({"labels": {JOBSET_NAME_LABEL: "s", JOBSET_UID_LABEL: "su"}}, {("s", "su")}),
+        ({"ownerReferences": [{"name": "j", "uid": "u", "controller": True}]}, {("j", "u")}),
+        ({"ownerReferences": [{"name": "j", "uid": "u"}]}, set()),  # not its controller
+        ({"ownerReferences": [{"name": "j", "uid": "u", "controller": "true"}]}, set()),
+        ({"ownerReferences": ["junk", {"name": "j", "controller": True}]}, set()),
+        ({}, set()),
+    ],
+)
+def test_pod_owners_are_names_with_uids(metadata: dict[str, Any], owners: set[Any]) -> None:
+    assert pod_owners({"metadata": metadata}) == owners
+    full = {"metadata": {"name": "p", "namespace": "ns", **metadata}, "spec": {}, "status": {}}
+    slim = slim_pod(full)
+    assert slim is not None and pod_owners(slim) == owners
 
 
 def test_pods_without_owner_labels_still_count_on_their_node() -> None:
@@ -349,7 +390,7 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
         unschedulable = [
             s["unschedulableSince"] for s in mine if not s["nodeName"] and "unschedulableSince" in s
         ]
-        assert tracker.pods_of("ns", owner) == OwnedPods(
+        assert tracker.pods_of("ns", owner, f"uid-{owner}") == OwnedPods(
             len(mine),
             sum(1 for s in mine if s["nodeName"]),
             any(s["nodeName"] or s["phase"] == "Running" for s in mine),

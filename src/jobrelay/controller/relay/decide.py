@@ -45,7 +45,7 @@ from jobrelay.controller.relay.plan import (
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
-from jobrelay.kinds.patches import merge_patch
+from jobrelay.kinds.patches import apply_merge_patch, merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.model import NOT_KNOWN, Cluster
@@ -208,6 +208,13 @@ def decide(s: Snapshot) -> Plan:
         return _create(s, obj, worker, run, placed_now=placed_now, actions=actions)
 
     patch = kind.spec_patch(obj, mirror)
+    if patch is not None and _changes_pods(s, mirror, patch):
+        # A pod-template edit (a suspended mirror that never started takes one) is new
+        # pods: the manager's admission judges them first; refused, the mirror keeps
+        # the pods it has.
+        held = _held_by_admission(s, actions)
+        if held is not None:
+            return dataclasses.replace(held, release=True)  # its mirror is visible
     if patch is not None:
         actions.append(PatchMirror(cluster, _name(mirror), _namespace(mirror), patch))
         if "suspend" in (patch.get("spec") or {}):
@@ -566,9 +573,14 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, actions: list[
     return Plan(tuple(actions), Done())
 
 
+def _changes_pods(s: Snapshot, mirror: JsonObj, patch: JsonObj) -> bool:
+    """Whether ``patch`` changes the pod templates of ``mirror``."""
+    return s.kind.pod_templates(apply_merge_patch(mirror, patch)) != s.kind.pod_templates(mirror)
+
+
 def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
-    """Before a first placement, and before any mirror is created: the manager's
-    admission must admit the workload's pods.
+    """Before a first placement, before any mirror is created and before a pod-template
+    change reaches one: the manager's admission must admit the workload's pods.
 
     Its Pod Security (or another pod policy) would never see them otherwise: they
     are created on a worker. A refused workload stays unplaced, told why, and is

@@ -39,6 +39,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.held import placeable
 from jobrelay.placement.workload import Choice, Invalid, Workload
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
 
 _log = logging.getLogger(__name__)
@@ -172,10 +173,11 @@ class Reconciler:
         at, and looks again when its pending timeout runs out."""
         keys = []
         for worker in self._pool.workers():
-            for namespace, name in worker.tracker.unschedulable():
+            for namespace, name, uid in worker.tracker.unschedulable():
                 for kind in self._kinds:
                     key = WorkloadKey(kind, f"{namespace}/{name}")
-                    if worker.mirror(key) is not None:
+                    mirror = worker.mirror(key)
+                    if mirror is not None and Meta(mirror).uid == uid:  # its pods, by UID
                         keys.append(key)
         return keys
 

@@ -8,10 +8,12 @@ for the Connected verdict: a worker whose nodes cannot be read still runs mirror
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from jobrelay.fleet.refusals import classify
 from jobrelay.kube.client import ApiClient
@@ -33,6 +35,9 @@ _log = logging.getLogger(__name__)
 # A burst of node and pod events tells the placement at most this often per worker:
 # soon enough to place a held workload within seconds of capacity freeing.
 CAPACITY_DEBOUNCE = 0.5
+# Pods that finished or went, remembered (slim) so that their last Events (Evicted, a
+# failed container) still find whom they speak for; the oldest are forgotten first.
+_GONE_PODS_KEPT = 4096
 
 
 @dataclass
@@ -46,6 +51,10 @@ class CapacityFeed:
     task: asyncio.Task[None] | None = None
     # The error already logged (each is logged once).
     error_logged: str | None = None
+    # The last state of pods that finished or were deleted, by key (bounded).
+    gone_pods: collections.OrderedDict[str, dict[str, Any]] = field(
+        default_factory=collections.OrderedDict
+    )
 
     def start(
         self,
@@ -91,7 +100,20 @@ class CapacityFeed:
         return self.tracker.set_node(event.new)
 
     def _pod_changed(self, event: InformerEvent) -> bool:
+        if event.new is None and event.old is not None:
+            self.gone_pods[event.key] = event.old
+            self.gone_pods.move_to_end(event.key)
+            while len(self.gone_pods) > _GONE_PODS_KEPT:
+                self.gone_pods.popitem(last=False)
         return self.tracker.set_pod(event.key, event.new)
+
+    def pod(self, key: str) -> dict[str, Any] | None:
+        """The pod ``namespace/name`` as cached (slim), or as it was when it finished or
+        went; None when unknown (its Pods not listed yet, or long gone)."""
+        if self.pods is None or not self.pods.has_synced:
+            return None
+        found = self.pods.get(key)
+        return found if found is not None else self.gone_pods.get(key)
 
     @property
     def listed(self) -> bool:
@@ -136,12 +158,12 @@ class CapacityFeed:
             for informer in (self.nodes, self.pods)
         )
 
-    def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
-        """The unfinished pods of the Job or JobSet ``namespace/name`` here; None until its
-        Pods have listed (unknown, not none)."""
+    def pods_of(self, namespace: str, name: str, uid: str) -> OwnedPods | None:
+        """The unfinished pods of the Job or JobSet ``namespace/name`` whose UID is ``uid``
+        here; None until its Pods have listed (unknown, not none)."""
         if self.pods is None or not self.pods.has_synced:
             return None
-        return self.tracker.pods_of(namespace, name)
+        return self.tracker.pods_of(namespace, name, uid)
 
     async def stop(self) -> None:
         task, self.task = self.task, None

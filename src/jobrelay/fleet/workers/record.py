@@ -37,6 +37,7 @@ from jobrelay.kube.resources import EVENTS
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.workercluster import DrainMode
 
 __all__ = ["Identity", "Worker", "WorkerEventSink", "WorkerRecord"]
@@ -216,7 +217,14 @@ class Worker:
         return self.capacity_feed.forbidden
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
-        return self.capacity_feed.pods_of(namespace, name)
+        """The unfinished pods of the mirror ``namespace/name`` cached here: only those its
+        UID owns count (see placement.tracker.pod_owners); none while no mirror is."""
+        key = f"{namespace}/{name}"
+        for informer in self.mirrors.values():
+            mirror = informer.get(key)
+            if mirror is not None:
+                return self.capacity_feed.pods_of(namespace, name, Meta(mirror).uid)
+        return self.capacity_feed.pods_of(namespace, name, "")
 
     @property
     def tracker(self) -> CapacityTracker:
