@@ -27,7 +27,12 @@ from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, PODS
 from jobrelay.manifests.admission_policy import admission_policy_yaml
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, FIELD_MANAGER, PLACEMENTS_ANNOTATION
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    FIELD_MANAGER,
+    MIRRORS_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+)
 from jobrelay.vocabulary.resource import Resource
 from tests.e2e.support import Relay
 from tests.e2e.test_generic_kind import GROUP as SLEEPER_GROUP
@@ -151,7 +156,7 @@ async def placement_policy(
 async def test_a_user_cannot_create_a_job_already_placed(
     placement_policy: None, user: ApiClient, namespace: str
 ) -> None:
-    for key in (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION):
+    for key in (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION, MIRRORS_ANNOTATION):
         with pytest.raises(ApiError) as refused:
             await user.create(JOBS, managed_job("preset", {key: "worker-1"}), namespace=namespace)
         assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
@@ -178,6 +183,7 @@ async def test_only_the_controller_places_a_job_and_a_user_keeps_every_other_rig
         {CLUSTER_ANNOTATION: other},  # move it
         {CLUSTER_ANNOTATION: None},  # unplace it
         {PLACEMENTS_ANNOTATION: f"{placed},{other}"},
+        {MIRRORS_ANNOTATION: f"1:{other}:a-uid-of-its-choosing"},  # follow another mirror
     ):
         with pytest.raises(ApiError) as refused:
             await user.patch(

@@ -23,6 +23,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_UID_LABEL,
     RUN_ANNOTATION,
     controller_label_value,
+    is_own_mark,
 )
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
@@ -38,8 +39,14 @@ def mirror_metadata(
     carried_over: JsonObj | None = None,
 ) -> JsonObj:
     """The mirror's metadata: same namespace and name, the user's labels and
-    annotations (less ``dropped_labels``), the origin marks, the run it is, and
-    what earlier runs did (``carried_over``), when any."""
+    annotations (less ``dropped_labels`` and every jobrelay.dev/ key but the
+    user-facing ones), the origin marks, the run it is, and what earlier runs did
+    (``carried_over``), when any.
+
+    jobrelay's own marks on a mirror are jobrelay's alone: one a user wrote on the
+    management object (a ``carried-over`` claiming work done, a ``run``) is
+    dropped, never passed on to be read back as jobrelay's record.
+    """
     metadata = obj.get("metadata") or {}
     marks = {RUN_ANNOTATION: str(run)}
     if carried_over:
@@ -48,7 +55,11 @@ def mirror_metadata(
         "name": metadata["name"],
         "namespace": metadata["namespace"],
         "labels": {
-            **{k: v for k, v in (metadata.get("labels") or {}).items() if k not in dropped_labels},
+            **{
+                k: v
+                for k, v in (metadata.get("labels") or {}).items()
+                if k not in dropped_labels and not is_own_mark(k)
+            },
             MIRROR_LABEL: controller_label_value(controller_name),
             ORIGIN_LABEL: origin,
             ORIGIN_UID_LABEL: metadata["uid"],
@@ -57,7 +68,7 @@ def mirror_metadata(
             **{
                 k: v
                 for k, v in (metadata.get("annotations") or {}).items()
-                if k != LAST_APPLIED_ANNOTATION
+                if k != LAST_APPLIED_ANNOTATION and not is_own_mark(k)
             },
             CONTROLLER_ANNOTATION: controller_name,
             **marks,

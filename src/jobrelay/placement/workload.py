@@ -27,10 +27,12 @@ from jobrelay.placement.selectors import (
 )
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import (
+    CLUSTER_SELECTOR_ANNOTATION,
+    CLUSTERS_ANNOTATION,
+    PLACEMENT_ANNOTATION,
+)
 
-CLUSTERS_ANNOTATION = "jobrelay.dev/clusters"
-CLUSTER_SELECTOR_ANNOTATION = "jobrelay.dev/cluster-selector"
-PLACEMENT_ANNOTATION = "jobrelay.dev/placement"
 # Taint effects that keep a pod off a node; PreferNoSchedule only discourages.
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 # The reasons of the Warning Events an unplaceable workload gets.

@@ -4,17 +4,22 @@
 ``jobrelay.dev/placements`` lists every worker it was placed on, in order,
 comma-separated, the current one last, so its length numbers the current run.
 An object placed before the history was kept shows its one placement.
+
+``jobrelay.dev/mirrors`` records the mirror each run created: ``<run>:<worker>:<uid>``,
+comma-separated. Only a recorded mirror is followed (decide.py); objects placed
+before the record was kept have none, and their one current mirror is adopted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobrelay.vocabulary.meta import Meta, with_annotations
 from jobrelay.vocabulary.names import (
     BLOCKED_ANNOTATION,
     CLUSTER_ANNOTATION,
+    MIRRORS_ANNOTATION,
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
 )
@@ -62,3 +67,53 @@ def not_placed_reason(obj: Mapping[str, Any] | None) -> str:
 def blocked_reason(obj: Mapping[str, Any] | None) -> str:
     """Why the object's mirror cannot create its pods, in its worker's words, or ``""``."""
     return Meta(obj).annotation(BLOCKED_ANNOTATION) or ""
+
+
+class RecordedMirror(NamedTuple):
+    """The mirror jobrelay created for one run: on which worker, with which UID."""
+
+    cluster: str
+    uid: str
+
+
+# Runs past this are not records jobrelay wrote (a placement history is never that long).
+_MAX_RECORDED_RUN = 100_000
+
+
+def mirror_records(obj: Mapping[str, Any] | None) -> dict[int, RecordedMirror]:
+    """The mirrors recorded on the object, by run; malformed entries are left out (the
+    annotation may have been edited: an entry that cannot be read records nothing)."""
+    text = Meta(obj).annotation(MIRRORS_ANNOTATION) or ""
+    records: dict[int, RecordedMirror] = {}
+    for entry in text.split(","):
+        run, _, rest = entry.strip().partition(":")
+        cluster, _, uid = rest.partition(":")
+        if (
+            not (run.isascii() and run.isdigit() and len(run) <= 6 and cluster and uid)
+            or ":" in uid
+        ):
+            continue
+        number = int(run)
+        if 1 <= number <= _MAX_RECORDED_RUN:
+            records[number] = RecordedMirror(cluster, uid)
+    return records
+
+
+def with_recorded_mirror(
+    obj: Mapping[str, Any] | None, run: int, cluster: str, uid: str
+) -> dict[str, str]:
+    """The annotation that records ``uid`` on ``cluster`` as run ``run``'s mirror, over
+    the object's earlier records (those of later runs are dropped: no such run exists)."""
+    records = {r: m for r, m in mirror_records(obj).items() if r < run}
+    records[run] = RecordedMirror(cluster, uid)
+    return {MIRRORS_ANNOTATION: _records_text(records)}
+
+
+def without_records_from(obj: Mapping[str, Any] | None, run: int) -> dict[str, str | None]:
+    """The annotation that forgets the records of run ``run`` and later (None: no record left)."""
+    records = {r: m for r, m in mirror_records(obj).items() if r < run}
+    return {MIRRORS_ANNOTATION: _records_text(records) or None}
+
+
+def _records_text(records: Mapping[int, RecordedMirror]) -> str:
+    return ",".join(f"{r}:{m.cluster}:{m.uid}" for r, m in sorted(records.items()))

@@ -31,16 +31,19 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.mirrors import mirror_metadata
+from jobrelay.kinds.mirrors import mirror_metadata, origin_uid, run_of
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.namespaces import WorkerNamespaces
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,
+    MIRRORS_ANNOTATION,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.placement import placements_of
 from jobrelay.vocabulary.resource import Resource
 from jobrelay.vocabulary.workercluster import drain_mode
 
@@ -321,9 +324,16 @@ def snapshot(
     probed: bool = False,
     deleting: frozenset[str] = frozenset(),
     admission: AdmissionVerdict | None = ALLOWED,
+    record: bool = True,
 ) -> Snapshot:
     """A snapshot whose workload's pods the manager admits, unless ``admission`` says
-    otherwise (None: not asked yet)."""
+    otherwise (None: not asked yet).
+
+    With ``record`` (and no ``jobrelay.dev/mirrors`` of its own), the object records
+    the mirrors of it the workers show as the ones jobrelay created (one per run, the
+    one on its placed worker first): what it would say had jobrelay made them."""
+    if record and obj is not None and MIRRORS_ANNOTATION not in Meta(obj).annotations:
+        obj = recording(obj, *workers)
     return Snapshot(
         key=key_of(kind),
         kind=kind,
@@ -336,6 +346,23 @@ def snapshot(
         probed=probed,
         admission=admission,
     )
+
+
+def recording(obj: JsonObj, *workers: WorkerSnapshot) -> JsonObj:
+    """``obj`` recording the workers' mirrors of it as created by jobrelay (see snapshot)."""
+    history = placements_of(obj)
+    placed_first = sorted(workers, key=lambda w: not history or w.name != history[-1])
+    records: dict[int, str] = {}
+    for w in placed_first:
+        for seen in (w.mirror, w.read, w.vanished):
+            if seen is not None and origin_uid(seen) == Meta(obj).uid:
+                records.setdefault(run_of(seen), f"{w.name}:{Meta(seen).uid}")
+    if not records:
+        return obj
+    text = ",".join(f"{run}:{entry}" for run, entry in sorted(records.items()))
+    metadata = dict(obj["metadata"])
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), MIRRORS_ANNOTATION: text}
+    return {**obj, "metadata": metadata}
 
 
 # -- reading plans ----------------------------------------------------------------

@@ -64,7 +64,12 @@ from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.namespaces import WorkerNamespaces
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, ORIGIN_UID_LABEL
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    MIRRORS_ANNOTATION,
+    NOT_PLACED_ANNOTATION,
+    ORIGIN_UID_LABEL,
+)
 from jobrelay.vocabulary.placement import placement_of, placements_of, with_placement
 
 UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
@@ -97,6 +102,8 @@ class Case:
     deleting: frozenset[str] = frozenset()
     release: bool | None = None  # None: not stated by the row
     admission: AdmissionVerdict | None = ALLOWED
+    # The object records the workers' mirrors of it as jobrelay's (builders.snapshot).
+    record: bool = True
 
 
 w = worker
@@ -331,7 +338,8 @@ CASES: dict[str, Case] = {
         obj=PLACED_FRESH_NEVER_RAN,
         workers=(w("w1", mirror=mirror(job()), read=None),),
         fresh=True,
-        actions=(("Create", "w1", UID),),
+        # The record of the gone mirror goes first: a restart after the create adopts the new.
+        actions=(("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
         outcome=Done(),
     ),
@@ -370,12 +378,20 @@ CASES: dict[str, Case] = {
         events=(("Warning", "PlacementConflict"),),
         outcome=Done(),
     ),
-    "placed on one worker, the mirror on another is terminating: no conflict": Case(
+    "placed on one worker, its recorded mirror on another is terminating: waits": Case(
         obj=PLACED_FRESH_NEVER_RAN,
         workers=(w("w1"), w("w2", mirror=mirror(job(), deleting=True))),
         fresh=True,
-        actions=(("Create", "w1", UID),),
-        events=(("Normal", "Dispatched"),),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "placed on one worker, a terminating mirror jobrelay did not record on another": Case(
+        obj=PLACED_FRESH_NEVER_RAN,
+        workers=(w("w1"), w("w2", mirror=mirror(job(), deleting=True))),
+        fresh=True,
+        record=False,
+        actions=(("Log", "warning"), ("Create", "w1", UID)),
+        events=(("Warning", "ForeignMirror"), ("Normal", "Dispatched")),
         outcome=Done(),
     ),
     "placed, another worker's fresh read shows its live mirror: never a second one": Case(
@@ -397,7 +413,7 @@ CASES: dict[str, Case] = {
         obj=job(),
         workers=(w("w1", load=1), w("w2", connected=False, mirror=mirror(job()), read=None)),
         fresh=True,
-        actions=(("Place", "w1", RV), ("Create", "w1", UID)),
+        actions=(("Place", "w1", RV), ("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
         outcome=Done(),
     ),
@@ -760,7 +776,7 @@ CASES: dict[str, Case] = {
         obj=job(placed="w1", completions=3, status=AT_REST_ONE_DONE),
         workers=(w("w1", vanished=mirror(job(), status=ONE_DONE_OF_THREE)),),
         fresh=True,
-        actions=(("Log", "warning"), ("Create", "w1", UID)),
+        actions=(("Log", "warning"), ("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Warning", "MirrorVanished"), ("Normal", "Dispatched")),
         outcome=Done(),
     ),
@@ -894,6 +910,7 @@ def _snapshot_of(case: Case) -> Any:
         probed=case.probed,
         deleting=case.deleting,
         admission=case.admission,
+        record=case.record,
     )
 
 
@@ -933,8 +950,8 @@ def test_the_mirror_body_is_the_kinds_mirror_of_the_placed_object() -> None:
     assert body["kind"] == "Job"
     assert body["metadata"]["labels"][ORIGIN_UID_LABEL] == UID
     assert "managedBy" not in body["spec"]
-    # The placement annotation just written travels with it.
-    assert body["metadata"]["annotations"][CLUSTER_ANNOTATION] == "w1"
+    # jobrelay's records on the management object are not the mirror's.
+    assert CLUSTER_ANNOTATION not in body["metadata"]["annotations"]
     (create,) = _of(_plan(jobset(), w("w1"), kind=JOBSET), CreateMirror)
     assert create.body["kind"] == "JobSet"
     assert create.body["spec"]["replicatedJobs"][0]["replicas"] == 2

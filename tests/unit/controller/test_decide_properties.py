@@ -24,6 +24,10 @@ The promises:
     cordoned, not synced, or holding a namesake jobrelay did not create),
     except to keep a live mirror where it already runs;
 (d) deciding is deterministic and leaves its input alone;
+(e) only the mirror jobrelay recorded (or, unrecorded, the current run's on its
+    placed worker) is followed: a forged one (a later run, or off its placement,
+    or not the recorded UID) never leads to a create elsewhere, a placement on
+    its worker, or its deletion while the workload lives;
 and, from the same snapshots: a namesake jobrelay did not create is never
 deleted, a running workload's mirror is never deleted, and a decision never
 asks again for a read it was just given.
@@ -61,12 +65,18 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,
+    MIRRORS_ANNOTATION,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
-from jobrelay.vocabulary.placement import placement_of, placements_of
+from jobrelay.vocabulary.placement import (
+    RecordedMirror,
+    mirror_records,
+    placement_of,
+    placements_of,
+)
 from jobrelay.vocabulary.workercluster import DrainMode
 
 PROPERTY_SETTINGS = settings(max_examples=500, deadline=None, derandomize=True)
@@ -127,7 +137,7 @@ def worker_objects(
         uid,
         UID if which == "this" else OLD_UID,
         draw(st.sampled_from(statuses)),
-        run=draw(st.integers(1, 3)),
+        run=draw(st.integers(1, 4)),  # 4: a later run than any history (forged)
     )
     body["spec"]["suspend"] = draw(st.booleans())
     if draw(st.integers(0, 5)) == 0:
@@ -183,6 +193,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         annotations[CLUSTER_ANNOTATION] = placement
     if draw(st.integers(0, 5)) == 0:
         annotations[REDISPATCH_ANNOTATION] = REDISPATCH_NEVER
+    records = draw(mirror_record_texts(states))
+    if records:
+        annotations[MIRRORS_ANNOTATION] = records
     if annotations:
         obj["metadata"]["annotations"] = annotations
     obj["spec"]["suspend"] = draw(st.integers(0, 3)) == 0
@@ -213,6 +226,25 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     )
 
 
+@st.composite
+def mirror_record_texts(draw: st.DrawFn, states: tuple[WorkerSnapshot, ...]) -> str:
+    """The records of the mirrors jobrelay created: none (placed before they were kept),
+    some of the objects the workers show (any run), or made-up ones."""
+    shown = [
+        (run_of(o), state.name, str(_meta(o)["uid"]))
+        for state in states
+        for o in (state.mirror, state.read, state.vanished)
+        if o is not None and _meta(o).get("labels", {}).get(ORIGIN_UID_LABEL) == UID
+    ]
+    made_up = st.tuples(
+        st.integers(1, 4), st.sampled_from(NAMES), st.sampled_from(["x", "w1-this-a"])
+    )
+    entries = draw(
+        st.lists(st.one_of(st.sampled_from(shown), made_up) if shown else made_up, max_size=3)
+    )
+    return ",".join(f"{run}:{name}:{uid}" for run, name, uid in entries)
+
+
 REFUSED = AdmissionVerdict(
     allowed=False, reason="PodSecurityViolation", message="violates PodSecurity"
 )
@@ -226,31 +258,63 @@ def current_run(s: Snapshot) -> int:
     return len(placements_of(s.obj))
 
 
-def live_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
-    """Whether an object on a worker is a live mirror of the management object's current run."""
+def record_of(s: Snapshot, candidate: JsonObj) -> RecordedMirror | None:
+    assert s.obj is not None
+    return mirror_records(s.obj).get(run_of(candidate))
+
+
+def followed(s: Snapshot, where: str, candidate: JsonObj | None) -> bool:
+    """Whether an object on worker ``where`` is the mirror jobrelay follows: the one it
+    recorded for its run (the current one, or later: edited annotations), or, with no
+    record of the current run, the one on the worker it is placed on."""
+    if candidate is None or s.obj is None:
+        return False
+    if not is_mirror_of(candidate, s.obj, CONTROLLER, "manager"):
+        return False
+    record, run, history = record_of(s, candidate), run_of(candidate), placements_of(s.obj)
+    if record is not None:
+        return record == (where, _meta(candidate)["uid"]) and run >= len(history)
+    return run == len(history) and bool(history) and where == history[-1]
+
+
+def forged(s: Snapshot, where: str, candidate: JsonObj | None) -> bool:
+    """A mirror of this object by its marks that jobrelay did not create (or not there)."""
+    if candidate is None or s.obj is None:
+        return False
+    if not is_mirror_of(candidate, s.obj, CONTROLLER, "manager"):
+        return False
+    return not followed(s, where, candidate) and not stale_mirror(s, where, candidate)
+
+
+def live_mirror(s: Snapshot, where: str, candidate: JsonObj | None) -> bool:
+    """Whether an object on a worker is the followed mirror of the current run, not going."""
     return (
         candidate is not None
-        and s.obj is not None
-        and is_mirror_of(candidate, s.obj, CONTROLLER, "manager")
-        and run_of(candidate) >= current_run(s)
+        and followed(s, where, candidate)
         and not _meta(candidate).get("deletionTimestamp")
         and str(_meta(candidate).get("uid")) not in s.deleting
     )
 
 
-def stale_mirror(s: Snapshot, candidate: JsonObj | None) -> bool:
-    """A mirror of an earlier run of the management object."""
-    return (
-        candidate is not None
-        and s.obj is not None
-        and is_mirror_of(candidate, s.obj, CONTROLLER, "manager")
-        and run_of(candidate) < current_run(s)
+def stale_mirror(s: Snapshot, where: str, candidate: JsonObj | None) -> bool:
+    """A mirror of an earlier run of the management object (recorded there, or unrecorded)."""
+    if candidate is None or s.obj is None:
+        return False
+    if not is_mirror_of(candidate, s.obj, CONTROLLER, "manager"):
+        return False
+    record = record_of(s, candidate)
+    return run_of(candidate) < current_run(s) and (
+        record is None or record == (where, _meta(candidate)["uid"])
     )
 
 
 def holds_live_mirror(s: Snapshot, state: WorkerSnapshot) -> bool:
     """What the reconcile knows best: the fresh read if one was made, else the cache."""
-    return live_mirror(s, state.seen)
+    return live_mirror(s, state.name, state.seen)
+
+
+def holds_forged_mirror(s: Snapshot, state: WorkerSnapshot) -> bool:
+    return forged(s, state.name, state.seen)
 
 
 def holds_namesake(state: WorkerSnapshot) -> bool:
@@ -331,6 +395,7 @@ def check_placements_go_where_the_workload_can_run(s: Snapshot, plan: Plan) -> N
         assert target.connected and target.synced and not target.cordoned
         assert not target.lost and not target.drain
         assert not holds_namesake(target)
+        assert not holds_forged_mirror(s, target)
         assert place.cluster != placement_of(s.obj)
         # A move keeps every earlier placement, in order.
         assert place.history[-1] == place.cluster
@@ -358,11 +423,15 @@ def check_deletes_touch_only_our_mirrors_and_never_a_running_one(s: Snapshot, pl
         assert state.connected, "asks a worker that does not answer"
         for target in targets:
             assert _meta(target)["labels"].get(MIRROR_LABEL), "deletes a namesake"
-            if s.obj is not None and live_mirror(s, target) and not over(s):
-                # Only to move off a draining worker, and waiting for its pods to be gone.
-                assert finishes(s, plan) or (delete.wait_for_pods and state.drain), (
+            if s.obj is not None and live_mirror(s, state.name, target) and not over(s):
+                # Only to move off a draining worker (or off a worker the workload is not
+                # placed on and may not be given), waiting for its pods to be gone.
+                excluded = state.drain or (state.cordoned and state.name != placement_of(s.obj))
+                assert finishes(s, plan) or (delete.wait_for_pods and excluded), (
                     "deletes the mirror of a running workload"
                 )
+            if s.obj is not None and not over(s):
+                assert not forged(s, state.name, target), "deletes a mirror it did not create"
 
 
 def check_earlier_runs_go_from_workers_that_answer(s: Snapshot, plan: Plan) -> None:
@@ -372,7 +441,7 @@ def check_earlier_runs_go_from_workers_that_answer(s: Snapshot, plan: Plan) -> N
     for state in s.workers:
         mirror = state.mirror
         if (
-            stale_mirror(s, mirror)
+            stale_mirror(s, state.name, mirror)
             and mirror is not None
             and state.connected
             and not _meta(mirror).get("deletionTimestamp")
@@ -398,8 +467,25 @@ def check_a_first_placement_only_where_admission_allowed(s: Snapshot, plan: Plan
     if s.obj is None or placements_of(s.obj):
         return
     if any(isinstance(action, Place) for action in plan.actions):
-        adopted = any(live_mirror(s, state.seen) for state in s.workers)
+        adopted = any(live_mirror(s, state.name, state.seen) for state in s.workers)
         assert adopted or (s.admission is not None and s.admission.allowed)
+
+
+def check_forged_mirrors_move_nothing(s: Snapshot, plan: Plan) -> None:
+    """No forged mirror (a later run, any worker; or not the recorded one) leads to a
+    create elsewhere than the placement, or to a placement on its worker."""
+    if s.obj is None:
+        return
+    forgers = {state.name for state in s.workers if holds_forged_mirror(s, state)}
+    history = placements_of(s.obj)
+    for place in of(plan, Place):
+        if history and place.cluster == history[-1] and place.history == history:
+            continue  # an edited placement annotation set back: nothing moves
+        assert place.cluster not in forgers, f"placed on {place.cluster}, which forged a mirror"
+    for create in of(plan, CreateMirror):
+        assert create.cluster not in forgers
+        places = of(plan, Place)
+        assert create.cluster == (places[-1].cluster if places else placement_of(s.obj))
 
 
 def check_new_pods_reach_a_mirror_only_where_admission_allowed(s: Snapshot, plan: Plan) -> None:
@@ -415,6 +501,7 @@ def check_new_pods_reach_a_mirror_only_where_admission_allowed(s: Snapshot, plan
 
 
 CHECKS = (
+    check_forged_mirrors_move_nothing,
     check_never_two_live_mirrors,
     check_status_writes_are_always_legal,
     check_placements_go_where_the_workload_can_run,

@@ -43,7 +43,12 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, ORIGIN_LABEL, PLACEMENTS_ANNOTATION
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    MIRRORS_ANNOTATION,
+    ORIGIN_LABEL,
+    PLACEMENTS_ANNOTATION,
+)
 
 KEY = key_of(JOB)
 JOB_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}"
@@ -551,3 +556,26 @@ async def test_the_observer_hears_nothing_of_writes_that_failed(env: Env) -> Non
     env.worker.cluster.put("jobs", mirror(job()))  # a namesake: the create collides
     assert isinstance(await env.run(create_action(env)), Collided)
     assert heard.calls == []
+
+
+# -- the record of the mirror created -------------------------------------------------
+
+
+async def test_a_created_mirrors_uid_is_recorded_from_the_creates_answer(env: Env) -> None:
+    """Only a recorded mirror is followed: the UID the worker gave the mirror we created,
+    by run, beside the earlier runs' records (a later run's made-up one is dropped)."""
+    stored = env.stored_job()
+    stored["metadata"]["annotations"] = {MIRRORS_ANNOTATION: "1:w9:uid-old,3:w1:made-up"}
+    env.manager.put("jobs", stored)
+    body = JOB.build_mirror(stored, controller_name="jobrelay.dev/relay", origin="manager", run=2)
+    assert await env.run(CreateMirror("w1", body, UID, run=2)) is None
+    created = env.worker.cluster.get("jobs", KEY.key)
+    assert created is not None
+    recorded = env.stored_job()["metadata"]["annotations"][MIRRORS_ANNOTATION]
+    assert recorded == f"1:w9:uid-old,2:w1:{created['metadata']['uid']}"
+
+
+async def test_a_create_that_collides_records_nothing(env: Env) -> None:
+    env.worker.cluster.put("jobs", mirror(job()))
+    assert isinstance(await env.run(create_action(env)), Collided)
+    assert MIRRORS_ANNOTATION not in (env.stored_job()["metadata"].get("annotations") or {})

@@ -52,7 +52,7 @@ from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, MIRRORS_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, Lane, RequeueAfter, Retry, Terminal
 
 KEY = key_of(JOB)
@@ -216,7 +216,7 @@ async def test_terminal_records_a_warning_event_and_no_retry(
     env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(JobKind, "status_violations", lambda _self, _old, _new: ["rule 99"])
-    env.submit(job(placed="w1"))
+    env.submit(job(placed="w1", annotations={MIRRORS_ANNOTATION: "1:w1:m-1"}))
     env.workers["w1"].cache[KEY] = mirror(job(), status=RUNNING)
     answer = await env.reconcile()
     assert isinstance(answer, Terminal) and answer.retry_after is None  # no retry
@@ -225,7 +225,8 @@ async def test_terminal_records_a_warning_event_and_no_retry(
 
 
 async def test_a_moved_annotation_keeps_following_the_running_mirror(env: Env) -> None:
-    env.submit(job(placed="w1"))
+    # Its mirror on w2 is the one jobrelay created (recorded); the annotations were edited.
+    env.submit(job(placed="w1", annotations={MIRRORS_ANNOTATION: "1:w2:m-1"}))
     env.workers["w2"].cache[KEY] = mirror(job(), status=RUNNING)
     assert await env.reconcile() == DONE
     assert [(e.type, e.reason) for e in env.events.recorded] == [("Warning", "PlacementConflict")]
@@ -607,6 +608,14 @@ async def test_a_collision_with_our_own_unseen_mirror_is_no_collision(env: Env) 
     assert await env.reconcile() == DONE
     assert env.events.reasons() == []
     assert env.mirror_on("w1") == ours
+    # Unrecorded (a restart between its create and its record): adopted, once, ...
+    stored = env.stored()
+    assert stored is not None
+    assert stored["metadata"]["annotations"][MIRRORS_ANNOTATION] == "1:w1:m-1"
+    # ... then followed (once the caches show the record and the mirror).
+    env.informer.refresh(env.manager, JOB)
+    env.workers["w1"].cache[KEY] = ours
+    assert await env.reconcile() == DONE
     stored = env.stored()
     assert stored is not None and stored["status"]["active"] == 1  # its status followed
 

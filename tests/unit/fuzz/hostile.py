@@ -26,6 +26,7 @@ from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,
+    MIRRORS_ANNOTATION,
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
     REDISPATCH_ANNOTATION,
@@ -171,8 +172,11 @@ worker_statuses = job_statuses | anything
 
 # -- objects' metadata ------------------------------------------------------------
 
-OUR_KEYS = (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION, REDISPATCH_ANNOTATION)
-annotation_values = st.one_of(odd_text, st.sampled_from(["w1", "w1,w2", "w2,w1,w2", "never"]))
+OUR_KEYS = (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION, REDISPATCH_ANNOTATION, MIRRORS_ANNOTATION)
+annotation_values = st.one_of(
+    odd_text,
+    st.sampled_from(["w1", "w1,w2", "w2,w1,w2", "never", "1:w1:m-1", "2:w2:m-2,1:w1:x", "1:w1:"]),
+)
 # Schema-valid (string to string) but hostile: what any user may write on a Job.
 user_annotations = st.dictionaries(
     st.sampled_from(OUR_KEYS) | odd_text, annotation_values, max_size=6

@@ -10,7 +10,8 @@ test reaches it in microseconds:
   only when no live mirror of it exists anywhere (one that does is followed,
   wherever the annotation points), and only after a fresh read shows it
   unfinished (a lagging cache must not resurrect a finished one);
-- a namesake on a worker that jobrelay did not create is never touched;
+- a namesake on a worker that jobrelay did not create is never touched, and a
+  mirror jobrelay did not create is never followed (mirror_standing.py);
 - the management status follows the mirror's and is never written when the
   kind's rules would refuse it.
 """
@@ -23,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.controller.relay.mirror_standing import Standing, excluded_for, is_current, standing
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
@@ -42,7 +44,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import Finish
-from jobrelay.kinds.mirrors import is_mirror_of, is_ours, origin_uid, run_of
+from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
 from jobrelay.kinds.patches import apply_merge_patch, merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.decision import Decision, place
@@ -57,7 +59,14 @@ from jobrelay.vocabulary.names import (
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
-from jobrelay.vocabulary.placement import placement_of, placements_of, with_placement
+from jobrelay.vocabulary.placement import (
+    mirror_records,
+    placement_of,
+    placements_of,
+    with_placement,
+    with_recorded_mirror,
+    without_records_from,
+)
 from jobrelay.vocabulary.workercluster import DrainMode
 
 
@@ -79,23 +88,26 @@ def decide(s: Snapshot) -> Plan:
     if kind.is_finished(obj):
         # The final status is on the management object: the mirror has served its purpose
         # (kept on request if it is the finished run's own).
-        keep = _Keep(_uid(obj), len(placements_of(obj)), finished_only=True)
-        return Plan(
-            tuple(_deletions(s, keep=keep if s.settings.keep_finished_mirrors else None)),
-            Done(),
-            release=True,
-        )
+        keep = _Keep(finished_only=True) if s.settings.keep_finished_mirrors else None
+        return Plan(tuple(_deletions(s, keep=keep)), Done(), release=True)
     history = placements_of(obj)
-    actions: list[Action] = list(_deletions(s, keep=_Keep(_uid(obj), len(history))))
+    actions: list[Action] = list(_deletions(s, keep=_Keep()))
+    actions.extend(_foreign_reports(s, obj))
 
     cluster = placement_of(obj)
     # A fresh read of a worker, when there is one, is truer than its cache.
-    live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s, run=len(history))]
+    live = [w for w in s.workers if _live_mirror_of(w.seen, obj, s, w.name)]
     if history and live and all(w.name != history[-1] for w in live):
-        # Its mirror runs on a worker its placements do not end with (hand edits of
-        # both annotations): a mirror where they point would run it twice. The one
-        # that runs stays the one followed, and the user is told.
+        # Its recorded mirror runs on a worker its placements do not end with (hand
+        # edits of both annotations): a mirror where they point would run it twice.
+        # The one that runs stays the one followed, and the user is told; unless that
+        # worker is one the workload may not be given: then it is stopped there first.
         elsewhere = live[0].name
+        excluded = excluded_for(live[0], _namespace(obj))
+        if excluded == NAMESPACES_NOT_KNOWN:
+            return Plan(tuple(actions), Retry(f"the namespaces of {elsewhere} are not known yet"))
+        if excluded is not None:
+            return _stop_excluded(live[0], history, excluded, actions)
         message = (
             f"placed on worker cluster {history[-1]} (annotations {CLUSTER_ANNOTATION}, "
             f"{PLACEMENTS_ANNOTATION}) while its mirror runs on {elsewhere}; jobrelay does not "
@@ -107,6 +119,9 @@ def decide(s: Snapshot) -> Plan:
         fixed = (*history[:-1], elsewhere)
         actions.append(Place(elsewhere, _version(obj), fixed))
         return Plan(tuple(actions), Done())
+    going = _followed_going_elsewhere(s, obj, history)
+    if going is not None:
+        return Plan(tuple(actions), Retry(f"waiting for its mirror on {going} to be gone"))
     if history and cluster != history[-1]:
         # The placement annotation belongs to jobrelay: an edit would move the workload
         # while its mirror may run, so it is undone.
@@ -162,8 +177,23 @@ def decide(s: Snapshot) -> Plan:
     seen = worker.seen
     mirror: JsonObj | None = None
     run = len(history)
-    if seen is not None and _is_current(seen, obj, s, run):
+    found = None if seen is None else standing(s, obj, cluster, seen)
+    if found is Standing.ADOPTABLE and seen is not None:
+        # Unrecorded: placed before records were kept, or created just before a restart.
+        # The apiserver's copy may hold the record the cache does not show yet.
+        if not s.fresh:
+            return Plan(tuple(actions), ReadFresh(obj=True))
+        # A step of its own: the record changes the object's version, which the writes
+        # that follow would compare against (its watch event brings the key back).
+        adopted = with_recorded_mirror(obj, run, cluster, str(_meta(seen).get("uid")))
+        actions.append(Annotate({**adopted}))
+        actions.append(Log("info", f"recorded its mirror on {cluster} (run {run}) as its own"))
+        return Plan(tuple(actions), Done())
+    elif found is Standing.FOLLOWED:
         mirror = seen
+    elif found is Standing.FOREIGN:
+        # Not ours to follow nor to delete (reported above): it holds the name there.
+        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
     elif seen is not None and is_ours(seen, s.settings.controller_name, s.settings.origin):
         # An earlier object of this name, or an earlier run of this one, left its mirror:
         # it goes before ours can be created (by the deletions above when the cache
@@ -273,7 +303,11 @@ def _create(
         obj, controller_name=s.settings.controller_name, origin=s.settings.origin,
         run=run, now=s.now,
     )  # fmt: skip
-    actions.append(CreateMirror(cluster, body, _uid(obj) or ""))
+    if any(recorded >= run for recorded in mirror_records(obj)):
+        # This run's record names a mirror that is gone: it goes before another is
+        # created, so that a restart between the create and its record adopts the new one.
+        actions.append(Annotate(without_records_from(obj, run)))
+    actions.append(CreateMirror(cluster, body, _uid(obj) or "", run))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
     return Plan(tuple(actions), Done())
 
@@ -304,7 +338,8 @@ def _end_of_run(
 def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, run: int) -> JsonObj | None:
     """The last state of this run's mirror on ``worker``, if it was deleted there."""
     vanished = worker.vanished
-    if vanished is None or not _is_current(vanished, obj, s, run):
+    del run
+    if vanished is None or not is_current(s, obj, worker.name, vanished):
         return None
     return vanished
 
@@ -335,9 +370,7 @@ def _why_leave(
         return _Leave(stuck, lost=False)
     if not worker.drain or _redispatch_never(obj):
         return None
-    mirror = (
-        worker.seen if _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))) else None
-    )
+    mirror = worker.seen if _live_mirror_of(worker.seen, obj, s, worker.name) else None
     if worker.drain is DrainMode.ALL or mirror is None or not s.kind.has_started(mirror):
         return _Leave(f"worker cluster {cluster} is being drained", lost=False)
     return None
@@ -351,7 +384,7 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | N
     waited = worker.unschedulable_for
     if timeout <= 0 or waited is None or waited < timeout or _redispatch_never(obj):
         return None
-    if not _live_mirror_of(worker.seen, obj, s, run=len(placements_of(obj))):
+    if not _live_mirror_of(worker.seen, obj, s, worker.name):
         return None
     # Started: one of its pods is on a node or running now. Pods that ended (evicted
     # with their node, say) are counted by the mirror and carried over by the move.
@@ -419,7 +452,7 @@ def _move_steps(
             # and moving without that could run the workload twice.
             return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
         mirror = worker.seen
-        if mirror is not None and _is_current(mirror, obj, s, len(history)):
+        if is_current(s, obj, cluster, mirror) and mirror is not None:
             if not _meta(mirror).get("deletionTimestamp") and _uid(mirror) not in s.deleting:
                 actions.append(
                     _delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
@@ -565,17 +598,30 @@ def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
 
 _NAMESAKE = "holds a namesake jobrelay did not create"
 _LEAVING = "the workload is leaving it"
+_FORGED = "holds a mirror of this workload that jobrelay did not create"
 
 
 def _foreign_holders(s: Snapshot) -> dict[str, str]:
-    """The workers a fresh read showed holding a namesake jobrelay did not create."""
-    return {
+    """The workers a fresh read showed holding a namesake jobrelay did not create, and
+    those holding a mirror of this workload jobrelay did not create (never placed there)."""
+    holders = {
         w.name: _NAMESAKE
         for w in s.workers
         if w.read_done
         and w.read is not None
         and not is_ours(w.read, s.settings.controller_name, s.settings.origin)
     }
+    obj = s.obj
+    for w in s.workers:
+        seen = w.seen
+        if (
+            obj is not None
+            and seen is not None
+            and w.name not in holders
+            and standing(s, obj, w.name, seen) is Standing.FOREIGN
+        ):
+            holders[w.name] = _FORGED
+    return holders
 
 
 # -- placement --------------------------------------------------------------------------
@@ -704,35 +750,74 @@ def _bounded(text: str) -> str:
     return f"{text[: NOT_PLACED_LIMIT - 40]}... ({len(text) - NOT_PLACED_LIMIT + 40} more)"
 
 
-def _is_current(mirror: JsonObj, obj: JsonObj, s: Snapshot, run: int) -> bool:
-    """Whether ``mirror`` is this object's mirror of its current run (``run``).
-
-    A mirror of an earlier run (left on a worker the workload moved away from)
-    is never followed. One that claims a later run than the placements count
-    (hand-edited annotations) is taken as current rather than deleted.
-    """
-    return (
-        is_mirror_of(mirror, obj, s.settings.controller_name, s.settings.origin)
-        and run_of(mirror) >= run
-    )
-
-
-def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot, *, run: int) -> bool:
+def _live_mirror_of(mirror: JsonObj | None, obj: JsonObj, s: Snapshot, where: str) -> bool:
+    """Whether ``mirror`` on ``where`` is the one followed, and not going."""
     return (
         mirror is not None
-        and _is_current(mirror, obj, s, run)
+        and is_current(s, obj, where, mirror)
         and not _meta(mirror).get("deletionTimestamp")
         and str(_meta(mirror).get("uid")) not in s.deleting
     )
 
 
+def _followed_going_elsewhere(s: Snapshot, obj: JsonObj, history: tuple[str, ...]) -> str | None:
+    """The worker, off its placement, where its followed mirror is being deleted: nothing
+    runs where it is placed until that one is gone (never two runs at once). One that
+    does not answer cannot say when: it is not waited for (its return deletes it)."""
+    if not history:
+        return None
+    for worker in s.workers:
+        seen = worker.seen
+        if (
+            worker.name != history[-1]
+            and worker.connected
+            and seen is not None
+            and standing(s, obj, worker.name, seen) is Standing.FOLLOWED
+            and not _live_mirror_of(seen, obj, s, worker.name)
+        ):
+            return worker.name
+    return None
+
+
+def _stop_excluded(
+    worker: WorkerSnapshot, history: tuple[str, ...], excluded: str, actions: list[Action]
+) -> Plan:
+    """Its recorded mirror runs off its placement, on a worker it may not be given: that
+    run is stopped (its pods gone first) and the workload stays where it is placed."""
+    message = (
+        f"placed on worker cluster {history[-1]} (annotations {CLUSTER_ANNOTATION}, "
+        f"{PLACEMENTS_ANNOTATION}) while its mirror runs on {worker.name}; {excluded}, so "
+        f"it is not placed there: its mirror there is stopped and it runs on {history[-1]}"
+    )
+    actions.append(RecordEvent("Warning", "PlacementConflict", message))
+    actions.append(Log("warning", message))
+    if worker.connected and worker.seen is not None:
+        actions.append(_delete(worker.name, worker.seen, excluded, wait_for_pods=True))
+    return Plan(tuple(actions), Retry(f"waiting for its mirror on {worker.name} to be gone"))
+
+
+def _foreign_reports(s: Snapshot, obj: JsonObj) -> Iterator[Action]:
+    """Tell of every object that carries this workload's marks but that jobrelay did not
+    create: it is left alone, neither followed nor deleted."""
+    for worker in s.workers:
+        seen = worker.seen
+        if seen is None or standing(s, obj, worker.name, seen) is not Standing.FOREIGN:
+            continue
+        kind = s.kind.ref.kind
+        message = (
+            f"worker cluster {worker.name} has a {kind} {s.key.key} (uid "
+            f"{_meta(seen).get('uid')}, run {run_of(seen)}) that carries this {kind}'s marks "
+            f"but that jobrelay did not create: it is not followed and left alone"
+        )
+        yield RecordEvent("Warning", "ForeignMirror", message)
+        yield Log("warning", message)
+
+
 @dataclass(frozen=True, slots=True)
 class _Keep:
-    """The mirrors a deletion pass spares: this object's, of runs from ``run`` on
-    (only finished ones, with ``finished_only``)."""
+    """A deletion pass spares the mirror followed (only a finished one, with
+    ``finished_only``); foreign ones are never deleted while the object lives."""
 
-    uid: str | None
-    run: int
     finished_only: bool = False
 
 
@@ -742,28 +827,31 @@ def _deletions(s: Snapshot, *, keep: _Keep | None) -> Iterator[DeleteMirror]:
     Workers that do not answer are skipped: their mirrors are deleted when they
     answer again (their return brings every key they hold back).
     """
+    obj = s.obj
     for worker in s.workers:
         mirror = worker.mirror
         if mirror is None or _meta(mirror).get("deletionTimestamp") or not worker.connected:
             continue
         if str(_meta(mirror).get("uid")) in s.deleting:
             continue
-        ours = keep is not None and origin_uid(mirror) == keep.uid
-        if (
-            ours
-            and keep is not None
-            and run_of(mirror) >= keep.run
-            and (not keep.finished_only or s.kind.is_finished(mirror))
-        ):
-            continue
-        if s.obj is None or _meta(s.obj).get("deletionTimestamp"):
+        if obj is None or _meta(obj).get("deletionTimestamp"):
             why = f"its management {s.kind.ref.kind} is gone"
-        elif not ours and origin_uid(mirror) != _uid(s.obj):
+        elif origin_uid(mirror) != _uid(obj):
             why = "it belongs to an earlier object of this name"
-        elif s.kind.is_finished(s.obj):
-            why = f"its {s.kind.ref.kind} has finished"
         else:
-            why = "it belongs to an earlier run, on a worker the workload has left"
+            found = standing(s, obj, worker.name, mirror)
+            if found is Standing.FOREIGN:
+                continue
+            if (
+                found in (Standing.FOLLOWED, Standing.ADOPTABLE)
+                and keep is not None
+                and (not keep.finished_only or s.kind.is_finished(mirror))
+            ):
+                continue
+            if s.kind.is_finished(obj):
+                why = f"its {s.kind.ref.kind} has finished"
+            else:
+                why = "it belongs to an earlier run, on a worker the workload has left"
         yield _delete(worker.name, mirror, why)
 
 

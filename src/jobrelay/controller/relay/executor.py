@@ -48,6 +48,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.placement import with_recorded_mirror
 
 _log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class Executor:
             namespace_ensured = True
         while True:
             try:
-                await worker.client.create(kind.ref, action.body)
+                created = await worker.client.create(kind.ref, action.body)
                 break
             except ApiError as error:
                 if error.is_already_exists:
@@ -213,6 +214,15 @@ class Executor:
             action.cluster,
             extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
         )
+        # Recorded from the create's own answer, not from a cache: this is the one mirror
+        # followed. Should this write not happen (a restart), the next decision adopts the
+        # mirror of this run on this worker, once (decide.py).
+        uid = Meta(created).uid
+        if uid:
+            record: dict[str, str | None] = {
+                **with_recorded_mirror(obj, action.run, action.cluster, uid)
+            }
+            await self._annotate(key, kind, Annotate(record))
         return None
 
     def _rejected(

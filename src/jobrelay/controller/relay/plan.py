@@ -58,11 +58,14 @@ class Place:
 
 @dataclass(frozen=True, slots=True)
 class CreateMirror:
-    """Create ``body`` on ``cluster`` (its namespace too, when allowed and missing)."""
+    """Create ``body`` on ``cluster`` (its namespace too, when allowed and missing), then
+    record its UID on the management object as run ``run``'s mirror: only a recorded
+    mirror is followed."""
 
     cluster: str
     body: JsonObj
     origin_uid: str
+    run: int = 1
 
 
 @dataclass(frozen=True, slots=True)

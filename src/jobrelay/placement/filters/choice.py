@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobrelay.placement.model import Cluster, Request
-from jobrelay.placement.workload import CLUSTER_SELECTOR_ANNOTATION, CLUSTERS_ANNOTATION
+from jobrelay.vocabulary.names import CLUSTER_SELECTOR_ANNOTATION, CLUSTERS_ANNOTATION
 
 
 class JobClusters:
