@@ -31,6 +31,21 @@ def checked_origin(_ctx: click.Context, _param: click.Parameter, value: str | No
     return value
 
 
+def checked_kind_names(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """A ``--kind`` callback: each value must be ``Kind.version.group`` (exit 2 otherwise)."""
+    from jobrelay.kinds import KindError  # imported when a command runs, not at start-up
+    from jobrelay.kinds.catalog import parse_kind_name
+
+    for value in values:
+        try:
+            parse_kind_name(value)
+        except KindError as error:
+            raise click.BadParameter(str(error)) from error
+    return values
+
+
 def manager_options(func: Any) -> Any:
     """--kubeconfig/--context of the management cluster (default: like kubectl)."""
     func = click.option("--context", default=None, help="Context of the management kubeconfig.")(

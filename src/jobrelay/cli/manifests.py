@@ -6,8 +6,7 @@ import re
 
 import click
 
-from jobrelay.kinds import KindError
-from jobrelay.kinds.catalog import parse_kind_name
+from jobrelay.cli.common import checked_kind_names
 from jobrelay.manifests.admission_policy import (
     CONTROLLER_NAMESPACE,
     CONTROLLER_SERVICE_ACCOUNT,
@@ -15,18 +14,6 @@ from jobrelay.manifests.admission_policy import (
     admission_policy_yaml,
 )
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
-
-
-def _kind_name(
-    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-) -> tuple[str, ...]:
-    for value in values:
-        try:
-            parse_kind_name(value)
-        except KindError as error:
-            raise click.BadParameter(str(error)) from error
-    return values
-
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -56,7 +43,7 @@ def manifests() -> None:
 
 
 @manifests.command("admission-policy")
-@click.option("--kind", "kinds", multiple=True, callback=_kind_name, metavar="Kind.version.group",
+@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group",
               help="A kind the controller dispatches (repeatable, as `jobrelay run --kind`); "
                    f"default: {', '.join(DEFAULT_POLICY_KINDS)}. A kind without an adapter "
                    "is matched under its conventional plural.")  # fmt: skip

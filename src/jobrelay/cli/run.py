@@ -12,7 +12,12 @@ import click
 import uvloop
 
 from jobrelay.cli.apiflags import api_options
-from jobrelay.cli.common import checked_origin, manager_client, manager_options
+from jobrelay.cli.common import (
+    checked_kind_names,
+    checked_origin,
+    manager_client,
+    manager_options,
+)
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
     DEFAULTS,
@@ -21,8 +26,6 @@ from jobrelay.controller.options import (
     LeaderElectionSettings,
 )
 from jobrelay.fleet import workerclusters
-from jobrelay.kinds import KindError
-from jobrelay.kinds.catalog import parse_kind_name
 from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
@@ -41,17 +44,6 @@ def _default(path: str) -> Any:
     for name in path.split("."):
         value = getattr(value, name)
     return value
-
-
-def _kind_name(
-    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
-) -> tuple[str, ...]:
-    for value in values:
-        try:
-            parse_kind_name(value)
-        except KindError as error:
-            raise click.BadParameter(str(error)) from error
-    return values
 
 
 def _lease_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -77,7 +69,7 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               help="This management cluster's identity, the label jobrelay.dev/origin on every "
                    "mirror: managers sharing a worker only touch mirrors of their own origin "
                    "[default: the UID of the manager's kube-system namespace].")  # fmt: skip
-@click.option("--kind", "kinds", multiple=True, callback=_kind_name, metavar="Kind.version.group",
+@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group",
               help="A workload kind to dispatch (repeatable); default: "
                    f"{', '.join(_default('kinds.names'))}. Job.v1.batch and "
                    "JobSet.v1alpha2.jobset.x-k8s.io have adapters of their own; any other CRD "
