@@ -282,7 +282,7 @@ def _create(
         # Placed by hand there, or the namespace changed hands since: never into it.
         leave = _Leave(f"worker cluster {cluster}: {closed}", lost=False)
         return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
-    vanished = _vanished_mirror(s, obj, worker, run)
+    vanished = _vanished_mirror(s, obj, worker)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
     was_running = kind.has_run(obj) and kind.shows_running(obj)
     ended = _end_of_run(s, obj, vanished, cluster, actions)
@@ -335,10 +335,9 @@ def _end_of_run(
     return write
 
 
-def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, run: int) -> JsonObj | None:
+def _vanished_mirror(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> JsonObj | None:
     """The last state of this run's mirror on ``worker``, if it was deleted there."""
     vanished = worker.vanished
-    del run
     if vanished is None or not is_current(s, obj, worker.name, vanished):
         return None
     return vanished
@@ -452,7 +451,7 @@ def _move_steps(
             # and moving without that could run the workload twice.
             return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
         mirror = worker.seen
-        if is_current(s, obj, cluster, mirror) and mirror is not None:
+        if mirror is not None and is_current(s, obj, cluster, mirror):
             if not _meta(mirror).get("deletionTimestamp") and _uid(mirror) not in s.deleting:
                 actions.append(
                     _delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
@@ -461,9 +460,7 @@ def _move_steps(
     if not s.fresh:
         # The status decides what the next run carries over: the apiserver's, not the cache's.
         return Plan(tuple(actions), ReadFresh(obj=True))
-    vanished = (
-        None if worker is None or leave.lost else _vanished_mirror(s, obj, worker, len(history))
-    )
+    vanished = None if worker is None or leave.lost else _vanished_mirror(s, obj, worker)
     ended = _end_of_run(s, obj, vanished, cluster, actions)
     if isinstance(ended, Plan):
         return ended
