@@ -92,6 +92,10 @@ def decide(s: Snapshot) -> Plan:
         return Plan(tuple(_deletions(s, keep=keep)), Done(), release=True)
     history = placements_of(obj)
     actions: list[Action] = list(_deletions(s, keep=_Keep()))
+    if not s.fresh and _any_foreign(s, obj):
+        # The management object's cache may lag our own writes (the placement and the
+        # record of a mirror just created): only a fresh read makes a mirror foreign.
+        return Plan(tuple(actions), ReadFresh(obj=True))
     actions.extend(_foreign_reports(s, obj))
 
     cluster = placement_of(obj)
@@ -791,6 +795,13 @@ def _stop_excluded(
     if worker.connected and worker.seen is not None:
         actions.append(_delete(worker.name, worker.seen, excluded, wait_for_pods=True))
     return Plan(tuple(actions), Retry(f"waiting for its mirror on {worker.name} to be gone"))
+
+
+def _any_foreign(s: Snapshot, obj: JsonObj) -> bool:
+    return any(
+        w.seen is not None and standing(s, obj, w.name, w.seen) is Standing.FOREIGN
+        for w in s.workers
+    )
 
 
 def _foreign_reports(s: Snapshot, obj: JsonObj) -> Iterator[Action]:
