@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
 	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || \
-	  { $(PYTHON) -m pip install -q --require-hashes -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
+	  { $(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
 
 # Pin every package (and its hashes) after a change of pyproject.toml's dependencies;
