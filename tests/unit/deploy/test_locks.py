@@ -85,6 +85,8 @@ def test_the_two_locks_agree_on_every_shared_package() -> None:
 
 
 def test_ci_and_the_image_install_from_the_locks() -> None:
-    assert "--require-hashes --no-deps -r requirements/dev.lock" in (ROOT / ".ci" / "run").read_text()
+    assert (
+        "--require-hashes --no-deps -r requirements/dev.lock" in (ROOT / ".ci" / "run").read_text()
+    )
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     assert "--require-hashes --no-deps -r requirements/runtime.lock" in dockerfile
