@@ -12,7 +12,9 @@ before the record was kept have none, and their one current mirror is adopted.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from jobrelay.vocabulary.meta import Meta, with_annotations
@@ -80,10 +82,19 @@ class RecordedMirror(NamedTuple):
 _MAX_RECORDED_RUN = 100_000
 
 
-def mirror_records(obj: Mapping[str, Any] | None) -> dict[int, RecordedMirror]:
+def mirror_records(obj: Mapping[str, Any] | None) -> Mapping[int, RecordedMirror]:
     """The mirrors recorded on the object, by run; malformed entries are left out (the
     annotation may have been edited: an entry that cannot be read records nothing)."""
     text = Meta(obj).annotation(MIRRORS_ANNOTATION) or ""
+    # One decision asks about each worker's mirror several times: a text of the length
+    # jobrelay writes is read once; a longer one (not jobrelay's) is not kept.
+    return _cached_records(text) if len(text) <= _CACHED_LENGTH else _read_records(text)
+
+
+_CACHED_LENGTH = 1024
+
+
+def _read_records(text: str) -> Mapping[int, RecordedMirror]:
     records: dict[int, RecordedMirror] = {}
     for entry in text.split(","):
         run, _, rest = entry.strip().partition(":")
@@ -96,7 +107,10 @@ def mirror_records(obj: Mapping[str, Any] | None) -> dict[int, RecordedMirror]:
         number = int(run)
         if 1 <= number <= _MAX_RECORDED_RUN:
             records[number] = RecordedMirror(cluster, uid)
-    return records
+    return MappingProxyType(records)
+
+
+_cached_records = functools.lru_cache(maxsize=4096)(_read_records)
 
 
 def with_recorded_mirror(
