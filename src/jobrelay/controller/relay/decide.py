@@ -118,8 +118,7 @@ def decide(s: Snapshot) -> Plan:
             f"move a running workload behind its own back and keeps following the mirror on "
             f"{elsewhere}, and records it as the placement"
         )
-        actions.append(RecordEvent("Warning", "PlacementConflict", message))
-        actions.append(Log("warning", message))
+        actions.extend(_warning("PlacementConflict", message))
         fixed = (*history[:-1], elsewhere)
         actions.append(Place(elsewhere, _version(obj), fixed))
         return Plan(tuple(actions), Done())
@@ -134,8 +133,7 @@ def decide(s: Snapshot) -> Plan:
             f"{cluster or '(nothing)'}: set back to {history[-1]}. To move a workload, drain "
             f"its worker (jobrelay clusters drain {history[-1]}), or delete and re-create it"
         )
-        actions.append(RecordEvent("Warning", "PlacementRestored", message))
-        actions.append(Log("warning", message))
+        actions.extend(_warning("PlacementRestored", message))
         actions.append(Place(history[-1], _version(obj), history))
         return Plan(tuple(actions), Done())
 
@@ -301,8 +299,7 @@ def _create(
             f"the mirror on worker cluster {cluster} was deleted outside jobrelay: running "
             f"again there, with what earlier runs did carried over"
         )
-        actions.append(RecordEvent("Warning", "MirrorVanished", message))
-        actions.append(Log("warning", message))
+        actions.extend(_warning("MirrorVanished", message))
     body = kind.build_mirror(
         obj, controller_name=s.settings.controller_name, origin=s.settings.origin,
         run=run, now=s.now,
@@ -562,8 +559,7 @@ def _collision(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, actions: list[
         f"worker cluster {worker.name} already has a {kind} {key.key} that jobrelay did not "
         f"create; it is left alone and this {kind} is placed elsewhere"
     )
-    actions.append(RecordEvent("Warning", "NameCollision", message))
-    actions.append(Log("warning", message))
+    actions.extend(_warning("NameCollision", message))
     placed = _placement(s, obj, foreign, actions)
     if isinstance(placed, Plan):
         return placed
@@ -592,8 +588,7 @@ def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
         return Plan(tuple(actions), ReadFresh(admission=True))
     if verdict.allowed:
         return None
-    actions.append(RecordEvent("Warning", verdict.reason, verdict.message))
-    actions.append(Log("warning", verdict.message))
+    actions.extend(_warning(verdict.reason, verdict.message))
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
 
 
@@ -790,11 +785,15 @@ def _stop_excluded(
         f"{PLACEMENTS_ANNOTATION}) while its mirror runs on {worker.name}; {excluded}, so "
         f"it is not placed there: its mirror there is stopped and it runs on {history[-1]}"
     )
-    actions.append(RecordEvent("Warning", "PlacementConflict", message))
-    actions.append(Log("warning", message))
+    actions.extend(_warning("PlacementConflict", message))
     if worker.connected and worker.seen is not None:
         actions.append(_delete(worker.name, worker.seen, excluded, wait_for_pods=True))
     return Plan(tuple(actions), Retry(f"waiting for its mirror on {worker.name} to be gone"))
+
+
+def _warning(reason: str, message: str) -> tuple[RecordEvent, Log]:
+    """A Warning Event on the workload, and the same in the controller's log."""
+    return RecordEvent("Warning", reason, message), Log("warning", message)
 
 
 def _any_foreign(s: Snapshot, obj: JsonObj) -> bool:
@@ -817,8 +816,7 @@ def _foreign_reports(s: Snapshot, obj: JsonObj) -> Iterator[Action]:
             f"{_meta(seen).get('uid')}, run {run_of(seen)}) that carries this {kind}'s marks "
             f"but that jobrelay did not create: it is not followed and left alone"
         )
-        yield RecordEvent("Warning", "ForeignMirror", message)
-        yield Log("warning", message)
+        yield from _warning("ForeignMirror", message)
 
 
 @dataclass(frozen=True, slots=True)
