@@ -146,12 +146,14 @@ def up(
 
 @fleet.command()
 def build() -> None:
-    """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet runs."""
+    """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet
+    runs, and the helm builds the chart's tests use."""
     try:
         found = resolver.resolve(_progress)
+        tools = resolver.resolve_tools(_progress)
     except BinaryError as error:
         raise click.ClickException(str(error)) from error
-    for name, path in vars(found).items():
+    for name, path in (vars(found) | vars(tools)).items():
         click.echo(f"{name:<24} {path}")
 
 

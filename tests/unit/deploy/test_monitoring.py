@@ -1,4 +1,4 @@
-"""deploy/prometheus-rules.yaml and deploy/grafana-dashboard.json name only metrics jobrelay exposes."""
+"""The chart's files/prometheus-rules.yaml and files/grafana-dashboard.json name only metrics jobrelay exposes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 from jobrelay.controller.instrument import Instruments
 from jobrelay.observe.metrics import ControllerState, exposed_names
 
-DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "charts" / "jobrelay" / "files"
 _METRIC = re.compile(r"\bjobrelay_[a-z0-9_]+\b")
 # The deployment's own port and the alerts jobrelay's README promises operators.
 REQUIRED_ALERTS = {
@@ -30,8 +30,7 @@ def _exposed() -> frozenset[str]:
 
 def _rules() -> list[dict[str, Any]]:
     document = yaml.safe_load((DEPLOY / "prometheus-rules.yaml").read_text())
-    assert document["kind"] == "PrometheusRule"
-    return [rule for group in document["spec"]["groups"] for rule in group["rules"]]
+    return [rule for group in document["groups"] for rule in group["rules"]]
 
 
 def _dashboard_expressions() -> list[str]:
@@ -69,7 +68,7 @@ def test_dashboard_panels_do_not_overlap() -> None:
 
 
 def test_the_deployment_names_the_metrics_port() -> None:
-    deployment = yaml.safe_load((DEPLOY / "deployment.yaml").read_text())
+    deployment = yaml.safe_load((DEPLOY.parents[2] / "deploy" / "deployment.yaml").read_text())
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert {"name": "metrics", "containerPort": 8080} in container["ports"]
     assert "--metrics-address=:8080" in container["args"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.etcd_binary import etcd
+from jobrelay.localfleet.binaries.helm_binary import helm
 from jobrelay.localfleet.binaries.jobset_build import jobset
 from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir
 from jobrelay.localfleet.binaries.kwok_binary import kwok
@@ -38,4 +39,18 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
         kwok=kwok_binary,
         jobset_controller=jobset_controller,
         jobset_manifests=jobset_manifests,
+    )
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What the tests use besides the fleet: helm of both majors, for the chart."""
+
+    helm: Path
+    helm4: Path
+
+
+def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
+    return Tools(
+        helm=helm(progress, build=build, major=3), helm4=helm(progress, build=build, major=4)
     )

@@ -26,9 +26,9 @@ def version_of(binary: Path, flag: str = "--version") -> str:
     return (result.stdout + result.stderr).strip()
 
 
-def checked_version(binary: Path, *, hint: str) -> str:
+def checked_version(binary: Path, *, hint: str, argument: str = "--version") -> str:
     try:
-        return version_of(binary)
+        return version_of(binary, argument)
     except BinaryError as error:
         raise BinaryError(f"{error} ({hint})") from error
 

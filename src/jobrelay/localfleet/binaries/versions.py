@@ -10,6 +10,8 @@ KWOK_VERSION = "v0.7.0"
 # spec.managedBy names another controller, as releases since at least v0.5 do.
 JOBSET_VERSION = "v0.11.0"
 JOBSET_MODULE = "sigs.k8s.io/jobset"
+# The chart is tested with both majors (Helm 4 renders Helm 3 charts; apiVersion v2).
+HELM_VERSIONS = {3: "v3.22.0", 4: "v4.3.1"}
 
 
 def minor_of(version: str) -> str:

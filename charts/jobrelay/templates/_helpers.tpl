@@ -1,0 +1,71 @@
+{{/* The chart's name. */}}
+{{- define "jobrelay.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The name of every object of the release (63 characters at most). */}}
+{{- define "jobrelay.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's namespace. */}}
+{{- define "jobrelay.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride -}}
+{{- end -}}
+
+{{/* The controller's ServiceAccount. */}}
+{{- define "jobrelay.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "jobrelay.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's identity, as the apiserver names it (admission policies match it). */}}
+{{- define "jobrelay.username" -}}
+{{- printf "system:serviceaccount:%s:%s" (include "jobrelay.namespace" .) (include "jobrelay.serviceAccountName" .) -}}
+{{- end -}}
+
+{{- define "jobrelay.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "jobrelay.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "jobrelay.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "jobrelay.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: jobrelay
+{{- end -}}
+
+{{/* The image reference: repository@digest, else repository:tag (appVersion by default). */}}
+{{- define "jobrelay.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The plural resource of a kinds entry ({name: Kind.version.group, resource: ...}). */}}
+{{- define "jobrelay.kindResource" -}}
+{{- $parts := splitList "." .name -}}
+{{- default (printf "%ss" (lower (first $parts))) .resource -}}
+{{- end -}}
+
+{{/* The API group of a kinds entry ("" for the core group is not a workload kind). */}}
+{{- define "jobrelay.kindGroup" -}}
+{{- $parts := splitList "." .name -}}
+{{- join "." (rest (rest $parts)) -}}
+{{- end -}}
