@@ -11,6 +11,9 @@ import pytest
 from jobrelay.manifests.admission_policy import admission_policy_documents, policy_kinds
 from tests.chart_render import by_kind_and_name, chart_tools, render
 
+# helm only, no fleet: an integration test because it needs the helm build.
+pytestmark = pytest.mark.integration
+
 CASES = [
     # (release, namespace, values, service account, kinds, controller name)
     ("jobrelay", "jobrelay-system", {}, "jobrelay", ["Job.v1.batch"], "jobrelay.dev/relay"),

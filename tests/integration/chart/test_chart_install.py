@@ -76,7 +76,7 @@ def chart_of_commit(commit: str, destination: Path) -> Path:
 
 
 class Helm:
-    """helm 3 on the fleet's manager, for one release in one namespace."""
+    """helm (3 or 4) on the fleet's manager, for one release in one namespace."""
 
     def __init__(self, binary: Path, kubeconfig: Path, release: str, namespace: str, work: Path):
         self.binary, self.kubeconfig = binary, kubeconfig
@@ -173,11 +173,14 @@ def _keys(documents: list[dict[str, Any]]) -> set[tuple[str, str]]:
     return {(d["kind"], d["metadata"]["name"]) for d in documents}
 
 
+@pytest.mark.parametrize("major", [3, 4], ids=["helm3", "helm4"])
 async def test_install_upgrade_from_the_previous_version_and_uninstall(
-    fleet: FleetHandle, tmp_path: Path
+    fleet: FleetHandle, tmp_path: Path, major: int
 ) -> None:
     namespace = f"relay-chart-{uuid.uuid4().hex[:6]}"
-    helm = Helm(chart_tools().helm, fleet.kubeconfig("manager"), "relay", namespace, tmp_path)
+    tools = chart_tools()
+    binary = tools.helm if major == 3 else tools.helm4
+    helm = Helm(binary, fleet.kubeconfig("manager"), "relay", namespace, tmp_path)
     previous = previous_chart_version()
     if previous:
         commit, version = previous

@@ -15,6 +15,9 @@ from jobrelay.manifests.admission_policy import policy_kinds
 from jobrelay.relayapi.rules import API_CONFIGMAP
 from tests.chart_render import chart_tools, render
 
+# helm only, no fleet: an integration test because it needs the helm build.
+pytestmark = pytest.mark.integration
+
 ANY = None  # any namespace, or a name not known in advance
 CRD = workerclusters.crd_manifest()["metadata"]["name"]
 
