@@ -64,7 +64,7 @@ async def install_crd(client: ApiClient, *, timeout: float = 30.0) -> None:
 
 async def ensure_namespace(client: ApiClient, namespace: str) -> None:
     """Create ``namespace`` unless it exists. Read first: the controller may get
-    namespaces but not create them (deploy/ creates its namespace), and RBAC refuses
+    namespaces but not create them (helm creates its namespace), and RBAC refuses
     a create before the apiserver could answer AlreadyExists."""
     try:
         await client.get(NAMESPACES, namespace)

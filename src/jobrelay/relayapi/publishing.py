@@ -4,7 +4,7 @@ The server's certificate (given, or self-signed for every name the controller ma
 be reached by), the manager's client CA that callers' certificates are checked
 against, the URL clients use, and the ConfigMap ``<--namespace>/jobrelay-api``
 (keys ``address`` and ``ca.crt``) that says so, readable by every authenticated
-user (deploy/rbac.yaml); only the leader writes it.
+user (the chart's api-reader Role); only the leader writes it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ class ApiSettings:
     """The read-only HTTPS API of remote logs and the mirror view (jobrelay.relayapi)."""
 
     # HOST:PORT to serve it on; "" serves none (opt-in, like the probes: two local
-    # replicas never collide; deploy/deployment.yaml sets :8443). Port 0 picks one.
+    # replicas never collide; the Helm chart sets :8443). Port 0 picks one.
     address: str = ""
     # The URL published for clients; "" derives it from the bound address.
     url: str = ""
