@@ -13,8 +13,9 @@ from typing import Any
 
 import yaml
 
-from jobrelay.fleet import serviceaccount
+from jobrelay.fleet import serviceaccount, workerclusters
 from jobrelay.kinds.catalog import kinds_from_names
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import NAMESPACES, SECRETS
 from jobrelay.localfleet.binaries.resolver import Tools, resolve_tools
 from jobrelay.vocabulary.resource import Resource
@@ -127,3 +128,30 @@ def without_release_labels(obj: Mapping[str, Any]) -> dict[str, Any]:
     for key in RELEASE_LABELS:
         labels.pop(key, None)
     return dict(copied)
+
+
+async def mint_token(
+    client: ApiClient, namespace: str, account: str, *, seconds: int = 3600
+) -> str:
+    """A token of ServiceAccount ``namespace/account`` from the TokenRequest API, as
+    `kubectl create token` gets one."""
+    token_requests = Resource(
+        "", "v1", f"serviceaccounts/{account}/token", "TokenRequest", namespaced=True
+    )
+    answer = await client.create(
+        token_requests,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"expirationSeconds": seconds}},
+        namespace=namespace,
+    )  # fmt: skip
+    token: str = answer["status"]["token"]
+    return token
+
+
+def token_kubeconfig(admin_kubeconfig: Path, cluster: str, user: str, token: str) -> dict[str, Any]:
+    """A kubeconfig with the server and CA (inline) of ``admin_kubeconfig``'s current cluster
+    and only ``token`` as the user: what a worker admin hands the manager."""
+    inlined = workerclusters.inline_kubeconfig(admin_kubeconfig)
+    return serviceaccount.worker_kubeconfig(
+        cluster, inlined["clusters"][0]["cluster"], token, serviceaccount.WorkerAccount(name=user)
+    )
