@@ -67,6 +67,13 @@ class Fleet:
     kubeconfigs: dict[str, Path]
 
 
+@dataclass
+class People:
+    """A kubeconfig file per person (the module's roles, bindings and ServiceAccounts)."""
+
+    kubeconfigs: dict[str, Path]
+
+
 async def cli(kubeconfig: Path, *args: str) -> tuple[int, str]:
     """`python -m jobrelay ARGS` as a user runs it, with only $KUBECONFIG pointing at
     ``kubeconfig``: exit code and output."""
@@ -114,14 +121,26 @@ async def aggregated(manager: ApiClient, role: str, verb: str) -> bool:
     )
 
 
-@pytest.fixture
-async def people(
-    fleet: FleetHandle, clients: dict[str, ApiClient], tmp_path: Path
-) -> AsyncIterator[Fleet]:
-    manager = clients["manager"]
+@pytest.fixture(scope="module")
+async def everyone(
+    fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[People]:
+    """The chart's roles applied, and the people bound, once for the module (the
+    aggregation controller then settles once)."""
     suffix = uuid.uuid4().hex[:6]
     namespace = f"people-{suffix}"
-    worker = f"people-{suffix}"
+    tmp_path = tmp_path_factory.mktemp("people")
+    async with (
+        fleet.client("manager") as manager,
+        bound(fleet, manager, namespace, suffix, tmp_path) as people,
+    ):
+        yield people
+
+
+@contextlib.asynccontextmanager
+async def bound(
+    fleet: FleetHandle, manager: ApiClient, namespace: str, suffix: str, tmp_path: Path
+) -> AsyncIterator[People]:
     rendered = render(
         MANAGER_CHART,
         {"fullnameOverride": f"jobrelay-{suffix}", "kinds": KINDS,
@@ -153,11 +172,6 @@ async def people(
                 patch_type=PatchType.APPLY, field_manager="people-rbac-test", force=True,
             )  # fmt: skip
             made.append(obj)
-        await manager.create(WORKER_CLUSTERS, {
-            "apiVersion": WORKER_CLUSTERS.api_version, "kind": WORKER_CLUSTERS.kind,
-            "metadata": {"name": worker},
-            "spec": {"kubeconfigSecretRef": {"name": workerclusters.secret_name(worker)}},
-        })  # fmt: skip
         for role, verb in (("view", "list"), ("edit", "patch"), ("admin", "delete")):
 
             async def done(role: str = role, verb: str = verb) -> bool:
@@ -175,10 +189,8 @@ async def people(
                 )
             )
             kubeconfigs[person] = path
-        yield Fleet(worker, kubeconfigs)
+        yield People(kubeconfigs)
     finally:
-        with contextlib.suppress(ApiError):
-            await manager.delete(WORKER_CLUSTERS, worker)
         for obj in reversed(made):
             with contextlib.suppress(ApiError):
                 await manager.delete(
@@ -187,6 +199,22 @@ async def people(
                 )  # fmt: skip
         with contextlib.suppress(ApiError):
             await manager.delete(NAMESPACES, namespace)
+
+
+@pytest.fixture
+async def people(everyone: People, clients: dict[str, ApiClient]) -> AsyncIterator[Fleet]:
+    """A WorkerCluster of the test's own, pointing nowhere; deleted after."""
+    worker = f"people-{uuid.uuid4().hex[:6]}"
+    await clients["manager"].create(WORKER_CLUSTERS, {
+        "apiVersion": WORKER_CLUSTERS.api_version, "kind": WORKER_CLUSTERS.kind,
+        "metadata": {"name": worker},
+        "spec": {"kubeconfigSecretRef": {"name": workerclusters.secret_name(worker)}},
+    })  # fmt: skip
+    try:
+        yield Fleet(worker, everyone.kubeconfigs)
+    finally:
+        with contextlib.suppress(ApiError):
+            await clients["manager"].delete(WORKER_CLUSTERS, worker)
 
 
 async def spec_of(manager: ApiClient, worker: str) -> dict[str, Any]:

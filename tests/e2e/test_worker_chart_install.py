@@ -66,7 +66,8 @@ async def policy_in_force(kubeconfig: dict[str, object]) -> None:
             await worker.create(JOBS, job_manifest("probe", suspend=True), namespace="default",
                                 dry_run=True)  # fmt: skip
         except ApiError as error:
-            return error.code in POLICY_REFUSAL
+            # The policy's refusal, not RBAC's (whose cache may lag the new binding).
+            return error.code in POLICY_REFUSAL and "ValidatingAdmissionPolicy" in str(error)
         return False
 
     async with ApiClient.from_kubeconfig_dict(kubeconfig, cluster=WORKER) as worker:
