@@ -78,6 +78,7 @@ class ControllerProcess:
         *,
         workers: Sequence[str],
         extra_args: Sequence[str] = (),
+        install_crds: bool = True,
     ) -> None:
         self.argv = [
             sys.executable, "-m", "jobrelay", "run",
@@ -85,6 +86,8 @@ class ControllerProcess:
             "--log-format", "json",
             # A free port on loopback: never :8080, never two replicas on one port.
             "--metrics-address", "127.0.0.1:0",
+            # The fleet's admin keeps the CRD current with the code under test.
+            *(["--install-crds"] if install_crds else []),
             *extra_args,
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig
