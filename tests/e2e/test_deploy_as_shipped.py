@@ -217,7 +217,9 @@ async def installed(
     """Every rendered object but the Deployment applied; removed after (the CRDs stay:
     the fleet's own is the same)."""
     manager = clients["manager"]
-    # A namespace left terminating by an earlier run must be gone before it is made again.
+    # One left by an earlier run (even one stopped before its teardown) is removed first.
+    with contextlib.suppress(ApiError):
+        await manager.delete(NAMESPACES, CHART_NAMESPACE)
     await eventually(lambda: gone(manager, NAMESPACES, CHART_NAMESPACE), timeout=120,
                      what=f"namespace {CHART_NAMESPACE} gone")  # fmt: skip
     namespace = {
