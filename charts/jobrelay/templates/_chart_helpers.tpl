@@ -8,11 +8,6 @@
 {{- default "jobrelay" $name -}}
 {{- end -}}
 
-{{/* The API certificate's Secret (DEPLOYMENT_INTERFACE). */}}
-{{- define "jobrelay.apiSecretName" -}}
-{{- default (printf "%s-api-tls" (include "jobrelay.fullname" .)) .Values.api.certificate.secretName -}}
-{{- end -}}
-
 {{/* A CEL string literal (single quotes), as manifests/admission_policy.py writes one. */}}
 {{- define "jobrelay.celString" -}}
 {{- printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'") -}}

@@ -21,6 +21,10 @@ class ApiSettings:
     # Serving certificate and key (PEM files); none: a self-signed one made at start.
     cert_file: str = ""
     key_file: str = ""
+    # The CA (PEM file) clients verify the serving certificate against, published in the
+    # ConfigMap jobrelay-api: one CA for every replica (the chart's Secret's ca.crt).
+    # None: the serving certificate itself.
+    ca_file: str = ""
     # Pod log streams one user may hold open at once (--all-pods: one per pod).
     max_streams_per_user: int = 100
     # Pod log streams from one worker at once: the size of its own pool for users' streams.
