@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 # The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
-	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || \
+	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy, build, pipx" 2>/dev/null || \
 	  { $(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
 	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
 
