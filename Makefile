@@ -7,16 +7,19 @@ PYTEST_ARGS ?=
 
 # The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
-	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || \
+	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy, build, pipx" 2>/dev/null || \
 	  { $(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
 	@(command -v etcd && command -v bwrap) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server bubblewrap)
 
 # Pin every package (and its hashes) after a change of pyproject.toml's dependencies;
-# the image installs requirements/runtime.lock, CI requirements/dev.lock.
+# the image installs requirements/runtime.lock (and builds jobrelay's wheel with the backend of
+# requirements/build.lock), CI requirements/dev.lock.
 LOCK = uv pip compile pyproject.toml --python-version 3.11 --universal --generate-hashes -q
+BUILD_REQUIRES = $(PYTHON) -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires']))"
 lock:
 	$(LOCK) -o requirements/runtime.lock
 	$(LOCK) --extra dev -o requirements/dev.lock
+	$(BUILD_REQUIRES) | uv pip compile - --python-version 3.11 --universal --generate-hashes -q -o requirements/build.lock
 
 build: deps
 	$(PYTHON) -m jobrelay fleet build

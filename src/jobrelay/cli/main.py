@@ -75,6 +75,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 }  # fmt: skip
 
 
+# Absent from the container image: `fleet` and `demo` need it.
+LOCAL_FLEET_PACKAGE = "jobrelay.localfleet"
+
+
 def _short_help(text: str, limit: int = 45) -> str:
     """``text`` cut to ``limit`` as click cuts a command's own short help (through a bare
     Command, click's public way: its helper function is deprecated)."""
@@ -91,7 +95,18 @@ class LazyGroup(click.Group):
         found = SUBCOMMANDS.get(cmd_name)
         if found is None:
             return None
-        command = getattr(importlib.import_module(found.module), found.attribute)
+        try:
+            module = importlib.import_module(found.module)
+        except ModuleNotFoundError as missing:
+            if not (missing.name or "").startswith(LOCAL_FLEET_PACKAGE):
+                raise
+            # The container image leaves the local fleet out: one line, not an ImportError.
+            raise click.ClickException(
+                f"`jobrelay {cmd_name}` needs the local fleet ({LOCAL_FLEET_PACKAGE}), which "
+                "this installation leaves out (the container image does): install the jobrelay "
+                "package (pip or pipx) to run it"
+            ) from None
+        command = getattr(module, found.attribute)
         assert isinstance(command, click.Command), found
         return command
 

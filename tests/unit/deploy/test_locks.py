@@ -88,5 +88,5 @@ def test_ci_and_the_image_install_from_the_locks() -> None:
     assert (
         "--require-hashes --no-deps -r requirements/dev.lock" in (ROOT / ".ci" / "run").read_text()
     )
-    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--require-hashes --no-deps -r requirements/runtime.lock" in dockerfile

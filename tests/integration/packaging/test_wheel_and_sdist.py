@@ -1,0 +1,139 @@
+"""`python -m build` makes the wheel and the sdist, and `pipx install` of the wheel gives
+working `jobrelay` and `kubectl-jobrelay` executables (issue 22, Packaging).
+
+The build runs without isolation (the dev lock's setuptools and wheel), from a copy of the
+source tree so nothing is left in the checkout. pipx then installs the wheel with
+`--no-index` from a wheelhouse holding exactly the versions of requirements/runtime.lock,
+downloaded hash-checked from the configured index (pip's cache serves a second run): the
+install resolves the wheel's own dependency metadata, and only the locked versions can
+satisfy it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+VERSION_LINE = "version = "
+
+
+def _version() -> str:
+    for line in (ROOT / "pyproject.toml").read_text().splitlines():
+        if line.startswith(VERSION_LINE):
+            return line.removeprefix(VERSION_LINE).strip('"')
+    raise AssertionError("pyproject.toml has no version")
+
+
+def _run(*command: str | Path, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [str(part) for part in command], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, (
+        f"{' '.join(map(str, command))} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+    )
+    out = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source)
+    return out
+
+
+def _wheel(dist: Path) -> Path:
+    return dist / f"jobrelay-{_version()}-py3-none-any.whl"
+
+
+def test_the_wheel_holds_the_package_data_the_license_and_no_tests(dist: Path) -> None:
+    names = set(zipfile.ZipFile(_wheel(dist)).namelist())
+    info = f"jobrelay-{_version()}.dist-info"
+    for needed in (
+        "jobrelay/py.typed",
+        "jobrelay/fleet/workercluster-crd.yaml",
+        "jobrelay/localfleet/kwok-stages.yaml",
+        "jobrelay/cli/main.py",
+        f"{info}/licenses/LICENSE",
+        f"{info}/entry_points.txt",
+    ):
+        assert needed in names, f"the wheel lacks {needed}"
+    assert not [name for name in names if name.startswith(("tests/", "bench/"))]
+    metadata = zipfile.ZipFile(_wheel(dist)).read(f"{info}/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata
+    entry_points = zipfile.ZipFile(_wheel(dist)).read(f"{info}/entry_points.txt").decode()
+    assert "jobrelay = jobrelay.cli.main:main" in entry_points
+    assert "kubectl-jobrelay = jobrelay.cli.main:plugin_main" in entry_points
+
+
+def test_the_sdist_holds_the_source_the_license_and_the_package_data(dist: Path) -> None:
+    top = f"jobrelay-{_version()}"
+    with tarfile.open(dist / f"{top}.tar.gz") as sdist:
+        names = set(sdist.getnames())
+    for needed in (
+        "LICENSE",
+        "README.md",
+        "pyproject.toml",
+        "src/jobrelay/fleet/workercluster-crd.yaml",
+    ):
+        assert f"{top}/{needed}" in names, f"the sdist lacks {needed}"
+
+
+@pytest.fixture(scope="module")
+def pipx_home(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
+    _run(
+        sys.executable, "-m", "pip", "download", "-q", "--require-hashes", "--no-deps",
+        "-r", ROOT / "requirements" / "runtime.lock", "-d", wheelhouse,
+    )  # fmt: skip
+    home = tmp_path_factory.mktemp("pipx")
+    env = _clean_env()
+    env |= {
+        "PIPX_HOME": str(home),
+        "PIPX_BIN_DIR": str(home / "bin"),
+        "PIPX_MAN_DIR": str(home / "man"),
+    }
+    _run(
+        sys.executable, "-m", "pipx", "install", "--python", sys.executable,
+        f"--pip-args=--no-index --find-links {wheelhouse}", _wheel(dist), env=env,
+    )  # fmt: skip
+    yield home
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without PYTHONPATH: the installed executables must run the wheel's
+    code, not the checkout's."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
+def test_pipx_install_of_the_wheel_gives_working_executables(pipx_home: Path) -> None:
+    env = _clean_env()
+    pipx_bin = pipx_home / "bin"
+    helped = _run(pipx_bin / "jobrelay", "--help", env=env)
+    assert "dispatch Kubernetes Jobs" in helped
+    assert (
+        _run(pipx_bin / "jobrelay", "--version", env=env).strip()
+        == f"jobrelay, version {_version()}"
+    )
+    if "\n  version " in helped:  # the `version` verb (issue 22's CLI part)
+        assert _version() in _run(pipx_bin / "jobrelay", "version", "--client", env=env)
+    assert "Usage: kubectl jobrelay" in _run(pipx_bin / "kubectl-jobrelay", "--help", env=env)
+    # They run the installed wheel, not this checkout, with every dependency it declares.
+    python = pipx_home / "venvs" / "jobrelay" / "bin" / "python"
+    located = _run(python, "-c", "import jobrelay; print(jobrelay.__file__)", env=env)
+    assert Path(located.strip()).is_relative_to(pipx_home), located
+    _run(sys.executable, "-m", "pip", "--python", python, "check", env=env)
