@@ -14,11 +14,6 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # Pages and headings other parts of issue 22 write, merged beside this one: tolerated only
 # while they do not exist (once they do, they are checked like any other).
-WRITTEN_ELSEWHERE = {
-    "docs/add-a-worker.md",
-    "charts/jobrelay/README.md",
-    "docs/performance.md#sizing",
-}
 _LINK = re.compile(r"!?\[(?:[^\]]|\][^(])*?\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
 _CODE = re.compile(r"`[^`\n]*`")
@@ -69,15 +64,9 @@ def test_every_relative_link_reaches_a_file_and_its_heading(page: Path) -> None:
         resolved = (page.parent / path_part).resolve() if path_part else page
         name = str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else target
         if not resolved.exists():
-            if name not in WRITTEN_ELSEWHERE:
-                broken.append(f"{target}: no such file")
+            broken.append(f"{target}: no such file")
             continue
-        if (
-            anchor
-            and resolved.suffix == ".md"
-            and anchor not in anchors(resolved.read_text())
-            and f"{name}#{anchor}" not in WRITTEN_ELSEWHERE
-        ):
+        if anchor and resolved.suffix == ".md" and anchor not in anchors(resolved.read_text()):
             broken.append(f"{target}: no heading #{anchor} in {name}")
     assert not broken, f"{page.relative_to(ROOT)}: {broken}"
 
