@@ -11,6 +11,7 @@ from jobrelay.localfleet.binaries.helm_binary import helm
 from jobrelay.localfleet.binaries.jobset_build import jobset
 from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir
 from jobrelay.localfleet.binaries.kwok_binary import kwok
+from jobrelay.localfleet.binaries.promtool_binary import promtool
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,17 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
 
 @dataclass(frozen=True)
 class Tools:
-    """What the tests use besides the fleet: helm of both majors, for the chart."""
+    """What the tests use besides the fleet: helm of both majors, for the chart; promtool,
+    for the alert rules."""
 
     helm: Path
     helm4: Path
+    promtool: Path
 
 
 def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
     return Tools(
-        helm=helm(progress, build=build, major=3), helm4=helm(progress, build=build, major=4)
+        helm=helm(progress, build=build, major=3),
+        helm4=helm(progress, build=build, major=4),
+        promtool=promtool(progress, build=build),
     )
