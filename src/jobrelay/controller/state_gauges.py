@@ -27,7 +27,6 @@ from jobrelay.observe.metrics import (
 )
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.units import CPU
-from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["HELD_REASONS", "StateGauges", "capacity_figures", "held_reason"]
 
@@ -118,16 +117,19 @@ class StateGauges:
         before: dict[tuple[str, str], tuple[str, State]] = self._states
         now: dict[tuple[str, str], tuple[str, State]] = {}
         for name, runtime in self._kinds.items():
-            for obj in runtime.objects.values():
-                meta = Meta(obj)
-                at, version = (name, meta.key), meta.resource_version
-                known = before.get(at)
+            tally: Counter[State] = Counter()
+            for key, obj in runtime.objects.items():
+                # Read at every scrape for every object: plain lookups, no Meta.
+                version = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                known = before.get((name, key))
                 if known is not None and known[0] == version and version:
                     state = known[1]
                 else:
                     state = standing(runtime.kind, obj).state
-                now[at] = (version, state)
-                counts[name, state.value] += 1
+                now[name, key] = (version, state)
+                tally[state] += 1
+            for state, count in tally.items():
+                counts[name, state.value] = count
         self._states = now
         return counts
 

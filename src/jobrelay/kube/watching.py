@@ -166,6 +166,9 @@ class Informer:
     def values(self) -> list[dict[str, Any]]:
         return list(self._cache.values())
 
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(self._cache.items())
+
     def __len__(self) -> int:
         return len(self._cache)
 

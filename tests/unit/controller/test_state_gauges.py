@@ -19,8 +19,8 @@ class _Objects:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = objects
 
-    def values(self) -> list[dict[str, Any]]:
-        return self.objects
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(f"ns/{o['metadata']['name']}", o) for o in self.objects]
 
 
 class _Runtime:
