@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 deps:
 	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy" 2>/dev/null || \
 	  { $(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
-	@command -v etcd >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server)
+	@(command -v etcd && command -v bwrap) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server bubblewrap)
 
 # Pin every package (and its hashes) after a change of pyproject.toml's dependencies;
 # the image installs requirements/runtime.lock, CI requirements/dev.lock.

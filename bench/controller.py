@@ -71,6 +71,7 @@ class ControllerProcess:
             "json",
             "--metrics-address",
             "127.0.0.1:0",
+            "--install-crds",  # the local fleet's admin: the CRD of the code measured
             *self.extra_args,
         ]
 

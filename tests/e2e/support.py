@@ -78,6 +78,7 @@ class ControllerProcess:
         *,
         workers: Sequence[str],
         extra_args: Sequence[str] = (),
+        install_crds: bool = True,
     ) -> None:
         self.argv = [
             sys.executable, "-m", "jobrelay", "run",
@@ -85,6 +86,8 @@ class ControllerProcess:
             "--log-format", "json",
             # A free port on loopback: never :8080, never two replicas on one port.
             "--metrics-address", "127.0.0.1:0",
+            # The fleet's admin keeps the CRD current with the code under test.
+            *(["--install-crds"] if install_crds else []),
             *extra_args,
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig
@@ -221,7 +224,7 @@ class ControllerProcess:
             raise RuntimeError("controller was never started")
         if process.poll() is None:
             self.mark(f"sending {signal.Signals(sig).name} to pid {process.pid}")
-            process.send_signal(sig)
+            self._signal(sig)
         try:
             code = await asyncio.to_thread(process.wait, timeout)
         except subprocess.TimeoutExpired:
@@ -233,6 +236,11 @@ class ControllerProcess:
             ) from None
         self.mark(f"pid {process.pid} exited with code {code}")
         return code
+
+    def _signal(self, sig: int) -> None:
+        """Deliver ``sig`` to the controller (a wrapper, e.g. a sandbox, sends it further)."""
+        assert self.process is not None
+        self.process.send_signal(sig)
 
     async def restart(self, manager: ApiClient | None = None, sig: int = signal.SIGKILL) -> None:
         await self.kill(sig)

@@ -1,4 +1,4 @@
-"""deploy/admission-policy.yaml on the local fleet's manager (a v1.35 apiserver).
+"""The chart's admission policies on the local fleet's manager (a v1.35 apiserver).
 
 The policies name the controller's ServiceAccount; here the controller runs
 with the fleet's admin certificate (user ``jobrelay-admin``), so the loaded
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +33,7 @@ from jobrelay.vocabulary.names import (
     PLACEMENTS_ANNOTATION,
 )
 from jobrelay.vocabulary.resource import Resource
+from tests.chart_render import chart_tools, helm_template_text
 from tests.e2e.support import Relay
 from tests.e2e.test_generic_kind import GROUP as SLEEPER_GROUP
 from tests.e2e.test_generic_kind import SLEEPERS
@@ -43,7 +43,8 @@ from tests.kubetools import eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
 
-POLICY_FILE = Path(__file__).parents[2] / "deploy" / "admission-policy.yaml"
+# The chart's kinds for this test: Job and JobSet (the placement policy matches both).
+CHART_VALUES = {"kinds": [{"name": "Job.v1.batch"}, {"name": "JobSet.v1alpha2.jobset.x-k8s.io"}]}
 DEPLOYED_CONTROLLER = "system:serviceaccount:jobrelay-system:jobrelay"
 TEST_CONTROLLER = "jobrelay-admin"  # the admin client certificate's CN
 TOKEN_USER = "jobrelay-token-admin"
@@ -59,6 +60,15 @@ PLACEMENT_REFUSAL = "only the jobrelay controller may place a Job"
 POD_REFUSAL = "may create Pods only as a dry run"
 RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
 
+
+def chart_policies() -> str:
+    """templates/admission-policies.yaml as `helm template` renders it."""
+    return helm_template_text(
+        chart_tools().helm, CHART_VALUES, release="jobrelay", namespace="jobrelay-system",
+        extra=("--show-only", "templates/admission-policies.yaml"),
+    )  # fmt: skip
+
+
 Probe = Callable[[], Awaitable[bool]]  # True: the request was refused by the policy
 
 
@@ -66,8 +76,9 @@ def policy_documents(
     policy: str, controller: str, shipped: str | None = None
 ) -> list[dict[str, Any]]:
     """The policy named ``policy`` and its binding, naming ``controller`` as the controller,
-    from ``shipped`` (the text of the policies; default deploy/admission-policy.yaml)."""
-    text = (shipped or POLICY_FILE.read_text()).replace(DEPLOYED_CONTROLLER, controller)
+    from ``shipped`` (the text of the policies; default: the chart's, installed as release
+    ``jobrelay`` in jobrelay-system)."""
+    text = (shipped or chart_policies()).replace(DEPLOYED_CONTROLLER, controller)
     documents = [doc for doc in yaml.safe_load_all(text) if doc]
     chosen = [doc for doc in documents if doc["metadata"]["name"] == policy]
     assert [doc["kind"] for doc in chosen] == [POLICIES.kind, BINDINGS.kind]

@@ -28,7 +28,7 @@ import yaml
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.localfleet.binaries import BinaryError
-from jobrelay.localfleet.binaries.resolver import resolve_tools
+from jobrelay.localfleet.binaries.promtool_binary import promtool as built_promtool
 from tests.e2e.support import Relay, Replica
 from tests.kubetools import eventually, job_manifest
 from tests.promseries import input_series, samples_of
@@ -64,7 +64,7 @@ async def replicas(fleet: FleetHandle, tmp_path: Path) -> AsyncIterator[dict[str
 @pytest.fixture(scope="module")
 def promtool() -> Path:
     try:
-        return resolve_tools(build=False).promtool
+        return built_promtool(print, build=False)
     except BinaryError as error:
         pytest.fail(f"promtool is needed to judge the alerts: {error}")
 

@@ -1,51 +1,72 @@
-"""The controller on the manager with exactly the RBAC and admission policies deploy/ ships.
+"""The chart installed as shipped, and the controller run the way its pod would run it.
 
-Every other e2e module runs jobrelay with the fleet's admin certificate. Here it
-runs as the ServiceAccount ``jobrelay-system/jobrelay`` of ``deploy/rbac.yaml``
-(a TokenRequest token, in a kubeconfig of its own), with ``deploy/namespace.yaml``,
-``deploy/rbac.yaml`` and ``deploy/admission-policy.yaml`` applied as
-``kubectl apply -k deploy/`` would: unmodified, but for the namespace the
-kustomization sets on namespaced objects and on ServiceAccount subjects. So
-anything the controller needs and the RBAC lacks shows up as a 403 in its log,
-and both policies act on the identity they name.
+``helm template`` of ``charts/jobrelay`` (a real Helm, the one ``jobrelay fleet build``
+builds) into the namespace ``jobrelay-shipped`` (not ``jobrelay-system``: nothing may
+name that by itself) with the Job and JobSet kinds. Every rendered object but the
+Deployment is applied to the local manager as rendered (its CRDs too; kinds whose
+CRDs the manager lacks, the monitoring and cert-manager ones, are left out and
+named); the namespace is created as ``helm install --create-namespace`` would,
+labelled to enforce Pod Security ``restricted``, and the workers' kubeconfig
+Secrets are copied into it as ``jobrelay clusters add --namespace`` would.
 
-The module starts its own controller (not the ``controller`` fixture): only one
-controller of a name may run on the manager at a time, and modules run one
-after another. Everything applied is deleted afterwards, the policies seen
-lifted, except the namespace ``jobrelay-system``, which the fleet registers its
-workers in.
+Then the Deployment's container runs under bubblewrap (``tests/e2e/podsandbox.py``):
+its args and env (fieldRefs resolved: POD_IP=127.0.0.1), uid/gid 65532 in a user
+namespace without capabilities, the root filesystem read-only, only the chart's
+volumes writable (a 16 MiB tmpfs at /tmp; the api-tls Secret's keys read-only), and
+in-cluster credentials of the chart's ServiceAccount (a TokenRequest token, the
+manager's CA and the namespace at /var/run/secrets/kubernetes.io/serviceaccount,
+KUBERNETES_SERVICE_HOST/PORT the manager's). It must become ready (/readyz), lead
+(the Lease), relay a Job and a JobSet, and serve its API with the chart's
+certificate (an authenticated logs request, verified against the Secret's
+ca.crt under the Service's name). Any 403 in its log is an RBAC gap of the chart;
+the chart's admission policies are in force and act on the identity they name.
+
+The chart's ports are set to free ones (the sandbox shares the host's network,
+where other fleets run). Separately: the rendered pod template, as a Pod, passes a
+server-side dry run in a namespace enforcing ``restricted``, and is refused there
+without its seccompProfile (so the check bites).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import copy
 import json
 import re
+import ssl
+import subprocess
+import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
 from jobrelay.controller.options import lease_name_for
-from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE, secret_name
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import JOBS, LEASES, NAMESPACES, PODS, SECRETS
+from jobrelay.kube.resources import CONFIGMAPS, JOBS, LEASES, NAMESPACES, PODS, SECRETS
+from jobrelay.localfleet import ports
+from jobrelay.localfleet.binaries import BinaryError, resolver
+from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
+from tests.e2e.podsandbox import PodFacts, PodFiles, SandboxedPod, host_tree, pod_command
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
 from tests.e2e.test_admission_policy import (
-    DEPLOYED_CONTROLLER,
     PLACEMENT_REFUSAL,
     POD_REFUSAL,
     RUN_FOREVER,
     TOKEN_USER,
-    applied,
     managed_job,
     pod_manifest,
     refused_by_policy,
@@ -57,31 +78,20 @@ from tests.kubetools import eventually, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
 
-DEPLOY = Path(__file__).parents[2] / "deploy"
-SHIPPED = ("namespace.yaml", "rbac.yaml")  # admission-policy.yaml: applied() of each policy
-SERVICE_ACCOUNT = "jobrelay"
-# Both kinds deploy/rbac.yaml has rules for (deploy/deployment.yaml's default is Jobs only).
-CONTROLLER_KINDS = ["--kind", "Job.v1.batch", "--kind", JobSetKind.ref.name]
-
+CHART = Path(__file__).parents[2] / "charts" / "jobrelay"
+SOURCE = Path(__file__).parents[2] / "src"
+RELEASE = "shipped"
+CHART_NAMESPACE = "jobrelay-shipped"
+KINDS = [
+    {"name": "Job.v1.batch", "resource": "jobs"},
+    {"name": JobSetKind.ref.name, "resource": JobSetKind.ref.plural},
+]
+# Rendered only with their operators' CRDs, which the local manager does not have.
+NOT_ON_THE_MANAGER = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "Issuer"}
 LEASE = lease_name_for(DEFAULT_CONTROLLER_NAME)
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
-RBAC = "rbac.authorization.k8s.io"
-KINDS = {
-    resource.kind: resource
-    for resource in (
-        NAMESPACES,
-        SERVICE_ACCOUNTS,
-        Resource(RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
-        Resource(RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
-        Resource(RBAC, "v1", "roles", "Role", namespaced=True),
-        Resource(RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True),
-    )
-}
-# The TokenRequest subresource (POST .../serviceaccounts/NAME/token) as a creatable
-# resource: ApiClient has no create on subresources, and only this test needs one.
-TOKEN_REQUESTS = Resource(
-    "", "v1", f"serviceaccounts/{SERVICE_ACCOUNT}/token", "TokenRequest", namespaced=True
-)
+# The image's entrypoint `jobrelay`: this interpreter with the checkout's package.
+ENTRYPOINT = (sys.executable, "-m", "jobrelay")
+POLICIES = "validatingadmissionpolicies"
 # An apiserver refusal anywhere in the controller's log (its ApiError "403 Forbidden: ...",
 # the apiserver's '... is forbidden: User ... cannot ...').
 _REFUSED = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
@@ -92,61 +102,316 @@ _NOT_MESSAGES = frozenset({"time", "ts", "timestamp", "asctime", "created"})
 _POD_SECURITY_VERDICT = 'violates PodSecurity "restricted'
 
 
-def shipped_documents(file: str) -> list[dict[str, Any]]:
-    """The objects of ``deploy/FILE`` as ``kubectl apply -k deploy/`` creates them."""
-    documents = [doc for doc in yaml.safe_load_all((DEPLOY / file).read_text()) if doc]
-    for doc in documents:
-        if KINDS[doc["kind"]].namespaced:
-            doc["metadata"]["namespace"] = DEFAULT_NAMESPACE
-        for subject in doc.get("subjects") or ():
-            if subject["kind"] == "ServiceAccount":
-                subject.setdefault("namespace", DEFAULT_NAMESPACE)
-    return documents
+# -- the chart, rendered ----------------------------------------------------------------
 
 
-async def apply(manager: ApiClient, doc: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class Rendered:
+    documents: list[dict[str, Any]]
+    health_port: int
+    metrics_port: int
+    api_port: int
+
+    def one(self, kind: str, name: str | None = None) -> dict[str, Any]:
+        found = [
+            d
+            for d in self.documents
+            if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+        ]
+        assert len(found) == 1, f"{len(found)} {kind} {name or ''} rendered"
+        return found[0]
+
+    @property
+    def deployment(self) -> dict[str, Any]:
+        return self.one("Deployment")
+
+    @property
+    def service_account(self) -> str:
+        return str(self.one("ServiceAccount")["metadata"]["name"])
+
+    @property
+    def api_secret(self) -> dict[str, Any]:
+        volumes = self.deployment["spec"]["template"]["spec"]["volumes"]
+        name = next(v["secret"]["secretName"] for v in volumes if v["name"] == "api-tls")
+        return self.one("Secret", name)
+
+
+def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
+    """``helm template`` of the chart, with the Job and JobSet kinds and free ports."""
+    try:
+        helm = resolver.resolve_tools(build=False).helm
+    except BinaryError as error:  # CI builds it first: a missing helm fails, never skips
+        pytest.fail(str(error))
+    health, metrics, api = ports.pick(3)
+    values = directory / "values.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "kinds": KINDS,
+                "health": {"port": health},
+                "monitoring": {"port": metrics},
+                "api": {"port": api},
+            }
+        )
+    )
+    answer = subprocess.run(
+        [str(helm), "template", RELEASE, str(CHART), "--namespace", namespace,
+         "--include-crds", "--values", str(values)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert answer.returncode == 0, f"helm template failed: {answer.stderr}"
+    documents = [doc for doc in yaml.safe_load_all(answer.stdout) if doc]
+    return Rendered(documents, health, metrics, api)
+
+
+@pytest.fixture
+def rendered(tmp_path: Path) -> Rendered:
+    return render_chart(tmp_path)
+
+
+# -- applying it ------------------------------------------------------------------------
+
+
+async def resource_of(manager: ApiClient, doc: dict[str, Any]) -> Resource | None:
+    """The resource of ``doc``'s kind from discovery; None when the manager does not serve it."""
+    group, _, version = doc["apiVersion"].rpartition("/")
+    try:
+        served = await manager.discover(group, version)
+    except ApiError as error:
+        if error.is_not_found:
+            return None
+        raise
+    for item in served:
+        if item.get("kind") == doc["kind"] and "/" not in item["name"]:
+            return Resource(group, version, item["name"], doc["kind"], bool(item["namespaced"]))
+    return None
+
+
+async def apply(manager: ApiClient, resource: Resource, doc: dict[str, Any]) -> None:
     await manager.patch(
-        KINDS[doc["kind"]], doc["metadata"]["name"], doc,
-        namespace=doc["metadata"].get("namespace"), patch_type=PatchType.APPLY,
-        field_manager=FIELD_MANAGER, force=True,
+        resource, doc["metadata"]["name"], doc, namespace=doc["metadata"].get("namespace"),
+        patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
     )  # fmt: skip
 
 
-async def granted(request: Awaitable[object]) -> bool:
-    """False while RBAC refuses the request; NotFound counts as granted."""
+@dataclass
+class Installed:
+    applied: list[tuple[str, str]]  # (kind, name) of every object applied, in order
+    left_out: list[str]  # kinds rendered but not served by the manager
+
+
+async def gone(manager: ApiClient, resource: Resource, name: str) -> bool:
     try:
-        await request
+        await manager.get(resource, name)
     except ApiError as error:
-        if error.code == 403:
-            return False
-        if not error.is_not_found:
-            raise
-    return True
+        if error.is_not_found:
+            return True
+        raise
+    return False
 
 
-def manager_kubeconfig(fleet: FleetHandle, token: str) -> dict[str, Any]:
-    """A kubeconfig for the manager with its CA inline and the ServiceAccount's token."""
-    admin = yaml.safe_load(fleet.kubeconfig("manager").read_text())
-    cluster = admin["clusters"][0]["cluster"]
-    ca = (fleet.kubeconfig("manager").parent / cluster["certificate-authority"]).read_bytes()
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "manager",
-                "cluster": {
-                    "server": cluster["server"],
-                    "certificate-authority-data": base64.b64encode(ca).decode(),
-                },
-            }
-        ],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
-        "contexts": [
-            {"name": "manager", "context": {"cluster": "manager", "user": SERVICE_ACCOUNT}}
-        ],
-        "current-context": "manager",
+@pytest.fixture
+async def installed(
+    rendered: Rendered, clients: dict[str, ApiClient], fleet: FleetHandle
+) -> AsyncIterator[Installed]:
+    """Every rendered object but the Deployment applied; removed after (the CRDs stay:
+    the fleet's own is the same)."""
+    manager = clients["manager"]
+    # One left by an earlier run (even one stopped before its teardown) is removed first.
+    with contextlib.suppress(ApiError):
+        await manager.delete(NAMESPACES, CHART_NAMESPACE)
+    await eventually(lambda: gone(manager, NAMESPACES, CHART_NAMESPACE), timeout=120,
+                     what=f"namespace {CHART_NAMESPACE} gone")  # fmt: skip
+    namespace = {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": CHART_NAMESPACE, "labels": RESTRICTED},
+    }  # fmt: skip
+    await manager.create(NAMESPACES, namespace)
+    applied: list[tuple[Resource, dict[str, Any]]] = []
+    left_out: list[str] = []
+    try:
+        for worker in fleet.workers:  # as `jobrelay clusters add --namespace` would
+            secret = await manager.get(SECRETS, secret_name(worker), namespace=DEFAULT_NAMESPACE)
+            copied = {
+                "apiVersion": "v1", "kind": "Secret", "type": secret.get("type", "Opaque"),
+                "metadata": {"name": secret_name(worker), "namespace": CHART_NAMESPACE},
+                "data": secret["data"],
+            }  # fmt: skip
+            await manager.create(SECRETS, copied, namespace=CHART_NAMESPACE)
+        for doc in rendered.documents:
+            if doc["kind"] == "Deployment":
+                continue
+            resource = await resource_of(manager, doc)
+            if resource is None:
+                left_out.append(doc["kind"])
+                continue
+            await apply(manager, resource, doc)
+            applied.append((resource, doc))
+        yield Installed([(d["kind"], d["metadata"]["name"]) for _, d in applied], left_out)
+    finally:
+        for resource, doc in reversed(applied):
+            if doc["kind"] == "CustomResourceDefinition":
+                continue
+            with contextlib.suppress(ApiError):
+                await manager.delete(
+                    resource, doc["metadata"]["name"], namespace=doc["metadata"].get("namespace")
+                )
+        with contextlib.suppress(ApiError):
+            await manager.delete(NAMESPACES, CHART_NAMESPACE)
+
+
+# -- the pod ----------------------------------------------------------------------------
+
+
+def manager_ca_and_address(fleet: FleetHandle) -> tuple[bytes, str, int]:
+    path = fleet.kubeconfig("manager")
+    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    ca = (path.parent / cluster["certificate-authority"]).read_bytes()
+    server = urlsplit(cluster["server"])
+    assert server.hostname and server.port, cluster["server"]
+    return ca, server.hostname, server.port
+
+
+def user_token(fleet: FleetHandle) -> str:
+    config = yaml.safe_load(fleet.kubeconfig("manager", Credential.TOKEN).read_text())
+    return str(config["users"][0]["user"]["token"])
+
+
+@pytest.fixture
+async def service_account_token(
+    installed: Installed, rendered: Rendered, clients: dict[str, ApiClient]
+) -> str:
+    """A token of the chart's ServiceAccount (the TokenRequest API, as the kubelet's projection)."""
+    requests = Resource(
+        "", "v1", f"serviceaccounts/{rendered.service_account}/token", "TokenRequest",
+        namespaced=True,
+    )  # fmt: skip
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 3600},
     }
+    answer = await clients["manager"].create(requests, request, namespace=CHART_NAMESPACE)
+    token: str = answer["status"]["token"]
+    return token
+
+
+@pytest.fixture
+async def policies_in_force(
+    installed: Installed,
+    service_account_token: str,
+    fleet: FleetHandle,
+    clients: dict[str, ApiClient],
+    user: ApiClient,
+    namespace: str,
+) -> AsyncIterator[None]:
+    """The chart's two admission policies acting on the identity they name; lifted after."""
+    assert ("ValidatingAdmissionPolicy", "jobrelay-placement") in installed.applied
+    ca, host, port = manager_ca_and_address(fleet)
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "m", "cluster": {
+            "server": f"https://{host}:{port}",
+            "certificate-authority-data": base64.b64encode(ca).decode()}}],
+        "users": [{"name": "sa", "user": {"token": service_account_token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "m", "user": "sa"}}],
+    }  # fmt: skip
+    manager = clients["manager"]
+    async with ApiClient.from_kubeconfig_dict(config, cluster="manager-sa") as as_controller:
+
+        async def controller_may_not_run_pods() -> bool:
+            try:
+                await as_controller.create(PODS, pod_manifest("policy-probe"), namespace=namespace)
+            except ApiError as error:
+                if refused_by_policy(error, POD_REFUSAL):
+                    return True
+                if error.code == 403:  # RBAC not in force yet
+                    return False
+                raise
+            await manager.delete(PODS, "policy-probe", namespace=namespace, grace_period_seconds=0)
+            return False
+
+        async def in_force() -> bool:
+            return await user_may_not_place(user, namespace) and await controller_may_not_run_pods()
+
+        await eventually(in_force, timeout=60, what="the chart's admission policies in force")
+        try:
+            yield
+        finally:
+            # The fixture `installed` deletes them; later modules need them lifted.
+            async def lifted() -> bool:
+                return not await user_may_not_place(user, namespace)
+
+            with contextlib.suppress(ApiError):
+                for name in ("jobrelay-placement", "jobrelay-pods-dry-run-only"):
+                    await manager.delete(
+                        Resource("admissionregistration.k8s.io", "v1", POLICIES,
+                                 "ValidatingAdmissionPolicy", namespaced=False), name,
+                    )  # fmt: skip
+            await eventually(lifted, timeout=60, what="the placement policy lifted")
+
+
+@contextlib.asynccontextmanager
+async def running_pod(
+    deployment: dict[str, Any],
+    rendered: Rendered,
+    token: str,
+    fleet: FleetHandle,
+    manager: ApiClient,
+    directory: Path,
+) -> AsyncIterator[SandboxedPod]:
+    """``deployment``'s container, running as its pod would; stopped by PID whatever happens."""
+    ca, host, port = manager_ca_and_address(fleet)
+    files = PodFiles(directory / "pod")
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    api_volume = next(v for v in volumes if v["name"] == "api-tls")
+    # The Secret as stored, the kubelet's source.
+    stored = await manager.get(
+        SECRETS, rendered.api_secret["metadata"]["name"], namespace=CHART_NAMESPACE
+    )
+    facts = PodFacts(
+        name=f"{RELEASE}-jobrelay-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}",
+        namespace=CHART_NAMESPACE,
+        ip="127.0.0.1",
+        service_host=host,
+        service_port=port,
+        entrypoint=ENTRYPOINT,
+        image_env={"PYTHONPATH": str(SOURCE), "PYTHONUNBUFFERED": "1"},
+    )
+    command = pod_command(
+        deployment,
+        facts,
+        secret_dirs={"api-tls": files.secret_volume(api_volume, stored)},
+        service_account_dir=files.service_account(token, ca, CHART_NAMESPACE),
+        tree=host_tree(),
+    )
+    process = SandboxedPod(command, ENTRYPOINT, directory / "controller.log", workers=fleet.workers)
+    try:
+        await process.start(manager)  # clears WorkerCluster status as the admin
+        await process.wait_ready(manager)
+        yield process
+        await process.stop()  # SIGTERM by PID; must exit 0
+        refusals = refusals_in_log(process)
+        assert not refusals, "the controller was refused:\n" + "\n".join(refusals[:20])
+    finally:
+        if process.running:
+            await process.kill()
+
+
+@pytest.fixture
+async def pod(
+    policies_in_force: None,
+    rendered: Rendered,
+    service_account_token: str,
+    fleet: FleetHandle,
+    clients: dict[str, ApiClient],
+    tmp_path: Path,
+) -> AsyncIterator[SandboxedPod]:
+    """The chart's Deployment, running as its pod would."""
+    async with running_pod(
+        rendered.deployment, rendered, service_account_token, fleet, clients["manager"], tmp_path
+    ) as process:
+        yield process
 
 
 def refusals_in_log(process: ControllerProcess) -> list[str]:
@@ -166,125 +431,54 @@ def refusals_in_log(process: ControllerProcess) -> list[str]:
     return found
 
 
-@pytest.fixture
-async def shipped_rbac(clients: dict[str, ApiClient]) -> AsyncIterator[None]:
-    """deploy/namespace.yaml and deploy/rbac.yaml applied; deleted after, but the namespace."""
-    manager = clients["manager"]
-    documents = [doc for file in SHIPPED for doc in shipped_documents(file)]
-    try:
-        for doc in documents:
-            await apply(manager, doc)
-        yield
-    finally:
-        for doc in reversed(documents):
-            if doc["kind"] == "Namespace":  # the fleet's: its WorkerCluster Secrets live there
-                continue
-            with contextlib.suppress(ApiError):
-                await manager.delete(
-                    KINDS[doc["kind"]], doc["metadata"]["name"],
-                    namespace=doc["metadata"].get("namespace"),
-                )  # fmt: skip
-
-
-@pytest.fixture
-async def service_account_token(shipped_rbac: None, clients: dict[str, ApiClient]) -> str:
-    """A token of the controller's ServiceAccount, from the TokenRequest API."""
-    request = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600},
-    }
-    answer = await clients["manager"].create(TOKEN_REQUESTS, request, namespace=DEFAULT_NAMESPACE)
-    token: str = answer["status"]["token"]
-    return token
-
-
-@pytest.fixture
-def controller_kubeconfig(service_account_token: str, fleet: FleetHandle, tmp_path: Path) -> Path:
-    """A kubeconfig file for the manager: its CA inline and the ServiceAccount's token."""
-    path = tmp_path / "jobrelay-sa.kubeconfig"
-    path.touch(mode=0o600)  # private before the token is written into it
-    path.write_text(yaml.safe_dump(manager_kubeconfig(fleet, service_account_token)))
-    return path
-
-
-@pytest.fixture
-async def as_controller(controller_kubeconfig: Path, namespace: str) -> AsyncIterator[ApiClient]:
-    """The manager as the controller's ServiceAccount, once its RBAC is in force."""
-    async with ApiClient.from_kubeconfig(controller_kubeconfig, cluster="manager-sa") as client:
-
-        async def in_force() -> bool:
-            # One rule of each binding: the ClusterRole's last, and both Roles.
-            probe = pod_manifest("rbac-probe")
-            return (
-                await granted(client.create(PODS, probe, namespace=namespace, dry_run=True))
-                and await granted(client.list(SECRETS, namespace=DEFAULT_NAMESPACE))
-                and await granted(client.get(LEASES, LEASE, namespace=DEFAULT_NAMESPACE))
-            )
-
-        await eventually(in_force, timeout=60, what="deploy/rbac.yaml in force")
-        yield client
-
-
-@pytest.fixture
-async def shipped_policies(
-    clients: dict[str, ApiClient], as_controller: ApiClient, user: ApiClient, namespace: str
-) -> AsyncIterator[None]:
-    """Both policies of deploy/admission-policy.yaml, as shipped, in force; lifted after."""
-    manager = clients["manager"]
-
-    async def placement_refused() -> bool:
-        return await user_may_not_place(user, namespace)
-
-    async def controller_may_not_run_pods() -> bool:
-        try:
-            await as_controller.create(PODS, pod_manifest("policy-probe"), namespace=namespace)
-        except ApiError as error:
-            if refused_by_policy(error, POD_REFUSAL):
-                return True
-            raise
-        await manager.delete(PODS, "policy-probe", namespace=namespace, grace_period_seconds=0)
-        return False
-
-    async with (
-        applied(manager, "jobrelay-placement", DEPLOYED_CONTROLLER, placement_refused),
-        applied(
-            manager, "jobrelay-pods-dry-run-only", DEPLOYED_CONTROLLER, controller_may_not_run_pods
-        ),
-    ):
-        yield
-
-
-@pytest.fixture
-async def deployed_controller(
-    shipped_policies: None,
-    controller_kubeconfig: Path,
-    fleet: FleetHandle,
-    clients: dict[str, ApiClient],
-    tmp_path: Path,
-) -> AsyncIterator[ControllerProcess]:
-    """``jobrelay run`` as the ServiceAccount; stopped by PID whatever happens."""
-    process = ControllerProcess(
-        controller_kubeconfig,
-        tmp_path / "controller.log",
-        workers=fleet.workers,
-        extra_args=CONTROLLER_KINDS,
+async def http_get(
+    port: int,
+    path: str,
+    *,
+    tls: ssl.SSLContext | None = None,
+    server_name: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes]:
+    """One HTTP/1.1 GET to 127.0.0.1:``port`` (TLS verified as ``server_name``): status, body."""
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, ssl=tls, server_hostname=server_name if tls else None
     )
     try:
-        await process.start(clients["manager"])  # clears WorkerCluster status as the admin
-        await process.wait_ready(clients["manager"])
-        yield process
-        await process.stop()  # SIGTERM by PID; must exit 0
-        # Also when a step failed first: a refusal in the log is the likeliest cause.
-        refusals = refusals_in_log(process)
-        assert not refusals, "the controller was refused:\n" + "\n".join(refusals[:20])
+        lines = [f"GET {path} HTTP/1.1", "Host: localhost", "Connection: close"]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)
     finally:
-        if process.running:
-            await process.kill()
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    if b"transfer-encoding: chunked" in head.lower():
+        body = _unchunked(body)
+    return status, body
 
 
-async def test_the_controller_works_with_the_shipped_rbac_and_policies(
-    deployed_controller: ControllerProcess,
+def _unchunked(body: bytes) -> bytes:
+    out = b""
+    while body:
+        size_line, _, rest = body.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        body = rest[size + 2 :]
+    return out
+
+
+# -- the tests --------------------------------------------------------------------------
+
+
+async def test_the_controller_runs_as_its_pod_would(
+    pod: SandboxedPod,
+    installed: Installed,
+    rendered: Rendered,
     fleet: FleetHandle,
     clients: dict[str, ApiClient],
     user: ApiClient,
@@ -292,16 +486,25 @@ async def test_the_controller_works_with_the_shipped_rbac_and_policies(
     make_namespace: Callable[[Iterable[str]], Awaitable[str]],
     service_account_token: str,
 ) -> None:
-    process, manager = deployed_controller, clients["manager"]
+    process, manager = pod, clients["manager"]
+    # Everything the chart renders by default was applied, but the Deployment.
+    kinds = {kind for kind, _ in installed.applied}
+    assert {
+        "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+        "Role", "RoleBinding", "Secret", "Service", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    } <= kinds, kinds  # fmt: skip
+    assert set(installed.left_out) <= NOT_ON_THE_MANAGER, installed.left_out
 
-    # Ready: caches synced and every worker Connected, as written by the ServiceAccount.
+    # Ready (/readyz on the chart's health port) and leading (the Lease in its namespace).
+    health = await eventually(
+        lambda: leading(rendered), timeout=60, what="/readyz 200 as the leader"
+    )
+    lease = await manager.get(LEASES, LEASE, namespace=CHART_NAMESPACE)
+    assert lease["spec"]["holderIdentity"] == health["identity"], (lease["spec"], health)
     await eventually(
         lambda: workers_connected(manager, fleet.workers), timeout=60, what="workers Connected"
     )
-    ready = await eventually(
-        _record_of(process, "ready"), timeout=60, what="the controller's readiness log line"
-    )
-    assert any(r.get("event") == "synced" for r in process.run_records()), ready
 
     async with Relay(clients, fleet.workers, namespace, process) as relay:
         # A managed Job is placed, dispatched, completes; status and Events written back.
@@ -323,11 +526,27 @@ async def test_the_controller_works_with_the_shipped_rbac_and_policies(
             )  # fmt: skip
         assert refused_by_policy(refused.value, PLACEMENT_REFUSAL), refused.value
         assert f"may not be set or changed by {TOKEN_USER}" in refused.value.message
-        kept = await user.patch(
-            JOBS, "moved", {"metadata": {"annotations": {"team": "b"}}}, namespace=namespace
-        )
-        assert kept["metadata"]["annotations"][CLUSTER_ANNOTATION] == placed
         await relay.wait_active("moved")
+
+        # The API, with the chart's one certificate: published by the leader with the
+        # Secret's CA, and a user's request verified against it under the Service's name.
+        secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
+        published = await eventually(
+            lambda: _published(manager), timeout=30, what="ConfigMap jobrelay-api"
+        )
+        service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
+        assert published["address"] == f"https://{service}:443", published
+        assert published["ca.crt"] == secret_ca
+        logs = f"/v1/namespaces/{namespace}/jobs/moved/logs?kind=Job"
+        tls = ssl.create_default_context(cadata=secret_ca)
+        status, body = await http_get(
+            rendered.api_port, logs, tls=tls, server_name=service,
+            headers={"Authorization": f"Bearer {user_token(fleet)}"},
+        )  # fmt: skip
+        assert status == 200, body[:500]
+        assert body, "an empty log"
+        status, _ = await http_get(rendered.api_port, logs, tls=tls, server_name=service)
+        assert status == 401  # and not without credentials
         await user.delete(JOBS, "moved", namespace=namespace)
         await relay.wait_gone("moved")
 
@@ -338,11 +557,6 @@ async def test_the_controller_works_with_the_shipped_rbac_and_policies(
         await jobsets.submit(jobset_manifest("set", duration="200ms", leader=False, replicas=1))
         finished = await jobsets.wait_finished("set", timeout=90)
         assert is_true(finished, "Completed"), finished.get("status")
-        await jobsets.wait_event(
-            finished["metadata"]["uid"],
-            lambda e: e.get("reason") == "Dispatched",
-            what="a Dispatched Event on the JobSet",
-        )
 
     # Pod Security: the dry-run Pod create is granted and passes the dry-run-only policy,
     # and the manager's verdict keeps a privileged Job off every worker.
@@ -356,18 +570,11 @@ async def test_the_controller_works_with_the_shipped_rbac_and_policies(
             timeout=60,
             what="a PodSecurityViolation Warning",
         )
-        assert event["type"] == "Warning", event
         assert 'violates PodSecurity "restricted:latest"' in event["message"], event["message"]
         await relay.submit(compliant_job("compliant"))
         await relay.verify("compliant", outcome="Complete")
-        still = await relay.get("privileged")
-        assert CLUSTER_ANNOTATION not in (still["metadata"].get("annotations") or {})
-        for worker in fleet.workers:
-            assert relay.jobs_named("privileged", worker) == [], f"it reached {worker}"
-    # The verdicts were dry runs: the manager stores no Pod of the controller's.
     assert (await manager.list(PODS, namespace=restricted)).items == []
 
-    # The ServiceAccount was refused nothing (an RBAC gap would be a 403 here).
     process.assert_alive()
     process.assert_clean_log()
     refusals = refusals_in_log(process)
@@ -375,10 +582,113 @@ async def test_the_controller_works_with_the_shipped_rbac_and_policies(
     assert service_account_token not in process.log_text()
 
 
-def _record_of(
-    process: ControllerProcess, event: str
-) -> Callable[[], Awaitable[dict[str, Any] | None]]:
-    async def found() -> dict[str, Any] | None:
-        return next((r for r in process.run_records() if r.get("event") == event), None)
+async def leading(rendered: Rendered) -> dict[str, Any] | None:
+    """/readyz's body once it answers 200 as the leader."""
+    with contextlib.suppress(OSError):
+        status, body = await http_get(rendered.health_port, "/readyz")
+        health: dict[str, Any] = json.loads(body)
+        return health if status == 200 and health.get("role") == "leader" else None
+    return None
 
-    return found
+
+async def test_it_needs_no_writable_tmp(
+    installed: Installed,
+    rendered: Rendered,
+    service_account_token: str,
+    fleet: FleetHandle,
+    clients: dict[str, ApiClient],
+    tmp_path: Path,
+) -> None:
+    """Without the chart's /tmp volume too: every certificate (the API's, the workers'
+    inline ones) is loaded from memory (it exited with "No usable temporary directory")."""
+    manager = clients["manager"]
+    deployment = copy.deepcopy(rendered.deployment)
+    pod_spec = deployment["spec"]["template"]["spec"]
+    pod_spec["volumes"] = [v for v in pod_spec["volumes"] if v["name"] != "tmp"]
+    (container,) = pod_spec["containers"]
+    container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "tmp"]
+    async with running_pod(
+        deployment, rendered, service_account_token, fleet, manager, tmp_path
+    ) as process:
+        await eventually(lambda: leading(rendered), timeout=60, what="/readyz 200 as the leader")
+        # Every worker connected: their kubeconfigs' inline certificates were loaded.
+        await eventually(
+            lambda: workers_connected(manager, fleet.workers), timeout=60, what="workers Connected"
+        )
+        # The API answers with the Secret's certificate (a refusal without credentials).
+        secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
+        service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
+        status, _ = await http_get(
+            rendered.api_port, "/v1/namespaces/x/jobs/y/logs",
+            tls=ssl.create_default_context(cadata=secret_ca), server_name=service,
+        )  # fmt: skip
+        assert status == 401
+        process.assert_clean_log()
+
+
+async def _published(manager: ApiClient) -> dict[str, str] | None:
+    try:
+        configmap = await manager.get(CONFIGMAPS, "jobrelay-api", namespace=CHART_NAMESPACE)
+    except ApiError as error:
+        if error.is_not_found:
+            return None
+        raise
+    data: dict[str, str] = configmap.get("data") or {}
+    return data
+
+
+# -- Pod Security of the rendered pod ---------------------------------------------------
+
+
+def pod_of(rendered: Rendered, namespace: str) -> dict[str, Any]:
+    """The Deployment's pod template as a Pod of ``namespace``."""
+    template = copy.deepcopy(rendered.deployment["spec"]["template"])
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "name": "jobrelay-pod", "namespace": namespace},
+        "spec": template["spec"],
+    }
+
+
+@pytest.fixture
+async def restricted_namespace(
+    rendered: Rendered,
+    clients: dict[str, ApiClient],
+    make_namespace: Callable[[Iterable[str]], Awaitable[str]],
+) -> str:
+    """A namespace enforcing ``restricted``, with the ServiceAccount and the Secret the pod names."""
+    manager = clients["manager"]
+    name = await make_namespace(["manager"])
+    await manager.patch(NAMESPACES, name, {"metadata": {"labels": RESTRICTED}})
+    for kind in ("ServiceAccount", "Secret"):
+        doc = copy.deepcopy(rendered.one(kind) if kind == "ServiceAccount" else rendered.api_secret)
+        doc["metadata"]["namespace"] = name
+        resource = await resource_of(manager, doc)
+        assert resource is not None
+        await apply(manager, resource, doc)
+    return name
+
+
+async def test_the_rendered_pod_is_admitted_where_restricted_is_enforced(
+    rendered: Rendered, restricted_namespace: str, clients: dict[str, ApiClient]
+) -> None:
+    manager = clients["manager"]
+    pod_body = pod_of(rendered, restricted_namespace)
+    admitted = await manager.create(PODS, pod_body, namespace=restricted_namespace, dry_run=True)
+    assert admitted["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert (await manager.list(PODS, namespace=restricted_namespace)).items == []
+
+
+async def test_without_its_seccomp_profile_the_pod_is_refused(
+    rendered: Rendered, restricted_namespace: str, clients: dict[str, ApiClient]
+) -> None:
+    pod_body = pod_of(rendered, restricted_namespace)
+    del pod_body["spec"]["securityContext"]["seccompProfile"]
+    with pytest.raises(ApiError) as refused:
+        await clients["manager"].create(
+            PODS, pod_body, namespace=restricted_namespace, dry_run=True
+        )
+    assert refused.value.code == 403, refused.value
+    assert 'violates PodSecurity "restricted' in refused.value.message
+    assert "seccompProfile" in refused.value.message

@@ -42,6 +42,7 @@ from jobrelay.localfleet.cluster import (
 from jobrelay.relayapi.rules import API_CONFIGMAP, POD_HEADER
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
+from tests.chart_render import chart_tools, render
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay
@@ -51,7 +52,6 @@ from tests.leakscan import Needles, scan
 pytestmark = pytest.mark.e2e
 
 CONTROLLER_ARGS = ["--api-address", "127.0.0.1:0"]
-DEPLOY = Path(__file__).parents[2] / "deploy"
 RBAC = "rbac.authorization.k8s.io"
 ROLES = Resource(RBAC, "v1", "roles", "Role", namespaced=True)
 ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True)
@@ -64,12 +64,14 @@ async def published(
     controller: ControllerProcess, relay_fleet: FleetHandle
 ) -> AsyncIterator[dict[str, str]]:
     """The API's address and CA as the leader published them; every authenticated user may
-    read them (deploy/rbac.yaml's jobrelay-api-reader, applied as kustomize would)."""
+    read them (the chart's jobrelay-api-reader Role and RoleBinding, as it renders them for
+    release ``jobrelay`` in jobrelay-system)."""
     async with relay_fleet.client("manager") as manager:
         readers = [
-            doc for doc in yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text())
-            if doc and doc["metadata"]["name"] == "jobrelay-api-reader"
+            doc for doc in render(chart_tools().helm, {}, namespace=DEFAULT_NAMESPACE)
+            if doc["metadata"]["name"] == "jobrelay-api-reader"
         ]  # fmt: skip
+        assert [doc["kind"] for doc in readers] == ["Role", "RoleBinding"]
         for doc in readers:
             resource = ROLES if doc["kind"] == "Role" else ROLE_BINDINGS
             await manager.patch(

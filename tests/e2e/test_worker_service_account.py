@@ -5,7 +5,8 @@ worker-1 is registered again from its admin kubeconfig with
 ServiceAccount made there, places a Job on it (worker-2 cordoned), creating
 the Job's namespace, and the Job completes. What the token may do, as the
 worker's own authorizer reports it (SelfSubjectRulesReview), is the documented
-Role (deploy/worker-rbac.yaml) and what every authenticated user may do.
+Role (fleet/serviceaccount.py worker_rules, which charts/jobrelay-worker renders too) and
+what every authenticated user may do.
 worker-1 is registered with its admin kubeconfig again afterwards.
 """
 
@@ -16,14 +17,13 @@ import base64
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from jobrelay.fleet import workerclusters
-from jobrelay.fleet.serviceaccount import WorkerAccount, account_name
+from jobrelay.fleet.serviceaccount import WorkerAccount, account_name, worker_rules
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, SECRETS
@@ -37,7 +37,6 @@ from tests.kubetools import job_manifest
 pytestmark = pytest.mark.e2e
 
 WORKER = "worker-1"
-WORKER_RBAC = Path(__file__).parents[2] / "deploy" / "worker-rbac.yaml"
 FLEET_LABEL = "fleet.jobrelay.dev/local=true"  # what `fleet up` registers workers with
 RULES_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview",
@@ -82,9 +81,7 @@ def triples(rules: list[dict[str, Any]]) -> set[Triple]:
 
 
 def documented_rules() -> list[dict[str, Any]]:
-    [role] = [d for d in yaml.safe_load_all(WORKER_RBAC.read_text()) if d["kind"] == "ClusterRole"]
-    rules: list[dict[str, Any]] = role["rules"]
-    return rules
+    return worker_rules([JOBS], create_namespaces=True)
 
 
 async def stored_kubeconfig(manager: ApiClient) -> dict[str, Any]:

@@ -61,7 +61,23 @@ app.kubernetes.io/part-of: jobrelay
 {{/* The plural resource of a kinds entry ({name: Kind.version.group, resource: ...}). */}}
 {{- define "jobrelay.kindResource" -}}
 {{- $parts := splitList "." .name -}}
-{{- default (printf "%ss" (lower (first $parts))) .resource -}}
+{{- default (include "jobrelay.defaultPlural" (first $parts)) .resource -}}
+{{- end -}}
+
+{{/* The plural `jobrelay run` assumes for a kind (kinds/catalog.py default_plural). */}}
+{{- define "jobrelay.defaultPlural" -}}
+{{- $lower := lower . -}}
+{{- $previous := "" -}}
+{{- if gt (len $lower) 1 -}}
+{{- $previous = substr (sub (len $lower) 2 | int) (sub (len $lower) 1 | int) $lower -}}
+{{- end -}}
+{{- if or (hasSuffix "s" $lower) (hasSuffix "x" $lower) (hasSuffix "ch" $lower) (hasSuffix "sh" $lower) -}}
+{{- printf "%ses" $lower -}}
+{{- else if and (hasSuffix "y" $lower) $previous (not (contains $previous "aeiou")) -}}
+{{- printf "%sies" (trimSuffix "y" $lower) -}}
+{{- else -}}
+{{- printf "%ss" $lower -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The API group of a kinds entry ("" for the core group is not a workload kind). */}}

@@ -52,6 +52,13 @@ _OPTIONS = [
         help="The key of --api-cert-file.",
     ),
     click.option(
+        "--api-ca-file",
+        default=_DEFAULTS.ca_file,
+        metavar="PEM",
+        help="The CA that signed --api-cert-file, published in the ConfigMap jobrelay-api for "
+        "clients to verify against (one CA for every replica) [default: the certificate itself].",
+    ),
+    click.option(
         "--api-max-streams-per-user",
         default=_DEFAULTS.max_streams_per_user,
         show_default=True,
@@ -122,6 +129,7 @@ def api_options(func: Any) -> Any:
             url=kwargs.pop("api_url"),
             cert_file=kwargs.pop("api_cert_file"),
             key_file=kwargs.pop("api_key_file"),
+            ca_file=kwargs.pop("api_ca_file"),
             max_streams_per_user=kwargs.pop("api_max_streams_per_user"),
             max_streams_per_worker=kwargs.pop("api_max_streams_per_worker"),
             max_streams=kwargs.pop("api_max_streams"),

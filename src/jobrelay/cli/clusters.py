@@ -149,7 +149,7 @@ worker_connector = maintenance.connect_worker
 )
 @click.option("--create-service-account", is_flag=True,
               help="Use --kubeconfig (an admin's) only to create on the worker a ServiceAccount "
-                   "with the minimal ClusterRole (deploy/worker-rbac.yaml) and a token; register "
+                   "with the minimal ClusterRole (charts/jobrelay-worker) and a token; register "
                    "the worker with that token. The admin's credentials are not stored.")  # fmt: skip
 @click.option("--service-account-namespace", default=serviceaccount.DEFAULT_NAMESPACE,
               show_default=True, help="With --create-service-account: its namespace on the worker.")  # fmt: skip

@@ -241,6 +241,7 @@ def demo(state_dir: Path | None, fleet_shape: FleetShape, timeout: float) -> Non
     with log_path.open("ab") as log:
         controller = subprocess.Popen(
             [sys.executable, "-m", "jobrelay", "run", "--kubeconfig", str(kubeconfig),
+             "--install-crds",  # the local fleet's admin; a real install ships the CRD
              "--metrics-address", "127.0.0.1:0",  # loopback only, any free port (logged)
              *(arg for kind in DEMO_KINDS for arg in ("--kind", kind.name))],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},

@@ -160,6 +160,9 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
                    "managed clouds' do). RISK: anyone who can write Secrets in --namespace can "
                    "then run commands in the controller, with its service account. tokenFile "
                    "and file paths stay refused.")  # fmt: skip
+@click.option("--install-crds", is_flag=True, default=_default("install_crds"),
+              help="Apply the WorkerCluster CRD at start (the local fleet, tests). Without it the "
+                   "CRD must be installed (charts/jobrelay/crds/) and is only checked for.")  # fmt: skip
 @api_options
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
@@ -198,12 +201,14 @@ def run(
     metrics_address: str,
     api: ApiSettings,
     allow_exec_credentials: bool,
+    install_crds: bool,
     log_format: str,
     log_level: str,
 ) -> None:
     """Run the controller in the foreground until SIGTERM or SIGINT.
 
-    Installs (or updates) the WorkerCluster CRD at start. With leader election
+    Needs the WorkerCluster CRD installed (charts/jobrelay/crds/), or applies it with
+    --install-crds. With leader election
     (the default) it acts only while holding the Lease; if it cannot renew it
     in time it stops acting and exits with code 1, to come back as a standby.
     """
@@ -257,6 +262,7 @@ def run(
         health_address=health_address,
         metrics_address=metrics_address,
         api=api,
+        install_crds=install_crds,
     )
     manager = manager_client(kubeconfig, context)
     election_client = manager_client(kubeconfig, context) if leader_elect else None

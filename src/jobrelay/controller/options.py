@@ -156,6 +156,10 @@ class ControllerOptions:
     # port, logged at start (tests and two replicas on one machine).
     metrics_address: str = ":8080"
     api: ApiSettings = field(default_factory=ApiSettings)
+    # Apply the WorkerCluster CRD at start (the local fleet and tests). Off: the chart's
+    # crds/ ship it and the controller needs no cluster-wide write on CRDs; it checks
+    # the CRD is served and stops with what to do when it is not.
+    install_crds: bool = False
 
     def __post_init__(self) -> None:
         # One name, one value: the controller's identity is the pool's and the relay's.

@@ -340,9 +340,8 @@ class Controller:
         _log.info("serving the logs API on %s", url, extra={"event": "api-listening", "url": url})
 
     async def _run(self, stop: asyncio.Event) -> None:
-        # Idempotent start-up writes every replica makes: the CRD its caches need,
-        # and the namespace the Lease lives in. From here on, writes are fenced.
-        await workerclusters.install_crd(self.manager)
+        # An idempotent start-up write every replica makes: the namespace the Lease
+        # lives in. From here on, writes are fenced.
         await workerclusters.ensure_namespace(self.manager, self.options.workers.namespace)
         self.manager.write_fence = self.may_write
         for name, runtime in self.kinds.items():
@@ -512,6 +511,31 @@ class Controller:
         return resync_keys(objects, self.pool.mirror_keys())
 
 
+MISSING_CRD = (
+    "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
+    "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
+    "with --install-crds"
+)
+
+
+async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
+    """The WorkerCluster CRD the caches need: applied with --install-crds, else checked."""
+    try:
+        if options.install_crds:
+            await workerclusters.install_crd(manager)
+        elif not await workerclusters.crd_served(manager):
+            raise ConfigurationError(MISSING_CRD)
+    except workerclusters.RegistryError as error:
+        raise ConfigurationError(str(error)) from error
+    except ApiError as error:
+        if not (options.install_crds and error.code == 403):
+            raise
+        raise ConfigurationError(
+            f"--install-crds: may not apply the WorkerCluster CRD ({error.message}): apply "
+            "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
+        ) from error
+
+
 async def run(
     manager: ApiClient, options: ControllerOptions, *, election_client: ApiClient | None = None
 ) -> None:
@@ -525,6 +549,7 @@ async def run(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
+        await ensure_crds(manager, options)
         kinds = await resolve_kinds(manager, options)
         if not options.origin:
             try:

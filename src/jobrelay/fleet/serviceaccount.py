@@ -6,8 +6,8 @@ ServiceAccount, a ClusterRole with exactly the rules below, a binding and a
 token Secret; the worker is then registered with that token (and the admin's
 server and CA), never with the admin's credentials.
 
-What jobrelay does on a worker, and so all its Role allows (deploy/worker-rbac.yaml
-documents the same rules; a unit test keeps them equal):
+What jobrelay does on a worker, and so all its Role allows (the charts/jobrelay-worker
+chart renders the same objects; tests/integration/chart keeps them equal):
 
 * each kind's mirrors: list and watch (the pool's informers), get (the reconciler
   reads one back), create, patch (suspend, spec changes) and delete (garbage

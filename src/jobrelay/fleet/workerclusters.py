@@ -62,9 +62,20 @@ async def install_crd(client: ApiClient, *, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.1)
 
 
+async def crd_served(client: ApiClient) -> bool:
+    """Whether the manager serves WorkerClusters (discovery: no read of the CRD needed)."""
+    try:
+        served = await client.discover(WORKER_CLUSTERS.group, WORKER_CLUSTERS.version)
+    except ApiError as error:
+        if error.is_not_found:
+            return False
+        raise
+    return any(r.get("name") == WORKER_CLUSTERS.plural for r in served)
+
+
 async def ensure_namespace(client: ApiClient, namespace: str) -> None:
     """Create ``namespace`` unless it exists. Read first: the controller may get
-    namespaces but not create them (deploy/ creates its namespace), and RBAC refuses
+    namespaces but not create them (helm creates its namespace), and RBAC refuses
     a create before the apiserver could answer AlreadyExists."""
     try:
         await client.get(NAMESPACES, namespace)

@@ -111,7 +111,7 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
             message=(
                 "jobrelay may not ask the management cluster whether it admits this workload's "
                 "pods (a dry-run create of pods: grant `create` on pods to its ServiceAccount, "
-                "as deploy/rbac.yaml does); it is not placed until it may"
+                "as the Helm chart does); it is not placed until it may"
             ),
         )
     if is_quota_refusal(code, reason, message, resource="pods", name_prefix=PROBE_NAME_PREFIX):

@@ -364,9 +364,11 @@ class ApiClient(Requester):
         subresource: str | None = None,
         field_manager: str | None = None,
         force: bool = False,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """PATCH ``name``. Server-side apply (``PatchType.APPLY``) needs ``field_manager``;
-        ``force`` takes over fields other managers own."""
+        ``force`` takes over fields other managers own. ``dry_run``: admission and the
+        schema judge it (an apply that would create included), nothing is stored."""
         path = resource_path(resource, namespace, name)
         if subresource:
             path = f"{path}/{subresource}"
@@ -378,8 +380,10 @@ class ApiClient(Requester):
                 raise ValueError("server-side apply requires a field_manager")
             if force:
                 params["force"] = "true"
+        if dry_run:
+            params["dryRun"] = "All"
         return await self._call(
-            "patch",
+            "dryrun" if dry_run else "patch",
             "PATCH",
             resource,
             path,

@@ -24,6 +24,7 @@ from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 import jobrelay
 from jobrelay.kube.errors import KubeconfigError
+from jobrelay.kube.inline_certs import without_inline_certs
 from jobrelay.kube.redact import library_problem
 from jobrelay.kube.transport import AiohttpTransport, DirectSender, direct_auth_headers, env_proxy
 
@@ -115,13 +116,18 @@ def connect(config: KubeConfig, context: str | None, options: ApiOptions) -> Con
     """A connection to the apiserver of ``context`` (default: the current context)."""
     timeout = httpx2.Timeout(options.request_timeout, connect=options.connect_timeout)
     try:
-        single = config.get(context_name=context)
+        # Inline certificates in memory: lightkube would write them to temporary files.
+        single, inline_tls = without_inline_certs(
+            config.get(context_name=context), trust_env=options.trust_env
+        )
         # lightkube's client_adapter.AsyncClient() would build the same client
         # but cannot pass pool limits or default headers; its httpx_params()
         # gives us the part that matters (TLS, client certs, token/exec auth).
         params = ConnectionParams(
             timeout=timeout, trust_env=options.trust_env, http2=options.http2
         ).httpx_params(single)
+        if inline_tls is not None:
+            params["verify"] = inline_tls
         headers = {"User-Agent": options.user_agent, "Accept": "application/json"}
         direct = None
         if not options.http2:

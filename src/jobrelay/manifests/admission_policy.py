@@ -1,9 +1,9 @@
 """The manager's ValidatingAdmissionPolicies, generated from the kinds jobrelay dispatches.
 
-``deploy/admission-policy.yaml`` is this module's output for the default kinds
-(Job and JobSet) and the controller's ServiceAccount of ``deploy/rbac.yaml``
-(a unit test keeps them equal); ``jobrelay manifests admission-policy`` prints
-it for other kinds or another identity.
+The Helm chart's ``templates/admission-policies.yaml`` renders the same objects for
+its values' kinds, controller name and ServiceAccount (a chart test compares them
+object by object); ``jobrelay manifests admission-policy`` prints them for any kinds
+and identity, for an install without the chart.
 
 Every kind is matched with its ``/status`` subresource: Kubernetes keeps the
 metadata edits a status update carries (a Job's annotations changed through
@@ -33,9 +33,9 @@ __all__ = [
     "policy_kinds",
 ]
 
-# The kinds deploy/rbac.yaml grants the controller: those with adapters of their own.
+# The default kinds: those with adapters of their own.
 DEFAULT_POLICY_KINDS = tuple(DEDICATED)
-# The controller's ServiceAccount in deploy/rbac.yaml.
+# The controller's ServiceAccount of the chart installed as release jobrelay in jobrelay-system.
 CONTROLLER_NAMESPACE = "jobrelay-system"
 CONTROLLER_SERVICE_ACCOUNT = "jobrelay"
 PLACEMENT_POLICY = "jobrelay-placement"
@@ -56,7 +56,7 @@ _HEADER = """\
 # metadata edits it carries.
 #
 # The controller's identity is {username}
-# (deploy/rbac.yaml's ServiceAccount by default); for another name, namespace or kinds
+# (the chart's, as release jobrelay in jobrelay-system); for another name, namespace or kinds
 # print the policies again with --controller-namespace, --controller-service-account
 # and --kind. Needs Kubernetes 1.30+ (admissionregistration.k8s.io/v1).
 """
@@ -159,7 +159,7 @@ def admission_policy_documents(
     }
     # The controller may create Pods only as a server-side dry run: it asks the
     # manager's admission to judge a workload's pod templates that way. Its RBAC grant
-    # (pods create, deploy/rbac.yaml) could otherwise run pods here.
+    # (pods create, the chart's ClusterRole) could otherwise run pods here.
     pods = {
         "apiVersion": _API,
         "kind": "ValidatingAdmissionPolicy",

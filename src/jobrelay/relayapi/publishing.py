@@ -4,7 +4,7 @@ The server's certificate (given, or self-signed for every name the controller ma
 be reached by), the manager's client CA that callers' certificates are checked
 against, the URL clients use, and the ConfigMap ``<--namespace>/jobrelay-api``
 (keys ``address`` and ``ca.crt``) that says so, readable by every authenticated
-user (deploy/rbac.yaml); only the leader writes it.
+user (the chart's api-reader Role); only the leader writes it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import socket
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
@@ -87,10 +90,36 @@ async def start_api(
         key_pem = await asyncio.to_thread(Path(settings.key_file).read_bytes)
     else:
         cert_pem, key_pem = self_signed(_hosts(settings))
+    if settings.ca_file and not settings.cert_file:
+        raise ValueError("--api-ca-file is the CA of --api-cert-file: give both")
+    # Every replica serves one certificate of one CA: clients trust the CA, whichever answers.
+    ca_pem = (
+        await asyncio.to_thread(Path(settings.ca_file).read_bytes) if settings.ca_file else cert_pem
+    )
+    _check_signed_by(cert_pem, ca_pem)
     tls = server_context(cert_pem, key_pem, await client_ca(manager))
     server = ApiServer(settings.address, tls, handler.handle, write_timeout=settings.write_timeout)
     bound = await server.start()
-    return server, _url_for(bound, settings), cert_pem.decode()
+    return server, _url_for(bound, settings), ca_pem.decode()
+
+
+def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:
+    """ValueError unless the serving certificate verifies against the CA (a mismatched
+    Secret would make every client refuse the API; say so at start instead)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        cas = x509.load_pem_x509_certificates(ca_pem)
+    except ValueError as error:
+        raise ValueError(f"the API certificate or its CA is not PEM: {error}") from None
+    for ca in cas:
+        if ca.subject != cert.issuer:
+            continue
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return
+    raise ValueError("the API certificate is not signed by --api-ca-file's CA")
 
 
 async def publish(manager: ApiClient, namespace: str, url: str, ca_pem: str) -> None:

@@ -14,13 +14,17 @@ class ApiSettings:
     """The read-only HTTPS API of remote logs and the mirror view (jobrelay.relayapi)."""
 
     # HOST:PORT to serve it on; "" serves none (opt-in, like the probes: two local
-    # replicas never collide; deploy/deployment.yaml sets :8443). Port 0 picks one.
+    # replicas never collide; the Helm chart sets :8443). Port 0 picks one.
     address: str = ""
     # The URL published for clients; "" derives it from the bound address.
     url: str = ""
     # Serving certificate and key (PEM files); none: a self-signed one made at start.
     cert_file: str = ""
     key_file: str = ""
+    # The CA (PEM file) clients verify the serving certificate against, published in the
+    # ConfigMap jobrelay-api: one CA for every replica (the chart's Secret's ca.crt).
+    # None: the serving certificate itself.
+    ca_file: str = ""
     # Pod log streams one user may hold open at once (--all-pods: one per pod).
     max_streams_per_user: int = 100
     # Pod log streams from one worker at once: the size of its own pool for users' streams.

@@ -7,7 +7,8 @@ import ipaddress
 import os
 import ssl
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from cryptography import x509
@@ -15,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["self_signed", "server_context"]
+__all__ = ["load_cert_chain", "self_signed", "server_context"]
 
 _VALIDITY = datetime.timedelta(days=365)
 
@@ -74,7 +75,25 @@ def server_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str | None) -
     apiservers do. Without a client CA, certificates are not asked for (tokens only)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
-    # load_cert_chain reads files only: a private temporary directory, gone right after.
+    load_cert_chain(context, cert_pem, key_pem)
+    if client_ca_pem:
+        context.load_verify_locations(cadata=client_ca_pem)
+        context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def load_cert_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """``context.load_cert_chain`` of PEMs in memory.
+
+    OpenSSL reads a chain from files only. A container with a read-only root and
+    no writable /tmp has no place for one, so the PEMs go into anonymous
+    in-memory files (memfd, read back by their /proc/self/fd path); only where
+    there is no memfd (not Linux) into a private temporary directory.
+    """
+    with _memory_files(cert_pem, key_pem) as paths:
+        if paths is not None:
+            context.load_cert_chain(*paths)
+            return
     with tempfile.TemporaryDirectory(prefix="jobrelay-tls-") as directory:
         cert_path, key_path = Path(directory, "tls.crt"), Path(directory, "tls.key")
         cert_path.write_bytes(cert_pem)
@@ -82,7 +101,22 @@ def server_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str | None) -
         with os.fdopen(fd, "wb") as key_file:
             key_file.write(key_pem)
         context.load_cert_chain(cert_path, key_path)
-    if client_ca_pem:
-        context.load_verify_locations(cadata=client_ca_pem)
-        context.verify_mode = ssl.CERT_OPTIONAL
-    return context
+
+
+@contextmanager
+def _memory_files(*contents: bytes) -> Iterator[list[str] | None]:
+    """A readable path per content, backed by memory only; None without memfd or /proc."""
+    create = getattr(os, "memfd_create", None)
+    if create is None or not os.path.isdir("/proc/self/fd"):
+        yield None
+        return
+    descriptors: list[int] = []
+    try:
+        for content in contents:
+            fd = create("jobrelay-tls", os.MFD_CLOEXEC)
+            descriptors.append(fd)
+            os.write(fd, content)
+        yield [f"/proc/self/fd/{fd}" for fd in descriptors]
+    finally:
+        for fd in descriptors:
+            os.close(fd)

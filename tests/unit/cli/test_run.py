@@ -201,3 +201,27 @@ def test_metrics_are_served_on_8080_unless_told(
     assert result.exit_code == 0, result.output
     (options,) = captured
     assert options.metrics_address == address
+
+
+def test_install_crds_is_off_unless_given(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    assert _invoke(kubeconfig=kubeconfig).exit_code == 0
+    assert _invoke("--install-crds", kubeconfig=kubeconfig).exit_code == 0
+    assert [options.install_crds for options in captured] == [False, True]
+
+
+def test_a_missing_crd_is_one_line_saying_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: str
+) -> None:
+    async def not_served(_client: Any) -> bool:
+        return False
+
+    monkeypatch.setattr(run_command.runner.workerclusters, "crd_served", not_served)
+    monkeypatch.setattr(run_command, "setup_logging", lambda *_args: None)
+    result = _invoke(kubeconfig=kubeconfig)
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: the management cluster has no WorkerCluster CRD")
+    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in result.output
+    assert "Traceback" not in result.output

@@ -36,6 +36,7 @@ BATCH = [
     {"name": "jobs/status", "kind": "Job", "namespaced": True},
     {"name": "cronjobs", "kind": "CronJob", "namespaced": True},
 ]
+WORKER_CLUSTERS = [{"name": "workerclusters", "kind": "WorkerCluster", "namespaced": False}]
 JOBSETS = [{"name": "jobsets", "kind": "JobSet", "namespaced": True}]
 EXAMPLE = [
     # A subresource listed first must not be taken for the kind.
@@ -53,6 +54,7 @@ async def manager() -> AsyncIterator[tuple[FakeCluster, ApiClient]]:
             "batch/v1": BATCH,
             "jobset.x-k8s.io/v1alpha2": JOBSETS,
             "example.com/v1": EXAMPLE,
+            "jobrelay.dev/v1alpha1": WORKER_CLUSTERS,
         },
     )
     client = cluster.client()
@@ -292,7 +294,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
         await done.wait()
         stop.set()
         await task
-    assert calls == ["install_crd", "namespace relay-system"]
+    assert calls == ["namespace relay-system"]  # the CRD is ensure_crds's, before
     assert informer.calls == ["start", "wait_synced", "stop"]
     assert pool_calls == ["start", f"wait_connected {options.workers.sync_timeout}", "stop"]
     # No worker is registered: nothing can take it, so it is looked at again later, in
@@ -462,3 +464,55 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     assert controller.memory.policy("team-a").clusters == ("w2",)  # type: ignore[union-attr]
     controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
     assert "team-a" not in controller.memory._policies
+
+
+# -- ensure_crds --------------------------------------------------------------------------
+
+WORKER_CLUSTERS_SERVED = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS}
+
+
+async def test_without_install_crds_a_served_crd_is_only_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def install_crd(_client: ApiClient) -> None:
+        raise AssertionError("--install-crds was not given")
+
+    monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
+    cluster = FakeCluster("manager", served=WORKER_CLUSTERS_SERVED)
+    async with cluster.client() as client:
+        await runner.ensure_crds(client, ControllerOptions())
+
+
+async def test_without_install_crds_a_missing_crd_says_what_to_do() -> None:
+    async with FakeCluster("manager", served={"batch/v1": BATCH}).client() as client:
+        with pytest.raises(runner.ConfigurationError) as missing:
+            await runner.ensure_crds(client, ControllerOptions())
+    message = str(missing.value)
+    assert "\n" not in message
+    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+    assert "--install-crds" in message
+
+
+async def test_install_crds_applies_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    installed: list[str] = []
+
+    async def install_crd(_client: ApiClient) -> None:
+        installed.append("crd")
+
+    monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
+    async with FakeCluster("manager", served={}).client() as client:
+        await runner.ensure_crds(client, ControllerOptions(install_crds=True))
+    assert installed == ["crd"]
+
+
+async def test_install_crds_refused_by_rbac_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def install_crd(_client: ApiClient) -> None:
+        raise ApiError(403, "Forbidden", "cannot patch customresourcedefinitions")
+
+    monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
+    async with FakeCluster("manager", served={}).client() as client:
+        with pytest.raises(runner.ConfigurationError) as refused:
+            await runner.ensure_crds(client, ControllerOptions(install_crds=True))
+    assert "run without --install-crds" in str(refused.value)

@@ -276,7 +276,8 @@ async def test_runs_log_one_line_when_leadership_is_lost(
 
     monkeypatch.setattr(runner, "Controller", Losing)
     monkeypatch.setattr(runner, "resolve_kinds", kinds)
-    manager, election = FakeCluster("m").client(), FakeLeases().client()
+    served = {"jobrelay.dev/v1alpha1": [{"name": "workerclusters", "kind": "WorkerCluster"}]}
+    manager, election = FakeCluster("m", served=served).client(), FakeLeases().client()
     with caplog.at_level(logging.INFO), pytest.raises(LeadershipLost):
         await runner.run(manager, OPTIONS, election_client=election)
     errors = [r for r in caplog.records if r.levelno >= logging.WARNING]

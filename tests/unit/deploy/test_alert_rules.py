@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from jobrelay.localfleet.binaries import BinaryError
-from jobrelay.localfleet.binaries.resolver import resolve_tools
+from jobrelay.localfleet.binaries.promtool_binary import promtool as built_promtool
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "charts" / "jobrelay" / "files" / "prometheus-rules.yaml"
@@ -22,7 +22,7 @@ CASES = ROOT / "tests" / "promtool" / "alerts_test.yaml"
 @pytest.fixture(scope="module")
 def promtool() -> Path:
     try:
-        return resolve_tools(build=False).promtool
+        return built_promtool(print, build=False)
     except BinaryError as error:
         pytest.fail(f"promtool is needed to test the alert rules: {error}")
 

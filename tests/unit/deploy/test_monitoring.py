@@ -108,10 +108,3 @@ def test_dashboard_panels_do_not_overlap() -> None:
         }
         assert not mine & cells, f"panel {panel['title']!r} overlaps another"
         cells |= mine
-
-
-def test_the_deployment_names_the_metrics_port() -> None:
-    deployment = yaml.safe_load((DEPLOY.parents[2] / "deploy" / "deployment.yaml").read_text())
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert {"name": "metrics", "containerPort": 8080} in container["ports"]
-    assert "--metrics-address=:8080" in container["args"]

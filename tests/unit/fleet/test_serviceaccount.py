@@ -1,15 +1,14 @@
-"""The least-privilege worker identity: its rules (equal to deploy/worker-rbac.yaml),
-the objects applied on the worker, the token read back and the kubeconfig built."""
+"""The least-privilege worker identity: its rules, the objects applied on the worker, the
+token read back and the kubeconfig built. (charts/jobrelay-worker renders the same objects:
+tests/integration/chart/test_worker_chart.py compares them.)"""
 
 from __future__ import annotations
 
 import base64
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,32 +18,8 @@ from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.vocabulary.resource import Resource
 
-DEPLOY = Path(__file__).parents[3] / "deploy"
 JOB = JobKind.ref
 JOBSET = JobSetKind.ref
-
-
-def documented() -> list[dict[str, Any]]:
-    return list(yaml.safe_load_all((DEPLOY / "worker-rbac.yaml").read_text()))
-
-
-def test_the_documented_worker_role_is_what_the_code_grants() -> None:
-    [role] = [doc for doc in documented() if doc["kind"] == "ClusterRole"]
-    assert role["rules"] == worker_rules([JOB], create_namespaces=True)
-
-
-def test_the_documented_objects_are_those_the_cli_applies() -> None:
-    """Same kinds, names and namespaces, and the binding and Secret point at the account."""
-    applied = serviceaccount.manifests(WorkerAccount(), worker_rules([JOB], create_namespaces=True))
-    by_kind = {manifest["kind"]: manifest for _, manifest in applied}
-    for doc in documented():
-        ours = by_kind[doc["kind"]]
-        assert ours["metadata"]["name"] == doc["metadata"]["name"]
-        assert ours["metadata"].get("namespace") == doc["metadata"].get("namespace")
-        for field in ("roleRef", "subjects", "type"):
-            assert ours.get(field) == doc.get(field)
-    secret = by_kind["Secret"]
-    assert secret["metadata"]["annotations"] == documented()[-1]["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize(
@@ -137,12 +112,6 @@ def test_account_names() -> None:
     account = WorkerAccount("ops", "relay")
     assert account.username == "system:serviceaccount:ops:relay"
     assert account.token_secret == "relay-token"
-
-
-def test_the_documented_worker_admission_policy_is_what_the_cli_applies() -> None:
-    shipped = list(yaml.safe_load_all((DEPLOY / "worker-admission-policy.yaml").read_text()))
-    generated = serviceaccount.admission_policy(WorkerAccount(), "ORIGIN", [JOB])
-    assert shipped == [manifest for _, manifest in generated]
 
 
 @pytest.mark.parametrize(

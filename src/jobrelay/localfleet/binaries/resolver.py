@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobrelay.localfleet.binaries import Progress
+from jobrelay.localfleet.binaries.chart_crds import chart_crds
 from jobrelay.localfleet.binaries.etcd_binary import etcd
 from jobrelay.localfleet.binaries.helm_binary import helm
 from jobrelay.localfleet.binaries.jobset_build import jobset
@@ -45,11 +46,13 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
 
 @dataclass(frozen=True)
 class Tools:
-    """What the tests use besides the fleet: helm of both majors, for the chart; promtool,
+    """What the tests use besides the fleet: helm of both majors, for the chart, the
+    third-party CRDs its optional objects need (a JSON list, see chart_crds), and promtool,
     for the alert rules."""
 
     helm: Path
     helm4: Path
+    chart_crds: Path
     promtool: Path
 
 
@@ -57,5 +60,6 @@ def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
     return Tools(
         helm=helm(progress, build=build, major=3),
         helm4=helm(progress, build=build, major=4),
+        chart_crds=chart_crds(progress, build=build),
         promtool=promtool(progress, build=build),
     )

@@ -20,3 +20,12 @@ PROMTOOL_MODULE_VERSION = "v0.316.0"
 def minor_of(version: str) -> str:
     """``v1.35.4`` -> ``v1.35``: any patch release of the minor works."""
     return version.rsplit(".", 1)[0]
+
+
+# The CRDs the chart's optional objects need on the chart tests' manager: the
+# ServiceMonitor, PodMonitor and PrometheusRule of the Prometheus operator and
+# cert-manager's Certificate and issuers (from their Go modules, as the proxy serves them).
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
+CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
+CERT_MANAGER_VERSION = "v1.21.2"

@@ -1,0 +1,204 @@
+"""The chart's RBAC on the manager grants every request the controller makes there, and
+nothing cluster-wide that a resourceNames or a namespace could narrow: for several kind
+lists, namespaces, ServiceAccounts and controller names (the rules follow the values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from jobrelay.controller.options import lease_name_for
+from jobrelay.fleet import workerclusters
+from jobrelay.manifests.admission_policy import policy_kinds
+from jobrelay.relayapi.rules import API_CONFIGMAP
+from tests.chart_render import chart_tools, render
+
+# helm only, no fleet: an integration test because it needs the helm build.
+pytestmark = pytest.mark.integration
+
+ANY = None  # any namespace, or a name not known in advance
+CRD = workerclusters.crd_manifest()["metadata"]["name"]
+
+
+@dataclass(frozen=True)
+class Request:
+    group: str
+    resource: str
+    verb: str
+    namespace: str | None = ANY  # None: cluster-wide (a list across namespaces) or any
+    name: str | None = ANY
+
+
+@dataclass(frozen=True)
+class Install:
+    """One rendering of the chart: its values and the identity they give the controller."""
+
+    release: str
+    namespace: str
+    values: dict[str, Any]
+    service_account: str
+    kinds: tuple[str, ...]
+    controller_name: str = "jobrelay.dev/relay"
+
+
+INSTALLS = [
+    Install("jobrelay", "jobrelay-system", {}, "jobrelay", ("Job.v1.batch",)),
+    Install(
+        "relay",
+        "batch-control",
+        {
+            "serviceAccount": {"name": "dispatcher"},
+            "controllerName": "example.com/Batch_Relay",
+            "kinds": [
+                {"name": "Job.v1.batch"},
+                {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
+                {"name": "RayJob.v1.ray.io", "resource": "rayjobs"},
+            ],
+        },
+        "dispatcher",
+        ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io", "RayJob.v1.ray.io"),
+        "example.com/Batch_Relay",
+    ),
+    Install(
+        "other",
+        "ops",
+        {"fullnameOverride": "jr", "kinds": [{"name": "JobSet.v1alpha2.jobset.x-k8s.io"}]},
+        "jr",
+        ("JobSet.v1alpha2.jobset.x-k8s.io",),
+    ),
+]
+
+
+def needed(install: Install) -> list[Request]:
+    """Every request the controller of this install makes on the management cluster."""
+    namespace, lease = install.namespace, lease_name_for(install.controller_name)
+    requests = []
+    for kind in policy_kinds(install.kinds):
+        group, plural = kind.group, kind.plural
+        requests += [Request(group, plural, verb) for verb in ("get", "list", "watch", "patch")]
+        requests.append(Request(group, f"{plural}/status", "patch"))
+    return [
+        *requests,
+        Request("", "events", "create"),
+        Request("", "events", "patch"),
+        Request("jobrelay.dev", "workerclusters", "get"),
+        Request("jobrelay.dev", "workerclusters", "list"),
+        Request("jobrelay.dev", "workerclusters", "watch"),
+        Request("jobrelay.dev", "workerclusters/status", "patch"),
+        # The chart installs the CRD; the controller only reads it (no create or patch:
+        # those belong to `jobrelay run --install-crds`, for the local fleet).
+        Request("apiextensions.k8s.io", "customresourcedefinitions", "get", name=CRD),
+        Request("", "namespaces", "get"),
+        Request("", "namespaces", "list"),
+        Request("", "namespaces", "watch"),
+        Request("", "pods", "create"),  # dry runs only (the jobrelay-pods-dry-run-only policy)
+        Request("", "secrets", "get", namespace=namespace),
+        Request("", "secrets", "list", namespace=namespace),
+        Request("", "secrets", "watch", namespace=namespace),
+        Request("coordination.k8s.io", "leases", "get", namespace=namespace, name=lease),
+        Request("coordination.k8s.io", "leases", "update", namespace=namespace, name=lease),
+        Request("coordination.k8s.io", "leases", "create", namespace=namespace),
+        # The logs API: reviews of each caller, the manager's client CA, what it publishes.
+        Request("authentication.k8s.io", "tokenreviews", "create"),
+        Request("authorization.k8s.io", "subjectaccessreviews", "create"),
+        # In kube-system; granted by name from the ClusterRole.
+        Request("", "configmaps", "get", name="extension-apiserver-authentication"),
+        Request("", "configmaps", "get", namespace=namespace, name=API_CONFIGMAP),
+        Request("", "configmaps", "patch", namespace=namespace, name=API_CONFIGMAP),
+        Request("", "configmaps", "create", namespace=namespace),
+    ]
+
+
+@dataclass(frozen=True)
+class Grant:
+    rule: dict[str, Any]
+    namespace: str | None  # None: a ClusterRole bound cluster-wide
+
+    def allows(self, request: Request) -> bool:
+        rule = self.rule
+        if self.namespace is not None and request.namespace != self.namespace:
+            return False
+        names = rule.get("resourceNames") or []
+        return (
+            request.group in rule["apiGroups"]
+            and request.resource in rule["resources"]
+            and request.verb in rule["verbs"]
+            and (not names or request.name in names)
+        )
+
+
+def controller_grants(install: Install) -> list[Grant]:
+    """The rules the rendered chart binds to the controller's ServiceAccount."""
+    docs = render(
+        chart_tools().helm, install.values, release=install.release, namespace=install.namespace
+    )
+    controller = ("ServiceAccount", install.service_account, install.namespace)
+    accounts = [d for d in docs if d["kind"] == "ServiceAccount"]
+    assert [(d["metadata"]["name"], d["metadata"]["namespace"]) for d in accounts] == [
+        controller[1:]
+    ]
+    roles = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs if "rules" in doc}
+    grants = []
+    for doc in docs:
+        if doc["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        bound = any(
+            (s["kind"], s["name"], s.get("namespace", doc["metadata"].get("namespace")))
+            == controller
+            for s in doc["subjects"]
+        )
+        if not bound:
+            continue
+        role = roles[(doc["roleRef"]["kind"], doc["roleRef"]["name"])]
+        if doc["kind"] == "RoleBinding":
+            assert role["metadata"]["namespace"] == doc["metadata"]["namespace"]
+        where = doc["metadata"]["namespace"] if doc["kind"] == "RoleBinding" else None
+        grants += [Grant(rule, where) for rule in role["rules"]]
+    return grants
+
+
+@pytest.mark.parametrize("install", INSTALLS, ids=lambda i: i.namespace)
+def test_every_request_of_the_controller_is_granted(install: Install) -> None:
+    grants = controller_grants(install)
+    missing = [r for r in needed(install) if not any(grant.allows(r) for grant in grants)]
+    assert not missing
+
+
+@pytest.mark.parametrize("install", INSTALLS, ids=lambda i: i.namespace)
+def test_nothing_is_granted_beyond_what_the_controller_needs(install: Install) -> None:
+    """Each (group, resource, verb) granted is needed, and no wider than needed: a grant
+    cluster-wide or by no name only where the request cannot name its namespace or object."""
+    requests = needed(install)
+    for grant in controller_grants(install):
+        rule = grant.rule
+        assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    names = rule.get("resourceNames")
+                    wanted = [
+                        r
+                        for r in requests
+                        if (r.group, r.resource, r.verb) == (group, resource, verb)
+                        and (not names or r.name in names)
+                    ]
+                    assert wanted, f"{verb} {group}/{resource} is granted but never used"
+                    if grant.namespace is None:
+                        assert all(r.namespace is ANY for r in wanted), (
+                            f"{verb} {group}/{resource}: cluster-wide, but one namespace would do"
+                        )
+                    if not names:
+                        assert any(r.name is ANY for r in wanted), (
+                            f"{verb} {group}/{resource}: not narrowed by resourceNames"
+                        )
+
+
+def test_no_cluster_wide_create_of_customresourcedefinitions() -> None:
+    """The chart ships the CRD (crds/): the controller may not create or change CRDs."""
+    for install in INSTALLS:
+        for grant in controller_grants(install):
+            if "customresourcedefinitions" in grant.rule["resources"]:
+                assert grant.rule["verbs"] == ["get"]
+                assert grant.rule["resourceNames"] == [CRD]

@@ -1,0 +1,79 @@
+"""One certificate for every replica: --api-ca-file is what the API publishes for clients."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from tests.unit.controller.fakes import FakeCluster
+
+from jobrelay.localfleet import pki
+from jobrelay.relayapi.publishing import start_api
+from jobrelay.relayapi.settings import ApiSettings
+
+
+async def _handle(*_args: Any) -> None:
+    return None
+
+
+HANDLER: Any = SimpleNamespace(handle=_handle)
+
+
+def _issued(tmp_path: Path, name: str) -> tuple[pki.CertPair, pki.CertPair]:
+    ca = pki.ensure_ca(tmp_path / name)
+    serving = pki.issue(
+        ca, tmp_path / name, "api", common_name="jobrelay-api",
+        server_hosts=("jobrelay-api.team.svc", "127.0.0.1"),
+    )  # fmt: skip
+    return ca, serving
+
+
+async def test_the_ca_file_is_published_and_clients_verify_against_it(tmp_path: Path) -> None:
+    ca, serving = _issued(tmp_path, "chart")
+    settings = ApiSettings(
+        address="127.0.0.1:0",
+        cert_file=str(serving.cert),
+        key_file=str(serving.key),
+        ca_file=str(ca.cert),
+    )
+    async with FakeCluster("manager").client() as manager:
+        server, url, published = await start_api(manager, HANDLER, settings)
+    try:
+        assert published == ca.cert.read_text()
+        # A client trusting only the published CA accepts the server under its Service name.
+        client = ssl.create_default_context(cadata=published)
+        port = int(urlsplit(url).port or 0)
+        _reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client, server_hostname="jobrelay-api.team.svc"
+        )
+        writer.close()
+    finally:
+        await server.close()
+
+
+async def test_without_a_ca_file_the_certificate_is_its_own_ca(tmp_path: Path) -> None:
+    settings = ApiSettings(address="127.0.0.1:0")
+    async with FakeCluster("manager").client() as manager:
+        server, _url, published = await start_api(manager, HANDLER, settings)
+    await server.close()
+    assert published.startswith("-----BEGIN CERTIFICATE-----")
+
+
+@pytest.mark.parametrize("problem", ["other CA", "no certificate"])
+async def test_a_ca_that_does_not_fit_is_refused_at_start(tmp_path: Path, problem: str) -> None:
+    _ca, serving = _issued(tmp_path, "chart")
+    other, _ = _issued(tmp_path, "other")
+    settings = (
+        ApiSettings(address="127.0.0.1:0", cert_file=str(serving.cert),
+                    key_file=str(serving.key), ca_file=str(other.cert))
+        if problem == "other CA"
+        else ApiSettings(address="127.0.0.1:0", ca_file=str(other.cert))
+    )  # fmt: skip
+    async with FakeCluster("manager").client() as manager:
+        with pytest.raises(ValueError, match="--api-ca-file"):
+            await start_api(manager, HANDLER, settings)
