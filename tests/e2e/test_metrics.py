@@ -131,8 +131,9 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
 
     assert delta("jobrelay_dispatched_total") == {(): JOBS}
     assert delta("jobrelay_redispatched_total") == {}
-    assert delta("jobrelay_finished_total", "cluster", "outcome") == dict(happened)
-    dispatched_by_cluster = delta("jobrelay_dispatched_total", "cluster")
+    assert delta("jobrelay_finished_total", "worker", "outcome") == dict(happened)
+    assert delta("jobrelay_finished_total", "kind") == {("Job.v1.batch",): JOBS}
+    dispatched_by_cluster = delta("jobrelay_dispatched_total", "worker")
     assert dispatched_by_cluster == dict(
         collections.Counter((c,) for c, _ in happened.elements())
     ), "mirrors created per cluster differ from where the Jobs ran"
@@ -142,6 +143,9 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
     assert delta("jobrelay_dispatch_latency_seconds_count") == {(): JOBS}
     assert delta("jobrelay_dispatch_latency_seconds_bucket", "le")[("+Inf",)] == JOBS
     assert delta("jobrelay_dispatch_latency_seconds_sum")[()] > 0
+    # Split: the wait for capacity (none here: the fleet has room) and the mirror creation.
+    assert delta("jobrelay_capacity_wait_seconds_count", "kind") == {("Job.v1.batch",): JOBS}
+    assert delta("jobrelay_mirror_creation_seconds_count", "kind") == {("Job.v1.batch",): JOBS}
     assert delta("jobrelay_status_copy_latency_seconds_count") == {(): JOBS}
     assert delta("jobrelay_status_copy_latency_seconds_bucket", "le")[("+Inf",)] == JOBS
     copies = delta("jobrelay_status_update_latency_seconds_count")[()]
@@ -149,10 +153,10 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
     assert delta("jobrelay_status_update_latency_seconds_bucket", "le")[("+Inf",)] == copies
 
     # Every mirror creation was a create request on a worker; status writes patched the manager.
-    creates = delta("jobrelay_apiserver_requests_total", "cluster", "verb", "code")
+    creates = delta("jobrelay_apiserver_requests_total", "worker", "verb", "code")
     for cluster, n in dispatched_by_cluster.items():
         assert creates.get((cluster[0], "create", "201"), 0) >= n
-    assert creates.get(("manager", "patch", "200"), 0) >= JOBS + copies
+    assert creates.get(("", "patch", "200"), 0) >= JOBS + copies  # worker="": the manager
     assert total(after, "jobrelay_apiserver_request_duration_seconds_count") > 0
     assert total(after, "jobrelay_reconcile_duration_seconds_count", result="done") > 0
 
@@ -160,11 +164,15 @@ async def test_counters_and_histograms_add_up_over_100_jobs(relay: Relay) -> Non
     assert total(after, "jobrelay_leader") == 1
     assert total(after, "jobrelay_ready") == 1
     for worker in relay.workers:
-        assert total(after, "jobrelay_worker_connected", cluster=worker) == 1
-        assert total(after, "jobrelay_worker_lost", cluster=worker) == 0
+        assert total(after, "jobrelay_worker_connected", worker=worker) == 1
+        assert total(after, "jobrelay_worker_lost", worker=worker) == 0
+        assert total(after, "jobrelay_worker_allocatable", worker=worker, resource="cpu") > 0
     assert ("jobrelay_workqueue_depth", frozenset()) in after
     assert ("jobrelay_workqueue_oldest_item_age_seconds", frozenset()) in after
     assert total(after, "jobrelay_held_workloads") == 0
+    assert total(after, "jobrelay_workloads", kind="Job.v1.batch") >= JOBS
+    assert total(after, "jobrelay_build_info") == 1
+    assert total(after, "process_resident_memory_bytes") > 0
 
 
 async def test_a_mirror_every_worker_rejects_is_counted_as_a_terminal_reconcile(

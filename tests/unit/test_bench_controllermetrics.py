@@ -32,8 +32,8 @@ def test_figures_from_a_real_registry() -> None:
     metrics = Metrics()
     for seconds in (0.02, 0.03, 0.2, 0.4):
         metrics.dispatch_latency.observe(seconds)
-    metrics.dispatched.labels("worker-1").inc(3)
-    metrics.dispatched.labels("worker-2").inc()
+    metrics.dispatched.labels("worker-1", "Job.v1.batch").inc(3)
+    metrics.dispatched.labels("worker-2", "Job.v1.batch").inc()
     metrics.reconciled("Job.v1.batch", "done", 0.01)
     metrics.reconciled("JobSet.v1alpha2.jobset.x-k8s.io", "done", 0.01)
     found = figures(metrics.render().decode())

@@ -147,7 +147,7 @@ def up(
 @fleet.command()
 def build() -> None:
     """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet
-    runs, and the helm builds and third-party CRDs the chart's tests use."""
+    runs, and the helm builds, third-party CRDs and promtool the chart's and alerts' tests use."""
     try:
         found = resolver.resolve(_progress)
         tools = resolver.resolve_tools(_progress)

@@ -1,14 +1,12 @@
 """What `jobrelay get`, `describe` and `top` say of a workload (pure: no I/O, no clock).
 
-A workload's state is computed here, and only here, from the management object
-alone (its status, conditions and jobrelay's annotations, read through
-:mod:`jobrelay.vocabulary.placement`), so every command says the same thing and
-every case is a table row in the unit tests.
+A workload's state is computed by :mod:`jobrelay.kinds.standing`, and only there,
+from the management object alone, so every command (and the controller's
+``jobrelay_workloads`` gauge) says the same thing.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,53 +14,13 @@ from typing import Any
 
 from jobrelay.cli.terminal import safe
 from jobrelay.kinds.base import WorkloadKind
+
+# Re-exported: the commands and their tests read a workload's state from here.
+from jobrelay.kinds.standing import Standing as Standing
+from jobrelay.kinds.standing import State as State
+from jobrelay.kinds.standing import standing as standing
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.placement import (
-    blocked_reason,
-    not_placed_reason,
-    placement_of,
-    placements_of,
-)
-
-
-class State(enum.StrEnum):
-    """Where a workload stands, as `jobrelay get` shows it (first match wins, top down)."""
-
-    COMPLETE = "Complete"  # its kind's finish says succeeded
-    FAILED = "Failed"  # its kind's finish says failed
-    SUSPENDED = "Suspended"  # spec.suspend
-    BLOCKED = "Blocked"  # the worker cannot create its mirror's pods (BLOCKED_ANNOTATION)
-    HELD = "Held"  # not placed: no cluster can take it now (NOT_PLACED_ANNOTATION)
-    PENDING = "Pending"  # not placed, and the controller has not said why yet
-    RUNNING = "Running"  # placed, and pods are active or have run
-    DISPATCHED = "Dispatched"  # placed; its mirror shows no progress yet
-
-
-@dataclass(frozen=True)
-class Standing:
-    state: State
-    reason: str = ""
-
-
-def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
-    """The state of a management object and, where there is one, its reason."""
-    body = dict(obj)
-    finish = kind.finish(body)
-    if finish is not None:
-        reason = ": ".join(filter(None, (finish.reason, finish.message)))
-        return Standing(State.COMPLETE if finish.succeeded else State.FAILED, reason)
-    if kind.is_suspended(body):
-        return Standing(State.SUSPENDED)
-    blocked = blocked_reason(obj)
-    if blocked:
-        return Standing(State.BLOCKED, blocked)
-    if not placement_of(obj):
-        held = not_placed_reason(obj)
-        return Standing(State.HELD, held) if held else Standing(State.PENDING)
-    status = obj.get("status") or {}
-    if status.get("active") or kind.has_run(body):
-        return Standing(State.RUNNING)
-    return Standing(State.DISPATCHED)
+from jobrelay.vocabulary.placement import placement_of, placements_of
 
 
 def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -29,6 +29,7 @@ from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
+from jobrelay.controller.state_gauges import StateGauges
 from jobrelay.fleet import workerclusters
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
@@ -43,7 +44,7 @@ from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
-from jobrelay.observe.metrics import CONTENT_TYPE, ControllerState, WorkerLiveness
+from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import publishing as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
@@ -187,6 +188,7 @@ class Controller:
         # Metrics: the manager's requests counted as "manager", each worker's by its name.
         self.instruments = Instruments(self.metrics_state)
         manager.on_request = self.instruments.manager_hook()
+        manager.on_watch_restart = self.instruments.watch_hook(MANAGER)
         if election_client is not None:
             election_client.on_request = self.instruments.manager_hook()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(options.queue)
@@ -210,6 +212,9 @@ class Controller:
         # Worker Events about mirrors and their pods, onto the management objects.
         self.worker_events = EventRelay(
             manager, self.events, kinds, local=self._local, may_write=self.may_write
+        )
+        self.worker_events.on_relayed = lambda worker, relayed, suppressed: (
+            self.instruments.worker_events(worker, relayed=relayed, suppressed=suppressed)
         )
         self.pool = WorkerPool(
             manager,
@@ -277,20 +282,20 @@ class Controller:
     ) -> ApiClient:
         client = client_from_kubeconfig(kubeconfig, context, name, api)
         client.on_request = self.instruments.request_hook()
+        client.on_watch_restart = self.instruments.watch_hook()
         return client
 
     def metrics_state(self) -> ControllerState:
-        """What the state gauges show, at each scrape."""
-        return ControllerState(
-            leader=self.elector is None or self.elector.is_leader,
-            ready=self.synced,
-            queue_depth=len(self.queue),
-            queue_delayed=self.queue.delayed,
-            queue_in_progress=self.queue.in_progress,
-            queue_oldest_age=self.queue.oldest_age(),
-            held=len(self.reconciler.held()),
-            workers=tuple(WorkerLiveness(v.name, v.connected, v.lost) for v in self.pool.views()),
-        )
+        """What the state gauges show, at each scrape (see controller/state_gauges.py)."""
+        if self._state_gauges is None:
+            self._state_gauges = StateGauges(
+                kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
+                leader=lambda: self.elector is None or self.elector.is_leader,
+                ready=lambda: self.synced,
+            )  # fmt: skip
+        return self._state_gauges()
+
+    _state_gauges: StateGauges | None = None
 
     def may_write(self) -> bool:
         """The write fence: always without election, else only while holding the lease."""

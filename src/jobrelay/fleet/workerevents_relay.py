@@ -76,6 +76,9 @@ class EventRelay:
         self._workers: Callable[[], Iterable[Worker]] = list
         self._task: asyncio.Task[None] | None = None
         self._summary_call: asyncio.TimerHandle | None = None
+        # Told, per worker, how many occurrences were relayed and how many the rate limit
+        # held back (metrics); only while this replica may write: a standby relays nothing.
+        self.on_relayed: Callable[[str, int, int], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -113,10 +116,15 @@ class EventRelay:
             target = None
         history = listing and worker.name not in self._listed
         now = asyncio.get_running_loop().time()
+        suppressed = self.relay.suppressed[worker.name]
+        relayed = 0
         for outgoing in self.relay.observe(
             worker.name, event.new, target, history=history, now=now
         ):
-            self._record(outgoing)
+            relayed += outgoing.count if self._record(outgoing) else 0
+        suppressed = self.relay.suppressed[worker.name] - suppressed
+        if self.on_relayed is not None and (relayed or suppressed) and self._may_write():
+            self.on_relayed(worker.name, relayed, suppressed)
         self._schedule_summaries()
         if target is not None:
             mirror = worker.mirror(target.key)
@@ -137,16 +145,18 @@ class EventRelay:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _record(self, outgoing: Outgoing) -> None:
+    def _record(self, outgoing: Outgoing) -> bool:
+        """Record ``outgoing``; whether it was (a standby writes nothing)."""
         if not self._may_write():
-            return  # a standby writes nothing
+            return False
         obj = self._local(outgoing.key)
         if obj is None:
-            return
+            return False
         event_type = cast(Literal["Normal", "Warning"], outgoing.type)
         self._recorder.record(
             obj, event_type, outgoing.reason, outgoing.message, count=outgoing.count
         )
+        return True
 
     def _schedule_summaries(self) -> None:
         due = self.relay.next_due()

@@ -362,6 +362,8 @@ class WorkerEventRelay:
         # Occurrences accounted for (relayed, or history), by (worker, Event UID).
         self._seen: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
         self._workloads: collections.OrderedDict[WorkloadKey, _Workload] = collections.OrderedDict()
+        # Occurrences the rate limit held back, by worker, since start (for metrics).
+        self.suppressed: collections.Counter[str] = collections.Counter()
 
     def observe(
         self,
@@ -464,6 +466,7 @@ class WorkerEventRelay:
                 state.relayed.popitem(last=False)
             return True
         state.held.setdefault(worker, collections.Counter())[outgoing.reason] += outgoing.count
+        self.suppressed[worker] += outgoing.count
         if state.summary_due is None:
             state.summary_due = now + limits.summary_interval
         return False

@@ -34,7 +34,7 @@ from jobrelay.kube.errors import (
 from jobrelay.kube.transport import DirectSender, StreamedResponse, read_capped
 from jobrelay.vocabulary.resource import Resource
 
-__all__ = ["RequestRecord", "Requester"]
+__all__ = ["RequestRecord", "Requester", "WatchRestart"]
 
 _log = logging.getLogger(__name__)
 
@@ -50,6 +50,16 @@ class RequestRecord:
     resource: str  # plural, e.g. "jobs"
     code: int  # HTTP status; 0 when no response arrived
     seconds: float  # for watches: until the response headers, not the stream's end
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRestart:
+    """An informer of this client watching again after a failure, handed to the
+    ``on_watch_restart`` hook (for metrics)."""
+
+    cluster: str
+    kind: str  # the resource's kind, e.g. "Job"
+    reason: str  # "relist" (starting over from a list) or "rewatch" (from its version)
 
 
 class _Exchange:
@@ -110,6 +120,8 @@ class Requester:
         self._options = options or ApiOptions()
         # Called with every finished request (metrics); settable, like write_fence.
         self.on_request = on_request
+        # Called by this client's informers when a watch starts again (metrics).
+        self.on_watch_restart: Callable[[WatchRestart], None] | None = None
         self._counts: Counter[str] = Counter()
         # See ApiOptions.write_fence; settable, e.g. once start-up writes are done.
         self.write_fence = self._options.write_fence

@@ -30,6 +30,7 @@ from typing import Any
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, ResponseTooLarge
+from jobrelay.kube.requesting import WatchRestart
 from jobrelay.kube.streams import WatchEvent
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
@@ -165,6 +166,9 @@ class Informer:
     def values(self) -> list[dict[str, Any]]:
         return list(self._cache.values())
 
+    def items(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(self._cache.items())
+
     def __len__(self) -> int:
         return len(self._cache)
 
@@ -279,6 +283,7 @@ class Informer:
                 _log.exception("informer %s failed", self.name)
                 need_list = True
                 problem = "unexpected error"
+            self._restarted("relist" if need_list else "rewatch")
             delay = self._backoff.next_delay()
             _log.log(
                 level,
@@ -289,6 +294,16 @@ class Informer:
                 delay,
             )
             await asyncio.sleep(delay)
+
+    def _restarted(self, reason: str) -> None:
+        hook = self._client.on_watch_restart
+        if hook is None:
+            return
+        try:
+            hook(WatchRestart(self._client.cluster, self._resource.kind, reason))
+        except Exception:
+            # Metrics must never stop an informer.
+            _log.exception("on_watch_restart hook failed")
 
     async def _relist(self) -> None:
         result = await self._client.list(

@@ -2,129 +2,86 @@
 
 Each :class:`Metrics` has a registry of its own (never prometheus-client's
 global one), so several controllers can run in one process (tests) and a
-scrape shows one controller only. Counters and histograms are updated by thin
-hooks in the controller; gauges describing state (queue, workers, leader) are
-read at scrape time from a :class:`ControllerState` snapshot, so nothing has to
-keep them current.
+scrape shows one controller only; the process and Python collectors are added
+to it. Counters and histograms are updated by thin hooks in the controller;
+gauges describing state (queue, workers, workloads, leader) are read at scrape
+time from a :class:`ControllerState` snapshot (observe/state_metrics.py), so
+nothing has to keep them current.
 
 Names follow Prometheus conventions: ``jobrelay_`` prefix, ``_total`` for
-counters, ``_seconds`` for durations. ``cluster`` is a WorkerCluster's name,
-or ``manager`` for the management cluster's apiserver.
+counters, ``_seconds`` for durations, base units. ``worker`` is a
+WorkerCluster's name (not ``cluster``: Thanos, Mimir and kube-prometheus use
+that as an external label); the management cluster's own series (apiserver
+requests, watches) carry ``worker=""``, which Prometheus stores as no
+``worker`` label at all. prometheus-client's ``_created`` series are off.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from importlib import metadata
 from typing import Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import (
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
+
+from jobrelay.observe.state_metrics import (
+    ControllerState,
+    QueueState,
+    StateCollector,
+    WorkerCapacityFigures,
+    WorkerLiveness,
+)
 
 __all__ = [
     "CONTENT_TYPE",
     "MANAGER",
     "ControllerState",
     "Metrics",
+    "QueueState",
     "StatusCopyClock",
     "Stopwatches",
+    "WorkerCapacityFigures",
     "WorkerLiveness",
     "exposed_names",
+    "jobrelay_version",
 ]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-# The ``cluster`` label of the management cluster's apiserver.
-MANAGER = "manager"
+# The ``worker`` label of the management cluster's own series (requests, watches): empty,
+# which no WorkerCluster can be named (and Prometheus stores as no label).
+MANAGER = ""
 
 # From a burst dispatched in milliseconds to a workload held for minutes.
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 # One apiserver request, or one reconcile (a few requests).
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
+# ``_created`` series double every counter's and histogram's series for a value only
+# rate() over a restart could use (and it does not): off, process-wide.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 K = TypeVar("K", bound=Hashable)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerLiveness:
-    name: str
-    connected: bool
-    lost: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerState:
-    """What the state gauges show, read afresh at every scrape."""
-
-    leader: bool  # holds the Lease (always, without leader election)
-    ready: bool  # caches synced
-    queue_depth: int  # keys ready to be reconciled now
-    queue_delayed: int  # keys waiting out a backoff or a requeue-after
-    queue_in_progress: int  # keys being reconciled
-    queue_oldest_age: float  # seconds the oldest ready key has waited (0: none)
-    held: int  # workloads no worker can take now
-    workers: tuple[WorkerLiveness, ...] = ()
-
-
-def _gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, labels=list(labels))
-
-
-class _StateCollector(Collector):
-    """The gauges, from ``state()`` at scrape time."""
-
-    def __init__(self, state: Callable[[], ControllerState]) -> None:
-        self._state = state
-
-    def describe(self) -> Iterator[Metric]:
-        # Names only: the registry checks them for clashes without reading any state.
-        yield from self._families()
-
-    def collect(self) -> Iterator[Metric]:
-        state = self._state()
-        (leader, ready, depth, delayed, in_progress, oldest, held, connected, lost) = (
-            self._families()
-        )
-        leader.add_metric([], float(state.leader))
-        ready.add_metric([], float(state.ready))
-        depth.add_metric([], state.queue_depth)
-        delayed.add_metric([], state.queue_delayed)
-        in_progress.add_metric([], state.queue_in_progress)
-        oldest.add_metric([], state.queue_oldest_age)
-        held.add_metric([], state.held)
-        for worker in state.workers:
-            connected.add_metric([worker.name], float(worker.connected))
-            lost.add_metric([worker.name], float(worker.lost))
-        yield from (leader, ready, depth, delayed, in_progress, oldest, held, connected, lost)
-
-    @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
-        return (
-            _gauge(
-                "jobrelay_leader", "1 while this replica holds the leader Lease (acts), else 0."
-            ),
-            _gauge("jobrelay_ready", "1 once the caches have synced (/readyz answers 200)."),
-            _gauge("jobrelay_workqueue_depth", "Keys waiting to be reconciled now."),
-            _gauge("jobrelay_workqueue_delayed", "Keys waiting out a backoff or requeue delay."),
-            _gauge("jobrelay_workqueue_in_progress", "Keys being reconciled."),
-            _gauge(
-                "jobrelay_workqueue_oldest_item_age_seconds",
-                "How long the oldest key waiting to be reconciled has waited.",
-            ),
-            _gauge("jobrelay_held_workloads", "Workloads no worker cluster can take now."),
-            _gauge(
-                "jobrelay_worker_connected",
-                "1 while the worker cluster is connected (its status Connected=True), else 0.",
-                ["cluster"],
-            ),
-            _gauge(
-                "jobrelay_worker_lost",
-                "1 once the worker cluster is declared lost (its workloads run elsewhere).",
-                ["cluster"],
-            ),
-        )
+def jobrelay_version() -> str:
+    """The installed jobrelay's version (``unknown`` when run from a bare source tree)."""
+    try:
+        return metadata.version("jobrelay")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class Metrics:
@@ -133,29 +90,57 @@ class Metrics:
     def __init__(self, state: Callable[[], ControllerState] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        if GC_COLLECTOR is not None:
+            GCCollector(registry=registry)
+        Gauge(
+            "jobrelay_build_info",
+            "1, labelled with the version of jobrelay this replica runs.",
+            ["version"],
+            registry=registry,
+        ).labels(jobrelay_version()).set(1)
         self.dispatched = Counter(
             "jobrelay_dispatched_total",
-            "Mirrors created on worker clusters (a re-dispatch creates one more).",
-            ["cluster"],
+            "Mirrors created on worker clusters, by worker and kind (a re-dispatch creates "
+            "one more).",
+            ["worker", "kind"],
             registry=registry,
         )
         self.finished = Counter(
             "jobrelay_finished_total",
-            "Workloads finished, by the cluster they ran on last and outcome (succeeded, failed).",
-            ["cluster", "outcome"],
+            "Workloads finished, by the worker they ran on last, kind and outcome "
+            "(succeeded, failed).",
+            ["worker", "kind", "outcome"],
             registry=registry,
         )
         self.redispatched = Counter(
             "jobrelay_redispatched_total",
-            "Workloads placed again on another cluster (worker lost, drained, pods "
-            "unschedulable, mirror gone), by the cluster they left.",
-            ["from_cluster"],
+            "Workloads placed again on another worker (worker lost, drained, pods "
+            "unschedulable, mirror gone), by the worker they left and kind.",
+            ["from_worker", "kind"],
+            registry=registry,
+        )
+        self.capacity_wait = Histogram(
+            "jobrelay_capacity_wait_seconds",
+            "From the management object first seen unplaced (not suspended) to its placement "
+            "decided: the time it waited for a worker with room, by kind.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.mirror_creation = Histogram(
+            "jobrelay_mirror_creation_seconds",
+            "From a placement decided to the mirror created on its worker (the POST "
+            "answered), by kind: jobrelay's own dispatch time, capacity waits excluded.",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
             registry=registry,
         )
         self.dispatch_latency = Histogram(
             "jobrelay_dispatch_latency_seconds",
             "From the management object first seen by its informer (unplaced, not suspended) "
-            "to its mirror created on a worker.",
+            "to its mirror created on a worker: capacity wait plus mirror creation.",
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
@@ -188,32 +173,53 @@ class Metrics:
         )
         self.api_requests = Counter(
             "jobrelay_apiserver_requests_total",
-            "Requests sent to apiservers, by cluster, Kubernetes verb and HTTP code "
-            "(0: no answer).",
-            ["cluster", "verb", "code"],
+            'Requests sent to apiservers, by worker ("": the management cluster), '
+            "Kubernetes verb and HTTP code (0: no answer).",
+            ["worker", "verb", "code"],
             registry=registry,
         )
         self.api_errors = Counter(
             "jobrelay_apiserver_request_errors_total",
-            "Requests that got no answer, 429 or a 5xx, by cluster and verb.",
-            ["cluster", "verb"],
+            "Requests that got no answer, 429 or a 5xx, by worker and verb.",
+            ["worker", "verb"],
             registry=registry,
         )
         self.api_latency = Histogram(
             "jobrelay_apiserver_request_duration_seconds",
-            "Apiserver request latency by cluster and verb (watches: until the response headers).",
-            ["cluster", "verb"],
+            "Apiserver request latency by worker and verb (watches: until the response headers).",
+            ["worker", "verb"],
             buckets=REQUEST_BUCKETS,
             registry=registry,
         )
+        self.watch_restarts = Counter(
+            "jobrelay_watch_restarts_total",
+            "Informer watches started again after a failure (reason rewatch) or from a new "
+            "list (reason relist: 410 Gone, an answer too large, an error), by worker "
+            '("": the management cluster) and kind.',
+            ["worker", "kind", "reason"],
+            registry=registry,
+        )
+        self.worker_events_relayed = Counter(
+            "jobrelay_worker_events_relayed_total",
+            "Occurrences of worker Events relayed onto management objects, by worker.",
+            ["worker"],
+            registry=registry,
+        )
+        self.worker_events_suppressed = Counter(
+            "jobrelay_worker_events_suppressed_total",
+            "Occurrences of worker Events held back by the per-workload rate limit (told "
+            "in a summary Event instead), by worker.",
+            ["worker"],
+            registry=registry,
+        )
         if state is not None:
-            registry.register(_StateCollector(state))
+            registry.register(StateCollector(state))
 
-    def api_request(self, cluster: str, verb: str, code: int, seconds: float) -> None:
-        self.api_requests.labels(cluster, verb, str(code)).inc()
+    def api_request(self, worker: str, verb: str, code: int, seconds: float) -> None:
+        self.api_requests.labels(worker, verb, str(code)).inc()
         if code == 0 or code == 429 or code >= 500:
-            self.api_errors.labels(cluster, verb).inc()
-        self.api_latency.labels(cluster, verb).observe(seconds)
+            self.api_errors.labels(worker, verb).inc()
+        self.api_latency.labels(worker, verb).observe(seconds)
 
     def reconciled(self, kind: str, result: str, seconds: float) -> None:
         self.reconcile_duration.labels(kind, result).observe(seconds)
@@ -232,11 +238,9 @@ def exposed_names(registry: CollectorRegistry) -> frozenset[str]:
     for family in registry.collect():
         match family.type:
             case "counter":
-                names.update({f"{family.name}_total", f"{family.name}_created"})
+                names.add(f"{family.name}_total")
             case "histogram":
-                names.update(
-                    f"{family.name}{suffix}" for suffix in ("_bucket", "_count", "_sum", "_created")
-                )
+                names.update(f"{family.name}{suffix}" for suffix in ("_bucket", "_count", "_sum"))
             case _:
                 names.add(family.name)
     return frozenset(names)

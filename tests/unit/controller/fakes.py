@@ -240,6 +240,9 @@ class FakeInformer:
     def keys(self) -> list[str]:
         return list(self.objects)
 
+    def items(self) -> list[tuple[str, JsonObj]]:
+        return list(self.objects.items())
+
     def __len__(self) -> int:
         return len(self.objects)
 

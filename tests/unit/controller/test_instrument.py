@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job, key_of
 
 from jobrelay.controller.instrument import Instruments
-from jobrelay.kube.requesting import RequestRecord
+from jobrelay.kube.requesting import RequestRecord, WatchRestart
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Retry, Terminal
 from jobrelay.vocabulary.outcome import result as counted_as
@@ -39,22 +39,51 @@ def seen(obj: dict[str, object] | None, old: dict[str, object] | None = None) ->
     return InformerEvent(change, KEY.key, old, obj)  # type: ignore[arg-type]
 
 
-def test_dispatch_latency_runs_from_first_seen_unplaced_to_mirror_created() -> None:
+def test_the_wait_for_capacity_and_the_mirror_creation_are_timed_apart() -> None:
+    """Held for capacity 0.5 s, then placed, mirror created 0.25 s later: the alertable
+    mirror creation time says 0.25 s; the dispatch latency (kept) the whole 0.75 s."""
     clock = Clock()
     instruments = Instruments(clock=clock)
     handler = instruments.object_seen(JOB)
     handler(seen(job()))
     clock.now += 0.5
+    instruments.placed(KEY, job(), "worker-1", ("worker-1",))
     handler(seen(job(placed="worker-1", history=("worker-1",)), job()))
     clock.now += 0.25
     instruments.mirror_created(KEY, "worker-1")
-    assert value(instruments, "jobrelay_dispatched_total", cluster="worker-1") == 1
+    assert value(instruments, "jobrelay_dispatched_total", worker="worker-1", kind=JOB.name) == 1
+    assert value(instruments, "jobrelay_capacity_wait_seconds_count", kind=JOB.name) == 1
+    assert value(instruments, "jobrelay_capacity_wait_seconds_sum", kind=JOB.name) == 0.5
+    assert value(instruments, "jobrelay_mirror_creation_seconds_count", kind=JOB.name) == 1
+    assert value(instruments, "jobrelay_mirror_creation_seconds_sum", kind=JOB.name) == 0.25
     assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 1
     assert value(instruments, "jobrelay_dispatch_latency_seconds_sum") == 0.75
     # A second mirror (a re-dispatch) is dispatched again, but its latency is not a dispatch's.
     instruments.mirror_created(KEY, "worker-2")
-    assert value(instruments, "jobrelay_dispatched_total", cluster="worker-2") == 1
+    assert value(instruments, "jobrelay_dispatched_total", worker="worker-2", kind=JOB.name) == 1
     assert value(instruments, "jobrelay_dispatch_latency_seconds_count") == 1
+    assert value(instruments, "jobrelay_mirror_creation_seconds_count", kind=JOB.name) == 1
+
+
+def test_a_redispatch_times_its_mirror_creation_from_its_placement() -> None:
+    clock = Clock()
+    instruments = Instruments(clock=clock)
+    running = job(placed="worker-1", history=("worker-1",), status=RUNNING)
+    instruments.object_seen(JOB)(seen(running))
+    instruments.placed(KEY, running, "worker-2", ("worker-1", "worker-2"))
+    clock.now += 2.0
+    instruments.mirror_created(KEY, "worker-2")
+    assert value(instruments, "jobrelay_mirror_creation_seconds_sum", kind=JOB.name) == 2.0
+    assert value(instruments, "jobrelay_capacity_wait_seconds_count", kind=JOB.name) is None
+    assert value(instruments, "jobrelay_redispatched_total", from_worker="worker-1",
+                 kind=JOB.name) == 1  # fmt: skip
+
+
+def test_a_workload_gone_before_its_mirror_forgets_its_placement_clock() -> None:
+    instruments = Instruments()
+    instruments.placed(KEY, job(), "worker-1", ("worker-1",))
+    instruments.object_seen(JOB)(seen(None, job()))
+    assert len(instruments.placing) == 0
 
 
 @pytest.mark.parametrize(
@@ -94,7 +123,9 @@ def test_only_a_longer_history_is_a_redispatch(
     obj = job(placed=before[-1] if before else None, history=before)
     instruments.placed(KEY, obj, history[-1], history)
     for cluster in ("worker-1", "worker-2"):
-        count = value(instruments, "jobrelay_redispatched_total", from_cluster=cluster)
+        count = value(
+            instruments, "jobrelay_redispatched_total", from_worker=cluster, kind=JOB.name
+        )
         assert count == (1 if cluster == redispatched_from else None)
 
 
@@ -114,7 +145,9 @@ def test_a_status_that_finishes_the_workload_counts_it_by_cluster_and_outcome(
     obj = job(placed="worker-1", history=("worker-1",), status=before)
     instruments.status_written(KEY, JOB, obj, after)
     for each in ("succeeded", "failed"):
-        count = value(instruments, "jobrelay_finished_total", cluster="worker-1", outcome=each)
+        count = value(
+            instruments, "jobrelay_finished_total", worker="worker-1", kind=JOB.name, outcome=each
+        )
         assert count == (1 if each == outcome else None)
 
 
@@ -194,16 +227,35 @@ async def test_a_cancelled_reconcile_keeps_the_change_to_copy() -> None:
     assert len(instruments.status_copy) == 1
 
 
-def test_requests_are_labelled_manager_or_by_worker() -> None:
+def test_requests_are_labelled_by_worker_and_the_managers_with_an_empty_worker() -> None:
     instruments = Instruments()
-    instruments.manager_hook()(RequestRecord("kind-hq", "patch", "jobs", 200, 0.01))
+    instruments.manager_hook()(RequestRecord("manager", "patch", "jobs", 200, 0.01))
     instruments.request_hook()(RequestRecord("worker-1", "create", "jobs", 0, 5.0))
     assert value(
-        instruments, "jobrelay_apiserver_requests_total", cluster="manager", verb="patch", code="200"
+        instruments, "jobrelay_apiserver_requests_total", worker="", verb="patch", code="200"
     ) == 1  # fmt: skip
     assert value(
-        instruments, "jobrelay_apiserver_request_errors_total", cluster="worker-1", verb="create"
+        instruments, "jobrelay_apiserver_request_errors_total", worker="worker-1", verb="create"
     ) == 1  # fmt: skip
+
+
+def test_watch_restarts_are_counted_by_worker_kind_and_reason() -> None:
+    instruments = Instruments()
+    instruments.watch_hook("")(WatchRestart("manager", "Job", "relist"))
+    instruments.watch_hook()(WatchRestart("worker-1", "Pod", "rewatch"))
+    instruments.watch_hook()(WatchRestart("worker-1", "Pod", "rewatch"))
+    assert value(instruments, "jobrelay_watch_restarts_total", worker="", kind="Job",
+                 reason="relist") == 1  # fmt: skip
+    assert value(instruments, "jobrelay_watch_restarts_total", worker="worker-1", kind="Pod",
+                 reason="rewatch") == 2  # fmt: skip
+
+
+def test_worker_events_relayed_and_suppressed_are_counted_by_worker() -> None:
+    instruments = Instruments()
+    instruments.worker_events("worker-1", relayed=3, suppressed=0)
+    instruments.worker_events("worker-1", relayed=0, suppressed=7)
+    assert value(instruments, "jobrelay_worker_events_relayed_total", worker="worker-1") == 3
+    assert value(instruments, "jobrelay_worker_events_suppressed_total", worker="worker-1") == 7
 
 
 @pytest.mark.parametrize(

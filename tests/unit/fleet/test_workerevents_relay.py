@@ -175,6 +175,8 @@ async def test_distinct_events_are_limited_then_summarised() -> None:
             client, recorder, [JOB_KIND], local=lambda key: manager.job,
             may_write=lambda: leading[0], limits=limits,
         )  # fmt: skip
+        counted: list[tuple[str, int, int]] = []
+        relay.on_relayed = lambda *told: counted.append(told)
         worker = FakeWorker("worker-1", {KEY: mirror(active=1)})
         for n in range(50):
             relay.worker_event(worker, worker_event(f"e{n}", f"back-off {n}", "BackOff"))  # type: ignore[arg-type]
@@ -186,6 +188,9 @@ async def test_distinct_events_are_limited_then_summarised() -> None:
     assert manager.events()[-1]["message"] == (
         "worker-1: 48 more events not shown (rate limit): BackOff 48"
     )
+    # The metrics are told as much (jobrelay_worker_events_relayed/suppressed_total).
+    assert sum(r for _, r, _ in counted) == 2 and sum(s for _, _, s in counted) == 48
+    assert {worker for worker, _, _ in counted} == {"worker-1"}
 
 
 async def test_blocked_while_failing_to_create_and_unblocked_once_pods_run() -> None:
@@ -228,6 +233,8 @@ async def test_a_standby_writes_nothing() -> None:
             client, recorder, [JOB_KIND], local=lambda key: manager.job,
             may_write=lambda: leading[0],
         )  # fmt: skip
+        counted: list[tuple[str, int, int]] = []
+        relay.on_relayed = lambda *told: counted.append(told)
         worker = FakeWorker("worker-1", {KEY: mirror()})
         for n in range(20):
             relay.worker_event(worker, worker_event(f"e{n}", f"m{n}"))  # type: ignore[arg-type]
@@ -236,6 +243,7 @@ async def test_a_standby_writes_nothing() -> None:
         for summary in relay.relay.due(float("inf")):
             relay._record(summary)
         assert manager.requests == []
+        assert counted == []  # a standby's counters stay still
         # What the standby saw is not news once it leads: a relist relays nothing,
         # a new occurrence does.
         leading[0] = True

@@ -10,6 +10,7 @@ import httpx2
 import pytest
 
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.requesting import WatchRestart
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions, object_key
 
 FAST = InformerOptions(page_size=2, inactivity_timeout=5.0, backoff_initial=0.01, backoff_max=0.05)
@@ -154,6 +155,8 @@ async def test_refused_watch_with_410_relists_and_emits_vanished_deletes(
 
 async def test_error_event_with_410_relists(fake: Any, client: ApiClient) -> None:
     fake.put("a")
+    restarts: list[WatchRestart] = []
+    client.on_watch_restart = restarts.append
     informer = Informer(client, fake.RESOURCE, options=FAST)
     async with informer:
         await informer.wait_synced()
@@ -162,9 +165,13 @@ async def test_error_event_with_410_relists(fake: Any, client: ApiClient) -> Non
         second = await fake.next_watch()
         assert second.params["resourceVersion"] == str(fake.revision)
     assert len(fake.lists()) == 2
+    # The metrics hook hears of it (jobrelay_watch_restarts_total).
+    assert restarts == [WatchRestart(client.cluster, fake.RESOURCE.kind, "relist")]
 
 
 async def test_other_error_events_rewatch_without_relisting(fake: Any, client: ApiClient) -> None:
+    restarts: list[WatchRestart] = []
+    client.on_watch_restart = restarts.append
     informer = Informer(client, fake.RESOURCE, options=FAST)
     async with informer:
         await informer.wait_synced()
@@ -172,6 +179,7 @@ async def test_other_error_events_rewatch_without_relisting(fake: Any, client: A
         watch.send("ERROR", fake.status(500, "InternalError", "etcd hiccup"))
         await fake.next_watch()
     assert len(fake.lists()) == 1
+    assert [r.reason for r in restarts] == ["rewatch"]
 
 
 async def test_unchanged_objects_are_not_reported_on_relist(fake: Any, client: ApiClient) -> None:

@@ -10,9 +10,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobrelay.observe.metrics import (
     ControllerState,
     Metrics,
+    QueueState,
     StatusCopyClock,
     Stopwatches,
+    WorkerCapacityFigures,
     WorkerLiveness,
+    exposed_names,
+    jobrelay_version,
 )
 
 
@@ -35,9 +39,22 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
 
 def test_each_controller_has_a_registry_of_its_own() -> None:
     one, two = Metrics(), Metrics()
-    one.dispatched.labels("worker-1").inc()
-    assert samples(one)[("jobrelay_dispatched_total", (("cluster", "worker-1"),))] == 1
-    assert ("jobrelay_dispatched_total", (("cluster", "worker-1"),)) not in samples(two)
+    one.dispatched.labels("worker-1", "Job.v1.batch").inc()
+    labels = (("kind", "Job.v1.batch"), ("worker", "worker-1"))
+    assert samples(one)[("jobrelay_dispatched_total", labels)] == 1
+    assert ("jobrelay_dispatched_total", labels) not in samples(two)
+
+
+def test_process_python_and_build_info_are_exposed_and_no_created_series() -> None:
+    metrics = Metrics()
+    metrics.dispatched.labels("worker-1", "Job.v1.batch").inc()
+    metrics.api_request("worker-1", "create", 201, 0.02)
+    seen = samples(metrics)
+    names = {name for name, _ in seen}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "python_info"} <= names
+    assert seen[("jobrelay_build_info", (("version", jobrelay_version()),))] == 1
+    assert not [name for name in names if name.endswith("_created")]
+    assert not [name for name in exposed_names(metrics.registry) if name.endswith("_created")]
 
 
 @pytest.mark.parametrize(
@@ -51,13 +68,13 @@ def test_apiserver_errors_are_no_answer_throttling_and_server_faults(
     metrics = Metrics()
     metrics.api_request("worker-1", "create", code, 0.02)
     seen = samples(metrics)
-    labels = (("cluster", "worker-1"), ("code", str(code)), ("verb", "create"))
+    labels = (("code", str(code)), ("verb", "create"), ("worker", "worker-1"))
     assert seen[("jobrelay_apiserver_requests_total", labels)] == 1
     errors = seen.get(
-        ("jobrelay_apiserver_request_errors_total", (("cluster", "worker-1"), ("verb", "create")))
+        ("jobrelay_apiserver_request_errors_total", (("verb", "create"), ("worker", "worker-1")))
     )
     assert errors == (1 if error else None)
-    count = (("cluster", "worker-1"), ("verb", "create"))
+    count = (("verb", "create"), ("worker", "worker-1"))
     assert seen[("jobrelay_apiserver_request_duration_seconds_count", count)] == 1
 
 
@@ -73,9 +90,12 @@ def test_reconcile_errors_are_counted_apart() -> None:
 
 def test_state_gauges_are_read_at_each_scrape() -> None:
     state = ControllerState(
-        leader=True, ready=True, queue_depth=3, queue_delayed=2, queue_in_progress=1,
-        queue_oldest_age=4.5, held=7,
+        leader=True, ready=True, queue=QueueState(3, 2, 1, 4.5),
+        held={("Job.v1.batch", "NotPlaced"): 7, ("Job.v1.batch", "NeverFits"): 0},
+        workloads={("Job.v1.batch", "Running"): 4, ("Job.v1.batch", "Complete"): 9},
         workers=(WorkerLiveness("worker-1", True, False), WorkerLiveness("worker-2", False, True)),
+        capacity=(WorkerCapacityFigures("worker-1", {"cpu": 8.0, "memory": 2.0**34},
+                                        {"cpu": 1.5}),),
     )  # fmt: skip
     current = [state]
     metrics = Metrics(lambda: current[0])
@@ -86,14 +106,36 @@ def test_state_gauges_are_read_at_each_scrape() -> None:
     assert seen[("jobrelay_workqueue_delayed", ())] == 2
     assert seen[("jobrelay_workqueue_in_progress", ())] == 1
     assert seen[("jobrelay_workqueue_oldest_item_age_seconds", ())] == 4.5
-    assert seen[("jobrelay_held_workloads", ())] == 7
-    assert seen[("jobrelay_worker_connected", (("cluster", "worker-1"),))] == 1
-    assert seen[("jobrelay_worker_connected", (("cluster", "worker-2"),))] == 0
-    assert seen[("jobrelay_worker_lost", (("cluster", "worker-2"),))] == 1
-    current[0] = ControllerState(False, True, 0, 0, 0, 0.0, 0)
+    assert (
+        seen[("jobrelay_held_workloads", (("kind", "Job.v1.batch"), ("reason", "NotPlaced")))] == 7
+    )
+    assert seen[("jobrelay_workloads", (("kind", "Job.v1.batch"), ("state", "Running")))] == 4
+    assert seen[("jobrelay_worker_connected", (("worker", "worker-1"),))] == 1
+    assert seen[("jobrelay_worker_connected", (("worker", "worker-2"),))] == 0
+    assert seen[("jobrelay_worker_lost", (("worker", "worker-2"),))] == 1
+    assert seen[("jobrelay_worker_allocatable", (("resource", "cpu"), ("worker", "worker-1")))] == 8
+    assert seen[("jobrelay_worker_requested", (("resource", "cpu"), ("worker", "worker-1")))] == 1.5
+    current[0] = ControllerState(leader=True, ready=True, queue=QueueState(0, 0, 0, 0.0))
     seen = samples(metrics)
+    assert ("jobrelay_worker_connected", (("worker", "worker-1"),)) not in seen
+
+
+def test_a_standby_exposes_no_queue_nor_held_workloads() -> None:
+    """Issue 22: a standby fills its queue from informer events and never drains it; its
+    queue gauges made JobrelayQueueBackingUp (max over replicas) fire for ever. A standby
+    says it is one (jobrelay_leader 0) and reports no queue: the leader's is the queue."""
+    standby = ControllerState(
+        leader=False, ready=True, workloads={("Job.v1.batch", "Pending"): 1},
+        workers=(WorkerLiveness("worker-1", True, False),),
+    )  # fmt: skip
+    seen = samples(Metrics(lambda: standby))
     assert seen[("jobrelay_leader", ())] == 0
-    assert ("jobrelay_worker_connected", (("cluster", "worker-1"),)) not in seen
+    names = {name for name, _ in seen}
+    assert not [name for name in names if name.startswith("jobrelay_workqueue_")]
+    assert "jobrelay_held_workloads" not in names
+    # What its caches say is true on a standby too.
+    assert seen[("jobrelay_worker_connected", (("worker", "worker-1"),))] == 1
+    assert seen[("jobrelay_workloads", (("kind", "Job.v1.batch"), ("state", "Pending")))] == 1
 
 
 def test_a_stopwatch_counts_from_its_first_start_until_stopped() -> None:

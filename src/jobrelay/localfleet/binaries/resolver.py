@@ -12,6 +12,7 @@ from jobrelay.localfleet.binaries.helm_binary import helm
 from jobrelay.localfleet.binaries.jobset_build import jobset
 from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir
 from jobrelay.localfleet.binaries.kwok_binary import kwok
+from jobrelay.localfleet.binaries.promtool_binary import promtool
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,14 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
 
 @dataclass(frozen=True)
 class Tools:
-    """What the tests use besides the fleet: helm of both majors, for the chart, and the
-    third-party CRDs its optional objects need (a JSON list, see chart_crds)."""
+    """What the tests use besides the fleet: helm of both majors, for the chart, the
+    third-party CRDs its optional objects need (a JSON list, see chart_crds), and promtool,
+    for the alert rules."""
 
     helm: Path
     helm4: Path
     chart_crds: Path
+    promtool: Path
 
 
 def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
@@ -58,4 +61,5 @@ def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
         helm=helm(progress, build=build, major=3),
         helm4=helm(progress, build=build, major=4),
         chart_crds=chart_crds(progress, build=build),
+        promtool=promtool(progress, build=build),
     )

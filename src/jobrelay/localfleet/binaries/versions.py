@@ -12,6 +12,9 @@ JOBSET_VERSION = "v0.11.0"
 JOBSET_MODULE = "sigs.k8s.io/jobset"
 # The chart is tested with both majors (Helm 4 renders Helm 3 charts; apiVersion v2).
 HELM_VERSIONS = {3: "v3.22.0", 4: "v4.3.1"}
+# promtool checks and tests the alert rules; Prometheus 3.16.0 is module version v0.316.0.
+PROMTOOL_VERSION = "v3.16.0"
+PROMTOOL_MODULE_VERSION = "v0.316.0"
 
 
 def minor_of(version: str) -> str:

@@ -1,0 +1,141 @@
+"""What the controller's state gauges show, read at each scrape from what it already
+holds (caches, queue, the relay's memory, the workers' capacity trackers): nothing is
+kept current between scrapes but a cache of each object's state by resourceVersion.
+
+A standby reports its caches (workers, capacity, workloads by state: true there
+too) but neither its work queue (filled by informer events, never drained) nor
+held workloads (decisions it does not make): see observe/state_metrics.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.fleet.workers import WorkerView
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.standing import State, standing
+from jobrelay.kube.queueing import WorkQueue
+from jobrelay.observe.metrics import (
+    ControllerState,
+    QueueState,
+    WorkerCapacityFigures,
+    WorkerLiveness,
+)
+from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.units import CPU
+
+__all__ = ["HELD_REASONS", "StateGauges", "capacity_figures", "held_reason"]
+
+# Why a workload is held, as its Warning Event's reason says it.
+HELD_REASONS = ("NotPlaced", "NeverFits")
+
+
+def held_reason(signature: str) -> str:
+    """The reason of a held signature (``NotPlaced|...`` or ``NeverFits|...``)."""
+    reason = signature.partition("|")[0]
+    return reason if reason in HELD_REASONS else "NotPlaced"
+
+
+def _base_units(resource: str, amount: int) -> float:
+    # placement.units counts CPU in millicores; Prometheus wants base units.
+    return amount / 1000 if resource == CPU else float(amount)
+
+
+def capacity_figures(worker: str, capacity: WorkerCapacity) -> WorkerCapacityFigures:
+    """A worker's allocatable and requested resources, summed over its nodes."""
+    allocatable: Counter[str] = Counter()
+    requested: Counter[str] = Counter()
+    for node in capacity.nodes:
+        allocatable.update(node.allocatable)
+        requested.update(node.requested)
+    return WorkerCapacityFigures(
+        worker,
+        {r: _base_units(r, q) for r, q in allocatable.items()},
+        {r: _base_units(r, q) for r, q in requested.items()},
+    )
+
+
+class _Pool(Protocol):
+    def views(self) -> list[WorkerView]: ...
+
+
+class StateGauges:
+    """Builds the :class:`ControllerState` of one controller at each scrape."""
+
+    def __init__(
+        self,
+        *,
+        kinds: Mapping[str, KindRuntime],
+        queue: WorkQueue[WorkloadKey],
+        memory: RelayMemory,
+        pool: _Pool,
+        leader: Callable[[], bool],
+        ready: Callable[[], bool],
+    ) -> None:
+        self._kinds = kinds
+        self._queue = queue
+        self._memory = memory
+        self._pool = pool
+        self._leader = leader
+        self._ready = ready
+        # Each object's state by (kind, key), with the resourceVersion it was computed at.
+        self._states: dict[tuple[str, str], tuple[str, State]] = {}
+
+    def __call__(self) -> ControllerState:
+        leader = self._leader()
+        views = self._pool.views()
+        queue = self._queue
+        return ControllerState(
+            leader=leader,
+            ready=self._ready(),
+            queue=(
+                QueueState(len(queue), queue.delayed, queue.in_progress, queue.oldest_age())
+                if leader
+                else None
+            ),
+            held=self._held() if leader else None,
+            workloads=self._workloads(),
+            workers=tuple(WorkerLiveness(v.name, v.connected, v.lost) for v in views),
+            capacity=tuple(self._capacities(views)),
+        )
+
+    def _held(self) -> dict[tuple[str, str], int]:
+        counts = {(kind, reason): 0 for kind in self._kinds for reason in HELD_REASONS}
+        for key in self._memory.held_keys():
+            signature = self._memory.held(key)
+            if signature is not None:
+                at = (key.kind, held_reason(signature))
+                counts[at] = counts.get(at, 0) + 1
+        return counts
+
+    def _workloads(self) -> dict[tuple[str, str], int]:
+        counts = {(kind, state.value): 0 for kind in self._kinds for state in State}
+        before: dict[tuple[str, str], tuple[str, State]] = self._states
+        now: dict[tuple[str, str], tuple[str, State]] = {}
+        for name, runtime in self._kinds.items():
+            tally: Counter[State] = Counter()
+            for key, obj in runtime.objects.items():
+                # Read at every scrape for every object: plain lookups, no Meta.
+                version = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                known = before.get((name, key))
+                if known is not None and known[0] == version and version:
+                    state = known[1]
+                else:
+                    state = standing(runtime.kind, obj).state
+                now[name, key] = (version, state)
+                tally[state] += 1
+            for state, count in tally.items():
+                counts[name, state.value] = count
+        self._states = now
+        return counts
+
+    @staticmethod
+    def _capacities(views: Iterable[WorkerView]) -> Iterable[WorkerCapacityFigures]:
+        for view in views:
+            capacity = None if view.worker is None else view.worker.capacity()
+            if capacity is not None:
+                yield capacity_figures(view.name, capacity)

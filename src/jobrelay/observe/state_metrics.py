@@ -1,0 +1,166 @@
+"""The controller's state gauges: read afresh from a :class:`ControllerState` at each scrape.
+
+What a standby reports: it keeps warm caches (workers, capacity, workloads by
+state are true there too) but it does not drain its work queue and decides
+nothing, so the queue gauges and the held workloads are the leader's alone: a
+standby does not expose them at all, as a controller-runtime standby has no
+work queue metrics (its controllers start only once it leads). A query or an
+alert on ``jobrelay_workqueue_*`` therefore sees the leader only, and
+``max()`` over replicas never reads a standby's ever-growing queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = [
+    "ControllerState",
+    "QueueState",
+    "StateCollector",
+    "WorkerCapacityFigures",
+    "WorkerLiveness",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLiveness:
+    name: str
+    connected: bool
+    lost: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    depth: int  # keys ready to be reconciled now
+    delayed: int  # keys waiting out a backoff or a requeue-after
+    in_progress: int  # keys being reconciled
+    oldest_age: float  # seconds the oldest ready key has waited (0: none)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCapacityFigures:
+    """One worker's totals over its nodes, in base units (CPU cores, bytes, counts)."""
+
+    worker: str
+    allocatable: Mapping[str, float]
+    requested: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerState:
+    """What the state gauges show, read afresh at every scrape."""
+
+    leader: bool  # holds the Lease (always, without leader election)
+    ready: bool  # caches synced
+    # The leader's work queue; None on a standby (it fills its queue, never drains it).
+    queue: QueueState | None = None
+    # Workloads held unplaced, by (kind, reason): the leader's decisions (None: standby).
+    held: Mapping[tuple[str, str], int] | None = None
+    # Management objects by (kind, state), as `jobrelay get` shows their state.
+    workloads: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    workers: tuple[WorkerLiveness, ...] = ()
+    capacity: tuple[WorkerCapacityFigures, ...] = ()
+
+
+def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def _families() -> dict[str, GaugeMetricFamily]:
+    families = (
+        _gauge("jobrelay_leader", "1 while this replica holds the leader Lease (acts), else 0."),
+        _gauge("jobrelay_ready", "1 once the caches have synced (/readyz answers 200)."),
+        _gauge("jobrelay_workqueue_depth", "Keys waiting to be reconciled now (leader only)."),
+        _gauge(
+            "jobrelay_workqueue_delayed",
+            "Keys waiting out a backoff or requeue delay (leader only).",
+        ),
+        _gauge("jobrelay_workqueue_in_progress", "Keys being reconciled (leader only)."),
+        _gauge(
+            "jobrelay_workqueue_oldest_item_age_seconds",
+            "How long the oldest key waiting to be reconciled has waited (leader only).",
+        ),
+        _gauge(
+            "jobrelay_held_workloads",
+            "Workloads no worker can take now, by kind and reason (NotPlaced, NeverFits); "
+            "leader only.",
+            "kind",
+            "reason",
+        ),
+        _gauge(
+            "jobrelay_workloads",
+            "Management objects jobrelay manages, by kind and state (as `jobrelay get`).",
+            "kind",
+            "state",
+        ),
+        _gauge(
+            "jobrelay_worker_connected",
+            "1 while the worker cluster is connected (its status Connected=True), else 0.",
+            "worker",
+        ),
+        _gauge(
+            "jobrelay_worker_lost",
+            "1 once the worker cluster is declared lost (its workloads run elsewhere).",
+            "worker",
+        ),
+        _gauge(
+            "jobrelay_worker_allocatable",
+            "Allocatable resources summed over a worker's nodes (cpu in cores, memory in "
+            "bytes, others in units).",
+            "worker",
+            "resource",
+        ),
+        _gauge(
+            "jobrelay_worker_requested",
+            "Requests of the pods bound to a worker's nodes, summed (units as allocatable).",
+            "worker",
+            "resource",
+        ),
+    )
+    return {family.name: family for family in families}
+
+
+class StateCollector(Collector):
+    """The gauges, from ``state()`` at scrape time."""
+
+    def __init__(self, state: Callable[[], ControllerState]) -> None:
+        self._state = state
+
+    def describe(self) -> Iterator[Metric]:
+        # Names only: the registry checks them for clashes without reading any state.
+        yield from _families().values()
+
+    def collect(self) -> Iterator[Metric]:
+        state = self._state()
+        f = _families()
+        f["jobrelay_leader"].add_metric([], float(state.leader))
+        f["jobrelay_ready"].add_metric([], float(state.ready))
+        if state.queue is None:
+            for name in list(f):
+                if name.startswith("jobrelay_workqueue_"):
+                    del f[name]
+        else:
+            f["jobrelay_workqueue_depth"].add_metric([], state.queue.depth)
+            f["jobrelay_workqueue_delayed"].add_metric([], state.queue.delayed)
+            f["jobrelay_workqueue_in_progress"].add_metric([], state.queue.in_progress)
+            f["jobrelay_workqueue_oldest_item_age_seconds"].add_metric([], state.queue.oldest_age)
+        if state.held is None:
+            del f["jobrelay_held_workloads"]
+        else:
+            for (kind, reason), count in sorted(state.held.items()):
+                f["jobrelay_held_workloads"].add_metric([kind, reason], count)
+        for (kind, name), count in sorted(state.workloads.items()):
+            f["jobrelay_workloads"].add_metric([kind, name], count)
+        for worker in state.workers:
+            f["jobrelay_worker_connected"].add_metric([worker.name], float(worker.connected))
+            f["jobrelay_worker_lost"].add_metric([worker.name], float(worker.lost))
+        for figures in state.capacity:
+            for resource, amount in sorted(figures.allocatable.items()):
+                f["jobrelay_worker_allocatable"].add_metric([figures.worker, resource], amount)
+            for resource, amount in sorted(figures.requested.items()):
+                f["jobrelay_worker_requested"].add_metric([figures.worker, resource], amount)
+        yield from f.values()
