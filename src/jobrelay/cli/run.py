@@ -164,7 +164,8 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(
+    ["debug", "info", "warning", "error", "critical"], case_sensitive=False))  # fmt: skip
 def run(
     kubeconfig: Path | None,
     context: str | None,

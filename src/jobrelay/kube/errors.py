@@ -180,7 +180,7 @@ def error_from_body(code: int, body: bytes) -> ApiError:
     )
 
 
-def unreachable_error(exc: httpx2.HTTPError) -> ApiError:
+def unreachable_error(exc: httpx2.HTTPError, server: str = "") -> ApiError:
     """A request that got no answer (refused, reset, timed out), with the root cause."""
     reason = "Timeout" if isinstance(exc, httpx2.TimeoutException) else "Unreachable"
     message = f"{type(exc).__name__}: {exc}"
@@ -196,11 +196,8 @@ def unreachable_error(exc: httpx2.HTTPError) -> ApiError:
         message += f" ({type(root).__name__}: {root})"
     # Where and why in a few words, for a one-line CLI error ("connection refused").
     details: dict[str, Any] = {"cause": _short_cause(exc, root)}
-    try:
-        url = exc.request.url
-        details["server"] = f"{url.scheme}://{url.netloc.decode()}"
-    except (RuntimeError, AttributeError):  # an error raised before its request was made
-        pass
+    if server:
+        details["server"] = server
     return ApiError(0, reason, message, details)
 
 
