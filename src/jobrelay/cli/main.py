@@ -146,6 +146,9 @@ def _main(**settings: Any) -> None:
     logging.getLogger().addHandler(logging.NullHandler())  # not Python's last resort
     try:
         code = cli.main(standalone_mode=False, **settings)
+    except click.exceptions.NoArgsIsHelpError as error:  # a bare group: its help
+        error.show()
+        sys.exit(error.exit_code)
     except click.UsageError as error:
         # One line, as every other error: what is wrong, then where help is.
         where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ from jobrelay.cli.common import (
     checked_origin,
     manager_client,
     manager_options,
+    run_command,
 )
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
@@ -284,7 +284,7 @@ def install(kubeconfig: Path | None, context: str | None, namespace: str) -> Non
             await workerclusters.ensure_namespace(client, namespace)
 
     try:
-        asyncio.run(go())
-    except (ApiError, workerclusters.RegistryError) as error:
+        run_command(go())
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
     click.echo(f"installed the WorkerCluster CRD and namespace {namespace}")
