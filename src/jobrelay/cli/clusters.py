@@ -224,8 +224,8 @@ def add(
     try:
         targets = add_targets(
             GivenFlags(
-                worker_kubeconfig, worker_context, manager_kubeconfig or kubeconfig, context,
-                group_kubeconfig, group_context,
+                worker_kubeconfig, worker_context, kubeconfig, context,
+                manager_kubeconfig or group_kubeconfig, group_context,
             )
         )  # fmt: skip
     except TargetError as error:
@@ -235,7 +235,8 @@ def add(
     for deprecation in targets.deprecations:
         click.echo(f"warning: {deprecation}", err=True)
     worker, worker_context = targets.worker_kubeconfig, targets.worker_context
-    manager = (targets.manager_kubeconfig, targets.manager_context)
+    # --manager-kubeconfig can only mean the manager: it wins.
+    manager = (manager_kubeconfig or targets.manager_kubeconfig, targets.manager_context)
     parsed = {}
     for label in labels:
         key, sep, value = label.partition("=")
