@@ -76,6 +76,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "and GPUs used of allocatable, its unfinished mirrors and the workloads running "
         "there; then the managed workloads by state.",
     ),
+    "version": Subcommand(
+        "jobrelay.cli.version", "version",
+        "Print the client's version and the controller's (from its leader's Lease).",
+    ),
 }  # fmt: skip
 
 
