@@ -49,11 +49,6 @@ from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from jobrelay.vocabulary.placement import placement_of, placements_of
 
-DESCRIBE_TYPES: dict[str, WorkloadKind] = {
-    **{alias: JOB_KIND for alias in ("job", "jobs", "job.batch", "jobs.batch")},
-    **{alias: JOBSET_KIND for alias in ("jobset", "jobsets", "jobsets.jobset.x-k8s.io")},
-}
-
 # (namespace, name, kind) -> {cluster, mirror, pods: [{name, phase, node, restarts, ready,
 # lastState, conditions}]}, or an awaitable of it: the controller API's view of the
 # worker side (jobrelay.relayapi.client.fetch_mirror). Anything it raises is shown as why
