@@ -99,6 +99,16 @@ def document(leader: Leader | None) -> dict[str, Any]:
     return answer
 
 
+def dump(answer: dict[str, Any], output: str) -> str:
+    import json
+
+    import yaml
+
+    if output == "json":
+        return json.dumps(answer, indent=4)
+    return yaml.safe_dump(answer, sort_keys=False).rstrip("\n")
+
+
 def server_line(leader: Leader) -> str:
     version = leader.version or "unknown (its leader does not record it: an older jobrelay)"
     who = f"leader {leader.holder}" if leader.holder else "no leader now"
@@ -121,8 +131,6 @@ def version(
     context: str | None,
 ) -> None:
     """Print the client's version and the controller's (from its leader's Lease)."""
-    from jobrelay.cli.get import dump
-
     if client_only:
         if output:
             click.echo(dump(document(None), output))
