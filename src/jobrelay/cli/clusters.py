@@ -15,8 +15,16 @@ from typing import Any, TypeVar
 import click
 
 from jobrelay.cli import fleetview
-from jobrelay.cli.common import checked_origin, manager_client, manager_options
+from jobrelay.cli.common import (
+    checked_origin,
+    given_manager_flags,
+    manager_client,
+    manager_flags_options,
+    manager_options,
+    unreachable_problem,
+)
 from jobrelay.cli.get import as_list, dump
+from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
 from jobrelay.cli.terminal import safe, safe_lines
 from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
@@ -41,9 +49,20 @@ manager_kubeconfig = click.option(
     "--manager-kubeconfig",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    envvar="JOBRELAY_KUBECONFIG",
-    help="Management cluster kubeconfig [default: $KUBECONFIG, ~/.kube/config].",
+    help="An older spelling of --kubeconfig (the management cluster's).",
 )
+
+
+def manager_flags(func: Any) -> Any:
+    """A subcommand's --kubeconfig/--context (the manager's, before the group's) and
+    --manager-kubeconfig."""
+    return manager_kubeconfig(manager_flags_options(func))
+
+
+def _manager() -> tuple[Path | None, str | None]:
+    return given_manager_flags(click.get_current_context())
+
+
 allow_exec_option = click.option(
     "--allow-exec-credentials", is_flag=True,
     help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
@@ -69,10 +88,12 @@ def clusters(
     """Worker clusters registered with the management cluster (WorkerCluster objects).
 
     Without a subcommand: each one's health (CONNECTED, STATE), Kubernetes version,
-    unfinished mirrors and capacity (--kubeconfig/--context: the manager's here).
+    unfinished mirrors and capacity. --kubeconfig/--context are the manager's, here and
+    on every subcommand (a subcommand's own win); the worker's kubeconfig of `add` is
+    --worker-kubeconfig.
     """
     if ctx.invoked_subcommand is None:
-        _show_workers(output or "table", manager_kubeconfig or kubeconfig, context)
+        _show_workers(output or "table", *given_manager_flags(ctx))
 
 
 def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> None:
@@ -90,7 +111,9 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
         for worker in workers:
             click.echo(f"workercluster.jobrelay.dev/{worker['metadata']['name']}")
     elif not workers:
-        click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
+        click.echo(
+            "no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)"
+        )
     else:
         shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
         table = fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide")
@@ -120,10 +143,7 @@ def _manager_error(error: ApiError) -> str:
     (The workers' errors never get here: `remove` reports them itself.)
     """
     if error.code == 0:
-        return (
-            f"cannot reach the management cluster ({error}): check --manager-kubeconfig "
-            "(default $KUBECONFIG) and that its apiserver is up, then run the command again"
-        )
+        return unreachable_problem(error)
     if error.code in (401, 403):
         return (
             f"the management cluster refused the request ({error}): `jobrelay clusters` needs "
@@ -139,16 +159,22 @@ worker_connector = maintenance.connect_worker
 
 @clusters.command()
 @click.argument("name")
-@click.option("--kubeconfig", "worker_kubeconfig", required=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The worker's kubeconfig.")  # fmt: skip
-@click.option(
-    "--context", default=None, help="Context in the worker's kubeconfig [default: current]."
-)
+@click.option("--worker-kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="The worker's kubeconfig (required).")  # fmt: skip
+@click.option("--worker-context", default=None,
+              help="Context in the worker's kubeconfig [default: its current one].")  # fmt: skip
+@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The management cluster's kubeconfig [default: the group's, $KUBECONFIG, "
+                   "~/.kube/config]. DEPRECATED meaning, without --worker-kubeconfig: the "
+                   "worker's (a warning says so).")  # fmt: skip
+@click.option("--context", default=None,
+              help="The management cluster's context; with the deprecated `--kubeconfig "
+                   "WORKER`, the worker's.")  # fmt: skip
 @click.option(
     "--label", "labels", multiple=True, help="k=v label on the WorkerCluster (repeatable)."
 )
 @click.option("--create-service-account", is_flag=True,
-              help="Use --kubeconfig (an admin's) only to create on the worker a ServiceAccount "
+              help="Use --worker-kubeconfig (an admin's) only to create on the worker a ServiceAccount "
                    "with the minimal ClusterRole (charts/jobrelay-worker) and a token; register "
                    "the worker with that token. The admin's credentials are not stored.")  # fmt: skip
 @click.option("--service-account-namespace", default=serviceaccount.DEFAULT_NAMESPACE,
@@ -172,7 +198,9 @@ worker_connector = maintenance.connect_worker
 @namespace_option
 def add(
     name: str,
-    worker_kubeconfig: Path,
+    worker_kubeconfig: Path | None,
+    worker_context: str | None,
+    kubeconfig: Path | None,
     context: str | None,
     labels: tuple[str, ...],
     create_service_account: bool,
@@ -185,11 +213,30 @@ def add(
     manager_kubeconfig: Path | None,
     namespace: str,
 ) -> None:
-    """Register worker NAME from a kubeconfig (stored, files inlined, in a Secret).
+    """Register worker NAME from its kubeconfig, --worker-kubeconfig (stored, files
+    inlined, in a Secret).
 
     Refused (exit 1, naming the field): tokenFile, auth-provider,
     insecure-skip-tls-verify, and exec plugins unless --allow-exec-credentials.
     """
+    group = click.get_current_context().parent
+    group_kubeconfig, group_context = given_manager_flags(group) if group else (None, None)
+    try:
+        targets = add_targets(
+            GivenFlags(
+                worker_kubeconfig, worker_context, kubeconfig, context,
+                manager_kubeconfig or group_kubeconfig, group_context,
+            )
+        )  # fmt: skip
+    except TargetError as error:
+        raise click.UsageError(str(error)) from None
+    if targets.worker_kubeconfig == kubeconfig and not targets.worker_kubeconfig.is_file():
+        raise click.BadParameter(f"{kubeconfig} is not a file", param_hint="--kubeconfig")
+    for deprecation in targets.deprecations:
+        click.echo(f"warning: {deprecation}", err=True)
+    worker, worker_context = targets.worker_kubeconfig, targets.worker_context
+    # --manager-kubeconfig can only mean the manager: it wins.
+    manager = (manager_kubeconfig or targets.manager_kubeconfig, targets.manager_context)
     parsed = {}
     for label in labels:
         key, sep, value = label.partition("=")
@@ -203,53 +250,49 @@ def add(
     try:
         # With --create-service-account the admin's kubeconfig is only used here, by the
         # admin, and never stored: what is stored is the ServiceAccount's token.
-        kubeconfig = workerclusters.inline_kubeconfig(
-            worker_kubeconfig, context,
+        stored = workerclusters.inline_kubeconfig(
+            worker, worker_context,
             allow_exec=allow_exec_credentials or create_service_account,
         )  # fmt: skip
     except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from None
     except KubeconfigRefused as error:
-        raise click.ClickException(f"kubeconfig {worker_kubeconfig}: {error}") from None
+        raise click.ClickException(f"kubeconfig {worker}: {error}") from None
     account = serviceaccount.WorkerAccount(
         service_account_namespace, service_account_name or serviceaccount.DEFAULT_ACCOUNT
     )
 
     async def go() -> None:
-        nonlocal kubeconfig, account
+        nonlocal stored, account
         if create_service_account:
             mirrors_of = origin or None
             if mirrors_of is None:
-                async with manager_client(manager_kubeconfig, None) as client:
+                async with manager_client(*manager) as client:
                     mirrors_of = await workerclusters.default_origin(client)
             if service_account_name is None:
                 name_of = serviceaccount.account_name(mirrors_of)
                 account = serviceaccount.WorkerAccount(service_account_namespace, name_of)
             rules = serviceaccount.worker_rules(kinds, create_namespaces=create_namespaces)
             policy = serviceaccount.admission_policy(account, mirrors_of, kinds)
-            cluster_entry = kubeconfig["clusters"][0]["cluster"]
+            cluster_entry = stored["clusters"][0]["cluster"]
             try:
-                async with ApiClient.from_kubeconfig(
-                    worker_kubeconfig, context, cluster=name
-                ) as admin:
+                async with ApiClient.from_kubeconfig(worker, worker_context, cluster=name) as admin:
                     created = await serviceaccount.create_service_account(
                         admin, name, cluster_entry, account, rules, policy=policy
                     )
             except (ApiError, KubeconfigError) as error:
                 raise workerclusters.RegistryError(
                     f"cannot create jobrelay's ServiceAccount on worker cluster {name} ({error}): "
-                    "--kubeconfig must be allowed to apply Namespaces, ServiceAccounts, Secrets, "
-                    "ClusterRoles, ClusterRoleBindings and ValidatingAdmissionPolicies (and their "
+                    "--worker-kubeconfig must be allowed to apply Namespaces, ServiceAccounts, "
+                    "Secrets, ClusterRoles, ClusterRoleBindings and ValidatingAdmissionPolicies (and their "
                     "bindings) there"
                 ) from error
             for line in created.applied:
                 click.echo(f"applied on {name}: {line}")
-            kubeconfig = created.kubeconfig  # the admin's credentials go no further
-        async with manager_client(manager_kubeconfig, None) as client:
+            stored = created.kubeconfig  # the admin's credentials go no further
+        async with manager_client(*manager) as client:
             await workerclusters.install_crd(client)
-            await workerclusters.register(
-                client, name, kubeconfig, labels=parsed, namespace=namespace
-            )
+            await workerclusters.register(client, name, stored, labels=parsed, namespace=namespace)
 
     try:
         _run(go())
@@ -260,23 +303,26 @@ def add(
 
 
 @clusters.command("list")
-@manager_kubeconfig
+@manager_flags
 @click.option("-o", "--output", type=click.Choice(CLUSTER_OUTPUTS), default=None,
               help="wide, json, yaml or name, as bare `jobrelay clusters` [default: this table].")  # fmt: skip
-def list_(manager_kubeconfig: Path | None, output: str | None) -> None:
+def list_(output: str | None, **_manager_flags: Any) -> None:
     """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state,
     capacity (schedulable/all nodes, requested/allocatable resources)."""
+    manager = _manager()
     if output is not None:
-        _show_workers(output, manager_kubeconfig, None)
+        _show_workers(output, *_manager())
         return
 
     async def go() -> list[dict[str, Any]]:
-        async with manager_client(manager_kubeconfig, None) as client:
+        async with manager_client(*manager) as client:
             return await workerclusters.list_workers(client)
 
     workers = _run(go())
     if not workers:
-        click.echo("no worker clusters registered (jobrelay clusters add NAME --kubeconfig FILE)")
+        click.echo(
+            "no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)"
+        )
         return
     rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "CAPACITY", "LABELS / MESSAGE")]
     for worker in workers:
@@ -322,12 +368,13 @@ def capacity_text(capacity: Any) -> str:
 
 @clusters.command()
 @click.argument("name")
-@manager_kubeconfig
-def cordon(name: str, manager_kubeconfig: Path | None) -> None:
+@manager_flags
+def cordon(name: str, **_manager_flags: Any) -> None:
     """Place no new workloads on worker NAME; those already there finish there."""
+    manager = _manager()
 
     async def go() -> str:
-        async with manager_client(manager_kubeconfig, None) as client:
+        async with manager_client(*manager) as client:
             before = WorkerClusterView.of(await maintenance.get_worker(client, name))
             if not before.cordoned:
                 await maintenance.patch_spec(client, name, maintenance_rules.cordon_patch())
@@ -338,12 +385,13 @@ def cordon(name: str, manager_kubeconfig: Path | None) -> None:
 
 @clusters.command()
 @click.argument("name")
-@manager_kubeconfig
-def uncordon(name: str, manager_kubeconfig: Path | None) -> None:
+@manager_flags
+def uncordon(name: str, **_manager_flags: Any) -> None:
     """Let worker NAME take new workloads again, cancelling any drain."""
+    manager = _manager()
 
     async def go() -> str:
-        async with manager_client(manager_kubeconfig, None) as client:
+        async with manager_client(*manager) as client:
             before = WorkerClusterView.of(await maintenance.get_worker(client, name))
             if before.cordoned or before.drain:
                 await maintenance.patch_spec(client, name, maintenance_rules.uncordon_patch())
@@ -376,9 +424,9 @@ class _Printer:
               help="Wait until no unfinished mirror is left on the worker (status.activeMirrors 0).")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0), default=None,
               help="Seconds to wait at most; on expiry exit 1, the drain staying in place [default: until drained].")  # fmt: skip
-@manager_kubeconfig
+@manager_flags
 def drain_(
-    name: str, force: bool, wait: bool, timeout: float | None, manager_kubeconfig: Path | None
+    name: str, force: bool, wait: bool, timeout: float | None, **_manager_flags: Any
 ) -> None:
     """Cordon worker NAME and move its workloads elsewhere.
 
@@ -386,11 +434,12 @@ def drain_(
     running ones finish on NAME, or with --force move too. Ctrl-C stops waiting
     and leaves the drain in place.
     """
+    manager = _manager()
     requested: list[DrainMode] = []
     printer = _Printer()
 
     async def go() -> tuple[WorkerClusterView, bool]:
-        async with manager_client(manager_kubeconfig, None) as client:
+        async with manager_client(*manager) as client:
             before = WorkerClusterView.of(await maintenance.get_worker(client, name))
             mode = maintenance_rules.drain_target(before, force=force)
             stored = await maintenance.start_drain(client, name, mode)
@@ -439,7 +488,7 @@ def drain_(
               help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
                    "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
 @allow_exec_option
-@manager_kubeconfig
+@manager_flags
 @namespace_option
 def remove(
     name: str,
@@ -449,8 +498,8 @@ def remove(
     controller_name: str,
     origin: str | None,
     allow_exec_credentials: bool,
-    manager_kubeconfig: Path | None,
     namespace: str,
+    **_manager_flags: Any,
 ) -> None:
     """Unregister worker NAME, leaving no mirror behind.
 
@@ -463,11 +512,12 @@ def remove(
             parse_kind_name(kind_name)
         except KindError as error:
             raise click.BadParameter(str(error), param_hint="--kind") from error
+    manager = _manager()
     phase = [RemovalPhase.CHECKING]
     printer = _Printer()
 
     async def go() -> None:
-        async with manager_client(manager_kubeconfig, None) as client:
+        async with manager_client(*manager) as client:
             try:
                 worker = await maintenance.get_worker(client, name)
             except workerclusters.RegistryError:

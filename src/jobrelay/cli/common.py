@@ -6,7 +6,6 @@ httpx2) is imported when a command runs, so that `jobrelay CMD --help` starts at
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -71,7 +70,63 @@ def manager_client(kubeconfig: Path | None, context: str | None) -> ApiClient:
             return ApiClient.from_kubeconfig(kubeconfig, context, cluster="manager")
         return ApiClient.from_environment(context, cluster="manager")
     except KubeconfigError as error:
-        raise click.ClickException(f"{error} (pass --kubeconfig)") from error
+        raise click.ClickException(kubeconfig_problem(error)) from None
+
+
+def kubeconfig_problem(error: BaseException) -> str:
+    """A kubeconfig that cannot be used, and what to do about it, in one line."""
+    text = str(error)
+    if "context is not in the kubeconfig" in text:
+        return f"{text}: pick one that `kubectl config get-contexts` lists with --context"
+    if "--kubeconfig" in text:
+        return text
+    return f"{text} (pass --kubeconfig, or --context)"
+
+
+def manager_flags_options(func: Any) -> Any:
+    """--kubeconfig/--context of the management cluster on a subcommand of a group that has
+    them too: the subcommand's win (:func:`given_manager_flags`). No $JOBRELAY_KUBECONFIG
+    here: the group reads it, and a variable must not outrank the group's own flags."""
+    func = click.option("--context", default=None, help="Context of the management kubeconfig.")(
+        func
+    )
+    func = click.option(
+        "--kubeconfig",
+        "kubeconfig",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Management cluster kubeconfig [default: the group's, $KUBECONFIG, "
+        "~/.kube/config, in-cluster].",
+    )(func)
+    return func
+
+
+def given_manager_flags(
+    ctx: click.Context, names: tuple[str, ...] = ("manager_kubeconfig", "kubeconfig")
+) -> tuple[Path | None, str | None]:
+    """The manager's kubeconfig and context for a command: the innermost command that was
+    given each flag on the command line (a subcommand before its group), else the
+    innermost value at all (an environment variable's, a default)."""
+    chain = []
+    current: click.Context | None = ctx
+    while current is not None:
+        chain.append(current)
+        current = current.parent
+    return _innermost(chain, names), _innermost(chain, ("context",))
+
+
+def _innermost(chain: list[click.Context], names: tuple[str, ...]) -> Any:
+    from click.core import ParameterSource
+
+    for level in chain:
+        for name in names:
+            if level.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+                return level.params[name]
+    for level in chain:
+        for name in names:
+            if level.params.get(name) is not None:
+                return level.params[name]
+    return None
 
 
 # Exit codes scripts can rely on: 0 done, 1 the apiserver refused or could not be reached
@@ -90,11 +145,18 @@ def api_failure(error: ApiError) -> click.ClickException:
     if error.is_not_found:
         return NotFound(error.message or str(error))
     if error.code == 0:
-        return click.ClickException(
-            f"cannot reach the management cluster ({error}): check --kubeconfig, --context "
-            "and that its apiserver is up"
-        )
+        return click.ClickException(unreachable_problem(error))
     return click.ClickException(f"the management cluster answered {error}")
+
+
+def unreachable_problem(error: ApiError) -> str:
+    """``cannot connect to https://127.0.0.1:1 (connection refused)``, and what to do."""
+    server = error.details.get("server") or "the management cluster"
+    cause = error.details.get("cause") or error.message
+    return (
+        f"cannot connect to {server} ({cause}): check --kubeconfig and --context, and that "
+        "its apiserver is up"
+    )
 
 
 EXIT_INTERRUPTED = 130  # Ctrl-C (a watch, `top`), as a shell reports it
@@ -130,37 +192,16 @@ def _cli_error(error: BaseException) -> BaseException:
     if isinstance(error, ApiError):
         return api_failure(error)
     if isinstance(error, KubeconfigError):
-        return click.ClickException(f"{error} (pass --kubeconfig)")
+        return click.ClickException(kubeconfig_problem(error))
     return error
 
 
 def kubeconfig_namespace(kubeconfig: Path | None, context: str | None) -> str:
-    """The namespace kubectl would use: the context's, else ``default``."""
-    import yaml
+    """The namespace kubectl would use: the context's (``$KUBECONFIG``'s files merged), in
+    a pod its own, else ``default``."""
+    from jobrelay.kube.connecting import context_namespace
 
-    paths = [kubeconfig] if kubeconfig else []
-    if not paths:
-        env = os.environ.get("KUBECONFIG", "")
-        paths = [Path(p) for p in env.split(os.pathsep) if p] or [Path.home() / ".kube/config"]
-    for path in paths:
-        try:
-            config = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError):
-            continue
-        if not isinstance(config, dict):
-            continue
-        name = context or config.get("current-context")
-        for entry in config.get("contexts") or []:
-            if isinstance(entry, dict) and entry.get("name") == name:
-                namespace = (entry.get("context") or {}).get("namespace")
-                return str(namespace) if namespace else "default"
-    try:  # in a pod, like kubectl
-        return _IN_CLUSTER_NAMESPACE.read_text().strip() or "default"
-    except OSError:
-        return "default"
-
-
-_IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return context_namespace(kubeconfig, context) or "default"
 
 
 def namespace_options(func: Any) -> Any:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from jobrelay.cli import workloads
 from jobrelay.cli.common import (
@@ -29,20 +30,24 @@ from jobrelay.cli.common import (
     manager_options,
     run_command,
 )
-from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, complete_names
+from jobrelay.cli.get import (
+    DEFAULT_LEASE_NAMESPACE,
+    JOB_KIND,
+    JOBSET_KIND,
+    complete_names,
+    complete_types,
+    resolve,
+)
 from jobrelay.cli.terminal import safe_lines
+from jobrelay.cli.types_rules import ArgumentsError, Request, requests_of
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from jobrelay.vocabulary.placement import placement_of, placements_of
-
-DESCRIBE_TYPES: dict[str, WorkloadKind] = {
-    **{alias: JOB_KIND for alias in ("job", "jobs", "job.batch", "jobs.batch")},
-    **{alias: JOBSET_KIND for alias in ("jobset", "jobsets", "jobsets.jobset.x-k8s.io")},
-}
 
 # (namespace, name, kind) -> {cluster, mirror, pods: [{name, phase, node, restarts, ready,
 # lastState, conditions}]}, or an awaitable of it: the controller API's view of the
@@ -321,34 +326,84 @@ async def manager_side(
     return obj, events
 
 
+def complete_arguments(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """TYPE first, then the names of that type's workloads."""
+    typed = ctx.params.get("arguments") or ()
+    if not typed:
+        return complete_types(ctx, param, incomplete)
+    ctx.params["resource_type"] = typed[0]
+    return complete_names(ctx, param, incomplete)
+
+
+async def described(
+    client: ApiClient, requests: list[Request], where: str, selector: str | None
+) -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
+    """Each named workload (NotFound, exit 3, for one missing), or each one -l selects."""
+    from jobrelay.controller.options import lease_name_for
+
+    found = []
+    resolved = await resolve(
+        client, requests, DEFAULT_LEASE_NAMESPACE, lease_name_for(DEFAULT_CONTROLLER_NAME)
+    )
+    for request, kinds in resolved:
+        for kind in kinds:
+            names = list(request.names)
+            if not names:
+                listed = await client.list(kind.ref, namespace=where, label_selector=selector)
+                names = [Meta(obj).name for obj in listed.items]
+            for name in names:
+                obj, events = await manager_side(client, kind, where, name)
+                found.append((kind, obj, events))
+    return found
+
+
 @click.command()
-@click.argument("resource_type", metavar="job|jobset")
-@click.argument("name", shell_complete=complete_names)
+@click.argument("arguments", nargs=-1, metavar="TYPE NAME... | TYPE/NAME... | TYPE -l SELECTOR",
+                shell_complete=complete_arguments)  # fmt: skip
 @click.option("-n", "--namespace", default=None,
               help="The namespace [default: the kubeconfig context's, else default].")  # fmt: skip
+@click.option("-l", "--selector", default=None,
+              help="Describe every workload of TYPE with these labels (kubectl -l syntax).")  # fmt: skip
 @manager_options
 def describe(
-    resource_type: str,
-    name: str,
+    arguments: tuple[str, ...],
     namespace: str | None,
+    selector: str | None,
     kubeconfig: Path | None,
     context: str | None,
 ) -> None:
     """Show one workload: state and why it waits, placement history, status and conditions,
     the mirror's conditions and pods on its worker, and its Events (the worker's
-    relayed). Exit 3 when it does not exist."""
-    kind = DESCRIBE_TYPES.get(resource_type.lower())
-    if kind is None:
-        raise click.BadParameter(f"{resource_type!r}: job or jobset", param_hint="job|jobset")
+    relayed). Exit 3 when it does not exist.
+
+    TYPE is job, jobset, any kind the controller runs or Kind.version.group, as `get`."""
+    if not arguments:
+        raise click.UsageError("describe TYPE NAME, TYPE/NAME or TYPE -l SELECTOR")
+    try:
+        requests = requests_of(arguments)
+    except ArgumentsError as error:
+        raise click.UsageError(str(error)) from None
+    if not selector and not any(request.names for request in requests):
+        raise click.UsageError(f"describe {arguments[0]} needs a NAME or -l SELECTOR")
     where = namespace or kubeconfig_namespace(kubeconfig, context)
 
-    async def go() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def go() -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
         async with manager_client(kubeconfig, context) as client:
-            return await manager_side(client, kind, where, name)
+            return await described(client, requests, where, selector)
 
-    obj, events = run_command(go())
-    worker = None
-    if placement_of(obj):
-        worker = fetch_worker_side(lambda: fetcher_factory(kubeconfig, context), where, name, kind)
-    for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC))):
-        click.echo(line)
+    found = run_command(go())
+    if not found:
+        click.echo(f"No resources found in {where} namespace.", err=True)
+    for index, (kind, obj, events) in enumerate(found):
+        worker = None
+        name = Meta(obj).name
+        if placement_of(obj):
+            worker = fetch_worker_side(
+                lambda: fetcher_factory(kubeconfig, context), where, name, kind
+            )
+        if index:
+            click.echo("")
+        for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC))):
+            click.echo(line)

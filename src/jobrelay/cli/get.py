@@ -9,7 +9,7 @@ module lists, watches and prints. The API client is imported when it lists, so t
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,10 +28,32 @@ from jobrelay.cli.common import (
     namespace_options,
     run_command,
 )
+from jobrelay.cli.jsonpath_rules import JsonPathError, Template, find
+from jobrelay.cli.output_rules import (
+    aligned_rows,
+    column_cells,
+    label_cells,
+    label_columns,
+    label_header,
+    parse_output,
+    sort_key_path,
+    sorted_by,
+)
+from jobrelay.cli.terminal import safe
+from jobrelay.cli.types_rules import (
+    BUILT_IN,
+    ArgumentsError,
+    KindNames,
+    Request,
+    match_type,
+    requests_of,
+)
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.catalog import DEDICATED, KindError, kinds_from_names
+from jobrelay.kinds.catalog import DEDICATED, kinds_from_names, parse_kind_name
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
+
+DEFAULT_LEASE_NAMESPACE = "jobrelay-system"  # `jobrelay run --namespace`
 
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
@@ -49,22 +71,7 @@ RESOURCE_TYPES: dict[str, tuple[WorkloadKind, ...]] = {
     },
 }
 OUTPUTS = ("wide", "json", "yaml", "name")
-TYPES_METAVAR = "[jobs|jobsets|all|Kind.version.group]"
-
-
-def kinds_of(resource_type: str) -> tuple[WorkloadKind, ...]:
-    """The kinds a resource type names: kubectl's names of Job and JobSet, ``all`` (both), or
-    any other workload kind as ``Kind.version.group`` (``RayJob.v1.ray.io``)."""
-    kinds = RESOURCE_TYPES.get(resource_type.lower())
-    if kinds is not None:
-        return kinds
-    try:
-        return tuple(kinds_from_names([resource_type]))
-    except KindError as error:
-        raise click.BadParameter(
-            f"{resource_type!r}: one of jobs, jobsets, all, or Kind.version.group ({error})",
-            param_hint=TYPES_METAVAR,
-        ) from None
+TYPES_METAVAR = "[TYPE[,TYPE...]|TYPE/NAME]"
 
 
 _WATCH_TIMEOUT_SECONDS = 300  # the apiserver ends a watch after this; it is opened again
@@ -173,34 +180,83 @@ async def fetch(client: ApiClient, query: Query) -> Listed:
 class Printer:
     """Prints workloads in one output format; in a watch, only rows that changed."""
 
-    def __init__(self, output: str | None, *, now: Callable[[], datetime]) -> None:
-        self.output = output
+    def __init__(
+        self,
+        output: str | None,
+        *,
+        now: Callable[[], datetime],
+        labels: Sequence[str] = (),
+        headers: bool = True,
+        sort_by: Template | None = None,
+    ) -> None:
+        self.format = parse_output(output)  # JsonPathError: a usage error
+        self.output = self.format.name
         self.now = now
+        self.labels = list(labels)  # -L: label columns, before REASON
+        self.headers = headers
+        self.sort_by = sort_by
         # The latest Warning about each object by UID (shown when it has no reason of its own).
         self.warnings: Mapping[str, str] = {}
         self._widths: list[int] = []
         self._shown: dict[tuple[str, str, str], object] = {}
 
     def first(self, found: list[tuple[WorkloadKind, dict[str, Any]]], *, single: bool) -> None:
+        if self.sort_by is not None:
+            found = sorted_by(found, self.sort_by, lambda item: item[1])
         rows = [self._row(kind, obj) for kind, obj in found]
         for r, (_, obj) in zip(rows, found, strict=True):  # what a watch compares with
             self._shown[(r.kind, r.namespace, r.name)] = self._fingerprint(r, obj)
+        objects = [obj for _, obj in found]
+        document = objects[0] if single and len(objects) == 1 else as_list(objects)
         if self.output in ("json", "yaml"):
-            objects = [obj for _, obj in found]
-            document = objects[0] if single and len(objects) == 1 else as_list(objects)
             click.echo(dump(document, self.output))
         elif self.output == "name":
             for kind, obj in found:
                 click.echo(resource_name(kind, obj["metadata"]["name"]))
+        elif self.output == "jsonpath":
+            self._template(document)
+        elif self.output == "custom-columns":
+            lines = [[header for header, _ in self.format.columns]] if self.headers else []
+            lines += [column_cells(self.format.columns, obj) for obj in objects]
+            if objects:
+                for line in aligned_rows(lines):
+                    click.echo(safe(line))
         else:
-            wide = self.output == "wide"
-            header = workloads.state_header(wide=wide)
-            lines = [header, *(workloads.state_line(r, wide=wide) for r in rows)]
+            header = self._line(workloads.state_header(wide=self.output == "wide"), None)
+            table_lines = [
+                header,
+                *(self._line(self._cells(r), obj) for r, (_, obj) in zip(rows, found, strict=True)),
+            ]
             if rows:  # else the header comes with the first row a watch prints
-                self._widths = workloads.column_widths(lines)
-                for line in lines:
-                    click.echo(workloads.aligned(line, self._widths))
-        sys.stdout.flush()  # a watch follows: what was listed shows at once through a pipe
+                self._widths = workloads.column_widths(table_lines)
+                for row in table_lines if self.headers else table_lines[1:]:
+                    click.echo(workloads.aligned(row, self._widths))
+        sys.stdout.flush()
+
+    def _cells(self, r: workloads.Row) -> tuple[str, ...]:
+        return workloads.state_line(r, wide=self.output == "wide")
+
+    def _line(self, cells: tuple[str, ...], obj: Mapping[str, Any] | None) -> tuple[str, ...]:
+        """A table line with the -L label columns before REASON (the last, unpadded)."""
+        if not self.labels:
+            return cells
+        extra = (
+            [label_header(k) for k in self.labels] if obj is None else label_cells(self.labels, obj)
+        )
+        return (*cells[:-1], *extra, cells[-1])
+
+    def _template(self, document: Any) -> None:
+        assert self.format.template is not None
+        if self.format.as_json:
+            values = [
+                value for node in self.format.template.nodes if node.kind == "path"
+                for value in find(node.steps, document)
+            ]  # fmt: skip
+            click.echo(dump(values, "json"))
+        else:
+            click.echo(
+                self.format.template.render(document), nl=False
+            )  # a watch follows: what was listed shows at once through a pipe
 
     def _row(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> workloads.Row:
         warning = self.warnings.get(Meta(obj).uid, "")
@@ -209,7 +265,7 @@ class Printer:
     def _fingerprint(self, r: workloads.Row, obj: Mapping[str, Any]) -> object:
         """What must differ for a watch to print the object again: what the table shows of
         it (ages aside); for json and yaml, anything but its resourceVersion."""
-        if self.output in ("json", "yaml"):
+        if self.output in ("json", "yaml", "jsonpath", "custom-columns"):
             import msgspec
 
             metadata = {
@@ -235,13 +291,18 @@ class Printer:
                 click.echo("---")
         elif self.output == "name":
             click.echo(resource_name(kind, r.name))
+        elif self.output == "jsonpath":
+            self._template(obj)
+        elif self.output == "custom-columns":
+            click.echo(safe("   ".join(column_cells(self.format.columns, obj))))
         else:
             wide = self.output == "wide"
-            line = workloads.state_line(r, wide=wide)
+            line = self._line(workloads.state_line(r, wide=wide), obj)
             if not self._widths:  # nothing was listed: the header comes with the first row
-                header = workloads.state_header(wide=wide)
+                header = self._line(workloads.state_header(wide=wide), None)
                 self._widths = workloads.column_widths([header, line])
-                click.echo(workloads.aligned(header, self._widths))
+                if self.headers:
+                    click.echo(workloads.aligned(header, self._widths))
             click.echo(workloads.aligned(line, self._widths))
         sys.stdout.flush()
 
@@ -328,66 +389,173 @@ def complete_types(
     ]
 
 
+def _checked_output(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    try:
+        parse_output(value)
+    except JsonPathError as error:
+        raise click.BadParameter(str(error)) from None
+    return value
+
+
+def _checked_sort_by(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> Template | None:
+    try:
+        return sort_key_path(value) if value else None
+    except JsonPathError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+async def known_kinds(client: ApiClient, namespace: str, lease_name: str) -> list[KindNames]:
+    """The kinds the controller runs (its leader records them on its Lease; Job and JobSet
+    when no Lease says), each with the names discovery gives it (plural, short names)."""
+    from jobrelay.cli.version import NoLease, read_leader
+    from jobrelay.kube.errors import ApiError
+
+    try:
+        names = (await read_leader(client, namespace, lease_name)).kinds or BUILT_IN
+    except (NoLease, ApiError):  # no controller here, or Leases not readable by this user
+        names = BUILT_IN
+    known = []
+    for name in names:
+        kind, version, group = parse_kind_name(name)
+        try:
+            served = await client.discover(group, version)
+        except ApiError:
+            served = []
+        entry = next((r for r in served if r.get("kind") == kind and "/" not in r["name"]), None)
+        known.append(KindNames.of(name, entry))
+    return known
+
+
+def workload_kinds(found: list[KindNames]) -> tuple[WorkloadKind, ...]:
+    plurals = {names.name: names.plural for names in found}
+    return tuple(kinds_from_names([names.name for names in found], plurals=plurals))
+
+
+async def resolve(
+    client: ApiClient, requests: list[Request], namespace: str, lease_name: str
+) -> list[tuple[Request, tuple[WorkloadKind, ...]]]:
+    """Each request's kinds: kubectl's names of Job and JobSet and Kind.version.group at
+    once; ``all`` and any other name through the controller's kinds and discovery."""
+    resolved = []
+    known: list[KindNames] | None = None
+    for request in requests:
+        kinds = RESOURCE_TYPES.get(request.type.lower()) if request.type != "all" else None
+        if kinds is None:
+            if known is None:
+                known = await known_kinds(client, namespace, lease_name)
+            found = match_type(request.type, known)
+            if not found:
+                raise click.UsageError(
+                    f"the server doesn't have a resource type {request.type!r}: name one of "
+                    f"{', '.join(k.plural for k in known)}, all, or Kind.version.group",
+                )
+            kinds = workload_kinds(found)
+        if request.names and len(kinds) > 1:
+            raise click.UsageError("name a single resource type (jobs or jobsets) with NAMEs")
+        resolved.append((request, kinds))
+    return resolved
+
+
 @click.command()
-@click.argument("resource_type", metavar=TYPES_METAVAR, required=False, default="jobs",
+@click.argument("resource_type", metavar=TYPES_METAVAR, required=False, default=None,
                 shell_complete=complete_types)  # fmt: skip
 @click.argument("names", nargs=-1, shell_complete=complete_names)
 @namespace_options
 @click.option("-l", "--selector", default=None, help="Label selector (kubectl -l syntax).")
-@click.option("-o", "--output", type=click.Choice(OUTPUTS), default=None,
+@click.option("-o", "--output", default=None, callback=_checked_output, metavar="FORMAT",
+              shell_complete=lambda _c, _p, incomplete: [
+                  CompletionItem(f) for f in (*OUTPUTS, "jsonpath=", "jsonpath-as-json=",
+                                              "custom-columns=") if f.startswith(incomplete)],
               help="wide: more columns; json|yaml: a List of the objects as the apiserver "
-                   "returns them; name: kind.group/NAME.")  # fmt: skip
+                   "returns them; name: kind.group/NAME; jsonpath=TEMPLATE, "
+                   "jsonpath-as-json=TEMPLATE, custom-columns=HEADER:PATH,... (kubectl's JSONPath).")  # fmt: skip
+@click.option("--sort-by", default=None, callback=_checked_sort_by, metavar="JSONPATH",
+              help="Sort by this field (e.g. .metadata.creationTimestamp, {.status.succeeded}).")  # fmt: skip
+@click.option("--no-headers", is_flag=True, help="No header line (tables, custom-columns).")
+@click.option("-L", "--label-columns", "label_columns_given", multiple=True, metavar="KEY,...",
+              help="A column per label key, with its value (repeatable, comma-separated).")  # fmt: skip
 @click.option(
     "-w", "--watch", is_flag=True, help="After listing, print every change (Ctrl-C stops)."
 )
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="List workloads with this spec.managedBy.")  # fmt: skip
+@click.option("--controller-namespace", default=DEFAULT_LEASE_NAMESPACE, show_default=True,
+              help="The controller's namespace (`jobrelay run --namespace`): its Lease says "
+                   "which kinds it runs, for `all` and their names.")  # fmt: skip
 @manager_options
 def get(
-    resource_type: str,
+    resource_type: str | None,
     names: tuple[str, ...],
     namespace: str | None,
     all_namespaces: bool,
     selector: str | None,
     output: str | None,
+    sort_by: Template | None,
+    no_headers: bool,
+    label_columns_given: tuple[str, ...],
     watch: bool,
     controller_name: str,
+    controller_namespace: str,
     kubeconfig: Path | None,
     context: str | None,
 ) -> None:
     """List managed workloads: cluster, state (Held, Pending, Dispatched, Running, Blocked,
     Complete, Failed, Suspended) and why, completions, age and duration.
 
+    TYPE is jobs (the default), jobsets, all, any kind the controller runs (its plural,
+    singular or short name) or Kind.version.group; TYPE NAME... or TYPE/NAME... as kubectl.
     REASON is why it waits or how it ended, else the latest Warning Event about it.
     Named workloads are shown whoever manages them; missing ones exit 3. `jobrelay jobs`
     is the same command.
     """
-    kinds = kinds_of(resource_type)
-    if names and len(kinds) > 1:
-        raise click.UsageError("name a single resource type (jobs or jobsets) with NAMEs")
-    if all_namespaces and names:
+    try:
+        requests = requests_of([resource_type, *names] if resource_type else list(names))
+    except ArgumentsError as error:
+        raise click.UsageError(str(error)) from None
+    named = [name for request in requests for name in request.names]
+    if all_namespaces and named:
         raise click.UsageError("a resource cannot be retrieved by name across all namespaces")
+    if watch and len(requests) > 1:
+        raise click.UsageError("watch one resource type at a time")
     if all_namespaces:
         where: str | None = None
     else:
         where = namespace or kubeconfig_namespace(kubeconfig, context)
-    query = Query(
-        kinds, where, selector, names, controller_name, explicit=resource_type.lower() != "all"
-    )
-    printer = Printer(output, now=lambda: datetime.now(UTC))
+    printer = Printer(
+        output, now=lambda: datetime.now(UTC), labels=label_columns(label_columns_given),
+        headers=not no_headers, sort_by=sort_by,
+    )  # fmt: skip
+    table = printer.format.is_table
+
+    from jobrelay.controller.options import lease_name_for  # not at start-up: --help is quick
 
     async def go() -> Listed:
         async with manager_client(kubeconfig, context) as client:
-            listed = await fetch(client, query)
-            if output in (None, "wide") and listed.found:
+            resolved = await resolve(
+                client, requests, controller_namespace, lease_name_for(controller_name)
+            )
+            queries = [
+                Query(kinds, where, selector, request.names, controller_name,
+                      explicit=request.type.lower() != "all")
+                for request, kinds in resolved
+            ]  # fmt: skip
+            listed = Listed()
+            for query in queries:
+                part = await fetch(client, query)
+                listed.found += part.found
+                listed.missing += part.missing
+                listed.versions.update(part.versions)
+            if table and listed.found:
                 listed.warnings = await latest_warnings(client, where)
                 printer.warnings = listed.warnings
-            printer.first(listed.found, single=len(names) == 1)
-            if not listed.found and not names and not watch and output in (None, "wide"):
+            printer.first(listed.found, single=len(named) == 1)
+            if not listed.found and not named and not watch and table:
                 scope = "in any namespace" if where is None else f"in {where} namespace"
                 click.echo(f"No resources found {scope}.", err=True)
             if watch:
-                await follow(client, query, listed, printer)
+                await follow(client, queries[0], listed, printer)
             return listed
 
     listed = run_command(go())

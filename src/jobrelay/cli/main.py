@@ -9,7 +9,11 @@ unit test keeps it equal to the command's own.
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import sys
 from dataclasses import dataclass
+from typing import Any
 
 import click
 from click.shell_completion import CompletionItem
@@ -71,6 +75,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory "
         "and GPUs used of allocatable, its unfinished mirrors and the workloads running "
         "there; then the managed workloads by state.",
+    ),
+    "version": Subcommand(
+        "jobrelay.cli.version", "version",
+        "Print the client's version and the controller's (from its leader's Lease).",
     ),
 }  # fmt: skip
 
@@ -143,9 +151,41 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli()
+    _main()
 
 
 def plugin_main() -> None:
     """``kubectl-jobrelay``: the same commands as ``kubectl jobrelay ...`` (a kubectl plugin)."""
-    cli(prog_name="kubectl jobrelay", complete_var="_KUBECTL_JOBRELAY_COMPLETE")
+    _main(prog_name="kubectl jobrelay", complete_var="_KUBECTL_JOBRELAY_COMPLETE")
+
+
+def _main(**settings: Any) -> None:
+    """Run the CLI: no log line reaches the user unless `jobrelay run` sets up logging (the
+    command's one error line says it all), and no traceback either."""
+    logging.getLogger().addHandler(logging.NullHandler())  # not Python's last resort
+    try:
+        code = cli.main(standalone_mode=False, **settings)
+    except click.exceptions.NoArgsIsHelpError as error:  # a bare group: its help
+        error.show()
+        sys.exit(error.exit_code)
+    except click.UsageError as error:
+        # One line, as every other error: what is wrong, then where help is.
+        where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
+        click.echo(f"Error: {error.format_message()}{where}", err=True)
+        sys.exit(error.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(1)
+    except Exception as error:
+        if os.environ.get("JOBRELAY_DEBUG"):
+            raise
+        click.echo(
+            f"Error: {type(error).__name__}: {error} (unexpected, a bug in jobrelay "
+            f"{__version__}: please report it; JOBRELAY_DEBUG=1 shows where)",
+            err=True,
+        )
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 from pathlib import Path
@@ -17,6 +16,7 @@ from jobrelay.cli.common import (
     checked_origin,
     manager_client,
     manager_options,
+    run_command,
 )
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
@@ -167,7 +167,8 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(
+    ["debug", "info", "warning", "error", "critical"], case_sensitive=False))  # fmt: skip
 def run(
     kubeconfig: Path | None,
     context: str | None,
@@ -289,7 +290,7 @@ def install(kubeconfig: Path | None, context: str | None, namespace: str) -> Non
             await workerclusters.ensure_namespace(client, namespace)
 
     try:
-        asyncio.run(go())
-    except (ApiError, workerclusters.RegistryError) as error:
+        run_command(go())
+    except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
     click.echo(f"installed the WorkerCluster CRD and namespace {namespace}")

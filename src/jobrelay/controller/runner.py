@@ -22,6 +22,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jobrelay
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.lanes import lane_of_change, resync_keys
 from jobrelay.controller.options import ControllerOptions
@@ -49,7 +50,12 @@ from jobrelay.relayapi import publishing as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
+from jobrelay.vocabulary.names import (
+    KINDS_ANNOTATION,
+    ORIGIN_LABEL,
+    VERSION_ANNOTATION,
+    origin_problem,
+)
 from jobrelay.web.probe_server import Health, HealthServer, parse_address
 
 _log = logging.getLogger(__name__)
@@ -183,6 +189,10 @@ class Controller:
                 name=options.lease_name,
                 identity=self.identity,
                 timing=election_timing(options),
+                annotations={
+                    VERSION_ANNOTATION: jobrelay.__version__,
+                    KINDS_ANNOTATION: ",".join(options.kinds.names),
+                },
             )
         self.synced = False
         # Metrics: the manager's requests counted as "manager", each worker's by its name.

@@ -11,7 +11,8 @@ their client on what :func:`connect` returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import httpx2
 import yaml
 from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import KubeConfig
+from lightkube.config.kubeconfig import DEFAULT_KUBECONFIG, KubeConfig
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
 
 import jobrelay
@@ -33,9 +34,11 @@ __all__ = [
     "ApiOptions",
     "Connection",
     "connect",
+    "context_namespace",
     "environment_kubeconfig",
     "kubeconfig_file",
     "kubeconfig_of",
+    "merged_kubeconfig",
 ]
 
 
@@ -73,20 +76,152 @@ CONFIG_ERRORS = (LightkubeConfigError, OSError, ValueError, KeyError, TypeError,
 
 def kubeconfig_file(path: str | Path) -> KubeConfig:
     """The kubeconfig in the file at ``path``; KubeconfigError when it cannot be read."""
-    try:
-        return KubeConfig.from_file(path)
-    except CONFIG_ERRORS as exc:
-        raise KubeconfigError(f"cannot load kubeconfig {path}: {library_problem(exc)}") from None
+    return _kubeconfig_files([Path(path).expanduser()], origin=str(path), skip_missing=False)
 
 
 def environment_kubeconfig() -> KubeConfig:
-    """Like kubectl: ``$KUBECONFIG``, else ``~/.kube/config``, else the in-cluster service account."""
+    """Like kubectl: ``$KUBECONFIG`` (a list of files, merged), else ``~/.kube/config``,
+    else the in-cluster service account."""
+    paths, origin = _environment_paths()
+    if not paths:
+        try:
+            return KubeConfig.from_service_account()
+        except CONFIG_ERRORS as exc:
+            raise KubeconfigError(
+                f"cannot use the in-cluster service account: {library_problem(exc)}"
+            ) from None
+    # kubectl skips the listed files that do not exist; a single missing one is an error.
+    return _kubeconfig_files(paths, origin=origin, skip_missing=len(paths) > 1)
+
+
+def _environment_paths() -> tuple[list[Path], str]:
+    """The files kubectl would read (none: in-cluster), and how to name them."""
+    listed = os.environ.get("KUBECONFIG", "")
+    paths = [Path(p).expanduser() for p in listed.split(os.pathsep) if p]
+    if paths:
+        return paths, f"$KUBECONFIG ({listed})"
+    home = Path(DEFAULT_KUBECONFIG).expanduser()
+    return ([home] if home.exists() or not _in_cluster() else []), str(home)
+
+
+def context_namespace(path: Path | None, context: str | None) -> str | None:
+    """The namespace of ``context`` (default: the current one) in the kubeconfig kubectl
+    would read (``path``, else the environment's), or in a pod its own; None when it sets
+    none or cannot be read (the command then says why when it connects)."""
+    paths, origin = ([path], str(path)) if path else _environment_paths()
+    if not paths:
+        try:
+            return _SERVICE_ACCOUNT_TOKEN.with_name("namespace").read_text().strip() or None
+        except OSError:
+            return None
     try:
-        return KubeConfig.from_env()
+        merged = _merged_files(paths, origin=origin, skip_missing=len(paths) > 1)
+    except KubeconfigError:
+        return None
+    name = context or merged.get("current-context")
+    for entry in merged["contexts"]:
+        if entry.get("name") == name and isinstance(entry.get("context"), Mapping):
+            namespace = entry["context"].get("namespace")
+            return str(namespace) if namespace else None
+    return None
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and _SERVICE_ACCOUNT_TOKEN.exists()
+
+
+_SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+_FIX = "point --kubeconfig or $KUBECONFIG at a kubeconfig with a context (as kubectl uses)"
+
+
+def _merged_files(paths: list[Path], *, origin: str, skip_missing: bool) -> dict[str, Any]:
+    """The kubeconfig files at ``paths`` read and merged (:func:`merged_kubeconfig`), with
+    the first file's path under ``"fname"``; KubeconfigError when one cannot be read."""
+    documents: list[tuple[Path, Any]] = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            if skip_missing:
+                continue
+            raise KubeconfigError(f"kubeconfig {path} does not exist: {_FIX}") from None
+        except OSError as exc:
+            raise KubeconfigError(
+                f"cannot read kubeconfig {path}: {library_problem(exc)}"
+            ) from None
+        try:
+            documents.append((path, yaml.safe_load(text)))
+        except yaml.YAMLError as exc:
+            raise KubeconfigError(
+                f"kubeconfig {path} is not YAML: {library_problem(exc)}"
+            ) from None
+    for path, document in documents:
+        if document is not None and not isinstance(document, Mapping):
+            raise KubeconfigError(
+                f"kubeconfig {path} is not a kubeconfig (a mapping): {_FIX}"
+            ) from None
+        for key in ("clusters", "contexts", "users"):
+            listed = (document or {}).get(key)
+            if listed is not None and not isinstance(listed, list):
+                raise KubeconfigError(f"kubeconfig {path}: {key} is not a list: {_FIX}") from None
+    if not documents:
+        raise KubeconfigError(f"no kubeconfig found: none of {origin} exists: {_FIX}") from None
+    return {**merged_kubeconfig(documents), "fname": documents[0][0]}
+
+
+def _kubeconfig_files(paths: list[Path], *, origin: str, skip_missing: bool) -> KubeConfig:
+    merged = _merged_files(paths, origin=origin, skip_missing=skip_missing)
+    if not merged["contexts"]:
+        what = "has no contexts" if merged["clusters"] or merged["users"] else "is empty"
+        raise KubeconfigError(f"kubeconfig {origin} {what}: {_FIX}") from None
+    try:
+        fname = merged.pop("fname")
+        config: KubeConfig = KubeConfig.from_dict(merged, fname=fname)
     except CONFIG_ERRORS as exc:
-        raise KubeconfigError(
-            "no kubeconfig found ($KUBECONFIG, ~/.kube/config, in-cluster): " + library_problem(exc)
-        ) from None
+        raise KubeconfigError(f"cannot load kubeconfig {origin}: {library_problem(exc)}") from None
+    return config
+
+
+# Fields naming a file, resolved against the kubeconfig that holds them (as kubectl does).
+_FILE_FIELDS = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+
+
+def merged_kubeconfig(documents: Sequence[tuple[Path, Any]]) -> dict[str, Any]:
+    """Kubeconfig files merged as kubectl merges ``$KUBECONFIG``: a cluster, context or
+    user named in several files is the first file's; ``current-context`` is the first one
+    set. Relative file paths are made absolute against their own file's directory."""
+    merged: dict[str, Any] = {"clusters": [], "contexts": [], "users": []}
+    seen: dict[str, set[str]] = {key: set() for key in merged}
+    current = None
+    for path, document in documents:
+        if not isinstance(document, Mapping):
+            continue  # an empty file adds nothing, as with kubectl
+        current = current or document.get("current-context") or None
+        for key in merged:
+            for entry in document.get(key) or []:
+                if not isinstance(entry, Mapping) or entry.get("name") in seen[key]:
+                    continue
+                seen[key].add(str(entry.get("name")))
+                merged[key].append(_absolute_files(key, dict(entry), path.parent))
+    if current:
+        merged["current-context"] = current
+    return merged
+
+
+def _absolute_files(key: str, entry: dict[str, Any], directory: Path) -> dict[str, Any]:
+    inner_key, fields = _FILE_FIELDS.get(key, ("", ()))
+    inner = entry.get(inner_key)
+    if not isinstance(inner, Mapping):
+        return entry
+    inner = dict(inner)
+    for field in fields:
+        value = inner.get(field)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            inner[field] = str(directory / value)
+    return {**entry, inner_key: inner}
 
 
 def kubeconfig_of(kubeconfig: Mapping[str, Any]) -> KubeConfig:

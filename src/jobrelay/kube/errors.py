@@ -7,6 +7,7 @@ Callers branch on the apiserver's own ``reason``, as client-go's
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -179,7 +180,7 @@ def error_from_body(code: int, body: bytes) -> ApiError:
     )
 
 
-def unreachable_error(exc: httpx2.HTTPError) -> ApiError:
+def unreachable_error(exc: httpx2.HTTPError, server: str = "") -> ApiError:
     """A request that got no answer (refused, reset, timed out), with the root cause."""
     reason = "Timeout" if isinstance(exc, httpx2.TimeoutException) else "Unreachable"
     message = f"{type(exc).__name__}: {exc}"
@@ -193,7 +194,20 @@ def unreachable_error(exc: httpx2.HTTPError) -> ApiError:
         cause = cause.__cause__ or cause.__context__
     if root is not None and str(root) not in message:
         message += f" ({type(root).__name__}: {root})"
-    return ApiError(0, reason, message)
+    # Where and why in a few words, for a one-line CLI error ("connection refused").
+    details: dict[str, Any] = {"cause": _short_cause(exc, root)}
+    if server:
+        details["server"] = server
+    return ApiError(0, reason, message, details)
+
+
+def _short_cause(exc: httpx2.HTTPError, root: OSError | None) -> str:
+    if isinstance(exc, httpx2.TimeoutException):
+        return "timed out"
+    if root is not None and root.errno is not None:
+        return os.strerror(root.errno).lower()
+    said = str(exc)
+    return said if 0 < len(said) <= 80 else type(exc).__name__
 
 
 # What an exec credential plugin's run may raise: its failure, or output that is

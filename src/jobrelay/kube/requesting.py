@@ -257,7 +257,7 @@ class Requester:
     # -- outages and metrics -------------------------------------------------
 
     def _unreachable(self, exc: httpx2.HTTPError) -> ApiError:
-        error = unreachable_error(exc)
+        error = unreachable_error(exc, self.server)
         if self._answering:
             self._answering = False
             _log.warning(

@@ -161,8 +161,12 @@ async def find_endpoint(
                     f"no ConfigMap {namespace}/{API_CONFIGMAP}: is `jobrelay run` serving its "
                     "API (--api-address)? Or pass --server",
                 ) from None  # fmt: skip
+            said = error.message
+            if error.code == 0 and error.details.get("cause"):  # the manager does not answer
+                said = (f"cannot connect to {error.details.get('server') or 'the manager'} "
+                        f"({error.details['cause']}): check --kubeconfig and --context")  # fmt: skip
             raise RelayError(error.code, error.reason, f"reading {namespace}/{API_CONFIGMAP}: "
-                             f"{error.message}") from None  # fmt: skip
+                             f"{said}") from None  # fmt: skip
     data = configmap.get("data") or {}
     address = server or str(data.get("address") or "")
     if not address:

@@ -84,6 +84,11 @@ GENERATED_JOB_LABELS = frozenset(
 
 FIELD_MANAGER = "jobrelay"
 
+# On the leader election Lease, written by the leader with each renewal: its version (for
+# `jobrelay version`) and its kinds, Kind.version.group comma-separated (for `jobrelay get`).
+VERSION_ANNOTATION = "jobrelay.dev/version"
+KINDS_ANNOTATION = "jobrelay.dev/kinds"
+
 _LABEL_VALUE_INVALID = re.compile(r"[^A-Za-z0-9._-]")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 

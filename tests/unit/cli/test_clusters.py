@@ -541,8 +541,8 @@ def test_an_unreachable_manager_says_what_to_check(manager: FakeApiserver) -> No
     manager.unreachable = True
     result = invoke("cordon", "w1")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: cannot reach the management cluster (0 Unreachable")
-    assert "check --manager-kubeconfig (default $KUBECONFIG)" in result.stderr
+    assert result.stderr.startswith("Error: cannot connect to https://manager (connection refused)")
+    assert "check --kubeconfig and --context" in result.stderr
 
 
 def test_a_forbidden_request_names_the_rights_needed(manager: FakeApiserver) -> None:

@@ -153,7 +153,7 @@ def test_an_unreachable_manager_exits_1(manager: FakeApiserver) -> None:
     manager.unreachable = True
     result = invoke("-n", "team-a")
     assert result.exit_code == 1
-    assert "cannot reach the management cluster" in result.stderr
+    assert "cannot connect to https://manager (connection refused)" in result.stderr
 
 
 def test_a_refusal_exits_1(manager: FakeApiserver) -> None:

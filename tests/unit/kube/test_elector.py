@@ -484,3 +484,25 @@ async def test_identities_are_unique_per_process_and_call() -> None:
     assert one != two
     host, pid, _ = one.rsplit("_", 2)
     assert host and pid.isdigit()
+
+
+async def test_the_leader_records_its_annotations_on_the_lease_with_every_write(
+    leases: FakeLeases,
+) -> None:
+    """What `jobrelay version` and `jobrelay get` read: the leader's version and kinds, on
+    the Lease it writes anyway; annotations someone else put there are kept."""
+    leases.put(NAME, held_by(""))
+    leases.objects[(NAMESPACE, NAME)]["metadata"]["annotations"] = {"someone/else": "kept"}
+    client = leases.client("leader")
+    elector = Elector(
+        client, namespace=NAMESPACE, name=NAME, identity="leader", timing=TIMING,
+        rng=random.Random(0), annotations={"jobrelay.dev/version": "9.9.9"},
+    )  # fmt: skip
+    candidate = Candidate(elector)
+    candidate.start()
+    await candidate.wait_started()
+    await asyncio.sleep(5)  # renewals too
+    annotations = leases.objects[(NAMESPACE, NAME)]["metadata"]["annotations"]
+    assert annotations == {"someone/else": "kept", "jobrelay.dev/version": "9.9.9"}
+    await candidate.finish()
+    await client.aclose()

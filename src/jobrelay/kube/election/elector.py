@@ -68,6 +68,7 @@ class Elector:
         identity: str,
         timing: ElectionTiming,
         rng: random.Random | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         problems = timing.problems()
         if problems:
@@ -78,6 +79,8 @@ class Elector:
         self._client = client
         self._timing = timing
         self._rng = rng or random.Random()
+        # Written on the Lease with each acquire and renewal (the leader's version, say).
+        self._annotations = dict(annotations or {})
         self._observed: Observation | None = None
         self._lease: Mapping[str, Any] | None = None  # the last Lease read or written
         self._leading = False
@@ -225,6 +228,7 @@ class Elector:
             decision.record,
             resource_version=decision.resource_version,
             base=None if decision.create else self._lease,
+            annotations=self._annotations,
         )
         if decision.create:
             written = await self._client.create(LEASES, body, namespace=self.namespace)

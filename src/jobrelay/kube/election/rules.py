@@ -196,10 +196,14 @@ def lease_body(
     *,
     resource_version: str = "",
     base: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The Lease to create or PUT; fields of ``base`` we do not own are kept."""
+    """The Lease to create or PUT; fields of ``base`` we do not own are kept, and the
+    holder's ``annotations`` (what it tells of itself: its version) set."""
     metadata: dict[str, Any] = dict((base or {}).get("metadata") or {})
     metadata.update({"name": name, "namespace": namespace})
+    if annotations:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
     if resource_version:
         metadata["resourceVersion"] = resource_version
     spec = {**((base or {}).get("spec") or {}), **record.spec()}

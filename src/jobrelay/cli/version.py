@@ -1,0 +1,160 @@
+"""`jobrelay version`: this client's version and the controller's, as `kubectl version`.
+
+The controller's is what its leader records on the leader election Lease with every
+renewal (``jobrelay.dev/version``, next to ``jobrelay.dev/kinds``): the Lease named like
+`jobrelay run` names it, from --namespace and --controller-name (or --leader-election-id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+import jobrelay
+from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
+from jobrelay.vocabulary.names import (
+    DEFAULT_CONTROLLER_NAME,
+    KINDS_ANNOTATION,
+    VERSION_ANNOTATION,
+)
+
+if TYPE_CHECKING:
+    from jobrelay.kube.client import ApiClient
+
+
+@dataclass(frozen=True)
+class Leader:
+    """What the controller's leader says of itself on its Lease."""
+
+    lease: str  # namespace/name
+    holder: str  # "" when no one holds it
+    version: str  # "" when the leader records none (older than this)
+    kinds: tuple[str, ...]  # Kind.version.group; () when not recorded
+
+    @classmethod
+    def of(cls, lease: dict[str, Any]) -> Leader:
+        metadata = lease.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        kinds = str(annotations.get(KINDS_ANNOTATION) or "")
+        return cls(
+            f"{metadata.get('namespace')}/{metadata.get('name')}",
+            str((lease.get("spec") or {}).get("holderIdentity") or ""),
+            str(annotations.get(VERSION_ANNOTATION) or ""),
+            tuple(kind for kind in kinds.split(",") if kind),
+        )
+
+
+class NoLease(click.ClickException):
+    """No Lease where `jobrelay run` would hold it."""
+
+
+async def read_leader(client: ApiClient, namespace: str, lease_name: str) -> Leader:
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import LEASES
+
+    try:
+        lease = await client.get(LEASES, lease_name, namespace=namespace)
+    except ApiError as error:
+        if error.is_not_found:
+            raise NoLease(
+                f"no Lease {namespace}/{lease_name}: is `jobrelay run` running with leader "
+                "election on this manager (else pass its --namespace and --controller-name)?"
+            ) from None
+        raise
+    return Leader.of(lease)
+
+
+def lease_options(func: Any) -> Any:
+    """Where the controller's Lease is: as `jobrelay run` names it."""
+    func = click.option(
+        "--leader-election-id", "lease_name", default=None,
+        help="The Lease's name, as `jobrelay run --leader-election-id` [default: from "
+             "--controller-name].",
+    )(func)  # fmt: skip
+    func = click.option(
+        "--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
+        help="The controller's name (`jobrelay run --controller-name`).",
+    )(func)  # fmt: skip
+    func = click.option(
+        "--namespace", "lease_namespace", default=DEFAULT_NAMESPACE, show_default=True,
+        help="The controller's namespace (`jobrelay run --namespace`).",
+    )(func)  # fmt: skip
+    return func
+
+
+def document(leader: Leader | None) -> dict[str, Any]:
+    """``-o json|yaml``: kubectl's shape (clientVersion, serverVersion)."""
+    answer: dict[str, Any] = {"clientVersion": {"version": jobrelay.__version__}}
+    if leader is not None:
+        answer["serverVersion"] = {
+            "version": leader.version or None,
+            "leader": leader.holder or None,
+            "lease": leader.lease,
+            "kinds": list(leader.kinds),
+        }
+    return answer
+
+
+def dump(answer: dict[str, Any], output: str) -> str:
+    import json
+
+    import yaml
+
+    if output == "json":
+        return json.dumps(answer, indent=4)
+    return yaml.safe_dump(answer, sort_keys=False).rstrip("\n")
+
+
+def server_line(leader: Leader) -> str:
+    version = leader.version or "unknown (its leader does not record it: an older jobrelay)"
+    who = f"leader {leader.holder}" if leader.holder else "no leader now"
+    return f"Server Version: {version} ({who}, Lease {leader.lease})"
+
+
+@click.command()
+@click.option("--client", "client_only", is_flag=True, help="The client's version only.")
+@click.option("-o", "--output", type=click.Choice(["json", "yaml"]), default=None,
+              help="json or yaml instead of lines.")  # fmt: skip
+@lease_options
+@manager_options
+def version(
+    client_only: bool,
+    output: str | None,
+    lease_namespace: str,
+    controller_name: str,
+    lease_name: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
+    """Print the client's version and the controller's (from its leader's Lease)."""
+    if client_only:
+        if output:
+            click.echo(dump(document(None), output))
+        else:
+            click.echo(f"Client Version: {jobrelay.__version__}")
+        return
+
+    from jobrelay.controller.options import lease_name_for  # not at start-up: --help is quick
+
+    async def go() -> Leader:
+        async with manager_client(kubeconfig, context) as client:
+            return await read_leader(
+                client, lease_namespace, lease_name or lease_name_for(controller_name)
+            )
+
+    if not output:
+        click.echo(f"Client Version: {jobrelay.__version__}")
+    try:
+        leader = run_command(go())
+    except click.ClickException:
+        if output:
+            click.echo(dump(document(None), output))
+        raise
+    if output:
+        click.echo(dump(document(leader), output))
+    else:
+        click.echo(server_line(leader))
