@@ -28,10 +28,12 @@ from typing import Any
 import pytest
 import yaml
 
+from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet import serviceaccount, workerclusters
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES, WORKER_CLUSTERS
+from jobrelay.vocabulary.names import KINDS_ANNOTATION, VERSION_ANNOTATION
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.integration.chart.workerchart import (
@@ -55,6 +57,13 @@ KINDS = [
 ]
 # Who is who: how each ServiceAccount is bound (cluster-wide to a built-in role, or in the
 # controller's namespace only).
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+READER_RESOURCES = {
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles", "Role", namespaced=True),
+    "RoleBinding": ROLE_BINDINGS,
+}
+# A controller name of this test's own: its Lease is no other module's.
+VERSION_CONTROLLER = "people-version.jobrelay.dev/relay"
 PEOPLE = {"viewer": "view", "editor": "edit", "admin": "admin", "tenant": None, "reader": None}
 CLI_TIMEOUT = 120.0
 
@@ -272,3 +281,53 @@ async def test_admin_cordons_drains_and_removes(
     with pytest.raises(ApiError) as gone:
         await manager.get(WORKER_CLUSTERS, people.worker)
     assert gone.value.is_not_found
+
+
+async def test_any_signed_in_user_reads_the_leaders_version(
+    people: Fleet, clients: dict[str, ApiClient]
+) -> None:
+    """The chart's reader Role lets every authenticated user `get` the leader's Lease by
+    name, where `jobrelay version` and `jobrelay get` read the version and the kinds; the
+    tenant has no role in the controller's namespace but that one."""
+    manager, suffix = clients["manager"], uuid.uuid4().hex[:6]
+    rendered = [
+        obj
+        for obj in render(
+            MANAGER_CHART,
+            {"fullnameOverride": f"jobrelay-{suffix}", "controllerName": VERSION_CONTROLLER},
+            namespace=CONTROLLER_NAMESPACE,
+            show_only=["templates/rbac.yaml"],
+        )
+        if obj["metadata"]["name"].endswith("-api-reader")
+    ]
+    assert {obj["kind"] for obj in rendered} == {"Role", "RoleBinding"}, rendered
+    lease_name = lease_name_for(VERSION_CONTROLLER)
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lease_name, "annotations": {
+            VERSION_ANNOTATION: "9.8.7", KINDS_ANNOTATION: "Job.v1.batch"}},
+        "spec": {"holderIdentity": "people-version-leader", "leaseDurationSeconds": 15},
+    }  # fmt: skip
+    tenant = people.kubeconfigs["tenant"]
+    version = ("version", "--controller-name", VERSION_CONTROLLER, "-o", "json")
+    await manager.create(LEASES, lease, namespace=CONTROLLER_NAMESPACE)
+    try:
+        code, output = await cli(tenant, *version)
+        assert code == 1 and "Traceback" not in output, output  # no role yet: refused
+        for obj in rendered:
+            await manager.patch(
+                READER_RESOURCES[obj["kind"]], obj["metadata"]["name"], obj,
+                namespace=CONTROLLER_NAMESPACE, patch_type=PatchType.APPLY,
+                field_manager="people-rbac-test", force=True,
+            )  # fmt: skip
+        answer = yaml.safe_load((await ok(tenant, *version)).strip())
+        assert answer["serverVersion"]["version"] == "9.8.7", answer
+    finally:
+        with contextlib.suppress(ApiError):
+            await manager.delete(LEASES, lease_name, namespace=CONTROLLER_NAMESPACE)
+        for obj in rendered:
+            with contextlib.suppress(ApiError):
+                await manager.delete(
+                    READER_RESOURCES[obj["kind"]], obj["metadata"]["name"],
+                    namespace=CONTROLLER_NAMESPACE,
+                )  # fmt: skip
