@@ -122,6 +122,8 @@ class Listed:
     found: list[tuple[WorkloadKind, dict[str, Any]]] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)  # kind name -> resourceVersion
     missing: list[tuple[WorkloadKind, str]] = field(default_factory=list)
+    # Kinds `all` (or `top`) would list but the user may not: left out, and said so.
+    refused: list[WorkloadKind] = field(default_factory=list)
     # The latest Warning about each object, by UID: the REASON of those that have none.
     warnings: dict[str, str] = field(default_factory=dict)
 
@@ -166,6 +168,9 @@ async def fetch(client: ApiClient, query: Query) -> Listed:
         except ApiError as error:
             if error.is_not_found and not query.explicit:
                 continue  # a kind this manager does not serve, asked for by `all`
+            if error.code == 403 and not query.explicit:
+                listed.refused.append(kind)  # a tenant may read Jobs and not JobSets
+                continue
             if error.is_not_found:
                 raise click.ClickException(
                     f'the management cluster does not serve "{kind.ref.plural}" '
@@ -546,7 +551,10 @@ def get(
                 part = await fetch(client, query)
                 listed.found += part.found
                 listed.missing += part.missing
+                listed.refused += part.refused
                 listed.versions.update(part.versions)
+            for kind in listed.refused:
+                click.echo(f"(left out: {kind.ref.plural}, which you may not list)", err=True)
             if table and listed.found:
                 listed.warnings = await latest_warnings(client, where)
                 printer.warnings = listed.warnings

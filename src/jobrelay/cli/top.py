@@ -29,7 +29,8 @@ async def snapshot(client: ApiClient, controller_name: str) -> list[str]:
     workers = await workerclusters.list_workers(client)
     query = Query((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
     listed = await fetch(client, query)
-    return fleetview.top_lines(workers, listed.found)
+    left_out = [f"(left out: {kind.ref.plural}, which you may not list)" for kind in listed.refused]
+    return fleetview.top_lines(workers, listed.found) + left_out
 
 
 async def refresh(

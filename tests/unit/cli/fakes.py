@@ -48,6 +48,7 @@ class FakeApiserver:
     pruned_spec_fields: set[str] = field(default_factory=set)
     unreachable: bool = False
     refuse: tuple[int, str] | None = None  # every request is answered with this error
+    forbidden: set[str] = field(default_factory=set)  # plurals this user may not read: 403
     crd_served: bool = True  # False: WorkerClusters are not served (404 naming no object)
     # The kubeconfigs, contexts and names the CLI connected to this worker with.
     connections: list[tuple[Any, ...]] = field(default_factory=list)
@@ -89,6 +90,8 @@ class FakeApiserver:
             raise httpx2.ConnectError("connection refused", request=request)
         if self.refuse is not None:
             return _answer(self.refuse[0], status_body(*self.refuse))
+        if any(f"/{plural}" in path for plural in self.forbidden):
+            return _answer(403, status_body(403, "Forbidden", "you may not"))
         if not self.crd_served and "/workerclusters" in path:
             return _answer(404, status_body(404, "NotFound", "the server could not find it"))
         parts = path.strip("/").split("/")

@@ -110,6 +110,20 @@ def test_top_once_shows_each_worker_and_the_totals(manager: FakeApiserver) -> No
     assert lines[-1] == "WORKLOADS 4: Complete 1, Held 1, Running 2"
 
 
+def test_top_leaves_out_a_kind_the_user_may_not_list_and_says_so(
+    manager: FakeApiserver,
+) -> None:
+    """A tenant bound to `view` where the chart aggregates only Jobs: top still shows the
+    fleet and the Jobs (it failed with a 403 on JobSets)."""
+    manager.put(JOBS, job("a", {"jobrelay.dev/cluster": "worker-1"}, {"active": 1}))
+    manager.forbidden.add("jobsets")
+    result = invoke("top", "--once")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[-2] == "WORKLOADS 1: Running 1"
+    assert lines[-1] == "(left out: jobsets, which you may not list)"
+
+
 async def test_top_refreshes_every_interval(manager: FakeApiserver) -> None:
     frames: list[list[str]] = []
     async with manager.client() as client:
