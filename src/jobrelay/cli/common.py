@@ -47,18 +47,25 @@ def checked_kind_names(
 
 def manager_options(func: Any) -> Any:
     """--kubeconfig/--context of the management cluster (default: like kubectl)."""
+    return _manager_flags(
+        func,
+        envvar="JOBRELAY_KUBECONFIG",
+        default_help="$KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+
+
+def _manager_flags(func: Any, *, envvar: str | None, default_help: str) -> Any:
     func = click.option("--context", default=None, help="Context of the management kubeconfig.")(
         func
     )
-    func = click.option(
+    return click.option(
         "--kubeconfig",
         "kubeconfig",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        envvar="JOBRELAY_KUBECONFIG",
-        help="Management cluster kubeconfig [default: $KUBECONFIG, ~/.kube/config, in-cluster].",
+        envvar=envvar,
+        help=f"Management cluster kubeconfig [default: {default_help}].",
     )(func)
-    return func
 
 
 def manager_client(kubeconfig: Path | None, context: str | None) -> ApiClient:
@@ -87,18 +94,9 @@ def manager_flags_options(func: Any) -> Any:
     """--kubeconfig/--context of the management cluster on a subcommand of a group that has
     them too: the subcommand's win (:func:`given_manager_flags`). No $JOBRELAY_KUBECONFIG
     here: the group reads it, and a variable must not outrank the group's own flags."""
-    func = click.option("--context", default=None, help="Context of the management kubeconfig.")(
-        func
+    return _manager_flags(
+        func, envvar=None, default_help="the group's, $KUBECONFIG, ~/.kube/config, in-cluster"
     )
-    func = click.option(
-        "--kubeconfig",
-        "kubeconfig",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="Management cluster kubeconfig [default: the group's, $KUBECONFIG, "
-        "~/.kube/config, in-cluster].",
-    )(func)
-    return func
 
 
 def given_manager_flags(
