@@ -87,6 +87,10 @@ class PodFacts:
     entrypoint: Sequence[str] = ("python3", "-m", "jobrelay")
     # The image's own environment (PATH, PYTHONPATH of the installed package ...).
     image_env: Mapping[str, str] = field(default_factory=dict)
+    # The host paths that stand for the image's content (the interpreter, its packages,
+    # the source): bound read-only even where a volume covers them, as a checkout or a
+    # venv under /tmp is when the chart mounts its emptyDir there.
+    image_paths: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -292,6 +296,9 @@ def pod_command(
     ]  # fmt: skip
     for _point, arguments in mounts:
         bwrap += arguments
+    for path in dict.fromkeys(facts.image_paths):
+        if any(PurePosixPath(path).is_relative_to(point) for point in points):
+            bwrap += ["--ro-bind", path, path]
     # The root itself (a tmpfs holding the binds and the assembled directories)
     # read-only last; the volumes' mounts below it keep their own flags.
     bwrap += ["--remount-ro", "/", "--clearenv"]

@@ -91,6 +91,9 @@ NOT_ON_THE_MANAGER = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certifi
 LEASE = lease_name_for(DEFAULT_CONTROLLER_NAME)
 # The image's entrypoint `jobrelay`: this interpreter with the checkout's package.
 ENTRYPOINT = (sys.executable, "-m", "jobrelay")
+# What the image holds: this interpreter, its venv and the source (a CI clone may be
+# under /tmp, where the chart's emptyDir goes).
+IMAGE_PATHS = (sys.base_prefix, sys.prefix, str(SOURCE))
 POLICIES = "validatingadmissionpolicies"
 # An apiserver refusal anywhere in the controller's log (its ApiError "403 Forbidden: ...",
 # the apiserver's '... is forbidden: User ... cannot ...').
@@ -380,6 +383,7 @@ async def running_pod(
         service_port=port,
         entrypoint=ENTRYPOINT,
         image_env={"PYTHONPATH": str(SOURCE), "PYTHONUNBUFFERED": "1"},
+        image_paths=IMAGE_PATHS,
     )
     command = pod_command(
         deployment,

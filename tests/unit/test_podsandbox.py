@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,20 @@ def test_the_root_is_read_only_and_only_the_volumes_are_mounted_over_it() -> Non
     assert argv[remount + 1] == "/"
     assert remount > max(i for i, arg in enumerate(argv) if arg in ("--tmpfs", "--ro-bind"))
     assert remount < argv.index("--")
+
+
+def test_the_images_paths_under_a_volume_stay_visible_after_it_is_mounted() -> None:
+    """A CI clone's venv under /tmp: the chart's emptyDir there must not hide the image."""
+    facts = dataclasses.replace(FACTS, image_paths=("/tmp/clone/.venv", "/usr/lib/python3"))
+    argv = pod_command(
+        DEPLOYMENT, facts, secret_dirs={"api-tls": SECRET_DIR}, service_account_dir=SA_DIR,
+        tree=TREE,
+    )  # fmt: skip
+    binds = pairs(argv, "--ro-bind")
+    assert ["/tmp/clone/.venv", "/tmp/clone/.venv"] in binds
+    venv = argv.index("/tmp/clone/.venv")
+    assert argv.index("--tmpfs") < venv < argv.index("--remount-ro")
+    assert ["/usr/lib/python3", "/usr/lib/python3"] not in binds  # /usr is bound whole
 
 
 def test_the_environment_is_only_the_pods_and_args_expand_like_the_kubelets() -> None:

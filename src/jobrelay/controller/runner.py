@@ -45,6 +45,7 @@ from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import publishing as relayapi
 from jobrelay.relayapi.handler import RelayApi
@@ -556,6 +557,7 @@ async def run(
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(loop_exception_handler)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:

@@ -6,8 +6,10 @@ so every line about a Job can be found by its key.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import ssl
 import sys
 import time
 from typing import Any, Literal
@@ -63,3 +65,21 @@ def setup_logging(log_format: LogFormat = "text", level: str = "INFO") -> None:
     # httpx2 logs every request at INFO: far too chatty for a controller.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+_LOOP_LOG = logging.getLogger("jobrelay.loop")
+
+
+def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """asyncio's own handler, but for a connection failure left in a future nobody awaits.
+
+    uvloop keeps a TLS handshake's waiter even when the connect that made it was
+    cancelled at that moment (a request timing out against a worker whose certificate
+    is wrong): the request already failed and was handled, so its leftover is one
+    debug line, not an error with a traceback in the operator's log."""
+    exception = context.get("exception")
+    leftover = "never retrieved" in str(context.get("message") or "")
+    if leftover and isinstance(exception, ssl.SSLError | ConnectionError):
+        _LOOP_LOG.debug("a cancelled connection attempt failed too: %s", exception)
+        return
+    loop.default_exception_handler(context)
