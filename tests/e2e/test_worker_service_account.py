@@ -32,7 +32,7 @@ from tests.conftest import FleetHandle
 from tests.e2e.conftest import NamespaceFactory
 from tests.e2e.support import Relay
 from tests.e2e.test_redispatch import cordoned
-from tests.kubetools import job_manifest
+from tests.kubetools import eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -117,6 +117,23 @@ async def registered_with_service_account(
         )  # fmt: skip
 
 
+async def policy_in_force(kubeconfig: dict[str, Any]) -> None:
+    """Until the worker's apiserver enforces the account's admission policy."""
+
+    async def refused() -> bool:
+        try:
+            await worker.create(
+                JOBS, job_manifest("probe", suspend=True), namespace="default", dry_run=True
+            )
+        except ApiError as error:
+            # The policy's refusal, not RBAC's (whose cache may lag the new binding).
+            return error.code in (403, 422) and "ValidatingAdmissionPolicy" in str(error)
+        return False
+
+    async with ApiClient.from_kubeconfig_dict(kubeconfig, cluster=WORKER) as worker:
+        await eventually(refused, timeout=30, what="the account's admission policy in force")
+
+
 async def test_registered_with_a_service_account_token_and_never_the_admins(
     registered_with_service_account: str, fleet: FleetHandle, clients: dict[str, ApiClient]
 ) -> None:
@@ -185,7 +202,11 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
         answers = {request: await allowed(*request) for request in table}
         assert answers == table
 
-        # RBAC allows Jobs anywhere; the worker's admission policy does not.
+        # RBAC allows Jobs anywhere; the worker's admission policy does not. The worker's
+        # apiserver loads a new policy through an informer: for a moment after
+        # `clusters add` a write it would refuse still passes. Wait for a dry run (which
+        # stores nothing) to be refused by the policy before the real writes.
+        await policy_in_force(stored)
         for namespace in ("default", "kube-system"):  # unlabelled; the worker's own
             stray = {**job_manifest("stray"), "metadata": {"name": "stray"}}
             with pytest.raises(ApiError) as refused:
