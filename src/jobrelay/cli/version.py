@@ -15,6 +15,7 @@ import click
 
 import jobrelay
 from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.cli.terminal import safe
 from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.vocabulary.names import (
     DEFAULT_CONTROLLER_NAME,
@@ -24,6 +25,12 @@ from jobrelay.vocabulary.names import (
 
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
+
+
+# What is read of the Lease: a version or holder is short, the kinds a few dozen at most.
+_FIELD_CHARS = 253
+_MAX_KINDS = 64
+_KINDS_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,12 +46,13 @@ class Leader:
     def of(cls, lease: dict[str, Any]) -> Leader:
         metadata = lease.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
-        kinds = str(annotations.get(KINDS_ANNOTATION) or "")
+        # Whoever may update the Lease writes these: bounded before anything reads them.
+        kinds = str(annotations.get(KINDS_ANNOTATION) or "")[:_KINDS_BYTES]
         return cls(
             f"{metadata.get('namespace')}/{metadata.get('name')}",
-            str((lease.get("spec") or {}).get("holderIdentity") or ""),
-            str(annotations.get(VERSION_ANNOTATION) or ""),
-            tuple(kind for kind in kinds.split(",") if kind),
+            str((lease.get("spec") or {}).get("holderIdentity") or "")[:_FIELD_CHARS],
+            str(annotations.get(VERSION_ANNOTATION) or "")[:_FIELD_CHARS],
+            tuple(kind for kind in kinds.split(",") if kind)[:_MAX_KINDS],
         )
 
 
@@ -112,7 +120,7 @@ def dump(answer: dict[str, Any], output: str) -> str:
 def server_line(leader: Leader) -> str:
     version = leader.version or "unknown (its leader does not record it: an older jobrelay)"
     who = f"leader {leader.holder}" if leader.holder else "no leader now"
-    return f"Server Version: {version} ({who}, Lease {leader.lease})"
+    return safe(f"Server Version: {version} ({who}, Lease {leader.lease})")
 
 
 @click.command()
