@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -47,7 +48,7 @@ from jobrelay.kube.resources import NAMESPACES
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 from tests.e2e.leakwatch import LeakWatch
-from tests.e2e.support import ControllerProcess, Relay
+from tests.e2e.support import ControllerProcess, Relay, Replica
 
 if TYPE_CHECKING:
     from tests.conftest import FleetHandle
@@ -192,3 +193,21 @@ async def make_relay(
     yield make
     for relay in opened:
         await relay.__aexit__(None, None, None)
+
+
+@pytest.fixture
+async def replicas(fleet: FleetHandle, tmp_path: Path) -> AsyncIterator[dict[str, Replica]]:
+    """Two controller replicas (not started) with leader election; stopped, their logs
+    checked clean, after."""
+    made = {
+        name: Replica(fleet.kubeconfig("manager"), tmp_path / f"{name}.log", workers=fleet.workers)
+        for name in ("a", "b")
+    }
+    try:
+        yield made
+    finally:
+        for replica in made.values():
+            if replica.running:
+                await replica.stop()
+        for replica in made.values():
+            replica.assert_clean_log()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,20 +44,6 @@ JOBS = 4
 LAST_ROUND_AFTER = 70.0
 INTERVAL = "15s"
 HOLD = 80  # intervals: 20 minutes, longer than every alert's window plus its `for:`
-
-
-@pytest.fixture
-async def replicas(fleet: FleetHandle, tmp_path: Path) -> AsyncIterator[dict[str, Replica]]:
-    made = {
-        name: Replica(fleet.kubeconfig("manager"), tmp_path / f"{name}.log", workers=fleet.workers)
-        for name in ("a", "b")
-    }
-    try:
-        yield made
-    finally:
-        for replica in made.values():
-            if replica.running:
-                await replica.stop()
 
 
 @pytest.fixture(scope="module")

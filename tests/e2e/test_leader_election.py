@@ -15,9 +15,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -46,22 +44,6 @@ KILL_HANDOVER_MAX = DEFAULTS.lease_duration + 2 * TRY + 5.0
 # A released lease is taken at the standby's next try; the leader first drains
 # its in-flight reconciles.
 TERM_HANDOVER_MAX = TRY + 5.0
-
-
-@pytest.fixture
-async def replicas(fleet: FleetHandle, tmp_path: Path) -> AsyncIterator[dict[str, Replica]]:
-    made = {
-        name: Replica(fleet.kubeconfig("manager"), tmp_path / f"{name}.log", workers=fleet.workers)
-        for name in ("a", "b")
-    }
-    try:
-        yield made
-    finally:
-        for replica in made.values():
-            if replica.running:
-                await replica.stop()
-        for replica in made.values():
-            replica.assert_clean_log()
 
 
 def micro_seconds(stamp: str) -> float:
