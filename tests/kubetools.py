@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from jobrelay.kube.client import ApiClient
@@ -290,3 +293,21 @@ async def refuse_jobs(client: ApiClient, namespace: str) -> None:
     await wait_for(client, "no-jobs", namespace,
                    lambda quota: bool(quota.get("status", {}).get("hard")),
                    resource=RESOURCE_QUOTAS, what="quota enforced")  # fmt: skip
+
+
+SOURCE = Path(__file__).resolve().parents[1] / "src"
+
+
+async def jobrelay_cli(kubeconfig: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """`python -m jobrelay ARGS` of this checkout as a user runs it, with only $KUBECONFIG
+    naming ``kubeconfig``: its exit code, stdout and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(SOURCE), "KUBECONFIG": str(kubeconfig)}
+    env.pop("JOBRELAY_KUBECONFIG", None)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jobrelay", *args, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(timeout):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()

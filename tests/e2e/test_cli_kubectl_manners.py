@@ -7,9 +7,7 @@ Every command runs as a child process (``python -m jobrelay``), as a user runs i
 from __future__ import annotations
 
 import json
-import os
 import socket
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +25,7 @@ from tests.e2e.test_generic_kind import (  # the Sleeper kind's fixtures, reused
     sleepers,
 )
 from tests.kubetools import eventually
+from tests.kubetools import jobrelay_cli as jobrelay
 
 if TYPE_CHECKING:
     from tests.conftest import FleetHandle
@@ -34,23 +33,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.e2e
 __all__ = ["CONTROLLER_ARGS", "_sleeper_controllers_healthy", "sleeper_kind", "sleepers"]
-
-SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-async def jobrelay(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
-    import asyncio
-
-    env = {**os.environ, "PYTHONPATH": str(SRC), "KUBECONFIG": str(kubeconfig)}
-    env.pop("JOBRELAY_KUBECONFIG", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobrelay", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    async with asyncio.timeout(60):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_version_reads_the_leaders_version_and_kinds(

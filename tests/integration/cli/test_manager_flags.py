@@ -10,9 +10,6 @@ context for each, and $KUBECONFIG pointing at the other one's.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,10 +23,10 @@ from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import WORKER_CLUSTERS
+from tests.kubetools import jobrelay_cli as jobrelay
 
 pytestmark = pytest.mark.integration
 
-SRC = Path(__file__).resolve().parents[3] / "src"
 OTHER = "worker-2"  # plays a second management cluster
 
 
@@ -87,19 +84,6 @@ async def managers(
             except ApiError as error:
                 if not error.is_not_found:
                     raise
-
-
-async def jobrelay(kubeconfig_env: Path, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "KUBECONFIG": str(kubeconfig_env)}
-    env.pop("JOBRELAY_KUBECONFIG", None)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobrelay", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    async with asyncio.timeout(60):
-        out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def cordoned(client: ApiClient, name: str) -> bool:
