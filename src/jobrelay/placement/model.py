@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.nodefit import Fit
 from jobrelay.placement.workload import Choice, Strategy, Workload
@@ -41,6 +42,8 @@ class Cluster:
     load: int = 0
     # Its namespaces and which are open to this manager (None: not judged).
     namespaces: WorkerNamespaces | None = None
+    # Its PersistentVolumeClaims, for workloads that mount some (None: not judged).
+    claims: WorkerClaims | None = None
 
 
 class Request:

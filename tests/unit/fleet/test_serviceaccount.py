@@ -25,13 +25,13 @@ JOBSET = JobSetKind.ref
 @pytest.mark.parametrize(
     ("kinds", "create_namespaces", "resources"),
     [
-        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces"}),
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/namespaces"},
+             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"},
         ),
     ],
 )  # fmt: skip
@@ -51,8 +51,9 @@ def test_no_rule_grants_more_than_the_controller_does(
     for rule in worker_rules(kinds, create_namespaces=create_namespaces):
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         assert not {"secrets", "pods/exec", "pods/log", "configmaps"} & set(rule["resources"])
-        if rule["resources"][0] in ("nodes", "pods"):
-            assert rule["verbs"] == ["list", "watch"]  # capacity: never a write, never a get
+        if rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
+            # Capacity and data: never a write, never a get.
+            assert rule["verbs"] == ["list", "watch"]
         elif rule["resources"][0] in ("namespaces",):
             # Read (which are open to this manager); created only when it creates them.
             assert rule["verbs"] == ["get", "list", "watch", *(["create"] * create_namespaces)]

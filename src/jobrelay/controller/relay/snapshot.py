@@ -14,6 +14,7 @@ from jobrelay.kinds.admission_rules import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
@@ -83,6 +84,8 @@ class WorkerSnapshot:
     # Its namespaces, and which are open to this manager (placement/namespaces.py); the
     # reconciler always sets it (None: not judged, as in tests of other rules).
     namespaces: WorkerNamespaces | None = None
+    # Its PersistentVolumeClaims (placement/claims.py); the reconciler always sets it.
+    claims: WorkerClaims | None = None
 
     @property
     def seen(self) -> JsonObj | None:
@@ -110,6 +113,7 @@ def placement_cluster(worker: WorkerSnapshot) -> Cluster:
         blind=worker.blind,
         load=worker.load,
         namespaces=worker.namespaces,
+        claims=worker.claims,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobrelay.placement.filters.choice import JobClusters, JobSelector
+from jobrelay.placement.filters.data import DataLocality
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
 from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
@@ -17,12 +18,14 @@ FILTERS: tuple[Filter, ...] = (
     Connected(),
     NotCordoned(),
     WorkerNamespace(),
+    DataLocality(),
     Fits(),
 )
 
 __all__ = [
     "FILTERS",
     "Connected",
+    "DataLocality",
     "Fits",
     "JobClusters",
     "JobSelector",
