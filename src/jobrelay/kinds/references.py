@@ -117,8 +117,10 @@ def _pod_spec_references(pod_spec: JsonObj) -> Iterator[Dependency]:
     for field in _CONTAINER_LISTS:
         for container in _list(pod_spec.get(field)):
             yield from _container_references(_dict(container))
+    # The kubelet pulls without a pull Secret it cannot find (a public image still runs):
+    # copied when it exists, never a reason to hold the workload.
     for pull_secret in _list(pod_spec.get("imagePullSecrets")):
-        yield from _named("secret", _dict(pull_secret).get("name"))
+        yield from _named("secret", _dict(pull_secret).get("name"), True)
     # serviceAccount is the deprecated alias the apiserver still fills from it.
     account = pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")
     yield from _named("serviceaccount", account)

@@ -125,7 +125,7 @@ PLACES: list[tuple[str, JsonObj, tuple[Dependency, ...]]] = [
     (
         "imagePullSecrets",
         {"imagePullSecrets": [{"name": "registry"}, {"name": "mirror"}]},
-        (Dependency(SECRET, "mirror"), Dependency(SECRET, "registry")),
+        (Dependency(SECRET, "mirror", True), Dependency(SECRET, "registry", True)),
     ),
     ("serviceAccountName", {"serviceAccountName": "runner"}, (Dependency(SA, "runner"),)),
     ("deprecated serviceAccount", {"serviceAccount": "old"}, (Dependency(SA, "old"),)),
@@ -255,7 +255,7 @@ OPTIONAL: list[tuple[str, list[JsonObj], tuple[Dependency, ...]]] = [
         "one required reference in another template makes it required",
         [
             _template({"volumes": [_volume("secret", {"secretName": "s", "optional": True})]}),
-            _template({"imagePullSecrets": [{"name": "s"}]}),
+            _template({"containers": [_container(envFrom=[{"secretRef": {"name": "s"}}])]}),
         ],
         (Dependency(SECRET, "s"),),
     ),
@@ -345,7 +345,7 @@ def test_malformed_parts_do_not_hide_good_ones() -> None:
     assert dependencies([_template(spec)]) == (
         Dependency(CM, "good"),
         Dependency(SECRET, "fine"),
-        Dependency(SECRET, "pull"),
+        Dependency(SECRET, "pull", True),
     )
 
 
@@ -536,7 +536,7 @@ _placements = st.lists(
 
 def _required_always(where: str) -> bool:
     """Places whose Secret has no ``optional`` field (the apiserver would drop it)."""
-    return where in ("csi", "azure", "pull", *_SECRET_DRIVERS)
+    return where in ("csi", "azure", *_SECRET_DRIVERS)
 
 
 @given(_placements)
@@ -549,7 +549,9 @@ def test_only_what_is_referenced_is_named(placements: list[list[tuple[str, str, 
         for where, name, optional in of_template:
             kind = _place(spec, where, name, optional)
             if kind is not None and kind != SA:
-                optional_here = optional is True and not _required_always(where)
+                optional_here = where == "pull" or (
+                    optional is True and not _required_always(where)
+                )
                 references.append((kind, name, optional_here))
         # One ServiceAccount per pod: the last one written.
         references.append((SA, spec.get("serviceAccountName", ""), False))
