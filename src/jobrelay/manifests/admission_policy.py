@@ -19,8 +19,10 @@ from typing import Any
 import yaml
 
 from jobrelay.kinds.base import MANAGED_BY_FIELDS, SPEC_MANAGED_BY
-from jobrelay.kinds.catalog import DEDICATED, kinds_from_names
+from jobrelay.kinds.catalog import kinds_from_names
 from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, PLACEMENT_KEYS
 from jobrelay.vocabulary.resource import Resource
 
@@ -40,8 +42,9 @@ __all__ = [
 # controller's name).
 Claims = Mapping[str, tuple[tuple[str, ...], str | None]]
 
-# The default kinds: those with adapters of their own.
-DEFAULT_POLICY_KINDS = tuple(DEDICATED)[:2]  # Job and JobSet: the ones every manager may serve
+# Job and JobSet: the ones every manager may serve (the ecosystem's kinds are named when
+# their CRDs are installed).
+DEFAULT_POLICY_KINDS = (JobKind.ref.name, JobSetKind.ref.name)
 # The controller's ServiceAccount of the chart installed as release jobrelay in jobrelay-system.
 CONTROLLER_NAMESPACE = "jobrelay-system"
 CONTROLLER_SERVICE_ACCOUNT = "jobrelay"
