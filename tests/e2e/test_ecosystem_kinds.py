@@ -291,7 +291,7 @@ async def finished_and_cleaned(
 @pytest.mark.parametrize("kind", JOB_KINDS)
 async def test_dispatched_shows_running_and_succeeds(relay_for: RelayFor, kind: str) -> None:
     relay = await relay_for(kind)
-    created = await submit(relay, kind, "ok", run_seconds=6)
+    created = await submit(relay, kind, "ok", run_seconds=10)  # long enough to be seen
     uid = created["metadata"]["uid"]
     cluster = await relay.wait_placed("ok")
     mirror_cluster, mirror = await relay.wait_mirror(uid)
