@@ -2,8 +2,9 @@
 
 Statuses reach the manager stale, repeated and reordered (a watch event of one
 worker, a relist of another): a counter takes the larger of what the
-management object shows and what the mirror shows, a time once set stays, and
-a condition once True that means the end stays True.
+management object shows and what the mirror shows, a start time never moves
+earlier, an end time once set stays, and a condition once True that means the
+end stays True.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def keep_first(merged: JsonObj, mine: JsonObj, keys: tuple[str, ...]) -> None:
     for key in keys:
         if mine.get(key):
             merged[key] = mine[key]
+
+
+def keep_latest(merged: JsonObj, mine: JsonObj, keys: tuple[str, ...]) -> None:
+    """A time never moves earlier: a stale status's older ``startTime`` loses to ours. It
+    may move later (a resumed run starts again) or go (a suspended one has none), as the
+    operator writes it. RFC 3339 times as the apiserver writes them compare as strings."""
+    for key in keys:
+        ours, theirs = mine.get(key), merged.get(key)
+        if isinstance(ours, str) and isinstance(theirs, str) and ours > theirs:
+            merged[key] = ours
 
 
 def keep_true_conditions(merged: JsonObj, mine: JsonObj, types: tuple[str, ...]) -> None:

@@ -8,7 +8,8 @@ shape (training-operator's ``JobStatus``, mpi-operator's copy of it):
 
 - Finished: a True ``Succeeded`` (success) or ``Failed`` condition.
 - Only forward: each replica type's ``succeeded`` and ``failed``; ``startTime``
-  and ``completionTime`` once set; a True Succeeded or Failed condition.
+  never earlier (the operators set a new one when a suspended job resumes);
+  ``completionTime`` once set; a True Succeeded or Failed condition.
 - The mirror drops ``runPolicy.managedBy`` (the worker's operator runs it) and
   ``runPolicy.ttlSecondsAfterFinished`` (the operator would delete the mirror
   before its final status is copied; the manager's object keeps its TTL).
@@ -30,6 +31,7 @@ from jobrelay.kinds.forward import (
     finish_by_conditions,
     keep_counters,
     keep_first,
+    keep_latest,
     keep_true_conditions,
     status_of,
     true_condition,
@@ -110,7 +112,8 @@ class KubeflowJobKind(WorkloadKind):
             )
             if gone:
                 desired["replicaStatuses"] = _idle(desired["replicaStatuses"])
-            keep_first(desired, current, ("startTime", "completionTime"))
+            keep_latest(desired, current, ("startTime",))
+            keep_first(desired, current, ("completionTime",))
             keep_true_conditions(desired, current, (SUCCEEDED, FAILED))
         return changed(current, desired)
 

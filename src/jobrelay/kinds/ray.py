@@ -8,8 +8,9 @@ RayJob
 - Finished: ``jobDeploymentStatus`` ``Complete`` (succeeded unless ``jobStatus``
   is ``FAILED`` or ``STOPPED``) or ``Failed``, KubeRay's terminal states; also
   ``ValidationFailed``, which KubeRay never leaves.
-- Only forward: ``succeeded`` and ``failed`` (attempts), ``startTime`` and
-  ``endTime`` once set.
+- Only forward: ``succeeded`` and ``failed`` (attempts); ``startTime`` and
+  ``endTime`` never move earlier (a resumed RayJob starts again: KubeRay sets a new
+  ``startTime``).
 - The mirror drops ``managedBy``; a ``deletionStrategy`` policy ``DeleteSelf``
   becomes ``DeleteCluster`` there (the worker's operator would delete the mirror
   before its final status is copied; the pods still go). ``shutdownAfterJobFinishes``
@@ -35,7 +36,7 @@ from jobrelay.kinds.forward import (
     conditions_of,
     count,
     keep_counters,
-    keep_first,
+    keep_latest,
     keep_true_conditions,
     status_of,
     true_condition,
@@ -174,12 +175,11 @@ class RayJobKind(_RayKind):
             theirs = status_of(mirror)
             if not theirs:
                 return None
-            # The mirror's generation is not ours: its observedGeneration means nothing here.
-            desired = {k: copy.deepcopy(v) for k, v in theirs.items() if k != "observedGeneration"}
-            if "observedGeneration" in current:
-                desired["observedGeneration"] = current["observedGeneration"]
+            # As the worker's operator wrote it (observedGeneration too: the operator's
+            # view of the mirror, whose spec follows ours).
+            desired = copy.deepcopy(theirs)
             keep_counters(desired, current, theirs, ("succeeded", "failed"))
-            keep_first(desired, current, ("startTime", "endTime"))
+            keep_latest(desired, current, ("startTime", "endTime"))
         return changed(current, desired)
 
     def failed_status(self, obj: JsonObj, reason: str, message: str, *, now: str) -> JsonObj | None:
@@ -262,8 +262,7 @@ class RayClusterKind(_RayKind):
         del now
         current = status_of(obj)
         if mirror is None or gone:
-            base = current if mirror is None else status_of(mirror)
-            desired = {k: copy.deepcopy(v) for k, v in base.items() if k != "observedGeneration"}
+            desired = copy.deepcopy(current if mirror is None else status_of(mirror))
             if not desired:
                 return None
             # No mirror runs: no pod of it is ready.
@@ -277,9 +276,7 @@ class RayClusterKind(_RayKind):
             theirs = status_of(mirror)
             if not theirs:
                 return None
-            desired = {k: copy.deepcopy(v) for k, v in theirs.items() if k != "observedGeneration"}
-        if "observedGeneration" in current:
-            desired["observedGeneration"] = current["observedGeneration"]
+            desired = copy.deepcopy(theirs)
         keep_true_conditions(desired, current, (PROVISIONED,))
         return changed(current, desired)
 
