@@ -272,7 +272,7 @@ async def finished_and_cleaned(relay: Relay, name: str, outcome: str) -> tuple[O
 @pytest.mark.parametrize("kind", JOB_KINDS)
 async def test_dispatched_shows_running_and_succeeds(relay_for: RelayFor, kind: str) -> None:
     relay = await relay_for(kind)
-    created = await submit(relay, kind, "ok", run_seconds=6)
+    created = await submit(relay, kind, "ok", run_seconds=10)  # long enough to be seen
     uid = created["metadata"]["uid"]
     cluster = await relay.wait_placed("ok")
     mirror_cluster, mirror = await relay.wait_mirror(uid)
@@ -362,3 +362,21 @@ async def test_a_controller_killed_mid_run_leaves_one_mirror_and_the_run_finishe
     _, done_on, _ = await finished_and_cleaned(relay, "crash", "Succeeded")
     assert done_on == cluster
     assert len(relay.mirror_uids(uid)) == 1, relay.mirror_uids(uid)
+
+
+@pytest.mark.parametrize("kind", ["RayJob", "PyTorchJob", "MPIJob"])
+async def test_a_resumed_run_shows_its_new_start(relay_for: RelayFor, kind: str) -> None:
+    """The operators start a resumed run anew (a new status.startTime): so does the
+    management object (not the first run's start)."""
+    relay = await relay_for(kind)
+    created = await submit(relay, kind, "again", run_seconds=4)
+    await relay.wait("again", shows_running, timeout=30, what="running")
+    await set_suspend(relay, kind, "again", True)
+    await relay.wait("again", is_suspended, timeout=30, what="suspended")
+    await asyncio.sleep(2)  # so the new run's start is another second
+    await set_suspend(relay, kind, "again", False)
+    obj = await relay.wait_finished("again", timeout=60)
+    _, mirror = await relay.final_mirror(created["metadata"]["uid"])
+    first = next(v for v in relay.jobs.versions(created["metadata"]["uid"]) if shows_running(v))
+    assert obj["status"]["startTime"] == mirror["status"]["startTime"]
+    assert obj["status"]["startTime"] > first["status"]["startTime"], "the first run's start"
