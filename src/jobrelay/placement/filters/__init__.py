@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jobrelay.placement.filters.choice import JobClusters, JobSelector
+from jobrelay.placement.filters.dependencies import ForeignDependencies
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
 from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
@@ -17,6 +18,7 @@ FILTERS: tuple[Filter, ...] = (
     Connected(),
     NotCordoned(),
     WorkerNamespace(),
+    ForeignDependencies(),
     Fits(),
 )
 
@@ -24,6 +26,7 @@ __all__ = [
     "FILTERS",
     "Connected",
     "Fits",
+    "ForeignDependencies",
     "JobClusters",
     "JobSelector",
     "NamespacePolicy",
