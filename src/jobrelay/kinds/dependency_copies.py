@@ -100,7 +100,8 @@ def _size(content: JsonObj) -> int:
             total += len(str(key).encode())
             text = str(value)
             if field == "binaryData" or "type" in content:
-                total += (len(text) * 3) // 4  # base64: 4 characters carry 3 bytes
+                # base64: 4 characters carry 3 bytes, less the padding
+                total += (len(text) * 3) // 4 - text[-2:].count("=")
             else:
                 total += len(text.encode())
     return total
