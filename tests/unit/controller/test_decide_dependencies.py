@@ -258,3 +258,17 @@ def test_nothing_unreferenced_or_refused_is_ever_copied_and_no_mirror_without_th
     if creates and copied:
         first_copy = next(i for i, a in enumerate(plan.actions) if isinstance(a, CopyDependencies))
         assert first_copy < creates[0]
+
+
+def test_a_copy_comes_after_its_running_mirrors_status_and_never_over_a_foreign_one() -> None:
+    """A workload that ran before its objects were copied (a worker where someone made
+    them by hand): its status is copied first, and a foreign one is not tried again."""
+    obj = job(placed="w1", history=("w1",))
+    running = mirror(obj, uid="m-1", status={"active": 1, "startTime": "2026-03-01T12:00:00Z"})
+    s = needing(snapshot(obj, worker("w1", mirror=running)), (SETTINGS, PRESENT), (CREDS, PRESENT))
+    plan = decide(s)
+    assert kinds_of(plan)[-1] == "CopyDependencies"
+    assert "WriteStatus" in kinds_of(plan)
+    w1 = _foreign(worker("w1", mirror=running))
+    plan = decide(needing(snapshot(obj, w1), (SETTINGS, PRESENT), (CREDS, PRESENT)))
+    assert [a.dependencies for a in copies(plan)] == [(CREDS,)]

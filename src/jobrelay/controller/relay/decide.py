@@ -212,8 +212,9 @@ def decide(s: Snapshot) -> Plan:
 
     if mirror is None:
         return _create(s, obj, worker, run, placed_now=placed_now, actions=actions)
-    # While it runs, its copies follow the manager's objects and are owned by it.
-    actions.extend(_copies(s, worker, owner=mirror))
+    # While it runs, its copies follow the manager's objects and are owned by it: last in
+    # the plan, so that a copy the worker refuses never holds up its status.
+    sync = tuple(_copies(s, worker, owner=mirror))
 
     patch = kind.spec_patch(obj, mirror)
     if patch is not None and _changes_pods(s, mirror, patch):
@@ -235,7 +236,7 @@ def decide(s: Snapshot) -> Plan:
         return Plan(tuple(actions), write, release=True)
     batch_wait = _batch_wait(s, obj, write)
     if batch_wait is not None:
-        return Plan(tuple(actions), RequeueAfter(batch_wait), release=True, batching=True)
+        return Plan((*actions, *sync), RequeueAfter(batch_wait), release=True, batching=True)
     if write is not None:
         actions.append(write)
         finish = kind.finish({**obj, "status": write.status})
@@ -244,7 +245,7 @@ def decide(s: Snapshot) -> Plan:
             if not s.settings.keep_finished_mirrors:
                 actions.append(_delete(cluster, mirror, f"its {kind.ref.kind} has finished"))
             return Plan(tuple(actions), Done(), release=True)
-    return Plan(tuple(actions), _until_pending_timeout(s, worker), release=True)
+    return Plan((*actions, *sync), _until_pending_timeout(s, worker), release=True)
 
 
 def _until_pending_timeout(s: Snapshot, worker: WorkerSnapshot) -> Done | RequeueAfter:
@@ -665,6 +666,8 @@ def _copies(s: Snapshot, worker: WorkerSnapshot, *, owner: JsonObj | None) -> It
         source = needed.source
         if source is None or refusal(needed.dependency, source) is not None:
             continue
+        if str(needed.dependency) in worker.foreign_dependencies:
+            continue  # someone else's there (a mirror made before jobrelay copied): left alone
         copy = worker.copies.get(str(needed.dependency))
         if (
             copy is None
