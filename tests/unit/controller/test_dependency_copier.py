@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from tests.unit.controller.builders import JOB, job, key_of
 from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
+from tests.unit.controller.test_instrument import value
 
+from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CopyDependencies, Plan, Retry, Terminal
@@ -117,3 +119,23 @@ async def test_a_workers_refusal_is_told_to_the_user(env: Env) -> None:
     env.worker.fail("POST", "/configmaps", 403, "Forbidden")
     stopped = await env.copy(SETTINGS)
     assert isinstance(stopped, Terminal) and stopped.reason == "DependencyNotCopied"
+
+
+async def test_copies_are_counted_for_the_metrics(env: Env) -> None:
+    instruments = Instruments()
+    env.executor.copier.copied = instruments.dependency_copied
+    await env.copy(SETTINGS)
+    await env.copy(SETTINGS, owner=OWNER)
+    await env.copy(SETTINGS, owner=OWNER)  # current: nothing written, nothing counted
+    for action in ("created", "updated"):
+        assert value(instruments, "jobrelay_dependency_copies_total", worker="w1",
+                     action=action) == 1.0  # fmt: skip
+
+
+def test_the_executors_observer_counts_the_copies() -> None:
+    instruments = Instruments()
+    executor = Executor(
+        manager=FakeCluster("manager").client(), pool=FakePool(), events=FakeEvents(),  # type: ignore[arg-type]
+        create_namespaces=True, rejected_retry=30.0, memory=RelayMemory(), observer=instruments,
+    )  # fmt: skip
+    assert executor.copier.copied == instruments.dependency_copied

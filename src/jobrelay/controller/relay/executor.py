@@ -99,6 +99,8 @@ class Executor:
         self.copier = DependencyCopier(
             self.manager, self.memory, self.controller_name, self.origin,
             rejected_retry=self.rejected_retry,
+            # The metrics' (controller/instrument.py), when the observer counts copies.
+            copied=getattr(self.observer, "dependency_copied", None),
         )  # fmt: skip
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
