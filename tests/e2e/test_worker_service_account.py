@@ -200,6 +200,11 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("watch", "", "pods"): True,
             ("patch", "", "nodes"): False,
             ("delete", "", "pods"): False,
+            # Where data is, for placement: its PersistentVolumeClaims watched, never changed.
+            ("list", "", "persistentvolumeclaims"): True,
+            ("watch", "", "persistentvolumeclaims"): True,
+            ("get", "", "persistentvolumeclaims"): False,
+            ("create", "", "persistentvolumeclaims"): False,
             # Worker Events about mirrors and their pods, relayed to the manager: read only.
             ("watch", "", "events"): True,
             ("create", "", "events"): False,

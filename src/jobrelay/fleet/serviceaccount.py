@@ -16,6 +16,8 @@ chart renders the same objects; tests/integration/chart keeps them equal):
 * Nodes and Pods listed and watched (never read one by one, never written): the
   worker's capacity that placement weighs (allocatable per node, the requests of
   the pods bound to each, pending pods of its mirrors);
+* PersistentVolumeClaims listed and watched (never read one by one, never written):
+  a workload that mounts a claim is placed only where that claim is Bound;
 * the ConfigMaps, Secrets and ServiceAccounts workloads reference: their copies
   (labelled with the origin) listed and watched, read, created, updated and deleted
   (docs/dependencies.md); RBAC grants them in every namespace, the admission policy
@@ -102,6 +104,10 @@ def worker_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[
     # The worker's capacity, for placement: watched, never read one by one nor written.
     for resource in ("nodes", "pods"):
         rules.append({"apiGroups": [""], "resources": [resource], "verbs": list(WATCH_VERBS)})
+    # Which PersistentVolumeClaims are there and Bound: data decides the place (watched only).
+    rules.append(
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": list(WATCH_VERBS)}
+    )
     # Which namespaces are open to this manager (their origin label); create when allowed.
     namespace_verbs = [*READ_VERBS, "create"] if create_namespaces else list(READ_VERBS)
     rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": namespace_verbs})

@@ -4,9 +4,11 @@ created), and the PersistentVolumeClaims whose data decides where it may run.
 
 Pure: templates in, names out. Every place a pod spec can name a ConfigMap or a Secret
 is read: volumes (``configMap``, ``secret``, ``projected`` sources, and the
-``secretRef`` of ``csi``, ``cephfs``, ``rbd``, ``iscsi``, ``flexVolume``, ``azureFile``
-and ``scaleIO`` volumes), ``envFrom`` and ``env[].valueFrom`` of app, init and ephemeral
-containers, ``imagePullSecrets``, and ``serviceAccountName``. What every namespace
+``secretRef`` of ``cephfs``, ``cinder``, ``flexVolume``, ``iscsi``, ``rbd``, ``scaleIO``
+and ``storageos`` volumes, ``csi``'s ``nodePublishSecretRef``, ``azureFile``'s
+``secretName``: the walk of Kubernetes' own ``VisitPodSecretNames``), ``envFrom`` and ``env[].valueFrom`` of app, init and ephemeral
+containers, ``imagePullSecrets``, and ``serviceAccountName`` (or the deprecated
+``serviceAccount`` it defaults from). What every namespace
 already has on a worker (its ``default`` ServiceAccount, the ``kube-root-ca.crt``
 ConfigMap the apiserver publishes) is not named: copying it would overwrite the
 worker's own.
@@ -26,8 +28,9 @@ DependencyKind = Literal["configmap", "secret", "serviceaccount"]
 WORKER_PROVIDED: frozenset[tuple[DependencyKind, str]] = frozenset(
     {("configmap", "kube-root-ca.crt"), ("serviceaccount", "default")}
 )
-# Volume sources that name a Secret under ``secretRef`` (credentials of a storage driver).
-_SECRET_REF_VOLUMES = ("csi", "cephfs", "rbd", "iscsi", "flexVolume", "scaleIO")
+# Volume sources that name a Secret under ``secretRef`` (credentials of a storage driver);
+# ``csi`` has none: its Secret is ``nodePublishSecretRef``.
+_SECRET_REF_VOLUMES = ("cephfs", "cinder", "flexVolume", "iscsi", "rbd", "scaleIO", "storageos")
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 
 
@@ -81,10 +84,9 @@ def _volume_references(volume: JsonObj) -> Iterator[Dependency]:
         ref = _dict(_dict(volume.get(driver)).get("secretRef"))
         if ref:
             yield from _named("secret", ref.get("name"))
-    for driver in ("csi",):
-        ref = _dict(_dict(volume.get(driver)).get("nodePublishSecretRef"))
-        if ref:
-            yield from _named("secret", ref.get("name"))
+    ref = _dict(_dict(volume.get("csi")).get("nodePublishSecretRef"))
+    if ref:
+        yield from _named("secret", ref.get("name"))
     azure_file = _dict(volume.get("azureFile"))
     if azure_file:
         yield from _named("secret", azure_file.get("secretName"))
@@ -115,8 +117,10 @@ def _pod_spec_references(pod_spec: JsonObj) -> Iterator[Dependency]:
     for field in _CONTAINER_LISTS:
         for container in _list(pod_spec.get(field)):
             yield from _container_references(_dict(container))
+    # The kubelet pulls without a pull Secret it cannot find (a public image still runs):
+    # copied when it exists, never a reason to hold the workload.
     for pull_secret in _list(pod_spec.get("imagePullSecrets")):
-        yield from _named("secret", _dict(pull_secret).get("name"))
+        yield from _named("secret", _dict(pull_secret).get("name"), True)
     # serviceAccount is the deprecated alias the apiserver still fills from it.
     account = pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount")
     yield from _named("serviceaccount", account)

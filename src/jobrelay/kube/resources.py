@@ -18,6 +18,7 @@ __all__ = [
     "LEASES",
     "NAMESPACES",
     "NODES",
+    "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
@@ -36,6 +37,9 @@ EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
+)
 TOKEN_REVIEWS = Resource(
     "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
 )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.nodefit import Fit
 from jobrelay.placement.workload import Choice, Strategy, Workload
@@ -44,6 +45,8 @@ class Cluster:
     # The workload's dependencies (``configmap/settings``) held there by objects jobrelay
     # did not make: never overwritten, so the workload cannot run there.
     foreign_dependencies: tuple[str, ...] = ()
+    # Its PersistentVolumeClaims, for workloads that mount some (None: not judged).
+    claims: WorkerClaims | None = None
 
 
 class Request:

@@ -17,6 +17,7 @@ from typing import Any
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.quantity import QuantityError
+from jobrelay.kinds.references import claim_names
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.selectors import (
     Operator,
@@ -311,6 +312,8 @@ class Workload:
     choice: Choice = Choice()
     # Where its mirror goes on a worker (the same namespace); "" when not judged.
     namespace: str = ""
+    # The PersistentVolumeClaims its pods mount: only a worker holding them takes it.
+    claims: tuple[str, ...] = ()
 
     @property
     def demand(self) -> dict[str, int]:
@@ -330,4 +333,13 @@ def read_workload(kind: WorkloadKind, obj: JsonObj) -> Workload | Invalid:
     choice = read_choice(Meta(obj).annotations)
     if isinstance(choice, Invalid):
         return choice
-    return Workload(groups, choice, Meta(obj).namespace or "")
+    return Workload(groups, choice, Meta(obj).namespace or "", claims_of(kind, obj))
+
+
+def claims_of(kind: WorkloadKind, obj: JsonObj) -> tuple[str, ...]:
+    """The PersistentVolumeClaims a workload's pod templates mount (none when its
+    templates cannot be read: their pod groups were, and say what is wrong)."""
+    try:
+        return claim_names(kind.pod_templates(obj))
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+        return ()

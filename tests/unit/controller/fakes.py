@@ -28,6 +28,7 @@ from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 from jobrelay.vocabulary.workercluster import drain_mode
@@ -287,6 +288,21 @@ class FakeNamespaceFeed:
 
 
 @dataclass
+class FakeClaimFeed:
+    """A worker's PersistentVolumeClaim feed (fleet/workers/claim_feed.py). ``phases`` None
+    (the default, for tests of other rules): placement does not judge data."""
+
+    phases: dict[str, dict[str, str]] | None = None
+    listed: bool = True
+    unreadable: str | None = None
+
+    def view(self) -> WorkerClaims | None:
+        if self.phases is None:
+            return None
+        return WorkerClaims(self.listed, self.phases, self.unreadable)
+
+
+@dataclass
 class FakeWorker:
     """What the pool exposes of one worker: its client, its state and its mirror caches."""
 
@@ -310,6 +326,7 @@ class FakeWorker:
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
     tracker: CapacityTracker = field(default_factory=CapacityTracker)
     namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
+    claim_feed: FakeClaimFeed = field(default_factory=FakeClaimFeed)
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()

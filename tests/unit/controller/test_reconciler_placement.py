@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from tests.unit.controller.builders import JOB, NAMESPACE, job
+from tests.unit.controller.fakes import FakeClaimFeed
 from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
 from tests.unit.placement.support import node
 
@@ -169,3 +170,25 @@ def test_a_worker_is_connected_for_placement_only_answering_listed_and_not_lost(
     assert cluster.lost is worker.lost
     rejected = Connected().reject(Request(Workload(())), cluster)
     assert (rejected is None) is connected
+
+
+async def test_a_workload_held_for_its_data_is_woken_when_the_claim_binds(env: Env) -> None:
+    w1 = env.workers["w1"]
+    w1.nodes = FREE
+    w1.claim_feed = FakeClaimFeed(phases={NAMESPACE: {"data": "Pending"}})
+    obj = asking("1")
+    obj["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}
+    ]
+    env.submit(obj)
+    await env.reconcile()
+    assert env.placement() is None
+    assert annotations(env)[NOT_PLACED_ANNOTATION] == (
+        f"NotPlaced: w1: PersistentVolumeClaim data in {NAMESPACE} is Pending"
+    )
+    assert env.reconciler.placeable_held() == []
+    w1.claim_feed.phases = {NAMESPACE: {"data": "Bound"}}
+    assert env.reconciler.placeable_held() == [KEY]
+    env.catch_up()
+    await env.reconcile()
+    assert env.placement() == "w1"

@@ -25,13 +25,13 @@ JOBSET = JobSetKind.ref
 @pytest.mark.parametrize(
     ("kinds", "create_namespaces", "resources"),
     [
-        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces", "/configmaps"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/namespaces", "/configmaps"}),
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/namespaces", "/configmaps"},
+             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"},
         ),
     ],
 )  # fmt: skip
@@ -56,8 +56,9 @@ def test_no_rule_grants_more_than_the_controller_does(
         if {"secrets", "configmaps", "serviceaccounts"} & set(rule["resources"]):
             assert rule["apiGroups"] == [""]
             assert rule["resources"] == ["configmaps", "secrets", "serviceaccounts"]
-        elif rule["resources"][0] in ("nodes", "pods"):
-            assert rule["verbs"] == ["list", "watch"]  # capacity: never a write, never a get
+        elif rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
+            # Capacity and data: never a write, never a get.
+            assert rule["verbs"] == ["list", "watch"]
         elif rule["resources"][0] in ("namespaces",):
             # Read (which are open to this manager); created only when it creates them.
             assert rule["verbs"] == ["get", "list", "watch", *(["create"] * create_namespaces)]

@@ -49,6 +49,7 @@ from jobrelay.kinds.dependency_copies import owner_reference, refusal
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
 from jobrelay.kinds.patches import apply_merge_patch, merge_patch
 from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.claims import NOT_KNOWN as CLAIMS_NOT_KNOWN
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.model import NOT_KNOWN, Cluster
 from jobrelay.placement.namespaces import NOT_KNOWN as NAMESPACES_NOT_KNOWN
@@ -795,7 +796,7 @@ class _Unplaceable:
 
 
 # What a controller that is starting does not know yet: a moment's wait, not a warning.
-_NOT_KNOWN_YET = frozenset({NOT_KNOWN, NAMESPACES_NOT_KNOWN})
+_NOT_KNOWN_YET = frozenset({NOT_KNOWN, NAMESPACES_NOT_KNOWN, CLAIMS_NOT_KNOWN})
 # What changes in an explanation while its reason does not: counts, per-node detail.
 _DETAILS = re.compile(r"\([^)]*\)|\d+")
 

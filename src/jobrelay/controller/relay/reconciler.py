@@ -341,6 +341,7 @@ class Reconciler:
             )
             if worker is not None
             else None,
+            claims=worker.claim_feed.view() if worker is not None else None,
             **capacity,
             **of_key,
         )

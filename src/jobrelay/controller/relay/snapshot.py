@@ -16,6 +16,7 @@ from jobrelay.kinds.dependency_copies import Copy, Source
 from jobrelay.kinds.references import Dependency
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
@@ -89,6 +90,8 @@ class WorkerSnapshot:
     copies: Mapping[str, Copy] = field(default_factory=dict)
     # Those of its dependencies a copy found held there by an object jobrelay did not make.
     foreign_dependencies: tuple[str, ...] = ()
+    # Its PersistentVolumeClaims (placement/claims.py); the reconciler always sets it.
+    claims: WorkerClaims | None = None
 
     @property
     def seen(self) -> JsonObj | None:
@@ -117,6 +120,7 @@ def placement_cluster(worker: WorkerSnapshot) -> Cluster:
         load=worker.load,
         namespaces=worker.namespaces,
         foreign_dependencies=worker.foreign_dependencies,
+        claims=worker.claims,
     )
 
 

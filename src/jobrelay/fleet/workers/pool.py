@@ -378,6 +378,10 @@ class WorkerPool:
             self._options.informer,
             changed=self._on_copy_change,
         )
+        # So may a claim that comes or binds: data decides the place (placement/claims.py).
+        worker.claim_feed.start(
+            client, self._options.informer, changed=lambda: self._capacity_changed(worker)
+        )
         if self._event_sink is not None:
             worker.watch_events(self._event_sink, self._options.informer)
         _log.info("worker %s: connecting to %s", name, client.server)

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
+from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,
@@ -88,6 +89,8 @@ class Worker:
     namespace_feed: NamespaceFeed = field(init=False)
     # Our copies there of workloads' ConfigMaps, Secrets and ServiceAccounts.
     dependency_feed: DependencyFeed = field(init=False)
+    # Its PersistentVolumeClaims and their phases (claim_feed.py), for placement by data.
+    claim_feed: ClaimFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
     # The client of users' streams (logs API): a bounded pool of its own, so that the
@@ -98,6 +101,7 @@ class Worker:
         self.capacity_feed = CapacityFeed(self.name)
         self.namespace_feed = NamespaceFeed(self.name)
         self.dependency_feed = DependencyFeed(self.name)
+        self.claim_feed = ClaimFeed(self.name)
 
     @property
     def streams(self) -> ApiClient:
@@ -250,6 +254,7 @@ class Worker:
         await self.capacity_feed.stop()
         await self.namespace_feed.stop()
         await self.dependency_feed.stop()
+        await self.claim_feed.stop()
         for informer in (*self.mirrors.values(), self.events):
             if informer is not None:
                 await informer.stop()
