@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
-from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
+from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobrelay.placement.filters.choice import JobClusters, JobSelector
-from jobrelay.placement.filters.dependencies import ForeignDependencies
 from jobrelay.placement.filters.data import DataLocality
+from jobrelay.placement.filters.dependencies import ForeignDependencies
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
 from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
