@@ -85,3 +85,37 @@ app.kubernetes.io/part-of: jobrelay
 {{- $parts := splitList "." .name -}}
 {{- join "." (rest (rest $parts)) -}}
 {{- end -}}
+
+{{/* Where a kinds entry's workloads keep managedBy: its managedByField, else the known
+place of an adapter's kind (kinds/kubeflow.py: Kubeflow's v1 jobs and MPIJob keep it in
+spec.runPolicy), else spec.managedBy. */}}
+{{- define "jobrelay.kindField" -}}
+{{- if .managedByField -}}
+{{- .managedByField -}}
+{{- else if has .name (list "PyTorchJob.v1.kubeflow.org" "MPIJob.v2beta1.kubeflow.org") -}}
+spec.runPolicy.managedBy
+{{- else -}}
+spec.managedBy
+{{- end -}}
+{{- end -}}
+
+{{/* The CEL of "delegated to jobrelay" (manifests/admission_policy.py _delegated): one
+comparison when every kind claims controllerName at spec.managedBy, else a clause per kind. */}}
+{{- define "jobrelay.delegatedExpression" -}}
+{{- $root := . -}}
+{{- $uniform := true -}}
+{{- $clauses := list -}}
+{{- range .Values.kinds -}}
+{{- $field := include "jobrelay.kindField" . -}}
+{{- $value := default $root.Values.controllerName .managedBy -}}
+{{- if or (ne $field "spec.managedBy") (ne $value $root.Values.controllerName) -}}
+{{- $uniform = false -}}
+{{- end -}}
+{{- $clauses = append $clauses (printf "(request.resource.group == %s && request.resource.resource == %s && object.?%s.orValue('') == %s)" (include "jobrelay.celString" (include "jobrelay.kindGroup" .)) (include "jobrelay.celString" (include "jobrelay.kindResource" .)) (replace "." ".?" $field) (include "jobrelay.celString" $value)) -}}
+{{- end -}}
+{{- if $uniform -}}
+{{- printf "object.?spec.?managedBy.orValue('') == %s" (include "jobrelay.celString" .Values.controllerName) -}}
+{{- else -}}
+{{- join " || " $clauses -}}
+{{- end -}}
+{{- end -}}

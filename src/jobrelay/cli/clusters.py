@@ -35,7 +35,8 @@ from jobrelay.fleet.maintenance_rules import (
     RemovalPhase,
     WorkerClusterView,
 )
-from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names, parse_kind_name
+from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
+from jobrelay.kinds.claims import parse_kind_flag
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.placement.capacity import Summary
@@ -244,7 +245,8 @@ def add(
             raise click.BadParameter(f"{label!r} is not k=v", param_hint="--label")
         parsed[key] = value
     try:
-        kinds = [kind.ref for kind in kinds_from_names(kind_names)]
+        # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here.
+        kinds = [kind.ref for kind in kinds_from_names(parse_kind_flag(n).name for n in kind_names)]
     except KindError as error:
         raise click.BadParameter(str(error), param_hint="--kind") from error
     try:
@@ -507,11 +509,10 @@ def remove(
     --force is given. The mirrors left on it (finished ones, say) are deleted with
     its own credentials, then its WorkerCluster and kubeconfig Secret.
     """
-    for kind_name in kind_names:
-        try:
-            parse_kind_name(kind_name)
-        except KindError as error:
-            raise click.BadParameter(str(error), param_hint="--kind") from error
+    try:  # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here
+        kind_names = tuple(parse_kind_flag(kind_name).name for kind_name in kind_names)
+    except KindError as error:
+        raise click.BadParameter(str(error), param_hint="--kind") from error
     manager = _manager()
     phase = [RemovalPhase.CHECKING]
     printer = _Printer()

@@ -33,13 +33,29 @@ def checked_origin(_ctx: click.Context, _param: click.Parameter, value: str | No
 def checked_kind_names(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> tuple[str, ...]:
-    """A ``--kind`` callback: each value must be ``Kind.version.group`` (exit 2 otherwise)."""
+    """A ``--kind`` callback: each value must be ``Kind.version.group[=managedBy]`` (exit 2
+    otherwise)."""
     from jobrelay.kinds import KindError  # imported when a command runs, not at start-up
-    from jobrelay.kinds.catalog import parse_kind_name
+    from jobrelay.kinds.claims import parse_kind_flag
 
     for value in values:
         try:
-            parse_kind_name(value)
+            parse_kind_flag(value)
+        except KindError as error:
+            raise click.BadParameter(str(error)) from error
+    return values
+
+
+def checked_field_flags(
+    _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
+) -> tuple[str, ...]:
+    """A ``--managed-by-field`` callback: ``Kind.version.group=FIELD``, FIELD a known place."""
+    from jobrelay.kinds import KindError
+    from jobrelay.kinds.claims import parse_field_flag
+
+    for value in values:
+        try:
+            parse_field_flag(value)
         except KindError as error:
             raise click.BadParameter(str(error)) from error
     return values

@@ -131,7 +131,7 @@ def sample_jobsets() -> list[dict[str, Any]]:
 
 def _row(kind: WorkloadKind, obj: dict[str, Any]) -> tuple[str, str, str, str, str]:
     status = obj.get("status") or {}
-    managed = (obj.get("spec") or {}).get("managedBy") == DEFAULT_CONTROLLER_NAME
+    managed = kind.managed_by(obj) == DEFAULT_CONTROLLER_NAME
     where = (placement_of(obj) or "-") if managed else "manager (local)"
     if managed:
         standing = workloads.standing(kind, obj)

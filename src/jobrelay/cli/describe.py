@@ -274,7 +274,7 @@ def render(
         f"Name:             {meta.name}",
         f"Namespace:        {meta.namespace}",
         f"Kind:             {kind.ref.kind} ({kind.ref.api_version})",
-        f"Managed By:       {(obj.get('spec') or {}).get('managedBy') or '-'}",
+        f"Managed By:       {kind.managed_by(dict(obj)) or '-'}",
         f"Created:          {meta.creation_timestamp or '-'} ({workloads.age(obj, now)} ago)",
         f"State:            {where.state.value}",
     ]

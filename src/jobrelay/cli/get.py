@@ -110,11 +110,15 @@ class Query:
     names: tuple[str, ...]
     controller_name: str
     explicit: bool  # the types were named (not `all`): a kind not served is an error
+    # Kind.version.group -> the managedBy value the controller claims for it (its Lease
+    # says; a kind not named claims controller_name).
+    claims: Mapping[str, str] = field(default_factory=dict)
 
-    def wanted(self, obj: Mapping[str, Any]) -> bool:
+    def wanted(self, obj: Mapping[str, Any], kind: WorkloadKind) -> bool:
         if self.names:
             return Meta(obj).name in self.names
-        return (obj.get("spec") or {}).get("managedBy") == self.controller_name
+        value = self.claims.get(kind.name) or self.controller_name
+        return kind.managed_by(dict(obj)) == value
 
 
 @dataclass
@@ -178,7 +182,7 @@ async def fetch(client: ApiClient, query: Query) -> Listed:
                 ) from error
             raise
         listed.versions[kind.name] = page.resource_version
-        listed.found.extend((kind, obj) for obj in page.items if query.wanted(obj))
+        listed.found.extend((kind, obj) for obj in page.items if query.wanted(obj, kind))
     return listed
 
 
@@ -337,7 +341,7 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
                     raise
                 version = page.resource_version
                 for obj in page.items:
-                    if query.wanted(obj):
+                    if query.wanted(obj, kind):
                         printer.changed(kind, obj)
             try:
                 async with client.watch(
@@ -353,7 +357,7 @@ async def follow(client: ApiClient, query: Query, listed: Listed, printer: Print
                             break
                         if new_version:
                             version = new_version
-                        if event.type in ("ADDED", "MODIFIED") and query.wanted(obj):
+                        if event.type in ("ADDED", "MODIFIED") and query.wanted(obj, kind):
                             obj.setdefault("apiVersion", resource.api_version)
                             obj.setdefault("kind", resource.kind)
                             printer.changed(kind, obj)
@@ -415,34 +419,45 @@ async def known_kinds(client: ApiClient, namespace: str, lease_name: str) -> lis
     """The kinds the controller runs (its leader records them on its Lease; Job and JobSet
     when no Lease says), each with the names discovery gives it (plural, short names)."""
     from jobrelay.cli.version import NoLease, read_leader
+    from jobrelay.kinds.claims import parse_lease_entry
     from jobrelay.kube.errors import ApiError
 
     try:
-        names = (await read_leader(client, namespace, lease_name)).kinds or BUILT_IN
+        recorded = (await read_leader(client, namespace, lease_name)).kinds or BUILT_IN
     except (NoLease, ApiError):  # no controller here, or Leases not readable by this user
-        names = BUILT_IN
+        recorded = BUILT_IN
     known = []
-    for name in names:
-        kind, version, group = parse_kind_name(name)
+    for claim in (parse_lease_entry(text) for text in recorded):
+        if claim is None:  # whoever may update the Lease wrote it: junk is skipped
+            continue
+        kind, version, group = parse_kind_name(claim.name)
         try:
             served = await client.discover(group, version)
         except ApiError:
             served = []
         entry = next((r for r in served if r.get("kind") == kind and "/" not in r["name"]), None)
-        known.append(KindNames.of(name, entry))
+        known.append(
+            KindNames.of(claim.name, entry, managed_by=claim.managed_by, field=claim.field)
+        )
     return known
 
 
 def workload_kinds(found: list[KindNames]) -> tuple[WorkloadKind, ...]:
     plurals = {names.name: names.plural for names in found}
-    return tuple(kinds_from_names([names.name for names in found], plurals=plurals))
+    fields = {names.name: names.field for names in found if names.field}
+    return tuple(kinds_from_names([names.name for names in found], plurals=plurals, fields=fields))
 
 
 async def resolve(
-    client: ApiClient, requests: list[Request], namespace: str, lease_name: str
+    client: ApiClient,
+    requests: list[Request],
+    namespace: str,
+    lease_name: str,
+    claims: dict[str, str] | None = None,
 ) -> list[tuple[Request, tuple[WorkloadKind, ...]]]:
     """Each request's kinds: kubectl's names of Job and JobSet and Kind.version.group at
-    once; ``all`` and any other name through the controller's kinds and discovery."""
+    once; ``all`` and any other name through the controller's kinds and discovery.
+    ``claims`` receives the managedBy value the controller's Lease says each kind claims."""
     resolved = []
     known: list[KindNames] | None = None
     for request in requests:
@@ -450,6 +465,8 @@ async def resolve(
         if kinds is None:
             if known is None:
                 known = await known_kinds(client, namespace, lease_name)
+                if claims is not None:
+                    claims.update({k.name: k.managed_by for k in known if k.managed_by})
             found = match_type(request.type, known)
             if not found:
                 raise click.UsageError(
@@ -538,12 +555,13 @@ def get(
 
     async def go() -> Listed:
         async with manager_client(kubeconfig, context) as client:
+            claims: dict[str, str] = {}
             resolved = await resolve(
-                client, requests, controller_namespace, lease_name_for(controller_name)
+                client, requests, controller_namespace, lease_name_for(controller_name), claims
             )
             queries = [
                 Query(kinds, where, selector, request.names, controller_name,
-                      explicit=request.type.lower() != "all")
+                      explicit=request.type.lower() != "all", claims=claims)
                 for request, kinds in resolved
             ]  # fmt: skip
             listed = Listed()

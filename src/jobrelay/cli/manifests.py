@@ -6,7 +6,7 @@ import re
 
 import click
 
-from jobrelay.cli.common import checked_kind_names
+from jobrelay.cli.common import checked_field_flags, checked_kind_names
 from jobrelay.manifests.admission_policy import (
     CONTROLLER_NAMESPACE,
     CONTROLLER_SERVICE_ACCOUNT,
@@ -43,10 +43,14 @@ def manifests() -> None:
 
 
 @manifests.command("admission-policy")
-@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group",
-              help="A kind the controller dispatches (repeatable, as `jobrelay run --kind`); "
+@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group[=VALUE]",
+              help="A kind the controller dispatches (repeatable, as `jobrelay run --kind`, "
+                   "=VALUE the managedBy value it claims); "
                    f"default: {', '.join(DEFAULT_POLICY_KINDS)}. A kind without an adapter "
                    "is matched under its conventional plural.")  # fmt: skip
+@click.option("--managed-by-field", "managed_by_fields", multiple=True, callback=checked_field_flags,
+              metavar="Kind.version.group=FIELD",
+              help="Where a kind without an adapter keeps managedBy (as `jobrelay run`).")  # fmt: skip
 @click.option("--controller-namespace", default=CONTROLLER_NAMESPACE, show_default=True,
               callback=_dns_label,
               help="Namespace of the controller's ServiceAccount.")  # fmt: skip
@@ -57,6 +61,7 @@ def manifests() -> None:
               help="The spec.managedBy value of the workloads to dispatch (as `jobrelay run`).")  # fmt: skip
 def admission_policy(
     kinds: tuple[str, ...],
+    managed_by_fields: tuple[str, ...],
     controller_namespace: str,
     controller_service_account: str,
     controller_name: str,
@@ -69,6 +74,7 @@ def admission_policy(
             controller_namespace=controller_namespace,
             controller_service_account=controller_service_account,
             controller_name=controller_name,
+            managed_by_fields=managed_by_fields,
         ),
         nl=False,
     )

@@ -12,6 +12,7 @@ import uvloop
 
 from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import (
+    checked_field_flags,
     checked_kind_names,
     checked_origin,
     manager_client,
@@ -26,6 +27,7 @@ from jobrelay.controller.options import (
     LeaderElectionSettings,
 )
 from jobrelay.fleet import workerclusters
+from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
 from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
@@ -69,11 +71,17 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
               help="This management cluster's identity, the label jobrelay.dev/origin on every "
                    "mirror: managers sharing a worker only touch mirrors of their own origin "
                    "[default: the UID of the manager's kube-system namespace].")  # fmt: skip
-@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group",
+@click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group[=VALUE]",
               help="A workload kind to dispatch (repeatable); default: "
-                   f"{', '.join(_default('kinds.names'))}. Job.v1.batch and "
-                   "JobSet.v1alpha2.jobset.x-k8s.io have adapters of their own; any other CRD "
-                   "with spec.managedBy is mirrored as it stands.")  # fmt: skip
+                   f"{', '.join(_default('kinds.names'))}. =VALUE: the managedBy value its "
+                   "workloads carry (default: --controller-name), e.g. "
+                   "RayJob.v1.ray.io=kueue.x-k8s.io/multikueue. Job, JobSet, RayJob, RayCluster, "
+                   "TrainJob, PyTorchJob and MPIJob have adapters of their own; any other CRD "
+                   "with managedBy is mirrored as it stands.")  # fmt: skip
+@click.option("--managed-by-field", "managed_by_fields", multiple=True, callback=checked_field_flags,
+              metavar="Kind.version.group=FIELD",
+              help="Where a kind without an adapter keeps managedBy (repeatable): "
+                   "spec.managedBy (the default) or spec.runPolicy.managedBy.")  # fmt: skip
 @click.option("--finished-condition", "finished_conditions", multiple=True, metavar="TYPE",
               help="A condition type that, once True, finishes a workload of a generic kind "
                    f"(repeatable); default: {', '.join(_default('kinds.finished_conditions'))}.")  # fmt: skip
@@ -175,6 +183,7 @@ def run(
     controller_name: str,
     origin: str,
     kinds: tuple[str, ...],
+    managed_by_fields: tuple[str, ...],
     finished_conditions: tuple[str, ...],
     namespace: str,
     keep_finished_mirrors: bool,
@@ -225,6 +234,7 @@ def run(
         raise click.UsageError("leader election: " + "; ".join(problems))
     setup_logging("json" if log_format == "json" else "text", log_level)
     kind_settings = KindSettings()
+    claims = [parse_kind_flag(text) for text in kinds]
     options = ControllerOptions(
         controller_name=controller_name,
         origin=origin,
@@ -256,8 +266,10 @@ def run(
             rejected_retry=rejected_retry,
         ),
         kinds=KindSettings(
-            names=kinds or kind_settings.names,
+            names=tuple(claim.name for claim in claims) or kind_settings.names,
             finished_conditions=finished_conditions or kind_settings.finished_conditions,
+            managed_by=tuple((c.name, c.managed_by) for c in claims if c.managed_by),
+            managed_by_fields=tuple(parse_field_flag(text) for text in managed_by_fields),
         ),
         leader_election=election,
         health_address=health_address,

@@ -28,9 +28,20 @@ class KindNames:
     plural: str
     singular: str
     short_names: tuple[str, ...] = ()
+    # The managedBy value the controller claims for the kind (None: its name), and
+    # where a kind without an adapter keeps it (None: spec.managedBy), from its Lease.
+    managed_by: str | None = None
+    field: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, name: str, discovered: Mapping[str, Any] | None = None) -> KindNames:
+    def of(
+        cls,
+        name: str,
+        discovered: Mapping[str, Any] | None = None,
+        *,
+        managed_by: str | None = None,
+        field: tuple[str, ...] | None = None,
+    ) -> KindNames:
         """From ``Kind.version.group`` and, when known, its discovery entry."""
         kind, _, group = parse_kind_name(name)
         found = discovered or {}
@@ -39,6 +50,7 @@ class KindNames:
             str(found.get("name") or default_plural(kind)),
             str(found.get("singularName") or kind.lower()),
             tuple(str(s) for s in found.get("shortNames") or ()),
+            managed_by, field,
         )  # fmt: skip
 
     def answers_to(self, text: str) -> bool:

@@ -96,6 +96,16 @@ class KindSettings:
     names: tuple[str, ...] = DEFAULT_KINDS
     # Condition types that, once True, finish a workload of a generic kind.
     finished_conditions: tuple[str, ...] = DEFAULT_FINISHED_CONDITIONS
+    # (Kind.version.group, value): the managedBy value a kind claims (`--kind NAME=VALUE`);
+    # a kind not named here claims the controller's name.
+    managed_by: tuple[tuple[str, str], ...] = ()
+    # (Kind.version.group, spec.runPolicy.managedBy or spec.managedBy): where a kind
+    # without an adapter keeps managedBy (`--managed-by-field`); default spec.managedBy.
+    managed_by_fields: tuple[tuple[str, str], ...] = ()
+
+    def claimed(self, name: str, controller_name: str) -> str:
+        """The managedBy value the kind ``name`` dispatches."""
+        return dict(self.managed_by).get(name) or controller_name
 
 
 @dataclass(frozen=True)

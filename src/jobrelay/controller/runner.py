@@ -25,6 +25,9 @@ from typing import Any, Literal
 import jobrelay
 from jobrelay.controller.copy_sweep import sweep_orphan_copies
 from jobrelay.controller.instrument import Instruments
+from jobrelay.controller.kind_resolution import ConfigurationError as ConfigurationError
+from jobrelay.controller.kind_resolution import managed_by as managed_by
+from jobrelay.controller.kind_resolution import resolve_kinds as resolve_kinds
 from jobrelay.controller.lanes import lane_of_change, resync_keys
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.admission import Admission
@@ -36,8 +39,8 @@ from jobrelay.controller.state_gauges import StateGauges
 from jobrelay.fleet import workerclusters
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
-from jobrelay.kinds import KindError, WorkloadKey, WorkloadKind, kinds_from_names
-from jobrelay.kinds.catalog import parse_kind_name
+from jobrelay.kinds import WorkloadKey, WorkloadKind
+from jobrelay.kinds.claims import lease_entry
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
@@ -64,10 +67,6 @@ from jobrelay.web.probe_server import Health, HealthServer, parse_address
 _log = logging.getLogger(__name__)
 
 
-class ConfigurationError(RuntimeError):
-    """The controller cannot start as configured; the message says what to do."""
-
-
 # The least time between two passes over the held workloads.
 _HELD_PASS_INTERVAL = 1.0
 # Connections of a worker's pool of users' streams beyond its stream bound: the pod LISTs
@@ -85,57 +84,6 @@ def _placement_annotations(obj: dict[str, Any]) -> dict[str, Any]:
     }
     kept = {k: metadata.get(k) for k in ("name", "resourceVersion")}
     return {"metadata": {**kept, "annotations": annotations}}
-
-
-def managed_by(kind: WorkloadKind, controller_name: str) -> Callable[[dict[str, Any]], Any]:
-    """An informer transform that keeps only the objects this controller manages, slimmed."""
-
-    def transform(obj: dict[str, Any]) -> dict[str, Any] | None:
-        if (obj.get("spec") or {}).get("managedBy") != controller_name:
-            return None
-        return kind.slim_local(obj)
-
-    return transform
-
-
-async def resolve_kinds(manager: ApiClient, options: ControllerOptions) -> list[WorkloadKind]:
-    """The configured kinds, each checked against what the management cluster serves.
-
-    Plurals come from discovery, so a CRD with an irregular plural works; a
-    kind the manager does not serve stops the start with a message saying so.
-    """
-    plurals: dict[str, str] = {}
-    for name in options.kinds.names:
-        try:
-            kind, version, group = parse_kind_name(name)
-        except KindError as error:
-            raise ConfigurationError(str(error)) from error
-        try:
-            served = await manager.discover(group, version)
-        except ApiError as error:
-            if error.is_not_found:
-                raise ConfigurationError(
-                    f"--kind {name}: the management cluster does not serve "
-                    f"{group or 'core'}/{version}: install the CRD of {kind} first"
-                ) from error
-            raise
-        match = next((r for r in served if r.get("kind") == kind and "/" not in r["name"]), None)
-        if match is None:
-            raise ConfigurationError(
-                f"--kind {name}: the management cluster serves {group}/{version} but no kind "
-                f"{kind} in it (it has: {', '.join(sorted({str(r.get('kind')) for r in served}))})"
-            )
-        if not match.get("namespaced", True):
-            raise ConfigurationError(f"--kind {name}: cluster-scoped kinds cannot be dispatched")
-        plurals[name] = str(match["name"])
-    try:
-        return kinds_from_names(
-            options.kinds.names,
-            finished_conditions=options.kinds.finished_conditions,
-            plurals=plurals,
-        )
-    except (KindError, ValueError) as error:
-        raise ConfigurationError(str(error)) from error
 
 
 # What one HTTP server serves: its flag, address, whether /metrics, the events it logs.
@@ -194,7 +142,14 @@ class Controller:
                 timing=election_timing(options),
                 annotations={
                     VERSION_ANNOTATION: jobrelay.__version__,
-                    KINDS_ANNOTATION: ",".join(options.kinds.names),
+                    KINDS_ANNOTATION: ",".join(
+                        lease_entry(
+                            kind.name,
+                            dict(options.kinds.managed_by).get(kind.name),
+                            kind.managed_by_field,
+                        )
+                        for kind in kinds
+                    ),
                 },
             )
         self.synced = False
@@ -211,7 +166,9 @@ class Controller:
                 Informer(
                     manager,
                     kind.ref,
-                    transform=managed_by(kind, options.controller_name),
+                    transform=managed_by(
+                        kind, options.kinds.claimed(kind.name, options.controller_name)
+                    ),
                 ),
             )
             for kind in kinds

@@ -57,10 +57,50 @@ class Finish:
     message: str = ""
 
 
+# Where a kind keeps its managedBy: most at spec.managedBy; Kubeflow's v1 jobs and
+# MPIJob v2beta1 inside their run policy.
+SPEC_MANAGED_BY = ("spec", "managedBy")
+RUN_POLICY_MANAGED_BY = ("spec", "runPolicy", "managedBy")
+MANAGED_BY_FIELDS = {".".join(path): path for path in (SPEC_MANAGED_BY, RUN_POLICY_MANAGED_BY)}
+
+
+def read_path(obj: JsonObj, path: tuple[str, ...]) -> object:
+    """The value at ``path`` in ``obj`` (None where any step is missing or not an object)."""
+    value: object = obj
+    for step in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(step)
+    return value
+
+
+def without_path(obj: JsonObj, path: tuple[str, ...]) -> JsonObj:
+    """``obj`` (a copy of its objects along ``path``) without the value at ``path``."""
+    if not path or not isinstance(obj, dict):
+        return obj
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {k: v for k, v in obj.items() if k != head}
+    inner = obj.get(head)
+    if not isinstance(inner, dict):
+        return obj
+    return {**obj, head: without_path(inner, rest)}
+
+
 class WorkloadKind(abc.ABC):
     """One workload kind jobrelay dispatches. Subclasses are pure and stateless."""
 
     ref: Resource  # where the kind is served; the API client takes it as it is
+    # Where the kind's objects name the controller that runs them.
+    managed_by_field: tuple[str, ...] = SPEC_MANAGED_BY
+    # The only managedBy values the kind's CRD accepts (a validation rule in it); ()
+    # when it takes any value.
+    crd_managed_by_values: tuple[str, ...] = ()
+
+    def managed_by(self, obj: JsonObj) -> str | None:
+        """The object's managedBy value at the kind's field (None when unset or not a string)."""
+        value = read_path(obj, self.managed_by_field)
+        return value if isinstance(value, str) else None
 
     @property
     def name(self) -> str:

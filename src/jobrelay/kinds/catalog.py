@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.base import SPEC_MANAGED_BY, WorkloadKind
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.kinds.kubeflow import MPIJobKind, PyTorchJobKind
+from jobrelay.kinds.ray import RayClusterKind, RayJobKind
+from jobrelay.kinds.trainjob import TrainJobKind
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
@@ -21,7 +24,18 @@ __all__ = [
 ]
 
 # Kinds with an adapter of their own; any other kind gets the generic one.
-DEDICATED: dict[str, WorkloadKind] = {kind.name: kind for kind in (JobKind(), JobSetKind())}
+DEDICATED: dict[str, WorkloadKind] = {
+    kind.name: kind
+    for kind in (
+        JobKind(),
+        JobSetKind(),
+        RayJobKind(),
+        RayClusterKind(),
+        TrainJobKind(),
+        PyTorchJobKind(),
+        MPIJobKind(),
+    )
+}
 DEFAULT_KINDS = (JobKind.ref.name,)
 
 
@@ -55,11 +69,14 @@ def kinds_from_names(
     *,
     finished_conditions: Sequence[str] = DEFAULT_FINISHED_CONDITIONS,
     plurals: dict[str, str] | None = None,
+    fields: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[WorkloadKind]:
     """Adapters for these names, in order, each once: dedicated where one exists.
 
     ``plurals`` maps a name to the plural its apiserver serves it under
     (from discovery); a name missing from it uses the conventional plural.
+    ``fields`` maps a kind without an adapter to where it keeps managedBy
+    (default spec.managedBy); an adapter knows its own.
     """
     chosen: dict[str, WorkloadKind] = {}
     for text in names:
@@ -67,7 +84,9 @@ def kinds_from_names(
         ref = Resource(group, version, (plurals or {}).get(text) or default_plural(kind), kind)
         if ref.name in chosen:
             continue
-        chosen[ref.name] = DEDICATED.get(ref.name) or GenericKind(ref, finished_conditions)
+        chosen[ref.name] = DEDICATED.get(ref.name) or GenericKind(
+            ref, finished_conditions, (fields or {}).get(ref.name, SPEC_MANAGED_BY)
+        )
     if not chosen:
         raise KindError("at least one --kind is needed")
     return list(chosen.values())

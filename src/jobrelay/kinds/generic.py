@@ -1,6 +1,7 @@
 """Any workload CRD with ``spec.managedBy``: the adapter for kinds jobrelay knows nothing of.
 
-The mirror is the object less ``spec.managedBy``, its status and server-set
+(Or with ``spec.runPolicy.managedBy``, as ``--managed-by-field`` says.) The
+mirror is the object less that field, its status and server-set
 metadata; the status is copied as it stands; the workload is finished once a
 condition of one of the configured types is True; ``spec.suspend``, when the
 kind has it, is followed. Like MultiKueue's external frameworks: enough for a
@@ -12,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
-from jobrelay.kinds.base import Finish, WorkloadKind
+from jobrelay.kinds.base import SPEC_MANAGED_BY, Finish, WorkloadKind, without_path
 from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -24,9 +25,13 @@ FAILURE_CONDITIONS = frozenset({"Failed", "Failure", "Error", "Errored", "Aborte
 
 class GenericKind(WorkloadKind):
     def __init__(
-        self, ref: Resource, finished_conditions: Iterable[str] = DEFAULT_FINISHED_CONDITIONS
+        self,
+        ref: Resource,
+        finished_conditions: Iterable[str] = DEFAULT_FINISHED_CONDITIONS,
+        managed_by_field: tuple[str, ...] = SPEC_MANAGED_BY,
     ) -> None:
         self.ref = ref
+        self.managed_by_field = managed_by_field
         self.finished_conditions = tuple(finished_conditions)
         if not self.finished_conditions:
             raise ValueError(f"{ref.name}: at least one finishing condition type is needed")
@@ -45,7 +50,8 @@ class GenericKind(WorkloadKind):
         # Nothing is carried over: a later run starts the workload from the beginning
         # (its status still never goes backwards).
         del now
-        spec = {k: copy.deepcopy(v) for k, v in (obj.get("spec") or {}).items() if k != "managedBy"}
+        # The worker's own controller of the kind runs the mirror: the field goes.
+        spec = without_path(copy.deepcopy(obj.get("spec") or {}), self.managed_by_field[1:])
         return {
             "apiVersion": self.ref.api_version,
             "kind": self.ref.kind,

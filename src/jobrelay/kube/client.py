@@ -172,6 +172,18 @@ class ApiClient(Requester):
         resources: list[dict[str, Any]] = found.get("resources") or []
         return resources
 
+    async def group_versions(self, group: str) -> list[str]:
+        """The versions the apiserver serves of API ``group`` ([] when it serves none)."""
+        discovery = Resource(group, "", "", "APIGroup", namespaced=False)
+        try:
+            found = await self._call("get", "GET", discovery, f"/apis/{group}")
+        except ApiError as error:
+            if error.is_not_found:
+                return []
+            raise
+        versions = found.get("versions") or []
+        return [str(v.get("version")) for v in versions if isinstance(v, dict) and v.get("version")]
+
     async def list(
         self,
         resource: Resource,

@@ -13,12 +13,14 @@ walked around.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
 
+from jobrelay.kinds.base import MANAGED_BY_FIELDS, SPEC_MANAGED_BY
 from jobrelay.kinds.catalog import DEDICATED, kinds_from_names
+from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, PLACEMENT_KEYS
 from jobrelay.vocabulary.resource import Resource
 
@@ -30,11 +32,16 @@ __all__ = [
     "PODS_POLICY",
     "admission_policy_documents",
     "admission_policy_yaml",
+    "kind_claims",
     "policy_kinds",
 ]
 
+# Kind.version.group -> (where the kind keeps managedBy, the value it claims; None: the
+# controller's name).
+Claims = Mapping[str, tuple[tuple[str, ...], str | None]]
+
 # The default kinds: those with adapters of their own.
-DEFAULT_POLICY_KINDS = tuple(DEDICATED)
+DEFAULT_POLICY_KINDS = tuple(DEDICATED)[:2]  # Job and JobSet: the ones every manager may serve
 # The controller's ServiceAccount of the chart installed as release jobrelay in jobrelay-system.
 CONTROLLER_NAMESPACE = "jobrelay-system"
 CONTROLLER_SERVICE_ACCOUNT = "jobrelay"
@@ -63,9 +70,38 @@ _HEADER = """\
 
 
 def policy_kinds(names: Sequence[str] = ()) -> list[Resource]:
-    """The resources of these kind names (``Kind.version.group``; the default kinds when
-    none), each once, with the conventional plural of a kind without an adapter."""
-    return [kind.ref for kind in kinds_from_names(names or DEFAULT_POLICY_KINDS)]
+    """The resources of these kind names (``Kind.version.group[=value]``, as ``--kind``; the
+    default kinds when none), each once, with the conventional plural of a kind without
+    an adapter."""
+    plain = [parse_kind_flag(name).name for name in names]
+    return [kind.ref for kind in kinds_from_names(plain or DEFAULT_POLICY_KINDS)]
+
+
+def kind_claims(flags: Sequence[str] = (), field_flags: Sequence[str] = ()) -> Claims:
+    """Each kind's managedBy field and claimed value, from ``--kind`` and
+    ``--managed-by-field`` as `jobrelay run` takes them."""
+    claims = [parse_kind_flag(flag) for flag in flags or DEFAULT_POLICY_KINDS]
+    fields = {name: MANAGED_BY_FIELDS[place] for name, place in map(parse_field_flag, field_flags)}
+    values = {claim.name: claim.managed_by for claim in claims}
+    kinds = kinds_from_names([claim.name for claim in claims], fields=fields)
+    return {kind.name: (kind.managed_by_field, values.get(kind.name)) for kind in kinds}
+
+
+def _delegated(kinds: Sequence[Resource], claims: Claims, controller_name: str) -> str:
+    """The CEL of "this object is delegated to jobrelay": its kind's field holds the value
+    the kind claims. One comparison when every kind claims the controller's name at
+    spec.managedBy; else one clause per kind."""
+    chosen = [(kind, *claims.get(kind.name, (SPEC_MANAGED_BY, None))) for kind in kinds]
+    if all(
+        f == SPEC_MANAGED_BY and (v or controller_name) == controller_name for _, f, v in chosen
+    ):
+        return "object.?spec.?managedBy.orValue('') == " + _cel_string(controller_name)
+    return " || ".join(
+        f"(request.resource.group == {_cel_string(kind.group)}"
+        f" && request.resource.resource == {_cel_string(kind.plural)}"
+        f" && object.?{'.?'.join(field)}.orValue('') == {_cel_string(value or controller_name)})"
+        for kind, field, value in chosen
+    )
 
 
 def _username(namespace: str, service_account: str) -> str:
@@ -104,8 +140,10 @@ def admission_policy_documents(
     controller_namespace: str = CONTROLLER_NAMESPACE,
     controller_service_account: str = CONTROLLER_SERVICE_ACCOUNT,
     controller_name: str = DEFAULT_CONTROLLER_NAME,
+    claims: Claims | None = None,
 ) -> list[dict[str, Any]]:
-    """The placement policy over ``kinds`` and the Pod policy, each with its binding."""
+    """The placement policy over ``kinds`` and the Pod policy, each with its binding;
+    ``claims`` says where each kind keeps managedBy and which value it claims."""
     username = _cel_string(_username(controller_namespace, controller_service_account))
     keys = ", ".join(_cel_string(key) for key in PLACEMENT_KEYS)
     placement = {
@@ -118,8 +156,7 @@ def admission_policy_documents(
             "matchConditions": [
                 {
                     "name": "delegated-to-jobrelay",
-                    "expression": "object.?spec.?managedBy.orValue('') == "
-                    + _cel_string(controller_name),
+                    "expression": _delegated(kinds, claims or {}, controller_name),
                 },
                 {
                     "name": "not-the-controller",
@@ -217,9 +254,11 @@ def admission_policy_yaml(
     controller_namespace: str = CONTROLLER_NAMESPACE,
     controller_service_account: str = CONTROLLER_SERVICE_ACCOUNT,
     controller_name: str = DEFAULT_CONTROLLER_NAME,
+    managed_by_fields: Sequence[str] = (),
 ) -> str:
     """The policies as a YAML stream, with a header saying how they were made."""
     arguments = "".join(f" --kind {name}" for name in kind_names)
+    arguments += "".join(f" --managed-by-field {flag}" for flag in managed_by_fields)
     if controller_namespace != CONTROLLER_NAMESPACE:
         arguments += f" --controller-namespace {controller_namespace}"
     if controller_service_account != CONTROLLER_SERVICE_ACCOUNT:
@@ -231,6 +270,7 @@ def admission_policy_yaml(
         controller_namespace=controller_namespace,
         controller_service_account=controller_service_account,
         controller_name=controller_name,
+        claims=kind_claims(kind_names, managed_by_fields),
     )
     header = _HEADER.format(
         arguments=arguments,

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from jobrelay.manifests.admission_policy import admission_policy_documents, policy_kinds
+from jobrelay.manifests.admission_policy import (
+    admission_policy_documents,
+    kind_claims,
+    policy_kinds,
+)
 from tests.chart_render import by_kind_and_name, chart_tools, render
 
 # helm only, no fleet: an integration test because it needs the helm build.
@@ -87,3 +91,39 @@ def test_the_charts_policies_are_the_generators(
 def test_the_policies_can_be_left_out() -> None:
     rendered = render(chart_tools().helm, {"admissionPolicies": {"enabled": False}})
     assert not [d for d in rendered if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_each_kinds_claimed_value_and_field_are_the_generators() -> None:
+    """A kind claiming another managedBy value, or keeping it at spec.runPolicy.managedBy
+    (known for PyTorchJob, set for a kind without an adapter), gets its own clause."""
+    values = {
+        "kinds": [
+            {"name": "Job.v1.batch"},
+            {"name": "RayJob.v1.ray.io", "managedBy": "kueue.x-k8s.io/multikueue"},
+            {"name": "PyTorchJob.v1.kubeflow.org"},
+            {"name": "Widget.v1.example.com", "managedByField": "spec.runPolicy.managedBy"},
+        ]
+    }
+    flags = [
+        "Job.v1.batch",
+        "RayJob.v1.ray.io=kueue.x-k8s.io/multikueue",
+        "PyTorchJob.v1.kubeflow.org",
+        "Widget.v1.example.com",
+    ]
+    rendered = render(chart_tools().helm, values)
+    policies = {
+        key: _without_labels(doc)
+        for key, doc in by_kind_and_name(rendered).items()
+        if key[0].startswith("ValidatingAdmissionPolicy")
+    }
+    generated = admission_policy_documents(
+        policy_kinds(flags),
+        claims=kind_claims(flags, ["Widget.v1.example.com=spec.runPolicy.managedBy"]),
+    )
+    expected = {(doc["kind"], doc["metadata"]["name"]): doc for doc in generated}
+    assert policies == expected
+    condition = expected[("ValidatingAdmissionPolicy", "jobrelay-placement")]["spec"][
+        "matchConditions"
+    ][0]["expression"]
+    assert "object.?spec.?runPolicy.?managedBy.orValue('') == 'jobrelay.dev/relay'" in condition
+    assert "'kueue.x-k8s.io/multikueue'" in condition

@@ -182,3 +182,20 @@ def test_json_output_is_unchanged(manager: FakeApiserver) -> None:
     listed = json.loads(invoke("-o", "json").stdout)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["a-job", "b-job", "c-job"]
     assert JOBS  # the same fake paths as test_get
+
+
+def test_a_kinds_claimed_value_on_the_lease_decides_what_get_lists(manager: FakeApiserver) -> None:
+    """A kind the controller runs under the borrowed value (`--kind NAME=VALUE`, recorded on
+    its Lease): `get` lists the workloads carrying that value, not the controller's name."""
+    lease(manager, "Job.v1.batch,RayJob.v1.ray.io=kueue.x-k8s.io/multikueue")
+    rayjob(manager, "ray-1")  # managedBy: the controller's name, not what RayJob claims
+    manager.put(RAYJOBS, {
+        "apiVersion": "ray.io/v1", "kind": "RayJob",
+        "metadata": {"name": "ray-2", "namespace": "team-a",
+                     "creationTimestamp": "2026-01-02T03:00:00Z"},
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue"},
+    })  # fmt: skip
+    result = invoke("rayjobs", "-o", "name")
+    assert (result.exit_code, result.stdout) == (0, "rayjob.ray.io/ray-2\n"), result.output
+    described = CliRunner().invoke(cli, ["describe", "-n", "team-a", "rj", "ray-2"])
+    assert "Managed By:       kueue.x-k8s.io/multikueue" in described.stdout, described.output

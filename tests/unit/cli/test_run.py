@@ -225,3 +225,36 @@ def test_a_missing_crd_is_one_line_saying_what_to_do(
     assert result.output.startswith("Error: the management cluster has no WorkerCluster CRD")
     assert "kubectl apply --server-side -f charts/jobrelay/crds/" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_kinds_claimed_value_and_field_reach_the_kind_settings(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    result = _invoke(
+        "--kind", "RayJob.v1.ray.io=kueue.x-k8s.io/multikueue", "--kind", "Job.v1.batch",
+        "--kind", "Widget.v1.example.com",
+        "--managed-by-field", "Widget.v1.example.com=spec.runPolicy.managedBy",
+        kubeconfig=kubeconfig,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert options.kinds.names == ("RayJob.v1.ray.io", "Job.v1.batch", "Widget.v1.example.com")
+    assert options.kinds.managed_by == (("RayJob.v1.ray.io", "kueue.x-k8s.io/multikueue"),)
+    assert options.kinds.managed_by_fields == (
+        ("Widget.v1.example.com", "spec.runPolicy.managedBy"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--kind", "RayJob.v1.ray.io=a,b"), "is not a managedBy value"),
+        (("--managed-by-field", "Widget.v1.example.com=spec.x"), "spec.runPolicy.managedBy"),
+    ],
+)
+def test_bad_claims_are_usage_errors(
+    captured: list[ControllerOptions], kubeconfig: str, flags: tuple[str, ...], message: str
+) -> None:
+    result = _invoke(*flags, kubeconfig=kubeconfig)
+    assert result.exit_code == 2 and message in result.output
+    assert captured == []

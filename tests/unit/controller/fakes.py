@@ -170,6 +170,12 @@ class FakeCluster:
         raise AssertionError(f"unexpected {request.method} {path}")
 
     def _discovery(self, group_version: str) -> httpx2.Response:
+        versions = [
+            gv.partition("/")[2] for gv in self.served if gv.startswith(group_version + "/")
+        ]
+        if "/" not in group_version and group_version != "v1" and versions:  # /apis/<group>
+            found = [{"groupVersion": f"{group_version}/{v}", "version": v} for v in versions]
+            return _answer(200, {"kind": "APIGroup", "name": group_version, "versions": found})
         if group_version not in self.served:
             return _answer(404, status_body(404, "NotFound", "the server could not find it"))
         resources = self.served[group_version]

@@ -520,3 +520,98 @@ async def test_install_crds_refused_by_rbac_says_what_to_do(
         with pytest.raises(runner.ConfigurationError) as refused:
             await runner.ensure_crds(client, ControllerOptions(install_crds=True))
     assert "run without --install-crds" in str(refused.value)
+
+
+# -- the managedBy value and field each kind claims -------------------------------------
+
+RAY = [{"name": "rayjobs", "kind": "RayJob", "namespaced": True}]
+KUBEFLOW = [{"name": "pytorchjobs", "kind": "PyTorchJob", "namespaced": True}]
+MULTIKUEUE_CRDS = [
+    {"name": "multikueueclusters", "kind": "MultiKueueCluster", "namespaced": False},
+    {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False},
+]
+
+
+def test_managed_by_reads_each_kinds_field_and_claimed_value() -> None:
+    from jobrelay.kinds.catalog import DEDICATED
+
+    pytorch = runner.managed_by(
+        DEDICATED["PyTorchJob.v1.kubeflow.org"], "kueue.x-k8s.io/multikueue"
+    )
+    ours = {
+        "metadata": {"name": "p"},
+        "spec": {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}},
+    }
+    assert pytorch(ours) is not None
+    assert (
+        pytorch({"metadata": {"name": "p"}, "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}})
+        is None
+    )
+    assert pytorch({"metadata": {"name": "p"}, "spec": {"runPolicy": None}}) is None
+
+
+async def ray_manager(*, multikueue: bool) -> tuple[FakeCluster, ApiClient]:
+    served = {"batch/v1": BATCH, "ray.io/v1": RAY, "kubeflow.org/v1": KUBEFLOW}
+    if multikueue:
+        served["kueue.x-k8s.io/v1beta1"] = MULTIKUEUE_CRDS
+    cluster = FakeCluster("manager", served=served)
+    return cluster, cluster.client()
+
+
+async def test_a_value_the_crd_refuses_stops_the_start() -> None:
+    _, client = await ray_manager(multikueue=False)
+    async with client:
+        with pytest.raises(runner.ConfigurationError) as raised:
+            await runner.resolve_kinds(client, options_for("Job.v1.batch", "RayJob.v1.ray.io"))
+    assert str(raised.value).startswith(
+        "--kind RayJob.v1.ray.io: 'jobrelay.dev/relay' is a value its CRD refuses"
+    )
+    assert "write --kind RayJob.v1.ray.io=kueue.x-k8s.io/multikueue" in str(raised.value)
+
+
+async def test_the_borrowed_value_starts_where_multikueue_is_not_installed() -> None:
+    cluster, client = await ray_manager(multikueue=False)
+    options = options_for(
+        "RayJob.v1.ray.io",
+        "PyTorchJob.v1.kubeflow.org",
+        managed_by=(("RayJob.v1.ray.io", "kueue.x-k8s.io/multikueue"),),
+    )
+    async with client:
+        kinds = await runner.resolve_kinds(client, options)
+    assert [k.name for k in kinds] == ["RayJob.v1.ray.io", "PyTorchJob.v1.kubeflow.org"]
+    assert ("GET", "/apis/kueue.x-k8s.io") in [(m, p) for m, p, _ in cluster.requests]
+    assert options.kinds.claimed("RayJob.v1.ray.io", "c") == "kueue.x-k8s.io/multikueue"
+    assert options.kinds.claimed("PyTorchJob.v1.kubeflow.org", "c") == "c"
+
+
+async def test_multikueue_installed_on_the_manager_stops_the_start() -> None:
+    _, client = await ray_manager(multikueue=True)
+    options = options_for(
+        "RayJob.v1.ray.io", managed_by=(("RayJob.v1.ray.io", "kueue.x-k8s.io/multikueue"),)
+    )
+    async with client:
+        with pytest.raises(runner.ConfigurationError, match="Kueue's MultiKueue is installed"):
+            await runner.resolve_kinds(client, options)
+        # A kind under jobrelay's own value is no business of MultiKueue's.
+        assert await runner.resolve_kinds(client, options_for("Job.v1.batch"))
+
+
+async def test_a_field_flag_for_an_adapters_kind_or_an_unnamed_kind_stops_the_start() -> None:
+    _, client = await ray_manager(multikueue=False)
+    async with client:
+        with pytest.raises(runner.ConfigurationError, match=r"keeps managedBy at spec\.runPolicy"):
+            await runner.resolve_kinds(
+                client,
+                options_for(
+                    "PyTorchJob.v1.kubeflow.org",
+                    managed_by_fields=(("PyTorchJob.v1.kubeflow.org", "spec.managedBy"),),
+                ),
+            )
+        with pytest.raises(runner.ConfigurationError, match="name the kind with --kind too"):
+            await runner.resolve_kinds(
+                client,
+                options_for(
+                    "Job.v1.batch",
+                    managed_by_fields=(("Mouse.v1.example.com", "spec.runPolicy.managedBy"),),
+                ),
+            )

@@ -41,12 +41,53 @@ from tests.unit.fuzz.hostile import (
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import Terminal, WriteStatus
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kinds.types import JsonObj
 
+
+def ecosystem(name: str, spec: JsonObj) -> tuple[WorkloadKind, Any]:
+    """An ecosystem kind's adapter and a maker of its objects, like ``widget``."""
+    kind = DEDICATED[name]
+
+    def make(*, placed: str | None = None, status: JsonObj | None = None) -> JsonObj:
+        obj = widget(placed=placed, status=status)
+        obj.update(apiVersion=kind.ref.api_version, kind=kind.ref.kind, spec=copy.deepcopy(spec))
+        return obj
+
+    return kind, make
+
+
+_TEMPLATE = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+_RAY = {"headGroupSpec": {"template": _TEMPLATE},
+        "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "template": _TEMPLATE}]}  # fmt: skip
 KINDS: dict[str, tuple[WorkloadKind, Any]] = {
     "Job": (JOB, job),
     "JobSet": (JOBSET, jobset),
     "Widget": (WIDGET, widget),
+    "RayJob": ecosystem("RayJob.v1.ray.io", {"managedBy": "m", "rayClusterSpec": _RAY}),
+    "RayCluster": ecosystem("RayCluster.v1.ray.io", {"managedBy": "m", **_RAY}),
+    "TrainJob": ecosystem(
+        "TrainJob.v1alpha1.trainer.kubeflow.org",
+        {
+            "managedBy": "m",
+            "runtimeRef": {"name": "r"},
+            "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "1"}}},
+        },
+    ),
+    "PyTorchJob": ecosystem(
+        "PyTorchJob.v1.kubeflow.org",
+        {
+            "runPolicy": {"managedBy": "m"},
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": _TEMPLATE}},
+        },
+    ),
+    "MPIJob": ecosystem(
+        "MPIJob.v2beta1.kubeflow.org",
+        {
+            "runPolicy": {"managedBy": "m"},
+            "mpiReplicaSpecs": {"Worker": {"replicas": 2, "template": _TEMPLATE}},
+        },
+    ),
 }
 # What a management object's reading may raise: the documented "unreadable" errors.
 UNREADABLE = (TypeError, ValueError, AttributeError, KeyError, IndexError)

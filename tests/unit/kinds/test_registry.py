@@ -52,21 +52,29 @@ def test_default_plural(kind: str, plural: str) -> None:
 def test_the_default_kinds_are_jobs() -> None:
     assert DEFAULT_KINDS == ("Job.v1.batch",)
     assert [type(k) for k in kinds_from_names(DEFAULT_KINDS)] == [JobKind]
-    assert set(DEDICATED) == {"Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io"}
+    assert set(DEDICATED) == {
+        "Job.v1.batch",
+        "JobSet.v1alpha2.jobset.x-k8s.io",
+        "RayJob.v1.ray.io",
+        "RayCluster.v1.ray.io",
+        "TrainJob.v1alpha1.trainer.kubeflow.org",
+        "PyTorchJob.v1.kubeflow.org",
+        "MPIJob.v2beta1.kubeflow.org",
+    }
 
 
 def test_dedicated_adapters_where_they_exist_generic_elsewhere_in_order_once() -> None:
     kinds = kinds_from_names(
         [
-            "RayJob.v1.ray.io",
+            "ServeJob.v1.ray.io",
             "Job.v1.batch",
             "JobSet.v1alpha2.jobset.x-k8s.io",
-            "RayJob.v1.ray.io",
+            "ServeJob.v1.ray.io",
             " Job.v1.batch",
         ]
     )
     assert [type(k) for k in kinds] == [GenericKind, JobKind, JobSetKind]
-    assert kinds[0].ref == Resource("ray.io", "v1", "rayjobs", "RayJob")
+    assert kinds[0].ref == Resource("ray.io", "v1", "servejobs", "ServeJob")
     # Another version of a dedicated kind is served generically.
     (other,) = kinds_from_names(["JobSet.v1alpha1.jobset.x-k8s.io"])
     assert isinstance(other, GenericKind)
@@ -74,7 +82,7 @@ def test_dedicated_adapters_where_they_exist_generic_elsewhere_in_order_once() -
 
 def test_plurals_and_finishing_conditions_reach_generic_kinds() -> None:
     mouse, rayjob = kinds_from_names(
-        ["Mouse.v1.example.com", "RayJob.v1.ray.io"],
+        ["Mouse.v1.example.com", "RayJob.v1alpha1.ray.io"],
         finished_conditions=("Done", "Error"),
         plurals={"Mouse.v1.example.com": "mice"},
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.chart_crds import chart_crds
+from jobrelay.localfleet.binaries.ecosystem_crds import ecosystem_crds
 from jobrelay.localfleet.binaries.etcd_binary import etcd
 from jobrelay.localfleet.binaries.helm_binary import helm
 from jobrelay.localfleet.binaries.jobset_build import jobset
@@ -47,13 +48,15 @@ def resolve(progress: Progress = print, *, build: bool = True) -> Binaries:
 @dataclass(frozen=True)
 class Tools:
     """What the tests use besides the fleet: helm of both majors, for the chart, the
-    third-party CRDs its optional objects need (a JSON list, see chart_crds), and promtool,
-    for the alert rules."""
+    third-party CRDs its optional objects need (a JSON list, see chart_crds), promtool,
+    for the alert rules, and the ecosystem's CRDs the e2e tests dispatch (a JSON list, see
+    ecosystem_crds)."""
 
     helm: Path
     helm4: Path
     chart_crds: Path
     promtool: Path
+    ecosystem_crds: Path
 
 
 def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
@@ -62,4 +65,5 @@ def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
         helm4=helm(progress, build=build, major=4),
         chart_crds=chart_crds(progress, build=build),
         promtool=promtool(progress, build=build),
+        ecosystem_crds=ecosystem_crds(progress, build=build),
     )

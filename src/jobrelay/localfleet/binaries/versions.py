@@ -29,3 +29,15 @@ PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator
 PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
 CERT_MANAGER_MODULE = "github.com/cert-manager/cert-manager"
 CERT_MANAGER_VERSION = "v1.21.2"
+
+# The ecosystem's batch kinds the e2e tests dispatch (their CRDs, from their Go modules):
+# KubeRay's RayJob and RayCluster, Kubeflow Trainer's TrainJob, the training operator's
+# PyTorchJob (its v1 MPIJob would clash with the MPI operator's) and MPIJob v2beta1.
+KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
+KUBERAY_VERSION = "v1.5.0"
+TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+TRAINER_VERSION = "v2.0.0"
+TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
+TRAINING_OPERATOR_VERSION = "v1.9.0"
+MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
+MPI_OPERATOR_VERSION = "v0.7.0"

@@ -1,0 +1,96 @@
+"""The kinds the stand-in drives and the one decision it makes per object (pure): whether
+the object is its to drive (managedBy absent or the operator's own value, as the real
+operators decide), and if so the next step of that kind's lifecycle."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobrelay.localfleet.standin.kubeflow_rules import (
+    MPI_OPERATOR,
+    TRAINER,
+    TRAINING_OPERATOR,
+    mpijob_step,
+    pytorchjob_step,
+    trainjob_step,
+)
+from jobrelay.localfleet.standin.lifecycle_rules import (
+    OUTCOME_ANNOTATION,
+    RUN_SECONDS_ANNOTATION,
+    WAIT_FOR_A_CHANGE,
+    Rule,
+    Run,
+    Step,
+    field,
+    outcome_of,
+    run_seconds_of,
+)
+from jobrelay.localfleet.standin.ray_rules import RAY_OPERATOR, raycluster_step, rayjob_step
+from jobrelay.vocabulary.resource import Resource
+
+__all__ = ["KINDS", "OUTCOME_ANNOTATION", "RUN_SECONDS_ANNOTATION", "StandinKind", "next_step"]
+
+SPEC = ("spec",)
+RUN_POLICY = ("spec", "runPolicy")
+
+
+@dataclass(frozen=True)
+class StandinKind:
+    """One kind the stand-in drives: where its managedBy and suspend fields are, the value
+    its real operator claims, and its lifecycle."""
+
+    resource: Resource
+    own_manager: str
+    fields_at: tuple[str, ...]  # the object holding managedBy and suspend
+    rule: Rule
+
+    def is_ours(self, obj: Mapping[str, Any]) -> bool:
+        """As ``ManagedByExternalController``: absent, empty or the operator's own value."""
+        manager = field(obj, (*self.fields_at, "managedBy"))
+        return not manager or manager == self.own_manager
+
+    def suspended(self, obj: Mapping[str, Any]) -> bool:
+        return field(obj, (*self.fields_at, "suspend")) is True
+
+
+KINDS = (
+    StandinKind(
+        Resource("ray.io", "v1", "rayjobs", "RayJob", namespaced=True),
+        RAY_OPERATOR, SPEC, rayjob_step,
+    ),
+    StandinKind(
+        Resource("ray.io", "v1", "rayclusters", "RayCluster", namespaced=True),
+        RAY_OPERATOR, SPEC, raycluster_step,
+    ),
+    StandinKind(
+        Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", namespaced=True),
+        TRAINER, SPEC, trainjob_step,
+    ),
+    StandinKind(
+        Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", namespaced=True),
+        TRAINING_OPERATOR, RUN_POLICY, pytorchjob_step,
+    ),
+    StandinKind(
+        Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", namespaced=True),
+        MPI_OPERATOR, RUN_POLICY, mpijob_step,
+    ),
+)  # fmt: skip
+
+
+def next_step(kind: StandinKind, obj: Mapping[str, Any], now: datetime.datetime) -> Step:
+    """What the stand-in does next to ``obj`` at ``now``: nothing for another controller's
+    object or one being deleted, else its lifecycle's next step."""
+    if not kind.is_ours(obj) or obj["metadata"].get("deletionTimestamp"):
+        return WAIT_FOR_A_CHANGE
+    annotations = obj["metadata"].get("annotations") or {}
+    run = Run(
+        obj=obj,
+        now=now,
+        outcome=outcome_of(annotations),
+        run_seconds=run_seconds_of(annotations),
+        suspended=kind.suspended(obj),
+    )
+    return kind.rule(run)
