@@ -185,11 +185,15 @@ async def test_a_job_naming_a_missing_configmap_waits_for_it(
     manager = clients["manager"]
     await create_sources(manager, namespace)
     manifest = with_dependencies(job_manifest("waits"), config="late")
-    await relay.submit(manifest)
-    message = await wait_held(relay, "waits", reason="MissingDependency")
-    assert message.startswith("configmap/late "), message
+    job = await relay.submit(manifest)
+    event = await relay.wait_event(
+        job["metadata"]["uid"], lambda e: e.get("reason") == "MissingDependency",
+        what="a MissingDependency Event",
+    )  # fmt: skip
+    assert event["type"] == "Warning" and event["message"].startswith("configmap/late "), event
     job = await relay.get("waits")
-    note = job["metadata"]["annotations"][NOT_PLACED_ANNOTATION]
+    assert not placement(job), placement(job)
+    note = (job["metadata"].get("annotations") or {}).get(NOT_PLACED_ANNOTATION, "")
     assert note.startswith("MissingDependency: configmap/late "), note
     for worker in relay.workers:
         assert not (await clients[worker].list(JOBS, namespace=namespace)).items

@@ -70,13 +70,13 @@ def test_held_unplaced_with_the_dependency_first(
 ) -> None:
     plan = decide(needing(snapshot(job(), worker("w1")), *needed))
     assert [summary(a) for a in plan.actions] == [
+        ("Annotate", NOT_PLACED_ANNOTATION),
         ("Event", "Warning", reason),
         ("Log", "warning"),
-        ("Annotate", NOT_PLACED_ANNOTATION),
     ]
-    event = plan.actions[0]
+    event = plan.actions[1]
     assert isinstance(event, RecordEvent) and event.message.startswith(starts), event.message
-    annotate = plan.actions[2]
+    annotate = plan.actions[0]
     assert isinstance(annotate, Annotate)
     assert annotate.annotations[NOT_PLACED_ANNOTATION] == f"{reason}: {event.message}"
     assert plan.outcome == RequeueAfter(15.0)
@@ -89,7 +89,7 @@ def test_told_once_per_reason() -> None:
     again = decide(dataclasses.replace(s, held=first.held))
     assert again.actions == () and again.held == first.held
     other = needing(snapshot(job(), worker("w1")), (CREDS, None))
-    assert kinds_of(decide(dataclasses.replace(other, held=first.held)))[0] == "RecordEvent"
+    assert "RecordEvent" in kinds_of(decide(dataclasses.replace(other, held=first.held)))
 
 
 def test_proceeds_once_it_exists_copied_before_its_mirror() -> None:

@@ -647,9 +647,11 @@ def _held_by_dependencies(s: Snapshot, obj: JsonObj, actions: list[Action]) -> P
     reason, message = found
     signature = f"{reason}|{message}"
     if signature != s.held:
-        actions.extend(_warning(reason, message))
+        # The annotation first: the Event is written in the background, and whoever sees
+        # it should find the object saying the same.
         if not placement_of(obj):
             actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {message}")}))
+        actions.extend(_warning(reason, message))
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=signature)
 
 
