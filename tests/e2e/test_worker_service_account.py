@@ -26,7 +26,7 @@ from jobrelay.fleet import workerclusters
 from jobrelay.fleet.serviceaccount import WorkerAccount, account_name, worker_rules
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import JOBS, SECRETS
+from jobrelay.kube.resources import CONFIGMAPS, JOBS, SECRETS
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.conftest import NamespaceFactory
@@ -185,7 +185,13 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("list", "", "namespaces"): True,  # which are open to this manager
             ("update", "", "namespaces"): False,
             ("delete", "", "namespaces"): False,
-            ("get", "", "secrets"): False,
+            # The ConfigMaps, Secrets and ServiceAccounts workloads reference are copied
+            # (docs/dependencies.md): RBAC grants them everywhere, the admission policy
+            # keeps the writes to its own copies in opened namespaces.
+            ("get", "", "secrets"): True,
+            ("update", "", "configmaps"): True,
+            ("create", "", "serviceaccounts"): True,
+            ("create", "", "serviceaccounts/token"): False,
             ("create", "", "pods"): False,
             ("get", "", "pods"): False,
             ("get", "", "pods/log"): False,
@@ -218,6 +224,11 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
                 await worker.create(JOBS, stray, namespace=namespace)
             assert refused.value.code in (403, 422), refused.value
             assert "jobrelay" in str(refused.value), refused.value
+            # Nor a copy of a workload's ConfigMap there.
+            stray_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "stray"}}
+            with pytest.raises(ApiError) as refused:
+                await worker.create(CONFIGMAPS, stray_map, namespace=namespace)
+            assert refused.value.code in (403, 422), refused.value
 
 
 async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
@@ -234,7 +245,18 @@ async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
     namespace = await make_namespace(["manager"])
     on_manager = await make_relay(namespace)
     others = [worker for worker in relay.workers if worker != WORKER]
+    # With a ConfigMap its pods mount: copied with the token's rights, within the policy.
+    await clients["manager"].create(
+        CONFIGMAPS,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+         "data": {"mode": "fast"}},
+        namespace=namespace,
+    )  # fmt: skip
+    manifest = job_manifest("with-token")
+    manifest["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "settings", "configMap": {"name": "settings"}}
+    ]
     async with cordoned(clients["manager"], others):
-        await on_manager.submit(job_manifest("with-token"))
+        await on_manager.submit(manifest)
         done = await on_manager.verify("with-token", outcome="Complete")
     assert done.cluster == WORKER

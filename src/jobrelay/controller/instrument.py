@@ -125,6 +125,9 @@ class Instruments:
             self.metrics.capacity_wait.labels(key.kind).observe(waited)
         self.placing.start(key)
 
+    def dependency_copied(self, cluster: str, action: str) -> None:
+        self.metrics.dependency_copies.labels(cluster, action).inc()
+
     def mirror_created(self, key: WorkloadKey, cluster: str) -> None:
         self.metrics.dispatched.labels(cluster, key.kind).inc()
         creating = self.placing.stop(key)

@@ -20,9 +20,10 @@ import dataclasses
 import logging
 import signal
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import jobrelay
+from jobrelay.controller.copy_sweep import sweep_orphan_copies
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.kind_resolution import ConfigurationError as ConfigurationError
 from jobrelay.controller.kind_resolution import managed_by as managed_by
@@ -30,6 +31,7 @@ from jobrelay.controller.kind_resolution import resolve_kinds as resolve_kinds
 from jobrelay.controller.lanes import lane_of_change, resync_keys
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.admission import Admission
+from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
@@ -173,6 +175,7 @@ class Controller:
         }
         # Namespaces carry the placement policy their admin set (annotations).
         self.namespaces = Informer(manager, NAMESPACES, transform=_placement_annotations)
+        self.sources = DependencySources(manager)
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
         # Events name the replica that wrote them (reportingInstance).
@@ -203,6 +206,7 @@ class Controller:
             on_capacity_change=lambda _name: self.capacity_changed.set(),
             event_sink=self.worker_events,
             client_factory=self._worker_client,
+            on_copy_change=self.sources.copy_changed,
         )
         relay = options.relay
         # What one reconcile leaves for the next (expectations, reservations, held ...).
@@ -216,6 +220,7 @@ class Controller:
             memory=memory,
             observer=self.instruments,
             origin=relay.origin,
+            controller_name=relay.controller_name,
         )
         self.reconciler = Reconciler(
             self.kinds,
@@ -225,11 +230,13 @@ class Controller:
             manager=manager,
             memory=memory,
             admission=Admission(manager),
+            sources=self.sources,
         )
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         def enqueue(event: InformerEvent) -> None:
             key = WorkloadKey(kind, event.key)
+            self.sources.workload_changed(key, self.kinds[kind].kind, event.new)
             mirrored = self.pool.has_mirror(key)
             lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
             self.queue.add(key, lane)
@@ -272,9 +279,8 @@ class Controller:
     def health(self) -> Health:
         if self.elector is None:
             return Health("leader", self.synced, self.identity, self.identity)
-        if self.elector.is_leader:
-            return Health("leader", self.synced, self.elector.leader, self.identity)
-        return Health("standby", self.synced, self.elector.leader, self.identity)
+        role: Literal["leader", "standby"] = "leader" if self.elector.is_leader else "standby"
+        return Health(role, self.synced, self.elector.leader, self.identity)
 
     async def run(self, stop: asyncio.Event) -> None:
         servers = await self._serve_http()
@@ -324,6 +330,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
             await self.namespaces.wait_synced()
+            await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
             await self.pool.wait_connected(self.options.workers.sync_timeout)
             self.synced = True
             _log.info(
@@ -344,6 +351,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
             await self.namespaces.stop()
+            await self.sources.stop()
             await self.pool.stop()
             await self.worker_events.stop()
             await self.events.aclose()
@@ -468,6 +476,7 @@ class Controller:
             await asyncio.sleep(self.options.gc_interval)
             for key in self._resync_keys():
                 self.queue.add(key, Lane.BACKGROUND)
+            await sweep_orphan_copies(self.pool)
 
     def _resync_keys(self) -> set[WorkloadKey]:
         objects = (

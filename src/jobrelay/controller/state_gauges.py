@@ -31,11 +31,17 @@ from jobrelay.placement.units import CPU
 __all__ = ["HELD_REASONS", "StateGauges", "capacity_figures", "held_reason"]
 
 # Why a workload is held, as its Warning Event's reason says it.
-HELD_REASONS = ("NotPlaced", "NeverFits")
+HELD_REASONS = (
+    "NotPlaced",
+    "NeverFits",
+    "MissingDependency",
+    "DependencyRefused",
+    "DependencyTooLarge",
+)
 
 
 def held_reason(signature: str) -> str:
-    """The reason of a held signature (``NotPlaced|...`` or ``NeverFits|...``)."""
+    """The reason of a held signature (``NotPlaced|...``, ``MissingDependency|...`` ...)."""
     reason = signature.partition("|")[0]
     return reason if reason in HELD_REASONS else "NotPlaced"
 

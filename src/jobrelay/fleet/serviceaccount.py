@@ -18,6 +18,10 @@ chart renders the same objects; tests/integration/chart keeps them equal):
   the pods bound to each, pending pods of its mirrors);
 * PersistentVolumeClaims listed and watched (never read one by one, never written):
   a workload that mounts a claim is placed only where that claim is Bound;
+* the ConfigMaps, Secrets and ServiceAccounts workloads reference: their copies
+  (labelled with the origin) listed and watched, read, created, updated and deleted
+  (docs/dependencies.md); RBAC grants them in every namespace, the admission policy
+  keeps the writes in opened namespaces and the updates and deletes to jobrelay's own;
 * namespaces listed and watched (and read one by one, when a create meets one made
   meanwhile): a mirror goes only into a namespace labelled `jobrelay.dev/origin:
   <this manager's origin>`; created (with that label) only when jobrelay creates a
@@ -77,6 +81,8 @@ VALIDATING_POLICY_BINDINGS = Resource(
 MIRROR_VERBS = ("get", "list", "watch", "create", "patch", "delete")
 READ_VERBS = ("get", "list", "watch")
 WATCH_VERBS = ("list", "watch")
+COPY_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
+COPIED_RESOURCES = ("configmaps", "secrets", "serviceaccounts")
 _LABELS = {"app.kubernetes.io/managed-by": "jobrelay", "app.kubernetes.io/component": "worker"}
 
 
@@ -105,6 +111,12 @@ def worker_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[
     # Which namespaces are open to this manager (their origin label); create when allowed.
     namespace_verbs = [*READ_VERBS, "create"] if create_namespaces else list(READ_VERBS)
     rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": namespace_verbs})
+    # The ConfigMaps, Secrets and ServiceAccounts workloads reference, copied beside their
+    # mirrors (label-selected caches of the copies; the admission policy keeps the writes
+    # to its own copies in opened namespaces).
+    rules.append(
+        {"apiGroups": [""], "resources": list(COPIED_RESOURCES), "verbs": list(COPY_VERBS)}
+    )
     return rules
 
 
@@ -143,6 +155,10 @@ def admission_policy(
             })  # fmt: skip
     resource_rules.append({"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
                            "operations": ["CREATE", "UPDATE", "DELETE"]})  # fmt: skip
+    resource_rules.append({"apiGroups": [""], "apiVersions": ["v1"],
+                           "resources": list(COPIED_RESOURCES),
+                           "operations": ["CREATE", "UPDATE", "DELETE"]})  # fmt: skip
+    copied = ", ".join(f"'{r}'" for r in COPIED_RESOURCES)
     label = _cel(ORIGIN_LABEL)
 
     def labelled(obj: str) -> str:
@@ -181,6 +197,11 @@ def admission_policy(
                 {"expression": f"request.operation != 'DELETE' || {labelled('oldObject')}",
                  "message": f"jobrelay deletes only its own mirrors (labelled {ORIGIN_LABEL}="
                             f"{origin})"},
+                {"expression": f"request.operation != 'UPDATE' || "
+                               f"!(request.resource.resource in [{copied}]) || "
+                               f"{labelled('oldObject')}",
+                 "message": f"jobrelay changes only its own copies of ConfigMaps, Secrets and "
+                            f"ServiceAccounts (labelled {ORIGIN_LABEL}={origin})"},
             ],
         },
     }  # fmt: skip

@@ -199,6 +199,13 @@ class Metrics:
             ["worker", "kind", "reason"],
             registry=registry,
         )
+        self.dependency_copies = Counter(
+            "jobrelay_dependency_copies_total",
+            "Copies of workloads' ConfigMaps, Secrets and ServiceAccounts written on workers, "
+            "by worker and action (created; updated: new content or a new owner).",
+            ["worker", "action"],
+            registry=registry,
+        )
         self.worker_events_relayed = Counter(
             "jobrelay_worker_events_relayed_total",
             "Occurrences of worker Events relayed onto management objects, by worker.",

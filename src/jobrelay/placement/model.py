@@ -42,6 +42,9 @@ class Cluster:
     load: int = 0
     # Its namespaces and which are open to this manager (None: not judged).
     namespaces: WorkerNamespaces | None = None
+    # The workload's dependencies (``configmap/settings``) held there by objects jobrelay
+    # did not make: never overwritten, so the workload cannot run there.
+    foreign_dependencies: tuple[str, ...] = ()
     # Its PersistentVolumeClaims, for workloads that mount some (None: not judged).
     claims: WorkerClaims | None = None
 

@@ -57,6 +57,14 @@ CONTROLLER_ANNOTATION = "jobrelay.dev/controller"  # value: the controller name,
 # ever see, adopt, copy or delete mirrors of their own origin.
 ORIGIN_LABEL = "jobrelay.dev/origin"
 
+# On a ConfigMap, Secret or ServiceAccount jobrelay copied onto a worker for the workloads
+# that reference it (kinds/dependency_copies.py): which controller made it (with
+# ORIGIN_LABEL, the selector of the worker's caches of copies), the source's UID on the
+# manager and a digest of the content copied (a change on the manager is synced).
+COPY_LABEL = "jobrelay.dev/copy"  # value: controller_label_value(controller name)
+SOURCE_UID_ANNOTATION = "jobrelay.dev/source-uid"
+DIGEST_ANNOTATION = "jobrelay.dev/digest"
+
 # The only keys under jobrelay.dev/ a user may set on a workload: documented in the
 # README, read by placement, harmless on a mirror. Every other jobrelay.dev/ key is
 # jobrelay's own record (run, carried-over, origin, placements, mirrors...): written by
@@ -120,3 +128,8 @@ def controller_label_value(controller_name: str) -> str:
     """
     value = _LABEL_VALUE_INVALID.sub(".", controller_name)[:63]
     return value.strip("._-") or "jobrelay"
+
+
+def copy_selector(controller_name: str, origin: str) -> str:
+    """The label selector of the dependency copies one controller of one origin made."""
+    return f"{COPY_LABEL}={controller_label_value(controller_name)},{ORIGIN_LABEL}={origin}"

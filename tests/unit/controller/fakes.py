@@ -163,6 +163,8 @@ class FakeCluster:
             return _answer(200, self.objects[key])
         if request.method == "PATCH":
             return self._patch(key, body, subresource)
+        if request.method == "PUT":
+            return self._replace(key, body)
         if request.method == "DELETE":
             return self._delete(key, body)
         raise AssertionError(f"unexpected {request.method} {path}")
@@ -219,6 +221,16 @@ class FakeCluster:
         updated["metadata"] = {**updated["metadata"], "resourceVersion": str(next(_revisions))}
         self.objects[key] = updated
         return _answer(200, updated)
+
+    def _replace(self, key: tuple[str, str, str], body: JsonObj) -> httpx2.Response:
+        current = self.objects[key]
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted != current["metadata"]["resourceVersion"]:
+            return _answer(409, status_body(409, "Conflict", "the object has been modified"))
+        metadata = {**body["metadata"], "uid": current["metadata"]["uid"]}
+        metadata["resourceVersion"] = str(next(_revisions))
+        self.objects[key] = {**body, "metadata": metadata}
+        return _answer(200, self.objects[key])
 
     def _delete(self, key: tuple[str, str, str], options: JsonObj | None) -> httpx2.Response:
         uid = ((options or {}).get("preconditions") or {}).get("uid")

@@ -275,6 +275,10 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     controller.namespaces = RunningInformer({})  # type: ignore[assignment]
+    # The manager's ConfigMaps, Secrets and ServiceAccounts: none referenced here.
+    sources: Any = controller.sources.informers
+    for dependency_kind in list(sources):
+        sources[dependency_kind] = RunningInformer({})
     pool_calls: list[str] = []
     stub_pool(controller, pool_calls)
     reconciled: list[tuple[WorkloadKey, Any]] = []

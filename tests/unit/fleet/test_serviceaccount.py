@@ -25,13 +25,13 @@ JOBSET = JobSetKind.ref
 @pytest.mark.parametrize(
     ("kinds", "create_namespaces", "resources"),
     [
-        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}),
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"},
+             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"},
         ),
     ],
 )  # fmt: skip
@@ -47,11 +47,16 @@ def test_rules_by_kind_and_namespace_creation(
 def test_no_rule_grants_more_than_the_controller_does(
     kinds: list[Resource], create_namespaces: bool
 ) -> None:
-    """Never a wildcard, never a secret, pods only counted, never a write to what is not a mirror."""
+    """Never a wildcard, pods only counted, never a write to what is not a mirror or a copy
+    of a workload's ConfigMaps, Secrets and ServiceAccount (never a token, nor RBAC)."""
     for rule in worker_rules(kinds, create_namespaces=create_namespaces):
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
-        assert not {"secrets", "pods/exec", "pods/log", "configmaps"} & set(rule["resources"])
-        if rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
+        assert not {"pods/exec", "pods/log", "serviceaccounts/token"} & set(rule["resources"])
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
+        if {"secrets", "configmaps", "serviceaccounts"} & set(rule["resources"]):
+            assert rule["apiGroups"] == [""]
+            assert rule["resources"] == ["configmaps", "secrets", "serviceaccounts"]
+        elif rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
             # Capacity and data: never a write, never a get.
             assert rule["verbs"] == ["list", "watch"]
         elif rule["resources"][0] in ("namespaces",):
@@ -149,6 +154,7 @@ def test_the_policy_binds_to_the_account_and_names_the_origin_and_every_kind() -
     )
     resources = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"]
                  for r in rule["resources"]}  # fmt: skip
-    assert resources == {"jobs", "jobs/status", "jobsets", "jobsets/status", "namespaces"}
+    assert resources == {"jobs", "jobs/status", "jobsets", "jobsets/status", "namespaces",
+                         "configmaps", "secrets", "serviceaccounts"}  # fmt: skip
     assert all('"manager-a"' in v["expression"] for v in policy["spec"]["validations"][2:])
     assert '"ops"' in policy["spec"]["validations"][1]["expression"]

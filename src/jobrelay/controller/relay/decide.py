@@ -28,6 +28,7 @@ from jobrelay.controller.relay.mirror_standing import Standing, excluded_for, is
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
+    CopyDependencies,
     CreateMirror,
     DeleteMirror,
     Done,
@@ -44,6 +45,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import Finish
+from jobrelay.kinds.dependency_copies import owner_reference, refusal
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
 from jobrelay.kinds.patches import apply_merge_patch, merge_patch
 from jobrelay.kinds.types import JsonObj
@@ -150,7 +152,9 @@ def decide(s: Snapshot) -> Plan:
         if live:
             cluster = live[0].name  # its placement annotations were lost: keep the mirror it has
         else:
-            held = _held_by_admission(s, actions)
+            held = _held_by_dependencies(s, obj, actions)
+            if held is None:
+                held = _held_by_admission(s, actions)
             if held is not None:
                 return held
             placed = _placement(s, obj, _foreign_holders(s), actions)
@@ -209,6 +213,9 @@ def decide(s: Snapshot) -> Plan:
 
     if mirror is None:
         return _create(s, obj, worker, run, placed_now=placed_now, actions=actions)
+    # While it runs, its copies follow the manager's objects and are owned by it: last in
+    # the plan, so that a copy the worker refuses never holds up its status.
+    sync = tuple(_copies(s, worker, owner=mirror))
 
     patch = kind.spec_patch(obj, mirror)
     if patch is not None and _changes_pods(s, mirror, patch):
@@ -230,7 +237,7 @@ def decide(s: Snapshot) -> Plan:
         return Plan(tuple(actions), write, release=True)
     batch_wait = _batch_wait(s, obj, write)
     if batch_wait is not None:
-        return Plan(tuple(actions), RequeueAfter(batch_wait), release=True, batching=True)
+        return Plan((*actions, *sync), RequeueAfter(batch_wait), release=True, batching=True)
     if write is not None:
         actions.append(write)
         finish = kind.finish({**obj, "status": write.status})
@@ -239,7 +246,7 @@ def decide(s: Snapshot) -> Plan:
             if not s.settings.keep_finished_mirrors:
                 actions.append(_delete(cluster, mirror, f"its {kind.ref.kind} has finished"))
             return Plan(tuple(actions), Done(), release=True)
-    return Plan(tuple(actions), _until_pending_timeout(s, worker), release=True)
+    return Plan((*actions, *sync), _until_pending_timeout(s, worker), release=True)
 
 
 def _until_pending_timeout(s: Snapshot, worker: WorkerSnapshot) -> Done | RequeueAfter:
@@ -271,8 +278,10 @@ def _create(
         return Plan(tuple(actions), ReadFresh(obj=True))
     # Whoever set the placement (a user may preset or edit the annotations where no
     # admission policy stops them), a mirror is created only for pods the manager
-    # admits, and never on a worker that takes no new mirrors.
-    held = _held_by_admission(s, actions)
+    # admits, with what they need there, and never on a worker that takes no new mirrors.
+    held = _held_by_dependencies(s, obj, actions)
+    if held is None:
+        held = _held_by_admission(s, actions)
     if held is not None:
         return held
     if worker.cordoned and not placed_now:
@@ -285,6 +294,8 @@ def _create(
         # Placed by hand there, or the namespace changed hands since: never into it.
         leave = _Leave(f"worker cluster {cluster}: {closed}", lost=False)
         return _move(s, obj, worker, cluster, placements_of(obj), leave, actions)
+    if worker.foreign_dependencies:
+        return _foreign_dependencies(s, obj, worker, actions)
     vanished = _vanished_mirror(s, obj, worker)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
     was_running = kind.has_run(obj) and kind.shows_running(obj)
@@ -309,6 +320,8 @@ def _create(
         # This run's record names a mirror that is gone: it goes before another is
         # created, so that a restart between the create and its record adopts the new one.
         actions.append(Annotate(without_records_from(obj, run)))
+    # Its ConfigMaps, Secrets and ServiceAccount first: its pods need them at once.
+    actions.extend(_copies(s, worker, owner=None))
     actions.append(CreateMirror(cluster, body, _uid(obj) or "", run))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
     return Plan(tuple(actions), Done())
@@ -591,6 +604,106 @@ def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
         return None
     actions.extend(_warning(verdict.reason, verdict.message))
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+
+
+# -- dependencies: what its pods need in their namespace ------------------------------------
+
+
+def _held_by_dependencies(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan | None:
+    """Before a first placement and before any mirror is created: every ConfigMap, Secret
+    and ServiceAccount its pods require is on the manager, and may be copied.
+
+    Held otherwise, unplaced, told once per reason (an Event, and the not-placed
+    annotation while it has no placement); the appearance of the missing object
+    brings it back (the runner's index of references). An optional one that is
+    missing is fine: it is not copied.
+    """
+    if not s.dependencies:
+        return None
+    if not s.dependencies_listed:
+        return Plan(tuple(actions), Retry("the manager's ConfigMaps and Secrets have not listed"))
+    missing = [
+        n.dependency for n in s.dependencies if n.source is None and not n.dependency.optional
+    ]
+    found: tuple[str, str] | None = None
+    namespace = _namespace(obj)
+    if missing:
+        names = ", ".join(str(d) for d in missing)
+        verb = "does" if len(missing) == 1 else "do"
+        found = (
+            "MissingDependency",
+            f"{names} {verb} not exist in namespace {namespace}: this {s.kind.ref.kind} "
+            "waits until it does, and is copied with it to the worker cluster that runs it",
+        )
+    for needed in s.dependencies:
+        if found is not None:
+            break
+        refused = None if needed.source is None else refusal(needed.dependency, needed.source)
+        if refused is not None:
+            found = (refused[0], f"{needed.dependency} {refused[1]}: this "
+                     f"{s.kind.ref.kind} waits until it changes")  # fmt: skip
+    if found is None:
+        return None
+    reason, message = found
+    signature = f"{reason}|{message}"
+    if signature != s.held:
+        # The annotation first: the Event is written in the background, and whoever sees
+        # it should find the object saying the same.
+        if not placement_of(obj):
+            actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {message}")}))
+        actions.extend(_warning(reason, message))
+    return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=signature)
+
+
+def _copies(s: Snapshot, worker: WorkerSnapshot, *, owner: JsonObj | None) -> Iterator[Action]:
+    """Copy what its pods need onto ``worker`` where our copy is missing, differs from the
+    manager's, or (with ``owner``, its mirror) is not owned by the mirror yet."""
+    if not s.dependencies or s.obj is None:
+        return
+    reference = None
+    if owner is not None:
+        ref = s.kind.ref
+        reference = owner_reference(ref.api_version, ref.kind, _name(owner), _uid(owner) or "")
+    stale = []
+    for needed in s.dependencies:
+        source = needed.source
+        if source is None or refusal(needed.dependency, source) is not None:
+            continue
+        if str(needed.dependency) in worker.foreign_dependencies:
+            continue  # someone else's there (a mirror made before jobrelay copied): left alone
+        copy = worker.copies.get(str(needed.dependency))
+        if (
+            copy is None
+            or copy.digest != source.digest
+            or (reference is not None and reference["uid"] not in copy.owners)
+        ):
+            stale.append(needed.dependency)
+    if stale:
+        yield CopyDependencies(worker.name, _namespace(s.obj), tuple(stale), reference)
+
+
+def _foreign_dependencies(
+    s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, actions: list[Action]
+) -> Plan:
+    """A name its pods need is held on its worker by an object jobrelay did not make:
+    never overwritten; the workload goes elsewhere (no mirror of it ever ran there)."""
+    kind = s.kind.ref.kind
+    held = ", ".join(worker.foreign_dependencies)
+    message = (
+        f"worker cluster {worker.name}: {held} in {_namespace(obj)} "
+        f"{'was' if len(worker.foreign_dependencies) == 1 else 'were'} not made by jobrelay; "
+        f"left alone, and this {kind} is placed elsewhere"
+    )
+    history = placements_of(obj)
+    placed = _placement(s, obj, _foreign_holders(s), actions)
+    if isinstance(placed, Plan):
+        return placed
+    if isinstance(placed, _Unplaceable):
+        return _not_placed(s, obj, placed, actions)
+    actions.extend(_warning("ForeignDependency", message))
+    fixed = (*history[:-1], placed.cluster)
+    actions.append(Place(placed.cluster, _version(obj), fixed, placed.demand))
+    return Plan(tuple(actions), Done())
 
 
 _NAMESAKE = "holds a namesake jobrelay did not create"

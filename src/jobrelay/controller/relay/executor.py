@@ -13,13 +13,15 @@ that fails stops the plan; what the failure means comes back as a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from jobrelay.controller.relay.dependency_copier import DependencyCopier
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
+    CopyDependencies,
     CreateMirror,
     DeleteMirror,
     Log,
@@ -44,6 +46,7 @@ from jobrelay.placement.namespaces import opt_in_hint
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
+    DEFAULT_CONTROLLER_NAME,
     NOT_PLACED_ANNOTATION,
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
@@ -88,6 +91,17 @@ class Executor:
     observer: RelayObserver | None = None
     # This manager's origin: mirrors go only into worker namespaces labelled with it.
     origin: str = ""
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    # Copies a workload's ConfigMaps, Secrets and ServiceAccount (dependency_copier.py).
+    copier: DependencyCopier = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.copier = DependencyCopier(
+            self.manager, self.memory, self.controller_name, self.origin,
+            rejected_retry=self.rejected_retry,
+            # The metrics' (controller/instrument.py), when the observer counts copies.
+            copied=getattr(self.observer, "dependency_copied", None),
+        )  # fmt: skip
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
         """Tell the user what only they can fix (a Warning Event on the object, when it is
@@ -120,6 +134,8 @@ class Executor:
                 if stopped is None and self.observer is not None:
                     self.observer.placed(key, obj, action.cluster, action.history)
                 return stopped
+            case CopyDependencies():
+                return await self._copy_dependencies(action)
             case CreateMirror():
                 return await self._create(key, kind, obj, action)
             case PatchMirror():
@@ -224,6 +240,18 @@ class Executor:
             }
             await self._annotate(key, kind, Annotate(record))
         return None
+
+    async def _copy_dependencies(self, action: CopyDependencies) -> Stopped | None:
+        """Copy what the workload's pods need into its namespace there: the namespace is
+        made or checked first, as for its mirror (whose create follows)."""
+        worker = self.pool.get(action.cluster)
+        if worker is None:
+            return Retry(f"worker cluster {action.cluster} went away")
+        if not worker.namespace_feed.open_to(self.origin, action.namespace):
+            closed = await self._open_namespace(worker.client, action.cluster, action.namespace)
+            if closed is not None:
+                return closed
+        return await self.copier.copy(worker.client, action)
 
     def _rejected(
         self, cluster: str, key: WorkloadKey, kind: WorkloadKind, error: ApiError

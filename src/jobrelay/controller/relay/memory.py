@@ -50,6 +50,9 @@ __all__ = ["NO_POLICY", "RelayMemory", "Reservations", "Reserved"]
 # A placement whose pods a worker has not bound after this long takes no room: they
 # are Pending there (the pending timeout's business), not on their way.
 RESERVATION_MAX_AGE = 120.0
+# A worker object found under a name a workload needs, not made by jobrelay, is believed
+# to be there this long (its owner may delete it): then a copy is tried there again.
+FOREIGN_COPY_TTL = 300.0
 # A namespace without annotations: any cluster, the default score.
 NO_POLICY = Choice()
 
@@ -169,6 +172,29 @@ class RelayMemory:
         # pruned at; and its capacity with them laid on, with what it was computed from.
         self._pruned: dict[str, tuple[int, int]] = {}
         self._overlays: dict[str, tuple[WorkerCapacity, tuple[int, int], WorkerCapacity]] = {}
+        # Names a copy found held on a worker by an object jobrelay did not make, since
+        # when: (worker, namespace, "configmap/settings").
+        self._foreign_copies: dict[tuple[str, str, str], float] = {}
+
+    # -- objects on workers that jobrelay did not make ------------------------------------
+
+    def foreign_copy(self, cluster: str, namespace: str, name: str) -> None:
+        """A copy of ``name`` (``configmap/settings``) met an object jobrelay did not make."""
+        self._foreign_copies[(cluster, namespace, name)] = self._monotonic()
+
+    def foreign_copies(self, cluster: str, namespace: str, names: Iterable[str]) -> tuple[str, ...]:
+        """Those of ``names`` known held on ``cluster`` by someone else (for a while)."""
+        now = self._monotonic()
+        held = []
+        for name in names:
+            since = self._foreign_copies.get((cluster, namespace, name))
+            if since is None:
+                continue
+            if now - since > FOREIGN_COPY_TTL:
+                del self._foreign_copies[(cluster, namespace, name)]
+                continue
+            held.append(name)
+        return tuple(held)
 
     # -- what decisions said -------------------------------------------------------------
 

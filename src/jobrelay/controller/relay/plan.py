@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from jobrelay.kinds.references import Dependency
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.workload import PodGroup
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter, Retry, Terminal
@@ -21,6 +22,7 @@ from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter, Retry,
 __all__ = [
     "Action",
     "Annotate",
+    "CopyDependencies",
     "CreateMirror",
     "DeleteMirror",
     "Done",
@@ -66,6 +68,19 @@ class CreateMirror:
     body: JsonObj
     origin_uid: str
     run: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CopyDependencies:
+    """Copy these dependencies from the manager into ``namespace`` on ``cluster`` (created
+    or brought up to date; the namespace too, like a mirror's), each owned by ``owner``
+    (an ownerReference to the mirror that uses them) when given. A worker object of one
+    of these names that jobrelay did not make is never written: the plan stops there."""
+
+    cluster: str
+    namespace: str
+    dependencies: tuple[Dependency, ...]
+    owner: JsonObj | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +140,15 @@ class Annotate:
 
 
 Action = (
-    Place | CreateMirror | PatchMirror | DeleteMirror | WriteStatus | RecordEvent | Log | Annotate
+    Place
+    | CopyDependencies
+    | CreateMirror
+    | PatchMirror
+    | DeleteMirror
+    | WriteStatus
+    | RecordEvent
+    | Log
+    | Annotate
 )
 
 

@@ -21,10 +21,12 @@ from typing import Any
 
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.decide import decide
+from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Outcome, ReadFresh, Retry
 from jobrelay.controller.relay.snapshot import (
+    Needed,
     Settings,
     Snapshot,
     WorkerSnapshot,
@@ -32,6 +34,7 @@ from jobrelay.controller.relay.snapshot import (
 )
 from jobrelay.fleet.workers import Worker, WorkerPool, WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.dependency_copies import Copy, copy_of
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
@@ -82,6 +85,7 @@ class Reconciler:
         memory: RelayMemory,
         admission: Admission,
         clock: Callable[[], str] = utc_now,
+        sources: DependencySources | None = None,
     ) -> None:
         self._kinds = kinds
         self._pool = pool
@@ -91,6 +95,8 @@ class Reconciler:
         self._memory = memory
         self._admission = admission
         self._clock = clock
+        # The manager's ConfigMaps, Secrets and ServiceAccounts (None: not judged).
+        self._sources = sources
 
     # -- what the runner feeds in ------------------------------------------------------
 
@@ -244,6 +250,7 @@ class Reconciler:
         uid = str(((obj or {}).get("metadata") or {}).get("uid"))
         workers = []
         deleting = set()
+        needed = self._needed(runtime.kind, obj)
         for view in self._pool.views():
             worker = view.worker
             mirror = worker.mirror(key) if worker is not None else None
@@ -262,6 +269,7 @@ class Reconciler:
                     read_done=previous.read_done if previous is not None else False,
                     create_pending=memory.created.pending((view.name, key, uid)),
                     vanished=worker.vanished.get(key) if worker is not None else None,
+                    **self._copies_on(view.name, worker, key.namespace, needed),
                 )
             )
         return Snapshot(
@@ -279,7 +287,37 @@ class Reconciler:
             held=memory.held(key),
             leaving=memory.leaving(key),
             batching_for=memory.batching_for(key),
+            dependencies=needed,
+            dependencies_listed=not needed or self._sources is None or self._sources.listed,
         )
+
+    def _needed(self, kind: WorkloadKind, obj: JsonObj | None) -> tuple[Needed, ...] | None:
+        """What the workload's pods need in their namespace, as the manager has it."""
+        if obj is None or self._sources is None:
+            return None
+        try:
+            return self._sources.needed(kind, obj)
+        except (TypeError, ValueError, AttributeError, KeyError):
+            return ()  # templates it cannot read: placement says why (InvalidQuantity ...)
+
+    def _copies_on(
+        self, cluster: str, worker: Worker | None, namespace: str, needed: tuple[Needed, ...] | None
+    ) -> dict[str, Any]:
+        """A worker snapshot's fields of the workload's dependencies: our copies there, and
+        the names held there by objects jobrelay did not make."""
+        if not needed:
+            return {}
+        names = [str(n.dependency) for n in needed]
+        copies: dict[str, Copy] = {}
+        if worker is not None:
+            for n in needed:
+                copy = copy_of(
+                    worker.dependency_feed.copy(n.dependency.kind, namespace, n.dependency.name)
+                )
+                if copy is not None:
+                    copies[str(n.dependency)] = copy
+        foreign = self._memory.foreign_copies(cluster, namespace, names)
+        return {"copies": copies, "foreign_dependencies": foreign}
 
     def _worker_snapshot(
         self, view: WorkerView, kind: str, capacity: Mapping[str, Any], **of_key: Any

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from jobrelay.kinds.admission_rules import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.dependency_copies import Copy, Source
+from jobrelay.kinds.references import Dependency
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
@@ -84,6 +86,10 @@ class WorkerSnapshot:
     # Its namespaces, and which are open to this manager (placement/namespaces.py); the
     # reconciler always sets it (None: not judged, as in tests of other rules).
     namespaces: WorkerNamespaces | None = None
+    # Our copies there of this workload's dependencies, by name (``configmap/settings``).
+    copies: Mapping[str, Copy] = field(default_factory=dict)
+    # Those of its dependencies a copy found held there by an object jobrelay did not make.
+    foreign_dependencies: tuple[str, ...] = ()
     # Its PersistentVolumeClaims (placement/claims.py); the reconciler always sets it.
     claims: WorkerClaims | None = None
 
@@ -113,8 +119,18 @@ def placement_cluster(worker: WorkerSnapshot) -> Cluster:
         blind=worker.blind,
         load=worker.load,
         namespaces=worker.namespaces,
+        foreign_dependencies=worker.foreign_dependencies,
         claims=worker.claims,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Needed:
+    """One object the workload's pods need in their namespace, and the manager's (None:
+    missing there)."""
+
+    dependency: Dependency
+    source: Source | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +161,12 @@ class Snapshot:
     # Seconds a passing status step of this workload has waited to be copied in a batch
     # (since the first decision that let it wait); None when none waits.
     batching_for: float | None = None
+    # What its pod templates name (kinds/references.py), each as the manager has it;
+    # None: not judged (as in tests of other rules).
+    dependencies: tuple[Needed, ...] | None = None
+    # The manager's caches of ConfigMaps, Secrets and ServiceAccounts have listed: what
+    # they lack is really missing.
+    dependencies_listed: bool = True
 
     def worker(self, name: str) -> WorkerSnapshot | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -27,6 +27,7 @@ from jobrelay.fleet.workers.connection import (
     client_from_kubeconfig,
     wait_listed,
 )
+from jobrelay.fleet.workers.dependency_feed import CopyChanged
 from jobrelay.fleet.workers.liveness import probe, run_probes
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict, LostClock
 from jobrelay.fleet.workers.record import Identity, Worker, WorkerEventSink, WorkerRecord
@@ -38,7 +39,7 @@ from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import mirror_selector
+from jobrelay.vocabulary.names import copy_selector, mirror_selector
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
 from jobrelay.vocabulary.workercluster import DrainMode, WorkerClusterSpec
 
@@ -107,8 +108,11 @@ class WorkerPool:
         client_factory: ClientFactory = client_from_kubeconfig,
         on_capacity_change: Callable[[str], None] | None = None,
         event_sink: WorkerEventSink | None = None,
+        on_copy_change: CopyChanged | None = None,
     ) -> None:
         self._kinds = list(kinds)
+        # Told of every change of a dependency copy on any worker (kind, namespace/name).
+        self._on_copy_change = on_copy_change
         self._on_mirror_change = on_mirror_change
         self._on_capacity_change = on_capacity_change
         self._event_sink = event_sink
@@ -366,6 +370,13 @@ class WorkerPool:
         # A namespace opened or closed to this manager may place a held workload.
         worker.namespace_feed.start(
             client, self._options.informer, changed=lambda: self._capacity_changed(worker)
+        )
+        # Our copies of workloads' ConfigMaps, Secrets and ServiceAccounts there.
+        worker.dependency_feed.start(
+            client,
+            copy_selector(self._options.controller_name, self._options.origin),
+            self._options.informer,
+            changed=self._on_copy_change,
         )
         # So may a claim that comes or binds: data decides the place (placement/claims.py).
         worker.claim_feed.start(

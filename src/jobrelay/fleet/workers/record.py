@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
+from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,
@@ -86,6 +87,8 @@ class Worker:
     capacity_feed: CapacityFeed = field(init=False)
     # Its namespaces and their origin labels (namespace_feed.py).
     namespace_feed: NamespaceFeed = field(init=False)
+    # Our copies there of workloads' ConfigMaps, Secrets and ServiceAccounts.
+    dependency_feed: DependencyFeed = field(init=False)
     # Its PersistentVolumeClaims and their phases (claim_feed.py), for placement by data.
     claim_feed: ClaimFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
@@ -97,6 +100,7 @@ class Worker:
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
         self.namespace_feed = NamespaceFeed(self.name)
+        self.dependency_feed = DependencyFeed(self.name)
         self.claim_feed = ClaimFeed(self.name)
 
     @property
@@ -249,6 +253,7 @@ class Worker:
                 await task
         await self.capacity_feed.stop()
         await self.namespace_feed.stop()
+        await self.dependency_feed.stop()
         await self.claim_feed.stop()
         for informer in (*self.mirrors.values(), self.events):
             if informer is not None:

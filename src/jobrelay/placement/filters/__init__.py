@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobrelay.placement.filters.choice import JobClusters, JobSelector
 from jobrelay.placement.filters.data import DataLocality
+from jobrelay.placement.filters.dependencies import ForeignDependencies
 from jobrelay.placement.filters.fit import Fits
 from jobrelay.placement.filters.policy import NamespacePolicy
 from jobrelay.placement.filters.state import Connected, NotCordoned, NotExcluded
@@ -18,6 +19,7 @@ FILTERS: tuple[Filter, ...] = (
     Connected(),
     NotCordoned(),
     WorkerNamespace(),
+    ForeignDependencies(),
     DataLocality(),
     Fits(),
 )
@@ -27,6 +29,7 @@ __all__ = [
     "Connected",
     "DataLocality",
     "Fits",
+    "ForeignDependencies",
     "JobClusters",
     "JobSelector",
     "NamespacePolicy",

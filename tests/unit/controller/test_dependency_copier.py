@@ -1,0 +1,141 @@
+"""CopyDependencies against in-memory apiservers: a copy is created, brought up to date
+and owned; someone else's object of that name is never written."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from tests.unit.controller.builders import JOB, job, key_of
+from tests.unit.controller.fakes import FakeCluster, FakeEvents, FakePool, FakeWorker, executor_over
+from tests.unit.controller.test_instrument import value
+
+from jobrelay.controller.instrument import Instruments
+from jobrelay.controller.relay.executor import Executor
+from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.plan import CopyDependencies, Plan, Retry, Terminal
+from jobrelay.kinds.dependency_copies import digest
+from jobrelay.kinds.references import Dependency
+from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.names import COPY_LABEL, DIGEST_ANNOTATION, ORIGIN_LABEL
+
+SETTINGS = Dependency("configmap", "settings")
+OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "m-1",
+         "blockOwnerDeletion": False}  # fmt: skip
+
+
+@dataclass
+class Env:
+    manager: FakeCluster
+    worker: FakeCluster
+    executor: Executor
+    memory: RelayMemory
+
+    async def copy(self, *dependencies: Dependency, owner: JsonObj | None = None) -> Any:
+        action = CopyDependencies("w1", "team-a", dependencies, owner)
+        return await self.executor.apply(key_of(JOB), JOB, job(), Plan((action,)))
+
+    def on_worker(self, name: str = "settings") -> JsonObj | None:
+        return self.worker.get("configmaps", f"team-a/{name}")
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    manager = FakeCluster("manager")
+    manager.put("configmaps", source({"mode": "fast"}))
+    worker = FakeWorker("w1", FakeCluster("w1"))
+    pool = FakePool(worker)
+    memory = RelayMemory()
+    client = manager.client()
+    executor = executor_over(client, pool, FakeEvents(), memory=memory)
+    yield Env(manager, worker.cluster, executor, memory)
+    await client.aclose()
+    await pool.aclose()
+
+
+def source(data: dict[str, str]) -> JsonObj:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "team-a"}, "data": data}  # fmt: skip
+
+
+async def test_a_missing_copy_is_created_with_our_marks(env: Env) -> None:
+    assert await env.copy(SETTINGS) is None
+    copy = env.on_worker()
+    assert copy is not None
+    assert copy["data"] == {"mode": "fast"}
+    assert copy["metadata"]["labels"] == {COPY_LABEL: "jobrelay.dev.relay", ORIGIN_LABEL: "manager"}
+    assert copy["metadata"]["annotations"][DIGEST_ANNOTATION] == digest({"data": {"mode": "fast"}})
+    assert "ownerReferences" not in copy["metadata"]
+
+
+async def test_an_edit_on_the_manager_and_the_mirror_as_owner_reach_the_copy(env: Env) -> None:
+    await env.copy(SETTINGS)
+    before = env.on_worker()
+    assert before is not None
+    env.manager.objects[("configmaps", "team-a", "settings")]["data"] = {"mode": "careful"}
+    assert await env.copy(SETTINGS, owner=OWNER) is None
+    after = env.on_worker()
+    assert after is not None
+    assert after["data"] == {"mode": "careful"}
+    assert after["metadata"]["ownerReferences"] == [OWNER]
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # replaced, not re-created
+    # Another mirror using it joins the owners; the first stays.
+    second = {**OWNER, "name": "other", "uid": "m-2"}
+    await env.copy(SETTINGS, owner=second)
+    owned = env.on_worker()
+    assert owned is not None and owned["metadata"]["ownerReferences"] == [OWNER, second]
+
+
+async def test_a_current_owned_copy_is_not_written(env: Env) -> None:
+    await env.copy(SETTINGS, owner=OWNER)
+    writes = len([r for r in env.worker.requests if r[0] != "GET"])
+    assert await env.copy(SETTINGS, owner=OWNER) is None
+    assert len([r for r in env.worker.requests if r[0] != "GET"]) == writes
+
+
+async def test_someone_elses_object_of_that_name_is_never_written(env: Env) -> None:
+    theirs = env.worker.put("configmaps", source({"owner": "them"}))
+    version = theirs["metadata"]["resourceVersion"]
+    stopped = await env.copy(SETTINGS, owner=OWNER)
+    assert isinstance(stopped, Retry) and "was not made by jobrelay" in stopped.why
+    kept = env.on_worker()
+    assert kept is not None and kept["metadata"]["resourceVersion"] == version
+    assert [r[0] for r in env.worker.requests] == ["GET"]
+    assert env.memory.foreign_copies("w1", "team-a", ["configmap/settings"]) == (
+        "configmap/settings",
+    )
+
+
+async def test_a_source_gone_meanwhile_stops_unless_optional(env: Env) -> None:
+    missing = Dependency("configmap", "gone")
+    assert isinstance(await env.copy(missing), Retry)
+    assert await env.copy(Dependency("configmap", "gone", optional=True)) is None
+    assert env.on_worker("gone") is None
+
+
+async def test_a_workers_refusal_is_told_to_the_user(env: Env) -> None:
+    env.worker.fail("POST", "/configmaps", 403, "Forbidden")
+    stopped = await env.copy(SETTINGS)
+    assert isinstance(stopped, Terminal) and stopped.reason == "DependencyNotCopied"
+
+
+async def test_copies_are_counted_for_the_metrics(env: Env) -> None:
+    instruments = Instruments()
+    env.executor.copier.copied = instruments.dependency_copied
+    await env.copy(SETTINGS)
+    await env.copy(SETTINGS, owner=OWNER)
+    await env.copy(SETTINGS, owner=OWNER)  # current: nothing written, nothing counted
+    for action in ("created", "updated"):
+        assert value(instruments, "jobrelay_dependency_copies_total", worker="w1",
+                     action=action) == 1.0  # fmt: skip
+
+
+def test_the_executors_observer_counts_the_copies() -> None:
+    instruments = Instruments()
+    executor = Executor(
+        manager=FakeCluster("manager").client(), pool=FakePool(), events=FakeEvents(),  # type: ignore[arg-type]
+        create_namespaces=True, rejected_retry=30.0, memory=RelayMemory(), observer=instruments,
+    )  # fmt: skip
+    assert executor.copier.copied == instruments.dependency_copied
