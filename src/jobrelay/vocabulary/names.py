@@ -27,6 +27,8 @@ REDISPATCH_NEVER = "never"
 REDISPATCH_ALWAYS = "always"
 # Why a workload is not placed yet, shown on the object itself (jobrelay writes it).
 NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
+# The RelayQueue a workload names (a label, so that queues and `kubectl get -l` select on it).
+QUEUE_LABEL = "jobrelay.dev/queue"
 # On the management object: why its mirror cannot create its pods, in its worker's
 # words ("worker-1: FailedCreate: <message>"); removed once its pods run or it ends.
 BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
