@@ -109,6 +109,8 @@ class Entry:
     created: str
     # All its pods at once (placement's ``Workload.demand``).
     requests: Resources
+    # Their limits (a ResourceQuota's ``limits.*`` counts them; empty when none are set).
+    limits: Resources = field(default_factory=dict)
     # Admitted: placed (it has a placement, or a live mirror) and not finished. Its
     # requests count as its queue's usage.
     admitted: bool = False
