@@ -70,22 +70,36 @@ def chart_crds(progress: Progress, *, build: bool) -> Path:
     ``build``."""
     tag = "-".join(version for _module, version, _files in CHART_CRD_SOURCES)
     destination = cache_root() / "crds" / f"chart-crds-{tag}.json"
+    return cached_crds(
+        progress, build=build, destination=destination, sources=CHART_CRD_SOURCES,
+        what="the chart tests' CRDs", workspace="chart-crds",
+    )  # fmt: skip
+
+
+def cached_crds(
+    progress: Progress,
+    *,
+    build: bool,
+    destination: Path,
+    sources: tuple[tuple[str, str, tuple[str, ...]], ...],
+    what: str,
+    workspace: str,
+) -> Path:
+    """``destination``, a JSON list of the CRDs of ``sources`` (module, version, files),
+    downloaded through the Go module proxy when missing and ``build``."""
     if destination.is_file():
         return destination
     if not build:
-        raise BinaryError(
-            f"the CRDs of the chart tests are not in {destination.parent} yet: "
-            "run `jobrelay fleet build`"
-        )
+        raise BinaryError(f"{what} are not in {destination.parent} yet: run `jobrelay fleet build`")
     with build_lock():
         if not destination.is_file():
-            go = find_go("the chart tests' CRDs", "nothing: they come from the Go module proxy")
-            workspace = cache_root() / "build" / "chart-crds"
-            workspace.mkdir(parents=True, exist_ok=True)
+            go = find_go(what, "nothing: they come from the Go module proxy")
+            directory = cache_root() / "build" / workspace
+            directory.mkdir(parents=True, exist_ok=True)
             crds: list[Any] = []
-            for module, version, files in CHART_CRD_SOURCES:
+            for module, version, files in sources:
                 progress(f"downloading the CRDs of {module}@{version} ...")
-                info = download_module(go, module, version, workspace)
+                info = download_module(go, module, version, directory)
                 crds += crds_from_zip(Path(info["Zip"]), module, version, files)
             destination.parent.mkdir(parents=True, exist_ok=True)
             temporary = destination.with_suffix(".tmp")

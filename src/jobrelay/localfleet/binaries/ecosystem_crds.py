@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from jobrelay.localfleet.binaries import BinaryError, Progress
-from jobrelay.localfleet.binaries.build_cache import build_lock, cache_root
-from jobrelay.localfleet.binaries.chart_crds import crds_from_zip
-from jobrelay.localfleet.binaries.gomodule import download_module, find_go
+from jobrelay.localfleet.binaries.build_cache import cache_root
+from jobrelay.localfleet.binaries.chart_crds import cached_crds
 from jobrelay.localfleet.binaries.versions import (
     KUBERAY_MODULE,
     KUBERAY_VERSION,
@@ -51,29 +50,11 @@ def ecosystem_crds_path() -> Path:
 def ecosystem_crds(progress: Progress, *, build: bool) -> Path:
     """The JSON file (a list) of the ecosystem's CRDs, downloading them through the Go
     module proxy when missing and ``build``."""
-    destination = ecosystem_crds_path()
-    if destination.is_file():
-        return destination
-    if not build:
-        raise BinaryError(
-            f"the ecosystem's CRDs (KubeRay, Kubeflow) are not in {destination.parent} yet: "
-            "run `jobrelay fleet build`"
-        )
-    with build_lock():
-        if not destination.is_file():
-            go = find_go("the ecosystem's CRDs", "nothing: they come from the Go module proxy")
-            workspace = cache_root() / "build" / "ecosystem-crds"
-            workspace.mkdir(parents=True, exist_ok=True)
-            crds: list[Any] = []
-            for module, version, files in ECOSYSTEM_CRD_SOURCES:
-                progress(f"downloading the CRDs of {module}@{version} ...")
-                info = download_module(go, module, version, workspace)
-                crds += crds_from_zip(Path(info["Zip"]), module, version, files)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            temporary = destination.with_suffix(".tmp")
-            temporary.write_text(json.dumps(crds, separators=(",", ":")))
-            temporary.replace(destination)
-    return destination
+    return cached_crds(
+        progress, build=build, destination=ecosystem_crds_path(),
+        sources=ECOSYSTEM_CRD_SOURCES, what="the ecosystem's CRDs (KubeRay, Kubeflow)",
+        workspace="ecosystem-crds",
+    )  # fmt: skip
 
 
 def load_ecosystem_crds(path: Path) -> list[dict[str, Any]]:
