@@ -14,7 +14,7 @@ import copy
 from collections.abc import Iterable
 
 from jobrelay.kinds.base import SPEC_MANAGED_BY, Finish, WorkloadKind, without_path
-from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
 
@@ -37,12 +37,7 @@ class GenericKind(WorkloadKind):
             raise ValueError(f"{ref.name}: at least one finishing condition type is needed")
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
-        spec = obj.get("spec") or {}
-        return {
-            "metadata": slim_metadata(obj),
-            "spec": {"suspend": spec["suspend"]} if "suspend" in spec else {},
-            "status": obj.get("status") or {},
-        }
+        return slim_suspendable(obj)
 
     def build_mirror(
         self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
@@ -52,14 +47,9 @@ class GenericKind(WorkloadKind):
         del now
         # The worker's own controller of the kind runs the mirror: the field goes.
         spec = without_path(copy.deepcopy(obj.get("spec") or {}), self.managed_by_field[1:])
-        return {
-            "apiVersion": self.ref.api_version,
-            "kind": self.ref.kind,
-            "metadata": mirror_metadata(
-                obj, controller_name=controller_name, origin=origin, run=run
-            ),
-            "spec": spec,
-        }
+        return mirror_object(
+            self.ref, obj, spec, controller_name=controller_name, origin=origin, run=run
+        )
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
         mine = obj.get("spec") or {}

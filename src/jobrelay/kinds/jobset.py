@@ -22,7 +22,7 @@ import copy
 from typing import Any
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
-from jobrelay.kinds.mirrors import carried_over, mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import carried_over, mirror_object, slim_metadata
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -82,18 +82,15 @@ class JobSetKind(WorkloadKind):
         policy = mirror_spec.get("failurePolicy") or {}
         if restarts and policy.get("maxRestarts") is not None:
             policy["maxRestarts"] = max(0, int(policy["maxRestarts"]) - restarts)
-        return {
-            "apiVersion": self.ref.api_version,
-            "kind": self.ref.kind,
-            "metadata": mirror_metadata(
-                obj,
-                controller_name=controller_name,
-                origin=origin,
-                run=run,
-                carried_over={"restarts": restarts} if restarts else None,
-            ),
-            "spec": mirror_spec,
-        }
+        return mirror_object(
+            self.ref,
+            obj,
+            mirror_spec,
+            controller_name=controller_name,
+            origin=origin,
+            run=run,
+            carried_over={"restarts": restarts} if restarts else None,
+        )
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
         mine, theirs = obj.get("spec") or {}, mirror.get("spec") or {}

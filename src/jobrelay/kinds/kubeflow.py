@@ -36,7 +36,7 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
-from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import mirror_object, slim_metadata
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -78,14 +78,9 @@ class KubeflowJobKind(WorkloadKind):
             spec["runPolicy"] = {
                 k: v for k, v in policy.items() if k not in _MANAGER_ONLY_RUN_POLICY
             }
-        return {
-            "apiVersion": self.ref.api_version,
-            "kind": self.ref.kind,
-            "metadata": mirror_metadata(
-                obj, controller_name=controller_name, origin=origin, run=run
-            ),
-            "spec": spec,
-        }
+        return mirror_object(
+            self.ref, obj, spec, controller_name=controller_name, origin=origin, run=run
+        )
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
         mine = bool(self._run_policy(obj).get("suspend"))

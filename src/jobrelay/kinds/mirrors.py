@@ -25,6 +25,7 @@ from jobrelay.vocabulary.names import (
     controller_label_value,
     is_own_mark,
 )
+from jobrelay.vocabulary.resource import Resource
 
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -140,3 +141,38 @@ def slim_metadata(obj: JsonObj) -> JsonObj:
         "creationTimestamp",
     )
     return {key: metadata[key] for key in keep if key in metadata}
+
+
+def mirror_object(
+    ref: Resource,
+    obj: JsonObj,
+    spec: JsonObj,
+    *,
+    controller_name: str,
+    origin: str,
+    run: int,
+    carried_over: JsonObj | None = None,
+) -> JsonObj:
+    """A mirror of kind ``ref``: ``spec`` under the metadata of :func:`mirror_metadata`."""
+    return {
+        "apiVersion": ref.api_version,
+        "kind": ref.kind,
+        "metadata": mirror_metadata(
+            obj,
+            controller_name=controller_name,
+            origin=origin,
+            run=run,
+            carried_over=carried_over,
+        ),
+        "spec": spec,
+    }
+
+
+def slim_suspendable(obj: JsonObj) -> JsonObj:
+    """A cached mirror of a kind whose only mutable spec field is ``spec.suspend``."""
+    spec = obj.get("spec") or {}
+    return {
+        "metadata": slim_metadata(obj),
+        "spec": {"suspend": spec["suspend"]} if "suspend" in spec else {},
+        "status": obj.get("status") or {},
+    }

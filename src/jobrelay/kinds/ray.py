@@ -41,7 +41,7 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
-from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -116,24 +116,7 @@ class _RayKind(WorkloadKind):
     crd_managed_by_values = _CRD_VALUES
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
-        spec = _spec(obj)
-        return {
-            "metadata": slim_metadata(obj),
-            "spec": {"suspend": spec["suspend"]} if "suspend" in spec else {},
-            "status": obj.get("status") or {},
-        }
-
-    def _mirror(
-        self, obj: JsonObj, spec: JsonObj, controller_name: str, origin: str, run: int
-    ) -> JsonObj:
-        return {
-            "apiVersion": self.ref.api_version,
-            "kind": self.ref.kind,
-            "metadata": mirror_metadata(
-                obj, controller_name=controller_name, origin=origin, run=run
-            ),
-            "spec": spec,
-        }
+        return slim_suspendable(obj)
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
         mine = bool(_spec(obj).get("suspend"))
@@ -157,7 +140,9 @@ class RayJobKind(_RayKind):
         strategy = spec.get("deletionStrategy")
         if isinstance(strategy, dict):
             spec["deletionStrategy"] = _never_delete_self(strategy)
-        return self._mirror(obj, spec, controller_name, origin, run)
+        return mirror_object(
+            self.ref, obj, spec, controller_name=controller_name, origin=origin, run=run
+        )
 
     def next_status(
         self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False
@@ -254,7 +239,9 @@ class RayClusterKind(_RayKind):
     ) -> JsonObj:
         del now
         spec = {k: copy.deepcopy(v) for k, v in _spec(obj).items() if k != "managedBy"}
-        return self._mirror(obj, spec, controller_name, origin, run)
+        return mirror_object(
+            self.ref, obj, spec, controller_name=controller_name, origin=origin, run=run
+        )
 
     def next_status(
         self, obj: JsonObj, mirror: JsonObj | None, *, now: str, gone: bool = False

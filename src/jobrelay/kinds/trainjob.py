@@ -32,7 +32,7 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
-from jobrelay.kinds.mirrors import mirror_metadata, slim_metadata
+from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -54,26 +54,16 @@ class TrainJobKind(WorkloadKind):
     crd_managed_by_values = (TRAINJOB_CONTROLLER, "kueue.x-k8s.io/multikueue")
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
-        spec = _spec(obj)
-        return {
-            "metadata": slim_metadata(obj),
-            "spec": {"suspend": spec["suspend"]} if "suspend" in spec else {},
-            "status": obj.get("status") or {},
-        }
+        return slim_suspendable(obj)
 
     def build_mirror(
         self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
     ) -> JsonObj:
         del now
         spec = {k: copy.deepcopy(v) for k, v in _spec(obj).items() if k != "managedBy"}
-        return {
-            "apiVersion": self.ref.api_version,
-            "kind": self.ref.kind,
-            "metadata": mirror_metadata(
-                obj, controller_name=controller_name, origin=origin, run=run
-            ),
-            "spec": spec,
-        }
+        return mirror_object(
+            self.ref, obj, spec, controller_name=controller_name, origin=origin, run=run
+        )
 
     def spec_patch(self, obj: JsonObj, mirror: JsonObj) -> JsonObj | None:
         mine = bool(_spec(obj).get("suspend"))
