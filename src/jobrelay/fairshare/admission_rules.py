@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
-from jobrelay.fairshare.shares import add_into, dominant_share, usage_by_queue
+from jobrelay.fairshare.shares import add_into, dominant_share
 from jobrelay.placement.units import Resources, format_units
 
 __all__ = [
@@ -68,6 +68,8 @@ def queue_order(entry: Entry) -> tuple[int, str, str]:
 def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Holding | None:
     """Why ``requests`` on top of ``usage`` would take ``queue`` above its ceiling (the
     first such resource by name), or None when it stays within."""
+    if not queue.borrowing_limit:  # no ceiling anywhere
+        return None
     for resource in sorted(requests):
         asked = requests[resource]
         ceiling = queue.ceiling(resource)
@@ -96,6 +98,8 @@ def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Hol
 
 def _within_nominal(queue: QueueSpec, usage: Resources, requests: Resources) -> bool:
     """Whether ``requests`` stays within the queue's nominal quota of all it asks."""
+    if not queue.nominal:
+        return not any(asked > 0 for asked in requests.values())
     return all(
         usage.get(resource, 0) + asked <= queue.nominal.get(resource, 0)
         for resource, asked in requests.items()
@@ -111,25 +115,72 @@ class _Line:
     pending: list[Entry]
     usage: dict[str, int]
     next: int = 0
+    # Its weighted dominant share: changes only when it admits.
+    share: float = 0.0
 
-    def order(self, fleet: Fleet) -> tuple[int, float, str]:
+    def admit(self, entry: Entry, fleet: Fleet) -> None:
+        add_into(self.usage, entry.requests)
+        self.share = dominant_share(self.usage, fleet) / self.queue.weight
+
+    def order(self) -> tuple[int, float, str]:
         """Its place among the queues: within nominal first, then lowest weighted share."""
         head = self.pending[self.next]
         guaranteed = 0 if _within_nominal(self.queue, self.usage, head.requests) else 1
-        share = dominant_share(self.usage, fleet) / self.queue.weight
-        return (guaranteed, share, self.queue.name)
+        return (guaranteed, self.share, self.queue.name)
 
 
-def _lines(queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> dict[str, _Line]:
-    entries = list(entries)
-    usage = usage_by_queue(e for e in entries if e.queue in queues)
-    lines = {name: _Line(queue, [], usage.get(name, {})) for name, queue in queues.items()}
+def _lines(
+    queues: Mapping[str, QueueSpec], entries: Iterable[Entry], fleet: Fleet
+) -> dict[str, _Line]:
+    """The queues that have pending entries, each with its usage, entries in order."""
+    lines = {name: _Line(queue, [], {}) for name, queue in queues.items()}
     for entry in entries:
-        if not entry.admitted and entry.queue in lines:
-            lines[entry.queue].pending.append(entry)
+        line = lines.get(entry.queue)
+        if line is None:
+            continue
+        if entry.admitted:
+            add_into(line.usage, entry.requests)
+        else:
+            line.pending.append(entry)
     for line in lines.values():
         line.pending.sort(key=queue_order)
-    return lines
+        if line.queue.weight > 0:
+            line.share = dominant_share(line.usage, fleet) / line.queue.weight
+    return {name: line for name, line in lines.items() if line.pending}
+
+
+def _serve_one(
+    line: _Line,
+    fleet: Fleet,
+    fits: Callable[[Entry], bool],
+    admitted: list[str],
+    holding: dict[str, Holding],
+) -> bool:
+    """Judges the queue's next entry; whether the queue has more to judge in this pass."""
+    name = line.queue.name
+    entry = line.pending[line.next]
+    line.next += 1
+    why = quota_excess(line.queue, line.usage, entry.requests)
+    if why is None and fits(entry):
+        admitted.append(entry.key)
+        line.admit(entry, fleet)
+    else:
+        if why is None:
+            why = Holding(
+                WAITING_FOR_ROOM,
+                f"{name}: no cluster has room for it now; it is admitted when "
+                f"capacity frees and its queue's turn comes",
+            )
+        holding[entry.key] = why
+        if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
+            behind = Holding(
+                QUEUED_BEHIND,
+                f"{name}: behind {entry.key} (the queue is StrictFIFO: its head goes first)",
+            )
+            for waiting in line.pending[line.next :]:
+                holding[waiting.key] = behind
+            return False
+    return line.next < len(line.pending)
 
 
 def admission_pass(
@@ -144,10 +195,10 @@ def admission_pass(
     Admitted entries count as their queues' usage; entries of a queue not in ``queues``
     are left out (the caller holds them: QueueNotFound). A queue of weight <= 0 admits
     nothing (the CRD refuses one)."""
-    lines = {name: line for name, line in _lines(queues, entries).items() if line.pending}
+    lines = _lines(queues, entries, fleet)
     admitted: list[str] = []
     holding: dict[str, Holding] = {}
-    heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
+    heap = [(line.order(), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)
     for name, line in lines.items():
         if line.queue.weight <= 0:
@@ -158,30 +209,12 @@ def admission_pass(
     while heap:
         _, name = heapq.heappop(heap)
         line = lines[name]
-        entry = line.pending[line.next]
-        line.next += 1
-        why = quota_excess(line.queue, line.usage, entry.requests)
-        if why is None and fits(entry):
-            admitted.append(entry.key)
-            add_into(line.usage, entry.requests)
-        else:
-            if why is None:
-                why = Holding(
-                    WAITING_FOR_ROOM,
-                    f"{name}: no cluster has room for it now; it is admitted when "
-                    f"capacity frees and its queue's turn comes",
-                )
-            holding[entry.key] = why
-            if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
-                behind = Holding(
-                    QUEUED_BEHIND,
-                    f"{name}: behind {entry.key} (the queue is StrictFIFO: its head goes first)",
-                )
-                for waiting in line.pending[line.next :]:
-                    holding[waiting.key] = behind
-                continue
-        if line.next < len(line.pending):
-            heapq.heappush(heap, (line.order(fleet), name))
+        # Serve this queue while it stays first (saves a heap round per entry).
+        while _serve_one(line, fleet, fits, admitted, holding):
+            order = (line.order(), name)
+            if heap and heap[0] < order:
+                heapq.heappush(heap, order)
+                break
     chosen = set(admitted)
     positions: dict[str, int] = {}
     for line in lines.values():
