@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
-from jobrelay.fairshare.shares import add_into, dominant_share
+from jobrelay.fairshare.shares import add_into, dominant_share_with
 from jobrelay.placement.units import Resources, format_units
 
 __all__ = [
@@ -115,23 +115,18 @@ class _Line:
     pending: list[Entry]
     usage: dict[str, int]
     next: int = 0
-    # Its weighted dominant share: changes only when it admits.
-    share: float = 0.0
 
-    def admit(self, entry: Entry, fleet: Fleet) -> None:
-        add_into(self.usage, entry.requests)
-        self.share = dominant_share(self.usage, fleet) / self.queue.weight
-
-    def order(self) -> tuple[int, float, str]:
-        """Its place among the queues: within nominal first, then lowest weighted share."""
+    def order(self, fleet: Fleet) -> tuple[int, float, str]:
+        """Its place among the queues: within nominal first, then the lowest weighted
+        dominant share it would have with its next entry (Kueue's ordering: with whole
+        workloads, the share before would let ties keep a heavy queue under its part)."""
         head = self.pending[self.next]
         guaranteed = 0 if _within_nominal(self.queue, self.usage, head.requests) else 1
-        return (guaranteed, self.share, self.queue.name)
+        share = dominant_share_with(self.usage, head.requests, fleet) / self.queue.weight
+        return (guaranteed, share, self.queue.name)
 
 
-def _lines(
-    queues: Mapping[str, QueueSpec], entries: Iterable[Entry], fleet: Fleet
-) -> dict[str, _Line]:
+def _lines(queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> dict[str, _Line]:
     """The queues that have pending entries, each with its usage, entries in order."""
     lines = {name: _Line(queue, [], {}) for name, queue in queues.items()}
     for entry in entries:
@@ -144,14 +139,11 @@ def _lines(
             line.pending.append(entry)
     for line in lines.values():
         line.pending.sort(key=queue_order)
-        if line.queue.weight > 0:
-            line.share = dominant_share(line.usage, fleet) / line.queue.weight
     return {name: line for name, line in lines.items() if line.pending}
 
 
 def _serve_one(
     line: _Line,
-    fleet: Fleet,
     fits: Callable[[Entry], bool],
     admitted: list[str],
     holding: dict[str, Holding],
@@ -163,7 +155,7 @@ def _serve_one(
     why = quota_excess(line.queue, line.usage, entry.requests)
     if why is None and fits(entry):
         admitted.append(entry.key)
-        line.admit(entry, fleet)
+        add_into(line.usage, entry.requests)
     else:
         if why is None:
             why = Holding(
@@ -195,10 +187,10 @@ def admission_pass(
     Admitted entries count as their queues' usage; entries of a queue not in ``queues``
     are left out (the caller holds them: QueueNotFound). A queue of weight <= 0 admits
     nothing (the CRD refuses one)."""
-    lines = _lines(queues, entries, fleet)
+    lines = _lines(queues, entries)
     admitted: list[str] = []
     holding: dict[str, Holding] = {}
-    heap = [(line.order(), name) for name, line in lines.items() if line.queue.weight > 0]
+    heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)
     for name, line in lines.items():
         if line.queue.weight <= 0:
@@ -210,8 +202,8 @@ def admission_pass(
         _, name = heapq.heappop(heap)
         line = lines[name]
         # Serve this queue while it stays first (saves a heap round per entry).
-        while _serve_one(line, fleet, fits, admitted, holding):
-            order = (line.order(), name)
+        while _serve_one(line, fits, admitted, holding):
+            order = (line.order(fleet), name)
             if heap and heap[0] < order:
                 heapq.heappush(heap, order)
                 break

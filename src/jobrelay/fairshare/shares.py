@@ -20,6 +20,7 @@ from jobrelay.placement.units import Resources
 __all__ = [
     "QueueFigures",
     "dominant_share",
+    "dominant_share_with",
     "fairness_error",
     "queue_figures",
     "usage_by_queue",
@@ -56,6 +57,21 @@ def dominant_share(usage: Resources, fleet: Fleet) -> float:
         allocatable = fleet.allocatable.get(resource, 0)
         if allocatable > 0 and used > 0:
             share = max(share, used / allocatable)
+    return share
+
+
+def dominant_share_with(usage: Resources, extra: Resources, fleet: Fleet) -> float:
+    """The dominant share of ``usage`` and ``extra`` together (without building the sum)."""
+    share = 0.0
+    for resource, used in usage.items():
+        allocatable = fleet.allocatable.get(resource, 0)
+        total = used + extra.get(resource, 0)
+        if allocatable > 0 and total > 0:
+            share = max(share, total / allocatable)
+    for resource, asked in extra.items():
+        allocatable = fleet.allocatable.get(resource, 0)
+        if resource not in usage and allocatable > 0 and asked > 0:
+            share = max(share, asked / allocatable)
     return share
 
 

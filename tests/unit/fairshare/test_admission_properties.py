@@ -166,7 +166,9 @@ def test_under_saturation_shares_converge_to_the_weights(weights: list, seed: in
     total = sum(cpu_time.values())
     for name, spec in known.items():
         expected = spec.weight / sum(weights)
-        assert abs(cpu_time[name] / total - expected) < 0.03, (weights, cpu_time)
+        # Whole 1-CPU workloads: a queue may hold one CPU more or less than its exact
+        # part (1:1:3 of 32 CPUs is 6.4 / 6.4 / 19.2), so one CPU of the fleet is allowed.
+        assert abs(cpu_time[name] / total - expected) < 1 / FLEET_CPU + 0.005, (weights, cpu_time)
 
 
 @settings(max_examples=60, deadline=None)

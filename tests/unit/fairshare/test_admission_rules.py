@@ -148,3 +148,15 @@ def test_a_queue_of_no_weight_admits_nothing(weight: float) -> None:
 def test_entries_of_unknown_queues_are_left_to_the_caller() -> None:
     result = admission_pass(queues(queue("a")), [entry("x", "gone")], fleet(), fits=room(32))
     assert result.admitted == () and result.holding == {} and result.positions == {}
+
+
+def test_queues_are_ordered_by_the_share_they_would_have_with_their_next() -> None:
+    # 1:1:3 of 32 CPUs is 6.4 / 6.4 / 19.2. At 6 / 7 / 18 the shares before are tied
+    # (6/32 and 18/96): by the share after, c (19/96) goes before a (7/32), else c would
+    # stay at 18 for good while a and b swap the spare CPU.
+    known = queues(queue("a"), queue("b"), queue("c", weight=3))
+    running = [entry(f"{q}{i}", q, admitted=True) for q, n in (("a", 6), ("b", 7), ("c", 18))
+               for i in range(n)]  # fmt: skip
+    pending = [entry("a-next", "a", created=1), entry("c-next", "c", created=2)]
+    result = admission_pass(known, [*running, *pending], fleet("32"), fits=room(1))
+    assert result.admitted == ("Job c/c-next",)
