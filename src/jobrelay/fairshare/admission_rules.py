@@ -2,12 +2,14 @@
 
 Across queues, weighted dominant-resource-fair order: a queue whose next workload stays
 within its nominal quota comes first (its guarantee), then the queue of the lowest
-weighted dominant share, recomputed after each admission (the admitted workload's
-requests join its queue's usage), then the queue's name. Within a queue: higher priority
-first, then older, then by key. A queue never goes above its ceiling (nominal +
-borrowing limit) in any resource. ``fits`` is the caller's placement check (it takes the
-room of those admitted before in the same pass): a BestEffortFIFO queue passes over a
-workload that fits nowhere now and goes on with the next; a StrictFIFO queue stops at it.
+weighted dominant share with its next workload, recomputed after each admission (the
+admitted workload's requests join its queue's usage), then the lowest share now, then the
+queue's name. Within a queue: higher priority first, then older, then by key. A queue
+never goes above its ceiling (nominal + borrowing limit) in any resource, nor a namespace
+above its ResourceQuota when one is given. ``fits`` is the caller's placement check (it
+takes the room of those admitted before in the same pass): a BestEffortFIFO queue passes
+over a workload that fits nowhere now and goes on with the next; a StrictFIFO queue stops
+at it.
 """
 
 from __future__ import annotations
