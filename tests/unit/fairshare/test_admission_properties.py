@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tests.unit.fairshare.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import admission_pass, quota_excess
+from jobrelay.fairshare.admission_rules import admission_pass, queue_order, quota_excess
 from jobrelay.fairshare.model import Entry, QueueSpec
 from jobrelay.fairshare.namespace_quota import read_hard
 from jobrelay.fairshare.shares import usage_by_queue
@@ -87,6 +87,13 @@ def test_a_pass_never_breaks_a_ceiling_and_leaves_no_fitting_work(
     pending = {e.key for e in entries if not e.admitted}
     assert set(result.admitted) | set(result.holding) == pending
     assert set(result.positions) == pending - set(result.admitted)
+    # A StrictFIFO queue admits a prefix of its order: never one behind a held one.
+    for name, spec in known.items():
+        if spec.strategy.value == "StrictFIFO":
+            line = sorted((e for e in entries if e.queue == name and not e.admitted),
+                          key=queue_order)  # fmt: skip
+            taken = [e.key in result.admitted for e in line]
+            assert taken == sorted(taken, reverse=True), name
     # Work-conserving: no BestEffortFIFO queue keeps an entry its quota and the room
     # left would take (that would starve it for nothing).
     for key in pending - set(result.admitted):
