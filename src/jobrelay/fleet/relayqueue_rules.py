@@ -123,9 +123,7 @@ def _preemption(spec: Mapping[str, Any]) -> Mapping[str, Any]:
     return preemption
 
 
-def _enum(
-    within: Mapping[str, Any], field: str, kind: type[E], default: E, prefix: str = ""
-) -> E:
+def _enum(within: Mapping[str, Any], field: str, kind: type[E], default: E, prefix: str = "") -> E:
     raw = within.get(field)
     if raw is None:
         return default
@@ -133,9 +131,7 @@ def _enum(
         return kind(raw)
     except ValueError:
         allowed = ", ".join(member.value for member in kind)
-        raise _Refused(
-            f"spec.{prefix}{field} {shown(str(raw))} is not one of {allowed}"
-        ) from None
+        raise _Refused(f"spec.{prefix}{field} {shown(str(raw))} is not one of {allowed}") from None
 
 
 def _quantities(spec: Mapping[str, Any], field: str) -> dict[str, int]:
@@ -223,9 +219,7 @@ def existing_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def status_body(
-    figures: Figures | None, condition: Mapping[str, Any]
-) -> dict[str, Any]:
+def status_body(figures: Figures | None, condition: Mapping[str, Any]) -> dict[str, Any]:
     """The status a queue should have: its figures (none for an invalid queue, or
     before the first fair-share pass) and its condition."""
     body: dict[str, Any] = {"conditions": [dict(condition)]}

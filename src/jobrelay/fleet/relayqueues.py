@@ -96,14 +96,13 @@ class RelayQueueCache:
             self._clocks.pop(name, None)
         else:
             read = read_queue(event.new)
-            read = read if read.name else Invalid(name, read.reason)
+            if isinstance(read, Invalid) and not read.name:
+                read = Invalid(name, read.reason)
             before, self._read[name] = self._read.get(name), read
             if isinstance(read, Invalid) and read != before:
                 _log.warning("RelayQueue %s is ignored: %s", name, read.reason,
                              extra={"event": "relayqueue-invalid", "queue": name})  # fmt: skip
-            self._clocks.setdefault(name, StatusClock(self._status_interval)).from_stored(
-                event.new
-            )
+            self._clocks.setdefault(name, StatusClock(self._status_interval)).from_stored(event.new)
         if self._on_change is not None:
             self._on_change()
 

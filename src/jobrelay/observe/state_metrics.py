@@ -165,8 +165,7 @@ def _queue_families() -> tuple[GaugeMetricFamily, ...]:
         ),
         _gauge(
             "jobrelay_queue_usage",
-            "Requests of a RelayQueue's admitted workloads, summed (units as demand; "
-            "leader only).",
+            "Requests of a RelayQueue's admitted workloads, summed (units as demand; leader only).",
             "queue",
             "resource",
         ),

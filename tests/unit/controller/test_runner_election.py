@@ -31,6 +31,7 @@ from jobrelay.controller.options import (
     lease_name_for,
 )
 from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.client import ApiClient
@@ -38,7 +39,6 @@ from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.election.rules import LeaseRecord
 from jobrelay.kube.errors import WriteFenced
 from jobrelay.kube.resources import EVENTS
-from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kube.watching import Change, InformerEvent
 
 JOB = JobKind()

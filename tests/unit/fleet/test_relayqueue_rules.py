@@ -118,11 +118,20 @@ def test_selectors_read_every_operator() -> None:
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=12,
 )
 _fields = st.sampled_from(
-    ["weight", "namespaceSelector", "queueingStrategy", "nominalQuota", "borrowingLimit", "preemption"]
+    [
+        "weight",
+        "namespaceSelector",
+        "queueingStrategy",
+        "nominalQuota",
+        "borrowingLimit",
+        "preemption",
+    ]
 )
 
 

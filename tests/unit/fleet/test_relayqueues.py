@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.unit.fleet.test_relayqueue_rules import Figures
+
 from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Change, InformerEvent
-from tests.unit.fleet.test_relayqueue_rules import Figures
 
 
 class Informer:

@@ -10,10 +10,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobrelay.observe.metrics import (
     ControllerState,
     Metrics,
+    QueueGaugeFigures,
     QueueState,
     StatusCopyClock,
     Stopwatches,
-    QueueGaugeFigures,
     WorkerCapacityFigures,
     WorkerLiveness,
     exposed_names,
