@@ -142,13 +142,21 @@ class RelayQueueCache:
             figures = self.figures.get(name)
         if invalid is not None:
             figures = None
-        condition = valid_condition(invalid, existing_condition(obj), rfc3339(time.time()))
+        stored = existing_condition(obj)
+        condition = valid_condition(invalid, stored, rfc3339(time.time()))
+        if figures is None and invalid is None and stored is not None:
+            # A valid queue before the first fair-share pass (a restart): the figures
+            # stored stay until new ones come; only a changed condition is news.
+            if stored.get("status") == condition["status"]:
+                return False
         body = status_body(figures, condition)
         clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
         now = asyncio.get_running_loop().time()
         if not clock.due(body, now):
             return False
-        patch = {**{field: None for field in _STATUS_FIELDS}, **body}
+        # An ignored queue shows no figures: those stored are removed (null).
+        cleared = {field: None for field in _STATUS_FIELDS} if invalid is not None else {}
+        patch = {**cleared, **body}
         try:
             await self._manager.patch(RELAY_QUEUES, name, {"status": patch}, subresource="status")
         except ApiError as error:

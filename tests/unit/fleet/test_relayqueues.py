@@ -127,3 +127,25 @@ async def test_a_refused_write_is_tried_again() -> None:
 async def test_an_unknown_queue_is_not_written() -> None:
     queues, _, manager = cache()
     assert not await queues.write_status("nobody") and manager.patches == []
+
+
+async def test_a_restart_keeps_the_stored_figures_until_the_first_pass() -> None:
+    queues, informer, manager = cache()
+    stored = {"pending": 3, "admitted": 10, "fairShare": 0.25,
+              "conditions": [{"type": "Valid", "status": "True", "reason": "Valid"}]}  # fmt: skip
+    informer.put({**rq("team-a"), "status": stored})
+    await queues.write_all()
+    assert manager.patches == []  # nothing new to say: the figures stored stay
+    queues.figures = {"team-a": Figures()}
+    await queues.write_all()
+    ((_, status),) = manager.patches
+    assert status["pending"] == 3 and status["admitted"] == 10
+
+
+async def test_a_new_valid_queue_gets_its_condition_before_any_figures() -> None:
+    queues, informer, manager = cache()
+    informer.put(rq("team-a"))
+    await queues.write_all()
+    ((_, status),) = manager.patches
+    assert status == {"conditions": [status["conditions"][0]]}
+    assert status["conditions"][0]["status"] == "True"
