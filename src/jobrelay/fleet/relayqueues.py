@@ -144,11 +144,11 @@ class RelayQueueCache:
             figures = None
         stored = existing_condition(obj)
         condition = valid_condition(invalid, stored, rfc3339(time.time()))
-        if figures is None and invalid is None and stored is not None:
-            # A valid queue before the first fair-share pass (a restart): the figures
-            # stored stay until new ones come; only a changed condition is news.
-            if stored.get("status") == condition["status"]:
-                return False
+        # A valid queue before the first fair-share pass (a restart): the figures stored
+        # stay until new ones come; only a changed condition is news.
+        before_first_pass = figures is None and invalid is None and stored is not None
+        if before_first_pass and stored.get("status") == condition["status"]:
+            return False
         body = status_body(figures, condition)
         clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
         now = asyncio.get_running_loop().time()
