@@ -146,8 +146,8 @@ class RelayQueueCache:
         condition = valid_condition(invalid, stored, rfc3339(time.time()))
         # A valid queue before the first fair-share pass (a restart): the figures stored
         # stay until new ones come; only a changed condition is news.
-        before_first_pass = figures is None and invalid is None and stored is not None
-        if before_first_pass and stored.get("status") == condition["status"]:
+        before_first_pass = figures is None and invalid is None
+        if before_first_pass and stored is not None and stored.get("status") == "True":
             return False
         body = status_body(figures, condition)
         clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
