@@ -32,7 +32,7 @@ from jobrelay.fleet.relayqueue_rules import (
 )
 from jobrelay.fleet.workers.status_rules import rfc3339
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 
@@ -159,6 +159,8 @@ class RelayQueueCache:
         patch = {**cleared, **body}
         try:
             await self._manager.patch(RELAY_QUEUES, name, {"status": patch}, subresource="status")
+        except WriteFenced:
+            return False  # leadership lost meanwhile: the next leader writes it
         except ApiError as error:
             if not error.is_not_found:
                 _log.warning("RelayQueue %s: cannot write status: %s", name, error)

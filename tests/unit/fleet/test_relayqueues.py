@@ -166,3 +166,13 @@ async def test_the_fair_share_pass_figures_are_what_the_status_shows() -> None:
     ((_, status),) = manager.patches
     assert status["usage"] == {"cpu": "4"} and status["demand"] == {"cpu": "6"}
     assert (status["fairShare"], status["actualShare"]) == (0.5, 0.125)
+
+
+async def test_a_write_fenced_meanwhile_is_quiet(caplog: Any) -> None:
+    from jobrelay.kube.errors import WriteFenced
+
+    queues, informer, manager = cache()
+    informer.put(rq("team-a"))
+    manager.fail = WriteFenced("patch", "relayqueues")
+    assert not await queues.write_status("team-a")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
