@@ -36,7 +36,8 @@ from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.state_gauges import StateGauges
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import WorkloadKey, WorkloadKind
@@ -48,7 +49,7 @@ from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
-from jobrelay.kube.resources import NAMESPACES
+from jobrelay.kube.resources import NAMESPACES, RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
@@ -178,6 +179,10 @@ class Controller:
         self.sources = DependencySources(manager)
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
+        # The fleet's queues (RelayQueues): a change may admit held workloads.
+        self.queues = RelayQueueCache(
+            manager, may_write=self.may_write, on_change=self.capacity_changed.set
+        )
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         # Worker Events about mirrors and their pods, onto the management objects.
@@ -265,6 +270,7 @@ class Controller:
         if self._state_gauges is None:
             self._state_gauges = StateGauges(
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
+                queues=self.queues,
                 leader=lambda: self.elector is None or self.elector.is_leader,
                 ready=lambda: self.synced,
             )  # fmt: skip
@@ -324,12 +330,14 @@ class Controller:
             runtime.objects.start()
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
+        self.queues.start()
         self.worker_events.start(self.pool.workers)
         await self.pool.start()
         try:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
             await self.namespaces.wait_synced()
+            await self.queues.wait_synced()
             await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
             await self.pool.wait_connected(self.options.workers.sync_timeout)
             self.synced = True
@@ -351,6 +359,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
             await self.namespaces.stop()
+            await self.queues.stop()
             await self.sources.stop()
             await self.pool.stop()
             await self.worker_events.stop()
@@ -488,6 +497,11 @@ class Controller:
         return resync_keys(objects, self.pool.mirror_keys())
 
 
+MISSING_QUEUE_CRD = (
+    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
+    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
+    "with --install-crds"
+)
 MISSING_CRD = (
     "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
     "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
@@ -496,19 +510,23 @@ MISSING_CRD = (
 
 
 async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
-    """The WorkerCluster CRD the caches need: applied with --install-crds, else checked."""
+    """The CRDs the caches need (WorkerCluster, RelayQueue): applied with
+    --install-crds, else checked."""
     try:
         if options.install_crds:
             await workerclusters.install_crd(manager)
+            await workerclusters.install_crd(manager, manifest=relayqueues.crd_manifest())
         elif not await workerclusters.crd_served(manager):
             raise ConfigurationError(MISSING_CRD)
+        elif not await workerclusters.crd_served(manager, RELAY_QUEUES):
+            raise ConfigurationError(MISSING_QUEUE_CRD)
     except workerclusters.RegistryError as error:
         raise ConfigurationError(str(error)) from error
     except ApiError as error:
         if not (options.install_crds and error.code == 403):
             raise
         raise ConfigurationError(
-            f"--install-crds: may not apply the WorkerCluster CRD ({error.message}): apply "
+            f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
             "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
         ) from error
 

@@ -20,6 +20,7 @@ __all__ = [
     "NODES",
     "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
+    "RELAY_QUEUES",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
     "SUBJECT_ACCESS_REVIEWS",
@@ -57,6 +58,8 @@ CRDS = Resource(
 WORKER_CLUSTERS = Resource(
     "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
 )
+# Fleet-wide queues (RelayQueue): cluster-scoped, on the management cluster.
+RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)
 
