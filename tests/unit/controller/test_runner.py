@@ -19,6 +19,7 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
+from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
@@ -275,6 +276,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     controller.namespaces = RunningInformer({})  # type: ignore[assignment]
+    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
     # The manager's ConfigMaps, Secrets and ServiceAccounts: none referenced here.
     sources: Any = controller.sources.informers
     for dependency_kind in list(sources):
@@ -441,7 +443,7 @@ async def test_run_with_a_bad_configuration_still_cleans_up(
     assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
 
-def test_namespaces_are_cached_with_jobrelays_annotations_only() -> None:
+def test_namespaces_are_cached_with_jobrelays_annotations_and_their_labels() -> None:
     namespace = {
         "metadata": {
             "name": "team-a", "resourceVersion": "7", "uid": "u", "labels": {"a": "b"},
@@ -449,10 +451,10 @@ def test_namespaces_are_cached_with_jobrelays_annotations_only() -> None:
         },
         "spec": {"finalizers": ["kubernetes"]},
     }  # fmt: skip
-    assert runner._placement_annotations(namespace) == {
+    assert slim_namespace(namespace) == {
         "metadata": {
             "name": "team-a", "resourceVersion": "7",
-            "annotations": {"jobrelay.dev/clusters": "w1"},
+            "annotations": {"jobrelay.dev/clusters": "w1"}, "labels": {"a": "b"},
         }
     }  # fmt: skip
 

@@ -133,6 +133,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     )
     controller.kinds[JOB.name] = KindRuntime(JOB, ListedInformer({KEY.key: job()}))  # type: ignore[arg-type]
     controller.namespaces = ListedInformer({})  # type: ignore[assignment]
+    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
 
     async def nothing(*_args: Any) -> None:
         return None
