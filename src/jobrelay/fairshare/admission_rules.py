@@ -1,0 +1,218 @@
+"""One admission pass: which pending workloads the queues take now, and why the rest wait.
+
+Across queues, weighted dominant-resource-fair order: a queue whose next workload stays
+within its nominal quota comes first (its guarantee), then the queue of the lowest
+weighted dominant share, recomputed after each admission (the admitted workload's
+requests join its queue's usage), then the queue's name. Within a queue: higher priority
+first, then older, then by key. A queue never goes above its ceiling (nominal +
+borrowing limit) in any resource. ``fits`` is the caller's placement check (it takes the
+room of those admitted before in the same pass): a BestEffortFIFO queue passes over a
+workload that fits nowhere now and goes on with the next; a StrictFIFO queue stops at it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
+from jobrelay.fairshare.shares import add_into, dominant_share_with
+from jobrelay.placement.units import Resources, format_units
+
+__all__ = [
+    "EXCEEDS_QUEUE_QUOTA",
+    "QUEUED_BEHIND",
+    "QUEUE_QUOTA_EXCEEDED",
+    "WAITING_FOR_ROOM",
+    "AdmissionPass",
+    "Holding",
+    "admission_pass",
+    "queue_order",
+    "quota_excess",
+]
+
+# Why a pending workload waits (the reasons of its Held condition and Events).
+QUEUE_QUOTA_EXCEEDED: Final = "QueueQuotaExceeded"  # its queue is at its ceiling now
+EXCEEDS_QUEUE_QUOTA: Final = "ExceedsQueueQuota"  # it asks more than the ceiling, ever
+QUEUED_BEHIND: Final = "QueuedBehind"  # a StrictFIFO queue waits for its head
+WAITING_FOR_ROOM: Final = "WaitingForRoom"  # no cluster fits it now
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """Why a workload is held: the reason of its condition or Event and a message for
+    its user."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPass:
+    """What one pass decided. ``admitted``: keys in the order admitted; ``holding``:
+    every other pending key of a known queue and why it waits; ``positions``: its place
+    in its queue's order after this pass (1 = next)."""
+
+    admitted: tuple[str, ...] = ()
+    holding: Mapping[str, Holding] = field(default_factory=dict)
+    positions: Mapping[str, int] = field(default_factory=dict)
+
+
+def queue_order(entry: Entry) -> tuple[int, str, str]:
+    """Within a queue: higher priority first, then older, then by key."""
+    return (-entry.priority, entry.created, entry.key)
+
+
+def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Holding | None:
+    """Why ``requests`` on top of ``usage`` would take ``queue`` above its ceiling (the
+    first such resource by name), or None when it stays within."""
+    if not queue.borrowing_limit:  # no ceiling anywhere
+        return None
+    for resource in sorted(requests):
+        asked = requests[resource]
+        ceiling = queue.ceiling(resource)
+        if ceiling is None or asked <= 0:
+            continue
+        total = usage.get(resource, 0) + asked
+        if total <= ceiling:
+            continue
+        nominal = format_units(resource, queue.nominal.get(resource, 0))
+        borrowing = format_units(resource, queue.borrowing_limit.get(resource, 0))
+        limits = f"(nominal {nominal}, borrowing limit {borrowing})"
+        if asked > ceiling:
+            return Holding(
+                EXCEEDS_QUEUE_QUOTA,
+                f"{queue.name}: asks {format_units(resource, asked)} {resource}, more than "
+                f"the queue may ever use, {format_units(resource, ceiling)} {limits}: "
+                f"ask less, or ask an admin to raise the queue's quota",
+            )
+        return Holding(
+            QUEUE_QUOTA_EXCEEDED,
+            f"{queue.name}: {format_units(resource, total)} of "
+            f"{format_units(resource, ceiling)} {resource} {limits}",
+        )
+    return None
+
+
+def _within_nominal(queue: QueueSpec, usage: Resources, requests: Resources) -> bool:
+    """Whether ``requests`` stays within the queue's nominal quota of all it asks."""
+    if not queue.nominal:
+        return not any(asked > 0 for asked in requests.values())
+    return all(
+        usage.get(resource, 0) + asked <= queue.nominal.get(resource, 0)
+        for resource, asked in requests.items()
+        if asked > 0
+    )
+
+
+@dataclass(slots=True)
+class _Line:
+    """One queue during a pass: its pending entries in order and where it has got to."""
+
+    queue: QueueSpec
+    pending: list[Entry]
+    usage: dict[str, int]
+    next: int = 0
+
+    def order(self, fleet: Fleet) -> tuple[int, float, str]:
+        """Its place among the queues: within nominal first, then the lowest weighted
+        dominant share it would have with its next entry (Kueue's ordering: with whole
+        workloads, the share before would let ties keep a heavy queue under its part)."""
+        head = self.pending[self.next]
+        guaranteed = 0 if _within_nominal(self.queue, self.usage, head.requests) else 1
+        share = dominant_share_with(self.usage, head.requests, fleet) / self.queue.weight
+        return (guaranteed, share, self.queue.name)
+
+
+def _lines(queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> dict[str, _Line]:
+    """The queues that have pending entries, each with its usage, entries in order."""
+    lines = {name: _Line(queue, [], {}) for name, queue in queues.items()}
+    for entry in entries:
+        line = lines.get(entry.queue)
+        if line is None:
+            continue
+        if entry.admitted:
+            add_into(line.usage, entry.requests)
+        else:
+            line.pending.append(entry)
+    for line in lines.values():
+        line.pending.sort(key=queue_order)
+    return {name: line for name, line in lines.items() if line.pending}
+
+
+def _serve_one(
+    line: _Line,
+    fits: Callable[[Entry], bool],
+    admitted: list[str],
+    holding: dict[str, Holding],
+) -> bool:
+    """Judges the queue's next entry; whether the queue has more to judge in this pass."""
+    name = line.queue.name
+    entry = line.pending[line.next]
+    line.next += 1
+    why = quota_excess(line.queue, line.usage, entry.requests)
+    if why is None and fits(entry):
+        admitted.append(entry.key)
+        add_into(line.usage, entry.requests)
+    else:
+        if why is None:
+            why = Holding(
+                WAITING_FOR_ROOM,
+                f"{name}: no cluster has room for it now; it is admitted when "
+                f"capacity frees and its queue's turn comes",
+            )
+        holding[entry.key] = why
+        if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
+            behind = Holding(
+                QUEUED_BEHIND,
+                f"{name}: behind {entry.key} (the queue is StrictFIFO: its head goes first)",
+            )
+            for waiting in line.pending[line.next :]:
+                holding[waiting.key] = behind
+            return False
+    return line.next < len(line.pending)
+
+
+def admission_pass(
+    queues: Mapping[str, QueueSpec],
+    entries: Iterable[Entry],
+    fleet: Fleet,
+    *,
+    fits: Callable[[Entry], bool],
+) -> AdmissionPass:
+    """Which of the pending ``entries`` to admit now, in order, and why the others wait.
+
+    Admitted entries count as their queues' usage; entries of a queue not in ``queues``
+    are left out (the caller holds them: QueueNotFound). A queue of weight <= 0 admits
+    nothing (the CRD refuses one)."""
+    lines = _lines(queues, entries)
+    admitted: list[str] = []
+    holding: dict[str, Holding] = {}
+    heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
+    heapq.heapify(heap)
+    for name, line in lines.items():
+        if line.queue.weight <= 0:
+            for entry in line.pending:
+                holding[entry.key] = Holding(
+                    QUEUE_QUOTA_EXCEEDED, f"{name}: the queue's weight is not above 0"
+                )
+    while heap:
+        _, name = heapq.heappop(heap)
+        line = lines[name]
+        # Serve this queue while it stays first (saves a heap round per entry).
+        while _serve_one(line, fits, admitted, holding):
+            order = (line.order(fleet), name)
+            if heap and heap[0] < order:
+                heapq.heappush(heap, order)
+                break
+    chosen = set(admitted)
+    positions: dict[str, int] = {}
+    for line in lines.values():
+        position = 0
+        for entry in line.pending:
+            if entry.key not in chosen:
+                position += 1
+                positions[entry.key] = position
+    return AdmissionPass(tuple(admitted), holding, positions)

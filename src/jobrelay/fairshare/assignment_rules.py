@@ -1,0 +1,101 @@
+"""Which RelayQueue a workload belongs to.
+
+The label ``jobrelay.dev/queue`` names it; without the label, the queue whose
+``namespaceSelector`` matches the workload's namespace (several: the first by name, so
+the answer never depends on the order queues were read); none: the workload is not
+queued and is placed as before queues existed. A name that is no queue, or a queue that
+does not admit the namespace, holds the workload with a Warning saying what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Final
+
+from jobrelay.fairshare.model import QueueSpec
+from jobrelay.vocabulary.names import QUEUE_LABEL
+
+__all__ = [
+    "QUEUE_NOT_ALLOWED",
+    "QUEUE_NOT_FOUND",
+    "QueueChoice",
+    "QueueNotAllowed",
+    "QueueNotFound",
+    "Queued",
+    "Unqueued",
+    "queue_for",
+]
+
+QUEUE_NOT_FOUND: Final = "QueueNotFound"
+QUEUE_NOT_ALLOWED: Final = "QueueNotAllowed"
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The workload waits in the RelayQueue named ``queue``."""
+
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNotFound:
+    """The label names a queue that does not exist: held until it does."""
+
+    name: str
+
+    reason: ClassVar[str] = QUEUE_NOT_FOUND
+
+    @property
+    def message(self) -> str:
+        return (
+            f"no RelayQueue named {self.name!r}: create it (kubectl get relayqueues lists "
+            f"them) or change the label {QUEUE_LABEL} to an existing queue"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNotAllowed:
+    """The label names a queue whose namespaceSelector does not take the namespace."""
+
+    name: str
+    namespace: str
+
+    reason: ClassVar[str] = QUEUE_NOT_ALLOWED
+
+    @property
+    def message(self) -> str:
+        return (
+            f"RelayQueue {self.name} does not admit namespace {self.namespace} (its "
+            f"namespaceSelector does not match the namespace's labels): name another queue "
+            f"in the label {QUEUE_LABEL}, or ask an admin to admit the namespace"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Unqueued:
+    """No queue takes the workload: it is placed as without queues."""
+
+
+QueueChoice = Queued | QueueNotFound | QueueNotAllowed | Unqueued
+
+
+def queue_for(
+    named: str | None,
+    namespace: str,
+    namespace_labels: Mapping[str, str],
+    queues: Mapping[str, QueueSpec],
+) -> QueueChoice:
+    """The queue of a workload whose ``jobrelay.dev/queue`` label is ``named`` (None or
+    empty: no label) in ``namespace`` (labelled ``namespace_labels``)."""
+    if named:
+        queue = queues.get(named)
+        if queue is None:
+            return QueueNotFound(named)
+        if not queue.namespace_selector.matches(namespace_labels):
+            return QueueNotAllowed(named, namespace)
+        return Queued(named)
+    for name in sorted(queues):
+        if queues[name].namespace_selector.matches(namespace_labels):
+            return Queued(name)
+    return Unqueued()
