@@ -67,6 +67,11 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "jobrelay.cli.manifests", "manifests",
         "Print manifests generated from jobrelay's settings (apply them with kubectl).",
     ),
+    "queues": Subcommand(
+        "jobrelay.cli.queues", "queues",
+        "The fleet's queues (RelayQueue objects): weight, pending and admitted workloads, "
+        "usage of nominal quota per resource, fair and actual share of the fleet.",
+    ),
     "run": Subcommand(
         "jobrelay.cli.run", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
     ),

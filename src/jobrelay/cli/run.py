@@ -26,7 +26,7 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
 from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.election.rules import ElectionTiming
@@ -299,10 +299,11 @@ def install(kubeconfig: Path | None, context: str | None, namespace: str) -> Non
     async def go() -> None:
         async with manager_client(kubeconfig, context) as client:
             await workerclusters.install_crd(client)
+            await workerclusters.install_crd(client, manifest=relayqueues.crd_manifest())
             await workerclusters.ensure_namespace(client, namespace)
 
     try:
         run_command(go())
     except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(f"installed the WorkerCluster CRD and namespace {namespace}")
+    click.echo(f"installed the WorkerCluster and RelayQueue CRDs and namespace {namespace}")

@@ -20,6 +20,7 @@ from jobrelay.kinds.standing import Standing as Standing
 from jobrelay.kinds.standing import State as State
 from jobrelay.kinds.standing import standing as standing
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import QUEUE_LABEL
 from jobrelay.vocabulary.placement import placement_of, placements_of
 
 
@@ -149,9 +150,11 @@ class Row:
     placements: str
     active: str
     failed: str
+    # The RelayQueue it names (its label jobrelay.dev/queue), "-" without one.
+    queue: str = "-"
 
     COLUMNS = ("NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE", "COMPLETIONS", "AGE", "DURATION")
-    WIDE_COLUMNS = (*COLUMNS, "PLACEMENTS", "ACTIVE", "FAILED")
+    WIDE_COLUMNS = (*COLUMNS, "QUEUE", "PLACEMENTS", "ACTIVE", "FAILED")
 
     def cells(self, *, wide: bool = False) -> tuple[str, ...]:
         basic = (
@@ -160,7 +163,7 @@ class Row:
         )  # fmt: skip
         if not wide:
             return basic
-        return (*basic, self.placements, self.active, self.failed)
+        return (*basic, self.queue, self.placements, self.active, self.failed)
 
     def identity(self, *, wide: bool = False) -> tuple[str, ...]:
         """What a watch compares to decide whether a row changed: what the table shows of
@@ -188,6 +191,7 @@ def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime, *, warning: s
         placements=">".join(history) or "-",
         active=str(status.get("active", "-")),
         failed=str(status.get("failed", "-")),
+        queue=str(meta.labels.get(QUEUE_LABEL) or "-"),
     )
 
 

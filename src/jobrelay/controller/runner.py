@@ -38,7 +38,8 @@ from jobrelay.controller.relay.queue_gate import QueueGate
 from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.state_gauges import StateGauges
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import WorkloadKey, WorkloadKind
@@ -50,7 +51,7 @@ from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
-from jobrelay.kube.resources import NAMESPACES
+from jobrelay.kube.resources import NAMESPACES, RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
@@ -169,6 +170,10 @@ class Controller:
         self.sources = DependencySources(manager)
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
+        # The fleet's queues (RelayQueues): a change may admit held workloads.
+        self.queues = RelayQueueCache(
+            manager, may_write=self.may_write, on_change=self._queues_changed
+        )
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         # Worker Events about mirrors and their pods, onto the management objects.
@@ -200,7 +205,7 @@ class Controller:
             on_copy_change=self.sources.copy_changed,
         )
         # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
-        self.gate = QueueGate.watching(manager, queues=None, mirrored=self.pool.has_mirror)
+        self.gate = QueueGate.watching(manager, queues=self.queues, mirrored=self.pool.has_mirror)
         # A workload no admission pass has judged yet, a quota or priority changed: a pass.
         self.gate.on_needed = self.capacity_changed.set
         relay = options.relay
@@ -263,6 +268,7 @@ class Controller:
         if self._state_gauges is None:
             self._state_gauges = StateGauges(
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
+                queues=self.queues,
                 leader=lambda: self.elector is None or self.elector.is_leader,
                 ready=lambda: self.synced,
             )  # fmt: skip
@@ -323,6 +329,7 @@ class Controller:
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
         self.gate.start()
+        self.queues.start()
         self.worker_events.start(self.pool.workers)
         await self.pool.start()
         try:
@@ -330,6 +337,7 @@ class Controller:
                 await runtime.objects.wait_synced()
             await self.namespaces.wait_synced()
             await self.gate.wait_synced()
+            await self.queues.wait_synced()
             await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
             await self.pool.wait_connected(self.options.workers.sync_timeout)
             self.synced = True
@@ -352,6 +360,7 @@ class Controller:
                 await runtime.objects.stop()
             await self.namespaces.stop()
             await self.gate.stop()
+            await self.queues.stop()
             await self.sources.stop()
             await self.pool.stop()
             await self.worker_events.stop()
@@ -452,6 +461,14 @@ class Controller:
             if key.namespace == namespace:
                 self.queue.add(key, Lane.FRESH)  # a placement
 
+    def _queues_changed(self) -> None:
+        """A RelayQueue changed: a pass, and those held on a queue that did not exist or
+        did not take their namespace are looked at again."""
+        self.capacity_changed.set()
+        for key in self.reconciler.held():
+            if (self.memory.held(key) or "").startswith(("QueueNotFound|", "QueueNotAllowed|")):
+                self.queue.add(key, Lane.FRESH)
+
     async def _place_held(self) -> None:
         """When a worker's capacity changes, queue the held workloads that would now be
         placed (oldest first, each taking its room before the next is judged) and those
@@ -490,6 +507,11 @@ class Controller:
         return resync_keys(objects, self.pool.mirror_keys())
 
 
+MISSING_QUEUE_CRD = (
+    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
+    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
+    "with --install-crds"
+)
 MISSING_CRD = (
     "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
     "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
@@ -498,19 +520,23 @@ MISSING_CRD = (
 
 
 async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
-    """The WorkerCluster CRD the caches need: applied with --install-crds, else checked."""
+    """The CRDs the caches need (WorkerCluster, RelayQueue): applied with
+    --install-crds, else checked."""
     try:
         if options.install_crds:
             await workerclusters.install_crd(manager)
+            await workerclusters.install_crd(manager, manifest=relayqueues.crd_manifest())
         elif not await workerclusters.crd_served(manager):
             raise ConfigurationError(MISSING_CRD)
+        elif not await workerclusters.crd_served(manager, RELAY_QUEUES):
+            raise ConfigurationError(MISSING_QUEUE_CRD)
     except workerclusters.RegistryError as error:
         raise ConfigurationError(str(error)) from error
     except ApiError as error:
         if not (options.install_crds and error.code == 403):
             raise
         raise ConfigurationError(
-            f"--install-crds: may not apply the WorkerCluster CRD ({error.message}): apply "
+            f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
             "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
         ) from error
 

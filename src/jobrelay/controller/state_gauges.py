@@ -15,12 +15,14 @@ from typing import Protocol
 
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.fleet.relayqueue_rules import Figures
 from jobrelay.fleet.workers import WorkerView
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.standing import State, standing
 from jobrelay.kube.queueing import WorkQueue
 from jobrelay.observe.metrics import (
     ControllerState,
+    QueueGaugeFigures,
     QueueState,
     WorkerCapacityFigures,
     WorkerLiveness,
@@ -37,6 +39,15 @@ HELD_REASONS = (
     "MissingDependency",
     "DependencyRefused",
     "DependencyTooLarge",
+    # Fleet-wide queues (controller/relay/queue_gate.py) and the manager's ResourceQuotas.
+    "QueueNotFound",
+    "QueueNotAllowed",
+    "QueueQuotaExceeded",
+    "ExceedsQueueQuota",
+    "QueuedBehind",
+    "WaitingForRoom",
+    "NamespaceQuotaExceeded",
+    "ExceedsNamespaceQuota",
 )
 
 
@@ -69,6 +80,15 @@ class _Pool(Protocol):
     def views(self) -> list[WorkerView]: ...
 
 
+class _Queues(Protocol):
+    """What the gauges read of the RelayQueue cache (set by the fair-share pass)."""
+
+    @property
+    def figures(self) -> Mapping[str, Figures]: ...
+    @property
+    def fairness_error(self) -> float | None: ...
+
+
 class StateGauges:
     """Builds the :class:`ControllerState` of one controller at each scrape."""
 
@@ -79,6 +99,7 @@ class StateGauges:
         queue: WorkQueue[WorkloadKey],
         memory: RelayMemory,
         pool: _Pool,
+        queues: _Queues | None = None,
         leader: Callable[[], bool],
         ready: Callable[[], bool],
     ) -> None:
@@ -86,6 +107,7 @@ class StateGauges:
         self._queue = queue
         self._memory = memory
         self._pool = pool
+        self._queues = queues
         self._leader = leader
         self._ready = ready
         # Each object's state by (kind, key), with the resourceVersion it was computed at.
@@ -107,6 +129,27 @@ class StateGauges:
             workloads=self._workloads(),
             workers=tuple(WorkerLiveness(v.name, v.connected, v.lost) for v in views),
             capacity=tuple(self._capacities(views)),
+            queues=self._queue_figures() if leader else None,
+            fairness_error=(
+                self._queues.fairness_error if leader and self._queues is not None else None
+            ),
+        )
+
+    def _queue_figures(self) -> tuple[QueueGaugeFigures, ...] | None:
+        """Each queue's figures from the last fair-share pass (None before one)."""
+        if self._queues is None or self._queues.fairness_error is None:
+            return None
+        return tuple(
+            QueueGaugeFigures(
+                queue=name,
+                fair_share=figures.fair_share,
+                actual_share=figures.actual_share,
+                pending=figures.pending,
+                admitted=figures.admitted,
+                demand={r: _base_units(r, q) for r, q in figures.demand.items()},
+                usage={r: _base_units(r, q) for r, q in figures.usage.items()},
+            )
+            for name, figures in sorted(self._queues.figures.items())
         )
 
     def _held(self) -> dict[tuple[str, str], int]:

@@ -24,6 +24,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS, NAMESPACES, SECRETS, WORKER_CLUSTERS
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_NAMESPACE = "jobrelay-system"
 CRD_MANIFEST = Path(__file__).with_name("workercluster-crd.yaml")
@@ -44,9 +45,12 @@ def crd_manifest() -> dict[str, Any]:
     return loaded
 
 
-async def install_crd(client: ApiClient, *, timeout: float = 30.0) -> None:
-    """Apply the WorkerCluster CRD (server-side apply) and wait until it is served."""
-    manifest = crd_manifest()
+async def install_crd(
+    client: ApiClient, *, timeout: float = 30.0, manifest: dict[str, Any] | None = None
+) -> None:
+    """Apply a CRD (the WorkerCluster's by default; server-side apply) and wait until it
+    is served."""
+    manifest = manifest or crd_manifest()
     name = manifest["metadata"]["name"]
     await client.patch(
         CRDS, name, manifest, patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True
@@ -62,15 +66,16 @@ async def install_crd(client: ApiClient, *, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.1)
 
 
-async def crd_served(client: ApiClient) -> bool:
-    """Whether the manager serves WorkerClusters (discovery: no read of the CRD needed)."""
+async def crd_served(client: ApiClient, resource: Resource = WORKER_CLUSTERS) -> bool:
+    """Whether the manager serves ``resource`` (WorkerClusters by default; discovery: no
+    read of the CRD needed)."""
     try:
-        served = await client.discover(WORKER_CLUSTERS.group, WORKER_CLUSTERS.version)
+        served = await client.discover(resource.group, resource.version)
     except ApiError as error:
         if error.is_not_found:
             return False
         raise
-    return any(r.get("name") == WORKER_CLUSTERS.plural for r in served)
+    return any(r.get("name") == resource.plural for r in served)
 
 
 async def ensure_namespace(client: ApiClient, namespace: str) -> None:

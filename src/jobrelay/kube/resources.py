@@ -21,6 +21,7 @@ __all__ = [
     "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
     "PRIORITY_CLASSES",
+    "RELAY_QUEUES",
     "RESOURCE_QUOTAS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
@@ -64,6 +65,8 @@ CRDS = Resource(
 WORKER_CLUSTERS = Resource(
     "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
 )
+# Fleet-wide queues (RelayQueue): cluster-scoped, on the management cluster.
+RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES
@@ -100,6 +100,7 @@ async def prepare_clusters(
         )
         manager_client = clients[manager]
         await workerclusters.install_crd(manager_client)
+        await workerclusters.install_crd(manager_client, manifest=relayqueues.crd_manifest())
         for name, path in kubeconfigs.items():
             if name != manager:
                 await workerclusters.register(

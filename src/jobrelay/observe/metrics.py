@@ -39,6 +39,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from jobrelay.observe.state_metrics import (
     ControllerState,
+    QueueGaugeFigures,
     QueueState,
     StateCollector,
     WorkerCapacityFigures,
@@ -50,6 +51,7 @@ __all__ = [
     "MANAGER",
     "ControllerState",
     "Metrics",
+    "QueueGaugeFigures",
     "QueueState",
     "StatusCopyClock",
     "Stopwatches",

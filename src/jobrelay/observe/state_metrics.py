@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 __all__ = [
     "ControllerState",
+    "QueueGaugeFigures",
     "QueueState",
     "StateCollector",
     "WorkerCapacityFigures",
@@ -51,6 +52,19 @@ class WorkerCapacityFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueGaugeFigures:
+    """One RelayQueue's figures from the last fair-share pass (resources in base units)."""
+
+    queue: str
+    fair_share: float
+    actual_share: float
+    pending: int
+    admitted: int
+    demand: Mapping[str, float]
+    usage: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerState:
     """What the state gauges show, read afresh at every scrape."""
 
@@ -64,6 +78,10 @@ class ControllerState:
     workloads: Mapping[tuple[str, str], int] = field(default_factory=dict)
     workers: tuple[WorkerLiveness, ...] = ()
     capacity: tuple[WorkerCapacityFigures, ...] = ()
+    # The RelayQueues' figures and the fleet's fairness error: the leader's fair-share
+    # pass (None: a standby, or no pass yet).
+    queues: tuple[QueueGaugeFigures, ...] | None = None
+    fairness_error: float | None = None
 
 
 def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
@@ -120,8 +138,73 @@ def _families() -> dict[str, GaugeMetricFamily]:
             "worker",
             "resource",
         ),
+        *_queue_families(),
     )
     return {family.name: family for family in families}
+
+
+def _queue_families() -> tuple[GaugeMetricFamily, ...]:
+    return (
+        _gauge(
+            "jobrelay_queue_fair_share",
+            "The dominant share of the fleet a RelayQueue is entitled to now (0 to 1; "
+            "leader only).",
+            "queue",
+        ),
+        _gauge(
+            "jobrelay_queue_actual_share",
+            "A RelayQueue's dominant share of the fleet in use now (0 to 1; leader only).",
+            "queue",
+        ),
+        _gauge(
+            "jobrelay_queue_demand",
+            "Requests of a RelayQueue's admitted and pending workloads, summed (cpu in "
+            "cores, memory in bytes, others in units; leader only).",
+            "queue",
+            "resource",
+        ),
+        _gauge(
+            "jobrelay_queue_usage",
+            "Requests of a RelayQueue's admitted workloads, summed (units as demand; leader only).",
+            "queue",
+            "resource",
+        ),
+        _gauge(
+            "jobrelay_queue_pending",
+            "Workloads of a RelayQueue waiting for admission (leader only).",
+            "queue",
+        ),
+        _gauge(
+            "jobrelay_queue_admitted",
+            "Workloads of a RelayQueue admitted, not finished (leader only).",
+            "queue",
+        ),
+        _gauge(
+            "jobrelay_fairness_error",
+            "The summed shortfall of the RelayQueues below their fair share (0: every "
+            "queue has its share; leader only).",
+        ),
+    )
+
+
+def _add_queues(f: dict[str, GaugeMetricFamily], state: ControllerState) -> None:
+    if state.queues is None:
+        for family in _queue_families():
+            del f[family.name]
+        return
+    for q in state.queues:
+        f["jobrelay_queue_fair_share"].add_metric([q.queue], q.fair_share)
+        f["jobrelay_queue_actual_share"].add_metric([q.queue], q.actual_share)
+        f["jobrelay_queue_pending"].add_metric([q.queue], q.pending)
+        f["jobrelay_queue_admitted"].add_metric([q.queue], q.admitted)
+        for resource, amount in sorted(q.demand.items()):
+            f["jobrelay_queue_demand"].add_metric([q.queue, resource], amount)
+        for resource, amount in sorted(q.usage.items()):
+            f["jobrelay_queue_usage"].add_metric([q.queue, resource], amount)
+    if state.fairness_error is None:
+        del f["jobrelay_fairness_error"]
+    else:
+        f["jobrelay_fairness_error"].add_metric([], state.fairness_error)
 
 
 class StateCollector(Collector):
@@ -163,4 +246,5 @@ class StateCollector(Collector):
                 f["jobrelay_worker_allocatable"].add_metric([figures.worker, resource], amount)
             for resource, amount in sorted(figures.requested.items()):
                 f["jobrelay_worker_requested"].add_metric([figures.worker, resource], amount)
+        _add_queues(f, state)
         yield from f.values()

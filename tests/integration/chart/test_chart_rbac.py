@@ -87,6 +87,11 @@ def needed(install: Install) -> list[Request]:
         Request("jobrelay.dev", "workerclusters", "list"),
         Request("jobrelay.dev", "workerclusters", "watch"),
         Request("jobrelay.dev", "workerclusters/status", "patch"),
+        Request("jobrelay.dev", "relayqueues", "get"),
+        Request("jobrelay.dev", "relayqueues", "list"),
+        Request("jobrelay.dev", "relayqueues", "watch"),
+        Request("jobrelay.dev", "relayqueues/status", "patch"),
+        Request("jobrelay.dev", "relayqueues/status", "update"),
         # The chart installs the CRD; the controller only reads it (no create or patch:
         # those belong to `jobrelay run --install-crds`, for the local fleet).
         Request("apiextensions.k8s.io", "customresourcedefinitions", "get", name=CRD),

@@ -65,11 +65,17 @@ def test_default_roles_aggregate_view_edit_and_admin() -> None:
         assert {key for key in labels if key.startswith(AGGREGATE)} == {AGGREGATE + level}
         assert labels[AGGREGATE + level] == "true"
         assert verbs_on(by_name[name], *WORKER_CLUSTERS) == verbs
-    # Never a Secret, never a wildcard, never a create: `clusters add` is for cluster admins.
+    # Never a Secret, never a wildcard, never a create of a WorkerCluster: `clusters add`
+    # is for cluster admins. Fleet admins define the queues; viewers read them.
     for role in by_name.values():
         for rule in role["rules"]:
             assert "secrets" not in rule["resources"] and "*" not in rule["verbs"]
-            assert "create" not in rule["verbs"]
+            assert "create" not in rule["verbs"] or rule["resources"] == ["relayqueues"]
+    queues = ("jobrelay.dev", "relayqueues")
+    assert verbs_on(by_name["relay-fleet-view"], *queues) == {"get", "list", "watch"}
+    assert verbs_on(by_name["relay-fleet-admin"], *queues) == {
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    }  # fmt: skip
     assert verbs_on(by_name["relay-workloads-view"], "batch", "jobs") == {"get", "list", "watch"}
 
 

@@ -29,6 +29,7 @@ VERBS = {
     "top": ["top"],
     "logs": ["logs", "x"],
     "version": ["version"],
+    "queues": ["queues"],
     "install": ["install"],
     "run": ["run", "--metrics-address", "", "--no-leader-elect"],
     "clusters": ["clusters"],

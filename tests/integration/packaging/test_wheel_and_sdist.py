@@ -66,6 +66,7 @@ def test_the_wheel_holds_the_package_data_the_license_and_no_tests(dist: Path) -
     for needed in (
         "jobrelay/py.typed",
         "jobrelay/fleet/workercluster-crd.yaml",
+        "jobrelay/fleet/relayqueue-crd.yaml",
         "jobrelay/localfleet/kwok-stages.yaml",
         "jobrelay/cli/main.py",
         f"{info}/licenses/LICENSE",
@@ -89,6 +90,7 @@ def test_the_sdist_holds_the_source_the_license_and_the_package_data(dist: Path)
         "README.md",
         "pyproject.toml",
         "src/jobrelay/fleet/workercluster-crd.yaml",
+        "src/jobrelay/fleet/relayqueue-crd.yaml",
     ):
         assert f"{top}/{needed}" in names, f"the sdist lacks {needed}"
 

@@ -109,6 +109,18 @@ def test_wide_adds_the_placements(manager: FakeApiserver) -> None:
     assert line.split()[-3:] == ["worker-1>worker-2", "2", "1"]
 
 
+def test_wide_shows_the_queue_a_workload_names(manager: FakeApiserver) -> None:
+    put_job(manager, "queued", labels={"jobrelay.dev/queue": "team-a"})
+    put_job(manager, "plain")
+    result = invoke("-n", "team-a", "-o", "wide")
+    assert result.exit_code == 0, result.output
+    header, *lines = result.output.splitlines()
+    column = header.split().index("QUEUE")
+    assert {line.split()[1]: line.split()[column] for line in lines} == {
+        "queued": "team-a", "plain": "-",
+    }  # fmt: skip
+
+
 def test_all_lists_jobsets_too_and_skips_kinds_not_served(manager: FakeApiserver) -> None:
     put_job(manager, "a")
     manager.put(JOBSETS, {

@@ -21,6 +21,7 @@ from jobrelay.controller.options import (
 )
 from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
@@ -37,7 +38,10 @@ BATCH = [
     {"name": "jobs/status", "kind": "Job", "namespaced": True},
     {"name": "cronjobs", "kind": "CronJob", "namespaced": True},
 ]
-WORKER_CLUSTERS = [{"name": "workerclusters", "kind": "WorkerCluster", "namespaced": False}]
+WORKER_CLUSTERS = [
+    {"name": "workerclusters", "kind": "WorkerCluster", "namespaced": False},
+    {"name": "relayqueues", "kind": "RelayQueue", "namespaced": False},
+]
 JOBSETS = [{"name": "jobsets", "kind": "JobSet", "namespaced": True}]
 EXAMPLE = [
     # A subresource listed first must not be taken for the kind.
@@ -263,7 +267,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     cluster, client = manager
     calls: list[str] = []
 
-    async def install_crd(c: ApiClient) -> None:
+    async def install_crd(c: ApiClient, **_: Any) -> None:
         calls.append("install_crd")
 
     async def ensure_namespace(c: ApiClient, namespace: str) -> None:
@@ -277,6 +281,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     controller.namespaces = RunningInformer({})  # type: ignore[assignment]
     controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
+    controller.queues = RelayQueueCache(client, informer=RunningInformer({}))  # type: ignore[arg-type]
     # The manager's ConfigMaps, Secrets and ServiceAccounts: none referenced here.
     sources: Any = controller.sources.informers
     for dependency_kind in list(sources):
@@ -480,7 +485,7 @@ WORKER_CLUSTERS_SERVED = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS}
 async def test_without_install_crds_a_served_crd_is_only_checked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def install_crd(_client: ApiClient) -> None:
+    async def install_crd(_client: ApiClient, **_: Any) -> None:
         raise AssertionError("--install-crds was not given")
 
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
@@ -499,22 +504,32 @@ async def test_without_install_crds_a_missing_crd_says_what_to_do() -> None:
     assert "--install-crds" in message
 
 
+async def test_without_install_crds_a_missing_relayqueue_crd_says_what_to_do() -> None:
+    served = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS[:1]}  # an older install: no queues
+    async with FakeCluster("manager", served=served).client() as client:
+        with pytest.raises(runner.ConfigurationError) as missing:
+            await runner.ensure_crds(client, ControllerOptions())
+    message = str(missing.value)
+    assert "RelayQueue CRD (relayqueues.jobrelay.dev)" in message and "\n" not in message
+    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+
+
 async def test_install_crds_applies_it(monkeypatch: pytest.MonkeyPatch) -> None:
     installed: list[str] = []
 
-    async def install_crd(_client: ApiClient) -> None:
-        installed.append("crd")
+    async def install_crd(_client: ApiClient, **given: Any) -> None:
+        installed.append(given["manifest"]["metadata"]["name"] if given else "crd")
 
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
     async with FakeCluster("manager", served={}).client() as client:
         await runner.ensure_crds(client, ControllerOptions(install_crds=True))
-    assert installed == ["crd"]
+    assert installed == ["crd", "relayqueues.jobrelay.dev"]
 
 
 async def test_install_crds_refused_by_rbac_says_what_to_do(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async def install_crd(_client: ApiClient) -> None:
+    async def install_crd(_client: ApiClient, **_: Any) -> None:
         raise ApiError(403, "Forbidden", "cannot patch customresourcedefinitions")
 
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)

@@ -31,6 +31,7 @@ from jobrelay.controller.options import (
     lease_name_for,
 )
 from jobrelay.controller.relay.reconciler import KindRuntime
+from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.client import ApiClient
@@ -134,6 +135,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     controller.kinds[JOB.name] = KindRuntime(JOB, ListedInformer({KEY.key: job()}))  # type: ignore[arg-type]
     controller.namespaces = ListedInformer({})  # type: ignore[assignment]
     controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
+    controller.queues = RelayQueueCache(manager, informer=ListedInformer({}))  # type: ignore[arg-type]
 
     async def nothing(*_args: Any) -> None:
         return None
@@ -277,7 +279,12 @@ async def test_runs_log_one_line_when_leadership_is_lost(
 
     monkeypatch.setattr(runner, "Controller", Losing)
     monkeypatch.setattr(runner, "resolve_kinds", kinds)
-    served = {"jobrelay.dev/v1alpha1": [{"name": "workerclusters", "kind": "WorkerCluster"}]}
+    served = {
+        "jobrelay.dev/v1alpha1": [
+            {"name": "workerclusters", "kind": "WorkerCluster"},
+            {"name": "relayqueues", "kind": "RelayQueue"},
+        ]
+    }
     manager, election = FakeCluster("m", served=served).client(), FakeLeases().client()
     with caplog.at_level(logging.INFO), pytest.raises(LeadershipLost):
         await runner.run(manager, OPTIONS, election_client=election)

@@ -135,3 +135,34 @@ def test_capacity_is_summed_over_nodes_in_base_units() -> None:
     figures = capacity_figures("w1", WorkerCapacity(nodes))
     assert figures.allocatable == {"cpu": 8.0, "memory": 2.0**34, "pods": 220.0}
     assert figures.requested == {"cpu": 1.5, "pods": 2.0, "memory": 2.0**30}
+
+
+class _Queues:
+    """What the fair-share pass leaves on the RelayQueue cache."""
+
+    def __init__(self, figures: dict[str, Any], error: float | None) -> None:
+        self.figures = figures
+        self.fairness_error = error
+
+
+def test_queue_gauges_come_from_the_fair_share_pass_in_base_units() -> None:
+    from tests.unit.fleet.test_relayqueue_rules import Figures
+
+    queues = _Queues({"team-a": Figures()}, 0.125)
+    leader, _ = _gauges(leader=True)
+    leader._queues = queues
+    seen = _samples(leader)
+    queue = ("queue", "team-a")
+    assert seen[("jobrelay_queue_fair_share", frozenset({queue}))] == pytest.approx(0.2500004)
+    assert seen[("jobrelay_queue_admitted", frozenset({queue}))] == 10
+    # placement's milli-CPU are cores on the gauge, bytes stay bytes.
+    assert seen[("jobrelay_queue_usage", frozenset({queue, ("resource", "cpu")}))] == 40
+    assert seen[("jobrelay_queue_demand", frozenset({queue, ("resource", "cpu")}))] == 52.5
+    assert seen[("jobrelay_queue_usage", frozenset({queue, ("resource", "memory")}))] == 3 * 2**30
+    assert seen[("jobrelay_fairness_error", frozenset())] == 0.125
+    # Before the first pass (no fairness error yet), and on a standby: no queue gauges.
+    queues.fairness_error = None
+    assert not [n for n, _ in _samples(leader) if n.startswith("jobrelay_queue_")]
+    standby, _ = _gauges(leader=False)
+    standby._queues = _Queues({"team-a": Figures()}, 0.125)
+    assert not [n for n, _ in _samples(standby) if "queue_" in n or "fairness" in n]

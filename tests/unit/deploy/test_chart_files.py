@@ -1,5 +1,5 @@
 """The chart's files that are copies or descriptions of something else stay in step:
-the WorkerCluster CRD (crds/ = the package's copy, which `--install-crds` applies), the
+the WorkerCluster and RelayQueue CRDs (crds/ = the package's copies, which `--install-crds` applies), the
 values schema and the README's values table (both name every value of values.yaml)."""
 
 from __future__ import annotations
@@ -11,20 +11,27 @@ from typing import Any
 
 import yaml
 
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import relayqueues, workerclusters
 
 REPO = Path(__file__).parents[3]
 CHART = REPO / "charts" / "jobrelay"
 PACKAGE_CRD = REPO / "src" / "jobrelay" / "fleet" / "workercluster-crd.yaml"
+PACKAGE_QUEUE_CRD = REPO / "src" / "jobrelay" / "fleet" / "relayqueue-crd.yaml"
 
 
-def test_the_charts_crd_is_the_packages_byte_for_byte() -> None:
-    (chart_crd,) = (CHART / "crds").iterdir()
-    assert chart_crd.read_bytes() == PACKAGE_CRD.read_bytes(), (
-        f"cp {PACKAGE_CRD.relative_to(REPO)} {chart_crd.relative_to(REPO)} "
-        "(and add a CRDs note to CHANGELOG.md)"
-    )
-    assert yaml.safe_load(chart_crd.read_text()) == workerclusters.crd_manifest()
+def test_the_charts_crds_are_the_packages_byte_for_byte() -> None:
+    copies = {
+        "workerclusters.jobrelay.dev.yaml": (PACKAGE_CRD, workerclusters.crd_manifest()),
+        "relayqueues.jobrelay.dev.yaml": (PACKAGE_QUEUE_CRD, relayqueues.crd_manifest()),
+    }
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(copies)
+    for name, (package_crd, manifest) in copies.items():
+        chart_crd = CHART / "crds" / name
+        assert chart_crd.read_bytes() == package_crd.read_bytes(), (
+            f"cp {package_crd.relative_to(REPO)} {chart_crd.relative_to(REPO)} "
+            "(and add a CRDs note to CHANGELOG.md)"
+        )
+        assert yaml.safe_load(chart_crd.read_text()) == manifest
 
 
 def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:

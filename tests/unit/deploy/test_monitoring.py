@@ -32,7 +32,10 @@ REQUIRED_ALERTS = {
 
 def _exposed() -> frozenset[str]:
     # A leader: every gauge is exposed (a standby has no queue gauges).
-    leading = ControllerState(leader=True, ready=True, queue=QueueState(0, 0, 0, 0.0), held={})
+    leading = ControllerState(
+        leader=True, ready=True, queue=QueueState(0, 0, 0, 0.0), held={}, queues=(),
+        fairness_error=0.0,
+    )  # fmt: skip
     return exposed_names(Instruments(lambda: leading).metrics.registry)
 
 

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobrelay.observe.metrics import (
     ControllerState,
     Metrics,
+    QueueGaugeFigures,
     QueueState,
     StatusCopyClock,
     Stopwatches,
@@ -218,3 +219,23 @@ def test_status_copy_latencies_are_never_negative_nor_older_than_the_first_chang
             copy.end("k", retry=step == "retry")
             running = False
     assert len(copy) <= 2
+
+
+def test_queue_gauges_show_the_last_fair_share_pass_on_the_leader_only() -> None:
+    team_a = QueueGaugeFigures(
+        "team-a", fair_share=0.25, actual_share=0.3, pending=4, admitted=10,
+        demand={"cpu": 14.0}, usage={"cpu": 10.0, "memory": 2.0**33},
+    )  # fmt: skip
+    leader = ControllerState(leader=True, ready=True, queues=(team_a,), fairness_error=0.05)
+    seen = samples(Metrics(lambda: leader))
+    queue = (("queue", "team-a"),)
+    assert seen[("jobrelay_queue_fair_share", queue)] == 0.25
+    assert seen[("jobrelay_queue_actual_share", queue)] == 0.3
+    assert seen[("jobrelay_queue_pending", queue)] == 4
+    assert seen[("jobrelay_queue_admitted", queue)] == 10
+    assert seen[("jobrelay_queue_demand", (("queue", "team-a"), ("resource", "cpu")))] == 14
+    assert seen[("jobrelay_queue_usage", (("queue", "team-a"), ("resource", "memory")))] == 2**33
+    assert seen[("jobrelay_fairness_error", ())] == 0.05
+    # A standby, or a leader before its first pass: no queue gauges at all.
+    names = {name for name, _ in samples(Metrics(lambda: ControllerState(False, True)))}
+    assert not {n for n in names if n.startswith(("jobrelay_queue_", "jobrelay_fairness"))}

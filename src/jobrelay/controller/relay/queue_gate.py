@@ -38,6 +38,7 @@ from jobrelay.fairshare.assignment_rules import (
 )
 from jobrelay.fairshare.model import Entry, Fleet, QueueSpec
 from jobrelay.fairshare.namespace_quota import NamespaceLimits, quota_verdict, read_hard
+from jobrelay.fairshare.shares import fairness_error, queue_figures
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
@@ -64,7 +65,11 @@ class Cache(Protocol):
 
 
 class QueueSource(Protocol):
-    """The RelayQueues (fleet/relayqueues.py, ``RelayQueueCache``)."""
+    """The RelayQueues (fleet/relayqueues.py, ``RelayQueueCache``): their specs, and the
+    figures each pass leaves for their status and the metrics."""
+
+    figures: Mapping[str, Any]
+    fairness_error: float | None
 
     def specs(self) -> dict[str, QueueSpec]: ...
 
@@ -114,9 +119,6 @@ class QueueGate:
         self._admitting: dict[WorkloadKey, tuple[float, Entry]] = {}
         # Called when a workload waits for a pass (the runner wakes its held pass).
         self.on_needed: Callable[[], None] = lambda: None
-        # The last pass's entries and fleet (figures for the queues' status and metrics).
-        self.entries: list[Entry] = []
-        self.fleet = Fleet()
 
     @classmethod
     def watching(
@@ -287,8 +289,11 @@ class QueueGate:
             if admit(waiting_entry, held_key, held_read.workload):
                 chosen.append(held_key)
         self._last = done
-        self.entries = entries
-        self.fleet = fleet
+        if self.queues is not None and specs:
+            # Restart-safe figures: the entries as the caches show them (admitted: placed).
+            figures = queue_figures(specs, entries, fleet)
+            self.queues.figures = figures
+            self.queues.fairness_error = fairness_error(figures)
         return chosen
 
     # -- reading ---------------------------------------------------------------------------

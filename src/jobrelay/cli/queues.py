@@ -1,0 +1,150 @@
+"""`jobrelay queues`: the fleet's RelayQueues as the controller last wrote their status.
+
+NAME, WEIGHT, PENDING, ADMITTED, usage of nominal quota per resource (``40/32``: 40 CPUs
+in use, 32 guaranteed; ``-``: nothing guaranteed), FAIR SHARE and ACTUAL SHARE (of the
+fleet, the resource each queue uses most). ``-o wide`` adds the strategy, the borrowing
+limits, the preemption settings and why a queue is ignored; ``-o json|yaml`` prints the
+RelayQueues as kubectl does (a ``v1 List``), ``-o name`` their names. The rows are pure
+(:func:`queue_rows`); the command only lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.cli.workloads import table
+
+if TYPE_CHECKING:
+    from jobrelay.kube.client import ApiClient
+
+__all__ = ["queue_rows", "queues"]
+
+QUEUE_OUTPUTS = ("wide", "json", "yaml", "name")
+# Shown first, in this order; other resources follow by name.
+_FIRST = ("cpu", "memory", "nvidia.com/gpu")
+_NO_CRD = (
+    "the management cluster serves no RelayQueues (relayqueues.jobrelay.dev): install "
+    "jobrelay's CRDs with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart "
+    "does), then define queues (docs/queues.md)"
+)
+
+
+def _map(raw: object) -> Mapping[str, Any]:
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def _text(raw: object) -> str:
+    return "-" if raw is None or raw == "" else str(raw)
+
+
+def _share(raw: object) -> str:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return "-"
+    return f"{raw * 100:.1f}%"
+
+
+def resources_shown(queues: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every resource a queue uses or is guaranteed, the usual ones first."""
+    names: set[str] = set()
+    for queue in queues:
+        names.update(str(r) for r in _map(_map(queue.get("status")).get("usage")))
+        names.update(str(r) for r in _map(_map(queue.get("spec")).get("nominalQuota")))
+    return [r for r in _FIRST if r in names] + sorted(names - set(_FIRST))
+
+
+def _valid_message(queue: Mapping[str, Any]) -> str:
+    conditions = _map(queue.get("status")).get("conditions")
+    for condition in conditions if isinstance(conditions, list) else []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Valid":
+            if condition.get("status") == "False":
+                return str(condition.get("message") or condition.get("reason") or "invalid")
+            return ""
+    return ""
+
+
+def _pairs(raw: object) -> str:
+    shown = ",".join(f"{k}={v}" for k, v in sorted(_map(raw).items()))
+    return shown or "-"
+
+
+def queue_rows(queues: Sequence[Mapping[str, Any]], *, wide: bool) -> list[str]:
+    """The table of ``queues`` (RelayQueue objects), sorted by name, aligned."""
+    resources = resources_shown(queues)
+    header = ("NAME", "WEIGHT", "PENDING", "ADMITTED", *(r.upper() for r in resources),
+              "FAIR SHARE", "ACTUAL SHARE")  # fmt: skip
+    if wide:
+        header = (*header, "STRATEGY", "BORROWING LIMIT", "RECLAIM", "WITHIN QUEUE", "MESSAGE")
+    rows = []
+    by_name = sorted(queues, key=lambda q: str(_map(q.get("metadata")).get("name") or ""))
+    for queue in by_name:
+        spec, status = _map(queue.get("spec")), _map(queue.get("status"))
+        usage, nominal = _map(status.get("usage")), _map(spec.get("nominalQuota"))
+        row = (
+            _text(_map(queue.get("metadata")).get("name")),
+            _text(spec.get("weight", 1)),
+            _text(status.get("pending")),
+            _text(status.get("admitted")),
+            *(f"{usage.get(r, '0')}/{nominal.get(r, '-')}" for r in resources),
+            _share(status.get("fairShare")),
+            _share(status.get("actualShare")),
+        )
+        if wide:
+            preemption = _map(spec.get("preemption"))
+            row = (
+                *row,
+                _text(spec.get("queueingStrategy") or "BestEffortFIFO"),
+                _pairs(spec.get("borrowingLimit")),
+                _text(preemption.get("reclaimWithinFleet") or "Never"),
+                _text(preemption.get("withinQueue") or "Never"),
+                _valid_message(queue),
+            )
+        rows.append(tuple(str(cell) for cell in row))
+    return table(rows, header)
+
+
+async def list_queues(client: ApiClient) -> list[dict[str, Any]]:
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import RELAY_QUEUES
+
+    try:
+        return (await client.list(RELAY_QUEUES)).items
+    except ApiError as error:
+        if error.is_not_found:
+            raise click.ClickException(_NO_CRD) from None
+        raise
+
+
+@click.command()
+@click.option("-o", "--output", type=click.Choice(QUEUE_OUTPUTS), default=None,
+              help="wide, json, yaml or name.")  # fmt: skip
+@manager_options
+def queues(output: str | None, kubeconfig: Path | None, context: str | None) -> None:
+    """The fleet's queues (RelayQueue objects): weight, pending and admitted workloads,
+    usage of nominal quota per resource, fair and actual share of the fleet.
+
+    The figures are the controller's (its leader writes each queue's status on change);
+    a queue it ignores says why in -o wide. See docs/queues.md.
+    """
+    from jobrelay.cli.get import as_list, dump
+    from jobrelay.cli.terminal import safe_lines
+
+    async def go() -> list[dict[str, Any]]:
+        async with manager_client(kubeconfig, context) as client:
+            return await list_queues(client)
+
+    found = run_command(go())
+    if output in ("json", "yaml"):
+        click.echo(dump(as_list(found), output))
+    elif output == "name":
+        for queue in found:
+            click.echo(f"relayqueue.jobrelay.dev/{_map(queue.get('metadata')).get('name')}")
+    elif not found:
+        click.echo("no RelayQueues: every workload is placed as it comes (docs/queues.md)")
+    else:
+        for line in safe_lines(queue_rows(found, wide=output == "wide")):
+            click.echo(line)

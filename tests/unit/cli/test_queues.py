@@ -1,0 +1,101 @@
+"""`jobrelay queues`: the RelayQueues' figures as the controller wrote them."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from tests.unit.cli.fakes import FakeApiserver
+
+from jobrelay.cli import queues as queues_cli
+from jobrelay.cli.main import cli
+from jobrelay.cli.queues import queue_rows
+
+QUEUES_PATH = "jobrelay.dev/v1alpha1/relayqueues"
+
+
+def relay_queue(name: str, spec: dict[str, Any], status: dict[str, Any] | None = None) -> Any:
+    obj: dict[str, Any] = {"apiVersion": "jobrelay.dev/v1alpha1", "kind": "RelayQueue",
+                           "metadata": {"name": name}, "spec": spec}  # fmt: skip
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+TEAM_A = relay_queue(
+    "team-a",
+    {"weight": 1, "nominalQuota": {"cpu": "32", "memory": "128Gi"}, "borrowingLimit": {"cpu": "0"}},
+    {"pending": 12, "admitted": 32, "usage": {"cpu": "32", "memory": "64Gi"},
+     "fairShare": 0.25, "actualShare": 0.2504,
+     "conditions": [{"type": "Valid", "status": "True", "reason": "Valid"}]},
+)  # fmt: skip
+TEAM_B = relay_queue(
+    "team-b",
+    {"weight": 2, "queueingStrategy": "StrictFIFO", "preemption": {"reclaimWithinFleet": "Any"}},
+    {"pending": 0, "admitted": 3, "usage": {"cpu": "1500m", "nvidia.com/gpu": "2"},
+     "fairShare": 0.5, "actualShare": 0.125},
+)  # fmt: skip
+BROKEN = relay_queue(
+    "broken",
+    {"weight": 0},
+    {"conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec",
+                     "message": "ignored: spec.weight 0 is not greater than 0"}]},
+)  # fmt: skip
+
+
+@pytest.fixture
+def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
+    fake = FakeApiserver("manager")
+    monkeypatch.setattr(queues_cli, "manager_client", lambda *_args: fake.client())
+    return fake
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_the_table_shows_usage_of_nominal_per_resource_and_the_shares() -> None:
+    header, broken, team_a, team_b = queue_rows([TEAM_B, BROKEN, TEAM_A], wide=False)
+    assert re.split(r"\s{2,}", header) == ["NAME", "WEIGHT", "PENDING", "ADMITTED", "CPU",
+                                         "MEMORY", "NVIDIA.COM/GPU", "FAIR SHARE", "ACTUAL SHARE"]  # fmt: skip
+    assert team_a.split() == ["team-a", "1", "12", "32", "32/32", "64Gi/128Gi", "0/-", "25.0%",
+                              "25.0%"]  # fmt: skip
+    assert team_b.split() == ["team-b", "2", "0", "3", "1500m/-", "0/-", "2/-", "50.0%", "12.5%"]
+    # Before the controller wrote a status: dashes, never a crash.
+    assert broken.split() == ["broken", "0", "-", "-", "0/-", "0/-", "0/-", "-", "-"]
+
+
+def test_wide_adds_strategy_borrowing_preemption_and_why_a_queue_is_ignored() -> None:
+    _, broken, team_a, team_b = queue_rows([TEAM_A, TEAM_B, BROKEN], wide=True)
+    assert team_a.split()[9:13] == ["BestEffortFIFO", "cpu=0", "Never", "Never"]
+    assert team_b.split()[9:13] == ["StrictFIFO", "-", "Any", "Never"]
+    assert broken.endswith("ignored: spec.weight 0 is not greater than 0")
+
+
+def test_hostile_objects_print_as_dashes() -> None:
+    odd = {"metadata": {"name": "odd"}, "spec": "x", "status": {"usage": ["cpu"], "fairShare": "a"}}
+    (_, row) = queue_rows([odd], wide=True)
+    assert row.split()[0] == "odd" and "-" in row.split()
+
+
+def test_the_verb_lists_queues_as_a_table_or_as_kubectl_does(manager: FakeApiserver) -> None:
+    for obj in (TEAM_A, TEAM_B):
+        manager.put(QUEUES_PATH, json.loads(json.dumps(obj)))
+    result = invoke("queues")
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.output.splitlines()] == ["NAME", "team-a", "team-b"]
+    listed = json.loads(invoke("queues", "-o", "json").output)
+    assert listed["kind"] == "List" and [q["metadata"]["name"] for q in listed["items"]] == [
+        "team-a", "team-b",
+    ]  # fmt: skip
+    assert invoke("queues", "-o", "name").output.splitlines() == [
+        "relayqueue.jobrelay.dev/team-a", "relayqueue.jobrelay.dev/team-b",
+    ]  # fmt: skip
+
+
+def test_no_queues_says_so(manager: FakeApiserver) -> None:
+    result = invoke("queues")
+    assert result.exit_code == 0 and result.output.startswith("no RelayQueues")
