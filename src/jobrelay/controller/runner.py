@@ -240,6 +240,10 @@ class Controller:
             self.sources.workload_changed(key, self.kinds[kind].kind, event.new)
             if event.new is None:
                 self.gate.forget(key)
+            if event.old is not None and self.gate.released(
+                self.kinds[kind].kind, event.old, event.new
+            ):
+                self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
             mirrored = self.pool.has_mirror(key)
             lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
             self.queue.add(key, lane)

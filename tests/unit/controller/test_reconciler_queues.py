@@ -192,6 +192,14 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
     said = qenv.said("big")
     assert said is not None and said.startswith("ExceedsNamespaceQuota: ")
     assert qenv.passed() == []
+    # One finishes: the next pass admits the next one, and its reconcile places it.
+    finished = qenv.env.manager.get("jobs", f"{NAMESPACE}/a")
+    assert finished is not None
+    finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    qenv.env.catch_up()
+    assert qenv.passed() == ["c"]
+    await qenv.reconcile("c")
+    assert qenv.placed() == ["a", "b", "c"]
 
 
 async def test_reconciles_at_once_never_share_the_last_of_a_quota(qenv: QueueEnv) -> None:
@@ -213,3 +221,35 @@ async def test_without_queues_or_quotas_everything_is_placed_as_today(qenv: Queu
     await qenv.reconcile("a", "b")
     assert qenv.placed() == ["a", "b"]
     assert qenv.env.events.reasons() == ["Dispatched", "Dispatched"]
+
+
+def test_a_finished_or_deleted_workload_frees_its_queue_for_a_pass() -> None:
+    # No worker's capacity need change when a Job's own status comes last: the finish
+    # itself must wake the pass, or the queue's next workloads wait on the backstop.
+    running = asking("a")
+    done = asking("a")
+    done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert QueueGate.released(JOB, running, done)
+    assert QueueGate.released(JOB, running, None)
+    assert not QueueGate.released(JOB, running, running)
+    assert not QueueGate.released(JOB, done, done)
+
+
+async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_quota(
+    qenv: QueueEnv,
+) -> None:
+    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.quotas.objects.append(slim_resource_quota(
+        {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
+    ))  # fmt: skip
+    qenv.submit(asking("a", queue=None), asking("b", queue=None))
+    qenv.passed()
+    await qenv.reconcile("a", "b")
+    assert qenv.placed() == ["a"]
+    finished = qenv.env.manager.get("jobs", f"{NAMESPACE}/a")
+    assert finished is not None
+    finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    qenv.env.catch_up()
+    assert qenv.passed() == ["b"]
+    await qenv.reconcile("b")
+    assert qenv.placed() == ["a", "b"]

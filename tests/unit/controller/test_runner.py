@@ -223,6 +223,15 @@ async def test_informer_events_enqueue_the_kinds_key(controller: runner.Controll
     assert await controller.queue.get() == WorkloadKey(JOB.name, "team-a/train")
 
 
+def test_a_workload_that_finishes_wakes_the_admission_pass(controller: runner.Controller) -> None:
+    handler = controller._enqueue(JOB.name)
+    handler(InformerEvent(Change.UPDATED, "team-a/train", job(), job()))
+    assert not controller.capacity_changed.is_set()
+    done = {**job(), "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    handler(InformerEvent(Change.UPDATED, "team-a/train", job(), done))
+    assert controller.capacity_changed.is_set()
+
+
 class RunningInformer(FakeInformer):
     """A management cache with the lifecycle the Controller drives."""
 

@@ -324,6 +324,15 @@ class QueueGate:
         self._reads[key] = read
         return read
 
+    @staticmethod
+    def released(kind: WorkloadKind, old: JsonObj, new: JsonObj | None) -> bool:
+        """Whether a watch event frees what a workload took of its queue and quota (it
+        finished, or went): a pass may admit others (no worker's capacity need change,
+        the Job's own status comes last)."""
+        if new is None:
+            return True
+        return kind.is_finished(new) and not kind.is_finished(old)
+
     def forget(self, key: WorkloadKey) -> None:
         """Its management object is gone."""
         self._reads.pop(key, None)
@@ -333,8 +342,10 @@ class QueueGate:
         """Admitted (placed, or a live mirror, and not finished); pending (False); or
         neither (None: finished, suspended before its first placement, being deleted)."""
         if Meta(obj).deletion_timestamp or kind.is_finished(obj):
+            self._admitting.pop(key, None)  # it takes nothing any more
             return None
         if placement_of(obj) or self._mirrored(key):
+            self._admitting.pop(key, None)  # the cache shows it: counted as placed
             return True
         if kind.is_suspended(obj):
             return None
