@@ -132,7 +132,8 @@ async def test_a_high_priority_job_submitted_last_starts_before_earlier_low_ones
                              borrowingLimit={"cpu": "0"})  # fmt: skip
     low = [f"low-{i}" for i in range(6)]
     for name in low:
-        await relay.submit(cpu_job(name, "1", "4s", **{QUEUE_LABEL: queue}))
+        # Long enough that no slot frees while the high-priority Job is being submitted.
+        await relay.submit(cpu_job(name, "1", "10s", **{QUEUE_LABEL: queue}))
     await relay.wait_placed(low[0])
     await relay.wait_placed(low[1])
     urgent = cpu_job("urgent", "1", "1s", **{QUEUE_LABEL: queue})
@@ -140,7 +141,7 @@ async def test_a_high_priority_job_submitted_last_starts_before_earlier_low_ones
     await relay.submit(urgent)
     waiting = [n for n in low if not placement(await relay.get(n))]
     assert len(waiting) >= 3, "the queue was not saturated"
-    await relay.wait_placed("urgent", timeout=60)
+    await relay.wait_placed("urgent", timeout=90)
     placed_before = [n for n in waiting if placement(await relay.get(n))]
     assert placed_before == [], f"{placed_before} started before the high-priority Job"
     await relay.wait_finished("urgent", timeout=60)
