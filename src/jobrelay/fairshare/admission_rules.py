@@ -2,12 +2,14 @@
 
 Across queues, weighted dominant-resource-fair order: a queue whose next workload stays
 within its nominal quota comes first (its guarantee), then the queue of the lowest
-weighted dominant share, recomputed after each admission (the admitted workload's
-requests join its queue's usage), then the queue's name. Within a queue: higher priority
-first, then older, then by key. A queue never goes above its ceiling (nominal +
-borrowing limit) in any resource. ``fits`` is the caller's placement check (it takes the
-room of those admitted before in the same pass): a BestEffortFIFO queue passes over a
-workload that fits nowhere now and goes on with the next; a StrictFIFO queue stops at it.
+weighted dominant share with its next workload, recomputed after each admission (the
+admitted workload's requests join its queue's usage), then the lowest share now, then the
+queue's name. Within a queue: higher priority first, then older, then by key. A queue
+never goes above its ceiling (nominal + borrowing limit) in any resource, nor a namespace
+above its ResourceQuota when one is given. ``fits`` is the caller's placement check (it
+takes the room of those admitted before in the same pass): a BestEffortFIFO queue passes
+over a workload that fits nowhere now and goes on with the next; a StrictFIFO queue stops
+at it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from jobrelay.fairshare.holding import Holding
 from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
+from jobrelay.fairshare.namespace_quota import NamespaceLimits, NamespaceUsage, quota_check
 from jobrelay.fairshare.shares import add_into, dominant_share_with
 from jobrelay.placement.units import Resources, format_units
 
@@ -38,15 +42,6 @@ QUEUE_QUOTA_EXCEEDED: Final = "QueueQuotaExceeded"  # its queue is at its ceilin
 EXCEEDS_QUEUE_QUOTA: Final = "ExceedsQueueQuota"  # it asks more than the ceiling, ever
 QUEUED_BEHIND: Final = "QueuedBehind"  # a StrictFIFO queue waits for its head
 WAITING_FOR_ROOM: Final = "WaitingForRoom"  # no cluster fits it now
-
-
-@dataclass(frozen=True, slots=True)
-class Holding:
-    """Why a workload is held: the reason of its condition or Event and a message for
-    its user."""
-
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +102,10 @@ def _within_nominal(queue: QueueSpec, usage: Resources, requests: Resources) -> 
     )
 
 
+# Shares equal to this many decimals are a tie.
+_DIGITS = 12
+
+
 @dataclass(slots=True)
 class _Line:
     """One queue during a pass: its pending entries in order and where it has got to."""
@@ -115,21 +114,43 @@ class _Line:
     pending: list[Entry]
     usage: dict[str, int]
     next: int = 0
+    # Its weighted dominant share now, rounded: changes only when it admits.
+    share: float = 0.0
 
-    def order(self, fleet: Fleet) -> tuple[int, float, str]:
+    def take(self, entry: Entry, fleet: Fleet) -> None:
+        """Adds an admitted entry to its usage."""
+        add_into(self.usage, entry.requests)
+        self.reshare(fleet)
+
+    def reshare(self, fleet: Fleet) -> None:
+        share = dominant_share_with(self.usage, {}, fleet) / self.queue.weight
+        self.share = round(share, _DIGITS)
+
+    def order(self, fleet: Fleet) -> tuple[int, float, float, str]:
         """Its place among the queues: within nominal first, then the lowest weighted
         dominant share it would have with its next entry (Kueue's ordering: with whole
-        workloads, the share before would let ties keep a heavy queue under its part)."""
+        workloads, the share before would let ties keep a heavy queue under its part),
+        then the lowest it has now (so that queues tied on the first take turns), then
+        its name. Shares are rounded so that float noise does not decide a tie."""
         head = self.pending[self.next]
         guaranteed = 0 if _within_nominal(self.queue, self.usage, head.requests) else 1
-        share = dominant_share_with(self.usage, head.requests, fleet) / self.queue.weight
-        return (guaranteed, share, self.queue.name)
+        after = dominant_share_with(self.usage, head.requests, fleet) / self.queue.weight
+        return (guaranteed, round(after, _DIGITS), self.share, self.queue.name)
 
 
-def _lines(queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> dict[str, _Line]:
-    """The queues that have pending entries, each with its usage, entries in order."""
+def _lines(
+    queues: Mapping[str, QueueSpec],
+    entries: Iterable[Entry],
+    fleet: Fleet,
+    namespaces: Mapping[str, NamespaceUsage],
+) -> dict[str, _Line]:
+    """The queues that have pending entries, each with its usage, entries in order; the
+    usage of the namespaces in ``namespaces`` counted in place (admitted entries of any
+    queue, known or not)."""
     lines = {name: _Line(queue, [], {}) for name, queue in queues.items()}
     for entry in entries:
+        if entry.admitted and entry.namespace in namespaces:
+            namespaces[entry.namespace].add(entry)
         line = lines.get(entry.queue)
         if line is None:
             continue
@@ -139,23 +160,46 @@ def _lines(queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> dict[st
             line.pending.append(entry)
     for line in lines.values():
         line.pending.sort(key=queue_order)
+        if line.queue.weight > 0:
+            line.reshare(fleet)
     return {name: line for name, line in lines.items() if line.pending}
 
 
-def _serve_one(
-    line: _Line,
-    fits: Callable[[Entry], bool],
-    admitted: list[str],
-    holding: dict[str, Holding],
-) -> bool:
+@dataclass(slots=True)
+class _Pass:
+    """What a pass has decided so far, and what it checks each entry against."""
+
+    fits: Callable[[Entry], bool]
+    fleet: Fleet
+    limits: Mapping[str, NamespaceLimits]
+    namespaces: dict[str, NamespaceUsage]
+    admitted: list[str] = field(default_factory=list)
+    holding: dict[str, Holding] = field(default_factory=dict)
+
+    def why_not(self, line: _Line, entry: Entry) -> Holding | None:
+        """Why ``entry`` may not be admitted now: its queue's ceiling, then its
+        namespace's ResourceQuota (None: it may, if a cluster fits it)."""
+        why = quota_excess(line.queue, line.usage, entry.requests)
+        if why is None and entry.namespace in self.limits:
+            why = quota_check(self.limits[entry.namespace], self.namespaces[entry.namespace], entry)
+        return why
+
+    def admit(self, line: _Line, entry: Entry) -> None:
+        self.admitted.append(entry.key)
+        line.take(entry, self.fleet)
+        if entry.namespace in self.namespaces:
+            self.namespaces[entry.namespace].add(entry)
+
+
+def _serve_one(line: _Line, done: _Pass) -> bool:
     """Judges the queue's next entry; whether the queue has more to judge in this pass."""
     name = line.queue.name
     entry = line.pending[line.next]
     line.next += 1
-    why = quota_excess(line.queue, line.usage, entry.requests)
-    if why is None and fits(entry):
-        admitted.append(entry.key)
-        add_into(line.usage, entry.requests)
+    holding = done.holding
+    why = done.why_not(line, entry)
+    if why is None and done.fits(entry):
+        done.admit(line, entry)
     else:
         if why is None:
             why = Holding(
@@ -181,15 +225,20 @@ def admission_pass(
     fleet: Fleet,
     *,
     fits: Callable[[Entry], bool],
+    namespace_quotas: Mapping[str, NamespaceLimits] | None = None,
 ) -> AdmissionPass:
     """Which of the pending ``entries`` to admit now, in order, and why the others wait.
 
     Admitted entries count as their queues' usage; entries of a queue not in ``queues``
     are left out (the caller holds them: QueueNotFound). A queue of weight <= 0 admits
-    nothing (the CRD refuses one)."""
-    lines = _lines(queues, entries)
-    admitted: list[str] = []
-    holding: dict[str, Holding] = {}
+    nothing (the CRD refuses one). ``namespace_quotas``: the manager ResourceQuotas'
+    hard values by namespace; every admitted entry of such a namespace counts against
+    them (whatever its queue: pass the namespace's unqueued admitted workloads too, under
+    a queue name that is no queue), and so does each one this pass admits."""
+    limits = namespace_quotas or {}
+    done = _Pass(fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits})
+    lines = _lines(queues, entries, fleet, done.namespaces)
+    admitted, holding = done.admitted, done.holding
     heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)
     for name, line in lines.items():
@@ -202,7 +251,7 @@ def admission_pass(
         _, name = heapq.heappop(heap)
         line = lines[name]
         # Serve this queue while it stays first (saves a heap round per entry).
-        while _serve_one(line, fits, admitted, holding):
+        while _serve_one(line, done):
             order = (line.order(fleet), name)
             if heap and heap[0] < order:
                 heapq.heappush(heap, order)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from jobrelay.fairshare.admission_rules import Holding
+from jobrelay.fairshare.holding import Holding
 from jobrelay.fairshare.model import Entry
 from jobrelay.kinds.quantity import QuantityError
 from jobrelay.placement.units import Resources, format_units, to_units
@@ -26,6 +26,8 @@ __all__ = [
     "JOBS_COUNT",
     "NAMESPACE_QUOTA_EXCEEDED",
     "NamespaceLimits",
+    "NamespaceUsage",
+    "quota_check",
     "quota_verdict",
     "read_hard",
 ]
@@ -120,23 +122,27 @@ def _check(
     return None
 
 
-def quota_verdict(
-    hard: NamespaceLimits | Mapping[str, str | int], admitted: Sequence[Entry], entry: Entry
-) -> Holding | None:
-    """Why ``entry`` may not be admitted beside ``admitted`` (the namespace's admitted
-    delegated workloads) under ``hard``, or None when it may. Never-fitting is said
-    before not-now, whatever the resource."""
-    limits = hard if isinstance(hard, NamespaceLimits) else read_hard(hard)
+@dataclass(slots=True)
+class NamespaceUsage:
+    """What a namespace's admitted delegated workloads take, summed as they are added."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    jobs: int = 0
+
+    def add(self, entry: Entry) -> None:
+        for resource, value in entry.requests.items():
+            self.requests[resource] = self.requests.get(resource, 0) + value
+        for resource, value in entry.limits.items():
+            self.limits[resource] = self.limits.get(resource, 0) + value
+        self.jobs += _is_job(entry)
+
+
+def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> Holding | None:
+    """Why ``entry`` may not join ``used`` under ``limits`` (None: it may). Never-fitting
+    is said before not-now, whatever the resource."""
     if limits.empty:
         return None
-    others = [other for other in admitted if other.key != entry.key]
-    used_requests: dict[str, int] = {}
-    used_limits: dict[str, int] = {}
-    for other in others:
-        for resource, value in other.requests.items():
-            used_requests[resource] = used_requests.get(resource, 0) + value
-        for resource, value in other.limits.items():
-            used_limits[resource] = used_limits.get(resource, 0) + value
     never = [
         _check("requests", limits.requests, {}, entry.requests, entry.namespace),
         _check("limits", limits.limits, {}, entry.limits, entry.namespace),
@@ -152,10 +158,10 @@ def quota_verdict(
     for verdict in never:
         if verdict is not None:
             return verdict
-    now = _check("requests", limits.requests, used_requests, entry.requests, entry.namespace)
-    now = now or _check("limits", limits.limits, used_limits, entry.limits, entry.namespace)
+    now = _check("requests", limits.requests, used.requests, entry.requests, entry.namespace)
+    now = now or _check("limits", limits.limits, used.limits, entry.limits, entry.namespace)
     if now is None and limits.jobs is not None and _is_job(entry):
-        jobs = sum(1 for other in others if _is_job(other)) + 1
+        jobs = used.jobs + 1
         if jobs > limits.jobs:
             now = Holding(
                 NAMESPACE_QUOTA_EXCEEDED,
@@ -163,3 +169,17 @@ def quota_verdict(
                 f"admitted ones (ResourceQuota {JOBS_COUNT}); it waits until some finish",
             )
     return now
+
+
+def quota_verdict(
+    hard: NamespaceLimits | Mapping[str, str | int], admitted: Sequence[Entry], entry: Entry
+) -> Holding | None:
+    """Why ``entry`` may not be admitted beside ``admitted`` (the namespace's admitted
+    delegated workloads; ``entry`` itself among them is not counted twice) under
+    ``hard``, or None when it may."""
+    limits = hard if isinstance(hard, NamespaceLimits) else read_hard(hard)
+    used = NamespaceUsage()
+    for other in admitted:
+        if other.key != entry.key:
+            used.add(other)
+    return quota_check(limits, used, entry)

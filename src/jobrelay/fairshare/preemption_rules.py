@@ -14,7 +14,8 @@ taken; when no set covers the need, nobody is preempted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -28,6 +29,7 @@ __all__ = [
     "Notice",
     "preempted_notice",
     "preempting_notice",
+    "preemptions",
     "victims_for",
 ]
 
@@ -149,6 +151,32 @@ def victims_for(
             chosen.remove(victim)
             freed = without
     return tuple(victim.key for victim in chosen)
+
+
+def preemptions(
+    winners: Sequence[Entry],
+    queues: Mapping[str, QueueSpec],
+    entries: Iterable[Entry],
+    fleet: Fleet,
+    *,
+    need_of: Callable[[Entry], Resources],
+) -> dict[str, tuple[str, ...]]:
+    """Victims for several winners in turn (the caller's order), each victim taken once:
+    a victim chosen for one winner no longer counts as admitted for the next, and a
+    winner given victims counts as admitted (its queue's usage grows, so a reclaim stops
+    at its nominal). ``need_of(winner)`` is what must be freed for it. Winners no set
+    makes room for are left out."""
+    current = {entry.key: entry for entry in entries}
+    chosen: dict[str, tuple[str, ...]] = {}
+    for winner in winners:
+        victims = victims_for(winner, queues, current.values(), fleet, need=need_of(winner))
+        if not victims:
+            continue
+        chosen[winner.key] = victims
+        for key in victims:
+            current[key] = dataclasses.replace(current[key], admitted=False)
+        current[winner.key] = dataclasses.replace(winner, admitted=True)
+    return chosen
 
 
 def preempted_notice(victim: Entry, winner: Entry) -> Notice:

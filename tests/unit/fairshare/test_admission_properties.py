@@ -7,12 +7,13 @@ import dataclasses
 import heapq
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tests.unit.fairshare.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import admission_pass, quota_excess
+from jobrelay.fairshare.admission_rules import admission_pass, queue_order, quota_excess
 from jobrelay.fairshare.model import Entry, QueueSpec
+from jobrelay.fairshare.namespace_quota import read_hard
 from jobrelay.fairshare.shares import usage_by_queue
 
 FLEET_CPU = 32
@@ -86,6 +87,13 @@ def test_a_pass_never_breaks_a_ceiling_and_leaves_no_fitting_work(
     pending = {e.key for e in entries if not e.admitted}
     assert set(result.admitted) | set(result.holding) == pending
     assert set(result.positions) == pending - set(result.admitted)
+    # A StrictFIFO queue admits a prefix of its order: never one behind a held one.
+    for name, spec in known.items():
+        if spec.strategy.value == "StrictFIFO":
+            line = sorted((e for e in entries if e.queue == name and not e.admitted),
+                          key=queue_order)  # fmt: skip
+            taken = [e.key in result.admitted for e in line]
+            assert taken == sorted(taken, reverse=True), name
     # Work-conserving: no BestEffortFIFO queue keeps an entry its quota and the room
     # left would take (that would starve it for nothing).
     for key in pending - set(result.admitted):
@@ -159,6 +167,8 @@ def test_weights_1_1_2_share_a_saturated_fleet_25_25_50() -> None:
 
 @settings(max_examples=8, deadline=None)
 @given(st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=2, max_size=4), st.integers(0, 2**32))
+@example(weights=[1.0, 1.0, 3.0], seed=0)  # ties on the share after: c took too little
+@example(weights=[3.0, 1.0, 1.0, 2.0], seed=0)  # ties broken by name: q0 took too much
 def test_under_saturation_shares_converge_to_the_weights(weights: list, seed: int) -> None:
     known = queues(*(queue(f"q{i}", weight=w) for i, w in enumerate(weights)))
     sizes = {name: [1] * 40 for name in known}
@@ -185,3 +195,23 @@ def test_no_queue_with_weight_and_fitting_demand_starves(specs: list, raw: list,
     _, admitted, pending = simulate(known, sizes, seed, completions=10**6, top_up=False)
     assert pending == []
     assert len(admitted) == sum(len(cpus) for cpus in sizes.values())
+
+
+@settings(max_examples=200, deadline=None)
+@given(queue_specs, st.lists(st.tuples(st.integers(0, 4), st.integers(1, 6), st.integers(0, 2)),
+                             max_size=60), st.lists(st.integers(0, 12), min_size=3, max_size=3))  # fmt: skip
+def test_a_pass_never_breaks_a_namespace_quota(specs: list, raw: list, hard: list) -> None:
+    known = build(specs)
+    entries = [
+        entry(f"e{n}", f"q{q % len(known)}", cpu=str(cpu), created=n, namespace=f"ns{space}")
+        for n, (q, cpu, space) in enumerate(raw)
+    ]
+    limits = {f"ns{i}": read_hard({"requests.cpu": str(cpu)}) for i, cpu in enumerate(hard)}
+    result = admission_pass(known, entries, fleet("64"), fits=Pool(64_000).fits,
+                            namespace_quotas=limits)  # fmt: skip
+    chosen = set(result.admitted)
+    for i, cpu in enumerate(hard):
+        used = sum(
+            e.requests["cpu"] for e in entries if e.key in chosen and e.namespace == f"ns{i}"
+        )
+        assert used <= cpu * 1000

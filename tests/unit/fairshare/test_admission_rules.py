@@ -15,6 +15,11 @@ from jobrelay.fairshare.admission_rules import (
     admission_pass,
 )
 from jobrelay.fairshare.model import Entry
+from jobrelay.fairshare.namespace_quota import (
+    EXCEEDS_NAMESPACE_QUOTA,
+    NAMESPACE_QUOTA_EXCEEDED,
+    read_hard,
+)
 
 
 def room(cpu: int) -> Callable[[Entry], bool]:
@@ -160,3 +165,22 @@ def test_queues_are_ordered_by_the_share_they_would_have_with_their_next() -> No
     pending = [entry("a-next", "a", created=1), entry("c-next", "c", created=2)]
     result = admission_pass(known, [*running, *pending], fleet("32"), fits=room(1))
     assert result.admitted == ("Job c/c-next",)
+
+
+def test_a_namespace_quota_holds_across_one_pass() -> None:
+    # Both fit the quota alone; admitted together they would take 3 of its 2 CPUs.
+    known = queues(queue("a"), queue("b"))
+    entries = [
+        entry("running", "", cpu="500m", namespace="lab", admitted=True),  # unqueued
+        entry("x", "a", cpu="1", namespace="lab", created=1),
+        entry("y", "b", cpu="1", namespace="lab", created=2),
+        entry("z", "b", cpu="1", namespace="other", created=3),
+        entry("huge", "a", cpu="10", namespace="lab", created=4),
+    ]
+    limits = {"lab": read_hard({"requests.cpu": "2"})}
+    result = admission_pass(known, entries, fleet(), fits=room(32), namespace_quotas=limits)
+    assert result.admitted == ("Job lab/x", "Job other/z")
+    waiting = result.holding["Job lab/y"]
+    assert waiting.reason == NAMESPACE_QUOTA_EXCEEDED
+    assert waiting.message.startswith("namespace lab: 2500m of 2 cpu requests")
+    assert result.holding["Job lab/huge"].reason == EXCEEDS_NAMESPACE_QUOTA

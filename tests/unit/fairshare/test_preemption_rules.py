@@ -11,6 +11,7 @@ from jobrelay.fairshare.model import Entry, QueueSpec, Reclaim, WithinQueue
 from jobrelay.fairshare.preemption_rules import (
     preempted_notice,
     preempting_notice,
+    preemptions,
     victims_for,
 )
 from jobrelay.fairshare.shares import usage_by_queue
@@ -180,3 +181,16 @@ def test_victims_always_make_room_and_are_all_needed(
         for resource in needed:
             if after.get(name, {}).get(resource, 0) < before.get(name, {}).get(resource, 0):
                 assert after.get(name, {}).get(resource, 0) >= spec.nominal.get(resource, 0)
+
+
+def test_several_winners_take_distinct_victims_up_to_their_nominal() -> None:
+    # a (nominal 8) runs 32 of a 32-CPU fleet; b (nominal 16) reclaims up to its 16.
+    known = queues(queue("a", nominal={"cpu": "8"}), queue("b", nominal={"cpu": "16"},
+                                                             reclaim=Reclaim.ANY))  # fmt: skip
+    running = [entry(f"a{i}", "a", created=i, admitted=True) for i in range(32)]
+    winners = [entry(f"w{i}", "b", created=100 + i) for i in range(20)]
+    chosen = preemptions(winners, known, [*running, *winners], fleet(), need_of=lambda w: cpu("1"))
+    assert list(chosen) == [f"Job b/w{i}" for i in range(16)]  # b reaches its nominal 16
+    victims = [key for keys in chosen.values() for key in keys]
+    assert len(victims) == len(set(victims)) == 16
+    assert victims[0] == "Job a/a31" and victims[-1] == "Job a/a16"  # newest first
