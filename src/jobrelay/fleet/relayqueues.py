@@ -32,7 +32,7 @@ from jobrelay.fleet.relayqueue_rules import (
 )
 from jobrelay.fleet.workers.status_rules import rfc3339
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 
@@ -144,11 +144,11 @@ class RelayQueueCache:
             figures = None
         stored = existing_condition(obj)
         condition = valid_condition(invalid, stored, rfc3339(time.time()))
-        if figures is None and invalid is None and stored is not None:
-            # A valid queue before the first fair-share pass (a restart): the figures
-            # stored stay until new ones come; only a changed condition is news.
-            if stored.get("status") == condition["status"]:
-                return False
+        # A valid queue before the first fair-share pass (a restart): the figures stored
+        # stay until new ones come; only a changed condition is news.
+        before_first_pass = figures is None and invalid is None
+        if before_first_pass and stored is not None and stored.get("status") == "True":
+            return False
         body = status_body(figures, condition)
         clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
         now = asyncio.get_running_loop().time()
@@ -159,6 +159,8 @@ class RelayQueueCache:
         patch = {**cleared, **body}
         try:
             await self._manager.patch(RELAY_QUEUES, name, {"status": patch}, subresource="status")
+        except WriteFenced:
+            return False  # leadership lost meanwhile: the next leader writes it
         except ApiError as error:
             if not error.is_not_found:
                 _log.warning("RelayQueue %s: cannot write status: %s", name, error)

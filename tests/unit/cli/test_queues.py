@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.unit.cli.fakes import FakeApiserver
 
 from jobrelay.cli import queues as queues_cli
@@ -99,3 +101,34 @@ def test_the_verb_lists_queues_as_a_table_or_as_kubectl_does(manager: FakeApiser
 def test_no_queues_says_so(manager: FakeApiserver) -> None:
     result = invoke("queues")
     assert result.exit_code == 0 and result.output.startswith("no RelayQueues")
+
+
+def test_without_the_crd_one_line_says_how_to_install_it(manager: FakeApiserver) -> None:
+    manager.refuse = (404, "NotFound")
+    result = invoke("queues")
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert "serves no RelayQueues" in line and "charts/jobrelay/crds/" in line
+
+
+def test_a_refusal_is_one_line(manager: FakeApiserver) -> None:
+    manager.forbidden = {"relayqueues"}
+    result = invoke("queues")
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=6), inner, max_size=2)
+    ),
+    max_leaves=8,
+)
+
+
+@given(
+    st.lists(st.dictionaries(st.sampled_from(["metadata", "spec", "status"]), _values), max_size=3)
+)
+def test_any_queue_objects_print_as_rows(objects: list[Any]) -> None:
+    for wide in (False, True):
+        assert len(queue_rows(objects, wide=wide)) == len(objects) + 1

@@ -149,3 +149,30 @@ async def test_a_new_valid_queue_gets_its_condition_before_any_figures() -> None
     ((_, status),) = manager.patches
     assert status == {"conditions": [status["conditions"][0]]}
     assert status["conditions"][0]["status"] == "True"
+
+
+async def test_the_fair_share_pass_figures_are_what_the_status_shows() -> None:
+    from jobrelay.fairshare.shares import QueueFigures
+
+    queues, informer, manager = cache()
+    informer.put(rq("team-a"))
+    queues.figures = {
+        "team-a": QueueFigures(
+            name="team-a", weight=1.0, usage={"cpu": 4000}, demand={"cpu": 6000},
+            pending=2, admitted=4, fair_share=0.5, actual_share=0.125,
+        )
+    }  # fmt: skip
+    await queues.write_all()
+    ((_, status),) = manager.patches
+    assert status["usage"] == {"cpu": "4"} and status["demand"] == {"cpu": "6"}
+    assert (status["fairShare"], status["actualShare"]) == (0.5, 0.125)
+
+
+async def test_a_write_fenced_meanwhile_is_quiet(caplog: Any) -> None:
+    from jobrelay.kube.errors import WriteFenced
+
+    queues, informer, manager = cache()
+    informer.put(rq("team-a"))
+    manager.fail = WriteFenced("patch", "relayqueues")
+    assert not await queues.write_status("team-a")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
