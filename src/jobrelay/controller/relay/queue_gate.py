@@ -174,6 +174,15 @@ class QueueGate:
     def specs(self) -> dict[str, QueueSpec]:
         return self.queues.specs() if self.queues is not None else {}
 
+    def idle(self) -> bool:
+        """No RelayQueue and no ResourceQuota on the manager: every workload is placed as
+        it comes, and the held pass need not read every workload. (A verdict of a pass
+        made before is forgotten: the first queue or quota starts from a fresh one.)"""
+        if self.specs() or self._quotas.values():
+            return False
+        self._last = None
+        return True
+
     # -- a reconcile's verdict ----------------------------------------------------------
 
     def hold(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> QueueHold | None:

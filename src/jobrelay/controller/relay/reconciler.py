@@ -226,7 +226,7 @@ class Reconciler:
                 )
             return room.take(key, workload, policy)
 
-        if self.gate is None:
+        if self.gate is None or self.gate.idle():
             return [key for key, workload in self._held_workloads(held) if fits(key, workload)]
         fleet = fleet_of(
             capacity["capacity"]
