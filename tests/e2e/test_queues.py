@@ -130,18 +130,17 @@ async def test_a_high_priority_job_submitted_last_starts_before_earlier_low_ones
 ) -> None:
     queue = await make_queue(relay.namespace, nominalQuota={"cpu": "2"},
                              borrowingLimit={"cpu": "0"})  # fmt: skip
-    low = [f"low-{i}" for i in range(6)]
+    # Each Job takes the whole queue: one slot, so the next to start is exactly one Job.
+    low = [f"low-{i}" for i in range(5)]
     for name in low:
-        # Long enough that no slot frees while the high-priority Job is being submitted.
-        await relay.submit(cpu_job(name, "1", "10s", **{QUEUE_LABEL: queue}))
+        await relay.submit(cpu_job(name, "2", "6s", **{QUEUE_LABEL: queue}))
     await relay.wait_placed(low[0])
-    await relay.wait_placed(low[1])
-    urgent = cpu_job("urgent", "1", "1s", **{QUEUE_LABEL: queue})
+    urgent = cpu_job("urgent", "2", "1s", **{QUEUE_LABEL: queue})
     urgent["spec"]["template"]["spec"]["priorityClassName"] = priority_class
     await relay.submit(urgent)
     waiting = [n for n in low if not placement(await relay.get(n))]
     assert len(waiting) >= 3, "the queue was not saturated"
-    await relay.wait_placed("urgent", timeout=90)
+    await relay.wait_placed("urgent", timeout=60)
     placed_before = [n for n in waiting if placement(await relay.get(n))]
     assert placed_before == [], f"{placed_before} started before the high-priority Job"
     await relay.wait_finished("urgent", timeout=60)

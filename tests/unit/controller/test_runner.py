@@ -486,6 +486,25 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     assert "team-a" not in controller.memory._policies
 
 
+def test_a_relayqueue_change_looks_again_at_what_waits_on_a_queue(
+    controller: runner.Controller,
+) -> None:
+    lost, refused, full = (WorkloadKey(JOB.name, f"team-a/{n}") for n in ("a", "b", "c"))
+    controller.memory._held = {lost: "QueueNotFound|x", refused: "QueueNotAllowed|y",
+                               full: "NotPlaced|"}  # fmt: skip
+    controller._queues_changed()
+    assert controller.capacity_changed.is_set()  # a pass: the quotas may have changed
+    assert controller.queue.waiting_in(Lane.FRESH) == 2
+
+
+async def test_a_namespace_change_gives_the_gate_its_labels(controller: runner.Controller) -> None:
+    labelled = {"metadata": {"name": "team-a", "labels": {"team": "a"}}}
+    controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, labelled))
+    assert controller.gate._labels["team-a"] == {"team": "a"}
+    controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", labelled, None))
+    assert "team-a" not in controller.gate._labels
+
+
 # -- ensure_crds --------------------------------------------------------------------------
 
 WORKER_CLUSTERS_SERVED = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS}
