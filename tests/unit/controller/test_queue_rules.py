@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from jobrelay.controller.relay.queue_rules import (
     MAX_NAMESPACE_LABELS,
     Priorities,
+    entry_key,
     fleet_of,
+    limits_of,
     priority_of,
     slim_namespace,
     slim_priority_class,
     slim_resource_quota,
 )
+from jobrelay.kinds.base import WorkloadKey
 from jobrelay.placement.capacity import Node, WorkerCapacity
 
 
@@ -100,3 +103,44 @@ def test_the_fleet_is_the_schedulable_nodes_allocatable_summed() -> None:
     two = WorkerCapacity((node("c", 4000), node("d", 4000, ready=False)))
     assert fleet_of([one, two]).allocatable == {"cpu": 12000, "memory": 2 << 30}
     assert fleet_of([]).allocatable == {}
+
+
+def limited(*containers: dict[str, str], init: dict[str, str] | None = None,
+            parallelism: int = 1) -> dict[str, Any]:  # fmt: skip
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": f"c{i}", "resources": {"limits": c}} for i, c in enumerate(containers)
+        ]
+    }
+    if init is not None:
+        spec["initContainers"] = [{"name": "init", "resources": {"limits": init}}]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "a"},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "template": {"spec": spec}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (limited({"cpu": "1"}), {"cpu": 1000}),
+        (limited({"cpu": "1"}, {"cpu": "500m", "memory": "1Gi"}), {"cpu": 1500, "memory": 1 << 30}),
+        (limited({"cpu": "1"}, init={"cpu": "3"}), {"cpu": 3000}),  # an init container's, larger
+        (limited({"cpu": "1"}, parallelism=4), {"cpu": 4000}),  # every pod at once
+        (limited({}), {}),
+    ],
+)
+def test_a_workloads_limits_all_its_pods_at_once(
+    obj: dict[str, Any], expected: dict[str, int]
+) -> None:
+    from jobrelay.kinds.job.adapter import JobKind
+
+    assert limits_of(JobKind(), obj) == expected
+
+
+def test_entry_keys_name_the_kind_as_a_quotas_count_does() -> None:
+    from jobrelay.kinds.job.adapter import JobKind
+
+    kind = JobKind()
+    assert entry_key(WorkloadKey(kind.name, "a/j"), kind) == "Job a/j"

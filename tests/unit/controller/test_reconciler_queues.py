@@ -253,3 +253,29 @@ async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_
     assert qenv.passed() == ["b"]
     await qenv.reconcile("b")
     assert qenv.placed() == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("hard", "limits"),
+    [
+        ({"count/jobs.batch": "1"}, None),
+        ({"limits.cpu": "1"}, {"cpu": "1"}),
+    ],
+)
+async def test_a_quota_on_jobs_or_limits_counts_them(
+    qenv: QueueEnv, hard: dict[str, str], limits: dict[str, str] | None
+) -> None:
+    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.quotas.objects.append(slim_resource_quota(
+        {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": hard}}
+    ))  # fmt: skip
+    for name in ("a", "b"):
+        obj = asking(name, queue=None)
+        if limits is not None:
+            obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = limits
+        qenv.submit(obj)
+    qenv.passed()
+    await qenv.reconcile("a", "b")
+    assert qenv.placed() == ["a"]
+    said = qenv.said("b")
+    assert said is not None and said.startswith("NamespaceQuotaExceeded: ")

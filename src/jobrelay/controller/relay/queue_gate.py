@@ -24,6 +24,8 @@ from typing import Any, Protocol
 
 from jobrelay.controller.relay.queue_rules import (
     Priorities,
+    entry_key,
+    limits_of,
     priority_of,
     slim_priority_class,
     slim_resource_quota,
@@ -207,13 +209,14 @@ class QueueGate:
         if not queued and not hard:
             return None
         last = self._last
-        if last is None or (queued and str(key) not in last.admitted | last.holding.keys()):
+        if last is None or (queued and entry.key not in last.admitted | last.holding.keys()):
             self.on_needed()
             return QueueHold("", "", settled=False)
-        if queued and str(key) not in last.admitted:
-            return last.holding[str(key)]
+        if queued and entry.key not in last.admitted:
+            return last.holding[entry.key]
         if hard is not None:
-            verdict = quota_verdict(hard, self._counted(key.namespace, last, but=key), entry)
+            counted = self._counted(key.namespace, last, but=key, but_entry=entry.key)
+            verdict = quota_verdict(hard, counted, entry)
             if verdict is not None:
                 return QueueHold(verdict.reason, verdict.message)
         self._admitting[key] = (self._monotonic(), entry)
@@ -321,13 +324,18 @@ class QueueGate:
                 priority = priority_of(kind.pod_templates(obj), self._priorities)
             except (AttributeError, TypeError, ValueError, KeyError, IndexError):
                 priority = 0
+            try:
+                limits = limits_of(kind, obj)
+            except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+                limits = {}  # its requests were read: placement says what else is wrong
             entry = Entry(
-                key=str(key),
+                key=entry_key(key, kind),
                 queue="",
                 namespace=key.namespace,
                 priority=priority,
                 created=str(meta.creation_timestamp or ""),
                 requests=workload.demand,
+                limits=limits,
             )
             read = _Read(version, workload, entry)
         self._reads[key] = read
@@ -372,8 +380,10 @@ class QueueGate:
             hards.setdefault(namespace, []).append((quota.get("spec") or {}).get("hard") or {})
         return {namespace: read_hard(*found) for namespace, found in hards.items()}
 
-    def _counted(self, namespace: str, last: _Pass, *, but: WorkloadKey) -> list[Entry]:
-        counted = [e for e in last.by_namespace.get(namespace, []) if e.key != str(but)]
+    def _counted(
+        self, namespace: str, last: _Pass, *, but: WorkloadKey, but_entry: str
+    ) -> list[Entry]:
+        counted = [e for e in last.by_namespace.get(namespace, []) if e.key != but_entry]
         seen = {e.key for e in counted}
         for key, (_since, entry) in self._admitting.items():
             if key.namespace == namespace and key != but and entry.key not in seen:

@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobrelay.fairshare.model import Fleet
+from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.placement.units import resources_of
 
 __all__ = [
     "MAX_NAMESPACE_LABELS",
     "Priorities",
+    "entry_key",
     "fleet_of",
+    "limits_of",
     "priority_of",
     "slim_namespace",
     "slim_priority_class",
@@ -120,3 +124,41 @@ def fleet_of(capacities: Iterable[WorkerCapacity]) -> Fleet:
         for resource, quantity in allocatable.items():
             total[resource] = total.get(resource, 0) + quantity
     return Fleet(total)
+
+
+def entry_key(key: WorkloadKey, kind: WorkloadKind) -> str:
+    """A workload's key in fleet-wide queueing: ``Kind namespace/name`` (a ResourceQuota's
+    ``count/jobs.batch`` counts the ``Job`` ones)."""
+    return f"{kind.ref.kind} {key.key}"
+
+
+def limits_of(kind: WorkloadKind, obj: JsonObj) -> dict[str, int]:
+    """What all a workload's pods at once limit (a ResourceQuota's ``limits.*`` counts
+    them): per pod the containers' limits summed, or an init container's when larger,
+    times the pods of its template. Empty when the kind cannot pair counts with templates
+    or nothing is limited; ValueError (QuantityError) on an unreadable quantity."""
+    sets, templates = kind.pod_sets(obj), kind.pod_templates(obj)
+    if len(sets) != len(templates):
+        return {}
+    total: dict[str, int] = {}
+    for pod_set, template in zip(sets, templates, strict=True):
+        spec = template.get("spec") or {}
+        per_pod: dict[str, int] = {}
+        for container in spec.get("containers") or []:
+            for resource, value in _limits(container).items():
+                per_pod[resource] = per_pod.get(resource, 0) + value
+        for container in spec.get("initContainers") or []:
+            for resource, value in _limits(container).items():
+                per_pod[resource] = max(per_pod.get(resource, 0), value)
+        for resource, value in per_pod.items():
+            total[resource] = total.get(resource, 0) + value * pod_set.count
+    return total
+
+
+def _limits(container: Any) -> dict[str, int]:
+    limits = (
+        ((container.get("resources") or {}).get("limits") or {})
+        if isinstance(container, Mapping)
+        else {}
+    )
+    return resources_of(limits) if isinstance(limits, Mapping) else {}
