@@ -196,6 +196,7 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
     finished = qenv.env.manager.get("jobs", f"{NAMESPACE}/a")
     assert finished is not None
     finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    finished["metadata"]["resourceVersion"] += "-done"  # a status write is a new version
     qenv.env.catch_up()
     assert qenv.passed() == ["c"]
     await qenv.reconcile("c")
@@ -249,6 +250,7 @@ async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_
     finished = qenv.env.manager.get("jobs", f"{NAMESPACE}/a")
     assert finished is not None
     finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    finished["metadata"]["resourceVersion"] += "-done"  # a status write is a new version
     qenv.env.catch_up()
     assert qenv.passed() == ["b"]
     await qenv.reconcile("b")

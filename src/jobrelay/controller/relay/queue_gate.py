@@ -16,6 +16,7 @@ or queues change); a reconcile reads its verdict from the latest pass
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -83,6 +84,12 @@ class _Read:
     version: tuple[str, int]
     workload: Workload | None
     entry: Entry | None
+    # What its object says, read once: finished or being deleted, placed, suspended, and
+    # the queue its label names.
+    gone: bool = False
+    placed: bool = False
+    suspended: bool = False
+    named: str | None = None
 
 
 @dataclass(slots=True)
@@ -250,10 +257,10 @@ class QueueGate:
             read = self._read(key, kind, obj)
             if read.entry is None or read.workload is None:
                 continue
-            admitted = self._admitted(key, kind, obj)
+            admitted = self._admitted(key, read)
             if admitted is None:
                 continue  # finished, suspended before a placement, or going
-            choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace,
+            choice = queue_for(read.named, key.namespace,
                                self._labels.get(key.namespace, {}), specs)  # fmt: skip
             queue = choice.queue if isinstance(choice, Queued) else ""
             entry = _with(read.entry, queue=queue, admitted=admitted)
@@ -317,8 +324,14 @@ class QueueGate:
         if cached is not None and cached.version == version:
             return cached
         workload = read_workload(kind, obj)
+        said = _Read(
+            version, None, None,
+            gone=bool(meta.deletion_timestamp) or kind.is_finished(obj),
+            placed=bool(placement_of(obj)), suspended=kind.is_suspended(obj),
+            named=meta.label(QUEUE_LABEL),
+        )  # fmt: skip
         if isinstance(workload, Invalid):
-            read = _Read(version, None, None)
+            read = said
         else:
             try:
                 priority = priority_of(kind.pod_templates(obj), self._priorities)
@@ -337,7 +350,7 @@ class QueueGate:
                 requests=workload.demand,
                 limits=limits,
             )
-            read = _Read(version, workload, entry)
+            read = dataclasses.replace(said, workload=workload, entry=entry)
         self._reads[key] = read
         return read
 
@@ -355,16 +368,16 @@ class QueueGate:
         self._reads.pop(key, None)
         self._admitting.pop(key, None)
 
-    def _admitted(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> bool | None:
+    def _admitted(self, key: WorkloadKey, read: _Read) -> bool | None:
         """Admitted (placed, or a live mirror, and not finished); pending (False); or
         neither (None: finished, suspended before its first placement, being deleted)."""
-        if Meta(obj).deletion_timestamp or kind.is_finished(obj):
+        if read.gone:
             self._admitting.pop(key, None)  # it takes nothing any more
             return None
-        if placement_of(obj) or self._mirrored(key):
+        if read.placed or self._mirrored(key):
             self._admitting.pop(key, None)  # the cache shows it: counted as placed
             return True
-        if kind.is_suspended(obj):
+        if read.suspended:
             return None
         return key in self._admitting
 
