@@ -34,6 +34,8 @@ from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.queue_gate import QueueGate
+from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.state_gauges import StateGauges
 from jobrelay.fleet import relayqueues, workerclusters
@@ -73,18 +75,6 @@ _HELD_PASS_INTERVAL = 1.0
 # Connections of a worker's pool of users' streams beyond its stream bound: the pod LISTs
 # that start requests (brief; the stream bound already counts each follow's watch).
 _STREAM_LIST_ROOM = 16
-
-
-def _placement_annotations(obj: dict[str, Any]) -> dict[str, Any]:
-    """A Namespace as the cache keeps it: its name and jobrelay's annotations only."""
-    metadata = obj.get("metadata") or {}
-    annotations = {
-        k: v
-        for k, v in (metadata.get("annotations") or {}).items()
-        if k.startswith("jobrelay.dev/")
-    }
-    kept = {k: metadata.get(k) for k in ("name", "resourceVersion")}
-    return {"metadata": {**kept, "annotations": annotations}}
 
 
 # What one HTTP server serves: its flag, address, whether /metrics, the events it logs.
@@ -174,14 +164,15 @@ class Controller:
             )
             for kind in kinds
         }
-        # Namespaces carry the placement policy their admin set (annotations).
-        self.namespaces = Informer(manager, NAMESPACES, transform=_placement_annotations)
+        # Namespaces carry the placement policy their admin set (annotations), and the
+        # labels queues select them by.
+        self.namespaces = Informer(manager, NAMESPACES, transform=slim_namespace)
         self.sources = DependencySources(manager)
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
         # The fleet's queues (RelayQueues): a change may admit held workloads.
         self.queues = RelayQueueCache(
-            manager, may_write=self.may_write, on_change=self.capacity_changed.set
+            manager, may_write=self.may_write, on_change=self._queues_changed
         )
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
@@ -213,6 +204,10 @@ class Controller:
             client_factory=self._worker_client,
             on_copy_change=self.sources.copy_changed,
         )
+        # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
+        self.gate = QueueGate.watching(manager, queues=self.queues, mirrored=self.pool.has_mirror)
+        # A workload no admission pass has judged yet, a quota or priority changed: a pass.
+        self.gate.on_needed = self.capacity_changed.set
         relay = options.relay
         # What one reconcile leaves for the next (expectations, reservations, held ...).
         self.memory = memory = RelayMemory()
@@ -236,12 +231,19 @@ class Controller:
             memory=memory,
             admission=Admission(manager),
             sources=self.sources,
+            gate=self.gate,
         )
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
         def enqueue(event: InformerEvent) -> None:
             key = WorkloadKey(kind, event.key)
             self.sources.workload_changed(key, self.kinds[kind].kind, event.new)
+            if event.new is None:
+                self.gate.forget(key)
+            if event.old is not None and self.gate.released(
+                self.kinds[kind].kind, event.old, event.new
+            ):
+                self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
             mirrored = self.pool.has_mirror(key)
             lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
             self.queue.add(key, lane)
@@ -330,6 +332,7 @@ class Controller:
             runtime.objects.start()
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
+        self.gate.start()
         self.queues.start()
         self.worker_events.start(self.pool.workers)
         await self.pool.start()
@@ -337,6 +340,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
             await self.namespaces.wait_synced()
+            await self.gate.wait_synced()
             await self.queues.wait_synced()
             await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
             await self.pool.wait_connected(self.options.workers.sync_timeout)
@@ -359,6 +363,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
             await self.namespaces.stop()
+            await self.gate.stop()
             await self.queues.stop()
             await self.sources.stop()
             await self.pool.stop()
@@ -454,10 +459,19 @@ class Controller:
         obj = event.new
         annotations = None if obj is None else Meta(obj).annotations
         self.reconciler.policy_changed(namespace, annotations)
+        self.gate.namespace_changed(namespace, None if obj is None else Meta(obj).labels)
         # Its held workloads may now go somewhere (or must go elsewhere than planned).
         for key in self.reconciler.held():
             if key.namespace == namespace:
                 self.queue.add(key, Lane.FRESH)  # a placement
+
+    def _queues_changed(self) -> None:
+        """A RelayQueue changed: a pass, and those held on a queue that did not exist or
+        did not take their namespace are looked at again."""
+        self.capacity_changed.set()
+        for key in self.reconciler.held():
+            if (self.memory.held(key) or "").startswith(("QueueNotFound|", "QueueNotAllowed|")):
+                self.queue.add(key, Lane.FRESH)
 
     async def _place_held(self) -> None:
         """When a worker's capacity changes, queue the held workloads that would now be

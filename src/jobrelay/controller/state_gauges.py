@@ -39,6 +39,15 @@ HELD_REASONS = (
     "MissingDependency",
     "DependencyRefused",
     "DependencyTooLarge",
+    # Fleet-wide queues (controller/relay/queue_gate.py) and the manager's ResourceQuotas.
+    "QueueNotFound",
+    "QueueNotAllowed",
+    "QueueQuotaExceeded",
+    "ExceedsQueueQuota",
+    "QueuedBehind",
+    "WaitingForRoom",
+    "NamespaceQuotaExceeded",
+    "ExceedsNamespaceQuota",
 )
 
 

@@ -20,7 +20,9 @@ __all__ = [
     "NODES",
     "PERSISTENT_VOLUME_CLAIMS",
     "PODS",
+    "PRIORITY_CLASSES",
     "RELAY_QUEUES",
+    "RESOURCE_QUOTAS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
     "SUBJECT_ACCESS_REVIEWS",
@@ -41,6 +43,11 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
 PERSISTENT_VOLUME_CLAIMS = Resource(
     "", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True
 )
+# Fleet-wide queues read a workload's priority and its namespace's quota on the manager.
+PRIORITY_CLASSES = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
 TOKEN_REVIEWS = Resource(
     "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
 )

@@ -2,7 +2,8 @@
 would be placed now.
 
 Oldest first, and each takes its room before the next is judged, so freeing room for
-one workload wakes that one, not all ten thousand that wait.
+one workload wakes that one, not all ten thousand that wait. :class:`Room` is that
+check on its own, for a pass that chooses its own order (fleet-wide queues' admission).
 """
 
 from __future__ import annotations
@@ -17,32 +18,44 @@ from jobrelay.placement.nodefit import Fit
 from jobrelay.placement.workload import Choice, Workload
 
 
+class Room:
+    """The clusters' room during one pass: each workload that fits takes its room
+    before the next is judged."""
+
+    def __init__(self, clusters: Sequence[Cluster]) -> None:
+        self._current = {c.name: c for c in clusters}
+        # Room only shrinks during the pass: what did not fit a cluster will not.
+        self._misfits: dict[tuple[str, str], Fit] = {}
+        # Workloads (pods, choice and policy) no cluster took: one like them will not either.
+        self._hopeless: set[str] = set()
+
+    def take(self, key: Hashable, workload: Workload, policy: Choice) -> bool:
+        """Whether a placement would place ``workload`` now; if so, its room is taken."""
+        alike = repr((workload, policy))
+        if alike in self._hopeless:
+            return False
+        decision = place(
+            self._current.values(),
+            workload,
+            policy,
+            misfits=self._misfits,
+            judge_never_fits=False,
+        )
+        if decision.cluster is None:
+            self._hopeless.add(alike)
+            return False
+        cluster = self._current[decision.cluster]
+        if cluster.capacity is not None:
+            taken = Reservation(str(key), workload.groups)
+            self._current[cluster.name] = dataclasses.replace(
+                cluster, capacity=cluster.capacity.with_reservation(taken)
+            )
+        return True
+
+
 def placeable(
     held: Iterable[tuple[Hashable, Workload, Choice]], clusters: Sequence[Cluster]
 ) -> list[Hashable]:
     """The keys of ``held`` (oldest first) that a placement would place now."""
-    current = {c.name: c for c in clusters}
-    chosen: list[Hashable] = []
-    # Room only shrinks during the pass: what did not fit a cluster will not.
-    misfits: dict[tuple[str, str], Fit] = {}
-    # Workloads (pods, choice and policy) no cluster took: one like them will not either.
-    hopeless: set[str] = set()
-    for key, workload, policy in held:
-        alike = repr((workload, policy))
-        if alike in hopeless:
-            continue
-        decision = place(
-            current.values(), workload, policy, misfits=misfits, judge_never_fits=False
-        )
-        if decision.cluster is None:
-            hopeless.add(alike)
-            continue
-        chosen.append(key)
-        cluster = current[decision.cluster]
-        if cluster.capacity is not None:
-            taken = Reservation(str(key), workload.groups)
-            current[cluster.name] = dataclasses.replace(
-                cluster,
-                capacity=cluster.capacity.with_reservation(taken),
-            )
-    return chosen
+    room = Room(clusters)
+    return [key for key, workload, policy in held if room.take(key, workload, policy)]

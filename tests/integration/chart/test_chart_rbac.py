@@ -119,6 +119,15 @@ def needed(install: Install) -> list[Request]:
             for resource in ("configmaps", "secrets", "serviceaccounts")
             for verb in ("get", "list", "watch")
         ),
+        # Fleet-wide queues: priorities and the manager's ResourceQuotas, read.
+        *(
+            Request(group, resource, verb)
+            for group, resource in (
+                ("scheduling.k8s.io", "priorityclasses"),
+                ("", "resourcequotas"),
+            )
+            for verb in ("get", "list", "watch")
+        ),
     ]
 
 

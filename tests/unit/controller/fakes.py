@@ -387,6 +387,9 @@ class FakePool:
     def mirror_keys(self) -> set[WorkloadKey]:
         return {key for w in self._workers.values() for key in w.cache}
 
+    def has_mirror(self, key: WorkloadKey) -> bool:
+        return any(w.mirror(key) is not None for w in self._workers.values())
+
     async def aclose(self) -> None:
         for worker in self._workers.values():
             await worker.client.aclose()

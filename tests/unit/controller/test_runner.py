@@ -19,6 +19,7 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
+from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -222,6 +223,15 @@ async def test_informer_events_enqueue_the_kinds_key(controller: runner.Controll
     assert await controller.queue.get() == WorkloadKey(JOB.name, "team-a/train")
 
 
+def test_a_workload_that_finishes_wakes_the_admission_pass(controller: runner.Controller) -> None:
+    handler = controller._enqueue(JOB.name)
+    handler(InformerEvent(Change.UPDATED, "team-a/train", job(), job()))
+    assert not controller.capacity_changed.is_set()
+    done = {**job(), "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    handler(InformerEvent(Change.UPDATED, "team-a/train", job(), done))
+    assert controller.capacity_changed.is_set()
+
+
 class RunningInformer(FakeInformer):
     """A management cache with the lifecycle the Controller drives."""
 
@@ -279,6 +289,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     controller.namespaces = RunningInformer({})  # type: ignore[assignment]
+    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
     controller.queues = RelayQueueCache(client, informer=RunningInformer({}))  # type: ignore[arg-type]
     # The manager's ConfigMaps, Secrets and ServiceAccounts: none referenced here.
     sources: Any = controller.sources.informers
@@ -446,7 +457,7 @@ async def test_run_with_a_bad_configuration_still_cleans_up(
     assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
 
 
-def test_namespaces_are_cached_with_jobrelays_annotations_only() -> None:
+def test_namespaces_are_cached_with_jobrelays_annotations_and_their_labels() -> None:
     namespace = {
         "metadata": {
             "name": "team-a", "resourceVersion": "7", "uid": "u", "labels": {"a": "b"},
@@ -454,10 +465,10 @@ def test_namespaces_are_cached_with_jobrelays_annotations_only() -> None:
         },
         "spec": {"finalizers": ["kubernetes"]},
     }  # fmt: skip
-    assert runner._placement_annotations(namespace) == {
+    assert slim_namespace(namespace) == {
         "metadata": {
             "name": "team-a", "resourceVersion": "7",
-            "annotations": {"jobrelay.dev/clusters": "w1"},
+            "annotations": {"jobrelay.dev/clusters": "w1"}, "labels": {"a": "b"},
         }
     }  # fmt: skip
 
@@ -473,6 +484,25 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     assert controller.memory.policy("team-a").clusters == ("w2",)  # type: ignore[union-attr]
     controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
     assert "team-a" not in controller.memory._policies
+
+
+def test_a_relayqueue_change_looks_again_at_what_waits_on_a_queue(
+    controller: runner.Controller,
+) -> None:
+    lost, refused, full = (WorkloadKey(JOB.name, f"team-a/{n}") for n in ("a", "b", "c"))
+    controller.memory._held = {lost: "QueueNotFound|x", refused: "QueueNotAllowed|y",
+                               full: "NotPlaced|"}  # fmt: skip
+    controller._queues_changed()
+    assert controller.capacity_changed.is_set()  # a pass: the quotas may have changed
+    assert controller.queue.waiting_in(Lane.FRESH) == 2
+
+
+async def test_a_namespace_change_gives_the_gate_its_labels(controller: runner.Controller) -> None:
+    labelled = {"metadata": {"name": "team-a", "labels": {"team": "a"}}}
+    controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, labelled))
+    assert controller.gate._labels["team-a"] == {"team": "a"}
+    controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", labelled, None))
+    assert "team-a" not in controller.gate._labels
 
 
 # -- ensure_crds --------------------------------------------------------------------------

@@ -134,6 +134,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     )
     controller.kinds[JOB.name] = KindRuntime(JOB, ListedInformer({KEY.key: job()}))  # type: ignore[arg-type]
     controller.namespaces = ListedInformer({})  # type: ignore[assignment]
+    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
     controller.queues = RelayQueueCache(manager, informer=ListedInformer({}))  # type: ignore[arg-type]
 
     async def nothing(*_args: Any) -> None:

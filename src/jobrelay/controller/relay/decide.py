@@ -152,7 +152,9 @@ def decide(s: Snapshot) -> Plan:
         if live:
             cluster = live[0].name  # its placement annotations were lost: keep the mirror it has
         else:
-            held = _held_by_dependencies(s, obj, actions)
+            held = _held_by_queue(s, obj, actions)
+            if held is None:
+                held = _held_by_dependencies(s, obj, actions)
             if held is None:
                 held = _held_by_admission(s, actions)
             if held is not None:
@@ -604,6 +606,34 @@ def _held_by_admission(s: Snapshot, actions: list[Action]) -> Plan | None:
         return None
     actions.extend(_warning(verdict.reason, verdict.message))
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+
+
+def _held_by_queue(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan | None:
+    """Before a first placement: its queue admits it (fleet-wide queues: quota, fair
+    share, priority) and its namespace's ResourceQuota on the manager allows it.
+
+    Held otherwise, unplaced, told once per reason (a Warning Event and the not-placed
+    annotation; the numbers and its position change without a new one); the admission
+    pass brings it back when it admits it, a RelayQueue's change when it waits on one.
+    """
+    hold = s.queue_hold
+    if hold is None:
+        return None
+    if not hold.settled:
+        # The next admission pass (within a second) judges it: no warning for a moment.
+        return Plan(tuple(actions), RequeueAfter(1.0), held=s.held or QUEUE_UNJUDGED)
+    signature = f"{hold.reason}|{_DETAILS.sub('#', hold.message)}"
+    if signature != s.held:
+        # The annotation first: whoever sees the Event should find the object saying it.
+        said = _bounded(f"{hold.reason}: {hold.message}")
+        actions.append(Annotate({NOT_PLACED_ANNOTATION: said}))
+        actions.extend(_warning(hold.reason, hold.message))
+    return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=signature)
+
+
+# What the memory keeps of a queued workload no admission pass has judged yet: held (so
+# the passes see it), with nothing told.
+QUEUE_UNJUDGED = "QueueUnjudged"
 
 
 # -- dependencies: what its pods need in their namespace ------------------------------------

@@ -25,8 +25,11 @@ from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Outcome, ReadFresh, Retry
+from jobrelay.controller.relay.queue_gate import QueueGate
+from jobrelay.controller.relay.queue_rules import fleet_of
 from jobrelay.controller.relay.snapshot import (
     Needed,
+    QueueHold,
     Settings,
     Snapshot,
     WorkerSnapshot,
@@ -40,10 +43,11 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer
-from jobrelay.placement.held import placeable
-from jobrelay.placement.workload import Choice, Invalid, Workload
+from jobrelay.placement.held import Room
+from jobrelay.placement.workload import Invalid, Workload
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
+from jobrelay.vocabulary.placement import placement_of
 
 _log = logging.getLogger(__name__)
 
@@ -86,6 +90,7 @@ class Reconciler:
         admission: Admission,
         clock: Callable[[], str] = utc_now,
         sources: DependencySources | None = None,
+        gate: QueueGate | None = None,
     ) -> None:
         self._kinds = kinds
         self._pool = pool
@@ -97,6 +102,9 @@ class Reconciler:
         self._clock = clock
         # The manager's ConfigMaps, Secrets and ServiceAccounts (None: not judged).
         self._sources = sources
+        # Fleet-wide queues and the manager's ResourceQuotas (None: every workload is
+        # placed as it comes, as in tests of other rules).
+        self.gate = gate
 
     # -- what the runner feeds in ------------------------------------------------------
 
@@ -115,6 +123,8 @@ class Reconciler:
         if runtime is None:
             return Done()  # a kind no longer configured
         outcome = await self._settle(key, runtime)
+        if self.gate is not None and self._memory.held(key) is not None:
+            self.gate.not_placed(key)  # admitted or not, it takes no quota while it waits
         match outcome:
             case ReadFresh():
                 return Retry("the decision asked for fresh reads without end")
@@ -188,32 +198,71 @@ class Reconciler:
         return keys
 
     def placeable_held(self) -> list[WorkloadKey]:
-        """The held workloads that would be placed now (see :func:`placement.held.placeable`).
+        """The held workloads that would be placed now, in the order to place them.
 
-        The workers are seen as a reconcile's decision sees them (a worker is connected
-        for a kind once that kind's mirror cache has listed), so one pass per kind."""
+        One admission pass (controller/relay/queue_gate.py): the queued workloads across
+        queues in their fair order, then the unqueued held ones oldest first; each fits
+        only if placement would place it now, taking its room before the next is judged
+        (:class:`placement.held.Room`). The workers are seen as a reconcile's decision
+        sees them (a worker is connected for a kind once that kind's mirror cache has
+        listed), so one room per kind."""
         held = self._memory.held_keys()
-        waiting: dict[str, list[tuple[Hashable, Workload, Choice]]] = {}
-        for key in held:
-            runtime = self._kinds.get(key.kind)
-            obj = runtime.objects.get(key.key) if runtime is not None else None
-            policy = self._memory.policy(key.namespace)
-            if runtime is None or obj is None or isinstance(policy, Invalid):
-                continue
-            workload = self._memory.held_workload(key, runtime.kind, obj)
-            if workload is not None:
-                waiting.setdefault(key.kind, []).append((key, workload, policy))
         views = self._pool.views()
         self._memory.forget_confirmed((), self._with_capacity(v.worker for v in views))
         capacities = [self._capacity_of(view.worker, None) for view in views]
-        chosen: set[Hashable] = set()
-        for kind, of_kind in waiting.items():
-            clusters = [
-                placement_cluster(self._worker_snapshot(view, kind, capacity))
-                for view, capacity in zip(views, capacities, strict=True)
-            ]
-            chosen.update(placeable(of_kind, clusters))
-        return [key for key in held if key in chosen]
+        rooms: dict[str, Room] = {}
+
+        def fits(key: WorkloadKey, workload: Workload) -> bool:
+            policy = self._memory.policy(key.namespace)
+            if isinstance(policy, Invalid):
+                return False
+            room = rooms.get(key.kind)
+            if room is None:
+                room = rooms[key.kind] = Room(
+                    [
+                        placement_cluster(self._worker_snapshot(view, key.kind, capacity))
+                        for view, capacity in zip(views, capacities, strict=True)
+                    ]
+                )
+            return room.take(key, workload, policy)
+
+        if self.gate is None or self.gate.idle():
+            return [key for key, workload in self._held_workloads(held) if fits(key, workload)]
+        fleet = fleet_of(
+            capacity["capacity"]
+            for view, capacity in zip(views, capacities, strict=True)
+            if view.connected and not view.cordoned and not view.lost and "capacity" in capacity
+        )
+        objects = (
+            (WorkloadKey(name, key), runtime.kind, obj)
+            for name, runtime in self._kinds.items()
+            for key, obj in runtime.objects.items()
+        )
+        return self.gate.run_pass(objects, held, fits, fleet)
+
+    def _held_workloads(self, held: list[WorkloadKey]) -> list[tuple[WorkloadKey, Workload]]:
+        """The held workloads placement can read, as it reads them."""
+        found = []
+        for key in held:
+            runtime = self._kinds.get(key.kind)
+            obj = runtime.objects.get(key.key) if runtime is not None else None
+            if runtime is None or obj is None:
+                continue
+            workload = self._memory.held_workload(key, runtime.kind, obj)
+            if workload is not None:
+                found.append((key, workload))
+        return found
+
+    def _queue_hold(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None
+    ) -> QueueHold | None:
+        """What fleet-wide queues and the namespace's quotas say of a workload before its
+        first placement (None for any other)."""
+        if self.gate is None or obj is None or placement_of(obj) or Meta(obj).deleting:
+            return None
+        if kind.is_finished(obj) or kind.is_suspended(obj) or self._pool.has_mirror(key):
+            return None
+        return self.gate.hold(key, kind, obj)
 
     # -- the snapshot -----------------------------------------------------------
 
@@ -289,6 +338,7 @@ class Reconciler:
             batching_for=memory.batching_for(key),
             dependencies=needed,
             dependencies_listed=not needed or self._sources is None or self._sources.listed,
+            queue_hold=self._queue_hold(key, runtime.kind, obj),
         )
 
     def _needed(self, kind: WorkloadKind, obj: JsonObj | None) -> tuple[Needed, ...] | None:

@@ -134,6 +134,19 @@ class Needed:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueHold:
+    """Why fleet-wide queueing (or the namespace's ResourceQuota) keeps a workload from
+    its first placement: the reason an Event carries and the message it says.
+
+    ``settled`` False: not judged yet (a new workload waits for the next admission pass,
+    a moment): held without a warning."""
+
+    reason: str
+    message: str
+    settled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     key: WorkloadKey
     kind: WorkloadKind
@@ -167,6 +180,9 @@ class Snapshot:
     # The manager's caches of ConfigMaps, Secrets and ServiceAccounts have listed: what
     # they lack is really missing.
     dependencies_listed: bool = True
+    # Fleet-wide queues and the namespace's ResourceQuota, for a workload not placed yet:
+    # why they hold it (None: admitted, or not queued and under no quota).
+    queue_hold: QueueHold | None = None
 
     def worker(self, name: str) -> WorkerSnapshot | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -1,0 +1,146 @@
+"""What fleet-wide queues read from the manager's caches: namespaces' labels (bounded),
+priorities from PriorityClasses, quotas' hard values, the fleet's allocatable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from jobrelay.controller.relay.queue_rules import (
+    MAX_NAMESPACE_LABELS,
+    Priorities,
+    entry_key,
+    fleet_of,
+    limits_of,
+    priority_of,
+    slim_namespace,
+    slim_priority_class,
+    slim_resource_quota,
+)
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.placement.capacity import Node, WorkerCapacity
+
+
+def template(priority_class: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "main"}]}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
+    return {"spec": spec}
+
+
+def pc(name: str, value: Any, *, default: bool = False) -> dict[str, Any]:
+    return slim_priority_class(
+        {"metadata": {"name": name, "resourceVersion": "1"}, "value": value,
+         "globalDefault": default, "description": "x"}
+    )  # fmt: skip
+
+
+CLASSES = Priorities.of([pc("high", 1000), pc("low", -5), pc("bad", "9"), pc("bool", True)])
+
+
+@pytest.mark.parametrize(
+    ("templates", "priorities", "expected"),
+    [
+        ([template("high")], CLASSES, 1000),
+        ([template("low")], CLASSES, -5),
+        ([template()], CLASSES, 0),  # no class, no global default
+        ([template("unknown")], CLASSES, 0),
+        ([template("bad")], CLASSES, 0),  # a value that is not an integer is no class
+        ([template("low"), template("high")], CLASSES, 1000),  # the highest of its pods
+        ([], CLASSES, 0),
+        ([template()], Priorities.of([pc("d", 50, default=True)]), 50),  # globalDefault
+        ([template("high")], Priorities.of([pc("high", 7), pc("d", 50, default=True)]), 7),
+        ([{"spec": None}, "nonsense"], CLASSES, 0),
+    ],
+)
+def test_a_workloads_priority(templates: list[Any], priorities: Priorities, expected: int) -> None:
+    assert priority_of(templates, priorities) == expected
+
+
+def test_several_global_defaults_the_highest_counts() -> None:
+    assert Priorities.of([pc("a", 5, default=True), pc("b", 9, default=True)]).default == 9
+
+
+def test_the_namespace_cache_keeps_labels_bounded() -> None:
+    labels = {f"k{i}": "v" for i in range(MAX_NAMESPACE_LABELS + 10)}
+    labels["long"] = "x" * 400
+    slim = slim_namespace({"metadata": {"name": "n", "labels": labels, "uid": "u"}})
+    kept = slim["metadata"]["labels"]
+    assert len(kept) == MAX_NAMESPACE_LABELS and "long" not in kept
+    assert set(slim["metadata"]) == {"name", "resourceVersion", "annotations", "labels"}
+
+
+@given(st.dictionaries(st.text(max_size=80), st.text(max_size=80), max_size=200))
+def test_any_labels_slim_to_a_bounded_map(labels: dict[str, str]) -> None:
+    kept = slim_namespace({"metadata": {"labels": labels}})["metadata"]["labels"]
+    assert len(kept) <= MAX_NAMESPACE_LABELS
+    assert all(labels[k] == v for k, v in kept.items())
+
+
+def test_a_quota_is_cached_with_its_hard_values_only() -> None:
+    quota = {
+        "metadata": {"name": "q", "namespace": "a", "resourceVersion": "3", "uid": "u"},
+        "spec": {"hard": {"requests.cpu": "2"}, "scopes": ["BestEffort"]},
+        "status": {"used": {"requests.cpu": "1"}},
+    }
+    assert slim_resource_quota(quota) == {
+        "metadata": {"name": "q", "namespace": "a", "resourceVersion": "3"},
+        "spec": {"hard": {"requests.cpu": "2"}},
+    }
+    assert slim_resource_quota({"spec": {"hard": "nonsense"}})["spec"] == {"hard": {}}
+
+
+def node(name: str, cpu: int, *, unschedulable: bool = False, ready: bool = True) -> Node:
+    return Node(name=name, allocatable={"cpu": cpu, "memory": 1 << 30},
+                unschedulable=unschedulable, ready=ready)  # fmt: skip
+
+
+def test_the_fleet_is_the_schedulable_nodes_allocatable_summed() -> None:
+    one = WorkerCapacity((node("a", 8000), node("b", 8000, unschedulable=True)))
+    two = WorkerCapacity((node("c", 4000), node("d", 4000, ready=False)))
+    assert fleet_of([one, two]).allocatable == {"cpu": 12000, "memory": 2 << 30}
+    assert fleet_of([]).allocatable == {}
+
+
+def limited(*containers: dict[str, str], init: dict[str, str] | None = None,
+            parallelism: int = 1) -> dict[str, Any]:  # fmt: skip
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": f"c{i}", "resources": {"limits": c}} for i, c in enumerate(containers)
+        ]
+    }
+    if init is not None:
+        spec["initContainers"] = [{"name": "init", "resources": {"limits": init}}]
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "a"},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "template": {"spec": spec}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (limited({"cpu": "1"}), {"cpu": 1000}),
+        (limited({"cpu": "1"}, {"cpu": "500m", "memory": "1Gi"}), {"cpu": 1500, "memory": 1 << 30}),
+        (limited({"cpu": "1"}, init={"cpu": "3"}), {"cpu": 3000}),  # an init container's, larger
+        (limited({"cpu": "1"}, parallelism=4), {"cpu": 4000}),  # every pod at once
+        (limited({}), {}),
+    ],
+)
+def test_a_workloads_limits_all_its_pods_at_once(
+    obj: dict[str, Any], expected: dict[str, int]
+) -> None:
+    from jobrelay.kinds.job.adapter import JobKind
+
+    assert limits_of(JobKind(), obj) == expected
+
+
+def test_entry_keys_name_the_kind_as_a_quotas_count_does() -> None:
+    from jobrelay.kinds.job.adapter import JobKind
+
+    kind = JobKind()
+    assert entry_key(WorkloadKey(kind.name, "a/j"), kind) == "Job a/j"
