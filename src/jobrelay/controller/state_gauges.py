@@ -46,6 +46,7 @@ HELD_REASONS = (
     "ExceedsQueueQuota",
     "QueuedBehind",
     "WaitingForRoom",
+    "Preempting",
     "NamespaceQuotaExceeded",
     "ExceedsNamespaceQuota",
 )

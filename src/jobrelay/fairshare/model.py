@@ -114,6 +114,14 @@ class Entry:
     # Admitted: placed (it has a placement, or a live mirror) and not finished. Its
     # requests count as its queue's usage.
     admitted: bool = False
+    # The worker it is placed on (admitted ones; "" when not known): preemption makes
+    # room on one cluster.
+    cluster: str = ""
+    # Whether it may be preempted (a workload that asks to run at most once may not).
+    preemptible: bool = True
+    # Admitted and being preempted: its mirror is going. It still counts as its queue's
+    # usage until it is gone, but is never chosen again, and its room is as good as free.
+    leaving: bool = False
 
 
 @dataclass(frozen=True, slots=True)

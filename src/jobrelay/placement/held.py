@@ -52,6 +52,33 @@ class Room:
             )
         return True
 
+    def free(self) -> dict[str, dict[str, int]]:
+        """Each cluster's room now, by resource (allocatable over its schedulable nodes
+        less what is requested and reserved, this pass's takings included); clusters
+        whose capacity is not known are left out."""
+        found = {}
+        for cluster in self._current.values():
+            if cluster.capacity is not None:
+                allocatable, used = cluster.capacity.usable_totals
+                found[cluster.name] = {r: v - used.get(r, 0) for r, v in allocatable.items()}
+        return found
+
+    def could_take(self, workload: Workload, policy: Choice) -> list[str]:
+        """The clusters a placement would give ``workload`` were they empty: where making
+        room for it can help."""
+        return [
+            cluster.name
+            for cluster in self._current.values()
+            if cluster.capacity is not None
+            and place(
+                [dataclasses.replace(cluster, capacity=cluster.capacity.empty)],
+                workload,
+                policy,
+                judge_never_fits=False,
+            ).cluster
+            == cluster.name
+        ]
+
 
 def placeable(
     held: Iterable[tuple[Hashable, Workload, Choice]], clusters: Sequence[Cluster]

@@ -27,6 +27,10 @@ REDISPATCH_NEVER = "never"
 REDISPATCH_ALWAYS = "always"
 # Why a workload is not placed yet, shown on the object itself (jobrelay writes it).
 NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
+# On the management object, written by jobrelay: the workload (``Kind namespace/name``)
+# that preempted it. While it is placed, its mirror is deleted and its run ends; then it
+# waits in its queue unplaced (its placements kept) until admitted again, which clears it.
+PREEMPTED_BY_ANNOTATION = "jobrelay.dev/preempted-by"
 # The RelayQueue a workload names (a label, so that queues and `kubectl get -l` select on it).
 QUEUE_LABEL = "jobrelay.dev/queue"
 # On the management object: why its mirror cannot create its pods, in its worker's

@@ -281,3 +281,37 @@ async def test_a_quota_on_jobs_or_limits_counts_them(
     assert qenv.placed() == ["a"]
     said = qenv.said("b")
     assert said is not None and said.startswith("NamespaceQuotaExceeded: ")
+
+
+async def test_a_queue_below_its_nominal_reclaims_from_one_above(qenv: QueueEnv) -> None:
+    from jobrelay.fairshare.model import Reclaim
+    from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
+
+    assert isinstance(qenv.gate.queues, Queues)
+    qenv.gate.queues.queues = {
+        "team-a": QueueSpec("team-a", nominal={"cpu": 2000}),
+        "team-b": QueueSpec("team-b", nominal={"cpu": 2000}, reclaim=Reclaim.ANY),
+    }
+    (w1,) = qenv.env.workers.values()
+    w1.nodes = WorkerCapacity((node("n1", "4"),))
+    flood = [asking(f"a{i}", created=f"2026-03-01T12:00:0{i}Z") for i in range(4)]
+    qenv.submit(*flood)
+    assert qenv.passed() == ["a0", "a1", "a2", "a3"]  # team-a borrows the whole fleet
+    await qenv.reconcile("a0", "a1", "a2", "a3")
+    # Their placements reserve the node's 4 CPUs (the fake worker makes no pods).
+    qenv.submit(asking("b0", queue="team-b", created="2026-03-01T12:10:00Z"))
+    # No room, and team-b is below its nominal: the newest of team-a is preempted.
+    assert qenv.passed() == ["a3"]
+    await qenv.reconcile("a3", "b0")
+    a3 = qenv.env.manager.get("jobs", f"{NAMESPACE}/a3")
+    assert a3 is not None
+    assert a3["metadata"]["annotations"][PREEMPTED_BY_ANNOTATION] == "Job default/b0".replace(
+        "default", NAMESPACE
+    )
+    reasons = qenv.env.events.reasons()
+    assert reasons.count("Preempted") == 1 and reasons.count("Preempting") == 1
+    # The next passes count a3's room as coming: nobody else is preempted.
+    assert qenv.passed() == []
+    assert qenv.passed() == []
+    await qenv.reconcile("b0")
+    assert qenv.env.events.reasons().count("Preempting") == 1  # told once

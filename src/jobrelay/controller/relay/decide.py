@@ -44,6 +44,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
+from jobrelay.fairshare.preemption_rules import PREEMPTED
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.dependency_copies import owner_reference, refusal
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
@@ -58,6 +59,7 @@ from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
+    PREEMPTED_BY_ANNOTATION,
     REDISPATCH_ALWAYS,
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
@@ -128,7 +130,8 @@ def decide(s: Snapshot) -> Plan:
     going = _followed_going_elsewhere(s, obj, history)
     if going is not None:
         return Plan(tuple(actions), Retry(f"waiting for its mirror on {going} to be gone"))
-    if history and cluster != history[-1]:
+    requeued = _requeued(obj, cluster, history)
+    if history and cluster != history[-1] and not requeued:
         # The placement annotation belongs to jobrelay: an edit would move the workload
         # while its mirror may run, so it is undone.
         message = (
@@ -165,12 +168,21 @@ def decide(s: Snapshot) -> Plan:
             if isinstance(placed, _Unplaceable):
                 return _not_placed(s, obj, placed, actions)
             cluster, demand = placed.cluster, placed.demand
-        history = (cluster,)
+        if not requeued:
+            history = (cluster,)
+        elif not live:
+            # Preempted, it runs again where admitted, as a new run after those it had.
+            history = (*history, cluster)
         actions.append(Place(cluster, _version(obj), history, demand))
         obj = with_placement(obj, cluster, history)
         placed_now = True
 
     worker = s.worker(cluster)
+    if s.preempt is not None and not placed_now and not _preempted_by(obj):
+        # The mark first, restart-safe: from here its run ends and it waits in its queue.
+        actions.append(Annotate({PREEMPTED_BY_ANNOTATION: s.preempt.by}))
+        actions.extend(_warning(PREEMPTED, s.preempt.message))
+        return Plan(tuple(actions), Done())  # the mark's watch event brings it back
     leaving = _why_leave(s, obj, worker, cluster)
     if leaving is not None:
         return _move(s, obj, worker, cluster, history, leaving, actions)
@@ -370,6 +382,8 @@ class _Leave:
     why: str
     # The worker is gone for good or not answering: its run is over without it.
     lost: bool
+    # Preempted: once its run has ended it waits in its queue again, unplaced.
+    requeue: bool = False
 
 
 def _why_leave(
@@ -379,6 +393,9 @@ def _why_leave(
         return _Leave(f"worker cluster {cluster} is no longer registered", lost=True)
     if worker.lost:
         return _Leave(f"worker cluster {cluster} was lost (not connected for too long)", lost=True)
+    preempted_by = _preempted_by(obj)
+    if preempted_by and not _redispatch_never(obj):  # at most once: never run again
+        return _Leave(f"preempted by {preempted_by}", lost=False, requeue=True)
     if s.leaving is not None and s.leaving[0] == cluster:
         return _Leave(s.leaving[1], lost=False)  # a move begun earlier: its mirror is going
     stuck = _stuck_pending(s, obj, worker)
@@ -425,7 +442,7 @@ def _move(
     actions: list[Action],
 ) -> Plan:
     plan = _move_steps(s, obj, worker, cluster, history, leave, actions)
-    if leave.lost or any(isinstance(a, Place) for a in plan.actions):
+    if leave.lost or leave.requeue or any(isinstance(a, Place) for a in plan.actions):
         return plan
     # Until it is placed elsewhere the move goes on, even once its mirror is gone and
     # nothing on the worker says why it left (its pods were unschedulable, say).
@@ -483,6 +500,12 @@ def _move_steps(
         return ended
     if ended is not None:
         return Plan(tuple(actions), Done())  # moved once the watch shows that status
+    if leave.requeue:
+        # Its run is over and counted: it waits in its queue, its placements kept (the
+        # next one is a new run), until an admission pass admits it again.
+        actions.append(Annotate({CLUSTER_ANNOTATION: None}))
+        actions.append(Log("info", f"{leave.why}: its run on {cluster} ended, back in its queue"))
+        return Plan(tuple(actions), Done())
     placed = _placement(s, obj, {**_foreign_holders(s), cluster: _LEAVING}, actions)
     if isinstance(placed, Plan):
         return placed
@@ -497,6 +520,15 @@ def _move_steps(
     actions.append(RecordEvent("Normal", "Redispatched", message))
     actions.append(Log("info", message))
     return Plan(tuple(actions), Done())
+
+
+def _preempted_by(obj: JsonObj) -> str:
+    return str(_annotations(obj).get(PREEMPTED_BY_ANNOTATION) or "").strip()
+
+
+def _requeued(obj: JsonObj, cluster: str, history: tuple[str, ...]) -> bool:
+    """Preempted, its run ended: unplaced with its placements kept, back in its queue."""
+    return bool(history) and not cluster and bool(_preempted_by(obj))
 
 
 def _redispatch_never(obj: JsonObj) -> bool:
@@ -627,7 +659,10 @@ def _held_by_queue(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan | N
         # The annotation first: whoever sees the Event should find the object saying it.
         said = _bounded(f"{hold.reason}: {hold.message}")
         actions.append(Annotate({NOT_PLACED_ANNOTATION: said}))
-        actions.extend(_warning(hold.reason, hold.message))
+        if hold.event_type == "Warning":
+            actions.extend(_warning(hold.reason, hold.message))
+        else:
+            actions.append(RecordEvent(hold.event_type, hold.reason, hold.message))
     return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=signature)
 
 

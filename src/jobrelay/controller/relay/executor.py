@@ -50,6 +50,7 @@ from jobrelay.vocabulary.names import (
     NOT_PLACED_ANNOTATION,
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
+    PREEMPTED_BY_ANNOTATION,
 )
 from jobrelay.vocabulary.placement import with_recorded_mirror
 
@@ -172,6 +173,7 @@ class Executor:
                             CLUSTER_ANNOTATION: action.cluster,
                             PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
                             NOT_PLACED_ANNOTATION: None,
+                            PREEMPTED_BY_ANNOTATION: None,
                         },
                     }
                 },

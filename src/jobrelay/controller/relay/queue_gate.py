@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,16 +31,27 @@ from jobrelay.controller.relay.queue_rules import (
     slim_priority_class,
     slim_resource_quota,
 )
-from jobrelay.controller.relay.snapshot import QueueHold
-from jobrelay.fairshare.admission_rules import admission_pass
+from jobrelay.controller.relay.snapshot import Preempt, QueueHold
+from jobrelay.fairshare.admission_rules import (
+    QUEUE_QUOTA_EXCEEDED,
+    WAITING_FOR_ROOM,
+    AdmissionPass,
+    admission_pass,
+)
 from jobrelay.fairshare.assignment_rules import (
     Queued,
     QueueNotAllowed,
     QueueNotFound,
     queue_for,
 )
-from jobrelay.fairshare.model import Entry, Fleet, QueueSpec
+from jobrelay.fairshare.model import Entry, Fleet, QueueSpec, Reclaim, WithinQueue
 from jobrelay.fairshare.namespace_quota import NamespaceLimits, quota_verdict, read_hard
+from jobrelay.fairshare.preemption_rules import (
+    Shortfall,
+    plan_preemptions,
+    preempted_notice,
+    preempting_notice,
+)
 from jobrelay.fairshare.shares import fairness_error, queue_figures
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
@@ -49,10 +60,22 @@ from jobrelay.kube.resources import PRIORITY_CLASSES, RESOURCE_QUOTAS
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.placement.workload import Invalid, Workload, read_workload
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import QUEUE_LABEL
+from jobrelay.vocabulary.names import (
+    PREEMPTED_BY_ANNOTATION,
+    QUEUE_LABEL,
+    REDISPATCH_ANNOTATION,
+    REDISPATCH_NEVER,
+)
 from jobrelay.vocabulary.placement import placement_of
 
-__all__ = ["ADMITTING_FOR", "Cache", "QueueGate", "QueueSource"]
+__all__ = [
+    "ADMITTING_FOR",
+    "Cache",
+    "ClustersFor",
+    "PreemptionRoom",
+    "QueueGate",
+    "QueueSource",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -65,6 +88,12 @@ class Cache(Protocol):
     """What the gate reads of an informer's cache."""
 
     def values(self) -> list[dict[str, Any]]: ...
+
+
+# The clusters' room after the pass, by resource, and for a waiting workload the clusters
+# it could go to at all: asked only when a queue may preempt and someone waits.
+ClustersFor = Callable[[WorkloadKey, Workload], Collection[str]]
+PreemptionRoom = Callable[[], tuple[Mapping[str, Mapping[str, int]], ClustersFor]]
 
 
 class QueueSource(Protocol):
@@ -87,9 +116,16 @@ class _Read:
     # What its object says, read once: finished or being deleted, placed, suspended, and
     # the queue its label names.
     gone: bool = False
-    placed: bool = False
+    cluster: str = ""  # where it is placed ("": not placed)
     suspended: bool = False
     named: str | None = None
+    # The workload that preempted it (its mark), and whether it asks to run at most once.
+    preempted_by: str = ""
+    at_most_once: bool = False
+
+    @property
+    def placed(self) -> bool:
+        return bool(self.cluster)
 
 
 @dataclass(slots=True)
@@ -126,6 +162,8 @@ class QueueGate:
         self._priorities_version = 0
         self._last: _Pass | None = None
         self._admitting: dict[WorkloadKey, tuple[float, Entry]] = {}
+        # Victims a pass chose whose reconcile has not marked them yet.
+        self._preempting: dict[WorkloadKey, tuple[float, Preempt]] = {}
         # Called when a workload waits for a pass (the runner wakes its held pass).
         self.on_needed: Callable[[], None] = lambda: None
 
@@ -241,15 +279,20 @@ class QueueGate:
         held: Iterable[WorkloadKey],
         fits: Callable[[WorkloadKey, Workload], bool],
         fleet: Fleet,
+        room: PreemptionRoom | None = None,
     ) -> list[WorkloadKey]:
         """One admission pass: the queued pending workloads across queues (the fair order
         of :func:`fairshare.admission_rules.admission_pass`), then the unqueued ``held``
         ones oldest first, each admitted only if its namespace's quotas allow it and
-        ``fits`` (placement's check, taking room). The keys to place, in order."""
+        ``fits`` (placement's check, taking room). Then, given the clusters' ``room``,
+        whom the queues that allow it preempt for those that wait
+        (:func:`fairshare.preemption_rules.plan_preemptions`). The keys to place, in
+        order, then the victims to preempt."""
         specs = self.specs()
         self._expire_admitting()
         hard = self._hard_by_namespace()
         by_key: dict[str, tuple[WorkloadKey, Workload]] = {}
+        keys: dict[str, WorkloadKey] = {}
         entries: list[Entry] = []
         unqueued: dict[WorkloadKey, Entry] = {}
         done = _Pass()
@@ -263,11 +306,13 @@ class QueueGate:
             choice = queue_for(read.named, key.namespace,
                                self._labels.get(key.namespace, {}), specs)  # fmt: skip
             queue = choice.queue if isinstance(choice, Queued) else ""
-            entry = _with(read.entry, queue=queue, admitted=admitted)
+            leaving = admitted and (bool(read.preempted_by) or key in self._preempting)
+            entry = _with(read.entry, read, queue=queue, admitted=admitted, leaving=leaving)
             if admitted:
                 done.by_namespace.setdefault(key.namespace, []).append(entry)
             if queue:
                 entries.append(entry)
+                keys[entry.key] = key
                 if not admitted:
                     by_key[entry.key] = (key, read.workload)
             elif not admitted and _refusal(choice) is None:
@@ -300,6 +345,8 @@ class QueueGate:
                 done.holding[waiting] = quota_holds.get(waiting) or QueueHold(
                     holding.reason, f"{holding.message}{where if position else ''}"
                 )
+            if room is not None:
+                chosen.extend(self._preempt(specs, entries, result, fleet, room, keys, done))
         for held_key in held:
             waiting_entry = unqueued.get(held_key)
             held_read = self._reads.get(held_key)
@@ -315,6 +362,64 @@ class QueueGate:
             self.queues.fairness_error = fairness_error(figures)
         return chosen
 
+    def _preempt(
+        self,
+        specs: Mapping[str, QueueSpec],
+        entries: list[Entry],
+        result: AdmissionPass,
+        fleet: Fleet,
+        room: PreemptionRoom,
+        keys: Mapping[str, WorkloadKey],
+        done: _Pass,
+    ) -> list[WorkloadKey]:
+        """Whom to preempt now, told to the victims' reconciles (:meth:`preemption`);
+        the winners, their own victims leaving, are held as ``Preempting``."""
+        self._expire_preempting()
+        by_winner: dict[str, list[str]] = {}
+        for entry in entries:
+            if entry.leaving:
+                read = self._reads.get(keys[entry.key])
+                told = self._preempting.get(keys[entry.key])
+                winner = (read.preempted_by if read else "") or (told[1].by if told else "")
+                by_winner.setdefault(winner, []).append(entry.key)
+        waiting = _preempting_candidates(specs, entries, result)
+        victims: list[WorkloadKey] = []
+        if waiting:
+            # Planned for those that wait now, after those this pass admitted took room.
+            free, could_take = room()
+
+            def clusters_for(entry: Entry) -> Collection[str]:
+                read = self._reads.get(keys[entry.key])
+                workload = read.workload if read is not None else None
+                return () if workload is None else could_take(keys[entry.key], workload)
+
+            for found in plan_preemptions(waiting, specs, entries, fleet, free=free,
+                                          clusters_for=clusters_for):  # fmt: skip
+                for victim in found.victims:
+                    notice = preempted_notice(victim, found.winner)
+                    preempt = Preempt(found.winner.key, notice.message)
+                    self._preempting[keys[victim.key]] = (self._monotonic(), preempt)
+                    victims.append(keys[victim.key])
+                    by_winner.setdefault(found.winner.key, []).append(victim.key)
+        for winner, its_victims in by_winner.items():
+            if winner in done.holding:
+                notice = preempting_notice(_entry_named(entries, winner), its_victims)
+                done.holding[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
+        return victims
+
+    def preemption(self, key: WorkloadKey) -> Preempt | None:
+        """Whether an admission pass chose ``key`` (placed) as a victim and its mark is not
+        written yet: by whom and why."""
+        told = self._preempting.get(key)
+        return told[1] if told is not None else None
+
+    def _expire_preempting(self) -> None:
+        now = self._monotonic()
+        for key, (since, _told) in list(self._preempting.items()):
+            read = self._reads.get(key)
+            if now - since > ADMITTING_FOR or read is None or read.preempted_by or not read.placed:
+                del self._preempting[key]  # marked (the object says it now), or gone
+
     # -- reading ---------------------------------------------------------------------------
 
     def _read(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> _Read:
@@ -327,8 +432,10 @@ class QueueGate:
         said = _Read(
             version, None, None,
             gone=bool(meta.deletion_timestamp) or kind.is_finished(obj),
-            placed=bool(placement_of(obj)), suspended=kind.is_suspended(obj),
+            cluster=placement_of(obj), suspended=kind.is_suspended(obj),
             named=meta.label(QUEUE_LABEL),
+            preempted_by=(meta.annotation(PREEMPTED_BY_ANNOTATION) or "").strip(),
+            at_most_once=(meta.annotation(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER,
         )  # fmt: skip
         if isinstance(workload, Invalid):
             read = said
@@ -409,13 +516,53 @@ class QueueGate:
             del self._admitting[key]
 
 
-def _with(entry: Entry, *, queue: str, admitted: bool) -> Entry:
-    if entry.queue == queue and entry.admitted == admitted:
-        return entry
+def _with(entry: Entry, read: _Read, *, queue: str, admitted: bool, leaving: bool) -> Entry:
+    preemptible = not read.at_most_once
+    if (entry.queue, entry.admitted, entry.cluster, entry.preemptible, entry.leaving) == (
+        queue, admitted, read.cluster, preemptible, leaving,
+    ):  # fmt: skip
+        return entry  # most passes change nothing of most entries: no copy
     return Entry(
         key=entry.key, queue=queue, namespace=entry.namespace, priority=entry.priority,
         created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
+        cluster=read.cluster, preemptible=preemptible, leaving=leaving,
     )  # fmt: skip
+
+
+# At most this many waiting workloads of a queue ask for preemption in one pass (its
+# next ones in its order; the rest ask in the passes after).
+PREEMPTING_PER_QUEUE = 8
+
+# What a waiting workload lacks, by the reason it waits.
+_SHORTFALLS = {WAITING_FOR_ROOM: Shortfall.ROOM, QUEUE_QUOTA_EXCEEDED: Shortfall.QUOTA}
+
+
+def _preempting_candidates(
+    specs: Mapping[str, QueueSpec], entries: list[Entry], result: AdmissionPass
+) -> list[tuple[Entry, Shortfall]]:
+    """The waiting workloads of queues that may preempt, that lack room or quota (not
+    those behind a StrictFIFO head, nor over their namespace's quota): each queue's first
+    few in its order, the heads of all queues first."""
+    allowed = {
+        name for name, spec in specs.items()
+        if spec.reclaim is not Reclaim.NEVER or spec.within_queue is not WithinQueue.NEVER
+    }  # fmt: skip
+    if not allowed:
+        return []
+    found = []
+    for entry in entries:
+        holding = result.holding.get(entry.key)
+        position = result.positions.get(entry.key, 0)
+        if entry.queue in allowed and holding is not None and position <= PREEMPTING_PER_QUEUE:
+            shortfall = _SHORTFALLS.get(holding.reason)
+            if shortfall is not None:
+                found.append((position, entry.queue, entry, shortfall))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [(entry, shortfall) for _position, _queue, entry, shortfall in found]
+
+
+def _entry_named(entries: list[Entry], key: str) -> Entry:
+    return next(entry for entry in entries if entry.key == key)
 
 
 def _refusal(choice: object) -> QueueHold | None:

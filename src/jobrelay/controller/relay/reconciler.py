@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from jobrelay.controller.relay.admission import Admission
@@ -25,7 +25,7 @@ from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Outcome, ReadFresh, Retry
-from jobrelay.controller.relay.queue_gate import QueueGate
+from jobrelay.controller.relay.queue_gate import ClustersFor, QueueGate
 from jobrelay.controller.relay.queue_rules import fleet_of
 from jobrelay.controller.relay.snapshot import (
     Needed,
@@ -212,19 +212,41 @@ class Reconciler:
         capacities = [self._capacity_of(view.worker, None) for view in views]
         rooms: dict[str, Room] = {}
 
+        def room_of(kind: str) -> Room:
+            room = rooms.get(kind)
+            if room is None:
+                room = rooms[kind] = Room(
+                    [
+                        placement_cluster(self._worker_snapshot(view, kind, capacity))
+                        for view, capacity in zip(views, capacities, strict=True)
+                    ]
+                )
+            return room
+
         def fits(key: WorkloadKey, workload: Workload) -> bool:
             policy = self._memory.policy(key.namespace)
             if isinstance(policy, Invalid):
                 return False
-            room = rooms.get(key.kind)
-            if room is None:
-                room = rooms[key.kind] = Room(
-                    [
-                        placement_cluster(self._worker_snapshot(view, key.kind, capacity))
-                        for view, capacity in zip(views, capacities, strict=True)
-                    ]
-                )
-            return room.take(key, workload, policy)
+            return room_of(key.kind).take(key, workload, policy)
+
+        def could_take(key: WorkloadKey, workload: Workload) -> Collection[str]:
+            policy = self._memory.policy(key.namespace)
+            return (
+                ()
+                if isinstance(policy, Invalid)
+                else room_of(key.kind).could_take(workload, policy)
+            )
+
+        def room() -> tuple[Mapping[str, Mapping[str, int]], ClustersFor]:
+            """The clusters' room after this pass's takings (the least any kind's room
+            shows: they share the workers)."""
+            free: dict[str, dict[str, int]] = {}
+            for each in list(rooms.values()) or [room_of(next(iter(self._kinds)))]:
+                for cluster, values in each.free().items():
+                    mine = free.setdefault(cluster, dict(values))
+                    for resource, value in values.items():
+                        mine[resource] = min(mine.get(resource, value), value)
+            return free, could_take
 
         if self.gate is None or self.gate.idle():
             return [key for key, workload in self._held_workloads(held) if fits(key, workload)]
@@ -238,7 +260,7 @@ class Reconciler:
             for name, runtime in self._kinds.items()
             for key, obj in runtime.objects.items()
         )
-        return self.gate.run_pass(objects, held, fits, fleet)
+        return self.gate.run_pass(objects, held, fits, fleet, room)
 
     def _held_workloads(self, held: list[WorkloadKey]) -> list[tuple[WorkloadKey, Workload]]:
         """The held workloads placement can read, as it reads them."""
@@ -339,6 +361,7 @@ class Reconciler:
             dependencies=needed,
             dependencies_listed=not needed or self._sources is None or self._sources.listed,
             queue_hold=self._queue_hold(key, runtime.kind, obj),
+            preempt=self.gate.preemption(key) if self.gate is not None else None,
         )
 
     def _needed(self, kind: WorkloadKind, obj: JsonObj | None) -> tuple[Needed, ...] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from jobrelay.kinds.admission_rules import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -144,6 +145,16 @@ class QueueHold:
     reason: str
     message: str
     settled: bool = True
+    # Normal for what is no fault (it is preempting others to run), else Warning.
+    event_type: Literal["Normal", "Warning"] = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """An admission pass chose this running workload as a victim: by whom and why."""
+
+    by: str  # the winner, ``Kind namespace/name``
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +194,8 @@ class Snapshot:
     # Fleet-wide queues and the namespace's ResourceQuota, for a workload not placed yet:
     # why they hold it (None: admitted, or not queued and under no quota).
     queue_hold: QueueHold | None = None
+    # A placed workload an admission pass chose to preempt (None: none did).
+    preempt: Preempt | None = None
 
     def worker(self, name: str) -> WorkerSnapshot | None:
         return next((w for w in self.workers if w.name == name), None)
