@@ -16,8 +16,8 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import JOBS, NODES
-from jobrelay.vocabulary.names import PLACEMENTS_ANNOTATION, QUEUE_LABEL
-from tests.e2e.support import Relay, assert_finished_status_is_sound
+from jobrelay.vocabulary.names import PLACEMENTS_ANNOTATION, PREEMPTED_BY_ANNOTATION, QUEUE_LABEL
+from tests.e2e.support import ControllerProcess, Relay, assert_finished_status_is_sound
 from tests.e2e.test_queues import (  # noqa: F401 (fixtures)
     QueueMaker,
     cpu_job,
@@ -134,3 +134,32 @@ async def test_a_queue_below_its_nominal_reclaims_what_another_borrowed(
         await assert_completed_after_preemption(relay, jobs[name])
     for name in flood + wanted:
         assert is_true(jobs[name], "Complete"), (name, jobs[name]["status"])
+
+
+async def test_a_controller_killed_once_a_victim_is_marked_goes_on_from_the_mark(
+    controller: ControllerProcess,
+    relay: Relay,
+    make_queue: QueueMaker,  # noqa: F811
+    priority_class: str,  # noqa: F811
+) -> None:
+    queue = await make_queue(relay.namespace, nominalQuota={"cpu": "2"},
+                             borrowingLimit={"cpu": "0"},
+                             preemption={"withinQueue": "LowerPriority"})  # fmt: skip
+    low = ["low-0", "low-1"]
+    for name in low:
+        await relay.submit(cpu_job(name, "1", "20s", **{QUEUE_LABEL: queue}))
+    for name in low:
+        await relay.wait_active(name)
+    urgent = cpu_job("urgent", "1", "2s", **{QUEUE_LABEL: queue})
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    await relay.submit(urgent)
+    marked = await relay.wait("low-1", lambda j: PREEMPTED_BY_ANNOTATION in
+                              (j["metadata"].get("annotations") or {}),
+                              timeout=30, what="marked preempted")  # fmt: skip
+    await controller.restart(relay.manager)  # SIGKILL: whatever was under way is lost
+    await relay.wait_finished("urgent", timeout=60)
+    jobs = await all_complete(relay, low, timeout=150)
+    await assert_completed_after_preemption(relay, jobs["low-1"])
+    # One mirror per run: the restart neither lost the move nor made a third.
+    assert len(relay.mirror_uids(marked["metadata"]["uid"])) == 2
+    assert runs(jobs["low-0"]) == 1 and is_true(jobs["low-0"], "Complete")
