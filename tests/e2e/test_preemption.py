@@ -63,22 +63,30 @@ async def assert_completed_after_preemption(relay: Relay, job: dict[str, Any]) -
                for t, r, m in said), said  # fmt: skip
 
 
+async def saturate_then_urgent(
+    relay: Relay, new_queue: QueueMaker, urgency: str, low: list[str], duration: str
+) -> dict[str, Any]:
+    """A 2-CPU queue whose higher priorities displace lower ones, filled by ``low`` 1-CPU
+    Jobs (running), then an urgent 1-CPU Job of PriorityClass ``urgency`` submitted."""
+    queue = await new_queue(relay.namespace, nominalQuota={"cpu": "2"},
+                             borrowingLimit={"cpu": "0"},
+                             preemption={"withinQueue": "LowerPriority"})  # fmt: skip
+    for name in low:
+        await relay.submit(cpu_job(name, "1", duration, **{QUEUE_LABEL: queue}))
+    for name in low:
+        await relay.wait_active(name)
+    urgent = cpu_job("urgent", "1", "2s", **{QUEUE_LABEL: queue})
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = urgency
+    return await relay.submit(urgent)
+
+
 async def test_a_high_priority_job_displaces_a_lower_one_of_its_queue_at_once(
     relay: Relay,
     make_queue: QueueMaker,  # noqa: F811
     priority_class: str,  # noqa: F811
 ) -> None:
-    queue = await make_queue(relay.namespace, nominalQuota={"cpu": "2"},
-                             borrowingLimit={"cpu": "0"},
-                             preemption={"withinQueue": "LowerPriority"})  # fmt: skip
     low = ["low-0", "low-1"]
-    for name in low:
-        await relay.submit(cpu_job(name, "1", "30s", **{QUEUE_LABEL: queue}))
-    for name in low:
-        await relay.wait_active(name)
-    urgent = cpu_job("urgent", "1", "2s", **{QUEUE_LABEL: queue})
-    urgent["spec"]["template"]["spec"]["priorityClassName"] = priority_class
-    urgent = await relay.submit(urgent)
+    urgent = await saturate_then_urgent(relay, make_queue, priority_class, low, "30s")
     # The queue is at its quota: the newest low-priority Job gives way at once, not
     # when one of them ends.
     await relay.wait_event(urgent["metadata"]["uid"],
@@ -142,17 +150,8 @@ async def test_a_controller_killed_once_a_victim_is_marked_goes_on_from_the_mark
     make_queue: QueueMaker,  # noqa: F811
     priority_class: str,  # noqa: F811
 ) -> None:
-    queue = await make_queue(relay.namespace, nominalQuota={"cpu": "2"},
-                             borrowingLimit={"cpu": "0"},
-                             preemption={"withinQueue": "LowerPriority"})  # fmt: skip
     low = ["low-0", "low-1"]
-    for name in low:
-        await relay.submit(cpu_job(name, "1", "20s", **{QUEUE_LABEL: queue}))
-    for name in low:
-        await relay.wait_active(name)
-    urgent = cpu_job("urgent", "1", "2s", **{QUEUE_LABEL: queue})
-    urgent["spec"]["template"]["spec"]["priorityClassName"] = priority_class
-    await relay.submit(urgent)
+    await saturate_then_urgent(relay, make_queue, priority_class, low, "20s")
     marked = await relay.wait("low-1", lambda j: PREEMPTED_BY_ANNOTATION in
                               (j["metadata"].get("annotations") or {}),
                               timeout=30, what="marked preempted")  # fmt: skip
