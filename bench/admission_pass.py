@@ -9,6 +9,7 @@ admit. Target: the pass under 100 ms.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
 import statistics
@@ -17,7 +18,15 @@ import time
 import click
 
 from jobrelay.fairshare.admission_rules import admission_pass
-from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
+from jobrelay.fairshare.model import (
+    Entry,
+    Fleet,
+    QueueingStrategy,
+    QueueSpec,
+    Reclaim,
+    WithinQueue,
+)
+from jobrelay.fairshare.preemption_rules import Shortfall, plan_preemptions
 from jobrelay.placement.units import resources_of
 
 TARGET_S = 0.100
@@ -119,6 +128,43 @@ def main(clusters: int, queue_count: int, pending: int, admitted: int, repeats: 
     )
     verdict = "within" if p95 < TARGET_S else "OVER"
     click.echo(f"{verdict} the {TARGET_S * 1000:g} ms target")
+    preemption_figures(queues, snapshot, fleet, clusters, repeats)
+
+
+# As many waiting workloads as the controller lets ask for preemption in one pass
+# (controller/relay/queue_gate.py PREEMPTING_PER_PASS).
+WINNERS = 32
+
+
+def preemption_figures(
+    queues: dict[str, QueueSpec], snapshot: list[Entry], fleet: Fleet, clusters: int, repeats: int
+) -> None:
+    """One preemption plan on a full fleet where every queue may reclaim and displace
+    lower priorities: the first waiting workloads ask, each for room on one cluster."""
+    anyone = {
+        name: dataclasses.replace(queue, reclaim=Reclaim.ANY,
+                                  within_queue=WithinQueue.LOWER_PRIORITY)
+        for name, queue in queues.items()
+    }  # fmt: skip
+    placed = [
+        dataclasses.replace(entry, cluster=f"c{index % clusters}") if entry.admitted else entry
+        for index, entry in enumerate(snapshot)
+    ]
+    waiting = [(entry, Shortfall.ROOM) for entry in placed if not entry.admitted][:WINNERS]
+    full = {f"c{index}": {"cpu": 0, "memory": 0} for index in range(clusters)}
+    times, victims = [], 0
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        chosen = plan_preemptions(waiting, anyone, placed, fleet, free=full)
+        times.append(time.perf_counter() - start)
+        victims = sum(len(found.victims) for found in chosen)
+    times.sort()
+    click.echo(
+        f"preemption plan for {len(waiting)} waiting over {len(placed)} workloads on a full "
+        f"fleet: median {statistics.median(times) * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
+        f"{len(chosen)} winners given {victims} victims"
+    )
 
 
 if __name__ == "__main__":

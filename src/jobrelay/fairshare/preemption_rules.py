@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Final
 
 from jobrelay.fairshare.model import Entry, Fleet, QueueSpec, Reclaim, WithinQueue
-from jobrelay.fairshare.shares import add_into, usage_by_queue
+from jobrelay.fairshare.shares import add_into
 from jobrelay.placement.units import Resources
 
 __all__ = [
@@ -63,51 +63,11 @@ def _may_reclaim(winner: Entry, queue: QueueSpec, usage: Resources) -> bool:
     )
 
 
-def _in_victim_order(entries: Iterable[Entry]) -> list[Entry]:
-    """Lowest priority first, then the newest (later created, then the larger key)."""
-    newest_first = sorted(entries, key=lambda e: (e.created, e.key), reverse=True)
-    return sorted(newest_first, key=lambda e: e.priority)  # stable: keeps newest first
-
-
-def _candidates(
-    winner: Entry,
-    queues: Mapping[str, QueueSpec],
-    entries: list[Entry],
-    need: Resources,
-    on: str | None,
-) -> list[Entry]:
-    """Everyone the winner's queue may displace (on cluster ``on``, when given), in the
-    order they are taken."""
-    own = queues.get(winner.queue)
-    if own is None:
-        return []
-    usage = usage_by_queue(e for e in entries if e.queue in queues)
-    admitted = [
-        e
-        for e in entries
-        if e.admitted
-        and e.preemptible
-        and not e.leaving
-        and e.key != winner.key
-        and e.queue in queues
-        and (on is None or e.cluster == on)
-    ]
-    others: list[Entry] = []
-    if own.reclaim is not Reclaim.NEVER and _may_reclaim(winner, own, usage.get(own.name, {})):
-        for entry in admitted:
-            queue = queues[entry.queue]
-            if entry.queue == own.name:
-                continue
-            if own.reclaim is Reclaim.LOWER_PRIORITY and entry.priority >= winner.priority:
-                continue
-            if any(usage[entry.queue].get(r, 0) > queue.nominal.get(r, 0) for r in need):
-                others.append(entry)
-    within: list[Entry] = []
-    if own.within_queue is WithinQueue.LOWER_PRIORITY:
-        within = [e for e in admitted if e.queue == own.name and e.priority < winner.priority]
-    useful = [e for e in _in_victim_order(others) if _frees(e, need)]
-    useful += [e for e in _in_victim_order(within) if _frees(e, need)]
-    return useful
+def _in_victim_order(entries: list[Entry]) -> None:
+    """Sorts in place: lowest priority first, then the newest (later created, then the
+    larger key)."""
+    entries.sort(key=lambda e: (e.created, e.key), reverse=True)
+    entries.sort(key=lambda e: e.priority)  # stable: keeps newest first
 
 
 def _frees(entry: Entry, need: Resources) -> bool:
@@ -126,6 +86,108 @@ def _stays_at_nominal(queue: QueueSpec, usage: Resources, entry: Entry, need: Re
         for resource in need
         if entry.requests.get(resource, 0) > 0
     )
+
+
+class _Standing:
+    """The admitted entries of a snapshot indexed once for many victim choices: by
+    cluster in victim order, with each queue's usage; kept current as victims are taken
+    and winners admitted, so each choice reads only the candidates it may take, in order,
+    and stops once they cover the need."""
+
+    def __init__(self, queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> None:
+        self.queues = queues
+        self.usage: dict[str, dict[str, int]] = {}
+        takeable: list[Entry] = []
+        for entry in entries:
+            if not entry.admitted:
+                continue
+            add_into(self.usage.setdefault(entry.queue, {}), entry.requests)
+            if entry.preemptible and not entry.leaving and entry.queue in queues:
+                takeable.append(entry)
+        _in_victim_order(takeable)
+        self.everywhere = takeable
+        self.by_cluster: dict[str, list[Entry]] = {}
+        for entry in takeable:
+            self.by_cluster.setdefault(entry.cluster, []).append(entry)
+        self.taken: set[str] = set()
+
+    def take(self, victims: Iterable[Entry], winner: Entry) -> None:
+        """The victims are no longer admitted; the winner is."""
+        for victim in victims:
+            self.taken.add(victim.key)
+            add_into(self.usage.setdefault(victim.queue, {}),
+                     {r: -v for r, v in victim.requests.items()})  # fmt: skip
+        add_into(self.usage.setdefault(winner.queue, {}), winner.requests)
+        self.taken.add(winner.key)
+
+    def victims(
+        self, winner: Entry, need: Resources, on: str | None, *, within_only: bool = False
+    ) -> tuple[Entry, ...] | None:
+        """See :func:`victims_for`; ``within_only``: of the winner's own queue only."""
+        own = self.queues.get(winner.queue)
+        if own is None:
+            return None
+        before = self.usage  # the candidates are judged on the usage before this choice
+        reclaim = (
+            not within_only
+            and own.reclaim is not Reclaim.NEVER
+            and _may_reclaim(winner, own, before.get(own.name, {}))
+        )
+        within = own.within_queue is WithinQueue.LOWER_PRIORITY
+        if not reclaim and not within:
+            return None
+        usage = {name: dict(values) for name, values in before.items()}
+        chosen: list[Entry] = []
+        freed: dict[str, int] = {}
+        later: list[Entry] = []  # own queue's: taken only after every other queue's
+        pool = self.everywhere if on is None else self.by_cluster.get(on, [])
+        for entry in pool:
+            if entry.key in self.taken or entry.key == winner.key or not _frees(entry, need):
+                continue
+            if entry.queue == own.name:
+                if within and entry.priority < winner.priority:
+                    later.append(entry)
+                continue
+            if not reclaim or (
+                own.reclaim is Reclaim.LOWER_PRIORITY and entry.priority >= winner.priority
+            ):
+                continue
+            queue = self.queues[entry.queue]
+            queue_usage = before.get(entry.queue, {})
+            if not any(queue_usage.get(r, 0) > queue.nominal.get(r, 0) for r in need):
+                continue  # not above its nominal: nothing of it is borrowed
+            if not _stays_at_nominal(queue, usage.setdefault(entry.queue, {}), entry, need):
+                continue
+            if self._choose(entry, chosen, freed, usage, need):
+                return self._fewest(chosen, freed, need)
+        for entry in later:
+            if self._choose(entry, chosen, freed, usage, need):
+                return self._fewest(chosen, freed, need)
+        return None
+
+    @staticmethod
+    def _choose(
+        entry: Entry,
+        chosen: list[Entry],
+        freed: dict[str, int],
+        usage: dict[str, dict[str, int]],
+        need: Resources,
+    ) -> bool:
+        """Adds a victim; whether the chosen now cover the need."""
+        chosen.append(entry)
+        add_into(freed, entry.requests)
+        add_into(usage.setdefault(entry.queue, {}), {r: -v for r, v in entry.requests.items()})
+        return _covers(freed, need)
+
+    @staticmethod
+    def _fewest(chosen: list[Entry], freed: dict[str, int], need: Resources) -> tuple[Entry, ...]:
+        """Drops, latest first, every victim the others cover the need without."""
+        for victim in reversed(list(chosen)):
+            without = {r: v - victim.requests.get(r, 0) for r, v in freed.items()}
+            if _covers(without, need):
+                chosen.remove(victim)
+                freed = without
+        return tuple(chosen)
 
 
 def victims_for(
@@ -147,31 +209,8 @@ def victims_for(
     need = _needed(need)
     if not need:
         return ()
-    entries = list(entries)
-    usage = {name: dict(values) for name, values in usage_by_queue(entries).items()}
-    chosen: list[Entry] = []
-    freed: dict[str, int] = {}
-    for candidate in _candidates(winner, queues, entries, need, on):
-        queue_usage = usage.setdefault(candidate.queue, {})
-        if candidate.queue != winner.queue and not _stays_at_nominal(
-            queues[candidate.queue], queue_usage, candidate, need
-        ):
-            continue
-        chosen.append(candidate)
-        add_into(freed, candidate.requests)
-        for resource, value in candidate.requests.items():
-            queue_usage[resource] = queue_usage.get(resource, 0) - value
-        if _covers(freed, need):
-            break
-    else:
-        return None
-    # Drop, latest first, every victim the others cover the need without.
-    for victim in reversed(list(chosen)):
-        without = {r: v - victim.requests.get(r, 0) for r, v in freed.items()}
-        if _covers(without, need):
-            chosen.remove(victim)
-            freed = without
-    return tuple(victim.key for victim in chosen)
+    found = _Standing(queues, entries).victims(winner, need, on)
+    return None if found is None else tuple(victim.key for victim in found)
 
 
 def preemptions(
@@ -187,16 +226,16 @@ def preemptions(
     winner given victims counts as admitted (its queue's usage grows, so a reclaim stops
     at its nominal). ``need_of(winner)`` is what must be freed for it. Winners no set
     makes room for are left out."""
-    current = {entry.key: entry for entry in entries}
+    del fleet
+    standing = _Standing(queues, entries)
     chosen: dict[str, tuple[str, ...]] = {}
     for winner in winners:
-        victims = victims_for(winner, queues, current.values(), fleet, need=need_of(winner))
+        need = _needed(need_of(winner))
+        victims = standing.victims(winner, need, None) if need else None
         if not victims:
             continue
-        chosen[winner.key] = victims
-        for key in victims:
-            current[key] = dataclasses.replace(current[key], admitted=False)
-        current[winner.key] = dataclasses.replace(winner, admitted=True)
+        chosen[winner.key] = tuple(victim.key for victim in victims)
+        standing.take(victims, winner)
     return chosen
 
 
@@ -232,28 +271,22 @@ def _over_ceiling(queue: QueueSpec, usage: Resources, requests: Resources) -> di
     return over
 
 
-def _for_quota(
-    winner: Entry, queues: Mapping[str, QueueSpec], current: Mapping[str, Entry], fleet: Fleet
-) -> Preemption | None:
+def _for_quota(winner: Entry, standing: _Standing) -> Preemption | None:
     """Lower-priority workloads of its own queue that bring it under its ceiling (only
     its own queue's usage counts against its ceiling: a reclaim cannot help)."""
-    own = queues[winner.queue]
+    own = standing.queues[winner.queue]
     if own.within_queue is WithinQueue.NEVER:
         return None
-    usage = usage_by_queue(current.values()).get(own.name, {})
-    need = _over_ceiling(own, usage, winner.requests)
-    within_only = {**queues, own.name: dataclasses.replace(own, reclaim=Reclaim.NEVER)}
-    victims = victims_for(winner, within_only, current.values(), fleet, need=need)
-    if not victims:
+    need = _over_ceiling(own, standing.usage.get(own.name, {}), winner.requests)
+    if not need:
         return None
-    return Preemption(winner, tuple(current[key] for key in victims))
+    victims = standing.victims(winner, need, None, within_only=True)
+    return Preemption(winner, victims) if victims else None
 
 
 def _for_room(
     winner: Entry,
-    queues: Mapping[str, QueueSpec],
-    current: Mapping[str, Entry],
-    fleet: Fleet,
+    standing: _Standing,
     free: Mapping[str, Mapping[str, int]],
     clusters: Collection[str],
 ) -> Preemption | None:
@@ -264,9 +297,9 @@ def _for_room(
         need = _minus(winner.requests, free[cluster])
         if not need:
             return None  # room there already: it waits for it, nobody is preempted
-        victims = victims_for(winner, queues, current.values(), fleet, need=need, on=cluster)
+        victims = standing.victims(winner, need, cluster)
         if victims and (best is None or len(victims) < len(best.victims)):
-            best = Preemption(winner, tuple(current[key] for key in victims), cluster)
+            best = Preemption(winner, victims, cluster)
     return best
 
 
@@ -289,35 +322,37 @@ def plan_preemptions(
     winner does not count on the same room. ``clusters_for(winner)``: the clusters it
     could go to at all were they empty (its placement rules; default: every cluster in
     ``free``). A winner whose queue allows no preemption, or for whom no allowed set
-    makes room, is left out."""
+    makes room, is left out. Each choice reads only the candidates it may take, in
+    order, and stops once they cover the need."""
+    del fleet
     room = {cluster: dict(values) for cluster, values in free.items()}
-    current: dict[str, Entry] = {}
+    current: list[Entry] = []
     for entry in entries:
         if entry.admitted and entry.leaving:
             if entry.cluster in room:
                 add_into(room[entry.cluster], entry.requests)
             entry = dataclasses.replace(entry, admitted=False)
-        current[entry.key] = entry
+        current.append(entry)
+    standing = _Standing(queues, current)
     chosen: list[Preemption] = []
     for winner, shortfall in waiting:
         queue = queues.get(winner.queue)
-        if queue is None or winner.key not in current or current[winner.key].admitted:
+        if queue is None or winner.admitted or winner.key in standing.taken:
             continue
         if queue.reclaim is Reclaim.NEVER and queue.within_queue is WithinQueue.NEVER:
             continue
         if shortfall is Shortfall.QUOTA:
-            found = _for_quota(winner, queues, current, fleet)
+            found = _for_quota(winner, standing)
         else:
             allowed = room.keys() if clusters_for is None else clusters_for(winner)
-            found = _for_room(winner, queues, current, fleet, room, allowed)
+            found = _for_room(winner, standing, room, allowed)
         if found is None:
             continue
         chosen.append(found)
+        standing.take(found.victims, winner)
         for victim in found.victims:
-            current[victim.key] = dataclasses.replace(victim, admitted=False)
             if victim.cluster in room:
                 add_into(room[victim.cluster], victim.requests)
-        current[winner.key] = dataclasses.replace(winner, admitted=True, cluster=found.cluster)
         if found.cluster:
             add_into(room[found.cluster], {r: -v for r, v in winner.requests.items()})
     return chosen
