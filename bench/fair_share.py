@@ -123,6 +123,11 @@ async def run(ctx: scenarios.Context, jobs_per_queue: int, seed: int, timeout: f
     queue_of = {namespace: queue for queue, namespace in namespace_of.items()}
     capacity = await fleet_cpu(ctx.workers)
     _say(f"fairshare: the workers hold {capacity:g} allocatable CPUs")
+    if not 24 <= capacity <= 40:
+        _say(
+            "fairshare: the issue's demonstration is on about 32 CPUs; reuse a fleet of that "
+            "shape, or let the bench bring one up (--workers 2 --nodes-per-cluster 2 --node-cpu 8)"
+        )
     options = InformerOptions(watch_timeout_seconds=1800, inactivity_timeout=150.0)
     pods = [
         Informer(client, PODS, label_selector=f"{RUN_LABEL}={ctx.run_id}", transform=slim_pod,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -168,3 +170,14 @@ def test_the_plot_is_written(tmp_path: Path) -> None:
     path = tmp_path / "shares.png"
     assert plot.plot_shares(_result(), path) == f"plot written to {path}"
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_python_m_bench_fairshare_is_its_own_command() -> None:
+    repo = Path(__file__).parents[2]
+    own = subprocess.run([sys.executable, "-m", "bench", "fairshare", "--help"], cwd=repo,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    assert "Usage: python -m bench fairshare" in own.stdout and "--jobs-per-queue" in own.stdout
+    others = subprocess.run([sys.executable, "-m", "bench", "--help"], cwd=repo,
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert others.returncode == 0 and "python -m bench fairshare" in others.stdout
