@@ -214,6 +214,7 @@ def main(
           --repeat 1 --scale-jobs 1000 --scale-idle 10 --scale-resume 100 --api-jobs 50
 
     Results: bench/results/<stamp>.{json,md,png}; docs/performance.md is rewritten.
+    Fair share of RelayQueues on 32 CPUs: `python -m bench fairshare` (its own flags).
     """
     wanted = [s for s in SCENARIOS if s in selected or "all" in selected or not selected]
     options = scenarios.Options(

@@ -73,3 +73,66 @@ def plot(result: Json, path: Path) -> str:
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"plot written to {path}"
+
+
+def plot_shares(result: Json, path: Path) -> str:
+    """The fair-share bench: each queue's share of the running CPU over time (stacked),
+    its target (dashed), and the saturated window shaded."""
+    try:
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return "matplotlib is not installed (pip install matplotlib): no plot written"
+    data = result["scenario"]
+    queues = list(data["params"]["weights"])
+    samples = data["samples"]
+    summary = data["summary"]
+    times = [s["at"] for s in samples]
+    totals = [sum(s["running"].get(q, 0.0) for q in queues) for s in samples]
+    shares = [
+        [
+            100 * s["running"].get(q, 0.0) / t if t > 0 else 0.0
+            for s, t in zip(samples, totals, strict=True)
+        ]
+        for q in queues
+    ]
+    labels = [f"{q.rsplit('-', 1)[-1]} (weight {data['params']['weights'][q]:g})" for q in queues]
+    figure, (stack, cpus) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True,
+                                         gridspec_kw={"height_ratios": [2, 1]})  # fmt: skip
+    stack.stackplot(times, shares, labels=labels, alpha=0.8)
+    boundary = 0.0
+    for queue in queues:  # where each band should end if the shares were exact
+        boundary += 100 * summary["targets"][queue]
+        if boundary < 99.9:
+            stack.axhline(boundary, color="black", linestyle="--", linewidth=1)
+    if summary["start"] is not None:
+        cpus.axvspan(summary["start"], summary["end"], color="grey", alpha=0.12)
+        for edge in (summary["start"], summary["end"]):
+            stack.axvline(edge, color="grey", linestyle=":", linewidth=1.5)
+        measured = ", ".join(
+            f"{q.rsplit('-', 1)[-1]} {100 * summary['shares'][q]:.1f} %" for q in queues
+        )
+        verdict = "PASS" if summary["passed"] else "FAIL"
+        stack.set_title(
+            f"Share of running CPU (stacked; dashed: targets; dotted: saturated period)\n"
+            f"saturated: {measured}; max deviation {summary['max_deviation_pp']:.1f} pp, {verdict}"
+        )
+    stack.set_ylabel("% of running CPU")
+    stack.set_ylim(0, 100)
+    stack.legend(loc="lower left")
+    for queue, label in zip(queues, labels, strict=True):
+        cpus.plot(times, [s["running"].get(queue, 0.0) for s in samples], label=label)
+    cpus.plot(times, totals, color="black", label="total")
+    cpus.axhline(data["capacity_cpu"], color="black", linestyle=":", linewidth=1)
+    cpus.set_ylabel("running CPUs")
+    cpus.set_xlabel("seconds since the first create")
+    cpus.grid(True, alpha=0.3)
+    cpus.legend(loc="upper right", fontsize="small")
+    figure.suptitle(f"jobrelay fair share, {result['started_utc']} "
+                    f"({data['capacity_cpu']:g} CPUs, {result['machine']['nproc']}-core host)")  # fmt: skip
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"plot written to {path}"

@@ -528,6 +528,7 @@ python -m bench                                  # everything, at full size, on 
 python -m bench latency --state-dir /tmp/f       # one scenario, on a fleet kept in /tmp/f
 python -m bench throughput baseline --jobs 500 --repeat 1      # smaller
 python -m bench throughput --profile --repeat 1   # py-spy flame graph of the controller (pip install py-spy)
+python -m bench fairshare --state-dir /tmp/f      # fair share: 3 RelayQueues 1:1:2 on 32 CPUs (own flags, --help)
 python -m bench latency --controller-arg=--concurrency=64      # flags for `jobrelay run`
 python -m bench --help                           # every size and knob
 ```
@@ -588,18 +589,34 @@ the controller's own log lines (`placed ...`, `created mirror ...`).
 """
 
 
-ANALYSIS_HEADING = "## Analysis"
+LATEST_HEADING = "## Latest results"
+
+
+def hand_written(page: str) -> str:
+    """The sections of ``page`` written by hand: every ``## `` section but the intro's
+    own (rewritten from :data:`DOCS_INTRO`) and the latest results (this run's)."""
+    generated = {line for line in DOCS_INTRO.splitlines() if line.startswith("## ")}
+    generated.add(LATEST_HEADING)
+    kept: list[str] = []
+    keeping = False
+    in_code = False
+    for line in page.splitlines(keepends=True):
+        if line.startswith("```"):
+            in_code = not in_code
+        if line.startswith("## ") and not in_code:
+            keeping = not any(line.startswith(heading) for heading in generated)
+        if keeping:
+            kept.append(line)
+    return "".join(kept)
 
 
 def write_docs(path: Path, markdown: str) -> None:
-    """Rewrite the page with the latest results, keeping its hand-written analysis."""
+    """Rewrite the page with the latest results, keeping its hand-written sections
+    (analysis, the fleet-less decisions, sizing, fair share)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     previous = path.read_text() if path.exists() else ""
-    start = previous.find(ANALYSIS_HEADING)
-    end = previous.find("## Latest results", start) if start >= 0 else -1
-    analysis = previous[start:end] if start >= 0 and end > start else ""
-    latest = markdown.replace("## jobrelay benchmark", "## Latest results", 1)
-    path.write_text(DOCS_INTRO + analysis + latest)
+    latest = markdown.replace("## jobrelay benchmark", LATEST_HEADING, 1)
+    path.write_text(DOCS_INTRO + hand_written(previous) + latest)
 
 
 def write_json(path: Path, result: Json) -> None:
