@@ -529,6 +529,7 @@ def get(
     TYPE is jobs (the default), jobsets, all, any kind the controller runs (its plural,
     singular or short name) or Kind.version.group; TYPE NAME... or TYPE/NAME... as kubectl.
     REASON is why it waits or how it ended, else the latest Warning Event about it.
+    QUEUE and POSITION: its RelayQueue and, while it waits there, its place (1 = next).
     Named workloads are shown whoever manages them; missing ones exit 3. `jobrelay jobs`
     is the same command.
     """
