@@ -269,3 +269,15 @@ def test_a_watch_counts_positions_again_as_workloads_change(
     assert [(line.split()[1], line.split()[at]) for line in lines[1:]] == [
         ("first", "1"), ("second", "2"), ("first", "-"), ("second", "1"),
     ]  # fmt: skip
+
+
+def test_workloads_not_listable_across_namespaces_count_what_was_listed(
+    manager: FakeApiserver,
+) -> None:
+    put_queue(manager, "shared")
+    put_job(manager, "theirs", namespace="team-b", queue="shared", created=1)
+    put_job(manager, "mine", queue="shared", created=2)
+    manager.forbidden_across = {"jobs", "jobsets"}
+    result = invoke("-n", "team-a")
+    assert columns(result) == {"mine": ("shared", "1")}  # theirs is not the tenant's to see
+    assert "Forbidden" not in result.output

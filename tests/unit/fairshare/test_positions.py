@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry
+from tests.unit.fairshare.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import positions, queue_order
+from jobrelay.fairshare.admission_rules import admission_pass, positions, queue_order
 from jobrelay.fairshare.model import Entry
 
 CASES = {
@@ -72,3 +72,14 @@ def test_each_queue_is_numbered_1_to_n_in_queue_order(given_entries: list[Entry]
 @given(entries)
 def test_the_order_entries_come_in_does_not_matter(given_entries: list[Entry]) -> None:
     assert positions(given_entries) == positions(list(reversed(given_entries)))
+
+
+@given(entries)
+def test_positions_are_the_admission_pass_positions_when_nothing_fits(
+    given_entries: list[Entry],
+) -> None:
+    """`jobrelay get` numbers a queue as the controller's held reason does."""
+    specs = queues(queue("q1"), queue("q2"), queue("q3"))
+    result = admission_pass(specs, given_entries, fleet(), fits=lambda _entry: False)
+    assert result.admitted == ()
+    assert dict(result.positions) == positions(given_entries)
