@@ -23,7 +23,7 @@ from jobrelay.cli.common import (
     manager_options,
     unreachable_problem,
 )
-from jobrelay.cli.get import as_list, dump
+from jobrelay.cli.output_rules import as_list, dump
 from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
 from jobrelay.cli.terminal import safe, safe_lines
 from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters

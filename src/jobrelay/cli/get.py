@@ -9,7 +9,7 @@ module lists, watches and prints. The API client is imported when it lists, so t
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +31,9 @@ from jobrelay.cli.common import (
 from jobrelay.cli.jsonpath_rules import JsonPathError, Template, find
 from jobrelay.cli.output_rules import (
     aligned_rows,
+    as_list,
     column_cells,
+    dump,
     label_cells,
     label_columns,
     label_header,
@@ -39,6 +41,8 @@ from jobrelay.cli.output_rules import (
     sort_key_path,
     sorted_by,
 )
+from jobrelay.cli.queue_position_rules import Place
+from jobrelay.cli.queue_positions import QueueView, read_places, with_place
 from jobrelay.cli.terminal import safe
 from jobrelay.cli.types_rules import (
     BUILT_IN,
@@ -81,25 +85,6 @@ def resource_name(kind: WorkloadKind, name: str) -> str:
     """``job.batch/NAME`` as ``kubectl get -o name`` prints it."""
     group = f".{kind.ref.group}" if kind.ref.group else ""
     return f"{kind.ref.kind.lower()}{group}/{name}"
-
-
-def as_list(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """A ``v1 List`` of objects, as kubectl prints several for ``-o json|yaml``."""
-    return {
-        "apiVersion": "v1",
-        "items": list(items),
-        "kind": "List",
-        "metadata": {"resourceVersion": ""},
-    }
-
-
-def dump(document: Any, output: str) -> str:
-    import msgspec
-    import yaml
-
-    if output == "json":
-        return msgspec.json.format(msgspec.json.encode(document), indent=4).decode()
-    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
 
 
 @dataclass(frozen=True)
@@ -206,10 +191,12 @@ class Printer:
         self.sort_by = sort_by
         # The latest Warning about each object by UID (shown when it has no reason of its own).
         self.warnings: Mapping[str, str] = {}
+        self.queue_view: QueueView | None = None  # each workload's queue and place in it
         self._widths: list[int] = []
         self._shown: dict[tuple[str, str, str], object] = {}
 
     def first(self, found: list[tuple[WorkloadKind, dict[str, Any]]], *, single: bool) -> None:
+        found = [(kind, with_place(obj, self._place(kind, obj))) for kind, obj in found]
         if self.sort_by is not None:
             found = sorted_by(found, self.sort_by, lambda item: item[1])
         rows = [self._row(kind, obj) for kind, obj in found]
@@ -231,7 +218,9 @@ class Printer:
                 for line in aligned_rows(lines):
                     click.echo(safe(line))
         else:
-            header = self._line(workloads.state_header(wide=self.output == "wide"), None)
+            header = self._line(
+                workloads.state_header(wide=self.output == "wide", queues=self._queues), None
+            )
             table_lines = [
                 header,
                 *(self._line(self._cells(r), obj) for r, (_, obj) in zip(rows, found, strict=True)),
@@ -243,7 +232,14 @@ class Printer:
         sys.stdout.flush()
 
     def _cells(self, r: workloads.Row) -> tuple[str, ...]:
-        return workloads.state_line(r, wide=self.output == "wide")
+        return workloads.state_line(r, wide=self.output == "wide", queues=self._queues)
+
+    @property
+    def _queues(self) -> bool:
+        return self.queue_view is not None and self.queue_view.shown
+
+    def _place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> Place | None:
+        return self.queue_view.place(kind, obj) if self.queue_view is not None else None
 
     def _line(self, cells: tuple[str, ...], obj: Mapping[str, Any] | None) -> tuple[str, ...]:
         """A table line with the -L label columns before REASON (the last, unpadded)."""
@@ -269,7 +265,8 @@ class Printer:
 
     def _row(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> workloads.Row:
         warning = self.warnings.get(Meta(obj).uid, "")
-        return workloads.row(kind, obj, self.now(), warning=warning)
+        place = self._place(kind, obj)
+        return workloads.row(kind, obj, self.now(), warning=warning, place=place)
 
     def _fingerprint(self, r: workloads.Row, obj: Mapping[str, Any]) -> object:
         """What must differ for a watch to print the object again: what the table shows of
@@ -284,10 +281,13 @@ class Printer:
             return msgspec.json.encode({**obj, "metadata": metadata}, order="sorted")
         if self.output == "name":
             return r.identity()
-        return r.identity(wide=self.output == "wide")
+        return r.identity(wide=self.output == "wide", queues=self._queues)
 
     def changed(self, kind: WorkloadKind, obj: dict[str, Any]) -> None:
         """A watch event's object: printed when what the table shows of it changed."""
+        if self.queue_view is not None:
+            self.queue_view.seen(kind, obj)
+            obj = with_place(obj, self._place(kind, obj))
         r = self._row(kind, obj)
         key = (r.kind, r.namespace, r.name)
         fingerprint = self._fingerprint(r, obj)
@@ -306,9 +306,9 @@ class Printer:
             click.echo(safe("   ".join(column_cells(self.format.columns, obj))))
         else:
             wide = self.output == "wide"
-            line = self._line(workloads.state_line(r, wide=wide), obj)
+            line = self._line(self._cells(r), obj)
             if not self._widths:  # nothing was listed: the header comes with the first row
-                header = self._line(workloads.state_header(wide=wide), None)
+                header = self._line(workloads.state_header(wide=wide, queues=self._queues), None)
                 self._widths = workloads.column_widths([header, line])
                 if self.headers:
                     click.echo(workloads.aligned(header, self._widths))
@@ -529,6 +529,7 @@ def get(
     TYPE is jobs (the default), jobsets, all, any kind the controller runs (its plural,
     singular or short name) or Kind.version.group; TYPE NAME... or TYPE/NAME... as kubectl.
     REASON is why it waits or how it ended, else the latest Warning Event about it.
+    QUEUE and POSITION: its RelayQueue and, while it waits there, its place (1 = next).
     Named workloads are shown whoever manages them; missing ones exit 3. `jobrelay jobs`
     is the same command.
     """
@@ -576,6 +577,8 @@ def get(
             if table and listed.found:
                 listed.warnings = await latest_warnings(client, where)
                 printer.warnings = listed.warnings
+            if printer.output != "name" and listed.found:
+                printer.queue_view = await read_places(client, queries, listed.found)
             printer.first(listed.found, single=len(named) == 1)
             if not listed.found and not named and not watch and table:
                 scope = "in any namespace" if where is None else f"in {where} namespace"

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,3 +138,22 @@ __all__ = [
     "sort_key_path",
     "sorted_by",
 ]
+
+
+def as_list(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ``v1 List`` of objects, as kubectl prints several for ``-o json|yaml``."""
+    return {
+        "apiVersion": "v1",
+        "items": list(items),
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+    }
+
+
+def dump(document: Any, output: str) -> str:
+    import msgspec
+    import yaml
+
+    if output == "json":
+        return msgspec.json.format(msgspec.json.encode(document), indent=4).decode()
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")

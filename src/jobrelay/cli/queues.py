@@ -130,7 +130,7 @@ def queues(output: str | None, kubeconfig: Path | None, context: str | None) -> 
     The figures are the controller's (its leader writes each queue's status on change);
     a queue it ignores says why in -o wide. See docs/queues.md.
     """
-    from jobrelay.cli.get import as_list, dump
+    from jobrelay.cli.output_rules import as_list, dump
     from jobrelay.cli.terminal import safe_lines
 
     async def go() -> list[dict[str, Any]]:

@@ -150,34 +150,46 @@ class Row:
     placements: str
     active: str
     failed: str
-    # The RelayQueue it names (its label jobrelay.dev/queue), "-" without one.
+    # Its RelayQueue ("-" for none) and, while it waits there, its place (1 = next).
     queue: str = "-"
+    position: str = "-"
 
     COLUMNS = ("NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE", "COMPLETIONS", "AGE", "DURATION")
-    WIDE_COLUMNS = (*COLUMNS, "QUEUE", "PLACEMENTS", "ACTIVE", "FAILED")
+    QUEUE_COLUMNS = ("QUEUE", "POSITION")
+    WIDE_COLUMNS = (*COLUMNS, *QUEUE_COLUMNS, "PLACEMENTS", "ACTIVE", "FAILED")
 
-    def cells(self, *, wide: bool = False) -> tuple[str, ...]:
+    def cells(self, *, wide: bool = False, queues: bool = False) -> tuple[str, ...]:
+        """The table's cells; ``queues``: QUEUE and POSITION too (wide always has them)."""
         basic = (
             self.namespace, self.name, self.kind, self.cluster or "-", self.state.value,
             self.completions, self.age, self.duration,
         )  # fmt: skip
-        if not wide:
-            return basic
-        return (*basic, self.queue, self.placements, self.active, self.failed)
+        if wide:
+            return (*basic, self.queue, self.position, self.placements, self.active, self.failed)
+        return (*basic, self.queue, self.position) if queues else basic
 
-    def identity(self, *, wide: bool = False) -> tuple[str, ...]:
+    def identity(self, *, wide: bool = False, queues: bool = False) -> tuple[str, ...]:
         """What a watch compares to decide whether a row changed: what the table shows of
         it, its ages aside (they change every second)."""
-        cells = self.cells(wide=wide)
+        cells = self.cells(wide=wide, queues=queues)
         return (*cells[:6], *cells[8:], self.reason)
 
 
-def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime, *, warning: str = "") -> Row:
+def row(
+    kind: WorkloadKind,
+    obj: Mapping[str, Any],
+    now: datetime,
+    *,
+    warning: str = "",
+    place: tuple[str, int | None] | None = None,
+) -> Row:
     """``warning`` (the latest Warning Event about it) is the reason of a workload whose state
-    has none of its own."""
+    has none of its own; ``place``: its RelayQueue and, while it waits there, its position
+    (None: its label names the queue, as far as is known)."""
     meta, status = Meta(obj), obj.get("status") or {}
     where = standing(kind, obj)
     history = placements_of(obj)
+    queue, position = place or (str(meta.labels.get(QUEUE_LABEL) or "-"), None)
     return Row(
         namespace=meta.namespace,
         name=meta.name,
@@ -191,7 +203,8 @@ def row(kind: WorkloadKind, obj: Mapping[str, Any], now: datetime, *, warning: s
         placements=">".join(history) or "-",
         active=str(status.get("active", "-")),
         failed=str(status.get("failed", "-")),
-        queue=str(meta.labels.get(QUEUE_LABEL) or "-"),
+        queue=queue or "-",
+        position="-" if position is None else str(position),
     )
 
 
@@ -217,10 +230,13 @@ def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> list[str]
     return [aligned(line, widths) for line in lines]
 
 
-def state_header(*, wide: bool) -> tuple[str, ...]:
-    return (*(Row.WIDE_COLUMNS if wide else Row.COLUMNS), "REASON")
+def state_header(*, wide: bool, queues: bool = False) -> tuple[str, ...]:
+    """The table's header; ``queues``: QUEUE and POSITION in the default table too."""
+    if wide:
+        return (*Row.WIDE_COLUMNS, "REASON")
+    return (*Row.COLUMNS, *(Row.QUEUE_COLUMNS if queues else ()), "REASON")
 
 
-def state_line(r: Row, *, wide: bool) -> tuple[str, ...]:
+def state_line(r: Row, *, wide: bool, queues: bool = False) -> tuple[str, ...]:
     """A row of `jobrelay get`'s table: its columns, then REASON."""
-    return (*r.cells(wide=wide), r.reason)
+    return (*r.cells(wide=wide, queues=queues), r.reason)

@@ -33,6 +33,7 @@ __all__ = [
     "AdmissionPass",
     "Holding",
     "admission_pass",
+    "positions",
     "queue_order",
     "quota_excess",
 ]
@@ -58,6 +59,20 @@ class AdmissionPass:
 def queue_order(entry: Entry) -> tuple[int, str, str]:
     """Within a queue: higher priority first, then older, then by key."""
     return (-entry.priority, entry.created, entry.key)
+
+
+def positions(entries: Iterable[Entry]) -> dict[str, int]:
+    """Each pending (not admitted) entry's place in its queue's order, 1 = next: what
+    `jobrelay get` shows and the held reason names. Admitted entries take no place."""
+    by_queue: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if not entry.admitted:
+            by_queue.setdefault(entry.queue, []).append(entry)
+    places: dict[str, int] = {}
+    for waiting in by_queue.values():
+        for place, entry in enumerate(sorted(waiting, key=queue_order), start=1):
+            places[entry.key] = place
+    return places
 
 
 def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Holding | None:
@@ -257,11 +272,5 @@ def admission_pass(
                 heapq.heappush(heap, order)
                 break
     chosen = set(admitted)
-    positions: dict[str, int] = {}
-    for line in lines.values():
-        position = 0
-        for entry in line.pending:
-            if entry.key not in chosen:
-                position += 1
-                positions[entry.key] = position
-    return AdmissionPass(tuple(admitted), holding, positions)
+    still = (entry for line in lines.values() for entry in line.pending if entry.key not in chosen)
+    return AdmissionPass(tuple(admitted), holding, positions(still))

@@ -49,6 +49,8 @@ class FakeApiserver:
     unreachable: bool = False
     refuse: tuple[int, str] | None = None  # every request is answered with this error
     forbidden: set[str] = field(default_factory=set)  # plurals this user may not read: 403
+    # Plurals this user may read in a namespace but not list across namespaces: 403.
+    forbidden_across: set[str] = field(default_factory=set)
     crd_served: bool = True  # False: WorkerClusters are not served (404 naming no object)
     # The kubeconfigs, contexts and names the CLI connected to this worker with.
     connections: list[tuple[Any, ...]] = field(default_factory=list)
@@ -92,6 +94,10 @@ class FakeApiserver:
             return _answer(self.refuse[0], status_body(*self.refuse))
         if any(f"/{plural}" in path for plural in self.forbidden):
             return _answer(403, status_body(403, "Forbidden", "you may not"))
+        if "/namespaces/" not in path and any(
+            path.endswith(f"/{p}") for p in self.forbidden_across
+        ):
+            return _answer(403, status_body(403, "Forbidden", "not across namespaces"))
         if not self.crd_served and "/workerclusters" in path:
             return _answer(404, status_body(404, "NotFound", "the server could not find it"))
         parts = path.strip("/").split("/")

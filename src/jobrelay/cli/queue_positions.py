@@ -1,0 +1,185 @@
+"""What `jobrelay get` reads to show each workload's RelayQueue and, while it waits, its
+place there: the RelayQueues, the Namespaces' labels and the PriorityClasses (one list
+each), and, when the listing was narrower than the queues (one namespace, a selector,
+names), the queued kinds across namespaces once, to count what waits ahead. The rules
+are :mod:`jobrelay.cli.queue_position_rules`'; whatever the user may not read is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from jobrelay.cli.queue_position_rules import Known, Place, is_pending, places, queue_of
+from jobrelay.controller.relay.queue_rules import Priorities
+from jobrelay.fairshare.model import QueueSpec
+from jobrelay.fleet.relayqueue_rules import read_queue
+from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.catalog import DEDICATED
+
+if TYPE_CHECKING:
+    from jobrelay.kube.client import ApiClient
+
+__all__ = [
+    "POSITION_ANNOTATION", "QUEUE_ANNOTATION", "QueueView", "read_known", "read_places",
+    "with_place",
+]  # fmt: skip
+
+# Set by `jobrelay get -o json|yaml|jsonpath|custom-columns` on the objects it prints
+# (never stored): the queue a workload is in and, while it waits, its place there.
+QUEUE_ANNOTATION = "jobrelay.dev/queue-name"
+POSITION_ANNOTATION = "jobrelay.dev/queue-position"
+
+
+# The kinds `jobrelay get all` lists: counted whichever ones were asked for.
+_BUILT_IN = ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io")
+
+
+class Query(Protocol):
+    """What `jobrelay get` asked for (``get.Query``)."""
+
+    @property
+    def kinds(self) -> tuple[WorkloadKind, ...]: ...
+    @property
+    def namespace(self) -> str | None: ...
+    @property
+    def selector(self) -> str | None: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def controller_name(self) -> str: ...
+    @property
+    def claims(self) -> Mapping[str, str]: ...
+
+
+async def read_known(client: ApiClient) -> Known:
+    """The RelayQueues, the Namespaces' labels and the PriorityClasses, as far as the user
+    may list them (no RelayQueue: nothing more is read)."""
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import NAMESPACES, PRIORITY_CLASSES, RELAY_QUEUES
+
+    try:
+        queue_objects = (await client.list(RELAY_QUEUES)).items
+    except ApiError as error:
+        if not error.is_not_found:
+            return Known()  # not readable: the label alone names a queue
+        queue_objects = []  # no RelayQueue CRD: no queue
+    queues: dict[str, QueueSpec] = {}
+    for obj in queue_objects:
+        spec = read_queue(obj)
+        if isinstance(spec, QueueSpec):
+            queues[spec.name] = spec
+    if not queues:
+        return Known(queues={}, namespace_labels={})
+    labels: dict[str, Mapping[str, str]] | None
+    try:
+        labels = {
+            str((ns.get("metadata") or {}).get("name")): _labels(ns)
+            for ns in (await client.list(NAMESPACES)).items
+        }
+    except ApiError:
+        labels = None
+    try:
+        priorities = Priorities.of((await client.list(PRIORITY_CLASSES)).items)
+    except ApiError:
+        priorities = Priorities()  # not readable: every priority 0 (said in docs/queues.md)
+    return Known(queues, labels, priorities)
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    found = (obj.get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, Mapping) else {}
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the count needs of a workload listed only to count it: not its status history."""
+    metadata = obj.get("metadata") or {}
+    kept = ("name", "namespace", "labels", "annotations", "creationTimestamp", "deletionTimestamp")
+    return {**obj, "metadata": {k: metadata[k] for k in kept if k in metadata}}
+
+
+def _key(kind: WorkloadKind, obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    metadata = obj.get("metadata") or {}
+    return (kind.name, str(metadata.get("namespace")), str(metadata.get("name")))
+
+
+@dataclass
+class QueueView:
+    """The workloads counted and what was read to place them; a watch updates it."""
+
+    known: Known
+    managed: Callable[[WorkloadKind, Mapping[str, Any]], bool]
+    counted: dict[tuple[str, str, str], tuple[WorkloadKind, Mapping[str, Any]]]
+    # Some workload listed is in a queue: the default table shows QUEUE and POSITION.
+    shown: bool = False
+    _places: dict[str, Place] | None = None
+
+    def place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> Place | None:
+        if not self.shown:
+            return None
+        if self._places is None:
+            self._places = places(self.counted.values(), self.known)
+        metadata = obj.get("metadata") or {}
+        return self._places.get(
+            f"{kind.ref.kind} {metadata.get('namespace')}/{metadata.get('name')}"
+        )
+
+    def seen(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> None:
+        """A watch's new version of a workload: every position is counted again."""
+        if self.shown and self.managed(kind, obj):
+            self.counted[_key(kind, obj)] = (kind, obj)
+            self._places = None
+
+
+async def read_places(
+    client: ApiClient,
+    queries: Sequence[Query],
+    found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
+) -> QueueView:
+    """What places each workload in ``found`` in its queue; nothing more is read when
+    none of them is in one, and no workload across namespaces when none waits."""
+    from jobrelay.kube.errors import ApiError
+
+    query = queries[0]
+
+    def managed(kind: WorkloadKind, obj: Mapping[str, Any]) -> bool:
+        """The controller's (a workload named on the command line may be anyone's)."""
+        claimed = query.claims.get(kind.name) or query.controller_name
+        return kind.managed_by(dict(obj)) == claimed
+
+    counted = {_key(kind, obj): (kind, obj) for kind, obj in found if managed(kind, obj)}
+    known = await read_known(client)
+    view = QueueView(known, managed, counted)
+    view.shown = any(queue_of(obj, known) for _, obj in counted.values())
+    if not any(is_pending(kind, obj) and queue_of(obj, known) for kind, obj in counted.values()):
+        return view  # no position to count: no more lists
+    complete = {
+        kind.name for asked in queries if asked.namespace is None and not asked.selector
+        and not asked.names for kind in asked.kinds
+    }  # fmt: skip
+    kinds = {kind.name: kind for asked in queries for kind in asked.kinds}
+    kinds.update({name: DEDICATED[name] for name in _BUILT_IN})
+    for kind in kinds.values():
+        if kind.name in complete:
+            continue
+        try:
+            page = await client.list(kind.ref, transform=_slim)
+        except ApiError:
+            continue  # not served, or not listable across namespaces: count what was listed
+        for obj in page.items:
+            if managed(kind, obj):
+                counted.setdefault(_key(kind, obj), (kind, obj))
+    return view
+
+
+def with_place(obj: Mapping[str, Any], place: Place | None) -> dict[str, Any]:
+    """The object as printed: its queue and place as annotations (never stored)."""
+    if place is None:
+        return dict(obj)
+    metadata = dict(obj.get("metadata") or {})
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[QUEUE_ANNOTATION] = place.queue
+    if place.position is not None:
+        annotations[POSITION_ANNOTATION] = str(place.position)
+    return {**obj, "metadata": {**metadata, "annotations": annotations}}
