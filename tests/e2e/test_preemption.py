@@ -122,7 +122,7 @@ async def test_a_queue_below_its_nominal_reclaims_what_another_borrowed(
     cpus = await fleet_cpus(relay, clients) // 1000
     flood = [f"a-{i:03d}" for i in range(cpus // 2 + 4)]  # 2-CPU Jobs: more than the fleet
     for name in flood:
-        await relay.submit(cpu_job(name, "2", "40s", **{QUEUE_LABEL: borrower}))
+        await relay.submit(cpu_job(name, "2", "50s", **{QUEUE_LABEL: borrower}))
     deadline = time.monotonic() + 90
     while await running_cpu(relay, clients) < (cpus - 2) * 1000:
         assert time.monotonic() < deadline, "queue A did not fill the fleet"
