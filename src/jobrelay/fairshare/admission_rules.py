@@ -131,6 +131,17 @@ class _Line:
     next: int = 0
     # Its weighted dominant share now, rounded: changes only when it admits.
     share: float = 0.0
+    waiting_for_room: Holding | None = None
+
+    def no_room(self) -> Holding:
+        """Why its entries that no cluster fits wait (one value for them all)."""
+        if self.waiting_for_room is None:
+            self.waiting_for_room = Holding(
+                WAITING_FOR_ROOM,
+                f"{self.queue.name}: no cluster has room for it now; it is admitted when "
+                f"capacity frees and its queue's turn comes",
+            )
+        return self.waiting_for_room
 
     def take(self, entry: Entry, fleet: Fleet) -> None:
         """Adds an admitted entry to its usage."""
@@ -217,11 +228,7 @@ def _serve_one(line: _Line, done: _Pass) -> bool:
         done.admit(line, entry)
     else:
         if why is None:
-            why = Holding(
-                WAITING_FOR_ROOM,
-                f"{name}: no cluster has room for it now; it is admitted when "
-                f"capacity frees and its queue's turn comes",
-            )
+            why = line.no_room()
         holding[entry.key] = why
         if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
             behind = Holding(
@@ -272,5 +279,11 @@ def admission_pass(
                 heapq.heappush(heap, order)
                 break
     chosen = set(admitted)
-    still = (entry for line in lines.values() for entry in line.pending if entry.key not in chosen)
-    return AdmissionPass(tuple(admitted), holding, positions(still))
+    places: dict[str, int] = {}
+    for line in lines.values():  # each line's pending is in queue order already
+        place = 0
+        for entry in line.pending:
+            if entry.key not in chosen:
+                place += 1
+                places[entry.key] = place
+    return AdmissionPass(tuple(admitted), holding, places)

@@ -44,6 +44,7 @@ from jobrelay.fairshare.assignment_rules import (
     QueueNotFound,
     queue_for,
 )
+from jobrelay.fairshare.holding import Holding
 from jobrelay.fairshare.model import Entry, Fleet, QueueSpec, Reclaim, WithinQueue
 from jobrelay.fairshare.namespace_quota import NamespaceLimits, quota_verdict, read_hard
 from jobrelay.fairshare.preemption_rules import (
@@ -133,9 +134,29 @@ class _Pass:
     """What the latest pass said: who it admitted, why each other pending one waits."""
 
     admitted: set[str] = field(default_factory=set)
-    holding: dict[str, QueueHold] = field(default_factory=dict)
+    # Why each waits, as the admission pass said it, with its position and queue: made
+    # into the reconcile's QueueHold only when asked (most are never asked in a pass).
+    holdings: Mapping[str, Holding] = field(default_factory=dict)
+    positions: Mapping[str, int] = field(default_factory=dict)
+    queue_of: Mapping[str, str] = field(default_factory=dict)
+    # Holds said as they are: a namespace's quota, or preempting others.
+    told: dict[str, QueueHold] = field(default_factory=dict)
     # Every entry it saw admitted (placed), by namespace: the quotas' counts.
     by_namespace: dict[str, list[Entry]] = field(default_factory=dict)
+
+    def waits(self, key: str) -> bool:
+        return key in self.told or key in self.holdings
+
+    def holding(self, key: str) -> QueueHold:
+        told = self.told.get(key)
+        if told is not None:
+            return told
+        holding = self.holdings[key]
+        position = self.positions.get(key)
+        if not position:
+            return QueueHold(holding.reason, holding.message)
+        where = f" (position {position} in queue {self.queue_of.get(key, '')})"
+        return QueueHold(holding.reason, holding.message + where)
 
 
 class QueueGate:
@@ -162,6 +183,8 @@ class QueueGate:
         self._priorities_version = 0
         self._last: _Pass | None = None
         self._admitting: dict[WorkloadKey, tuple[float, Entry]] = {}
+        # Each workload's entry as the last pass built it (reused while nothing changes).
+        self._built: dict[WorkloadKey, Entry] = {}
         # Victims a pass chose whose reconcile has not marked them yet.
         self._preempting: dict[WorkloadKey, tuple[float, Preempt]] = {}
         # Called when a workload waits for a pass (the runner wakes its held pass).
@@ -254,11 +277,13 @@ class QueueGate:
         if not queued and not hard:
             return None
         last = self._last
-        if last is None or (queued and entry.key not in last.admitted | last.holding.keys()):
+        if last is None or (
+            queued and entry.key not in last.admitted and not last.waits(entry.key)
+        ):
             self.on_needed()
             return QueueHold("", "", settled=False)
         if queued and entry.key not in last.admitted:
-            return last.holding[entry.key]
+            return last.holding(entry.key)
         if hard is not None:
             counted = self._counted(key.namespace, last, but=key, but_entry=entry.key)
             verdict = quota_verdict(hard, counted, entry)
@@ -296,6 +321,10 @@ class QueueGate:
         entries: list[Entry] = []
         unqueued: dict[WorkloadKey, Entry] = {}
         done = _Pass()
+        # Namespaces' labels do not change during a pass: each (label, namespace) is
+        # judged once.
+        choices: dict[tuple[str | None, str], object] = {}
+        built = self._built
         for key, kind, obj in objects:
             read = self._read(key, kind, obj)
             if read.entry is None or read.workload is None:
@@ -303,11 +332,15 @@ class QueueGate:
             admitted = self._admitted(key, read)
             if admitted is None:
                 continue  # finished, suspended before a placement, or going
-            choice = queue_for(read.named, key.namespace,
-                               self._labels.get(key.namespace, {}), specs)  # fmt: skip
+            choice = choices.get((read.named, key.namespace))
+            if choice is None:
+                choice = choices[(read.named, key.namespace)] = queue_for(
+                    read.named, key.namespace, self._labels.get(key.namespace, {}), specs
+                )
             queue = choice.queue if isinstance(choice, Queued) else ""
             leaving = admitted and (bool(read.preempted_by) or key in self._preempting)
-            entry = _with(read.entry, read, queue=queue, admitted=admitted, leaving=leaving)
+            entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
+            built[key] = entry
             if admitted:
                 done.by_namespace.setdefault(key.namespace, []).append(entry)
             if queue:
@@ -317,7 +350,7 @@ class QueueGate:
                     by_key[entry.key] = (key, read.workload)
             elif not admitted and _refusal(choice) is None:
                 unqueued[key] = entry
-        quota_holds: dict[str, QueueHold] = {}
+        quota_holds = done.told
 
         def admit(entry: Entry, key: WorkloadKey, workload: Workload) -> bool:
             limits = hard.get(entry.namespace)
@@ -338,13 +371,8 @@ class QueueGate:
             for admitted_key in result.admitted:
                 done.admitted.add(admitted_key)
                 chosen.append(by_key[admitted_key][0])
-            queue_of = {e.key: e.queue for e in entries}
-            for waiting, holding in result.holding.items():
-                position = result.positions.get(waiting)
-                where = f" (position {position} in queue {queue_of.get(waiting, '')})"
-                done.holding[waiting] = quota_holds.get(waiting) or QueueHold(
-                    holding.reason, f"{holding.message}{where if position else ''}"
-                )
+            done.holdings, done.positions = result.holding, result.positions
+            done.queue_of = {e.key: e.queue for e in entries}
             if room is not None:
                 chosen.extend(self._preempt(specs, entries, result, fleet, room, keys, done))
         for held_key in held:
@@ -402,9 +430,9 @@ class QueueGate:
                     victims.append(keys[victim.key])
                     by_winner.setdefault(found.winner.key, []).append(victim.key)
         for winner, its_victims in by_winner.items():
-            if winner in done.holding:
+            if done.waits(winner):
                 notice = preempting_notice(_entry_named(entries, winner), its_victims)
-                done.holding[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
+                done.told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
         return victims
 
     def preemption(self, key: WorkloadKey) -> Preempt | None:
@@ -473,6 +501,7 @@ class QueueGate:
     def forget(self, key: WorkloadKey) -> None:
         """Its management object is gone."""
         self._reads.pop(key, None)
+        self._built.pop(key, None)
         self._admitting.pop(key, None)
 
     def _admitted(self, key: WorkloadKey, read: _Read) -> bool | None:
@@ -516,12 +545,20 @@ class QueueGate:
             del self._admitting[key]
 
 
-def _with(entry: Entry, read: _Read, *, queue: str, admitted: bool, leaving: bool) -> Entry:
+def _with(before: Entry | None, read: _Read, *, queue: str, admitted: bool, leaving: bool) -> Entry:
+    """``read``'s entry in ``queue``, as the pass sees it: the one the pass before built
+    when nothing of it changed (most passes change nothing of most entries: no copy)."""
+    entry = read.entry
+    assert entry is not None
     preemptible = not read.at_most_once
-    if (entry.queue, entry.admitted, entry.cluster, entry.preemptible, entry.leaving) == (
+    if before is not None and (
+        before.priority, before.created, before.requests, before.limits,
+        before.queue, before.admitted, before.cluster, before.preemptible, before.leaving,
+    ) == (
+        entry.priority, entry.created, entry.requests, entry.limits,
         queue, admitted, read.cluster, preemptible, leaving,
     ):  # fmt: skip
-        return entry  # most passes change nothing of most entries: no copy
+        return before
     return Entry(
         key=entry.key, queue=queue, namespace=entry.namespace, priority=entry.priority,
         created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
