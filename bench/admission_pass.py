@@ -132,7 +132,7 @@ def main(clusters: int, queue_count: int, pending: int, admitted: int, repeats: 
 
 
 # As many waiting workloads as the controller lets ask for preemption in one pass
-# (controller/relay/queue_gate.py PREEMPTING_PER_PASS).
+# (controller/relay/queue_rules.py PREEMPTING_PER_PASS).
 WINNERS = 32
 
 

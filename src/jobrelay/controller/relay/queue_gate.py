@@ -26,15 +26,15 @@ from typing import Any, Protocol
 from jobrelay.controller.relay.queue_rules import (
     Priorities,
     entry_key,
+    entry_named,
     limits_of,
+    preempting_candidates,
     priority_of,
     slim_priority_class,
     slim_resource_quota,
 )
 from jobrelay.controller.relay.snapshot import Preempt, QueueHold
 from jobrelay.fairshare.admission_rules import (
-    QUEUE_QUOTA_EXCEEDED,
-    WAITING_FOR_ROOM,
     AdmissionPass,
     admission_pass,
 )
@@ -45,10 +45,9 @@ from jobrelay.fairshare.assignment_rules import (
     queue_for,
 )
 from jobrelay.fairshare.holding import Holding
-from jobrelay.fairshare.model import Entry, Fleet, QueueSpec, Reclaim, WithinQueue
+from jobrelay.fairshare.model import Entry, Fleet, QueueSpec
 from jobrelay.fairshare.namespace_quota import NamespaceLimits, quota_verdict, read_hard
 from jobrelay.fairshare.preemption_rules import (
-    Shortfall,
     plan_preemptions,
     preempted_notice,
     preempting_notice,
@@ -410,7 +409,7 @@ class QueueGate:
                 told = self._preempting.get(keys[entry.key])
                 winner = (read.preempted_by if read else "") or (told[1].by if told else "")
                 by_winner.setdefault(winner, []).append(entry.key)
-        waiting = _preempting_candidates(specs, entries, result)
+        waiting = preempting_candidates(specs, entries, result)
         victims: list[WorkloadKey] = []
         if waiting:
             # Planned for those that wait now, after those this pass admitted took room.
@@ -431,7 +430,7 @@ class QueueGate:
                     by_winner.setdefault(found.winner.key, []).append(victim.key)
         for winner, its_victims in by_winner.items():
             if done.waits(winner):
-                notice = preempting_notice(_entry_named(entries, winner), its_victims)
+                notice = preempting_notice(entry_named(entries, winner), its_victims)
                 done.told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
         return victims
 
@@ -564,46 +563,6 @@ def _with(before: Entry | None, read: _Read, *, queue: str, admitted: bool, leav
         created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
         cluster=read.cluster, preemptible=preemptible, leaving=leaving,
     )  # fmt: skip
-
-
-# At most this many waiting workloads of a queue, and of all queues, ask for preemption
-# in one pass (the next ones in their queues' order; the rest ask in the passes after):
-# one plan stays a few tens of milliseconds on 10,000 workloads (bench.admission_pass).
-PREEMPTING_PER_QUEUE = 8
-PREEMPTING_PER_PASS = 32
-
-# What a waiting workload lacks, by the reason it waits.
-_SHORTFALLS = {WAITING_FOR_ROOM: Shortfall.ROOM, QUEUE_QUOTA_EXCEEDED: Shortfall.QUOTA}
-
-
-def _preempting_candidates(
-    specs: Mapping[str, QueueSpec], entries: list[Entry], result: AdmissionPass
-) -> list[tuple[Entry, Shortfall]]:
-    """The waiting workloads of queues that may preempt, that lack room or quota (not
-    those behind a StrictFIFO head, nor over their namespace's quota): each queue's first
-    few in its order, the heads of all queues first."""
-    allowed = {
-        name for name, spec in specs.items()
-        if spec.reclaim is not Reclaim.NEVER or spec.within_queue is not WithinQueue.NEVER
-    }  # fmt: skip
-    if not allowed:
-        return []
-    found = []
-    for entry in entries:
-        holding = result.holding.get(entry.key)
-        position = result.positions.get(entry.key, 0)
-        if entry.queue in allowed and holding is not None and position <= PREEMPTING_PER_QUEUE:
-            shortfall = _SHORTFALLS.get(holding.reason)
-            if shortfall is not None:
-                found.append((position, entry.queue, entry, shortfall))
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [(entry, shortfall) for _position, _queue, entry, shortfall in found][
-        :PREEMPTING_PER_PASS
-    ]
-
-
-def _entry_named(entries: list[Entry], key: str) -> Entry:
-    return next(entry for entry in entries if entry.key == key)
 
 
 def _refusal(choice: object) -> QueueHold | None:
