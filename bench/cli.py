@@ -253,13 +253,7 @@ def main(
             "controller_args": list(controller_args),
         },
         "logs": str(logs),
-        # Read now: a temporary fleet's state is gone after fleet.down().
-        "fleet": {
-            "state_dir": str(fleet.state_dir),
-            "started_here": fleet.started_here,
-            "workers": fleet.workers,
-            "shape": fleet.shape(),
-        },
+        "fleet": fleet.record(),
         "scenarios": {},
         "errors": {},
     }

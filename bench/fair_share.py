@@ -344,12 +344,7 @@ def main(
         "command": report.command_line(),
         "machine": report.machine_info(REPO),
         "logs": str(logs),
-        "fleet": {
-            "state_dir": str(fleet.state_dir),
-            "started_here": fleet.started_here,
-            "workers": fleet.workers,
-            "shape": fleet.shape(),
-        },
+        "fleet": fleet.record(),
     }
     error: str | None = None
     try:

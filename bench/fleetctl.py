@@ -104,6 +104,16 @@ class Fleet:
         except (OSError, ValueError, KeyError, TypeError):
             return "unknown nodes"
 
+    def record(self) -> dict[str, object]:
+        """What a result records of the fleet: read while it runs (a temporary fleet's
+        state is gone after :meth:`down`)."""
+        return {
+            "state_dir": str(self.state_dir),
+            "started_here": self.started_here,
+            "workers": self.workers,
+            "shape": self.shape(),
+        }
+
     def kubeconfig(self, cluster: str) -> Path:
         return self.state_dir / f"{cluster}.kubeconfig"
 

@@ -9,15 +9,25 @@ from typing import Any
 Json = dict[str, Any]
 
 
-def plot(result: Json, path: Path) -> str:
-    """Write the figure; returns a message saying what was done (or why not)."""
+NO_MATPLOTLIB = "matplotlib is not installed (pip install matplotlib): no plot written"
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot drawing to files, or None without matplotlib. Imported by name:
+    the bench runs (and type-checks) without matplotlib installed."""
     try:
-        # Imported by name: the bench runs (and type-checks) without matplotlib installed.
         matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
-        plt: Any = importlib.import_module("matplotlib.pyplot")
+        return importlib.import_module("matplotlib.pyplot")
     except ImportError:
-        return "matplotlib is not installed (pip install matplotlib): no plot written"
+        return None
+
+
+def plot(result: Json, path: Path) -> str:
+    """Write the figure; returns a message saying what was done (or why not)."""
+    plt = _pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     scenarios = result["scenarios"]
     latency = scenarios.get("latency")
     throughput = scenarios.get("throughput", {})
@@ -78,12 +88,9 @@ def plot(result: Json, path: Path) -> str:
 def plot_shares(result: Json, path: Path) -> str:
     """The fair-share bench: each queue's share of the running CPU over time (stacked),
     its target (dashed), and the saturated window shaded."""
-    try:
-        matplotlib: Any = importlib.import_module("matplotlib")
-        matplotlib.use("Agg")
-        plt: Any = importlib.import_module("matplotlib.pyplot")
-    except ImportError:
-        return "matplotlib is not installed (pip install matplotlib): no plot written"
+    plt = _pyplot()
+    if plt is None:
+        return NO_MATPLOTLIB
     data = result["scenario"]
     queues = list(data["params"]["weights"])
     samples = data["samples"]
