@@ -11,6 +11,7 @@ from urllib.parse import quote
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
+    "API_SERVICES",
     "CONFIGMAPS",
     "CRDS",
     "EVENTS",
@@ -25,6 +26,7 @@ __all__ = [
     "RESOURCE_QUOTAS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
+    "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "TOKEN_REVIEWS",
     "VERSION",
@@ -67,6 +69,9 @@ WORKER_CLUSTERS = Resource(
 )
 # Fleet-wide queues (RelayQueue): cluster-scoped, on the management cluster.
 RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)
+# The aggregated API's registration (jobrelay run --api-register, outside a cluster).
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+API_SERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)
 

@@ -1,6 +1,8 @@
 """The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
-It parses the request, reads who a verified client certificate names, hands
+Each connection is handed the TLS context current when it comes (the front
+proxy's CA may change while the server runs). It parses the request, reads the
+CN of the client certificate TLS verified, hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
 client goes away. What to answer is the handler's business (``handler.py``);
@@ -20,7 +22,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
-from jobrelay.relayapi.rules import User, status_body, user_from_certificate
+from jobrelay.relayapi.rules import status_body
+from jobrelay.relayapi.trust_rules import common_name
 from jobrelay.web.probe_server import next_request, parse_address
 
 __all__ = ["Answer", "ApiServer", "Request", "Stream"]
@@ -39,13 +42,10 @@ class Request:
     method: str
     path: str
     params: dict[str, str]  # the first value of each query parameter
-    headers: dict[str, str]  # lower-cased names
-    certificate_user: User | None  # from a client certificate the TLS layer verified
-
-    @property
-    def bearer_token(self) -> str | None:
-        scheme, _, token = self.headers.get("authorization", "").partition(" ")
-        return token.strip() or None if scheme.lower() == "bearer" else None
+    headers: dict[str, str]  # lower-cased names, the last value of each
+    certificate_cn: str | None  # of the client certificate the TLS layer verified
+    # Every header line as sent (a header may come several times: X-Remote-Group).
+    header_lines: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +69,13 @@ Handler = Callable[[Request], Awaitable[Answer | Stream]]
 
 
 class ApiServer:
-    """Serves ``handler`` on ``address`` over TLS."""
+    """Serves ``handler`` on ``address`` over TLS (``tls``: the context of a new
+    connection, asked for each)."""
 
     def __init__(
         self,
         address: str,
-        tls: ssl.SSLContext,
+        tls: ssl.SSLContext | Callable[[], ssl.SSLContext],
         handler: Handler,
         *,
         write_timeout: float = WRITE_TIMEOUT,
@@ -82,7 +83,7 @@ class ApiServer:
         self._host, self._port = parse_address(address)
         # A client that takes longer to accept a write is dropped (its streams end).
         self._write_timeout = write_timeout
-        self._tls = tls
+        self._tls = tls if callable(tls) else (lambda: tls)
         self._handler = handler
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -93,8 +94,6 @@ class ApiServer:
             self._serve,
             host=self._host,
             port=self._port,
-            ssl=self._tls,
-            ssl_handshake_timeout=REQUEST_TIMEOUT,
         )
         return [sock.getsockname()[:2] for sock in self._server.sockets]
 
@@ -127,6 +126,7 @@ class ApiServer:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
+                await writer.start_tls(self._tls(), ssl_handshake_timeout=REQUEST_TIMEOUT)
                 event = await next_request(connection, reader)
             if event is None:
                 return
@@ -160,15 +160,16 @@ def _request(event: h11.Request, peercert: Any) -> Request:
     params: dict[str, str] = {}
     for key, value in parse_qsl(target.query, keep_blank_values=True):
         params.setdefault(key, value)
-    headers = {
-        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers
-    }
+    lines = tuple(
+        (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
+    )
     return Request(
         event.method.decode("ascii"),
         target.path,
         params,
-        headers,
-        user_from_certificate(peercert if isinstance(peercert, dict) else None),
+        {name.lower(): value for name, value in lines},
+        common_name(peercert if isinstance(peercert, dict) else None),
+        lines,
     )
 
 

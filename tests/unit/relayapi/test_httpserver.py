@@ -68,25 +68,49 @@ async def test_answers_and_reads_the_request(served: tuple[str, str, Handler]) -
     async with client(url, ca_pem) as http:
         response = await http.get(
             "/v1/x", params={"follow": "true", "a": ["1", "2"]},
-            headers={"Authorization": "Bearer tok"},
+            headers=[("X-Remote-Group", "a"), ("X-Remote-Group", "b")],
         )  # fmt: skip
     assert response.status_code == 200 and response.json() == {"ok": True}
     (request,) = handler.requests
     assert request.path == "/v1/x"
     assert request.params == {"follow": "true", "a": "1"}
-    assert request.bearer_token == "tok"
-    assert request.certificate_user is None
+    # A header sent twice is kept twice (the front proxy sends a group per line).
+    assert [v for n, v in request.header_lines if n.lower() == "x-remote-group"] == ["a", "b"]
+    assert request.certificate_cn is None
 
 
-async def test_a_verified_client_certificate_names_the_user(
+async def test_a_verified_client_certificate_gives_its_cn(
     served: tuple[str, str, Handler], ca: pki.CertPair, tmp_path: Path
 ) -> None:
     url, ca_pem, handler = served
-    alice = pki.issue(ca, tmp_path, "alice", common_name="alice", organization="team-a")
-    async with client(url, ca_pem, alice) as http:
+    proxy = pki.issue(ca, tmp_path, "proxy", common_name="front-proxy-client")
+    async with client(url, ca_pem, proxy) as http:
         assert (await http.get("/")).status_code == 200
-    user = handler.requests[0].certificate_user
-    assert user is not None and user.name == "alice" and "team-a" in user.groups
+    assert handler.requests[0].certificate_cn == "front-proxy-client"
+
+
+async def test_each_connection_takes_the_context_current_then(
+    ca: pki.CertPair, tmp_path: Path
+) -> None:
+    """A rotated front-proxy CA is trusted from the next connection on, without a restart."""
+    cert, key = self_signed(["127.0.0.1"])
+    handler = Handler()
+    other = pki.ensure_ca(tmp_path / "other")
+    contexts = {"now": server_context(cert, key, ca.cert.read_text())}
+    server = ApiServer("127.0.0.1:0", lambda: contexts["now"], handler)
+    ((host, port),) = await server.start()
+    url = f"https://{host}:{port}"
+    rotated = pki.issue(other, tmp_path, "rotated", common_name="front-proxy-client")
+    try:
+        async with client(url, cert.decode(), rotated) as http:
+            with pytest.raises(httpx2.HTTPError):
+                await http.get("/")
+        contexts["now"] = server_context(cert, key, other.cert.read_text())
+        async with client(url, cert.decode(), rotated) as http:
+            assert (await http.get("/")).status_code == 200
+        assert handler.requests[0].certificate_cn == "front-proxy-client"
+    finally:
+        await server.close()
 
 
 async def test_a_certificate_of_another_ca_is_refused(
