@@ -416,6 +416,8 @@ class Controller:
             if registering is not None:
                 registering.cancel()
             await workers
+        if self.api is not None and self.options.api.register:
+            await relayapi.deregister(self.manager, self.api)
         # Pending Events are written while this replica still holds the lease.
         await self.events.aclose()
 

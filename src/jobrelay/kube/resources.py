@@ -14,6 +14,7 @@ __all__ = [
     "API_SERVICES",
     "CONFIGMAPS",
     "CRDS",
+    "ENDPOINT_SLICES",
     "EVENTS",
     "JOBS",
     "LEASES",
@@ -71,6 +72,9 @@ WORKER_CLUSTERS = Resource(
 RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)
 # The aggregated API's registration (jobrelay run --api-register, outside a cluster).
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+ENDPOINT_SLICES = Resource(
+    "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True
+)
 API_SERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)

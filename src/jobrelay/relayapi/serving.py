@@ -23,14 +23,17 @@ from cryptography.exceptions import InvalidSignature
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import API_SERVICES, SERVICES
+from jobrelay.kube.resources import API_SERVICES, ENDPOINT_SLICES, SERVICES
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
 from jobrelay.relayapi.registration_rules import (
     API_SERVICE_NAME,
     LOCAL_SERVICE,
+    SERVICE_PORT,
     api_service,
-    external_service,
+    local_endpoints,
+    local_service,
+    reachable_address,
     service_host,
 )
 from jobrelay.relayapi.settings import ApiSettings
@@ -38,7 +41,7 @@ from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.web.tls import self_signed
 
-__all__ = ["RunningApi", "register", "start_api"]
+__all__ = ["RunningApi", "deregister", "register", "start_api"]
 
 _log = logging.getLogger(__name__)
 
@@ -131,25 +134,27 @@ def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:
     raise ValueError("the API certificate is not signed by --api-ca-file's CA")
 
 
-def _reachable_host(bound_host: str) -> str:
-    # The aggregator runs beside a controller started outside the manager (the local
-    # fleet): a wildcard address is reached on loopback.
-    return "localhost" if bound_host in ("0.0.0.0", "::", "127.0.0.1", "::1") else bound_host
-
-
 async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
-    """The leader's registration of this replica (``--api-register``): the Service and the
-    APIService, retried until written or cancelled."""
+    """The leader's registration of this replica (``--api-register``): the Service, its
+    EndpointSlice and the APIService, retried until written or cancelled."""
     host, port = api.bound[0], api.bound[1]
-    service = external_service(namespace, _reachable_host(host), port)
-    registration = api_service(namespace, LOCAL_SERVICE, port, api.ca_pem)
+    try:
+        address = reachable_address(host)
+    except ValueError as error:
+        _log.warning("not registering APIService %s: %s", API_SERVICE_NAME, error)
+        return
+    registration = api_service(namespace, LOCAL_SERVICE, SERVICE_PORT, api.ca_pem)
     delay = 1.0
     while True:
         try:
-            await manager.patch(
-                SERVICES, LOCAL_SERVICE, service, namespace=namespace,
-                patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
-            )  # fmt: skip
+            for resource, body in (
+                (SERVICES, local_service(namespace, port)),
+                (ENDPOINT_SLICES, local_endpoints(namespace, address, port)),
+            ):
+                await manager.patch(
+                    resource, LOCAL_SERVICE, body, namespace=namespace,
+                    patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+                )  # fmt: skip
             await manager.patch(
                 API_SERVICES, API_SERVICE_NAME, registration,
                 patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
@@ -161,7 +166,21 @@ async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
             delay = min(delay * 2, 30.0)
             continue
         _log.info(
-            "registered APIService %s -> %s/%s (port %d)", API_SERVICE_NAME, namespace,
-            LOCAL_SERVICE, port, extra={"event": "api-registered"},
+            "registered APIService %s -> %s/%s (%s:%d)", API_SERVICE_NAME, namespace,
+            LOCAL_SERVICE, address, port, extra={"event": "api-registered"},
         )  # fmt: skip
         return
+
+
+async def deregister(manager: ApiClient, api: RunningApi) -> None:
+    """At a clean stop, the APIService goes if it is still this replica's (its caBundle):
+    one left pointing at a closed port would make the manager's discovery incomplete
+    (kubectl warns on every command). Best effort: another leader re-registers."""
+    try:
+        found = await manager.get(API_SERVICES, API_SERVICE_NAME)
+        if (found.get("spec") or {}).get("caBundle") == api_service("", "", 0, api.ca_pem)["spec"][
+            "caBundle"
+        ]:
+            await manager.delete(API_SERVICES, API_SERVICE_NAME)
+    except ApiError as error:
+        _log.info("left APIService %s registered: %s", API_SERVICE_NAME, error.reason)
