@@ -58,7 +58,8 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     if error.code == 403:
         return (
             f"error: forbidden: {error.message}. Ask for a Role that allows get on pods/log "
-            f"in namespace {namespace}",
+            f"in namespace {namespace} (and on jobs/log in API group api.jobrelay.dev, which "
+            "the chart adds to the built-in view role)",
             EXIT_FORBIDDEN,
         )
     if error.code == 404:

@@ -1,8 +1,7 @@
 """The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
-Each connection is handed the TLS context current when it comes (the front
-proxy's CA may change while the server runs). It parses the request, reads the
-CN of the client certificate TLS verified, hands
+It parses the request, reads the CN of the client certificate TLS verified
+(against the context's CA: ``trust.py`` swaps it during the handshake), hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
 client goes away. What to answer is the handler's business (``handler.py``);
@@ -69,13 +68,12 @@ Handler = Callable[[Request], Awaitable[Answer | Stream]]
 
 
 class ApiServer:
-    """Serves ``handler`` on ``address`` over TLS (``tls``: the context of a new
-    connection, asked for each)."""
+    """Serves ``handler`` on ``address`` over TLS."""
 
     def __init__(
         self,
         address: str,
-        tls: ssl.SSLContext | Callable[[], ssl.SSLContext],
+        tls: ssl.SSLContext,
         handler: Handler,
         *,
         write_timeout: float = WRITE_TIMEOUT,
@@ -83,7 +81,7 @@ class ApiServer:
         self._host, self._port = parse_address(address)
         # A client that takes longer to accept a write is dropped (its streams end).
         self._write_timeout = write_timeout
-        self._tls = tls if callable(tls) else (lambda: tls)
+        self._tls = tls
         self._handler = handler
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -94,6 +92,8 @@ class ApiServer:
             self._serve,
             host=self._host,
             port=self._port,
+            ssl=self._tls,
+            ssl_handshake_timeout=REQUEST_TIMEOUT,
         )
         return [sock.getsockname()[:2] for sock in self._server.sockets]
 
@@ -126,7 +126,6 @@ class ApiServer:
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_REQUEST_BYTES)
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
-                await writer.start_tls(self._tls(), ssl_handshake_timeout=REQUEST_TIMEOUT)
                 event = await next_request(connection, reader)
             if event is None:
                 return

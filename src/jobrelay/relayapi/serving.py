@@ -105,7 +105,7 @@ async def start_api(
     trust = FrontProxyTrust(manager, cert_pem, key_pem)
     trust.start()
     handler = handler_for(trust)
-    server = ApiServer(settings.address, trust.context, handler.handle,
+    server = ApiServer(settings.address, trust.context(), handler.handle,
                        write_timeout=settings.write_timeout)  # fmt: skip
     try:
         bound = await server.start()

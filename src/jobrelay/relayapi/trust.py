@@ -3,9 +3,11 @@
 An informer of ``kube-system/extension-apiserver-authentication`` (this one
 ConfigMap, by a field selector: the ``extension-apiserver-authentication-reader``
 Role grants exactly it) re-reads the apiserver's ``requestheader-*`` settings
-when they change, never per request. Each new connection takes the TLS context
-of the current ``requestheader-client-ca-file``, so a rotated front-proxy CA is
-trusted from its next connection on. The rules are in ``trust_rules.py``.
+when they change, never per request. The server's one TLS context switches each
+handshake to the context of the current ``requestheader-client-ca-file`` (its
+server-name callback, called with or without SNI), so a rotated front-proxy CA
+is trusted from the next connection on, and the old one no more. The rules are
+in ``trust_rules.py``.
 """
 
 from __future__ import annotations
@@ -33,17 +35,23 @@ class FrontProxyTrust:
         self._key = f"{namespace}/{name}"
         self._cert_pem, self._key_pem = cert_pem, key_pem
         self.current: FrontProxy | None = None
-        # Until the front proxy is known no client certificate is asked for: every
-        # request is then refused (401), never trusted.
-        self._context = server_context(cert_pem, key_pem, None)
+        # Until the front proxy is known no CA verifies a client certificate: every
+        # request is then refused (401, or its certificate at the handshake).
+        self._untrusted = _asking(server_context(cert_pem, key_pem, None))
+        self._context = self._untrusted
+        self._server = _asking(server_context(cert_pem, key_pem, None))
+        self._server.sni_callback = self._switch
         self._informer = Informer(
             manager, CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={name}"
         )
         self._informer.add_handler(self._changed)
 
     def context(self) -> ssl.SSLContext:
-        """The TLS context of a new connection."""
-        return self._context
+        """The server's TLS context: each handshake switches to the current front proxy's."""
+        return self._server
+
+    def _switch(self, connection: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        connection.context = self._context
 
     def start(self) -> None:
         self._informer.start()
@@ -77,4 +85,11 @@ class FrontProxyTrust:
     def _distrust(self, why: str) -> None:
         _log.warning("the API trusts no front proxy: %s", why)
         self.current = None
-        self._context = server_context(self._cert_pem, self._key_pem, None)
+        self._context = self._untrusted
+
+
+def _asking(context: ssl.SSLContext) -> ssl.SSLContext:
+    """``context``, asking every client for a certificate (verified if sent): the same in
+    every context, so a switch changes only the CA."""
+    context.verify_mode = ssl.CERT_OPTIONAL
+    return context

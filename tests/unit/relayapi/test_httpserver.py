@@ -89,30 +89,6 @@ async def test_a_verified_client_certificate_gives_its_cn(
     assert handler.requests[0].certificate_cn == "front-proxy-client"
 
 
-async def test_each_connection_takes_the_context_current_then(
-    ca: pki.CertPair, tmp_path: Path
-) -> None:
-    """A rotated front-proxy CA is trusted from the next connection on, without a restart."""
-    cert, key = self_signed(["127.0.0.1"])
-    handler = Handler()
-    other = pki.ensure_ca(tmp_path / "other")
-    contexts = {"now": server_context(cert, key, ca.cert.read_text())}
-    server = ApiServer("127.0.0.1:0", lambda: contexts["now"], handler)
-    ((host, port),) = await server.start()
-    url = f"https://{host}:{port}"
-    rotated = pki.issue(other, tmp_path, "rotated", common_name="front-proxy-client")
-    try:
-        async with client(url, cert.decode(), rotated) as http:
-            with pytest.raises(httpx2.HTTPError):
-                await http.get("/")
-        contexts["now"] = server_context(cert, key, other.cert.read_text())
-        async with client(url, cert.decode(), rotated) as http:
-            assert (await http.get("/")).status_code == 200
-        assert handler.requests[0].certificate_cn == "front-proxy-client"
-    finally:
-        await server.close()
-
-
 async def test_a_certificate_of_another_ca_is_refused(
     served: tuple[str, str, Handler], tmp_path: Path
 ) -> None:
