@@ -18,6 +18,7 @@ from tests.chart_render import chart_tools, render
 pytestmark = pytest.mark.integration
 
 ANY = None  # any namespace, or a name not known in advance
+AUTHENTICATION = "extension-apiserver-authentication"
 CRD = workerclusters.crd_manifest()["metadata"]["name"]
 
 
@@ -108,10 +109,9 @@ def needed(install: Install) -> list[Request]:
         # trusts, followed by a list+watch of that one ConfigMap (by a field selector).
         Request("authorization.k8s.io", "subjectaccessreviews", "create"),
         *(
-            Request("", "configmaps", verb, namespace="kube-system",
-                    name="extension-apiserver-authentication")
+            Request("", "configmaps", verb, namespace="kube-system", name=AUTHENTICATION)
             for verb in ("list", "watch")
-        ),  # fmt: skip
+        ),
         # Dependencies follow the workload: what its templates name, in any namespace.
         *(
             Request("", resource, verb)
