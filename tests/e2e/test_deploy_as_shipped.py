@@ -16,9 +16,12 @@ volumes writable (a 16 MiB tmpfs at /tmp; the api-tls Secret's keys read-only), 
 in-cluster credentials of the chart's ServiceAccount (a TokenRequest token, the
 manager's CA and the namespace at /var/run/secrets/kubernetes.io/serviceaccount,
 KUBERNETES_SERVICE_HOST/PORT the manager's). It must become ready (/readyz), lead
-(the Lease), relay a Job and a JobSet, and serve its API with the chart's
-certificate (an authenticated logs request, verified against the Secret's
-ca.crt under the Service's name). Any 403 in its log is an RBAC gap of the chart;
+(the Lease), relay a Job and a JobSet, and serve its aggregated API with the
+chart's certificate: the chart's APIService (caBundle: the Secret's ca.crt) becomes
+Available once the chart's Service reaches the sandbox (an FQDN EndpointSlice naming
+127.0.0.1, as `jobrelay run --api-register` makes), and a user's logs request through
+the manager's apiserver is served; straight to the port without the front-proxy
+certificate it is refused. Any 403 in its log is an RBAC gap of the chart;
 the chart's admission policies are in force and act on the identity they name.
 
 The chart's ports are set to free ones (the sandbox shares the host's network,
@@ -53,10 +56,18 @@ from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE, secret_name
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import CONFIGMAPS, JOBS, LEASES, NAMESPACES, PODS, SECRETS
+from jobrelay.kube.resources import (
+    API_SERVICES,
+    ENDPOINT_SLICES,
+    JOBS,
+    LEASES,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+)
 from jobrelay.localfleet import ports
 from jobrelay.localfleet.binaries import BinaryError, resolver
-from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.relayapi.registration_rules import API_SERVICE_NAME, local_endpoints
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
@@ -74,6 +85,7 @@ from tests.e2e.test_admission_policy import (
 )
 from tests.e2e.test_jobset import JOBSETS, jobset_finished, jobset_manifest
 from tests.e2e.test_pod_security import RESTRICTED, compliant_job, privileged_job
+from tests.e2e.test_remote_logs import logs_path
 from tests.kubetools import eventually, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
@@ -276,11 +288,6 @@ def manager_ca_and_address(fleet: FleetHandle) -> tuple[bytes, str, int]:
     server = urlsplit(cluster["server"])
     assert server.hostname and server.port, cluster["server"]
     return ca, server.hostname, server.port
-
-
-def user_token(fleet: FleetHandle) -> str:
-    config = yaml.safe_load(fleet.kubeconfig("manager", Credential.TOKEN).read_text())
-    return str(config["users"][0]["user"]["token"])
 
 
 @pytest.fixture
@@ -539,25 +546,25 @@ async def test_the_controller_runs_as_its_pod_would(
         assert f"may not be set or changed by {TOKEN_USER}" in refused.value.message
         await relay.wait_active("moved")
 
-        # The API, with the chart's one certificate: published by the leader with the
-        # Secret's CA, and a user's request verified against it under the Service's name.
+        # The aggregated API, with the chart's one certificate: the chart's APIService
+        # (the Secret's CA) served through the manager's apiserver.
         secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
-        published = await eventually(
-            lambda: _published(manager), timeout=30, what="ConfigMap jobrelay-api"
-        )
-        service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
-        assert published["address"] == f"https://{service}:443", published
-        assert published["ca.crt"] == secret_ca
-        logs = f"/v1/namespaces/{namespace}/jobs/moved/logs?kind=Job"
-        tls = ssl.create_default_context(cadata=secret_ca)
-        status, body = await http_get(
-            rendered.api_port, logs, tls=tls, server_name=service,
-            headers={"Authorization": f"Bearer {user_token(fleet)}"},
+        registration = await manager.get(API_SERVICES, API_SERVICE_NAME)
+        assert base64.b64decode(registration["spec"]["caBundle"]).decode() == secret_ca
+        assert registration["spec"]["service"] == {
+            "namespace": CHART_NAMESPACE, "name": f"{RELEASE}-jobrelay-api", "port": 443,
+        }  # fmt: skip
+        await reach_the_sandbox(manager, rendered)
+        logs = logs_path(namespace, "moved")
+        text = await eventually(
+            lambda: logs_through_the_manager(user, logs), timeout=60,
+            what="the logs through the APIService",
         )  # fmt: skip
-        assert status == 200, body[:500]
-        assert body, "an empty log"
+        assert text, "an empty log"
+        service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
+        tls = ssl.create_default_context(cadata=secret_ca)
         status, _ = await http_get(rendered.api_port, logs, tls=tls, server_name=service)
-        assert status == 401  # and not without credentials
+        assert status == 401  # straight to the port: no front-proxy certificate
         await user.delete(JOBS, "moved", namespace=namespace)
         await relay.wait_gone("moved")
 
@@ -630,22 +637,31 @@ async def test_it_needs_no_writable_tmp(
         secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
         service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
         status, _ = await http_get(
-            rendered.api_port, "/v1/namespaces/x/jobs/y/logs",
+            rendered.api_port, logs_path("x", "y"),
             tls=ssl.create_default_context(cadata=secret_ca), server_name=service,
         )  # fmt: skip
         assert status == 401
         process.assert_clean_log()
 
 
-async def _published(manager: ApiClient) -> dict[str, str] | None:
+async def reach_the_sandbox(manager: ApiClient, rendered: Rendered) -> None:
+    """The chart's Service reaches the sandboxed pod on the host: an FQDN EndpointSlice
+    naming 127.0.0.1 (loopback is refused in IP slices), its port named as the Service's."""
+    endpoints = local_endpoints(CHART_NAMESPACE, "127.0.0.1", rendered.api_port)
+    endpoints["metadata"]["labels"]["kubernetes.io/service-name"] = f"{RELEASE}-jobrelay-api"
+    endpoints["ports"][0]["name"] = "api"
+    await apply(manager, ENDPOINT_SLICES, endpoints)
+
+
+async def logs_through_the_manager(user: ApiClient, path: str) -> str | None:
+    """The log through the manager's apiserver; None while the APIService is not available."""
     try:
-        configmap = await manager.get(CONFIGMAPS, "jobrelay-api", namespace=CHART_NAMESPACE)
+        async with user.stream_subresource(API_SERVICES, path, {}) as chunks:
+            return b"".join([chunk async for chunk in chunks]).decode()
     except ApiError as error:
-        if error.is_not_found:
+        if error.code == 503:
             return None
         raise
-    data: dict[str, str] = configmap.get("data") or {}
-    return data
 
 
 # -- Pod Security of the rendered pod ---------------------------------------------------

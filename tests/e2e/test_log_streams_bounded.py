@@ -22,24 +22,25 @@ from typing import Any
 
 import httpx2
 import pytest
+import yaml
 
 from jobrelay.kube.resources import JOBS, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from jobrelay.relayapi.rules import POD_HEADER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay
-from tests.e2e.test_remote_logs import published, running_pods, token_of
+from tests.e2e.test_remote_logs import logs_path, registered, running_pods
 from tests.kubetools import eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["published"]  # the module's fixture, shared with test_remote_logs
+__all__ = ["registered"]  # the module's fixture, shared with test_remote_logs
 
 PODS_PER_JOB = 60
 FOLLOWS = 6
 STREAMS = 400  # room for the six follows (6 x (60 pods + 1 watch))
 CONTROLLER_ARGS = [
-    "--api-address", "127.0.0.1:0",
+    "--api-address", "127.0.0.1:0", "--api-register",
     # Probed every second, each probe bounded by 2 s: a probe queued behind users'
     # streams would show Connected=False at once.
     "--worker-health-timeout", "6",
@@ -54,11 +55,14 @@ def pinned(manifest: dict[str, Any], worker: str) -> dict[str, Any]:
     return manifest
 
 
-def api_client(published: dict[str, str], token: str) -> httpx2.AsyncClient:
-    context = ssl.create_default_context(cadata=published["ca.crt"])
+def api_client(fleet: FleetHandle) -> httpx2.AsyncClient:
+    """The fleet's token admin on the manager's apiserver (the aggregated API behind it)."""
+    config = yaml.safe_load(fleet.kubeconfig("manager", Credential.TOKEN).read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
     return httpx2.AsyncClient(
-        base_url=published["address"], verify=context, timeout=60,
-        headers={"Authorization": f"Bearer {token}"},
+        base_url=cluster["server"], verify=context, timeout=60,
+        headers={"Authorization": f"Bearer {user['token']}"},
     )  # fmt: skip
 
 
@@ -76,7 +80,7 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
     relay: Relay,
     relay_fleet: FleetHandle,
     controller: ControllerProcess,
-    published: dict[str, str],
+    registered: dict[str, str],
 ) -> None:
     worker = relay_fleet.workers[0]
     manifest = job_manifest(
@@ -86,14 +90,13 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
     await relay.submit(pinned(manifest, worker))
     assert await relay.wait_placed("chatty") == worker
     await running_pods(relay, worker, "chatty", PODS_PER_JOB)
-    token = token_of(relay_fleet.kubeconfig("manager", Credential.TOKEN))
-    path = f"/v1/namespaces/{relay.namespace}/jobs/chatty/logs"
+    path = logs_path(relay.namespace, "chatty")
     params = {"allPods": "true", "follow": "true"}
     not_connected: list[str] = []
     watcher = asyncio.create_task(watch_connected(relay, worker, not_connected))
     since = controller.log_size()
     async with contextlib.AsyncExitStack() as stack:
-        http = await stack.enter_async_context(api_client(published, token))
+        http = await stack.enter_async_context(api_client(relay_fleet))
         responses = await asyncio.gather(*(
             stack.enter_async_context(http.stream("GET", path, params=params))
             for _ in range(FOLLOWS)
@@ -140,7 +143,7 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
     # The six went away: their streams are released, and a new follow is served.
     async def served_again() -> bool:
         async with (
-            api_client(published, token) as http,
+            api_client(relay_fleet) as http,
             http.stream("GET", path, params=params) as response,
         ):
             return response.status_code == 200
@@ -149,7 +152,7 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
 
 
 async def test_a_namesake_and_an_edited_cluster_annotation_are_never_read(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     home, other = relay_fleet.workers[0], relay_fleet.workers[1]
     manifest = job_manifest("dup", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
@@ -175,12 +178,9 @@ async def test_a_namesake_and_an_edited_cluster_annotation_are_never_read(
         JOBS, "dup", {"metadata": {"annotations": {"jobrelay.dev/cluster": other}}},
         namespace=relay.namespace,
     )  # fmt: skip
-    token = token_of(relay_fleet.kubeconfig("manager", Credential.TOKEN))
-    async with api_client(published, token) as http:
-        view = await http.get(f"/v1/namespaces/{relay.namespace}/jobs/dup/mirror")
-        logs = await http.get(
-            f"/v1/namespaces/{relay.namespace}/jobs/dup/logs", params={"allPods": "true"}
-        )
+    async with api_client(relay_fleet) as http:
+        view = await http.get(logs_path(relay.namespace, "dup", "mirror"))
+        logs = await http.get(logs_path(relay.namespace, "dup"), params={"allPods": "true"})
     assert view.status_code == 200, view.text
     assert view.json()["cluster"] == home
     assert view.json()["mirror"]["metadata"]["uid"] == mirror["uid"]

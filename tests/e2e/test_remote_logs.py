@@ -1,12 +1,15 @@
-"""Remote logs: `jobrelay logs` reads a mirror's pod logs through the controller's API.
+"""Remote logs through the manager's aggregation layer: `jobrelay logs`, `kubectl get --raw`.
 
-The whole path is real: the controller serves its API (``--api-address``) and
-publishes it in ConfigMap ``jobrelay-system/jobrelay-api``; the CLI runs as a
+The whole path is real: the controller serves its aggregated API
+(``--api-address``) and, as leader, registers ``APIService
+v1alpha1.api.jobrelay.dev`` with a Service reaching it (``--api-register``). A
 user of the manager (the fleet's bearer-token admin, or a client certificate of
-a user no RoleBinding names); the controller checks them with a TokenReview /
-the manager's client CA and a SubjectAccessReview, then streams ``pods/log``
-from the worker, whose apiserver proxies it to KWOK's kubelet server (every
-simulated pod prints ``cluster.SIMULATED_LOG``).
+a user no RoleBinding names) calls ``/apis/api.jobrelay.dev/v1alpha1/...`` on the
+manager's apiserver, which authenticates them and forwards the request with its
+front-proxy certificate; the controller trusts only that certificate, checks the
+forwarded user with a SubjectAccessReview, then streams ``pods/log`` from the
+worker, whose apiserver proxies it to KWOK's kubelet server (every simulated pod
+prints ``cluster.SIMULATED_LOG``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 import ssl
 import sys
 import time
@@ -28,10 +32,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
-from jobrelay.kube.client import PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import CONFIGMAPS, PODS
+from jobrelay.kube.resources import API_SERVICES, PODS
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import (
     SIMULATED_LOG,
@@ -39,10 +41,9 @@ from jobrelay.localfleet.cluster import (
     Credential,
     write_kubeconfig,
 )
-from jobrelay.relayapi.rules import API_CONFIGMAP, POD_HEADER
-from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
+from jobrelay.relayapi.rules import API_PATH, POD_HEADER
 from jobrelay.vocabulary.resource import Resource
-from tests.chart_render import chart_tools, render
 from tests.conftest import FleetHandle
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay
@@ -51,7 +52,8 @@ from tests.leakscan import Needles, scan
 
 pytestmark = pytest.mark.e2e
 
-CONTROLLER_ARGS = ["--api-address", "127.0.0.1:0"]
+CONTROLLER_ARGS = ["--api-address", "127.0.0.1:0", "--api-register"]
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 RBAC = "rbac.authorization.k8s.io"
 ROLES = Resource(RBAC, "v1", "roles", "Role", namespaced=True)
 ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", namespaced=True)
@@ -59,52 +61,34 @@ ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", namespaced=T
 ANSWERS: list[tuple[str, str]] = []
 
 
+def _available(service: dict[str, Any]) -> bool:
+    conditions = (service.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+
+
 @pytest.fixture(scope="module")
-async def published(
+async def registered(
     controller: ControllerProcess, relay_fleet: FleetHandle
 ) -> AsyncIterator[dict[str, str]]:
-    """The API's address and CA as the leader published them; every authenticated user may
-    read them (the chart's jobrelay-api-reader Role and RoleBinding, as it renders them for
-    release ``jobrelay`` in jobrelay-system)."""
+    """The controller's own address (``url``) and serving CA (``ca``, the APIService's
+    caBundle), once the aggregator marks the APIService Available."""
+    listening = [r for r in controller.run_records() if r.get("event") == "api-listening"]
+    assert listening, "the controller logged no API address"
+    url = listening[-1]["url"]
     async with relay_fleet.client("manager") as manager:
-        readers = [
-            doc for doc in render(chart_tools().helm, {}, namespace=DEFAULT_NAMESPACE)
-            if doc["metadata"]["name"] == "jobrelay-api-reader"
-        ]  # fmt: skip
-        assert [doc["kind"] for doc in readers] == ["Role", "RoleBinding"]
-        for doc in readers:
-            resource = ROLES if doc["kind"] == "Role" else ROLE_BINDINGS
-            await manager.patch(
-                resource, doc["metadata"]["name"], doc, namespace=DEFAULT_NAMESPACE,
-                patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
-            )  # fmt: skip
 
-        listening = [r for r in controller.run_records() if r.get("event") == "api-listening"]
-        assert listening, "the controller logged no API address"
-        url = listening[-1]["url"]
-
-        async def configmap() -> dict[str, str] | None:
+        async def available() -> dict[str, Any] | None:
             try:
-                found = await manager.get(CONFIGMAPS, API_CONFIGMAP, namespace=DEFAULT_NAMESPACE)
+                found = await manager.get(API_SERVICES, API_SERVICE_NAME)
             except ApiError as error:
                 if error.is_not_found:
                     return None
                 raise
-            data = dict(found.get("data") or {})
-            return data if data.get("address") == url else None  # not a stale one
+            registered = any(r.get("event") == "api-registered" for r in controller.run_records())
+            return found if registered and _available(found) else None
 
-        data = await eventually(configmap, timeout=30, what="the published API")
-        try:
-            yield data
-        finally:
-            for doc in readers:
-                resource = ROLES if doc["kind"] == "Role" else ROLE_BINDINGS
-                try:
-                    await manager.delete(resource, doc["metadata"]["name"],
-                                         namespace=DEFAULT_NAMESPACE)  # fmt: skip
-                except ApiError as error:
-                    if not error.is_not_found:
-                        raise
+        service = await eventually(available, timeout=60, what="the APIService Available")
+    yield {"url": url, "ca": base64.b64decode(service["spec"]["caBundle"]).decode()}
 
 
 @pytest.fixture(scope="module")
@@ -120,14 +104,6 @@ def stranger(relay_fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory)
     write_kubeconfig(path, cluster="manager", server=admin["clusters"][0]["cluster"]["server"],
                      ca=ca.cert, client=identity)  # fmt: skip
     return path
-
-
-def kubeconfig_user(kubeconfig: Path) -> dict[str, Any]:
-    return dict(yaml.safe_load(kubeconfig.read_text())["users"][0]["user"])
-
-
-def token_of(kubeconfig: Path) -> str:
-    return str(kubeconfig_user(kubeconfig)["token"])
 
 
 async def jobrelay_logs(kubeconfig: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
@@ -153,16 +129,25 @@ def lines(*texts: str) -> str:
     return "".join(f"{text}\n" for text in texts)
 
 
-async def get(
-    published: dict[str, str], path: str, token: str | None, **params: str
-) -> httpx2.Response:
-    """A raw request to the API (its status code, headers and Status body)."""
-    context = ssl.create_default_context(cadata=published["ca.crt"])
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx2.AsyncClient(base_url=published["address"], verify=context) as http:
+async def get(kubeconfig: Path, path: str, **params: str) -> httpx2.Response:
+    """A raw request to the manager's apiserver as the kubeconfig's user (a token or a
+    client certificate): its status code, headers and body."""
+    config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    headers = {}
+    if "token" in user:
+        headers["Authorization"] = f"Bearer {user['token']}"
+    else:
+        context.load_cert_chain(user["client-certificate"], user["client-key"])
+    async with httpx2.AsyncClient(base_url=cluster["server"], verify=context, timeout=30) as http:
         response = await http.get(path, params=params, headers=headers)
     ANSWERS.append((f"GET {path}", response.text))
     return response
+
+
+def logs_path(namespace: str, name: str, what: str = "log", plural: str = "jobs") -> str:
+    return f"{API_PATH}/namespaces/{namespace}/{plural}/{name}/{what}"
 
 
 def expired_service_account_token(fleet: FleetHandle) -> str:
@@ -203,7 +188,7 @@ async def running_pods(relay: Relay, worker: str, name: str, count: int) -> list
 
 
 async def test_follow_runs_until_the_pod_ends(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     await relay.submit(
         job_manifest("follow", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
@@ -246,7 +231,7 @@ async def test_follow_runs_until_the_pod_ends(
 
 
 async def test_index_picks_the_pod_of_a_completion_index(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     manifest = job_manifest(
         "indexed", completions=3, parallelism=3, completionMode="Indexed",
@@ -259,14 +244,14 @@ async def test_index_picks_the_pod_of_a_completion_index(
         p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: p["metadata"]["name"]
         for p in pods
     }
-    token = token_of(relay_fleet.kubeconfig("manager", Credential.TOKEN))
-    path = f"/v1/namespaces/{relay.namespace}/jobs/indexed/logs"
+    admin = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    path = logs_path(relay.namespace, "indexed")
     for index in ("0", "2"):
-        response = await get(published, path, token, index=index)
+        response = await get(admin, path, index=index)
         assert response.status_code == 200, response.text
         assert response.headers[POD_HEADER] == by_index[index]
         assert response.text == lines(*SIMULATED_LOG)
-    every = await get(published, path, token, allPods="true")
+    every = await get(admin, path, allPods="true")
     assert sorted(every.text.splitlines()) == sorted(
         f"[pod/{pod}] {line}" for pod in by_index.values() for line in SIMULATED_LOG
     )
@@ -276,7 +261,8 @@ async def test_index_picks_the_pod_of_a_completion_index(
     code, _, err = await jobrelay_logs(user, "-n", relay.namespace, "indexed", "--index", "7")
     assert code == 3 and "completion index 7" in err
 
-    mirror = await get(published, f"/v1/namespaces/{relay.namespace}/jobs/indexed/mirror", token)
+    mirror = await get(admin, logs_path(relay.namespace, "indexed", "mirror"))
+    assert mirror.status_code == 200, mirror.text
     view = mirror.json()
     assert view["cluster"] == worker
     assert view["mirror"]["metadata"]["name"] == "indexed"
@@ -285,7 +271,7 @@ async def test_index_picks_the_pod_of_a_completion_index(
 
 
 async def test_previous_and_tail(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     await relay.submit(
         job_manifest("history", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
@@ -305,64 +291,203 @@ async def test_previous_and_tail(
 
 
 async def test_not_placed_and_not_found(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
     code, _, err = await jobrelay_logs(user, "-n", relay.namespace, "nothing-here")
     assert code == 3 and "not found" in err
 
 
-async def test_a_user_without_a_role_binding_is_refused(
-    relay: Relay, stranger: Path, relay_fleet: FleetHandle, published: dict[str, str]
+async def test_a_user_without_pods_log_is_refused(
+    relay: Relay, stranger: Path, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     await relay.submit(
         job_manifest("private", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
     )
     await relay.wait_placed("private")
+    # No RoleBinding at all: the manager's apiserver refuses before it forwards.
+    code, out, err = await jobrelay_logs(stranger, "-n", relay.namespace, "private")
+    assert code == 5 and out == "" and "forbidden" in err, err
+    assert 'cannot get resource "jobs/log" in API group "api.jobrelay.dev"' in err
+    # Allowed the API's subresources (as the chart's view role does) but not pods/log:
+    # the controller's SubjectAccessReview refuses, 403 with a Status.
+    async with relay_fleet.client("manager") as manager:
+        role = {"metadata": {"name": "api-only"}, "rules": [{
+            "apiGroups": ["api.jobrelay.dev"], "resources": ["jobs/log", "jobs/mirror"],
+            "verbs": ["get"]}]}  # fmt: skip
+        binding = {"metadata": {"name": "api-only"},
+                   "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "api-only"},
+                   "subjects": [{"apiGroup": RBAC, "kind": "User", "name": "stranger"}]}  # fmt: skip
+        await manager.create(ROLES, role, namespace=relay.namespace)
+        await manager.create(ROLE_BINDINGS, binding, namespace=relay.namespace)
     code, out, err = await jobrelay_logs(stranger, "-n", relay.namespace, "private")
     assert code == 5 and out == ""
     assert 'user "stranger" cannot get pods/log' in err and "forbidden" in err
-    # The same refusal as the API gives it: 403 with a Status.
-    user = kubeconfig_user(stranger)
-    context = ssl.create_default_context(cadata=published["ca.crt"])
-    context.load_cert_chain(user["client-certificate"], user["client-key"])
-    async with httpx2.AsyncClient(base_url=published["address"], verify=context) as http:
-        response = await http.get(f"/v1/namespaces/{relay.namespace}/jobs/private/logs")
-        mirror = await http.get(f"/v1/namespaces/{relay.namespace}/jobs/private/mirror")
-    ANSWERS.extend([("stranger logs", response.text), ("stranger mirror", mirror.text)])
+    response = await get(stranger, logs_path(relay.namespace, "private"))
+    mirror = await get(stranger, logs_path(relay.namespace, "private", "mirror"))
     assert response.status_code == 403 and response.json()["reason"] == "Forbidden"
+    assert 'user "stranger" cannot get pods/log' in response.json()["message"]
     assert mirror.status_code == 403
+    assert 'user "stranger" cannot get jobs' in mirror.json()["message"]
 
 
-async def test_forged_and_expired_tokens_are_refused(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str], tmp_path: Path
+async def test_forged_and_expired_tokens_are_refused_by_the_manager(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str], tmp_path: Path
 ) -> None:
-    path = f"/v1/namespaces/{relay.namespace}/jobs/any/logs"
-    admin_token = token_of(relay_fleet.kubeconfig("manager", Credential.TOKEN))
+    path = logs_path(relay.namespace, "any")
+    config = yaml.safe_load(relay_fleet.kubeconfig("manager", Credential.TOKEN).read_text())
+    admin_token = config["users"][0]["user"]["token"]
     forged = admin_token[:-4] + ("AAAA" if not admin_token.endswith("AAAA") else "BBBB")
-    for token in (forged, expired_service_account_token(relay_fleet), None):
-        response = await get(published, path, token)
+    for token in (forged, expired_service_account_token(relay_fleet)):
+        config["users"][0]["user"]["token"] = token
+        kubeconfig = tmp_path / "forged.kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        response = await get(kubeconfig, path)
         assert response.status_code == 401, response.text
         assert response.json()["kind"] == "Status"
     # The CLI says so, with its exit code.
-    config = yaml.safe_load(relay_fleet.kubeconfig("manager", Credential.TOKEN).read_text())
     config["users"][0]["user"]["token"] = forged
-    kubeconfig = tmp_path / "forged.kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(config))
-    # The manager refuses it (reading the published address), and so does the API.
     code, _, err = await jobrelay_logs(kubeconfig, "-n", relay.namespace, "any")
     assert code == 4 and "credentials were not accepted" in err
-    ca = tmp_path / "api-ca.crt"
-    ca.write_text(published["ca.crt"])
-    code, _, err = await jobrelay_logs(
-        kubeconfig, "-n", relay.namespace, "any",
-        "--server", published["address"], "--certificate-authority", str(ca),
+
+
+async def direct(
+    registered: dict[str, str],
+    path: str,
+    *,
+    cert: pki.CertPair | None = None,
+    headers: dict[str, str] | None = None,
+) -> httpx2.Response:
+    """A request straight to the controller's port, around the manager's apiserver."""
+    context = ssl.create_default_context(cadata=registered["ca"])
+    if cert is not None:
+        context.load_cert_chain(cert.cert, cert.key)
+    async with httpx2.AsyncClient(base_url=registered["url"], verify=context, timeout=30) as http:
+        response = await http.get(path, headers=headers or {})
+    ANSWERS.append((f"direct GET {path}", response.text))
+    return response
+
+
+async def test_straight_to_the_controller_only_the_front_proxy_is_trusted(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str], tmp_path: Path
+) -> None:
+    await relay.submit(
+        job_manifest("direct", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
+    )
+    await relay.wait_placed("direct")
+    path = logs_path(relay.namespace, "direct")
+    admin = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    forged = {"X-Remote-User": "system:admin", "X-Remote-Group": "system:masters"}
+    # No front-proxy certificate: refused, whatever the headers or a manager token say.
+    token = yaml.safe_load(admin.read_text())["users"][0]["user"]["token"]
+    for headers in ({}, forged, {"Authorization": f"Bearer {token}"}):
+        response = await direct(registered, path, headers=headers)
+        assert response.status_code == 401, response.text
+        assert response.json()["kind"] == "Status" and response.json()["code"] == 401
+    # A certificate of the front proxy's CA that is not an allowed name: forged headers
+    # are not read.
+    front = relay_fleet.state_dir / "manager" / "pki" / "front-proxy"
+    front_ca = pki.CertPair(front / "ca.crt", front / "ca.key")
+    intruder = pki.issue(front_ca, tmp_path, "intruder", common_name="intruder")
+    response = await direct(registered, path, cert=intruder, headers=forged)
+    assert response.status_code == 401, response.text
+    assert '"intruder" is not an allowed front proxy' in response.json()["message"]
+    # A user's certificate of the manager's client CA is no front proxy at all.
+    users_ca = pki.CertPair(relay_fleet.state_dir / "pki" / "ca.crt",
+                            relay_fleet.state_dir / "pki" / "ca.key")  # fmt: skip
+    admin_cert = pki.issue(users_ca, tmp_path, "user", common_name="front-proxy-client",
+                           organization="system:masters")  # fmt: skip
+    with pytest.raises(httpx2.HTTPError):
+        await direct(registered, path, cert=admin_cert, headers=forged)
+    # The front proxy's own certificate with the headers is what the manager sends: the
+    # same request through the manager is served.
+    through = await get(admin, path)
+    assert through.status_code == 200, through.text
+    assert through.text == lines(*SIMULATED_LOG)
+
+
+async def test_kubectl_get_raw_follows_a_pod_to_its_end(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    await relay.submit(
+        job_manifest("rawfollow", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
+    )
+    worker = await relay.wait_placed("rawfollow")
+    (pod,) = await running_pods(relay, worker, "rawfollow", 1)
+    kubeconfig = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(kubeconfig), "get", "--raw",
+        f"{logs_path(relay.namespace, 'rawfollow')}?follow=true",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert code == 4 and "bearer token is not valid" in err
+    assert process.stdout is not None and process.stderr is not None
+    try:
+        out = b""
+        async with asyncio.timeout(30):
+            while out.count(b"\n") < len(SIMULATED_LOG):
+                out += await process.stdout.read(4096) or b"<eof>\n"
+        assert out.decode() == lines(*SIMULATED_LOG)
+        assert process.returncode is None, "the follow ended while its pod runs"
+        await relay.clients[worker].patch(
+            PODS, pod["metadata"]["name"], {"metadata": {"annotations": {
+                "fleet.jobrelay.dev/outcome": "succeed", "fleet.jobrelay.dev/duration": "100ms",
+            }}}, namespace=relay.namespace,
+        )  # fmt: skip
+        async with asyncio.timeout(30):
+            rest = await process.stdout.read()
+            err = await process.stderr.read()
+            code = await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    ANSWERS.append(("kubectl get --raw follow", out.decode() + rest.decode() + err.decode()))
+    assert code == 0, err
+    assert rest == b""
+    # Discovery as kubectl reads it: the subresources of the group.
+    listed = await asyncio.create_subprocess_exec(
+        KUBECTL, "--kubeconfig", str(kubeconfig), "get", "--raw", API_PATH,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    found, _ = await listed.communicate()
+    names = {r["name"] for r in json.loads(found)["resources"]}
+    assert {"jobs/log", "jobs/mirror"} <= names
+
+
+async def test_an_unavailable_api_service_is_one_clear_line(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    """The APIService points nowhere for a while: the CLI says what to check."""
+    async with relay_fleet.client("manager") as manager:
+        original = await manager.get(API_SERVICES, API_SERVICE_NAME)
+        broken = {**original["spec"], "service": {**original["spec"]["service"], "name": "gone"}}
+        await manager.patch(API_SERVICES, API_SERVICE_NAME, {"spec": broken})
+        try:
+
+            async def unavailable() -> bool | None:
+                found = await manager.get(API_SERVICES, API_SERVICE_NAME)
+                return True if not _available(found) else None
+
+            await eventually(unavailable, timeout=30, what="the APIService unavailable")
+            user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+            code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "any")
+            assert code == 1 and out == ""
+            assert len(err.strip().splitlines()) == 1, err
+            assert f"kubectl get apiservice {API_SERVICE_NAME}" in err
+        finally:
+            await manager.patch(API_SERVICES, API_SERVICE_NAME, {"spec": original["spec"]})
+
+            async def back() -> bool | None:
+                return (
+                    True if _available(await manager.get(API_SERVICES, API_SERVICE_NAME)) else None
+                )
+
+            await eventually(back, timeout=60, what="the APIService Available again")
 
 
 async def test_no_worker_credentials_in_any_answer(
-    relay: Relay, relay_fleet: FleetHandle, published: dict[str, str]
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
     """Runs last: every answer of this module, scanned for the fleet's credentials and
     for any worker's address."""

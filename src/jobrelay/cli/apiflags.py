@@ -28,16 +28,24 @@ _OPTIONS = [
         default=_DEFAULTS.address,
         callback=_address,
         metavar="HOST:PORT",
-        help="Serve the HTTPS API of `jobrelay logs` here (e.g. :8443; port 0 picks a "
-        "free one, logged) [default: none].",
+        help="Serve the aggregated API api.jobrelay.dev (`jobrelay logs`) here, to the "
+        "manager's front proxy only (e.g. :8443; port 0 picks a free one, logged) "
+        "[default: none].",
     ),
     click.option(
         "--api-url",
         default=_DEFAULTS.url,
         metavar="URL",
-        help="The API's URL as clients reach it, published in the ConfigMap "
-        "jobrelay-api (e.g. https://jobrelay-api.jobrelay-system.svc:8443) "
-        "[default: from the bound address].",
+        help="The API's URL as the aggregator reaches it (its Service), named in a "
+        "self-signed certificate [default: none].",
+    ),
+    click.option(
+        "--api-register",
+        is_flag=True,
+        default=_DEFAULTS.register,
+        help="The leader registers APIService v1alpha1.api.jobrelay.dev and Service "
+        "<--namespace>/jobrelay-api reaching this replica, with its certificate's CA: for a "
+        "controller run outside the manager (the local fleet); the chart registers its own.",
     ),
     click.option(
         "--api-cert-file",
@@ -55,8 +63,8 @@ _OPTIONS = [
         "--api-ca-file",
         default=_DEFAULTS.ca_file,
         metavar="PEM",
-        help="The CA that signed --api-cert-file, published in the ConfigMap jobrelay-api for "
-        "clients to verify against (one CA for every replica) [default: the certificate itself].",
+        help="The CA that signed --api-cert-file, the APIService's caBundle (one CA for every "
+        "replica) [default: the certificate itself].",
     ),
     click.option(
         "--api-max-streams-per-user",
@@ -127,6 +135,7 @@ def api_options(func: Any) -> Any:
         kwargs["api"] = ApiSettings(
             address=kwargs.pop("api_address"),
             url=kwargs.pop("api_url"),
+            register=kwargs.pop("api_register"),
             cert_file=kwargs.pop("api_cert_file"),
             key_file=kwargs.pop("api_key_file"),
             ca_file=kwargs.pop("api_ca_file"),

@@ -243,6 +243,8 @@ def demo(state_dir: Path | None, fleet_shape: FleetShape, timeout: float) -> Non
             [sys.executable, "-m", "jobrelay", "run", "--kubeconfig", str(kubeconfig),
              "--install-crds",  # the local fleet's admin; a real install ships the CRD
              "--metrics-address", "127.0.0.1:0",  # loopback only, any free port (logged)
+             # The aggregated API (`jobrelay logs`), registered with the manager's apiserver.
+             "--api-address", "127.0.0.1:0", "--api-register",
              *(arg for kind in DEMO_KINDS for arg in ("--kind", kind.name))],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
@@ -275,7 +277,9 @@ def demo(state_dir: Path | None, fleet_shape: FleetShape, timeout: float) -> Non
         f"\nexplore:  export KUBECONFIG={kubeconfig}\n"
         f"          kubectl get jobs,jobsets -n {DEMO_NAMESPACE}; kubectl get workerclusters; "
         f"kubectl get events -n {DEMO_NAMESPACE}\n"
-        f"run:      jobrelay run --kubeconfig {kubeconfig} "
-        f"{' '.join('--kind ' + kind.name for kind in DEMO_KINDS)}\n"
+        f"run:      jobrelay run --kubeconfig {kubeconfig} --api-address 127.0.0.1:0 "
+        f"--api-register {' '.join('--kind ' + kind.name for kind in DEMO_KINDS)}\n"
+        f"logs:     jobrelay logs -n {DEMO_NAMESPACE} JOB (through the manager's APIService "
+        "v1alpha1.api.jobrelay.dev, while jobrelay runs)\n"
         f"stop:     jobrelay fleet down --state-dir {local.state_dir}"
     )

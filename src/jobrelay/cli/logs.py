@@ -1,17 +1,18 @@
-"""`jobrelay logs`: a workload's pod logs from its worker, through the controller's API."""
+"""`jobrelay logs`: a workload's pod logs from its worker, through the manager's apiserver
+(the controller's aggregated API, api.jobrelay.dev)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
-from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
-from jobrelay.relayapi.rules import API_CONFIGMAP, RelayError, job_path, log_params
+from jobrelay.relayapi.rules import LOG, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
 EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
@@ -50,14 +51,15 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     """What to tell the user about a refusal, and the exit code."""
     if error.code == 401:
         return (
-            f"error: your credentials were not accepted ({error.message}); "
-            "check your kubeconfig for the management cluster",
+            f"error: your credentials were not accepted ({error.message}); check your "
+            "kubeconfig for the management cluster",
             EXIT_UNAUTHORIZED,
         )
     if error.code == 403:
         return (
             f"error: forbidden: {error.message}. Ask for a Role that allows get on pods/log "
-            f"in namespace {namespace}",
+            f"in namespace {namespace} (and on jobs/log in API group api.jobrelay.dev, which "
+            "the chart adds to the built-in view role)",
             EXIT_FORBIDDEN,
         )
     if error.code == 404:
@@ -67,7 +69,9 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
         }
         return f"error: {error.message}{hints.get(error.reason, '')}", EXIT_NOT_FOUND
     if error.code == 0:
-        return f"error: cannot reach the jobrelay API: {error.message}", EXIT_FAILED
+        return f"error: {error.message}", EXIT_FAILED
+    if error.reason in ("NoAPI", "APIUnavailable"):
+        return f"error: {error.message}", EXIT_FAILED
     return f"error: {error.reason}: {error.message}", EXIT_FAILED
 
 
@@ -90,12 +94,6 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
 @click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
 @click.option("--kind", default="Job", show_default=True,
               help="The workload's kind (as jobrelay run --kind names it).")  # fmt: skip
-@click.option("--server", default=None, metavar="URL",
-              help="The jobrelay API's URL [default: published in ConfigMap "
-                   f"{DEFAULT_NAMESPACE}/{API_CONFIGMAP}].")  # fmt: skip
-@click.option("--certificate-authority", "certificate_authority", default=None,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The CA of --server's certificate [default: the published ca.crt].")  # fmt: skip
 def logs(
     kubeconfig: Path | None,
     context: str | None,
@@ -110,13 +108,11 @@ def logs(
     since: int | None,
     timestamps: bool,
     kind: str,
-    server: str | None,
-    certificate_authority: Path | None,
 ) -> None:
     """Print the logs of JOB's pods, read from its worker through the jobrelay controller.
 
-    Needs only your management-cluster credentials and the right to get pods/log
-    in the namespace there.
+    Goes through the management cluster's apiserver with your own kubeconfig, as
+    kubectl does: needs only the right to get pods/log in the namespace there.
     """
     if index is not None and all_pods:
         raise click.UsageError("--index and --all-pods exclude each other")
@@ -126,24 +122,25 @@ def logs(
     from jobrelay.relayapi.client import connect
 
     namespace = namespace or kubeconfig_namespace(kubeconfig, context)
-    ca_pem = certificate_authority.read_text() if certificate_authority else None
     params = log_params(
         {
-            "kind": kind if kind != "Job" else None, "container": container, "index": index,
+            "container": container, "index": index,
             "all_pods": all_pods, "previous": previous, "tail": None if tail < 0 else tail,
             "since": since, "timestamps": timestamps, "follow": follow,
         }
     )  # fmt: skip
 
     async def go() -> None:
-        async with (
-            connect(kubeconfig, context, server=server, ca_pem=ca_pem) as client,
-            client.stream(job_path(namespace, job, "logs"), params) as chunks,
-        ):
-            out = sys.stdout.buffer
-            async for chunk in chunks:
-                out.write(chunk)
-                out.flush()
+        async with connect(kubeconfig, context) as client:
+            plural = "jobs" if kind == "Job" else await client.plural(kind)
+            async with client.stream(job_path(namespace, plural, job, LOG), params) as chunks:
+                await _copy(chunks)
+
+    async def _copy(chunks: AsyncIterator[bytes]) -> None:
+        out = sys.stdout.buffer
+        async for chunk in chunks:
+            out.write(chunk)
+            out.flush()
 
     try:
         asyncio.run(go())

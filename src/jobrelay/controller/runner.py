@@ -55,9 +55,9 @@ from jobrelay.kube.resources import NAMESPACES, RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
-from jobrelay.relayapi import publishing as relayapi
+from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
-from jobrelay.relayapi.httpserver import ApiServer
+from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     KINDS_ANNOTATION,
@@ -298,28 +298,34 @@ class Controller:
         finally:
             for server in servers:
                 await server.close()
-            if self.api_server is not None:
-                await self.api_server.close()
+            if self.api is not None:
+                await self.api.close()
 
-    # Set by _serve_api when --api-address is given: the server, and what the leader
-    # publishes (its URL, the CA clients trust).
-    api_server: ApiServer | None = None
-    api_published: tuple[str, str] | None = None
+    # Set by _serve_api when --api-address is given (leader and standby alike).
+    api: relayapi.RunningApi | None = None
 
     async def _serve_api(self) -> None:
         settings = self.options.api
         if not settings.address:
             return
-        handler = RelayApi(
-            self.manager, self.pool, self.kinds, settings.limits,
-            controller_name=self.options.controller_name, origin=self.options.origin,
-        )  # fmt: skip
+
+        def handler(trust: FrontProxyTrust) -> RelayApi:
+            return RelayApi(
+                self.manager, self.pool, self.kinds, settings.limits,
+                controller_name=self.options.controller_name, origin=self.options.origin,
+                front_proxy=lambda: trust.current,
+            )  # fmt: skip
+
         try:
-            server, url, ca = await relayapi.start_api(self.manager, handler, settings)
+            self.api = await relayapi.start_api(
+                self.manager, settings, handler, namespace=self.options.workers.namespace
+            )
         except (OSError, ValueError) as error:
             raise ConfigurationError(f"--api-address {settings.address}: {error}") from error
-        self.api_server, self.api_published = server, (url, ca)
-        _log.info("serving the logs API on %s", url, extra={"event": "api-listening", "url": url})
+        host, port = self.api.bound
+        url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+        _log.info("serving the aggregated API on %s", url,
+                  extra={"event": "api-listening", "url": url})  # fmt: skip
 
     async def _run(self, stop: asyncio.Event) -> None:
         # An idempotent start-up write every replica makes: the namespace the Lease
@@ -393,15 +399,13 @@ class Controller:
                 )
             )
             resync = group.create_task(self._resync())
-            # Only the leader says where the API is (a standby's would be a write).
-            publishing = (
-                None
-                if self.api_published is None
-                else group.create_task(
-                    relayapi.publish(
-                        self.manager, self.options.workers.namespace, *self.api_published
-                    )
+            # Only the leader registers the API (a standby's would be a write).
+            registering = (
+                group.create_task(
+                    relayapi.register(self.manager, self.options.workers.namespace, self.api)
                 )
+                if self.api is not None and self.options.api.register
+                else None
             )
             held = group.create_task(self._place_held())
             await stop.wait()
@@ -409,9 +413,11 @@ class Controller:
             self.queue.shutdown()
             resync.cancel()
             held.cancel()
-            if publishing is not None:
-                publishing.cancel()
+            if registering is not None:
+                registering.cancel()
             await workers
+        if self.api is not None and self.options.api.register:
+            await relayapi.deregister(self.manager, self.api)
         # Pending Events are written while this replica still holds the lease.
         await self.events.aclose()
 

@@ -280,6 +280,25 @@ class ApiClient(Requester):
         async with log_chunks(response, self._unreachable) as chunks:
             yield chunks
 
+    async def get_subresource(
+        self, resource: Resource, path: str, params: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """A JSON object from ``path`` (an aggregated API's subresource of ``resource``)."""
+        return await self._call("get", "GET", resource, path, params=params)
+
+    @contextlib.asynccontextmanager
+    async def stream_subresource(
+        self, resource: Resource, path: str, params: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Stream ``path`` as ``pod_log`` streams a log (a follow waits for ever)."""
+        request = self._http.build_request(
+            "GET", path, params=dict(params),
+            timeout=log_timeout(self._options, params, None), headers={"Accept": "*/*"},
+        )  # fmt: skip
+        response = await self._open_stream(request, "get", resource)
+        async with log_chunks(response, self._unreachable) as chunks:
+            yield chunks
+
     @contextlib.asynccontextmanager
     async def watch(
         self,

@@ -11,8 +11,10 @@ from urllib.parse import quote
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
+    "API_SERVICES",
     "CONFIGMAPS",
     "CRDS",
+    "ENDPOINT_SLICES",
     "EVENTS",
     "JOBS",
     "LEASES",
@@ -25,6 +27,7 @@ __all__ = [
     "RESOURCE_QUOTAS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
+    "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "TOKEN_REVIEWS",
     "VERSION",
@@ -67,6 +70,12 @@ WORKER_CLUSTERS = Resource(
 )
 # Fleet-wide queues (RelayQueue): cluster-scoped, on the management cluster.
 RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)
+# The aggregated API's registration (jobrelay run --api-register, outside a cluster).
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+ENDPOINT_SLICES = Resource(
+    "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True
+)
+API_SERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)
 

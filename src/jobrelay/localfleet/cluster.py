@@ -21,6 +21,9 @@ from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
 from jobrelay.localfleet.shape import MANAGER
 
 SERVICE_CIDR = "10.96.0.0/16"
+# The CN of each apiserver's front-proxy client certificate: the only name an aggregated
+# API (jobrelay's api.jobrelay.dev) accepts forwarded users from.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 COMPONENTS = (
     "etcd",
     "kube-apiserver",
@@ -96,6 +99,10 @@ def prepare(
         server_hosts=("127.0.0.1", "localhost", "10.96.0.1", "kubernetes.default.svc"),
     )
     pki.ensure_service_account_key(files.pki)
+    # The aggregation layer: a CA of its own (as kubeadm's front-proxy-ca), apart from the
+    # one users' certificates come from, and the certificate the apiserver forwards with.
+    front_proxy_ca = pki.ensure_ca(files.front_proxy_pki, common_name="front-proxy-ca")
+    pki.issue(front_proxy_ca, files.front_proxy_pki, "client", common_name=FRONT_PROXY_CLIENT)
     identities = {
         "kube-controller-manager": pki.issue(
             ca, files.pki, "controller-manager", common_name="system:kube-controller-manager"
@@ -215,6 +222,17 @@ def commands(
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=RBAC",
+            # The aggregation layer, as kubeadm sets it up: aggregated APIs trust only
+            # requests forwarded with this client certificate (the user in these headers).
+            f"--requestheader-client-ca-file={files.front_proxy_pki / 'ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={files.front_proxy_pki / 'client.crt'}",
+            f"--proxy-client-key-file={files.front_proxy_pki / 'client.key'}",
+            # To a Service's endpoints rather than its ClusterIP (there is no kube-proxy).
+            "--enable-aggregator-routing=true",
             # Nodes' names do not resolve; their InternalIP is kwok's server (pods/log).
             "--kubelet-preferred-address-types=InternalIP",
             # Workers: simulated pods mount no token, and without this plugin a Job's

@@ -54,6 +54,12 @@ class ClusterFiles:
         return self.root / "kwok-logs.yaml"
 
     @property
+    def front_proxy_pki(self) -> Path:
+        """The aggregation layer's own CA (``ca.crt``, ``ca.key``) and the apiserver's
+        front-proxy client certificate (``client.crt``, ``client.key``)."""
+        return self.pki / "front-proxy"
+
+    @property
     def token_file(self) -> Path:
         """The apiserver's ``--token-auth-file``."""
         return self.pki / "tokens.csv"

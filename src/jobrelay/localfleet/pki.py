@@ -62,7 +62,7 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(attributes)
 
 
-def ensure_ca(directory: Path) -> CertPair:
+def ensure_ca(directory: Path, *, common_name: str = "jobrelay-localfleet-ca") -> CertPair:
     """Create the CA in ``directory`` unless it is already there."""
     pair = CertPair(directory / "ca.crt", directory / "ca.key")
     if pair.cert.exists() and pair.key.exists():
@@ -70,7 +70,7 @@ def ensure_ca(directory: Path) -> CertPair:
     directory.mkdir(parents=True, exist_ok=True)
     key = _new_key()
     now = datetime.datetime.now(datetime.UTC)
-    name = _name("jobrelay-localfleet-ca")
+    name = _name(common_name)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

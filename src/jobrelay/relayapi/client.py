@@ -1,146 +1,98 @@
-"""The logs API's client: finds the API and calls it with the user's own credentials.
+"""The aggregated API's client: `jobrelay logs` and `describe` through the manager's apiserver.
 
-The controller publishes where its API is and the CA that signs it in the
-ConfigMap ``jobrelay-system/jobrelay-api`` (keys ``address``, ``ca.crt``); the
-user's own manager credentials read it and go along to the API, which checks
-them against the manager. ``--server`` overrides the address.
-
-The user's kubeconfig context says who they are (a bearer token, an exec
-plugin's token, or a client certificate); the API's own certificate is trusted
-from the CA it publishes, never from the kubeconfig.
+The user's own kubeconfig reaches the manager's apiserver, as for every other
+verb (and as kubectl does): the apiserver authenticates them and forwards the
+request to the controller as ``/apis/api.jobrelay.dev/v1alpha1/...``. Nothing is
+sent anywhere else. An APIService that is not available is said in one line,
+with what to check.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
-from lightkube.config.client_adapter import user_auth, user_cert
-from lightkube.config.kubeconfig import KubeConfig
-
-from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.connecting import CONFIG_ERRORS
 from jobrelay.kube.errors import ApiError, KubeconfigError
-from jobrelay.kube.redact import library_problem
-from jobrelay.kube.resources import CONFIGMAPS
-from jobrelay.relayapi.rules import API_CONFIGMAP, RelayError, job_path, refusal
+from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
+from jobrelay.relayapi.rules import API_PATH, MIRROR, RelayError, job_path, plural_of
+from jobrelay.vocabulary.resource import Resource
 
-__all__ = [
-    "Endpoint",
-    "RelayClient",
-    "RelayError",
-    "connect",
-    "fetch_mirror",
-    "find_endpoint",
-]
+__all__ = ["RelayClient", "RelayError", "connect", "fetch_mirror"]
+
+# What the requests are recorded as (the aggregated group's subresources).
+_API = Resource("api.jobrelay.dev", "v1alpha1", "", "APIResourceList", namespaced=True)
+_CHECK = f"check `kubectl get apiservice {API_SERVICE_NAME}`"
+
+
+def _relay_error(error: ApiError) -> RelayError:
+    """An apiserver's answer as the CLI tells it; the aggregator's own failures (the
+    APIService not there or not available) say what to check."""
+    if error.code == 0:
+        where = error.details.get("server") or "the manager"
+        cause = error.details.get("cause") or error.message
+        return RelayError(0, "Unreachable", f"cannot connect to {where} ({cause}): check "
+                          "--kubeconfig and --context")  # fmt: skip
+    if (
+        error.code == 404
+        and error.reason == "NotFound"
+        and "the server could not find" in (error.message)
+    ):
+        return RelayError(404, "NoAPI", f"the manager does not serve {API_PATH}: {_CHECK}")
+    if error.code == 503 and error.reason in ("ServiceUnavailable", ""):
+        return RelayError(503, "APIUnavailable", f"the jobrelay API is not available "
+                          f"({error.message}): {_CHECK} and the controller's log")  # fmt: skip
+    return RelayError(error.code, error.reason, error.message)
 
 
 class RelayClient:
-    """An HTTP client of the logs API that carries the user's own manager credentials."""
+    """Requests to the aggregated API with the user's own manager client."""
 
-    def __init__(self, http: httpx2.AsyncClient) -> None:
-        self._http = http
+    def __init__(self, manager: ApiClient) -> None:
+        self._manager = manager
 
-    @classmethod
-    def for_user(
-        cls,
-        url: str,
-        ca_pem: str | None,
-        *,
-        kubeconfig: str | Path | None = None,
-        context: str | None = None,
-        timeout: float = 30.0,
-    ) -> RelayClient:
-        """A client of ``url`` with the credentials of the kubeconfig's ``context``
-        (default: like kubectl), trusting ``ca_pem`` (None: the system's CAs)."""
+    async def plural(self, kind: str) -> str:
+        """The resource of ``kind`` (Job, JobSet, a configured kind, or its plural) as the
+        API's discovery names it."""
         try:
-            config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-            single = config.get(context_name=context)
-            tls = (
-                ssl.create_default_context(cadata=ca_pem)
-                if ca_pem
-                else ssl.create_default_context()
-            )
-            cert = user_cert(single.user, single.abs_file) if single.user else None
-            if cert:
-                tls.load_cert_chain(*cert)
-            auth = user_auth(single.user) if single.user else None
-        except ssl.SSLError as exc:
-            raise KubeconfigError(f"cannot load certificates: {exc.reason or exc}") from None
-        except CONFIG_ERRORS as exc:
-            raise KubeconfigError(f"cannot use the kubeconfig: {library_problem(exc)}") from None
-        http = httpx2.AsyncClient(
-            base_url=url,
-            verify=tls,
-            auth=auth,
-            timeout=httpx2.Timeout(timeout, read=None),
-            headers={"Accept": "application/json, text/plain"},
-            trust_env=False,
-        )
-        return cls(http)
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
+            found = await self._manager.get_subresource(_API, API_PATH, {})
+        except ApiError as error:
+            raise _relay_error(error) from None
+        return plural_of(kind, found.get("resources") or [])
 
     async def get_json(self, path: str, params: Mapping[str, str]) -> dict[str, Any]:
         try:
-            response = await self._http.get(path, params=dict(params))
-        except httpx2.HTTPError as exc:
-            raise RelayError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from None
-        if response.status_code != 200:
-            raise refusal(response.status_code, response.content)
-        found = response.json()
-        if not isinstance(found, dict):
-            raise RelayError(200, "InvalidResponse", "the answer is not a JSON object")
-        return found
+            return await self._manager.get_subresource(_API, path, params)
+        except ApiError as error:
+            raise _relay_error(error) from None
 
     @contextlib.asynccontextmanager
     async def stream(
         self, path: str, params: Mapping[str, str]
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """The body of ``path`` as it arrives; RelayError for a refusal."""
-        request = self._http.build_request("GET", path, params=dict(params))
         try:
-            response = await self._http.send(request, stream=True)
-        except httpx2.HTTPError as exc:
-            raise RelayError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from None
-        try:
-            if response.status_code != 200:
-                raise refusal(response.status_code, await response.aread())
-            yield response.aiter_bytes()
-        except httpx2.HTTPError as exc:
-            raise RelayError(0, "Unreachable", f"the stream broke: {type(exc).__name__}") from None
-        finally:
-            await response.aclose()
+            async with self._manager.stream_subresource(_API, path, params) as chunks:
+                yield _relayed(chunks)
+        except ApiError as error:
+            raise _relay_error(error) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    url: str
-    ca_pem: str | None
+async def _relayed(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in chunks:
+            yield chunk
+    except ApiError as error:
+        raise _relay_error(error) from None
 
 
-async def find_endpoint(
-    kubeconfig: str | Path | None,
-    context: str | None,
-    *,
-    server: str | None = None,
-    namespace: str = DEFAULT_NAMESPACE,
-    ca_pem: str | None = None,
-) -> Endpoint:
-    """Where the API is (``server`` or the published address) and the CA to trust
-    (``ca_pem``, else the published one).
-
-    RelayError(404, "NotPublished") when nothing is published and no server given.
-    """
-    if server and ca_pem:
-        return Endpoint(server, ca_pem)
+@contextlib.asynccontextmanager
+async def connect(
+    kubeconfig: str | Path | None = None, context: str | None = None
+) -> AsyncIterator[RelayClient]:
+    """A client of the API through the manager the kubeconfig's context names."""
     try:
         manager = (
             ApiClient.from_kubeconfig(kubeconfig, context, cluster="manager")
@@ -150,52 +102,7 @@ async def find_endpoint(
     except KubeconfigError as error:
         raise RelayError(0, "Kubeconfig", str(error)) from None
     async with manager:
-        try:
-            configmap = await manager.get(CONFIGMAPS, API_CONFIGMAP, namespace=namespace)
-        except ApiError as error:
-            if server:  # the address is given; the CA may still be the system's
-                return Endpoint(server, None)
-            if error.is_not_found:
-                raise RelayError(
-                    404, "NotPublished",
-                    f"no ConfigMap {namespace}/{API_CONFIGMAP}: is `jobrelay run` serving its "
-                    "API (--api-address)? Or pass --server",
-                ) from None  # fmt: skip
-            said = error.message
-            if error.code == 0 and error.details.get("cause"):  # the manager does not answer
-                said = (f"cannot connect to {error.details.get('server') or 'the manager'} "
-                        f"({error.details['cause']}): check --kubeconfig and --context")  # fmt: skip
-            raise RelayError(error.code, error.reason, f"reading {namespace}/{API_CONFIGMAP}: "
-                             f"{said}") from None  # fmt: skip
-    data = configmap.get("data") or {}
-    address = server or str(data.get("address") or "")
-    if not address:
-        raise RelayError(404, "NotPublished", f"{namespace}/{API_CONFIGMAP} has no address")
-    return Endpoint(address, str(data.get("ca.crt") or "") or None)
-
-
-@contextlib.asynccontextmanager
-async def connect(
-    kubeconfig: str | Path | None = None,
-    context: str | None = None,
-    *,
-    server: str | None = None,
-    namespace: str = DEFAULT_NAMESPACE,
-    ca_pem: str | None = None,
-) -> AsyncIterator[RelayClient]:
-    endpoint = await find_endpoint(
-        kubeconfig, context, server=server, namespace=namespace, ca_pem=ca_pem
-    )
-    try:
-        client = RelayClient.for_user(
-            endpoint.url, endpoint.ca_pem, kubeconfig=kubeconfig, context=context
-        )
-    except KubeconfigError as error:
-        raise RelayError(0, "Kubeconfig", str(error)) from None
-    try:
-        yield client
-    finally:
-        await client.aclose()
+        yield RelayClient(manager)
 
 
 async def fetch_mirror(
@@ -205,10 +112,10 @@ async def fetch_mirror(
     *,
     kubeconfig: str | Path | None = None,
     context: str | None = None,
-    server: str | None = None,
 ) -> dict[str, Any]:
     """``{cluster, mirror, pods: [{name, phase, node, restarts, ready, lastState, conditions}]}``
     of a placed workload, as the controller sees it on its worker; RelayError when refused
-    (401, 403, 404 with reason NotFound, NotPlaced; 503 WorkerUnavailable)."""
-    async with connect(kubeconfig, context, server=server) as client:
-        return await client.get_json(job_path(namespace, name, "mirror"), {"kind": kind})
+    (401, 403, 404 with reason NotFound, NotPlaced; 503 WorkerUnavailable or APIUnavailable)."""
+    async with connect(kubeconfig, context) as client:
+        plural = await client.plural(kind)
+        return await client.get_json(job_path(namespace, plural, name, MIRROR), {})

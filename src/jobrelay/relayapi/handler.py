@@ -1,10 +1,12 @@
-"""The logs API's request handler: authenticate, authorise, then read from the worker.
+"""The aggregated API's request handler: trust the front proxy, authorise, then read.
 
-Each request is authenticated and authorised on the management cluster with
-the caller's own identity (a verified client certificate, or a TokenReview of
-its bearer token; then a SubjectAccessReview), and only then served from the
+Each request comes through the manager's apiserver, which authenticated the
+user: it is trusted only with the front proxy's client certificate and the user
+its headers name (``trust_rules.identify``), then authorised on the management
+cluster with a SubjectAccessReview of that user, and only then served from the
 worker the workload is placed on, with the controller's credentials there.
-Worker credentials and addresses never appear in an answer.
+Worker credentials and addresses never appear in an answer. Discovery
+(``/apis``, the group, the version) needs only the front proxy.
 
 The handler needs little of the controller: the kinds it dispatches with their
 management caches (:class:`DispatchedKind`) and its workers by name
@@ -16,15 +18,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
-from jobrelay.relayapi import rules
+from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
+from jobrelay.relayapi import rules, trust_rules
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
 from jobrelay.relayapi.logstreams import (
     PodWatch,
@@ -114,8 +116,10 @@ class RelayApi:
         *,
         controller_name: str,
         origin: str,
+        front_proxy: Callable[[], trust_rules.FrontProxy | None],
     ) -> None:
         self._manager = manager
+        self._front_proxy = front_proxy
         self._pool = pool
         self._kinds = kinds
         self._controller_name = controller_name
@@ -129,18 +133,22 @@ class RelayApi:
 
     async def handle(self, request: Request) -> Answer | Stream:
         try:
+            user = self._authenticate(request)
             if request.method != "GET":
                 raise Refused(405, "only GET")
+            document = rules.discovery(request.path, self._plurals())
+            if document is not None:
+                return Answer(200, json.dumps(document).encode())
             route = rules.match_route(request.path)
             if route is None:
                 raise Refused(
                     404,
-                    "no such route: try /v1/namespaces/NS/jobs/NAME/logs or .../mirror",
+                    f"no such route: try {rules.API_PATH}/namespaces/NS/jobs/NAME/log "
+                    "or .../mirror",
                 )
-            user = await self._authenticate(request)
-            if route.what == "logs":
+            if route.what == rules.LOG:
                 return await self._logs(user, route, request.params)
-            return await self._mirror(user, route, request.params)
+            return await self._mirror(user, route)
         except Refused as refused:
             return refused.answer
         except rules.BadRequest as error:
@@ -148,23 +156,13 @@ class RelayApi:
 
     # -- who and whether ----------------------------------------------------------
 
-    async def _authenticate(self, request: Request) -> rules.User:
-        token = request.bearer_token
-        if token is not None:
-            try:
-                review = await self._manager.review(TOKEN_REVIEWS, rules.token_review(token))
-            except ApiError as error:
-                _log.warning("TokenReview failed: %s %s", error.reason, error.message)
-                raise Refused(503, "cannot check credentials now; try again") from None
-            user = rules.user_from_token_review(review)
-            if user is None:
-                raise Refused(401, "the bearer token is not valid on the management cluster")
-            return user
-        if request.certificate_user is not None:
-            return request.certificate_user
-        raise Refused(
-            401, "no credentials: send a bearer token or a client certificate of the manager"
+    def _authenticate(self, request: Request) -> rules.User:
+        found = trust_rules.identify(
+            self._front_proxy(), request.certificate_cn, request.header_lines
         )
+        if isinstance(found, str):
+            raise Refused(401, found)
+        return found
 
     async def _authorise(self, user: rules.User, what: str, **attributes: str) -> None:
         try:
@@ -183,13 +181,18 @@ class RelayApi:
 
     # -- where ---------------------------------------------------------------------
 
-    def _runtime(self, kind: str) -> DispatchedKind:
+    def _plurals(self) -> list[tuple[str, str]]:
+        return [(r.kind.ref.plural, r.kind.ref.kind) for r in self._kinds.values()]
+
+    def _runtime(self, plural: str) -> DispatchedKind:
         for runtime in self._kinds.values():
-            ref = runtime.kind.ref
-            if kind in (ref.kind, ref.name, ref.plural, ref.kind.lower()):
+            if runtime.kind.ref.plural == plural:
                 return runtime
-        known = ", ".join(r.kind.ref.kind for r in self._kinds.values())
-        raise Refused(400, f"kind {kind!r} is not dispatched by this controller (it has: {known})")
+        known = ", ".join(sorted({r.kind.ref.plural for r in self._kinds.values()}))
+        raise Refused(
+            404, f"{plural!r} is not a kind this controller dispatches (it has: {known})",
+            "NotFound",
+        )  # fmt: skip
 
     async def _placed(self, runtime: DispatchedKind, route: rules.Route) -> Placed:
         """The workload's current mirror as jobrelay's own caches know it, and its pods
@@ -228,10 +231,8 @@ class RelayApi:
 
     # -- routes ----------------------------------------------------------------------
 
-    async def _mirror(
-        self, user: rules.User, route: rules.Route, params: Mapping[str, str]
-    ) -> Answer:
-        runtime = self._runtime(rules.parse_kind(params))
+    async def _mirror(self, user: rules.User, route: rules.Route) -> Answer:
+        runtime = self._runtime(route.plural)
         ref = runtime.kind.ref
         await self._authorise(
             user, ref.plural, namespace=route.namespace, resource=ref.plural, group=ref.group,
@@ -249,7 +250,7 @@ class RelayApi:
         self, user: rules.User, route: rules.Route, params: Mapping[str, str]
     ) -> Answer | Stream:
         query = rules.parse_log_query(params)
-        runtime = self._runtime(query.kind)
+        runtime = self._runtime(route.plural)
         await self._authorise(
             user, "pods/log", namespace=route.namespace, resource="pods", subresource="log"
         )
@@ -309,7 +310,8 @@ class RelayApi:
         sources = [one(name) for name in names]
         if watch is not None:
             return watched(watch, merged(sources) if len(sources) > 1 else sources[0])
-        return capped(chained(sources), self.limits.max_bytes)
+        limit = min(self.limits.max_bytes, query.limit_bytes or self.limits.max_bytes)
+        return capped(chained(sources), limit)
 
 
 def _created(pod: Mapping[str, Any]) -> str:

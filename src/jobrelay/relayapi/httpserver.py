@@ -1,6 +1,7 @@
 """The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
-It parses the request, reads who a verified client certificate names, hands
+It parses the request, reads the CN of the client certificate TLS verified
+(against the context's CA: ``trust.py`` swaps it during the handshake), hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
 client goes away. What to answer is the handler's business (``handler.py``);
@@ -20,7 +21,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
-from jobrelay.relayapi.rules import User, status_body, user_from_certificate
+from jobrelay.relayapi.rules import status_body
+from jobrelay.relayapi.trust_rules import common_name
 from jobrelay.web.probe_server import next_request, parse_address
 
 __all__ = ["Answer", "ApiServer", "Request", "Stream"]
@@ -39,13 +41,10 @@ class Request:
     method: str
     path: str
     params: dict[str, str]  # the first value of each query parameter
-    headers: dict[str, str]  # lower-cased names
-    certificate_user: User | None  # from a client certificate the TLS layer verified
-
-    @property
-    def bearer_token(self) -> str | None:
-        scheme, _, token = self.headers.get("authorization", "").partition(" ")
-        return token.strip() or None if scheme.lower() == "bearer" else None
+    headers: dict[str, str]  # lower-cased names, the last value of each
+    certificate_cn: str | None  # of the client certificate the TLS layer verified
+    # Every header line as sent (a header may come several times: X-Remote-Group).
+    header_lines: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,15 +159,16 @@ def _request(event: h11.Request, peercert: Any) -> Request:
     params: dict[str, str] = {}
     for key, value in parse_qsl(target.query, keep_blank_values=True):
         params.setdefault(key, value)
-    headers = {
-        name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers
-    }
+    lines = tuple(
+        (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
+    )
     return Request(
         event.method.decode("ascii"),
         target.path,
         params,
-        headers,
-        user_from_certificate(peercert if isinstance(peercert, dict) else None),
+        {name.lower(): value for name, value in lines},
+        common_name(peercert if isinstance(peercert, dict) else None),
+        lines,
     )
 
 

@@ -1,12 +1,13 @@
-"""The decisions of the controller's read-only HTTPS API (remote logs, mirror view): pure.
+"""The decisions of the controller's aggregated API (remote logs, mirror view): pure.
 
-Routes and their paths, query parsing (and the query `jobrelay logs` sends), who
-the caller is (a client certificate's subject, a TokenReview's answer), the
-SubjectAccessReview to ask, which pods a request reads, what a pod looks like to
-a user, refusals as Kubernetes ``Status`` bodies (written and read), the ConfigMap
-that publishes the API. The bounds of its streams are in ``stream_rules.py``. The I/O around them is
-in ``httpserver.py`` (HTTP), ``handler.py`` and ``publishing.py`` (the apiservers)
-and ``client.py`` (the user's side).
+Routes and their paths under ``/apis/api.jobrelay.dev/v1alpha1``, the discovery
+documents the aggregator and kubectl read, query parsing (and the query `jobrelay
+logs` sends), the SubjectAccessReview to ask, which pods a request reads, what a
+pod looks like to a user, refusals as Kubernetes ``Status`` bodies (written and
+read). Whom the API trusts is in ``trust_rules.py``, the bounds of its streams in
+``stream_rules.py``. The I/O around them is in ``httpserver.py`` (HTTP),
+``handler.py``, ``trust.py`` and ``serving.py`` (the apiservers) and ``client.py``
+(the user's side).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from jobrelay.kinds.mirrors import is_mirror_of, run_of
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
-    "API_CONFIGMAP",
+    "API_GROUP",
+    "API_PATH",
+    "API_VERSION",
+    "LOG",
+    "MIRROR",
     "POD_HEADER",
     "BadRequest",
     "Limits",
@@ -34,26 +39,28 @@ __all__ = [
     "allowed",
     "choose_pods",
     "current_mirror",
+    "discovery",
     "job_path",
     "kubelet_params",
     "log_params",
     "match_route",
     "parse_log_query",
+    "plural_of",
     "pod_selector",
     "pod_summary",
     "pods_of_mirror",
-    "published_configmap",
     "refusal",
     "scrub",
     "status_body",
-    "token_review",
-    "user_from_certificate",
-    "user_from_token_review",
 ]
 
-# The ConfigMap (in the controller's namespace) that says where the API is and how to
-# trust it: keys ``address`` and ``ca.crt``.
-API_CONFIGMAP = "jobrelay-api"
+# The aggregated API: APIService v1alpha1.api.jobrelay.dev, served under API_PATH.
+API_GROUP = "api.jobrelay.dev"
+API_VERSION = "v1alpha1"
+API_PATH = f"/apis/{API_GROUP}/{API_VERSION}"
+# The subresources of every dispatched kind.
+LOG = "log"
+MIRROR = "mirror"
 # The response header of a logs stream naming the pods it reads (names only).
 POD_HEADER = "jobrelay-pods"
 
@@ -102,34 +109,86 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    what: Literal["logs", "mirror"]
+    what: Literal["log", "mirror"]
     namespace: str
+    plural: str  # the kind's resource (jobs, jobsets, ...)
     name: str
 
 
 _DNS_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
 _ROUTE = re.compile(
-    rf"^/v1/namespaces/(?P<ns>{_DNS_NAME})/jobs/(?P<name>{_DNS_NAME})/(?P<what>logs|mirror)$"
+    rf"^{re.escape(API_PATH)}/namespaces/(?P<ns>{_DNS_NAME})/(?P<plural>[a-z0-9][-a-z0-9.]{{0,62}})"
+    rf"/(?P<name>{_DNS_NAME})/(?P<what>log|mirror)$"
 )
 
 
 def match_route(path: str) -> Route | None:
-    """``/v1/namespaces/{ns}/jobs/{name}/logs`` or ``.../mirror``; None for anything else."""
+    """``{API_PATH}/namespaces/{ns}/{plural}/{name}/log`` or ``.../mirror``; None for
+    anything else."""
     found = _ROUTE.match(path)
     if found is None:
         return None
-    what: Literal["logs", "mirror"] = "logs" if found["what"] == "logs" else "mirror"
-    return Route(what, found["ns"], found["name"])
+    what: Literal["log", "mirror"] = "log" if found["what"] == LOG else "mirror"
+    return Route(what, found["ns"], found["plural"], found["name"])
 
 
-def job_path(namespace: str, name: str, what: str) -> str:
-    """The path of a route (``what``: logs or mirror), as :func:`match_route` reads it."""
-    return f"/v1/namespaces/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}/{what}"
+def job_path(namespace: str, plural: str, name: str, what: str) -> str:
+    """The path of a route (``what``: log or mirror), as :func:`match_route` reads it."""
+    return (
+        f"{API_PATH}/namespaces/{quote(namespace, safe='')}/{quote(plural, safe='')}"
+        f"/{quote(name, safe='')}/{what}"
+    )
+
+
+def discovery(path: str, plurals: Sequence[tuple[str, str]]) -> dict[str, Any] | None:
+    """The discovery document of ``path`` (``/apis``, the group, the version), None for
+    any other path. ``plurals``: (plural, Kind) of each dispatched kind, whose ``log`` and
+    ``mirror`` subresources the version's APIResourceList names (what kubectl and the
+    aggregator's availability check read)."""
+    version = {"groupVersion": f"{API_GROUP}/{API_VERSION}", "version": API_VERSION}
+    group = {
+        "name": API_GROUP,
+        "versions": [version],
+        "preferredVersion": version,
+    }
+    if path.rstrip("/") == "/apis":
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group]}
+    if path.rstrip("/") == f"/apis/{API_GROUP}":
+        return {"kind": "APIGroup", "apiVersion": "v1", **group}
+    if path.rstrip("/") != API_PATH:
+        return None
+    resources = [
+        {
+            "name": f"{plural}/{sub}",
+            "singularName": "",
+            "namespaced": True,
+            "kind": kind if sub == MIRROR else "Pod",
+            "verbs": ["get"],
+        }
+        for plural, kind in sorted(set(plurals))
+        for sub in (LOG, MIRROR)
+    ]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{API_GROUP}/{API_VERSION}",
+        "resources": resources,
+    }
+
+
+def plural_of(kind: str, resources: Sequence[Mapping[str, Any]]) -> str:
+    """The resource of ``kind`` (a Kind or its plural, any case) among the version's
+    APIResourceList ``resources``; else as Kubernetes names most: lower case plus "s"."""
+    wanted = kind.lower()
+    for resource in resources:
+        plural, _, sub = str(resource.get("name") or "").partition("/")
+        if sub == MIRROR and wanted in (plural, str(resource.get("kind") or "").lower()):
+            return plural
+    return wanted if wanted.endswith("s") else f"{wanted}s"
 
 
 @dataclass(frozen=True, slots=True)
 class LogQuery:
-    kind: str = "Job"
     container: str = ""
     index: int | None = None
     all_pods: bool = False
@@ -138,12 +197,13 @@ class LogQuery:
     since_seconds: int | None = None
     timestamps: bool = False
     follow: bool = False
+    limit_bytes: int | None = None
 
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": True}
 _LOG_PARAMS = frozenset(
-    ("kind", "container", "index", "allPods", "previous", "tailLines", "sinceSeconds",
-     "timestamps", "follow")
+    ("container", "index", "allPods", "previous", "tailLines", "sinceSeconds",
+     "timestamps", "follow", "limitBytes")
 )  # fmt: skip
 
 
@@ -170,17 +230,12 @@ def _count(params: Mapping[str, str], name: str, *, least: int) -> int | None:
     return int(text)
 
 
-def parse_kind(params: Mapping[str, str]) -> str:
-    return params.get("kind") or "Job"
-
-
 def parse_log_query(params: Mapping[str, str]) -> LogQuery:
     """The query of a logs request, checked; BadRequest says what is wrong."""
     unknown = sorted(set(params) - _LOG_PARAMS)
     if unknown:
         raise BadRequest(f"unknown parameter(s): {', '.join(unknown)}")
     query = LogQuery(
-        kind=parse_kind(params),
         container=params.get("container", ""),
         index=_count(params, "index", least=0),
         all_pods=_bool(params, "allPods"),
@@ -189,6 +244,7 @@ def parse_log_query(params: Mapping[str, str]) -> LogQuery:
         since_seconds=_count(params, "sinceSeconds", least=1),
         timestamps=_bool(params, "timestamps"),
         follow=_bool(params, "follow"),
+        limit_bytes=_count(params, "limitBytes", least=1),
     )
     if query.all_pods and query.index is not None:
         raise BadRequest("index and allPods exclude each other")
@@ -200,9 +256,9 @@ def parse_log_query(params: Mapping[str, str]) -> LogQuery:
 def log_params(options: Mapping[str, Any]) -> dict[str, str]:
     """The API's query from `jobrelay logs` options (None and False left out)."""
     names = {
-        "kind": "kind", "container": "container", "index": "index", "all_pods": "allPods",
+        "container": "container", "index": "index", "all_pods": "allPods",
         "previous": "previous", "tail": "tailLines", "since": "sinceSeconds",
-        "timestamps": "timestamps", "follow": "follow",
+        "timestamps": "timestamps", "follow": "follow", "limit_bytes": "limitBytes",
     }  # fmt: skip
     params: dict[str, str] = {}
     for option, param in names.items():
@@ -228,6 +284,8 @@ def kubelet_params(query: LogQuery) -> dict[str, str]:
         params["tailLines"] = str(query.tail_lines)
     if query.since_seconds is not None:
         params["sinceSeconds"] = str(query.since_seconds)
+    if query.limit_bytes is not None:
+        params["limitBytes"] = str(query.limit_bytes)
     return params
 
 
@@ -324,50 +382,6 @@ def pod_summary(pod: Mapping[str, Any]) -> dict[str, Any]:
 # -- who is asking ------------------------------------------------------------
 
 
-def user_from_certificate(peercert: Mapping[str, Any] | None) -> User | None:
-    """The user of a verified client certificate, as the apiserver reads it: the
-    subject's CN is the name, each O a group. None without a certificate or a CN."""
-    if not peercert:
-        return None
-    name = ""
-    groups: list[str] = []
-    for rdn in peercert.get("subject") or ():
-        for key, value in rdn:
-            if key == "commonName" and not name:
-                name = str(value)
-            elif key == "organizationName":
-                groups.append(str(value))
-    if not name:
-        return None
-    return User(name, (*groups, "system:authenticated"))
-
-
-def token_review(token: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenReview",
-        "spec": {"token": token},
-    }
-
-
-def user_from_token_review(review: Mapping[str, Any]) -> User | None:
-    """The user a TokenReview's answer names; None when it was not authenticated."""
-    status = review.get("status") or {}
-    if status.get("authenticated") is not True:
-        return None
-    info = status.get("user") or {}
-    name = info.get("username")
-    if not isinstance(name, str) or not name:
-        return None
-    extra = info.get("extra") or {}
-    return User(
-        name,
-        tuple(str(g) for g in info.get("groups") or ()),
-        str(info.get("uid") or ""),
-        {str(k): tuple(str(x) for x in v) for k, v in extra.items() if isinstance(v, list)},
-    )
-
-
 def access_review(
     user: User,
     *,
@@ -456,20 +470,6 @@ def refusal(code: int, body: bytes) -> RelayError:
     if isinstance(status, dict) and status.get("kind") == "Status":
         return RelayError(code, str(status.get("reason") or ""), str(status.get("message") or ""))
     return RelayError(code, f"HTTP {code}", body[:300].decode("utf-8", "replace").strip())
-
-
-def published_configmap(namespace: str, url: str, ca_pem: str) -> dict[str, Any]:
-    """The ConfigMap the leader publishes: where the API is and the CA that signs it."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": API_CONFIGMAP,
-            "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "jobrelay"},
-        },
-        "data": {"address": url, "ca.crt": ca_pem},
-    }
 
 
 _URL = re.compile(

@@ -11,18 +11,21 @@ __all__ = ["ApiSettings"]
 
 @dataclass(frozen=True)
 class ApiSettings:
-    """The read-only HTTPS API of remote logs and the mirror view (jobrelay.relayapi)."""
+    """The aggregated API of remote logs and the mirror view (jobrelay.relayapi)."""
 
     # HOST:PORT to serve it on; "" serves none (opt-in, like the probes: two local
     # replicas never collide; the Helm chart sets :8443). Port 0 picks one.
     address: str = ""
-    # The URL published for clients; "" derives it from the bound address.
+    # The URL the API is reached by (its Service), named in a self-signed certificate.
     url: str = ""
+    # The leader registers APIService v1alpha1.api.jobrelay.dev and a Service reaching
+    # this replica (a controller run outside the manager; the chart registers its own).
+    register: bool = False
     # Serving certificate and key (PEM files); none: a self-signed one made at start.
     cert_file: str = ""
     key_file: str = ""
-    # The CA (PEM file) clients verify the serving certificate against, published in the
-    # ConfigMap jobrelay-api: one CA for every replica (the chart's Secret's ca.crt).
+    # The CA (PEM file) the aggregator verifies the serving certificate against (the
+    # APIService's caBundle): one CA for every replica (the chart's Secret's ca.crt).
     # None: the serving certificate itself.
     ca_file: str = ""
     # Pod log streams one user may hold open at once (--all-pods: one per pod).

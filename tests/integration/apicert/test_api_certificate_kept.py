@@ -1,8 +1,8 @@
 """The chart's self-signed API certificate is made once and kept across upgrades.
 
-Every replica serves the Secret the chart makes, and clients trust its ca.crt
-(published in ConfigMap jobrelay-api): a new CA at each ``helm upgrade`` would
-break every client holding the old one. ``lookup`` finds the Secret of the
+Every replica serves the Secret the chart makes, and the manager's aggregator
+trusts its ca.crt (the APIService's caBundle, rendered with it): a new CA at each
+``helm upgrade`` would make the API unavailable until every replica restarted. ``lookup`` finds the Secret of the
 release and the chart renders it unchanged, with Helm 3 and Helm 4 alike.
 """
 
@@ -20,8 +20,9 @@ import pytest
 from cryptography import x509
 
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NAMESPACES, SECRETS
+from jobrelay.kube.resources import API_SERVICES, NAMESPACES, SECRETS
 from jobrelay.localfleet.binaries import BinaryError, resolver
+from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
 from tests.conftest import FleetHandle
 
 pytestmark = pytest.mark.integration
@@ -82,9 +83,22 @@ def test_the_self_signed_certificate_survives_upgrades(
     cert.verify_directly_issued_by(ca)
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert f"{name}-jobrelay-api.{namespace}.svc" in names.get_values_for_type(x509.DNSName)
+    assert _ca_bundle(fleet) == first["ca.crt"]
     for binary in (helm3, helm4):
         _helm(binary, "upgrade", name, str(CHART), *flags, *QUIET)
         assert _secret_data(fleet, namespace, f"{name}-jobrelay-api-tls") == first
+        assert _ca_bundle(fleet) == first["ca.crt"]
+
+
+def _ca_bundle(fleet: FleetHandle) -> bytes:
+    """The caBundle of the chart's APIService v1alpha1.api.jobrelay.dev."""
+
+    async def read() -> bytes:
+        async with fleet.client("manager") as client:
+            stored = await client.get(API_SERVICES, API_SERVICE_NAME)
+        return base64.b64decode(stored["spec"]["caBundle"])
+
+    return asyncio.run(read())
 
 
 def _secret_data(fleet: FleetHandle, namespace: str, secret: str) -> dict[str, bytes]:

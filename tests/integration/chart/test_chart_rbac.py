@@ -12,13 +12,13 @@ import pytest
 from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet import workerclusters
 from jobrelay.manifests.admission_policy import policy_kinds
-from jobrelay.relayapi.rules import API_CONFIGMAP
 from tests.chart_render import chart_tools, render
 
 # helm only, no fleet: an integration test because it needs the helm build.
 pytestmark = pytest.mark.integration
 
 ANY = None  # any namespace, or a name not known in advance
+AUTHENTICATION = "extension-apiserver-authentication"
 CRD = workerclusters.crd_manifest()["metadata"]["name"]
 
 
@@ -105,14 +105,13 @@ def needed(install: Install) -> list[Request]:
         Request("coordination.k8s.io", "leases", "get", namespace=namespace, name=lease),
         Request("coordination.k8s.io", "leases", "update", namespace=namespace, name=lease),
         Request("coordination.k8s.io", "leases", "create", namespace=namespace),
-        # The logs API: reviews of each caller, the manager's client CA, what it publishes.
-        Request("authentication.k8s.io", "tokenreviews", "create"),
+        # The aggregated API: a review of each forwarded user, and the front proxy it
+        # trusts, followed by a list+watch of that one ConfigMap (by a field selector).
         Request("authorization.k8s.io", "subjectaccessreviews", "create"),
-        # In kube-system; granted by name from the ClusterRole.
-        Request("", "configmaps", "get", name="extension-apiserver-authentication"),
-        Request("", "configmaps", "get", namespace=namespace, name=API_CONFIGMAP),
-        Request("", "configmaps", "patch", namespace=namespace, name=API_CONFIGMAP),
-        Request("", "configmaps", "create", namespace=namespace),
+        *(
+            Request("", "configmaps", verb, namespace="kube-system", name=AUTHENTICATION)
+            for verb in ("list", "watch")
+        ),
         # Dependencies follow the workload: what its templates name, in any namespace.
         *(
             Request("", resource, verb)
@@ -131,10 +130,28 @@ def needed(install: Install) -> list[Request]:
     ]
 
 
+# Kubernetes' own roles for aggregated apiservers, which the chart binds (their rules as
+# the apiserver bootstraps them).
+BUILT_IN = {
+    ("ClusterRole", "system:auth-delegator"): [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+         "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+         "verbs": ["create"]},
+    ],
+    ("Role", "extension-apiserver-authentication-reader"): [
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["extension-apiserver-authentication"],
+         "verbs": ["get", "list", "watch"]},
+    ],
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Grant:
     rule: dict[str, Any]
     namespace: str | None  # None: a ClusterRole bound cluster-wide
+    built_in: bool = False  # of a role Kubernetes makes (not shaped by the chart)
 
     def allows(self, request: Request) -> bool:
         rule = self.rule
@@ -171,10 +188,14 @@ def controller_grants(install: Install) -> list[Grant]:
         )
         if not bound:
             continue
-        role = roles[(doc["roleRef"]["kind"], doc["roleRef"]["name"])]
+        ref = (doc["roleRef"]["kind"], doc["roleRef"]["name"])
+        where = doc["metadata"]["namespace"] if doc["kind"] == "RoleBinding" else None
+        if ref in BUILT_IN:
+            grants += [Grant(rule, where, built_in=True) for rule in BUILT_IN[ref]]
+            continue
+        role = roles[ref]
         if doc["kind"] == "RoleBinding":
             assert role["metadata"]["namespace"] == doc["metadata"]["namespace"]
-        where = doc["metadata"]["namespace"] if doc["kind"] == "RoleBinding" else None
         grants += [Grant(rule, where) for rule in role["rules"]]
     return grants
 
@@ -192,6 +213,8 @@ def test_nothing_is_granted_beyond_what_the_controller_needs(install: Install) -
     cluster-wide or by no name only where the request cannot name its namespace or object."""
     requests = needed(install)
     for grant in controller_grants(install):
+        if grant.built_in:
+            continue  # Kubernetes' standard roles of an aggregated apiserver
         rule = grant.rule
         assert "*" not in [*rule["apiGroups"], *rule["resources"], *rule["verbs"]]
         for group in rule["apiGroups"]:
@@ -224,3 +247,14 @@ def test_no_cluster_wide_create_of_customresourcedefinitions() -> None:
             if "customresourcedefinitions" in grant.rule["resources"]:
                 assert grant.rule["verbs"] == ["get"]
                 assert grant.rule["resourceNames"] == [CRD]
+
+
+@pytest.mark.parametrize("install", INSTALLS, ids=lambda i: i.namespace)
+def test_the_aggregated_api_is_bound_as_kubernetes_asks(install: Install) -> None:
+    """system:auth-delegator cluster-wide, the authentication reader in kube-system."""
+    built_in = {(g.namespace, tuple(g.rule["resources"])) for g in controller_grants(install)
+                if g.built_in}  # fmt: skip
+    assert built_in == {
+        (None, ("tokenreviews",)), (None, ("subjectaccessreviews",)),
+        ("kube-system", ("configmaps",)),
+    }  # fmt: skip

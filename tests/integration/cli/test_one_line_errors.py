@@ -137,5 +137,5 @@ def test_one_line_on_stderr_and_no_traceback(
     assert len(lines) == 1, said
     assert finished.returncode != 0, said
     assert EXPECTED[case] in lines[0], said
-    if case == "refused connection" and verb != "logs":
+    if case == "refused connection":
         assert "cannot connect to https://127.0.0.1:" in lines[0], said

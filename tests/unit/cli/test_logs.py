@@ -38,7 +38,11 @@ def test_bad_durations(text: str) -> None:
         (RelayError(404, "NotPlaced", 'Job "t" is not placed on a worker yet'), "waits",
          EXIT_NOT_FOUND),
         (RelayError(404, "NoPods", 'no pods of "t"'), "not created yet", EXIT_NOT_FOUND),
-        (RelayError(0, "Unreachable", "ConnectError"), "cannot reach", EXIT_FAILED),
+        (RelayError(0, "Unreachable", "cannot connect to https://m:6443 (refused)"),
+         "cannot connect", EXIT_FAILED),
+        (RelayError(503, "APIUnavailable", "the jobrelay API is not available (x): check "
+                    "`kubectl get apiservice v1alpha1.api.jobrelay.dev`"),
+         "kubectl get apiservice v1alpha1.api.jobrelay.dev", EXIT_FAILED),
         (RelayError(503, "WorkerUnavailable", "worker down"), "worker down", EXIT_FAILED),
     ],
 )  # fmt: skip

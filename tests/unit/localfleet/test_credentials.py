@@ -108,3 +108,34 @@ def test_only_the_manager_keeps_the_service_account_admission_plugin(
     assert disabled in worker["kube-apiserver"]
     manager = cluster.commands(ClusterFiles(tmp_path, "manager"), binaries, ca=fake, ports=ports)
     assert not any("ServiceAccount" in arg for arg in manager["kube-apiserver"])
+
+
+def test_every_apiserver_runs_the_aggregation_layer_with_a_front_proxy_ca_of_its_own(
+    prepared: tuple[ClusterFiles, dict[str, int]],
+) -> None:
+    from cryptography import x509
+
+    files, ports = prepared
+    fake = Path("/fake")
+    argv = cluster.commands(
+        files, Binaries(fake, fake, fake, fake, fake, fake, fake), ca=fake, ports=ports
+    )["kube-apiserver"]
+    front = files.front_proxy_pki
+    for flag in (
+        f"--requestheader-client-ca-file={front / 'ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={front / 'client.crt'}",
+        f"--proxy-client-key-file={front / 'client.key'}",
+        "--enable-aggregator-routing=true",
+    ):
+        assert flag in argv
+    client = x509.load_pem_x509_certificate((front / "client.crt").read_bytes())
+    ca = x509.load_pem_x509_certificate((front / "ca.crt").read_bytes())
+    client.verify_directly_issued_by(ca)
+    assert client.subject.rfc4514_string() == "CN=front-proxy-client"
+    # Not the CA users' certificates come from: a user's certificate is no front proxy.
+    users_ca = x509.load_pem_x509_certificate((files.state_dir / "pki" / "ca.crt").read_bytes())
+    assert ca.subject != users_ca.subject and ca.public_key() != users_ca.public_key()

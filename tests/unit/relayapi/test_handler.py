@@ -1,7 +1,8 @@
-"""The logs API's handler: who may read what, where from, and within which bounds.
+"""The aggregated API's handler: who may read what, where from, and within which bounds.
 
-The manager's reviews and the worker's pods are fakes here; the real path (TokenReview,
-SubjectAccessReview, pods/log through a worker apiserver) is tests/e2e/test_remote_logs.py.
+The manager's reviews and the worker's pods are fakes here; the real path (the aggregator's
+front proxy, SubjectAccessReview, pods/log through a worker apiserver) is
+tests/e2e/test_remote_logs.py.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
-from jobrelay.relayapi.rules import Limits, User
+from jobrelay.relayapi.rules import API_PATH, Limits
+from jobrelay.relayapi.trust_rules import FrontProxy
 
 WORKER_SERVER = "https://10.9.8.7:6443"
-TOKENS = {"good": {"username": "alice", "groups": ["devs"]}}
+PROXY = FrontProxy("the front proxy's CA", ("front-proxy-client",))
 
 
 class Manager:
-    """Answers TokenReviews from TOKENS and SubjectAccessReviews from ``allowed``."""
+    """Answers SubjectAccessReviews from ``allowed``."""
 
     def __init__(self) -> None:
         self.allowed: set[tuple[str, str, str, str]] = set()  # user, namespace, resource, sub
@@ -35,10 +37,7 @@ class Manager:
 
     async def review(self, resource: Any, review: dict[str, Any]) -> dict[str, Any]:
         self.reviews.append(review)
-        if review["kind"] == "TokenReview":
-            user = TOKENS.get(review["spec"]["token"])
-            return {"status": {"authenticated": True, "user": user} if user else
-                    {"authenticated": False, "error": "invalid bearer token"}}  # fmt: skip
+        assert review["kind"] == "SubjectAccessReview"
         spec = review["spec"]
         attributes = spec["resourceAttributes"]
         key = (spec["user"], attributes["namespace"], attributes["resource"],
@@ -176,20 +175,23 @@ def setup() -> tuple[RelayApi, Manager, WorkerClient, Worker]:
     kinds = {"Job.v1.batch": Runtime(JobKind(), objects)}
     api = RelayApi(
         manager, pool, kinds, Limits(max_streams_per_user=2, max_bytes=6),  # type: ignore[arg-type]
-        controller_name=CONTROLLER, origin=ORIGIN,
+        controller_name=CONTROLLER, origin=ORIGIN, front_proxy=lambda: PROXY,
     )  # fmt: skip
     return api, manager, client, worker
 
 
 def request(
-    path: str, token: str | None = "good", user: User | None = None, **params: str
+    path: str, user: str = "alice", cn: str | None = "front-proxy-client", **params: str
 ) -> Request:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    return Request("GET", path, dict(params), headers, user)
+    """A request as the front proxy forwards it (``cn``: its verified certificate's)."""
+    lines = (("x-remote-user", user), ("x-remote-group", "devs"),
+             ("authorization", "Bearer never-read"))  # fmt: skip
+    return Request("GET", path, dict(params), dict(lines), cn, lines)
 
 
-LOGS = "/v1/namespaces/team-a/jobs/train/logs"
-MIRROR = "/v1/namespaces/team-a/jobs/train/mirror"
+LOGS = f"{API_PATH}/namespaces/team-a/jobs/train/log"
+MIRROR = f"{API_PATH}/namespaces/team-a/jobs/train/mirror"
+NS = f"{API_PATH}/namespaces"
 
 
 async def body(answer: Answer | Stream) -> bytes:
@@ -211,17 +213,21 @@ def refusal(answer: Answer | Stream) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("req", "expected"),
     [
-        (request(LOGS, token=None), (401, "Unauthorized")),
-        (request(LOGS, token="expired-or-forged"), (401, "Unauthorized")),
-        (request(LOGS, token=None, user=User("bob", ("system:authenticated",))),
-         (403, "Forbidden")),
-        (request("/v1/namespaces/team-b/jobs/train/logs"), (403, "Forbidden")),
-        (request("/v1/namespaces/team-a/jobs/nope/logs"), (404, "NotFound")),
-        (request("/v1/namespaces/team-a/jobs/waiting/logs"), (404, "NotPlaced")),
+        # Straight to the port: no front-proxy certificate, whatever the headers say.
+        (request(LOGS, cn=None), (401, "Unauthorized")),
+        (request(API_PATH, cn=None), (401, "Unauthorized")),
+        # A certificate of the front proxy's CA, but not an allowed name: forged headers.
+        (request(LOGS, cn="intruder"), (401, "Unauthorized")),
+        (request(LOGS, user="bob"), (403, "Forbidden")),
+        (request(f"{NS}/team-b/jobs/train/log"), (403, "Forbidden")),
+        (request(f"{NS}/team-a/jobs/nope/log"), (404, "NotFound")),
+        (request(f"{NS}/team-a/jobs/waiting/log"), (404, "NotPlaced")),
         (request(LOGS, index="7"), (404, "NoPods")),
         (request(LOGS, tailLines="-3"), (400, "BadRequest")),
         (request(LOGS, kind="RayJob"), (400, "BadRequest")),
-        (request("/v1/namespaces/team-a/jobs/train/exec"), (404, "NotFound")),
+        (request(f"{NS}/team-a/rayjobs/train/log"), (404, "NotFound")),
+        (request(f"{NS}/team-a/jobs/train/exec"), (404, "NotFound")),
+        (request("/v1/namespaces/team-a/jobs/train/logs"), (404, "NotFound")),
     ],
 )  # fmt: skip
 async def test_refusals(
@@ -231,13 +237,38 @@ async def test_refusals(
     assert refusal(await api.handle(req)) == expected
 
 
-async def test_the_certificate_user_is_checked_without_a_token_review(
+async def test_the_forwarded_user_is_authorised_by_one_subject_access_review(
     setup: tuple[RelayApi, Manager, WorkerClient, Worker],
 ) -> None:
     api, manager, _, _ = setup
-    answer = await api.handle(request(LOGS, token=None, user=User("alice", ("devs",))))
+    answer = await api.handle(request(LOGS))
     assert await body(answer) == b"one\nmo" + answer_cut()
-    assert [r["kind"] for r in manager.reviews] == ["SubjectAccessReview"]
+    (review,) = manager.reviews
+    assert review["kind"] == "SubjectAccessReview"
+    assert (review["spec"]["user"], review["spec"]["groups"]) == ("alice", ["devs"])
+
+
+async def test_discovery_needs_the_front_proxy_only(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, manager, _, _ = setup
+    answer = await api.handle(request(API_PATH, user="system:kube-aggregator"))
+    assert isinstance(answer, Answer) and answer.code == 200
+    names = [r["name"] for r in json.loads(answer.body)["resources"]]
+    assert names == ["jobs/log", "jobs/mirror"]
+    for path in ("/apis", "/apis/api.jobrelay.dev"):
+        found = await api.handle(request(path))
+        assert isinstance(found, Answer) and found.code == 200
+    assert manager.reviews == []
+
+
+async def test_limit_bytes_is_passed_on_and_caps_the_answer(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, client, _ = setup
+    api.limits = Limits(max_bytes=10_000)
+    assert await body(await api.handle(request(LOGS, limitBytes="3"))) == b"one" + answer_cut()
+    assert client.asked[-1] == ("train-1-bbb", {"limitBytes": "3"})
 
 
 def answer_cut() -> bytes:

@@ -68,25 +68,25 @@ async def test_answers_and_reads_the_request(served: tuple[str, str, Handler]) -
     async with client(url, ca_pem) as http:
         response = await http.get(
             "/v1/x", params={"follow": "true", "a": ["1", "2"]},
-            headers={"Authorization": "Bearer tok"},
+            headers=[("X-Remote-Group", "a"), ("X-Remote-Group", "b")],
         )  # fmt: skip
     assert response.status_code == 200 and response.json() == {"ok": True}
     (request,) = handler.requests
     assert request.path == "/v1/x"
     assert request.params == {"follow": "true", "a": "1"}
-    assert request.bearer_token == "tok"
-    assert request.certificate_user is None
+    # A header sent twice is kept twice (the front proxy sends a group per line).
+    assert [v for n, v in request.header_lines if n.lower() == "x-remote-group"] == ["a", "b"]
+    assert request.certificate_cn is None
 
 
-async def test_a_verified_client_certificate_names_the_user(
+async def test_a_verified_client_certificate_gives_its_cn(
     served: tuple[str, str, Handler], ca: pki.CertPair, tmp_path: Path
 ) -> None:
     url, ca_pem, handler = served
-    alice = pki.issue(ca, tmp_path, "alice", common_name="alice", organization="team-a")
-    async with client(url, ca_pem, alice) as http:
+    proxy = pki.issue(ca, tmp_path, "proxy", common_name="front-proxy-client")
+    async with client(url, ca_pem, proxy) as http:
         assert (await http.get("/")).status_code == 200
-    user = handler.requests[0].certificate_user
-    assert user is not None and user.name == "alice" and "team-a" in user.groups
+    assert handler.requests[0].certificate_cn == "front-proxy-client"
 
 
 async def test_a_certificate_of_another_ca_is_refused(

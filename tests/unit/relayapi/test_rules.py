@@ -1,4 +1,4 @@
-"""The logs API's decisions: routes, queries, who the caller is, what is asked, which pods."""
+"""The aggregated API's decisions: routes, discovery, queries, what is asked, which pods."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobrelay.relayapi.rules import (
+    API_PATH,
     BadRequest,
     LogQuery,
     Route,
@@ -18,31 +19,41 @@ from jobrelay.relayapi.rules import (
     allowed,
     choose_pods,
     current_mirror,
+    discovery,
     job_path,
     kubelet_params,
     log_params,
     match_route,
     parse_log_query,
+    plural_of,
     pod_selector,
     pod_summary,
     pods_of_mirror,
     scrub,
     status_body,
-    user_from_certificate,
-    user_from_token_review,
 )
+
+P = API_PATH
 
 
 @pytest.mark.parametrize(
     ("path", "route"),
     [
-        ("/v1/namespaces/team-a/jobs/train/logs", Route("logs", "team-a", "train")),
-        ("/v1/namespaces/team-a/jobs/train.v2/mirror", Route("mirror", "team-a", "train.v2")),
-        ("/v1/namespaces/team-a/jobs/train/log", None),
-        ("/v1/namespaces/team-a/jobs/train/logs/extra", None),
-        ("/v1/namespaces/Team/jobs/train/logs", None),  # not a DNS name
-        ("/v1/namespaces/../jobs/train/logs", None),
-        ("/v1/namespaces/a/jobs//logs", None),
+        (f"{P}/namespaces/team-a/jobs/train/log", Route("log", "team-a", "jobs", "train")),
+        (
+            f"{P}/namespaces/team-a/jobs/train.v2/mirror",
+            Route("mirror", "team-a", "jobs", "train.v2"),
+        ),
+        (f"{P}/namespaces/t/jobsets/js/log", Route("log", "t", "jobsets", "js")),
+        (f"{P}/namespaces/t/rayjobs.x/r/mirror", Route("mirror", "t", "rayjobs.x", "r")),
+        (f"{P}/namespaces/team-a/jobs/train/logs", None),
+        (f"{P}/namespaces/team-a/jobs/train/log/extra", None),
+        (f"{P}/namespaces/Team/jobs/train/log", None),  # not a DNS name
+        (f"{P}/namespaces/../jobs/train/log", None),
+        (f"{P}/namespaces/a/jobs//log", None),
+        (f"{P}/namespaces/a/Jobs/x/log", None),
+        ("/apis/api.jobrelay.dev/v1/namespaces/a/jobs/x/log", None),
+        ("/v1/namespaces/team-a/jobs/train/logs", None),  # the old route is gone
         ("/healthz", None),
     ],
 )
@@ -58,7 +69,7 @@ def test_routes(path: str, route: Route | None) -> None:
         ({"index": "3", "container": "main"}, LogQuery(index=3, container="main")),
         ({"allPods": "", "timestamps": "1"}, LogQuery(all_pods=True, timestamps=True)),
         ({"previous": "true", "sinceSeconds": "60"}, LogQuery(previous=True, since_seconds=60)),
-        ({"kind": "JobSet"}, LogQuery(kind="JobSet")),
+        ({"limitBytes": "500"}, LogQuery(limit_bytes=500)),
         ({"tailLines": "0"}, LogQuery(tail_lines=0)),
     ],
 )
@@ -74,7 +85,8 @@ def test_log_queries(params: dict[str, str], query: LogQuery) -> None:
         ({"sinceSeconds": "0"}, "sinceSeconds"),
         ({"index": "x"}, "index"),
         ({"follow": "maybe"}, "follow"),
-        ({"limitBytes": "5"}, "unknown parameter"),
+        ({"limitBytes": "0"}, "limitBytes"),
+        ({"kind": "JobSet"}, "unknown parameter"),
         ({"index": "1", "allPods": "true"}, "exclude"),
         ({"previous": "true", "follow": "true"}, "exclude"),
     ],
@@ -92,7 +104,7 @@ def test_any_query_parses_or_is_a_bad_request(params: dict[str, str]) -> None:
         return
     sent = kubelet_params(query)
     assert set(sent) <= {"container", "previous", "follow", "timestamps", "tailLines",
-                         "sinceSeconds"}  # fmt: skip
+                         "sinceSeconds", "limitBytes"}  # fmt: skip
     assert not (query.follow and query.previous)
 
 
@@ -235,37 +247,6 @@ def test_pod_summary_shows_no_addresses() -> None:
     assert "10.0.0.7" not in json.dumps(summary) and "192.168" not in json.dumps(summary)
 
 
-def test_certificate_users() -> None:
-    peercert = {
-        "subject": (
-            (("organizationName", "team-a"),),
-            (("organizationName", "devs"),),
-            (("commonName", "alice"),),
-        )
-    }
-    assert user_from_certificate(peercert) == User(
-        "alice", ("team-a", "devs", "system:authenticated")
-    )
-    assert user_from_certificate(None) is None
-    assert user_from_certificate({}) is None
-    assert user_from_certificate({"subject": ((("organizationName", "x"),),)}) is None
-
-
-@pytest.mark.parametrize(
-    ("status", "user"),
-    [
-        ({"authenticated": True, "user": {"username": "bob", "groups": ["g"], "uid": "7",
-                                           "extra": {"scopes": ["a"]}}},
-         User("bob", ("g",), "7", {"scopes": ("a",)})),
-        ({"authenticated": False, "error": "token expired"}, None),
-        ({"authenticated": True, "user": {}}, None),
-        ({}, None),
-    ],
-)  # fmt: skip
-def test_token_reviews(status: dict[str, Any], user: User | None) -> None:
-    assert user_from_token_review({"status": status}) == user
-
-
 def test_access_review_asks_as_the_user() -> None:
     review = access_review(
         User("bob", ("g",), "7", {"scopes": ("a",)}),
@@ -317,7 +298,7 @@ def test_scrub_keeps_plain_words() -> None:
 
 
 def test_log_params() -> None:
-    options = {"kind": None, "container": "main", "index": 0, "all_pods": False,
+    options = {"limit_bytes": None, "container": "main", "index": 0, "all_pods": False,
                "previous": True, "tail": 5, "since": None, "timestamps": False,
                "follow": False}  # fmt: skip
     assert log_params(options) == {
@@ -328,5 +309,43 @@ def test_log_params() -> None:
     }
 
 
-def test_job_path_quotes() -> None:
-    assert job_path("team-a", "train", "logs") == "/v1/namespaces/team-a/jobs/train/logs"
+def test_job_path_is_what_match_route_reads() -> None:
+    path = job_path("team-a", "jobsets", "train", "log")
+    assert path == "/apis/api.jobrelay.dev/v1alpha1/namespaces/team-a/jobsets/train/log"
+    assert match_route(path) == Route("log", "team-a", "jobsets", "train")
+
+
+KINDS = [("jobs", "Job"), ("jobsets", "JobSet")]
+
+
+def test_discovery_of_the_group_and_version() -> None:
+    groups = discovery("/apis", KINDS)
+    assert groups is not None and groups["kind"] == "APIGroupList"
+    (group,) = groups["groups"]
+    assert group["name"] == "api.jobrelay.dev"
+    assert group["preferredVersion"] == {
+        "groupVersion": "api.jobrelay.dev/v1alpha1", "version": "v1alpha1",
+    }  # fmt: skip
+    assert discovery("/apis/api.jobrelay.dev", KINDS) == {
+        "kind": "APIGroup", "apiVersion": "v1", **group,
+    }  # fmt: skip
+    version = discovery(API_PATH, KINDS)
+    assert version is not None and version["kind"] == "APIResourceList"
+    assert version["groupVersion"] == "api.jobrelay.dev/v1alpha1"
+    assert [r["name"] for r in version["resources"]] == [
+        "jobs/log", "jobs/mirror", "jobsets/log", "jobsets/mirror",
+    ]  # fmt: skip
+    assert all(r["verbs"] == ["get"] and r["namespaced"] for r in version["resources"])
+    assert discovery(f"{API_PATH}/namespaces", KINDS) is None
+    assert discovery("/api", KINDS) is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [("Job", "jobs"), ("jobset", "jobsets"), ("jobsets", "jobsets"), ("Policy", "policies"),
+     ("RayJob", "rayjobs")],
+)  # fmt: skip
+def test_plural_of_a_kind_from_discovery(kind: str, plural: str) -> None:
+    version = discovery(API_PATH, [*KINDS, ("policies", "Policy")])
+    assert version is not None
+    assert plural_of(kind, version["resources"]) == plural

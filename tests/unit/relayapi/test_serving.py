@@ -1,4 +1,4 @@
-"""One certificate for every replica: --api-ca-file is what the API publishes for clients."""
+"""One certificate for every replica: --api-ca-file is the APIService's caBundle."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import ssl
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from tests.unit.controller.fakes import FakeCluster
 
 from jobrelay.localfleet import pki
-from jobrelay.relayapi.publishing import start_api
+from jobrelay.relayapi.serving import RunningApi, start_api
 from jobrelay.relayapi.settings import ApiSettings
 
 
@@ -21,7 +20,12 @@ async def _handle(*_args: Any) -> None:
     return None
 
 
-HANDLER: Any = SimpleNamespace(handle=_handle)
+def HANDLER(_trust: Any) -> Any:
+    return SimpleNamespace(handle=_handle)
+
+
+async def _start(manager: Any, settings: ApiSettings) -> RunningApi:
+    return await start_api(manager, settings, HANDLER, namespace="team")
 
 
 def _issued(tmp_path: Path, name: str) -> tuple[pki.CertPair, pki.CertPair]:
@@ -42,26 +46,35 @@ async def test_the_ca_file_is_published_and_clients_verify_against_it(tmp_path: 
         ca_file=str(ca.cert),
     )
     async with FakeCluster("manager").client() as manager:
-        server, url, published = await start_api(manager, HANDLER, settings)
-    try:
-        assert published == ca.cert.read_text()
-        # A client trusting only the published CA accepts the server under its Service name.
-        client = ssl.create_default_context(cadata=published)
-        port = int(urlsplit(url).port or 0)
-        _reader, writer = await asyncio.open_connection(
-            "127.0.0.1", port, ssl=client, server_hostname="jobrelay-api.team.svc"
-        )
-        writer.close()
-    finally:
-        await server.close()
+        api = await _start(manager, settings)
+        try:
+            assert api.ca_pem == ca.cert.read_text()
+            # The aggregator trusts the caBundle and checks the Service's name.
+            client = ssl.create_default_context(cadata=api.ca_pem)
+            _reader, writer = await asyncio.open_connection(
+                "127.0.0.1", api.bound[1], ssl=client, server_hostname="jobrelay-api.team.svc"
+            )
+            writer.close()
+        finally:
+            await api.close()
 
 
-async def test_without_a_ca_file_the_certificate_is_its_own_ca(tmp_path: Path) -> None:
+async def test_without_a_ca_file_the_certificate_is_its_own_ca_and_names_the_service(
+    tmp_path: Path,
+) -> None:
     settings = ApiSettings(address="127.0.0.1:0")
     async with FakeCluster("manager").client() as manager:
-        server, _url, published = await start_api(manager, HANDLER, settings)
-    await server.close()
-    assert published.startswith("-----BEGIN CERTIFICATE-----")
+        api = await _start(manager, settings)
+        try:
+            assert api.ca_pem.startswith("-----BEGIN CERTIFICATE-----")
+            # The name the aggregator verifies (the Service --api-register makes).
+            client = ssl.create_default_context(cadata=api.ca_pem)
+            _reader, writer = await asyncio.open_connection(
+                "127.0.0.1", api.bound[1], ssl=client, server_hostname="jobrelay-api.team.svc"
+            )
+            writer.close()
+        finally:
+            await api.close()
 
 
 @pytest.mark.parametrize("problem", ["other CA", "no certificate"])
@@ -76,4 +89,4 @@ async def test_a_ca_that_does_not_fit_is_refused_at_start(tmp_path: Path, proble
     )  # fmt: skip
     async with FakeCluster("manager").client() as manager:
         with pytest.raises(ValueError, match="--api-ca-file"):
-            await start_api(manager, HANDLER, settings)
+            await _start(manager, settings)

@@ -1,0 +1,186 @@
+"""Serving the aggregated API: its certificate, the front proxy it trusts, its registration.
+
+The server's certificate is given (the chart's Secret) or self-signed at start
+for every name the controller may be reached by (the Service name the
+aggregator verifies among them). Callers are trusted as the front proxy that
+``trust.py`` keeps current. With ``--api-register`` the leader registers the
+APIService and a Service reaching this replica (``registration_rules.py``):
+for a controller run outside the manager; the chart registers its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+
+from jobrelay.kube.client import ApiClient, PatchType
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import API_SERVICES, ENDPOINT_SLICES, SERVICES
+from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.httpserver import ApiServer
+from jobrelay.relayapi.registration_rules import (
+    API_SERVICE_NAME,
+    LOCAL_SERVICE,
+    SERVICE_PORT,
+    api_service,
+    local_endpoints,
+    local_service,
+    reachable_address,
+    service_host,
+)
+from jobrelay.relayapi.settings import ApiSettings
+from jobrelay.relayapi.trust import FrontProxyTrust
+from jobrelay.vocabulary.names import FIELD_MANAGER
+from jobrelay.web.tls import self_signed
+
+__all__ = ["RunningApi", "deregister", "register", "start_api"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningApi:
+    """The API as it runs: its server, the front proxy it trusts, where it listens and the
+    CA (PEM) that signs its certificate (an APIService's caBundle)."""
+
+    server: ApiServer
+    trust: FrontProxyTrust
+    bound: tuple[str, int]
+    ca_pem: str
+
+    async def close(self) -> None:
+        await self.server.close()
+        await self.trust.stop()
+
+
+def _own_address() -> str:
+    """This host's address as others reach it (a pod's IP), else its name."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return socket.gethostname()
+
+
+def _hosts(settings: ApiSettings, namespace: str) -> list[str]:
+    hosts = ["localhost", "127.0.0.1", "::1", socket.gethostname(), _own_address()]
+    hosts.append(service_host(namespace))
+    if settings.url and (host := urlsplit(settings.url).hostname):
+        hosts.append(host)
+    bound_host = settings.address.rpartition(":")[0].strip("[]")
+    if bound_host and bound_host not in ("0.0.0.0", "::"):
+        hosts.append(bound_host)
+    return hosts
+
+
+async def start_api(
+    manager: ApiClient,
+    settings: ApiSettings,
+    handler_for: Callable[[FrontProxyTrust], RelayApi],
+    *,
+    namespace: str,
+) -> RunningApi:
+    """Serve the API with the handler ``handler_for`` makes of the front proxy's trust."""
+    if settings.cert_file or settings.key_file:
+        if not (settings.cert_file and settings.key_file):
+            raise ValueError("--api-cert-file and --api-key-file go together")
+        cert_pem = await asyncio.to_thread(Path(settings.cert_file).read_bytes)
+        key_pem = await asyncio.to_thread(Path(settings.key_file).read_bytes)
+    else:
+        cert_pem, key_pem = self_signed(_hosts(settings, namespace))
+    if settings.ca_file and not settings.cert_file:
+        raise ValueError("--api-ca-file is the CA of --api-cert-file: give both")
+    # Every replica serves one certificate of one CA: the APIService's caBundle.
+    ca_pem = (
+        await asyncio.to_thread(Path(settings.ca_file).read_bytes) if settings.ca_file else cert_pem
+    )
+    _check_signed_by(cert_pem, ca_pem)
+    trust = FrontProxyTrust(manager, cert_pem, key_pem)
+    trust.start()
+    handler = handler_for(trust)
+    server = ApiServer(settings.address, trust.context(), handler.handle,
+                       write_timeout=settings.write_timeout)  # fmt: skip
+    try:
+        bound = await server.start()
+    except BaseException:
+        await trust.stop()
+        raise
+    return RunningApi(server, trust, bound[0], ca_pem.decode())
+
+
+def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:
+    """ValueError unless the serving certificate verifies against the CA (a mismatched
+    Secret would make the aggregator refuse the API; say so at start instead)."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        cas = x509.load_pem_x509_certificates(ca_pem)
+    except ValueError as error:
+        raise ValueError(f"the API certificate or its CA is not PEM: {error}") from None
+    for ca in cas:
+        if ca.subject != cert.issuer:
+            continue
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return
+    raise ValueError("the API certificate is not signed by --api-ca-file's CA")
+
+
+async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
+    """The leader's registration of this replica (``--api-register``): the Service, its
+    EndpointSlice and the APIService, retried until written or cancelled."""
+    host, port = api.bound[0], api.bound[1]
+    try:
+        address = reachable_address(host)
+    except ValueError as error:
+        _log.warning("not registering APIService %s: %s", API_SERVICE_NAME, error)
+        return
+    registration = api_service(namespace, LOCAL_SERVICE, SERVICE_PORT, api.ca_pem)
+    delay = 1.0
+    while True:
+        try:
+            for resource, body in (
+                (SERVICES, local_service(namespace, port)),
+                (ENDPOINT_SLICES, local_endpoints(namespace, address, port)),
+            ):
+                await manager.patch(
+                    resource, LOCAL_SERVICE, body, namespace=namespace,
+                    patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+                )  # fmt: skip
+            await manager.patch(
+                API_SERVICES, API_SERVICE_NAME, registration,
+                patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+            )  # fmt: skip
+        except ApiError as error:
+            _log.warning("cannot register APIService %s: %s %s; retrying", API_SERVICE_NAME,
+                         error.reason, error.message)  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            continue
+        _log.info(
+            "registered APIService %s -> %s/%s (%s:%d)", API_SERVICE_NAME, namespace,
+            LOCAL_SERVICE, address, port, extra={"event": "api-registered"},
+        )  # fmt: skip
+        return
+
+
+async def deregister(manager: ApiClient, api: RunningApi) -> None:
+    """At a clean stop, the APIService goes if it is still this replica's (its caBundle):
+    one left pointing at a closed port would make the manager's discovery incomplete
+    (kubectl warns on every command). Best effort: another leader re-registers."""
+    try:
+        found = await manager.get(API_SERVICES, API_SERVICE_NAME)
+        if (found.get("spec") or {}).get("caBundle") == api_service("", "", 0, api.ca_pem)["spec"][
+            "caBundle"
+        ]:
+            await manager.delete(API_SERVICES, API_SERVICE_NAME)
+    except ApiError as error:
+        _log.info("left APIService %s registered: %s", API_SERVICE_NAME, error.reason)
