@@ -187,20 +187,14 @@ async def running_pods(relay: Relay, worker: str, name: str, count: int) -> list
     return await eventually(check, timeout=60, what=f"{count} running pods of {name}")
 
 
-async def test_follow_runs_until_the_pod_ends(
-    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+async def follow_to_the_end(
+    relay: Relay, worker: str, pod: dict[str, Any], argv: tuple[str, ...], name: str
 ) -> None:
-    await relay.submit(
-        job_manifest("follow", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
-    )
-    worker = await relay.wait_placed("follow")
-    (pod,) = await running_pods(relay, worker, "follow", 1)
-    user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    """Run ``argv`` (a follow of the pod's log): it prints the pod's lines, keeps running
+    while the pod runs, and ends cleanly, with nothing more, once the pod ends."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jobrelay", "logs", "--kubeconfig", str(user),
-        "-n", relay.namespace, "follow", "-f",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     assert process.stdout is not None and process.stderr is not None
     try:
         out = b""
@@ -223,9 +217,23 @@ async def test_follow_runs_until_the_pod_ends(
         if process.returncode is None:
             process.kill()
             await process.wait()
-    ANSWERS.append(("jobrelay logs -f", out.decode() + rest.decode() + err.decode()))
+    ANSWERS.append((name, out.decode() + rest.decode() + err.decode()))
     assert code == 0, err
     assert rest == b""
+
+
+async def test_follow_runs_until_the_pod_ends(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    await relay.submit(
+        job_manifest("follow", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
+    )
+    worker = await relay.wait_placed("follow")
+    (pod,) = await running_pods(relay, worker, "follow", 1)
+    user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    argv = (sys.executable, "-m", "jobrelay", "logs", "--kubeconfig", str(user),
+            "-n", relay.namespace, "follow", "-f")  # fmt: skip
+    await follow_to_the_end(relay, worker, pod, argv, "jobrelay logs -f")
     job = await relay.wait_finished("follow")
     assert job["status"].get("succeeded") == 1
 
@@ -416,35 +424,9 @@ async def test_kubectl_get_raw_follows_a_pod_to_its_end(
     worker = await relay.wait_placed("rawfollow")
     (pod,) = await running_pods(relay, worker, "rawfollow", 1)
     kubeconfig = relay_fleet.kubeconfig("manager", Credential.TOKEN)
-    process = await asyncio.create_subprocess_exec(
-        KUBECTL, "--kubeconfig", str(kubeconfig), "get", "--raw",
-        f"{logs_path(relay.namespace, 'rawfollow')}?follow=true",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    try:
-        out = b""
-        async with asyncio.timeout(30):
-            while out.count(b"\n") < len(SIMULATED_LOG):
-                out += await process.stdout.read(4096) or b"<eof>\n"
-        assert out.decode() == lines(*SIMULATED_LOG)
-        assert process.returncode is None, "the follow ended while its pod runs"
-        await relay.clients[worker].patch(
-            PODS, pod["metadata"]["name"], {"metadata": {"annotations": {
-                "fleet.jobrelay.dev/outcome": "succeed", "fleet.jobrelay.dev/duration": "100ms",
-            }}}, namespace=relay.namespace,
-        )  # fmt: skip
-        async with asyncio.timeout(30):
-            rest = await process.stdout.read()
-            err = await process.stderr.read()
-            code = await process.wait()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    ANSWERS.append(("kubectl get --raw follow", out.decode() + rest.decode() + err.decode()))
-    assert code == 0, err
-    assert rest == b""
+    argv = (KUBECTL, "--kubeconfig", str(kubeconfig), "get", "--raw",
+            f"{logs_path(relay.namespace, 'rawfollow')}?follow=true")  # fmt: skip
+    await follow_to_the_end(relay, worker, pod, argv, "kubectl get --raw follow")
     # Discovery as kubectl reads it: the subresources of the group.
     listed = await asyncio.create_subprocess_exec(
         KUBECTL, "--kubeconfig", str(kubeconfig), "get", "--raw", API_PATH,
