@@ -74,7 +74,7 @@ from jobrelay.vocabulary.placement import placement_of, placements_of, with_plac
 
 UNPLACEABLE = RequeueAfter(SETTINGS.unplaceable_retry)
 # What a held workload's plan does besides its Event: a log line, and the reason on the object.
-HELD = (("Log", "info"), ("Annotate", NOT_PLACED_ANNOTATION))
+HELD = (("Annotate", NOT_PLACED_ANNOTATION), ("Log", "info"))
 # Its namespace (team-a) on a worker: labelled by a tenant there, or open to this manager.
 CLOSED = WorkerNamespaces("manager", synced=True, origins={"team-a": None})
 OPEN = WorkerNamespaces("manager", synced=True, origins={"team-a": "manager"})

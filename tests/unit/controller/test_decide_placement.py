@@ -153,6 +153,14 @@ def test_a_workload_larger_than_any_node_never_fits() -> None:
     assert "no node has 64 cpu free" in _event(p).message
 
 
+def test_the_not_placed_annotation_is_written_before_the_event() -> None:
+    # Events are written in the background: whoever sees the Event must find the
+    # annotation already saying the same.
+    p = plan(asking("64"), worker("w-big", capacity=BIG))
+    kinds = [type(a) for a in p.actions if isinstance(a, (Annotate, RecordEvent))]
+    assert kinds == [Annotate, RecordEvent]
+
+
 def test_while_capacities_are_read_nothing_is_told() -> None:
     p = plan(asking("1"), worker("w1", capacity=None, connected=True))
     # builders.worker makes a worker without capacity blind; a starting one is not.

@@ -903,9 +903,11 @@ def _not_placed(
         return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry), held=s.held,
                     leaving=leaving)  # fmt: skip
     if why.signature != s.held:
+        # The annotation first: the Event is written in the background, and whoever sees
+        # it should find the object saying the same.
+        actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {why.explanation}")}))
         actions.append(RecordEvent("Warning", reason, message))
         actions.append(Log("info", message))
-        actions.append(Annotate({NOT_PLACED_ANNOTATION: _bounded(f"{reason}: {why.explanation}")}))
     return Plan(
         tuple(actions),
         RequeueAfter(s.settings.unplaceable_retry),
