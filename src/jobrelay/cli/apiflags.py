@@ -124,6 +124,13 @@ _OPTIONS = [
         help="Seconds a client may take to accept each write; one that stops reading is "
         "dropped and its streams end.",
     ),
+    click.option(
+        "--api-max-watches",
+        default=_DEFAULTS.max_watches,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Panel watches (the dashboard's live fleet, queues and workloads) open at once.",
+    ),
 ]
 
 
@@ -147,6 +154,7 @@ def api_options(func: Any) -> Any:
             max_follow_bytes=kwargs.pop("api_max_follow_bytes"),
             follow_rate=kwargs.pop("api_follow_rate"),
             write_timeout=kwargs.pop("api_write_timeout"),
+            max_watches=kwargs.pop("api_max_watches"),
         )
         return func(*args, **kwargs)
 

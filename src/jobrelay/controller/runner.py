@@ -313,7 +313,7 @@ class Controller:
             return RelayApi(
                 self.manager, self.pool, self.kinds, settings.limits,
                 controller_name=self.options.controller_name, origin=self.options.origin,
-                front_proxy=lambda: trust.current,
+                front_proxy=lambda: trust.current, queues=self.queues.objects,
             )  # fmt: skip
 
         try:

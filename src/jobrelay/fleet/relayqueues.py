@@ -85,6 +85,10 @@ class RelayQueueCache:
         """The queues the controller ignores, by name, and why."""
         return {n: q.reason for n, q in self._read.items() if isinstance(q, Invalid)}
 
+    def objects(self) -> list[dict[str, Any]]:
+        """Every RelayQueue as the manager holds it (spec and the status written)."""
+        return self._informer.values()
+
     @property
     def has_synced(self) -> bool:
         return self._informer.has_synced

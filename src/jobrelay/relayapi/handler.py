@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
-from jobrelay.relayapi import rules, trust_rules
+from jobrelay.relayapi import panel_rules, rules, trust_rules
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
 from jobrelay.relayapi.logstreams import (
     PodWatch,
@@ -38,6 +39,8 @@ from jobrelay.relayapi.logstreams import (
     prefixed,
     watched,
 )
+from jobrelay.relayapi.panel import PanelFeed
+from jobrelay.relayapi.panel_routes import PanelRoutes, Refusal
 from jobrelay.relayapi.stream_rules import StreamBudget
 from jobrelay.vocabulary.meta import Meta
 
@@ -45,11 +48,17 @@ __all__ = ["DispatchedKind", "ObjectCache", "Placed", "RelayApi", "WorkerLink", 
 
 _log = logging.getLogger(__name__)
 
+# A SubjectAccessReview's answer is reused this long (a dashboard asks the same often).
+REVIEW_TTL = 10.0
+_MAX_REVIEWS = 4096
+
 
 class ObjectCache(Protocol):
     """A kind's management objects by ``namespace/name`` (the runner's informer)."""
 
     def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def items(self) -> list[tuple[str, dict[str, Any]]]: ...
 
 
 class DispatchedKind(Protocol):
@@ -85,6 +94,8 @@ class Workers(Protocol):
 
     def workers(self) -> Sequence[WorkerLink]: ...
 
+    def registrations(self) -> list[dict[str, Any]]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Placed:
@@ -101,6 +112,7 @@ class Refused(Exception):
 
     def __init__(self, code: int, message: str, reason: str = "") -> None:
         super().__init__(message)
+        self.code = code
         self.answer = Answer(code, rules.status_body(code, message, reason))
 
 
@@ -117,6 +129,7 @@ class RelayApi:
         controller_name: str,
         origin: str,
         front_proxy: Callable[[], trust_rules.FrontProxy | None],
+        queues: Callable[[], Iterable[Mapping[str, Any]]] = tuple,
     ) -> None:
         self._manager = manager
         self._front_proxy = front_proxy
@@ -130,6 +143,12 @@ class RelayApi:
             per_worker=limits.max_streams_per_worker,
             overall=limits.max_streams,
         )
+        self._reviews: dict[tuple[Any, ...], tuple[float, bool]] = {}
+        # The panel's views, built from the caches the controller already keeps.
+        self.panel = PanelFeed(kinds, pool.registrations, queues, max_watches=limits.max_watches)
+        self._panel = PanelRoutes(
+            self.panel, manager, self._review, self._groups, self._object, self._placed_by
+        )
 
     async def handle(self, request: Request) -> Answer | Stream:
         try:
@@ -139,6 +158,12 @@ class RelayApi:
             document = rules.discovery(request.path, self._plurals())
             if document is not None:
                 return Answer(200, json.dumps(document).encode())
+            panel_route = panel_rules.match_panel_route(request.path)
+            if panel_route is not None:
+                try:
+                    return await self._panel.serve(user, panel_route, request.params)
+                except Refusal as refusal:
+                    raise Refused(refusal.code, refusal.message, refusal.reason) from None
             route = rules.match_route(request.path)
             if route is None:
                 raise Refused(
@@ -164,7 +189,15 @@ class RelayApi:
             raise Refused(401, found)
         return found
 
-    async def _authorise(self, user: rules.User, what: str, **attributes: str) -> None:
+    async def _review(self, user: rules.User, **attributes: str) -> bool:
+        """Whether the manager lets ``user`` do this (a SubjectAccessReview, its answer
+        reused for REVIEW_TTL seconds)."""
+        key = (user.name, user.groups, user.uid, tuple(sorted((k, tuple(v)) for k, v in user.extra.items())),
+               tuple(sorted(attributes.items())))  # fmt: skip
+        now = time.monotonic()
+        cached = self._reviews.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
         try:
             review = await self._manager.review(
                 SUBJECT_ACCESS_REVIEWS, rules.access_review(user, **attributes)
@@ -172,7 +205,13 @@ class RelayApi:
         except ApiError as error:
             _log.warning("SubjectAccessReview failed: %s %s", error.reason, error.message)
             raise Refused(503, "cannot check permissions now; try again") from None
-        if not rules.allowed(review):
+        if len(self._reviews) >= _MAX_REVIEWS:
+            self._reviews.clear()
+        self._reviews[key] = (now + REVIEW_TTL, rules.allowed(review))
+        return rules.allowed(review)
+
+    async def _authorise(self, user: rules.User, what: str, **attributes: str) -> None:
+        if not await self._review(user, **attributes):
             raise Refused(
                 403,
                 f'user "{user.name}" cannot get {what} in namespace '
@@ -183,6 +222,25 @@ class RelayApi:
 
     def _plurals(self) -> list[tuple[str, str]]:
         return [(r.kind.ref.plural, r.kind.ref.kind) for r in self._kinds.values()]
+
+    def _groups(self) -> dict[str, str]:
+        """Each dispatched kind's plural and its API group."""
+        return {r.kind.ref.plural: r.kind.ref.group for r in self._kinds.values()}
+
+    def _object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._runtime(plural).objects.get(f"{namespace}/{name}")
+
+    async def _placed_by(
+        self, plural: str, namespace: str, name: str
+    ) -> tuple[str, ApiClient, dict[str, Any], list[Mapping[str, Any]]]:
+        """The panel's view of :meth:`_placed` (its refusals as the panel's)."""
+        try:
+            placed = await self._placed(
+                self._runtime(plural), rules.Route("mirror", namespace, plural, name)
+            )
+        except Refused as refused:
+            raise Refusal(refused.code, str(refused)) from None
+        return placed.worker.name, placed.worker.streams, placed.mirror, placed.pods
 
     def _runtime(self, plural: str) -> DispatchedKind:
         for runtime in self._kinds.values():

@@ -52,6 +52,7 @@ class Answer:
     code: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(slots=True)
@@ -185,7 +186,9 @@ def _headers(content_type: str, extra: list[tuple[str, str]]) -> list[tuple[str,
 async def _write_answer(
     connection: h11.Connection, writer: asyncio.StreamWriter, answer: Answer
 ) -> None:
-    headers = _headers(answer.content_type, [("content-length", str(len(answer.body)))])
+    headers = _headers(
+        answer.content_type, [("content-length", str(len(answer.body))), *answer.headers]
+    )
     writer.write(connection.send(h11.Response(status_code=answer.code, headers=headers)) or b"")
     writer.write(connection.send(h11.Data(data=answer.body)) or b"")
     writer.write(connection.send(h11.EndOfMessage()) or b"")

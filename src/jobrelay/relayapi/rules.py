@@ -95,6 +95,8 @@ class Limits:
     follow_rate: int = 1024 * 1024
     # A caller that takes longer than this to accept each write is dropped (its streams end).
     write_timeout: float = 30.0
+    # Panel watches (the dashboard's live views) open at once in all.
+    max_watches: int = 200
 
 
 @dataclass(frozen=True, slots=True)

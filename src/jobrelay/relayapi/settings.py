@@ -43,6 +43,8 @@ class ApiSettings:
     follow_rate: int = 1024 * 1024
     # Seconds a client may take to accept each write before it is dropped.
     write_timeout: float = 30.0
+    # Panel watches (fleet, queues, workloads) open at once in all.
+    max_watches: int = 200
 
     @property
     def limits(self) -> Limits:
@@ -56,4 +58,5 @@ class ApiSettings:
             max_follow_bytes=self.max_follow_bytes,
             follow_rate=self.follow_rate,
             write_timeout=self.write_timeout,
+            max_watches=self.max_watches,
         )

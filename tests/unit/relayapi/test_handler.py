@@ -113,6 +113,9 @@ class Pool:
     def workers(self) -> list[Worker]:
         return list(self.by_name.values())
 
+    def registrations(self) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": name}} for name in self.by_name]
+
 
 CONTROLLER = "jobrelay.dev/controller"
 ORIGIN = "origin-1"

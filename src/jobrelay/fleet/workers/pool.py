@@ -150,6 +150,10 @@ class WorkerPool:
     def workers(self) -> list[Worker]:
         return [r.worker for r in self._records.values() if r.worker is not None]
 
+    def registrations(self) -> list[dict[str, Any]]:
+        """Every WorkerCluster as the manager holds it (spec and the status written)."""
+        return self._registrations.values()
+
     def mirror_keys(self) -> set[WorkloadKey]:
         """Every cached mirror's key, on any worker (for a full resync)."""
         keys: set[WorkloadKey] = set()

@@ -1,0 +1,280 @@
+"""The panel's feed: its views built from the controller's caches, pushed to watchers.
+
+Every view (``panel_rules``: fleet, queues, workloads) is built from what the
+controller already caches (WorkerClusters, RelayQueues, the managed workloads),
+never from one apiserver read per viewer. A workload's row is rebuilt only when its
+object's resourceVersion changed. While anyone watches, one pass a second
+(``interval``) compares the new rows with the last published ones and encodes each
+change once; each watcher gets the lines its access lets it see. A watcher that
+falls too far behind is ended (its client reconnects and starts over), so a slow
+viewer costs memory only up to its bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from jobrelay.kinds.base import WorkloadKind
+from jobrelay.relayapi import panel_rules
+from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Change, Row
+from jobrelay.vocabulary.meta import Meta
+
+__all__ = ["Access", "PanelFeed", "TooManyWatches", "WorkloadCache"]
+
+_log = logging.getLogger(__name__)
+
+# A watcher more than this many bytes behind is ended.
+MAX_BEHIND_BYTES = 16 * 1024 * 1024
+# A quiet watch gets a BOOKMARK this often, so a viewer gone away is noticed.
+HEARTBEAT = 30.0
+# A watch ends after this long (the client reconnects), as the apiserver's own do.
+WATCH_LIFETIME = 1800.0
+
+
+class WorkloadCache(Protocol):
+    """A kind's management objects (the runner's informer)."""
+
+    def items(self) -> list[tuple[str, dict[str, Any]]]: ...
+
+
+class PanelKind(Protocol):
+    @property
+    def kind(self) -> WorkloadKind: ...
+
+    @property
+    def objects(self) -> WorkloadCache: ...
+
+
+class TooManyWatches(Exception):
+    """More watches than the API allows (429)."""
+
+
+def scope_of(row_id: str) -> str:
+    """A workload row's scope, ``plural/namespace`` (what access is decided for)."""
+    plural, _, rest = row_id.partition("/")
+    return f"{plural}/{rest.partition('/')[0]}"
+
+
+class Access:
+    """Which workload scopes (``plural/namespace``) one viewer may see.
+
+    ``everywhere``: the plurals it may list in every namespace. Any other scope is
+    asked once (``check(plural, namespace)``, a SubjectAccessReview) and remembered
+    for the viewer's request or watch; ``on_granted`` hears of a scope found visible
+    after the viewer started (its rows are sent then).
+    """
+
+    def __init__(
+        self,
+        everywhere: Iterable[str],
+        check: Callable[[str, str], Awaitable[bool]],
+        *,
+        only_namespace: str = "",
+    ) -> None:
+        self._everywhere = frozenset(everywhere)
+        self._check = check
+        self._only_namespace = only_namespace
+        self._decided: dict[str, bool] = {}
+        self._asking: dict[str, asyncio.Task[None]] = {}
+        self.on_granted: Callable[[str], None] | None = None
+
+    def visible(self, scope: str) -> bool:
+        """Whether rows of ``scope`` may be shown now; an undecided scope is asked (and
+        shown once granted)."""
+        plural, _, namespace = scope.partition("/")
+        if self._only_namespace and namespace != self._only_namespace:
+            return False
+        if plural in self._everywhere:
+            return True
+        decided = self._decided.get(scope)
+        if decided is None and scope not in self._asking:
+            self._asking[scope] = asyncio.get_running_loop().create_task(self._ask(scope))
+        return bool(decided)
+
+    async def _ask(self, scope: str) -> None:
+        plural, _, namespace = scope.partition("/")
+        try:
+            granted = await self._check(plural, namespace)
+        finally:
+            self._asking.pop(scope, None)
+        self._decided[scope] = granted
+        if granted and self.on_granted is not None:
+            self.on_granted(scope)
+
+    async def settle(self, scopes: Iterable[str]) -> None:
+        """Decide every scope of ``scopes`` before answering a list."""
+        for scope in scopes:
+            self.visible(scope)
+        if self._asking:
+            await asyncio.gather(*self._asking.values(), return_exceptions=True)
+
+    def close(self) -> None:
+        for task in self._asking.values():
+            task.cancel()
+
+
+class Watcher:
+    """One viewer's watch: the lines it has not taken yet, bounded."""
+
+    def __init__(self, view: str, access: Access | None) -> None:
+        self.view = view
+        self.access = access
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._behind = 0
+        self._ready = asyncio.Event()
+        self.overflowed = False
+
+    def visible(self, change: Change) -> bool:
+        return self.access is None or self.access.visible(scope_of(change.id))
+
+    def send(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            if self.overflowed:
+                return
+            self._lines.append(line)
+            self._behind += len(line)
+            if self._behind > MAX_BEHIND_BYTES:
+                self.overflowed = True
+                self._lines.clear()
+        self._ready.set()
+
+    async def chunks(self, lifetime: float) -> AsyncIterator[bytes]:
+        """What the viewer reads: pending lines, joined; BOOKMARKs while quiet."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + lifetime
+        while not self.overflowed:
+            left = end - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(HEARTBEAT, left)):
+                    await self._ready.wait()
+            self._ready.clear()
+            if not self._lines:
+                yield panel_rules.BOOKMARK
+                continue
+            taken, self._lines = self._lines, collections.deque()
+            self._behind = 0
+            yield b"".join(taken)
+        _log.info("ended a panel watch of %s that fell behind", self.view)
+
+
+class PanelFeed:
+    """The panel's views and their watchers."""
+
+    def __init__(
+        self,
+        kinds: Mapping[str, PanelKind],
+        registrations: Callable[[], Iterable[Mapping[str, Any]]],
+        queues: Callable[[], Iterable[Mapping[str, Any]]],
+        *,
+        interval: float = 1.0,
+        max_watches: int = 200,
+    ) -> None:
+        self._kinds = kinds
+        self._registrations = registrations
+        self._queues = queues
+        self._interval = interval
+        self._max_watches = max_watches
+        # Each workload's row and the resourceVersion it was built from.
+        self._workload_rows: dict[tuple[str, str], tuple[str, Row]] = {}
+        self._published: dict[str, dict[str, Row]] = {}
+        self._watchers: dict[str, set[Watcher]] = {FLEET: set(), QUEUES: set(), WORKLOADS: set()}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- views ------------------------------------------------------------------------
+
+    def rows(self, view: str) -> dict[str, Row]:
+        """The view's rows now, by id."""
+        if view == WORKLOADS:
+            return self._workloads()
+        if view == QUEUES:
+            rows = (panel_rules.queue_row(queue) for queue in self._queues())
+            return {row["name"]: row for row in rows}
+        running = panel_rules.running_by_worker(self._workloads().values())
+        fleet = (
+            panel_rules.worker_row(registration, running.get(Meta(registration).name, 0))
+            for registration in self._registrations()
+        )
+        return {row["name"]: row for row in fleet}
+
+    def _workloads(self) -> dict[str, Row]:
+        rows: dict[str, Row] = {}
+        seen: dict[tuple[str, str], tuple[str, Row]] = {}
+        for name, runtime in self._kinds.items():
+            for key, obj in runtime.objects.items():
+                version = Meta(obj).resource_version
+                cached = self._workload_rows.get((name, key))
+                if cached is None or cached[0] != version:
+                    cached = (version, panel_rules.workload_row(runtime.kind, obj))
+                seen[(name, key)] = cached
+                rows[cached[1]["key"]] = cached[1]
+        self._workload_rows = seen
+        return rows
+
+    # -- watches ----------------------------------------------------------------------
+
+    @property
+    def watching(self) -> int:
+        return sum(len(watchers) for watchers in self._watchers.values())
+
+    def watch(
+        self, view: str, access: Access | None, lifetime: float = WATCH_LIFETIME
+    ) -> AsyncIterator[bytes]:
+        """A new watch of ``view``: its current rows as ADDED, then every change."""
+        if self.watching >= self._max_watches:
+            raise TooManyWatches(f"{self._max_watches} panel watches are open; try again later")
+        self._publish(view)  # the others are brought up to now before this one starts
+        watcher = Watcher(view, access)
+        published = self._published[view]
+        watcher.send(c.line for c in panel_rules.initial(published) if watcher.visible(c))
+        if access is not None:
+            access.on_granted = lambda scope: watcher.send(
+                panel_rules.watch_line("ADDED", row)
+                for row_id, row in self._published[view].items()
+                if scope_of(row_id) == scope
+            )
+        self._watchers[view].add(watcher)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="panel-feed")
+        return self._stream(watcher, lifetime)
+
+    async def _stream(self, watcher: Watcher, lifetime: float) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in watcher.chunks(lifetime):
+                yield chunk
+        finally:
+            self._watchers[watcher.view].discard(watcher)
+            if watcher.access is not None:
+                watcher.access.close()
+
+    async def _loop(self) -> None:
+        while self.watching:
+            await asyncio.sleep(self._interval)
+            for view, watchers in self._watchers.items():
+                if watchers:
+                    self._publish(view)
+
+    def _publish(self, view: str) -> None:
+        after = self.rows(view)
+        found = list(panel_rules.changes(self._published.get(view, {}), after))
+        self._published[view] = after
+        if not found:
+            return
+        for watcher in list(self._watchers[view]):
+            watcher.send(change.line for change in found if watcher.visible(change))
+
+    async def stop(self) -> None:
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.overflowed = True
+                watcher.send(())
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

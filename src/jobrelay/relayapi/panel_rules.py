@@ -1,0 +1,350 @@
+"""The panel's read models and their watch streams (pure: no I/O, no clock).
+
+The dashboard, and anyone with ``kubectl get --raw``, reads three views of what the
+controller's caches hold, each a list of rows with a stable id:
+
+* ``fleet``: one row per WorkerCluster (health, capacity and usage, mirrors, running);
+* ``queues``: one row per RelayQueue (weight, quota, usage, shares), from its status;
+* ``workloads``: one row per managed workload (state and why, placement history, queue).
+
+A watch (``?watch=true``) sends Kubernetes-style events, one JSON object per line:
+``{"type": "ADDED"|"MODIFIED"|"DELETED", "object": row}``; :func:`changes` says which
+rows changed between two snapshots, so a change is computed and encoded once however
+many viewers watch. Rows never carry a worker's address or credentials. The routes
+of the panel and its static files are matched here too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from jobrelay.fleet import maintenance_rules
+from jobrelay.fleet.maintenance_rules import WorkerClusterView
+from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.standing import State, standing
+from jobrelay.placement.units import format_units, resources_of
+from jobrelay.relayapi.rules import API_GROUP, API_PATH, API_VERSION, scrub
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import QUEUE_LABEL
+from jobrelay.vocabulary.placement import placement_of, placements_of
+
+__all__ = [
+    "DASHBOARD",
+    "DASHBOARD_BARE",
+    "DASHBOARD_POLICY",
+    "EVENTS",
+    "FLEET",
+    "QUEUES",
+    "WORKLOADS",
+    "Change",
+    "PanelRoute",
+    "Row",
+    "asset",
+    "changes",
+    "event_row",
+    "list_body",
+    "match_panel_route",
+    "queue_row",
+    "running_by_worker",
+    "watch_line",
+    "worker_row",
+    "workload_row",
+]
+
+FLEET: Final = "fleet"
+QUEUES: Final = "queues"
+WORKLOADS: Final = "workloads"
+EVENTS: Final = "events"
+DASHBOARD: Final = "dashboard"
+
+Row = dict[str, Any]
+View = Literal["fleet", "queues", "workloads"]
+
+# The list kinds of the three views (what a list answer's "kind" says).
+_LIST_KINDS = {FLEET: "FleetView", QUEUES: "QueueView", WORKLOADS: "WorkloadView"}
+
+# A reason or message shown in a row is cut to this many characters.
+_MAX_TEXT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PanelRoute:
+    """A panel request: a view (all namespaces, or one), a workload's Events, or a file
+    of the dashboard."""
+
+    what: Literal["fleet", "queues", "workloads", "events", "dashboard"]
+    namespace: str = ""
+    plural: str = ""
+    name: str = ""  # the workload (events), or the dashboard's file
+
+
+_DNS_NAME = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+_VIEW = re.compile(rf"^{re.escape(API_PATH)}/(?P<what>fleet|queues|workloads)/?$")
+_NAMESPACED_VIEW = re.compile(
+    rf"^{re.escape(API_PATH)}/namespaces/(?P<ns>{_DNS_NAME})/workloads/?$"
+)
+_EVENTS = re.compile(
+    rf"^{re.escape(API_PATH)}/namespaces/(?P<ns>{_DNS_NAME})"
+    rf"/(?P<plural>[a-z0-9][-a-z0-9.]{{0,62}})/(?P<name>{_DNS_NAME})/events$"
+)
+_DASHBOARD = re.compile(
+    rf"^{re.escape(API_PATH)}/dashboard(?P<slash>/(?P<file>[a-z0-9][-a-z0-9.]*)?)?$"
+)
+# The dashboard's path without its slash (answered with a redirect to the directory).
+DASHBOARD_BARE = "."
+
+
+def match_panel_route(path: str) -> PanelRoute | None:
+    """The panel route of ``path``, None when it is none of them."""
+    if found := _VIEW.match(path):
+        what: Literal["fleet", "queues", "workloads"] = found["what"]  # type: ignore[assignment]
+        return PanelRoute(what)
+    if found := _NAMESPACED_VIEW.match(path):
+        return PanelRoute(WORKLOADS, namespace=found["ns"])
+    if found := _EVENTS.match(path):
+        return PanelRoute(EVENTS, found["ns"], found["plural"], found["name"])
+    if found := _DASHBOARD.match(path):
+        bare = "" if found["slash"] else DASHBOARD_BARE
+        return PanelRoute(DASHBOARD, name=found["file"] or bare)
+    return None
+
+
+# The dashboard's files: name -> content type. "" is the page itself (the directory).
+_ASSETS = {
+    "": ("index.html", "text/html; charset=utf-8"),
+    "index.html": ("index.html", "text/html; charset=utf-8"),
+    "app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "style.css": ("style.css", "text/css; charset=utf-8"),
+}
+# The page runs only its own files and talks only to its own origin (the proxy).
+DASHBOARD_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
+def asset(name: str) -> tuple[str, str] | None:
+    """The packaged file and content type of the dashboard's ``name``, None if unknown."""
+    return _ASSETS.get(name)
+
+
+# -- the rows -----------------------------------------------------------------------
+
+
+def _text(value: object) -> str:
+    return scrub(str(value or ""))[:_MAX_TEXT]
+
+
+def _resources(capacity: Mapping[str, Any]) -> list[Row]:
+    """Used (requested plus jobrelay's reservations) of allocatable, per resource, in the
+    placement model's units (millicores of cpu, bytes of memory) and as text."""
+    try:
+        allocatable = resources_of(capacity.get("allocatable") or {})
+        requested = resources_of(capacity.get("requested") or {})
+        reserved = resources_of(capacity.get("reserved") or {})
+    except (TypeError, ValueError, AttributeError, ArithmeticError):  # an odd status
+        return []
+    rows = []
+    for resource, total in sorted(allocatable.items()):
+        if not total:
+            continue
+        used = requested.get(resource, 0) + reserved.get(resource, 0)
+        percent = round(100 * used / total)
+        rows.append(
+            {
+                "name": resource,
+                "used": used,
+                "allocatable": total,
+                "text": f"{format_units(resource, used)}/{format_units(resource, total)} "
+                f"({percent}%)",
+            }
+        )
+    return rows
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def worker_row(registration: Mapping[str, Any], running: int) -> Row:
+    """A WorkerCluster as the panel shows it (``running``: its workloads running now)."""
+    view = WorkerClusterView.of(registration)
+    status = registration.get("status") or {}
+    capacity = status.get("capacity")
+    capacity = capacity if isinstance(capacity, Mapping) else {}
+    message = ": ".join(filter(None, (view.connected_reason, view.connected_message)))
+    return {
+        "name": view.name,
+        "connected": view.connected,
+        "state": maintenance_rules.state_summary(view),
+        "cordoned": view.cordoned,
+        "draining": view.drain is not None,
+        "lost": view.lost_time is not None,
+        "message": _text(message if view.connected != "True" else ""),
+        "version": _text(status.get("kubernetesVersion"))[:64],
+        "mirrors": view.active_mirrors,
+        "running": running,
+        "nodes": _count(capacity.get("nodes")),
+        "schedulableNodes": _count(capacity.get("schedulableNodes")),
+        "resources": _resources(capacity),
+    }
+
+
+def _quantities(value: object) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k)[:253]: str(v)[:64] for k, v in list(value.items())[:32]}
+
+
+def _share(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def queue_row(queue: Mapping[str, Any]) -> Row:
+    """A RelayQueue as the panel shows it, from its spec and the status the leader wrote."""
+    spec = queue.get("spec") or {}
+    status = queue.get("status") or {}
+    valid = next(
+        (c for c in status.get("conditions") or () if isinstance(c, Mapping) and c.get("type") == "Valid"),
+        {},
+    )  # fmt: skip
+    weight = spec.get("weight", 1)
+    return {
+        "name": Meta(queue).name,
+        "weight": weight if isinstance(weight, int | float) and not isinstance(weight, bool) else 1,
+        "valid": valid.get("status") != "False",
+        "message": _text(valid.get("message") if valid.get("status") == "False" else ""),
+        "pending": _count(status.get("pending")),
+        "admitted": _count(status.get("admitted")),
+        "usage": _quantities(status.get("usage")),
+        "demand": _quantities(status.get("demand")),
+        "nominalQuota": _quantities(spec.get("nominalQuota")),
+        "borrowingLimit": _quantities(spec.get("borrowingLimit")),
+        "fairShare": _share(status.get("fairShare")),
+        "actualShare": _share(status.get("actualShare")),
+    }
+
+
+def workload_row(kind: WorkloadKind, obj: Mapping[str, Any]) -> Row:
+    """A managed workload as the panel shows it: its state (the one every command
+    says), why, where it runs and where it ran."""
+    meta = Meta(obj)
+    where = standing(kind, obj)
+    plural = kind.ref.plural
+    return {
+        "key": f"{plural}/{meta.namespace}/{meta.name}",
+        "kind": kind.ref.kind,
+        "plural": plural,
+        "namespace": meta.namespace,
+        "name": meta.name,
+        "uid": meta.uid,
+        "state": str(where.state),
+        "reason": _text(where.reason),
+        "worker": placement_of(obj),
+        "placements": list(placements_of(obj))[-32:],
+        "queue": meta.label(QUEUE_LABEL) or "",
+        "created": meta.creation_timestamp,
+        "completions": _completions(obj),
+    }
+
+
+def _completions(obj: Mapping[str, Any]) -> str:
+    """``succeeded/wanted`` for a Job, finished child Jobs for a JobSet; else ``-``."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if obj.get("kind") == "Job":
+        wanted = spec.get("completions")
+        return f"{_count(status.get('succeeded'))}/{wanted if isinstance(wanted, int) else 1}"
+    if obj.get("kind") == "JobSet":
+        jobs = spec.get("replicatedJobs") or []
+        wanted = sum(_count((r or {}).get("replicas")) or 1 for r in jobs)
+        done = sum(
+            _count((r or {}).get("succeeded")) for r in status.get("replicatedJobsStatus") or []
+        )
+        return f"{done}/{wanted}"
+    return "-"
+
+
+def running_by_worker(rows: Iterable[Row]) -> dict[str, int]:
+    """How many workloads run on each worker, from their rows."""
+    running: dict[str, int] = {}
+    for row in rows:
+        if row["state"] == State.RUNNING and row["worker"]:
+            running[row["worker"]] = running.get(row["worker"], 0) + 1
+    return running
+
+
+def event_row(side: str, event: Mapping[str, Any]) -> Row:
+    """An Event about a workload (``side``: "manager", or the worker it happened on) as
+    the panel shows it: what happened to which object, never an address."""
+    involved = event.get("involvedObject") or {}
+    series = event.get("series") or {}
+    return {
+        "side": side,
+        "type": str(event.get("type") or "Normal")[:16],
+        "reason": str(event.get("reason") or "")[:128],
+        "message": _text(event.get("message")),
+        "object": f"{involved.get('kind') or '?'}/{involved.get('name') or '?'}"[:300],
+        "count": _count(event.get("count")) or _count(series.get("count")) or 1,
+        "lastTimestamp": str(
+            event.get("lastTimestamp")
+            or series.get("lastObservedTime")
+            or event.get("eventTime")
+            or event.get("firstTimestamp")
+            or Meta(event).creation_timestamp
+        )[:40],
+    }
+
+
+# -- lists and watches ---------------------------------------------------------------
+
+
+def list_body(view: str, rows: Iterable[Row]) -> dict[str, Any]:
+    """A view's list answer."""
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": _LIST_KINDS.get(view, "EventView"),
+        "metadata": {},
+        "items": list(rows),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One watch event: its type, the row's id and namespace (for a viewer's filter),
+    and its line as sent."""
+
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    id: str
+    namespace: str
+    line: bytes
+
+
+def watch_line(type_: str, row: Mapping[str, Any]) -> bytes:
+    """One watch event as sent: a JSON object and a newline."""
+    return json.dumps({"type": type_, "object": row}, separators=(",", ":")).encode() + b"\n"
+
+
+BOOKMARK = watch_line("BOOKMARK", {})
+
+
+def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[Change]:
+    """The watch events that turn ``before`` into ``after`` (rows by id): ADDED,
+    MODIFIED for a row that differs, DELETED; unchanged rows send nothing."""
+    for row_id, row in after.items():
+        old = before.get(row_id)
+        if old is None:
+            yield Change("ADDED", row_id, row.get("namespace", ""), watch_line("ADDED", row))
+        elif old != row:
+            yield Change("MODIFIED", row_id, row.get("namespace", ""), watch_line("MODIFIED", row))
+    for row_id, row in before.items():
+        if row_id not in after:
+            yield Change("DELETED", row_id, row.get("namespace", ""), watch_line("DELETED", row))
+
+
+def initial(rows: Mapping[str, Row]) -> Sequence[Change]:
+    """A new watch's start: every current row as ADDED."""
+    return list(changes({}, rows))
