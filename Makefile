@@ -7,9 +7,9 @@ PYTEST_ARGS ?=
 
 # The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
-	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy, build, pipx" 2>/dev/null || \
+	@$(PYTHON) -c "import jobrelay, pytest, hypothesis, mypy, build, pipx, selenium" 2>/dev/null || \
 	  { $(PYTHON) -m pip install -q --require-hashes --no-deps -r requirements/dev.lock && $(PYTHON) -m pip install -q --no-deps -e .; }
-	@(command -v etcd && command -v bwrap) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server bubblewrap)
+	@(command -v etcd && command -v bwrap && command -v chromium && command -v chromedriver) >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server bubblewrap chromium chromium-driver)
 
 # Pin every package (and its hashes) after a change of pyproject.toml's dependencies;
 # the image installs requirements/runtime.lock (and builds jobrelay's wheel with the backend of

@@ -21,7 +21,6 @@ import shutil
 import ssl
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,19 +31,18 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import API_SERVICES, PODS
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import (
     SIMULATED_LOG,
     SIMULATED_PREVIOUS_LOG,
     Credential,
-    write_kubeconfig,
 )
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
 from jobrelay.relayapi.rules import API_PATH, POD_HEADER
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
+from tests.e2e.aggregated import API_ARGS, api_available, available, manager_get, user_kubeconfig
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay
 from tests.kubetools import eventually, job_manifest
@@ -52,7 +50,7 @@ from tests.leakscan import Needles, scan
 
 pytestmark = pytest.mark.e2e
 
-CONTROLLER_ARGS = ["--api-address", "127.0.0.1:0", "--api-register"]
+CONTROLLER_ARGS = API_ARGS
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 RBAC = "rbac.authorization.k8s.io"
 ROLES = Resource(RBAC, "v1", "roles", "Role", namespaced=True)
@@ -61,49 +59,16 @@ ROLE_BINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", namespaced=T
 ANSWERS: list[tuple[str, str]] = []
 
 
-def _available(service: dict[str, Any]) -> bool:
-    conditions = (service.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
-
-
 @pytest.fixture(scope="module")
-async def registered(
-    controller: ControllerProcess, relay_fleet: FleetHandle
-) -> AsyncIterator[dict[str, str]]:
-    """The controller's own address (``url``) and serving CA (``ca``, the APIService's
-    caBundle), once the aggregator marks the APIService Available."""
-    listening = [r for r in controller.run_records() if r.get("event") == "api-listening"]
-    assert listening, "the controller logged no API address"
-    url = listening[-1]["url"]
-    async with relay_fleet.client("manager") as manager:
-
-        async def available() -> dict[str, Any] | None:
-            try:
-                found = await manager.get(API_SERVICES, API_SERVICE_NAME)
-            except ApiError as error:
-                if error.is_not_found:
-                    return None
-                raise
-            registered = any(r.get("event") == "api-registered" for r in controller.run_records())
-            return found if registered and _available(found) else None
-
-        service = await eventually(available, timeout=60, what="the APIService Available")
-    yield {"url": url, "ca": base64.b64decode(service["spec"]["caBundle"]).decode()}
+async def registered(controller: ControllerProcess, relay_fleet: FleetHandle) -> dict[str, str]:
+    """The controller's own address and serving CA, once the APIService is Available."""
+    return await api_available(controller, relay_fleet)
 
 
 @pytest.fixture(scope="module")
 def stranger(relay_fleet: FleetHandle, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A kubeconfig of a user the manager knows by a client certificate of its CA, whom no
-    RoleBinding names (beyond what every authenticated user may do)."""
-    ca = pki.CertPair(relay_fleet.state_dir / "pki" / "ca.crt",
-                      relay_fleet.state_dir / "pki" / "ca.key")  # fmt: skip
-    directory = tmp_path_factory.mktemp("stranger")
-    identity = pki.issue(ca, directory, "stranger", common_name="stranger", organization="nobody")
-    admin = yaml.safe_load(relay_fleet.kubeconfig("manager").read_text())
-    path = directory / "stranger.kubeconfig"
-    write_kubeconfig(path, cluster="manager", server=admin["clusters"][0]["cluster"]["server"],
-                     ca=ca.cert, client=identity)  # fmt: skip
-    return path
+    """A user the manager knows by a client certificate, whom no RoleBinding names."""
+    return user_kubeconfig(relay_fleet, tmp_path_factory.mktemp("stranger"), "stranger")
 
 
 async def jobrelay_logs(kubeconfig: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
@@ -130,18 +95,9 @@ def lines(*texts: str) -> str:
 
 
 async def get(kubeconfig: Path, path: str, **params: str) -> httpx2.Response:
-    """A raw request to the manager's apiserver as the kubeconfig's user (a token or a
-    client certificate): its status code, headers and body."""
-    config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
-    headers = {}
-    if "token" in user:
-        headers["Authorization"] = f"Bearer {user['token']}"
-    else:
-        context.load_cert_chain(user["client-certificate"], user["client-key"])
-    async with httpx2.AsyncClient(base_url=cluster["server"], verify=context, timeout=30) as http:
-        response = await http.get(path, params=params, headers=headers)
+    """A raw request to the manager's apiserver as the kubeconfig's user, kept for the
+    module's scan for credentials."""
+    response = await manager_get(kubeconfig, path, **params)
     ANSWERS.append((f"GET {path}", response.text))
     return response
 
@@ -449,7 +405,7 @@ async def test_an_unavailable_api_service_is_one_clear_line(
 
             async def unavailable() -> bool | None:
                 found = await manager.get(API_SERVICES, API_SERVICE_NAME)
-                return True if not _available(found) else None
+                return True if not available(found) else None
 
             await eventually(unavailable, timeout=30, what="the APIService unavailable")
             user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
@@ -462,7 +418,7 @@ async def test_an_unavailable_api_service_is_one_clear_line(
 
             async def back() -> bool | None:
                 return (
-                    True if _available(await manager.get(API_SERVICES, API_SERVICE_NAME)) else None
+                    True if available(await manager.get(API_SERVICES, API_SERVICE_NAME)) else None
                 )
 
             await eventually(back, timeout=60, what="the APIService Available again")

@@ -27,6 +27,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
+from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules, rules, trust_rules
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
 from jobrelay.relayapi.logstreams import (
@@ -59,6 +60,8 @@ class ObjectCache(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 
     def items(self) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def add_handler(self, handler: Callable[[InformerEvent], None]) -> None: ...
 
 
 class DispatchedKind(Protocol):

@@ -4,10 +4,12 @@ Every view (``panel_rules``: fleet, queues, workloads) is built from what the
 controller already caches (WorkerClusters, RelayQueues, the managed workloads),
 never from one apiserver read per viewer. A workload's row is rebuilt only when its
 object's resourceVersion changed. While anyone watches, one pass a second
-(``interval``) compares the new rows with the last published ones and encodes each
-change once; each watcher gets the lines its access lets it see. A watcher that
-falls too far behind is ended (its client reconnects and starts over), so a slow
-viewer costs memory only up to its bound.
+(``interval``) finds what changed since the last one and encodes each change once,
+whatever the number of viewers: for workloads, only the keys the informers said
+changed are looked at (the fleet and the queues are a few rows, compared whole).
+Each watcher gets the lines its access lets it see. A watcher that falls too far
+behind is ended (its client reconnects and starts over), so a slow viewer costs
+memory only up to its bound.
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules
 from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Change, Row
 from jobrelay.vocabulary.meta import Meta
@@ -40,6 +44,10 @@ class WorkloadCache(Protocol):
     """A kind's management objects (the runner's informer)."""
 
     def items(self) -> list[tuple[str, dict[str, Any]]]: ...
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def add_handler(self, handler: Callable[[InformerEvent], None]) -> None: ...
 
 
 class PanelKind(Protocol):
@@ -186,6 +194,14 @@ class PanelFeed:
         self._published: dict[str, dict[str, Row]] = {}
         self._watchers: dict[str, set[Watcher]] = {FLEET: set(), QUEUES: set(), WORKLOADS: set()}
         self._task: asyncio.Task[None] | None = None
+        # The workloads changed since the last pass (kind name, key), while it is kept.
+        self._dirty: set[tuple[str, str]] = set()
+        for name, runtime in kinds.items():
+            runtime.objects.add_handler(functools.partial(self._changed, name))
+
+    def _changed(self, kind: str, event: InformerEvent) -> None:
+        if WORKLOADS in self._published:
+            self._dirty.add((kind, event.key))
 
     # -- views ------------------------------------------------------------------------
 
@@ -203,17 +219,23 @@ class PanelFeed:
         )
         return {row["name"]: row for row in fleet}
 
+    def _row(self, kind: str, key: str, obj: Mapping[str, Any]) -> Row:
+        """The workload's row, rebuilt only when its object changed."""
+        version = Meta(obj).resource_version
+        cached = self._workload_rows.get((kind, key))
+        if cached is None or cached[0] != version:
+            cached = (version, panel_rules.workload_row(self._kinds[kind].kind, obj))
+            self._workload_rows[(kind, key)] = cached
+        return cached[1]
+
     def _workloads(self) -> dict[str, Row]:
         rows: dict[str, Row] = {}
         seen: dict[tuple[str, str], tuple[str, Row]] = {}
         for name, runtime in self._kinds.items():
             for key, obj in runtime.objects.items():
-                version = Meta(obj).resource_version
-                cached = self._workload_rows.get((name, key))
-                if cached is None or cached[0] != version:
-                    cached = (version, panel_rules.workload_row(runtime.kind, obj))
-                seen[(name, key)] = cached
-                rows[cached[1]["key"]] = cached[1]
+                row = self._row(name, key, obj)
+                seen[(name, key)] = self._workload_rows[(name, key)]
+                rows[row["key"]] = row
         self._workload_rows = seen
         return rows
 
@@ -259,15 +281,42 @@ class PanelFeed:
             for view, watchers in self._watchers.items():
                 if watchers:
                     self._publish(view)
+        # Nobody watches: nothing is kept up to date (the next watch starts afresh).
+        self._published.clear()
+        self._dirty.clear()
 
     def _publish(self, view: str) -> None:
-        after = self.rows(view)
-        found = list(panel_rules.changes(self._published.get(view, {}), after))
-        self._published[view] = after
+        published = self._published.get(view)
+        if view == WORKLOADS and published is not None:
+            found = self._workload_changes(published)
+        else:
+            after = self.rows(view)
+            found = list(panel_rules.changes(published or {}, after))
+            self._published[view] = after
         if not found:
             return
         for watcher in list(self._watchers[view]):
             watcher.send(change.line for change in found if watcher.visible(change))
+
+    def _workload_changes(self, published: dict[str, Row]) -> list[Change]:
+        """What changed among the workloads the informers named since the last pass
+        (``published`` is brought up to date in place)."""
+        dirty, self._dirty = self._dirty, set()
+        before: dict[str, Row] = {}
+        after: dict[str, Row] = {}
+        for kind, key in dirty:
+            runtime = self._kinds.get(kind)
+            obj = runtime.objects.get(key) if runtime is not None else None
+            row_id = f"{runtime.kind.ref.plural}/{key}" if runtime is not None else ""
+            if row_id in published:
+                before[row_id] = published[row_id]
+            if obj is None:
+                self._workload_rows.pop((kind, key), None)
+                published.pop(row_id, None)
+            else:
+                row = self._row(kind, key, obj)
+                after[row["key"]] = published[row["key"]] = row
+        return list(panel_rules.changes(before, after))
 
     async def stop(self) -> None:
         for watchers in self._watchers.values():

@@ -336,6 +336,8 @@ def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[Cha
     MODIFIED for a row that differs, DELETED; unchanged rows send nothing."""
     for row_id, row in after.items():
         old = before.get(row_id)
+        if old is row:  # the same row object: nothing changed (the common case)
+            continue
         if old is None:
             yield Change("ADDED", row_id, row.get("namespace", ""), watch_line("ADDED", row))
         elif old != row:

@@ -50,8 +50,17 @@ def verbs_on(role: dict[str, Any], group: str, resource: str) -> set[str]:
     }
 
 
+def aggregated(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ClusterRoles aggregated to the built-in ones (not the dashboard's gate)."""
+    return {
+        obj["metadata"]["name"]: obj
+        for obj in roles(values)
+        if not obj["metadata"]["name"].endswith("-panel")
+    }
+
+
 def test_default_roles_aggregate_view_edit_and_admin() -> None:
-    by_name = {obj["metadata"]["name"]: obj for obj in roles({})}
+    by_name = aggregated({})
     assert sorted(by_name) == [
         "relay-fleet-admin", "relay-fleet-edit", "relay-fleet-view", "relay-workloads-view",
     ]  # fmt: skip
@@ -77,10 +86,35 @@ def test_default_roles_aggregate_view_edit_and_admin() -> None:
         "get", "list", "watch", "create", "update", "patch", "delete",
     }  # fmt: skip
     assert verbs_on(by_name["relay-workloads-view"], "batch", "jobs") == {"get", "list", "watch"}
+    # The aggregated API: a workload's logs, mirror and Events, the workload table in a
+    # namespace the reader views.
+    api = "api.jobrelay.dev"
+    for sub in ("log", "mirror", "events"):
+        assert verbs_on(by_name["relay-workloads-view"], api, f"jobs/{sub}") == {"get"}
+    assert verbs_on(by_name["relay-workloads-view"], api, "workloads") == {"get", "list", "watch"}
+
+
+def test_every_authenticated_user_reaches_the_dashboard_and_the_controller_decides_the_rest() -> (
+    None
+):
+    panel = {o["kind"]: o for o in roles({}) if o["metadata"]["name"] == "relay-panel"}
+    role = panel["ClusterRole"]
+    assert not [key for key in role["metadata"]["labels"] if key.startswith(AGGREGATE)]
+    for resource in ("dashboard", "fleet", "queues", "workloads"):
+        assert verbs_on(role, "api.jobrelay.dev", resource) == {"get", "list", "watch"}
+    assert [rule["apiGroups"] for rule in role["rules"]] == [["api.jobrelay.dev"]]
+    binding = panel["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == "relay-panel"
+    assert binding["subjects"] == [{"kind": "Group", "name": "system:authenticated",
+                                    "apiGroup": "rbac.authorization.k8s.io"}]  # fmt: skip
+    without = roles({"api": {"dashboardForAllAuthenticated": False}})
+    assert [o["kind"] for o in without if o["metadata"]["name"] == "relay-panel"] == ["ClusterRole"]
+    assert not [o for o in roles({"api": {"enabled": False}}) if "panel" in o["metadata"]["name"]]
 
 
 def test_fleet_readers_are_bound_cluster_wide_to_the_view_level_role_only() -> None:
-    [binding] = [obj for obj in roles(VALUE_SETS["readers"]) if obj["kind"] == "ClusterRoleBinding"]
+    [binding] = [obj for obj in aggregated(VALUE_SETS["readers"])
+                 if obj["kind"] == "ClusterRoleBinding"]  # fmt: skip
     assert binding["roleRef"]["name"] == "relay-fleet-view"
     assert binding["subjects"] == [
         {"kind": "Group", "name": "system:authenticated", "apiGroup": "rbac.authorization.k8s.io"},
@@ -90,11 +124,11 @@ def test_fleet_readers_are_bound_cluster_wide_to_the_view_level_role_only() -> N
 
 
 def test_without_aggregation_readers_still_get_their_role_unaggregated() -> None:
-    by_name = {obj["metadata"]["name"]: obj for obj in roles(VALUE_SETS["readers-only"])}
+    by_name = aggregated(VALUE_SETS["readers-only"])
     assert sorted(by_name) == ["relay-fleet-readers", "relay-fleet-view"]
     labels = by_name["relay-fleet-view"]["metadata"]["labels"]
     assert not [key for key in labels if key.startswith(AGGREGATE)]
-    assert roles({"rbac": {"aggregateToDefaultRoles": False}}) == []
+    assert aggregated({"rbac": {"aggregateToDefaultRoles": False}}) == {}
 
 
 def test_each_kind_is_readable_through_view() -> None:

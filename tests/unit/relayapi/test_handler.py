@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
+from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import Answer, Request, Stream
 from jobrelay.relayapi.rules import API_PATH, Limits
@@ -131,7 +132,29 @@ def mirror_of(job: dict[str, Any], uid: str, run: int = 1) -> dict[str, Any]:
 
 
 class Objects(dict[str, dict[str, Any]]):
-    pass
+    """A kind's cache, telling its handlers of each change as an informer does."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.handlers: list[Callable[[InformerEvent], None]] = []
+
+    def add_handler(self, handler: Callable[[InformerEvent], None]) -> None:
+        self.handlers.append(handler)
+
+    def _tell(self, key: str, old: Any, new: Any) -> None:
+        change = Change.DELETED if new is None else Change.ADDED if old is None else Change.UPDATED
+        for handler in self.handlers:
+            handler(InformerEvent(change, key, old, new))
+
+    def __setitem__(self, key: str, value: dict[str, Any]) -> None:
+        old = self.get(key)
+        super().__setitem__(key, value)
+        self._tell(key, old, value)
+
+    def __delitem__(self, key: str) -> None:
+        old = self[key]
+        super().__delitem__(key)
+        self._tell(key, old, None)
 
 
 @dataclass

@@ -297,3 +297,16 @@ async def test_the_dashboards_files(panel_api: tuple[RelayApi, PanelManager]) ->
     assert status(await api.handle(request(f"{API_PATH}/dashboard/nope.js")))[0] == 404
     # Straight to the port, without the front proxy: nothing.
     assert status(await api.handle(request(f"{API_PATH}/dashboard/", cn=None)))[0] == 401
+
+
+async def test_a_watched_pass_looks_only_at_the_workloads_that_changed() -> None:
+    objects = Objects({f"team-a/j{i}": job(f"j{i}") for i in range(50)})
+    feed = feed_of(objects, interval=0.01)
+    chunks = feed.watch("workloads", None)
+    assert len(await lines(chunks, 50)) == 50
+    CountingKind.looked = 0
+    objects["team-a/j7"] = job("j7", version="2", **{"jobrelay.dev/cluster": "worker-1"})
+    [event] = await lines(chunks, 1)
+    assert (event["type"], event["object"]["name"]) == ("MODIFIED", "j7")
+    assert CountingKind.looked == 1
+    await chunks.aclose()  # type: ignore[attr-defined]
