@@ -529,6 +529,7 @@ python -m bench latency --state-dir /tmp/f       # one scenario, on a fleet kept
 python -m bench throughput baseline --jobs 500 --repeat 1      # smaller
 python -m bench throughput --profile --repeat 1   # py-spy flame graph of the controller (pip install py-spy)
 python -m bench fairshare --state-dir /tmp/f      # fair share: 3 RelayQueues 1:1:2 on 32 CPUs (own flags, --help)
+python -m bench.panel_viewers --state-dir /tmp/f  # the dashboard: 10 viewers over 5,000 workloads against none
 python -m bench latency --controller-arg=--concurrency=64      # flags for `jobrelay run`
 python -m bench --help                           # every size and knob
 ```

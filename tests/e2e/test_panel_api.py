@@ -88,7 +88,10 @@ async def test_the_fleet_view_as_a_tenant_without_get_workerclusters_is_refused(
     # No grant on api.jobrelay.dev at all: the manager's apiserver refuses first.
     response = await manager_get(tenant, f"{API_PATH}/fleet")
     assert response.status_code == 403, response.text
-    assert 'cannot list resource "fleet" in API group "api.jobrelay.dev"' in response.text
+    assert (
+        'cannot list resource "fleet" in API group "api.jobrelay.dev"'
+        in (response.json()["message"])
+    )
 
     # Through the gate (the chart's -panel ClusterRole): the controller decides.
     await granted.create(CLUSTER_ROLES, {"metadata": {"name": "panel-gate"}, "rules": [{
@@ -113,8 +116,13 @@ async def test_the_fleet_view_as_a_tenant_without_get_workerclusters_is_refused(
         namespace=relay.namespace)  # fmt: skip
     await granted.create(ROLE_BINDINGS, binding("jobs-reader", "Role", "jobs-reader"),
                          namespace=relay.namespace)  # fmt: skip
-    response = await manager_get(tenant, f"{API_PATH}/workloads")
-    rows = response.json()["items"]
+
+    async def visible() -> list[dict[str, Any]] | None:
+        # A refusal is remembered for a few seconds (the controller's review cache).
+        found = (await manager_get(tenant, f"{API_PATH}/workloads")).json()["items"]
+        return found or None
+
+    rows = await eventually(visible, timeout=30, what="the tenant's workloads")
     assert {(r["namespace"], r["name"]) for r in rows} == {(relay.namespace, "mine")}
     assert rows[0]["state"] == "Complete" and rows[0]["worker"] in relay_fleet.workers
     response = await manager_get(tenant, f"{API_PATH}/namespaces/{other}/workloads")
@@ -166,7 +174,7 @@ async def test_a_watch_of_workloads_sees_a_job_run_and_complete(
                 if row["state"] == "Complete":
                     break
     assert seen[0][0] == "ADDED" and seen[-1] == ("MODIFIED", "Complete")
-    assert ("MODIFIED", "Running") in seen
+    assert "Running" in {state for _, state in seen}  # passes a second apart: maybe ADDED so
     sides = {r["side"] for r in both_sides}
     assert "manager" in sides and sides - {"manager"} <= set(relay_fleet.workers), both_sides
     assert any(r["side"] == "manager" and r["reason"] == "Dispatched" for r in both_sides)

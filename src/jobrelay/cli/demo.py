@@ -281,5 +281,7 @@ def demo(state_dir: Path | None, fleet_shape: FleetShape, timeout: float) -> Non
         f"--api-register {' '.join('--kind ' + kind.name for kind in DEMO_KINDS)}\n"
         f"logs:     jobrelay logs -n {DEMO_NAMESPACE} JOB (through the manager's APIService "
         "v1alpha1.api.jobrelay.dev, while jobrelay runs)\n"
+        "panel:    kubectl proxy, then open "
+        "http://127.0.0.1:8001/apis/api.jobrelay.dev/v1alpha1/dashboard/ (while jobrelay runs)\n"
         f"stop:     jobrelay fleet down --state-dir {local.state_dir}"
     )

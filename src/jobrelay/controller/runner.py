@@ -314,6 +314,7 @@ class Controller:
                 self.manager, self.pool, self.kinds, settings.limits,
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
+                queue_of=self.gate.queue_of,
             )  # fmt: skip
 
         try:

@@ -133,6 +133,7 @@ class RelayApi:
         origin: str,
         front_proxy: Callable[[], trust_rules.FrontProxy | None],
         queues: Callable[[], Iterable[Mapping[str, Any]]] = tuple,
+        queue_of: Callable[[str, str], str] = lambda _namespace, named: named,
     ) -> None:
         self._manager = manager
         self._front_proxy = front_proxy
@@ -148,7 +149,8 @@ class RelayApi:
         )
         self._reviews: dict[tuple[Any, ...], tuple[float, bool]] = {}
         # The panel's views, built from the caches the controller already keeps.
-        self.panel = PanelFeed(kinds, pool.registrations, queues, max_watches=limits.max_watches)
+        self.panel = PanelFeed(kinds, pool.registrations, queues, queue_of=queue_of,
+                               max_watches=limits.max_watches)  # fmt: skip
         self._panel = PanelRoutes(
             self.panel, manager, self._review, self._groups, self._object, self._placed_by
         )
@@ -195,8 +197,8 @@ class RelayApi:
     async def _review(self, user: rules.User, **attributes: str) -> bool:
         """Whether the manager lets ``user`` do this (a SubjectAccessReview, its answer
         reused for REVIEW_TTL seconds)."""
-        key = (user.name, user.groups, user.uid, tuple(sorted((k, tuple(v)) for k, v in user.extra.items())),
-               tuple(sorted(attributes.items())))  # fmt: skip
+        extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
+        key = (user.name, user.groups, user.uid, extra, tuple(sorted(attributes.items())))
         now = time.monotonic()
         cached = self._reviews.get(key)
         if cached is not None and cached[0] > now:

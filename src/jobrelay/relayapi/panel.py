@@ -27,6 +27,7 @@ from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules
 from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Change, Row
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import QUEUE_LABEL
 
 __all__ = ["Access", "PanelFeed", "TooManyWatches", "WorkloadCache"]
 
@@ -34,6 +35,9 @@ _log = logging.getLogger(__name__)
 
 # A watcher more than this many bytes behind is ended.
 MAX_BEHIND_BYTES = 16 * 1024 * 1024
+# A watcher's lines are written in pieces of about this size, each waiting for the
+# client to take the last (a new viewer's thousands of rows never sit in memory twice).
+CHUNK_BYTES = 64 * 1024
 # A quiet watch gets a BOOKMARK this often, so a viewer gone away is noticed.
 HEARTBEAT = 30.0
 # A watch ends after this long (the client reconnects), as the apiserver's own do.
@@ -137,8 +141,8 @@ class Watcher:
         self._ready = asyncio.Event()
         self.overflowed = False
 
-    def visible(self, change: Change) -> bool:
-        return self.access is None or self.access.visible(scope_of(change.id))
+    def visible(self, row_id: str) -> bool:
+        return self.access is None or self.access.visible(scope_of(row_id))
 
     def send(self, lines: Iterable[bytes]) -> None:
         for line in lines:
@@ -152,7 +156,8 @@ class Watcher:
         self._ready.set()
 
     async def chunks(self, lifetime: float) -> AsyncIterator[bytes]:
-        """What the viewer reads: pending lines, joined; BOOKMARKs while quiet."""
+        """What the viewer reads: pending lines, joined in pieces of about CHUNK_BYTES;
+        BOOKMARKs while quiet."""
         loop = asyncio.get_running_loop()
         end = loop.time() + lifetime
         while not self.overflowed:
@@ -166,9 +171,14 @@ class Watcher:
             if not self._lines:
                 yield panel_rules.BOOKMARK
                 continue
-            taken, self._lines = self._lines, collections.deque()
-            self._behind = 0
-            yield b"".join(taken)
+            while self._lines and not self.overflowed:
+                piece, size = [], 0
+                while self._lines and size < CHUNK_BYTES:
+                    line = self._lines.popleft()
+                    piece.append(line)
+                    size += len(line)
+                self._behind -= size
+                yield b"".join(piece)
         _log.info("ended a panel watch of %s that fell behind", self.view)
 
 
@@ -181,18 +191,24 @@ class PanelFeed:
         registrations: Callable[[], Iterable[Mapping[str, Any]]],
         queues: Callable[[], Iterable[Mapping[str, Any]]],
         *,
+        queue_of: Callable[[str, str], str] = lambda _namespace, named: named,
         interval: float = 1.0,
         max_watches: int = 200,
     ) -> None:
+        # A workload's RelayQueue: by its label, else its namespace's (the admission's rule).
+        self._queue_of = queue_of
         self._kinds = kinds
         self._registrations = registrations
         self._queues = queues
         self._interval = interval
         self._max_watches = max_watches
-        # Each workload's row and the resourceVersion it was built from.
-        self._workload_rows: dict[tuple[str, str], tuple[str, Row]] = {}
+        # Each workload's row and what it was built from (resourceVersion, queue).
+        self._workload_rows: dict[tuple[str, str], tuple[tuple[str, str], Row]] = {}
         self._published: dict[str, dict[str, Row]] = {}
-        self._watchers: dict[str, set[Watcher]] = {FLEET: set(), QUEUES: set(), WORKLOADS: set()}
+        # Each published row's ADDED line, encoded once for every viewer that joins.
+        self._added: dict[str, dict[str, tuple[Row, bytes]]] = {}
+        # Workloads first in each pass: the fleet counts what runs from their rows.
+        self._watchers: dict[str, set[Watcher]] = {WORKLOADS: set(), QUEUES: set(), FLEET: set()}
         self._task: asyncio.Task[None] | None = None
         # The workloads changed since the last pass (kind name, key), while it is kept.
         self._dirty: set[tuple[str, str]] = set()
@@ -212,7 +228,10 @@ class PanelFeed:
         if view == QUEUES:
             rows = (panel_rules.queue_row(queue) for queue in self._queues())
             return {row["name"]: row for row in rows}
-        running = panel_rules.running_by_worker(self._workloads().values())
+        # While workloads are watched their published rows are current (to the last pass):
+        # no second look at every workload.
+        workloads = self._published.get(WORKLOADS) if self._watchers[WORKLOADS] else None
+        running = panel_rules.running_by_worker((workloads or self._workloads()).values())
         fleet = (
             panel_rules.worker_row(registration, running.get(Meta(registration).name, 0))
             for registration in self._registrations()
@@ -221,16 +240,22 @@ class PanelFeed:
 
     def _row(self, kind: str, key: str, obj: Mapping[str, Any]) -> Row:
         """The workload's row, rebuilt only when its object changed."""
-        version = Meta(obj).resource_version
+        meta = Meta(obj)
+        # A queue is defined or a namespace relabelled without the workload changing.
+        built = (
+            meta.resource_version,
+            self._queue_of(meta.namespace, meta.label(QUEUE_LABEL) or ""),
+        )
         cached = self._workload_rows.get((kind, key))
-        if cached is None or cached[0] != version:
-            cached = (version, panel_rules.workload_row(self._kinds[kind].kind, obj))
+        if cached is None or cached[0] != built:
+            row = panel_rules.workload_row(self._kinds[kind].kind, obj, queue=built[1])
+            cached = (built, row)
             self._workload_rows[(kind, key)] = cached
         return cached[1]
 
     def _workloads(self) -> dict[str, Row]:
         rows: dict[str, Row] = {}
-        seen: dict[tuple[str, str], tuple[str, Row]] = {}
+        seen: dict[tuple[str, str], tuple[tuple[str, str], Row]] = {}
         for name, runtime in self._kinds.items():
             for key, obj in runtime.objects.items():
                 row = self._row(name, key, obj)
@@ -253,11 +278,14 @@ class PanelFeed:
             raise TooManyWatches(f"{self._max_watches} panel watches are open; try again later")
         self._publish(view)  # the others are brought up to now before this one starts
         watcher = Watcher(view, access)
-        published = self._published[view]
-        watcher.send(c.line for c in panel_rules.initial(published) if watcher.visible(c))
+        watcher.send(
+            self._added_line(view, row_id, row)
+            for row_id, row in self._published[view].items()
+            if watcher.visible(row_id)
+        )
         if access is not None:
             access.on_granted = lambda scope: watcher.send(
-                panel_rules.watch_line("ADDED", row)
+                self._added_line(view, row_id, row)
                 for row_id, row in self._published[view].items()
                 if scope_of(row_id) == scope
             )
@@ -265,6 +293,15 @@ class PanelFeed:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._loop(), name="panel-feed")
         return self._stream(watcher, lifetime)
+
+    def _added_line(self, view: str, row_id: str, row: Row) -> bytes:
+        """The row's ADDED line, encoded once while the row stays the same."""
+        lines = self._added.setdefault(view, {})
+        cached = lines.get(row_id)
+        if cached is None or cached[0] is not row:
+            cached = (row, panel_rules.watch_line("ADDED", row))
+            lines[row_id] = cached
+        return cached[1]
 
     async def _stream(self, watcher: Watcher, lifetime: float) -> AsyncIterator[bytes]:
         try:
@@ -283,6 +320,7 @@ class PanelFeed:
                     self._publish(view)
         # Nobody watches: nothing is kept up to date (the next watch starts afresh).
         self._published.clear()
+        self._added.clear()
         self._dirty.clear()
 
     def _publish(self, view: str) -> None:
@@ -296,7 +334,7 @@ class PanelFeed:
         if not found:
             return
         for watcher in list(self._watchers[view]):
-            watcher.send(change.line for change in found if watcher.visible(change))
+            watcher.send(change.line for change in found if watcher.visible(change.id))
 
     def _workload_changes(self, published: dict[str, Row]) -> list[Change]:
         """What changed among the workloads the informers named since the last pass
@@ -312,6 +350,7 @@ class PanelFeed:
                 before[row_id] = published[row_id]
             if obj is None:
                 self._workload_rows.pop((kind, key), None)
+                self._added.get(WORKLOADS, {}).pop(row_id, None)
                 published.pop(row_id, None)
             else:
                 row = self._row(kind, key, obj)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -229,9 +229,10 @@ def queue_row(queue: Mapping[str, Any]) -> Row:
     }
 
 
-def workload_row(kind: WorkloadKind, obj: Mapping[str, Any]) -> Row:
+def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | None = None) -> Row:
     """A managed workload as the panel shows it: its state (the one every command
-    says), why, where it runs and where it ran."""
+    says), why, where it runs and where it ran, its RelayQueue (``queue``, as admission
+    chose it; else its label)."""
     meta = Meta(obj)
     where = standing(kind, obj)
     plural = kind.ref.plural
@@ -246,7 +247,7 @@ def workload_row(kind: WorkloadKind, obj: Mapping[str, Any]) -> Row:
         "reason": _text(where.reason),
         "worker": placement_of(obj),
         "placements": list(placements_of(obj))[-32:],
-        "queue": meta.label(QUEUE_LABEL) or "",
+        "queue": (meta.label(QUEUE_LABEL) or "") if queue is None else queue,
         "created": meta.creation_timestamp,
         "completions": _completions(obj),
     }
@@ -314,12 +315,11 @@ def list_body(view: str, rows: Iterable[Row]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One watch event: its type, the row's id and namespace (for a viewer's filter),
+    """One watch event: its type, the row's id (a viewer's access is decided by it),
     and its line as sent."""
 
     type: Literal["ADDED", "MODIFIED", "DELETED"]
     id: str
-    namespace: str
     line: bytes
 
 
@@ -339,14 +339,9 @@ def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[Cha
         if old is row:  # the same row object: nothing changed (the common case)
             continue
         if old is None:
-            yield Change("ADDED", row_id, row.get("namespace", ""), watch_line("ADDED", row))
+            yield Change("ADDED", row_id, watch_line("ADDED", row))
         elif old != row:
-            yield Change("MODIFIED", row_id, row.get("namespace", ""), watch_line("MODIFIED", row))
+            yield Change("MODIFIED", row_id, watch_line("MODIFIED", row))
     for row_id, row in before.items():
         if row_id not in after:
-            yield Change("DELETED", row_id, row.get("namespace", ""), watch_line("DELETED", row))
-
-
-def initial(rows: Mapping[str, Row]) -> Sequence[Change]:
-    """A new watch's start: every current row as ADDED."""
-    return list(changes({}, rows))
+            yield Change("DELETED", row_id, watch_line("DELETED", row))

@@ -113,7 +113,7 @@ def test_every_authenticated_user_reaches_the_dashboard_and_the_controller_decid
 
 
 def test_fleet_readers_are_bound_cluster_wide_to_the_view_level_role_only() -> None:
-    [binding] = [obj for obj in aggregated(VALUE_SETS["readers"])
+    [binding] = [obj for obj in aggregated(VALUE_SETS["readers"]).values()
                  if obj["kind"] == "ClusterRoleBinding"]  # fmt: skip
     assert binding["roleRef"]["name"] == "relay-fleet-view"
     assert binding["subjects"] == [

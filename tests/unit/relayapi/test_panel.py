@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -310,3 +311,52 @@ async def test_a_watched_pass_looks_only_at_the_workloads_that_changed() -> None
     assert (event["type"], event["object"]["name"]) == ("MODIFIED", "j7")
     assert CountingKind.looked == 1
     await chunks.aclose()  # type: ignore[attr-defined]
+
+
+def test_the_page_never_parses_data_as_html() -> None:
+    """What a tenant writes (names, reasons, Event messages, logs) reaches the page's DOM
+    as text only: no HTML parsing of strings anywhere in its script, nothing inline."""
+    from importlib.resources import files
+
+    dashboard = files("jobrelay.relayapi") / "dashboard"
+    script = (dashboard / "app.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
+                 "new Function"):  # fmt: skip
+        assert sink not in script, sink
+    page = (dashboard / "index.html").read_text()
+    assert "<script>" not in page and not re.search(r"\son[a-z]+\s*=", page)
+
+
+async def test_a_new_viewers_rows_are_written_in_bounded_pieces_sharing_one_encoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from jobrelay.relayapi import panel
+
+    monkeypatch.setattr(panel, "CHUNK_BYTES", 2000)
+    objects = Objects({f"team-a/j{i}": job(f"j{i}") for i in range(40)})
+    feed = feed_of(objects)
+    first, second = feed.watch("workloads", None), feed.watch("workloads", None)
+    pieces = [await anext(first)]
+    while sum(piece.count(b"\n") for piece in pieces) < 40:
+        pieces.append(await anext(first))
+    assert len(pieces) > 1
+    longest_line = max(len(line) for piece in pieces for line in piece.splitlines(True))
+    assert all(len(piece) < 2000 + longest_line for piece in pieces)
+    # Both viewers got the very same encoded lines (encoded once).
+    lines_of = feed._added["workloads"]
+    assert len(lines_of) == 40
+    assert (await anext(second)).startswith(lines_of["jobs/team-a/j0"][1])
+    for chunks in (first, second):
+        await chunks.aclose()  # type: ignore[attr-defined]
+
+
+def test_a_workloads_queue_is_the_one_admission_chooses_and_follows_a_new_queue() -> None:
+    objects = Objects({"team-a/a": job("a")})
+    chosen = {"team-a": ""}
+    feed = PanelFeed(
+        {"Job.v1.batch": Runtime(JobKind(), objects)},  # type: ignore[dict-item]
+        lambda: [], lambda: [], queue_of=lambda namespace, named: named or chosen[namespace],
+    )  # fmt: skip
+    assert feed.rows("workloads")["jobs/team-a/a"]["queue"] == ""
+    chosen["team-a"] = "team-a-queue"  # a RelayQueue selecting the namespace is created
+    assert feed.rows("workloads")["jobs/team-a/a"]["queue"] == "team-a-queue"

@@ -243,6 +243,12 @@ class QueueGate:
     def specs(self) -> dict[str, QueueSpec]:
         return self.queues.specs() if self.queues is not None else {}
 
+    def queue_of(self, namespace: str, named: str) -> str:
+        """The RelayQueue a workload of ``namespace`` labelled ``named`` waits in (by its
+        label, else its namespace's labels); "" for none (the panel's QUEUE)."""
+        choice = queue_for(named, namespace, self._labels.get(namespace, {}), self.specs())
+        return choice.queue if isinstance(choice, Queued) else named
+
     def idle(self) -> bool:
         """No RelayQueue and no ResourceQuota on the manager: every workload is placed as
         it comes, and the held pass need not read every workload. (A verdict of a pass

@@ -1,7 +1,7 @@
 // The jobrelay dashboard: three live watches (fleet, queues, workloads) rendered as an
 // overview, and a workload's detail page (events, mirror, logs). No framework, no build:
 // the page is served with a strict Content-Security-Policy, so everything shown is built
-// with createElement/textContent (never innerHTML) and no inline styles are written
+// with createElement/textContent (strings are never parsed as HTML) and no inline styles are written
 // except through the CSSOM (bar widths).
 'use strict';
 
