@@ -331,6 +331,10 @@ class PanelFeed:
             after = self.rows(view)
             found = list(panel_rules.changes(published or {}, after))
             self._published[view] = after
+            came_or_went = any(change.type != "MODIFIED" for change in found)
+            if view == QUEUES and came_or_went and WORKLOADS in self._published:
+                # Each workload's queue is looked at again (its row only if it changed).
+                self._dirty.update(self._workload_rows)
         if not found:
             return
         for watcher in list(self._watchers[view]):

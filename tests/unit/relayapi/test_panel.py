@@ -360,3 +360,22 @@ def test_a_workloads_queue_is_the_one_admission_chooses_and_follows_a_new_queue(
     assert feed.rows("workloads")["jobs/team-a/a"]["queue"] == ""
     chosen["team-a"] = "team-a-queue"  # a RelayQueue selecting the namespace is created
     assert feed.rows("workloads")["jobs/team-a/a"]["queue"] == "team-a-queue"
+
+
+async def test_a_new_queue_reaches_the_watched_workloads_it_takes() -> None:
+    objects = Objects({"team-a/a": job("a")})
+    queues: list[dict[str, Any]] = []
+    feed = PanelFeed(
+        {"Job.v1.batch": Runtime(JobKind(), objects)},  # type: ignore[dict-item]
+        lambda: [], lambda: queues, interval=0.01,
+        queue_of=lambda namespace, named: named or ("team-a" if queues else ""),
+    )  # fmt: skip
+    workloads, watched_queues = feed.watch("workloads", None), feed.watch("queues", None)
+    [added] = await lines(workloads, 1)
+    assert added["object"]["queue"] == ""
+    queues.append({"metadata": {"name": "team-a"}, "spec": {}, "status": {}})
+    assert [e["type"] for e in await lines(watched_queues, 1)] == ["ADDED"]
+    [moved] = await lines(workloads, 1)
+    assert (moved["type"], moved["object"]["queue"]) == ("MODIFIED", "team-a")
+    for chunks in (workloads, watched_queues):
+        await chunks.aclose()  # type: ignore[attr-defined]
