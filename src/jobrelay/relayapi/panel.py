@@ -112,6 +112,9 @@ class Access:
         plural, _, namespace = scope.partition("/")
         try:
             granted = await self._check(plural, namespace)
+        except Exception as error:  # the review could not be made: asked again next time
+            _log.info("panel: cannot tell whether rows of %s may be shown: %s", scope, error)
+            return
         finally:
             self._asking.pop(scope, None)
         self._decided[scope] = granted

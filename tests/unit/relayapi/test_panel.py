@@ -379,3 +379,29 @@ async def test_a_new_queue_reaches_the_watched_workloads_it_takes() -> None:
     assert (moved["type"], moved["object"]["queue"]) == ("MODIFIED", "team-a")
     for chunks in (workloads, watched_queues):
         await chunks.aclose()  # type: ignore[attr-defined]
+
+
+async def test_a_review_that_fails_hides_the_rows_and_is_asked_again() -> None:
+    """In a watch (no one awaits the review): nothing is left for asyncio to report."""
+    import gc
+
+    answers: list[bool | Exception] = [RuntimeError("the manager is away"), True]
+
+    async def may_list(plural: str, namespace: str) -> bool:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    reported: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(
+        lambda _loop, context: reported.append(context)
+    )
+    access = Access([], may_list)
+    assert not access.visible("jobs/team-a")
+    await asyncio.sleep(0.01)  # the review fails
+    gc.collect()
+    assert reported == []
+    assert not access.visible("jobs/team-a")  # undecided: asked again, now granted
+    await asyncio.sleep(0.01)
+    assert access.visible("jobs/team-a") and answers == []
