@@ -394,13 +394,16 @@ async def test_a_review_that_fails_hides_the_rows_and_is_asked_again() -> None:
         return answer
 
     reported: list[dict[str, Any]] = []
-    asyncio.get_running_loop().set_exception_handler(
-        lambda _loop, context: reported.append(context)
-    )
-    access = Access([], may_list)
-    assert not access.visible("jobs/team-a")
-    await asyncio.sleep(0.01)  # the review fails
-    gc.collect()
+    loop = asyncio.get_running_loop()
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        access = Access([], may_list)
+        assert not access.visible("jobs/team-a")
+        await asyncio.sleep(0.01)  # the review fails
+        gc.collect()
+    finally:
+        loop.set_exception_handler(before)
     assert reported == []
     assert not access.visible("jobs/team-a")  # undecided: asked again, now granted
     await asyncio.sleep(0.01)
