@@ -363,13 +363,3 @@ class PanelFeed:
                 row = self._row(kind, key, obj)
                 after[row["key"]] = published[row["key"]] = row
         return list(panel_rules.changes(before, after))
-
-    async def stop(self) -> None:
-        for watchers in self._watchers.values():
-            for watcher in watchers:
-                watcher.overflowed = True
-                watcher.send(())
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
