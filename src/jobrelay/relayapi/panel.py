@@ -40,6 +40,9 @@ MAX_BEHIND_BYTES = 16 * 1024 * 1024
 CHUNK_BYTES = 64 * 1024
 # A quiet watch gets a BOOKMARK this often, so a viewer gone away is noticed.
 HEARTBEAT = 30.0
+# SubjectAccessReviews one viewer's request has in flight at once (a tenant's list over
+# a thousand namespaces asks them a few at a time, not all at once).
+REVIEWS_AT_ONCE = 8
 # A watch ends after this long (the client reconnects), as the apiserver's own do.
 WATCH_LIFETIME = 1800.0
 
@@ -93,6 +96,7 @@ class Access:
         self._only_namespace = only_namespace
         self._decided: dict[str, bool] = {}
         self._asking: dict[str, asyncio.Task[None]] = {}
+        self._reviews = asyncio.Semaphore(REVIEWS_AT_ONCE)
         self.on_granted: Callable[[str], None] | None = None
 
     def visible(self, scope: str) -> bool:
@@ -111,7 +115,8 @@ class Access:
     async def _ask(self, scope: str) -> None:
         plural, _, namespace = scope.partition("/")
         try:
-            granted = await self._check(plural, namespace)
+            async with self._reviews:
+                granted = await self._check(plural, namespace)
         except Exception as error:  # the review could not be made: asked again next time
             _log.info("panel: cannot tell whether rows of %s may be shown: %s", scope, error)
             return

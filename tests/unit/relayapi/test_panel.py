@@ -408,3 +408,22 @@ async def test_a_review_that_fails_hides_the_rows_and_is_asked_again() -> None:
     assert not access.visible("jobs/team-a")  # undecided: asked again, now granted
     await asyncio.sleep(0.01)
     assert access.visible("jobs/team-a") and answers == []
+
+
+async def test_a_viewers_reviews_are_asked_a_few_at_a_time() -> None:
+    from jobrelay.relayapi import panel
+
+    in_flight, most = 0, 0
+
+    async def may_list(plural: str, namespace: str) -> bool:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0)
+        in_flight -= 1
+        return True
+
+    access = Access([], may_list)
+    await access.settle({f"jobs/team-{i}" for i in range(100)})
+    assert most == panel.REVIEWS_AT_ONCE
+    assert all(access.visible(f"jobs/team-{i}") for i in range(100))
