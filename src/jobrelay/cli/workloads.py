@@ -18,6 +18,7 @@ from jobrelay.kinds.base import WorkloadKind
 # Re-exported: the commands and their tests read a workload's state from here.
 from jobrelay.kinds.standing import Standing as Standing
 from jobrelay.kinds.standing import State as State
+from jobrelay.kinds.standing import completions as completions
 from jobrelay.kinds.standing import standing as standing
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
@@ -37,24 +38,6 @@ def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return {
         uid: f"{event.get('reason')}: {event.get('message')}" for uid, (_, event) in latest.items()
     }
-
-
-def completions(obj: Mapping[str, Any]) -> str:
-    """``succeeded/wanted`` as kubectl prints it for a Job; for a JobSet, its child Jobs."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    if obj.get("kind") == "Job":
-        succeeded = int(status.get("succeeded") or 0)
-        if spec.get("completions") is not None:
-            return f"{succeeded}/{spec['completions']}"
-        parallelism = int(spec.get("parallelism") or 1)
-        return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
-    if obj.get("kind") == "JobSet":
-        wanted = sum(int((r or {}).get("replicas") or 1) for r in spec.get("replicatedJobs") or [])
-        done = sum(
-            int((r or {}).get("succeeded") or 0) for r in status.get("replicatedJobsStatus") or []
-        )
-        return f"{done}/{wanted}"
-    return "-"
 
 
 def parse_time(text: object) -> datetime | None:

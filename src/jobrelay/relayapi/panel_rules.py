@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from jobrelay.fleet import maintenance_rules
 from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.standing import State, standing
+from jobrelay.kinds.standing import State, completions, standing
 from jobrelay.placement.units import format_units, resources_of
 from jobrelay.relayapi.rules import API_GROUP, API_PATH, API_VERSION, scrub
 from jobrelay.vocabulary.meta import Meta
@@ -249,24 +249,8 @@ def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | Non
         "placements": list(placements_of(obj))[-32:],
         "queue": (meta.label(QUEUE_LABEL) or "") if queue is None else queue,
         "created": meta.creation_timestamp,
-        "completions": _completions(obj),
+        "completions": completions(obj),
     }
-
-
-def _completions(obj: Mapping[str, Any]) -> str:
-    """``succeeded/wanted`` for a Job, finished child Jobs for a JobSet; else ``-``."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    if obj.get("kind") == "Job":
-        wanted = spec.get("completions")
-        return f"{_count(status.get('succeeded'))}/{wanted if isinstance(wanted, int) else 1}"
-    if obj.get("kind") == "JobSet":
-        jobs = spec.get("replicatedJobs") or []
-        wanted = sum(_count((r or {}).get("replicas")) or 1 for r in jobs)
-        done = sum(
-            _count((r or {}).get("succeeded")) for r in status.get("replicatedJobsStatus") or []
-        )
-        return f"{done}/{wanted}"
-    return "-"
 
 
 def running_by_worker(rows: Iterable[Row]) -> dict[str, int]:
