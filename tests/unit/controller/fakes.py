@@ -11,8 +11,10 @@ FakeWorker) change only when a test says so: they lag, as real ones do.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import itertools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +142,10 @@ class FakeCluster:
                 return _answer(404, status_body(404, "NotFound", f'namespaces "{rest[1]}"'))
             labels = self.namespace_labels.get(rest[1], {})
             return _answer(200, {"metadata": {"name": rest[1], "labels": labels}})
+        if request.method == "GET" and (
+            len(rest) == 1 or (len(rest) == 3 and rest[0] == "namespaces")
+        ):
+            return self._list(rest[-1], rest[1] if len(rest) == 3 else None, request)
         if len(rest) < 3 or rest[0] != "namespaces":
             raise AssertionError(f"unexpected {request.method} {path}")
         namespace, plural, *named = rest[1:]
@@ -168,6 +174,40 @@ class FakeCluster:
         if request.method == "DELETE":
             return self._delete(key, body)
         raise AssertionError(f"unexpected {request.method} {path}")
+
+    def _list(self, plural: str, namespace: str | None, request: httpx2.Request) -> httpx2.Response:
+        """A LIST (in one namespace, or in all) as an apiserver answers it, or a WATCH that
+        stays open and quiet (this fake's objects change only through its requests)."""
+        if request.url.params.get("watch") in ("true", "1"):
+
+            async def quiet() -> AsyncIterator[bytes]:
+                await asyncio.Event().wait()
+                yield b""  # never reached: the watch ends when its reader closes it
+
+            return httpx2.Response(200, content=quiet())
+        if plural == "namespaces":
+            found: list[JsonObj] = [
+                {"metadata": {"name": n, "labels": self.namespace_labels.get(n, {})}}
+                for n in sorted(self.namespaces)
+            ]
+        else:
+            found = [
+                obj
+                for (kind, ns, _name), obj in sorted(self.objects.items())
+                if kind == plural and namespace in (None, ns)
+            ]
+        wanted = _equalities(request.url.params.get("labelSelector", ""))
+        fields = _equalities(request.url.params.get("fieldSelector", ""))
+        items = [
+            obj
+            for obj in found
+            if all(((obj.get("metadata") or {}).get("labels") or {}).get(k) == v
+                   for k, v in wanted.items())
+            and all((obj.get("metadata") or {}).get("name") == v
+                    for k, v in fields.items() if k == "metadata.name")
+        ]  # fmt: skip
+        revision = str(next(_revisions))
+        return _answer(200, {"metadata": {"resourceVersion": revision}, "items": items})
 
     def _discovery(self, group_version: str) -> httpx2.Response:
         versions = [
@@ -238,6 +278,17 @@ class FakeCluster:
             return _answer(409, status_body(409, "Conflict", "Precondition failed: UID"))
         del self.objects[key]
         return _answer(200, {"kind": "Status", "status": "Success"})
+
+
+def _equalities(selector: str) -> dict[str, str]:
+    """``k=v,k2=v2`` (a selector of equalities only; anything else this fake cannot judge)."""
+    terms: dict[str, str] = {}
+    for term in filter(None, selector.split(",")):
+        key, equals, value = term.partition("=")
+        if not equals or key.endswith(("!", "=")) or value.startswith("="):
+            raise AssertionError(f"this fake judges only k=v selectors, not {term!r}")
+        terms[key] = value
+    return terms
 
 
 def _answer(code: int, body: Any) -> httpx2.Response:

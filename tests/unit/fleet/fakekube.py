@@ -45,6 +45,8 @@ class FakeKube:
         self.revision = 100
         self.refuse_everyone = False  # answer 401 to every request
         self.forbid_lists = False  # answer 403 to lists and watches (credentials without rights)
+        # Collections whose lists and watches are refused (403), as RBAC refuses them.
+        self.forbidden: set[str] = set()
         self.clients: list[ApiClient] = []
         self._watches: dict[str, list[asyncio.Queue[JsonObj]]] = {}
         self._list_gates: dict[str, asyncio.Event] = {}
@@ -58,6 +60,10 @@ class FakeKube:
         self.collections.setdefault(path, {})
         self._watches.setdefault(path, [])
         self.lists_asked.setdefault(path, asyncio.Event())
+
+    def forbid(self, path: str) -> None:
+        """Lists and watches of ``path`` are answered 403, as for a credential without rights."""
+        self.forbidden.add(path)
 
     def client(self) -> ApiClient:
         http = httpx2.AsyncClient(
@@ -101,6 +107,9 @@ class FakeKube:
             return _answer(200, {"gitVersion": "v1.35.4"})
         if path.endswith("/selfsubjectreviews"):  # an apiserver older than 1.28
             return _answer(404, _status(404, "NotFound", "the server could not find it"))
+        if request.method == "GET" and path in self.forbidden:
+            message = f'User "nobody" cannot list resource "{path.rsplit("/", 1)[1]}"'
+            return _answer(403, _status(403, "Forbidden", message))
         if path in self.collections and request.method == "GET":
             if self.forbid_lists:
                 message = f'User "nobody" cannot list resource "{path.rsplit("/", 1)[1]}"'

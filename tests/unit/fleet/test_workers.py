@@ -26,7 +26,15 @@ from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
-from jobrelay.kube.resources import SECRETS, WORKER_CLUSTERS
+from jobrelay.kube.resources import (
+    CONFIGMAPS,
+    NAMESPACES,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PODS,
+    SECRETS,
+    WORKER_CLUSTERS,
+)
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 from jobrelay.vocabulary.resource import Resource
 
@@ -87,6 +95,10 @@ class Fleet:
     def server(self, name: str, *mirrors: dict[str, Any]) -> FakeKube:
         server = FakeKube(name)
         server.serve(MIRRORS)
+        # What every apiserver serves and the worker's feeds list (empty here).
+        for served in (NODES, PODS, NAMESPACES, PERSISTENT_VOLUME_CLAIMS, CONFIGMAPS, SECRETS,
+                       Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)):  # fmt: skip
+            server.serve(collection_path(served))
         for obj in mirrors:
             server.put(MIRRORS, obj)
         self.servers[name] = server

@@ -141,7 +141,9 @@ async def test_a_worker_without_node_rights_runs_mirrors_but_has_no_capacity(
     worker = await until(lambda: pool.get(WORKER), what="the worker")
     await until(worker.capacity, what="its capacity")
     # Reconnect to a worker that serves mirrors but not nodes nor pods (as with RBAC).
-    fleet.server("bare", mirror("a"))
+    bare = fleet.server("bare", mirror("a"))
+    bare.forbid(NODES_PATH)
+    bare.forbid(PODS_PATH)
     fleet.rotate(kubeconfig("bare"))
     new = await until(lambda: (w := pool.get(WORKER)) is not worker and w, what="reconnected")
     await until(lambda: new.capacity_error, what="why capacity is not known")

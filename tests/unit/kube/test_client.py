@@ -375,6 +375,7 @@ async def test_requests_are_counted_per_verb_and_reported_to_the_hook() -> None:
     assert all(r.seconds >= 0 for r in records)
 
 
+@pytest.mark.logs_exceptions
 async def test_a_failing_hook_does_not_fail_the_request() -> None:
     def hook(record: RequestRecord) -> None:
         raise RuntimeError("metrics bug")

@@ -245,6 +245,7 @@ async def test_a_key_in_process_at_shutdown_is_not_requeued() -> None:
 # -- run_workers -----------------------------------------------------------------------
 
 
+@pytest.mark.logs_exceptions
 async def test_run_workers_retries_failures_with_backoff_and_logs_the_key(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -268,6 +269,7 @@ async def test_run_workers_retries_failures_with_backoff_and_logs_the_key(
     assert "retrying in" in failures[0].getMessage()
 
 
+@pytest.mark.logs_exceptions
 async def test_run_workers_forgets_a_key_once_it_succeeds() -> None:
     queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=0.001))
     calls = 0

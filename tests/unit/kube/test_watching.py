@@ -324,6 +324,7 @@ async def test_transform_returning_none_filters_objects_out(fake: Any, client: A
     assert len(informer) == 0
 
 
+@pytest.mark.logs_exceptions
 async def test_a_failing_handler_does_not_stop_the_informer_or_other_handlers(
     fake: Any, client: ApiClient, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -125,6 +125,7 @@ async def test_a_client_that_goes_away_ends_the_stream(served: tuple[str, str, H
     await asyncio.wait_for(handler.stream_ended.wait(), 5)
 
 
+@pytest.mark.logs_exceptions
 async def test_a_failing_handler_answers_500(served: tuple[str, str, Handler]) -> None:
     url, ca_pem, _ = served
     async with client(url, ca_pem) as http:
