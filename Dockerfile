@@ -27,6 +27,8 @@ RUN python -m venv --without-pip /opt/jobrelay \
       --require-hashes --no-deps -r requirements/runtime.lock
 COPY pyproject.toml README.md LICENSE ./
 COPY src ./src
+# src/jobrelay/manifests/ links into charts/ (the CRDs, the manifests' data): the wheel copies them in.
+COPY charts ./charts
 RUN python -m pip wheel --no-build-isolation --no-deps --wheel-dir /wheels . \
  && python -m pip --python /opt/jobrelay/bin/python install --no-deps /wheels/jobrelay-*.whl \
  && python -m pip --python /opt/jobrelay/bin/python check \

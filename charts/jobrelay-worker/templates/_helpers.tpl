@@ -92,3 +92,57 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "jobrelay-worker.quoted" -}}
 {{- printf "'%s'" (replace "'" "''" .) -}}
 {{- end -}}
+
+{{/* .data (a value of files/worker-access.yaml) with every "$(key)" in its strings replaced
+     by .values.key (manifests/chart_sources.py fill), as JSON: the value goes in
+     JSON-escaped, so any text is safe. */}}
+{{- define "jobrelay-worker.fill" -}}
+{{- $json := toJson .data -}}
+{{- range $key, $value := .values -}}
+{{- $json = replace (printf "$(%s)" $key) (toJson $value | trimPrefix "\"" | trimSuffix "\"") $json -}}
+{{- end -}}
+{{- $json -}}
+{{- end -}}
+
+{{/* The objects of files/worker-access.yaml (the one source: `jobrelay clusters add
+     --create-service-account` applies the same file, filled in for its flags) filled in for
+     these values, with the release's labels: a JSON map of serviceAccount, tokenSecret,
+     clusterRole, clusterRoleBinding, admissionPolicy and admissionPolicyBinding. */}}
+{{- define "jobrelay-worker.objects" -}}
+{{- $data := .Files.Get "files/worker-access.yaml" | fromYaml -}}
+{{- $namespace := include "jobrelay-worker.namespace" . -}}
+{{- $origin := include "jobrelay-worker.origin" . -}}
+{{- $values := dict
+  "name" (include "jobrelay-worker.accountName" .)
+  "namespace" $namespace
+  "origin" $origin
+  "originLiteral" (toJson $origin)
+  "namespaceLiteral" (toJson $namespace)
+  "usernameLiteral" (toJson (include "jobrelay-worker.username" .)) -}}
+{{- $rules := list -}}
+{{- $policyRules := list -}}
+{{- range include "jobrelay-worker.resources" . | fromJsonArray -}}
+{{- $rules = concat $rules (include "jobrelay-worker.fill" (dict "data" $data.mirrorRules "values" .) | fromJsonArray) -}}
+{{- $policyRules = append $policyRules (include "jobrelay-worker.fill" (dict "data" $data.mirrorPolicyRule "values" .) | fromJson) -}}
+{{- end -}}
+{{- range $data.clusterRole.rules -}}
+{{- if and $.Values.createNamespaces (eq (toJson .resources) (toJson (list "namespaces"))) -}}
+{{- $_ := set . "verbs" (concat .verbs $data.namespaceCreateVerbs) -}}
+{{- end -}}
+{{- $rules = append $rules . -}}
+{{- end -}}
+{{- $labels := include "jobrelay-worker.labels" . | fromYaml -}}
+{{- $objects := dict -}}
+{{- range $key := list "serviceAccount" "tokenSecret" "clusterRole" "clusterRoleBinding" "admissionPolicy" "admissionPolicyBinding" -}}
+{{- $object := include "jobrelay-worker.fill" (dict "data" (get $data $key) "values" $values) | fromJson -}}
+{{- $_ := set $object.metadata "labels" (merge (dict) $labels $object.metadata.labels) -}}
+{{- $_ := set $objects $key $object -}}
+{{- end -}}
+{{- $_ := set $objects.clusterRole "rules" $rules -}}
+{{- $constraints := $objects.admissionPolicy.spec.matchConstraints -}}
+{{- $_ := set $constraints "resourceRules" (concat $policyRules $constraints.resourceRules) -}}
+{{- with .Values.serviceAccount.annotations -}}
+{{- $_ := set $objects.serviceAccount.metadata "annotations" . -}}
+{{- end -}}
+{{- toJson $objects -}}
+{{- end -}}

@@ -99,23 +99,50 @@ spec.managedBy
 {{- end -}}
 {{- end -}}
 
-{{/* The CEL of "delegated to jobrelay" (manifests/admission_policy.py _delegated): one
+{{/* The CEL of "delegated to jobrelay" (manifests/admission_policy.py _delegated), from
+.formats (files/admission-policies.yaml `delegated`) for .root's kinds: the uniform
 comparison when every kind claims controllerName at spec.managedBy, else a clause per kind. */}}
 {{- define "jobrelay.delegatedExpression" -}}
-{{- $root := . -}}
+{{- $root := .root -}}
+{{- $formats := .formats -}}
 {{- $uniform := true -}}
 {{- $clauses := list -}}
-{{- range .Values.kinds -}}
+{{- range $root.Values.kinds -}}
 {{- $field := include "jobrelay.kindField" . -}}
 {{- $value := default $root.Values.controllerName .managedBy -}}
 {{- if or (ne $field "spec.managedBy") (ne $value $root.Values.controllerName) -}}
 {{- $uniform = false -}}
 {{- end -}}
-{{- $clauses = append $clauses (printf "(request.resource.group == %s && request.resource.resource == %s && object.?%s.orValue('') == %s)" (include "jobrelay.celString" (include "jobrelay.kindGroup" .)) (include "jobrelay.celString" (include "jobrelay.kindResource" .)) (replace "." ".?" $field) (include "jobrelay.celString" $value)) -}}
+{{- $clause := dict
+  "groupLiteral" (include "jobrelay.celString" (include "jobrelay.kindGroup" .))
+  "pluralLiteral" (include "jobrelay.celString" (include "jobrelay.kindResource" .))
+  "field" (replace "." ".?" $field)
+  "valueLiteral" (include "jobrelay.celString" $value) -}}
+{{- $clauses = append $clauses (include "jobrelay.fillText" (dict "text" $formats.perKind "values" $clause)) -}}
 {{- end -}}
 {{- if $uniform -}}
-{{- printf "object.?spec.?managedBy.orValue('') == %s" (include "jobrelay.celString" .Values.controllerName) -}}
+{{- include "jobrelay.fillText" (dict "text" $formats.uniform "values" (dict "controllerNameLiteral" (include "jobrelay.celString" $root.Values.controllerName))) -}}
 {{- else -}}
-{{- join " || " $clauses -}}
+{{- join $formats.joiner $clauses -}}
 {{- end -}}
+{{- end -}}
+
+{{/* .text with every "$(key)" replaced by .values.key, verbatim (manifests/chart_sources.py
+fill; the values the chart passes hold no "$("). */}}
+{{- define "jobrelay.fillText" -}}
+{{- $text := .text -}}
+{{- range $key, $value := .values -}}
+{{- $text = replace (printf "$(%s)" $key) $value $text -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
+
+{{/* .data (an object of a files/ data file) with every "$(key)" in its strings replaced by
+.values.key, as JSON: the value goes in JSON-escaped, so any text is safe. */}}
+{{- define "jobrelay.fill" -}}
+{{- $json := toJson .data -}}
+{{- range $key, $value := .values -}}
+{{- $json = replace (printf "$(%s)" $key) (toJson $value | trimPrefix "\"" | trimSuffix "\"") $json -}}
+{{- end -}}
+{{- $json -}}
 {{- end -}}

@@ -15,10 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from jobrelay.fairshare.model import QueueSpec
 from jobrelay.fleet.relayqueue_rules import (
@@ -35,10 +32,10 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.manifests import chart_sources
 
-__all__ = ["CRD_MANIFEST", "RelayQueueCache", "crd_manifest"]
+__all__ = ["RelayQueueCache", "crd_manifest"]
 
-CRD_MANIFEST = Path(__file__).with_name("relayqueue-crd.yaml")
 # Status fields the controller writes: one no longer wanted is written as null (removed).
 _STATUS_FIELDS = ("pending", "admitted", "usage", "demand", "fairShare", "actualShare")
 
@@ -46,8 +43,8 @@ _log = logging.getLogger(__name__)
 
 
 def crd_manifest() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(CRD_MANIFEST.read_text())
-    return loaded
+    """The RelayQueue CRD: the chart's ``crds/`` file (one copy, shipped in the package)."""
+    return chart_sources.chart_document(chart_sources.RELAY_QUEUE_CRD)
 
 
 class RelayQueueCache:

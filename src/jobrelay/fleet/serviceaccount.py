@@ -6,8 +6,9 @@ ServiceAccount, a ClusterRole with exactly the rules below, a binding and a
 token Secret; the worker is then registered with that token (and the admin's
 server and CA), never with the admin's credentials.
 
-What jobrelay does on a worker, and so all its Role allows (the charts/jobrelay-worker
-chart renders the same objects; tests/integration/chart keeps them equal):
+What jobrelay does on a worker, and so all its Role allows. The objects are written once,
+in charts/jobrelay-worker/files/worker-access.yaml: that chart renders them, and this
+module applies them (``jobrelay.manifests.worker_access`` fills them in):
 
 * each kind's mirrors: list and watch (the pool's informers), get (the reconciler
   reads one back), create, patch (suspend, spec changes) and delete (garbage
@@ -43,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -52,8 +52,9 @@ from typing import Any
 from jobrelay.fleet.workerclusters import RegistryError
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.resources import NAMESPACES, SECRETS
+from jobrelay.manifests import worker_access
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import FIELD_MANAGER, ORIGIN_LABEL
+from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_NAMESPACE = "jobrelay-system"
@@ -78,46 +79,10 @@ VALIDATING_POLICY_BINDINGS = Resource(
     "ValidatingAdmissionPolicyBinding", namespaced=False,
 )  # fmt: skip
 
-MIRROR_VERBS = ("get", "list", "watch", "create", "patch", "delete")
-READ_VERBS = ("get", "list", "watch")
-WATCH_VERBS = ("list", "watch")
-COPY_VERBS = ("get", "list", "watch", "create", "update", "patch", "delete")
-COPIED_RESOURCES = ("configmaps", "secrets", "serviceaccounts")
-_LABELS = {"app.kubernetes.io/managed-by": "jobrelay", "app.kubernetes.io/component": "worker"}
-
 
 def worker_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[dict[str, Any]]:
     """The ClusterRole rules jobrelay needs on a worker that runs mirrors of ``kinds``."""
-    rules: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
-    for ref in kinds:
-        if (ref.group, ref.plural) in seen:
-            continue
-        seen.add((ref.group, ref.plural))
-        rules.append(
-            {"apiGroups": [ref.group], "resources": [ref.plural], "verbs": list(MIRROR_VERBS)}
-        )
-        rules.append(
-            {"apiGroups": [ref.group], "resources": [f"{ref.plural}/status"], "verbs": ["get"]}
-        )
-    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": list(READ_VERBS)})
-    # The worker's capacity, for placement: watched, never read one by one nor written.
-    for resource in ("nodes", "pods"):
-        rules.append({"apiGroups": [""], "resources": [resource], "verbs": list(WATCH_VERBS)})
-    # Which PersistentVolumeClaims are there and Bound: data decides the place (watched only).
-    rules.append(
-        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": list(WATCH_VERBS)}
-    )
-    # Which namespaces are open to this manager (their origin label); create when allowed.
-    namespace_verbs = [*READ_VERBS, "create"] if create_namespaces else list(READ_VERBS)
-    rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": namespace_verbs})
-    # The ConfigMaps, Secrets and ServiceAccounts workloads reference, copied beside their
-    # mirrors (label-selected caches of the copies; the admission policy keeps the writes
-    # to its own copies in opened namespaces).
-    rules.append(
-        {"apiGroups": [""], "resources": list(COPIED_RESOURCES), "verbs": list(COPY_VERBS)}
-    )
-    return rules
+    return worker_access.access_rules(kinds, create_namespaces=create_namespaces)
 
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -133,84 +98,15 @@ def account_name(origin: str) -> str:
     return f"{DEFAULT_ACCOUNT}-{cleaned}-{digest}" if cleaned else f"{DEFAULT_ACCOUNT}-{digest}"
 
 
-def _cel(text: str) -> str:
-    return json.dumps(text)  # a CEL string literal (double quotes, escapes)
-
-
 def admission_policy(
     account: WorkerAccount, origin: str, kinds: Iterable[Resource]
 ) -> list[tuple[Resource, dict[str, Any]]]:
     """A ValidatingAdmissionPolicy and its binding for the worker: what the account
     writes (each kind's mirrors, namespaces) goes only into namespaces labelled with
     ``origin``, never into ``kube-*`` nor the account's own namespace."""
-    resource_rules: list[dict[str, Any]] = []
-    seen: set[tuple[str, str]] = set()
-    for ref in kinds:
-        if (ref.group, ref.plural) not in seen:
-            seen.add((ref.group, ref.plural))
-            resource_rules.append({
-                "apiGroups": [ref.group], "apiVersions": ["*"],
-                "resources": [ref.plural, f"{ref.plural}/status"],
-                "operations": ["CREATE", "UPDATE", "DELETE"],
-            })  # fmt: skip
-    resource_rules.append({"apiGroups": [""], "apiVersions": ["v1"], "resources": ["namespaces"],
-                           "operations": ["CREATE", "UPDATE", "DELETE"]})  # fmt: skip
-    resource_rules.append({"apiGroups": [""], "apiVersions": ["v1"],
-                           "resources": list(COPIED_RESOURCES),
-                           "operations": ["CREATE", "UPDATE", "DELETE"]})  # fmt: skip
-    copied = ", ".join(f"'{r}'" for r in COPIED_RESOURCES)
-    label = _cel(ORIGIN_LABEL)
-
-    def labelled(obj: str) -> str:
-        return (
-            f"has({obj}.metadata.labels) && {label} in {obj}.metadata.labels && "
-            f"{obj}.metadata.labels[{label}] == {_cel(origin)}"
-        )
-
-    # A namespace created must carry the label; a mirror written goes into one that does.
-    opened = (
-        f"(request.resource.resource == 'namespaces' && {labelled('object')}) || "
-        f"(request.resource.resource != 'namespaces' && {labelled('namespaceObject')})"
+    policy, binding = worker_access.policy_objects(
+        account.name, account.namespace, account.username, origin, kinds
     )
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": account.name, "labels": dict(_LABELS)},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": resource_rules},
-            "matchConditions": [{
-                "name": "jobrelay-worker",
-                "expression": f"request.userInfo.username == {_cel(account.username)}",
-            }],
-            "validations": [
-                {"expression": "!request.namespace.startsWith('kube-') && "
-                               "!(request.resource.resource == 'namespaces' && "
-                               "request.name.startsWith('kube-'))",
-                 "message": "jobrelay never writes in the worker's own kube-* namespaces"},
-                {"expression": f"request.namespace != {_cel(account.namespace)} && "
-                               f"request.name != {_cel(account.namespace)}",
-                 "message": "jobrelay never writes in the namespace of its own credential"},
-                {"expression": f"request.operation == 'DELETE' || {opened}",
-                 "message": f"jobrelay writes only in namespaces labelled {ORIGIN_LABEL}="
-                            f"{origin} (a worker admin opens one with `kubectl label namespace "
-                            f"NAME {ORIGIN_LABEL}={origin}`)"},
-                {"expression": f"request.operation != 'DELETE' || {labelled('oldObject')}",
-                 "message": f"jobrelay deletes only its own mirrors (labelled {ORIGIN_LABEL}="
-                            f"{origin})"},
-                {"expression": f"request.operation != 'UPDATE' || "
-                               f"!(request.resource.resource in [{copied}]) || "
-                               f"{labelled('oldObject')}",
-                 "message": f"jobrelay changes only its own copies of ConfigMaps, Secrets and "
-                            f"ServiceAccounts (labelled {ORIGIN_LABEL}={origin})"},
-            ],
-        },
-    }  # fmt: skip
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": account.name, "labels": dict(_LABELS)},
-        "spec": {"policyName": account.name, "validationActions": ["Deny"]},
-    }
     return [(VALIDATING_POLICIES, policy), (VALIDATING_POLICY_BINDINGS, binding)]
 
 
@@ -228,7 +124,7 @@ class WorkerAccount:
 
     @property
     def token_secret(self) -> str:
-        return f"{self.name}-token"
+        return worker_access.token_secret_name(self.name)
 
 
 def manifests(
@@ -239,31 +135,16 @@ def manifests(
     """The objects to apply on the worker, in order (the Secret names the ServiceAccount,
     which must exist first for the token controller to fill it; the admission policy
     comes before anything the account could write with)."""
-    meta = {"name": account.name, "labels": dict(_LABELS)}
-    namespaced = {**meta, "namespace": account.namespace}
-    return [*(policy or []),
-        (NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                      "metadata": {"name": account.namespace}}),
-        (SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": namespaced}),
-        (CLUSTER_ROLES, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                         "metadata": meta, "rules": rules}),
-        (CLUSTER_ROLE_BINDINGS, {
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": meta,
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": account.name},
-            "subjects": [{"kind": "ServiceAccount", "name": account.name,
-                          "namespace": account.namespace}],
-        }),
-        (SECRETS, {
-            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
-            "metadata": {
-                "name": account.token_secret, "namespace": account.namespace,
-                "labels": dict(_LABELS),
-                "annotations": {"kubernetes.io/service-account.name": account.name},
-            },
-        }),
-    ]  # fmt: skip
+    made = worker_access.account_objects(account.name, account.namespace, rules)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": account.namespace}}
+    return [
+        *(policy or []),
+        (NAMESPACES, namespace),
+        (SERVICE_ACCOUNTS, made["serviceAccount"]),
+        (CLUSTER_ROLES, made["clusterRole"]),
+        (CLUSTER_ROLE_BINDINGS, made["clusterRoleBinding"]),
+        (SECRETS, made["tokenSecret"]),
+    ]
 
 
 def describe(resource: Resource, manifest: Mapping[str, Any]) -> str:

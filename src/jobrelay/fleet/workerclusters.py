@@ -22,12 +22,12 @@ from jobrelay.kube import redact
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS, NAMESPACES, SECRETS, WORKER_CLUSTERS
+from jobrelay.manifests import chart_sources
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_NAMESPACE = "jobrelay-system"
-CRD_MANIFEST = Path(__file__).with_name("workercluster-crd.yaml")
 SECRET_KEY = "kubeconfig"
 SECRET_PREFIX = "worker-"
 
@@ -41,8 +41,8 @@ def secret_name(worker: str) -> str:
 
 
 def crd_manifest() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(CRD_MANIFEST.read_text())
-    return loaded
+    """The WorkerCluster CRD: the chart's ``crds/`` file (one copy, shipped in the package)."""
+    return chart_sources.chart_document(chart_sources.WORKER_CLUSTER_CRD)
 
 
 async def install_crd(

@@ -1,55 +1,118 @@
-"""The chart's ValidatingAdmissionPolicies are, object by object, what
-``jobrelay manifests admission-policy`` generates for the same kinds, controller name
-and controller identity (the chart only adds its labels)."""
+"""The chart's ValidatingAdmissionPolicies are its files/admission-policies.yaml filled in
+for its values: each kind's rule (with /status), the "delegated to jobrelay" condition and
+the controller's identity, plus the chart's labels. `jobrelay manifests admission-policy`
+fills the same file in; both are checked against the same expectations below (what each
+fills in is computed twice, by the chart's helpers and by manifests/admission_policy.py;
+the objects are written once)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from jobrelay.manifests.admission_policy import (
     admission_policy_documents,
     kind_claims,
     policy_kinds,
 )
-from tests.chart_render import by_kind_and_name, chart_tools, render
+from jobrelay.manifests.chart_sources import fill
+from tests.chart_render import CHART, by_kind_and_name, chart_tools, render
 
 # helm only, no fleet: an integration test because it needs the helm build.
 pytestmark = pytest.mark.integration
 
-CASES = [
-    # (release, namespace, values, service account, kinds, controller name)
-    ("jobrelay", "jobrelay-system", {}, "jobrelay", ["Job.v1.batch"], "jobrelay.dev/relay"),
-    (
+DATA = yaml.safe_load((CHART / "files" / "admission-policies.yaml").read_text())
+OBJECTS = ("placementPolicy", "placementBinding", "podsPolicy", "podsBinding")
+RELAY = "object.?spec.?managedBy.orValue('') == 'jobrelay.dev/relay'"
+
+
+@dataclass(frozen=True)
+class Case:
+    """Chart values, the `manifests admission-policy` flags that mean the same, and what
+    both fill in."""
+
+    release: str
+    namespace: str
+    values: dict[str, Any]
+    controller: str  # the ServiceAccount, namespace:name
+    kinds: tuple[str, ...]  # --kind
+    rules: tuple[tuple[str, str], ...]  # (group, plural) per kind
+    delegated: str
+    controller_name: str = "jobrelay.dev/relay"
+    fields: tuple[str, ...] = ()  # --managed-by-field
+
+
+CASES = {
+    "defaults": Case("jobrelay", "jobrelay-system", {}, "jobrelay-system:jobrelay",
+                     ("Job.v1.batch",), (("batch", "jobs"),), RELAY),
+    "three-kinds": Case(
         "relay", "batch-control",
-        {
-            "serviceAccount": {"name": "dispatcher"},
-            "kinds": [
-                {"name": "Job.v1.batch"},
-                {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                {"name": "RayJob.v1.ray.io"},
-            ],
-        },
-        "dispatcher",
-        ["Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io", "RayJob.v1.ray.io"],
-        "jobrelay.dev/relay",
+        {"serviceAccount": {"name": "dispatcher"},
+         "kinds": [{"name": "Job.v1.batch"}, {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
+                   {"name": "RayJob.v1.ray.io"}]},
+        "batch-control:dispatcher",
+        ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io", "RayJob.v1.ray.io"),
+        (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs")),
+        RELAY,
     ),
-    (
+    "own-controller-name": Case(
         "team", "team-a",
-        {
-            "fullnameOverride": "relay-a",
-            "controllerName": "example.com/team-a",
-            "kinds": [{"name": "Sleeper.v1.sleep.example.com", "resource": "sleepers"}],
-        },
-        "relay-a", ["Sleeper.v1.sleep.example.com"], "example.com/team-a",
+        {"fullnameOverride": "relay-a", "controllerName": "example.com/team-a",
+         "kinds": [{"name": "Sleeper.v1.sleep.example.com", "resource": "sleepers"}]},
+        "team-a:relay-a", ("Sleeper.v1.sleep.example.com",), (("sleep.example.com", "sleepers"),),
+        "object.?spec.?managedBy.orValue('') == 'example.com/team-a'",
+        controller_name="example.com/team-a",
     ),
-    (
-        "custom", "jobs",
-        {"serviceAccount": {"create": False, "name": "existing-sa"}},
-        "existing-sa", ["Job.v1.batch"], "jobrelay.dev/relay",
+    "existing-service-account": Case(
+        "custom", "jobs", {"serviceAccount": {"create": False, "name": "existing-sa"}},
+        "jobs:existing-sa", ("Job.v1.batch",), (("batch", "jobs"),), RELAY,
     ),
-]  # fmt: skip
+    # A kind claiming another managedBy value, or keeping it at spec.runPolicy.managedBy
+    # (known for PyTorchJob, set for a kind without an adapter): a clause per kind.
+    "claims": Case(
+        "jobrelay", "jobrelay-system",
+        {"kinds": [{"name": "Job.v1.batch"},
+                   {"name": "RayJob.v1.ray.io", "managedBy": "kueue.x-k8s.io/multikueue"},
+                   {"name": "PyTorchJob.v1.kubeflow.org"},
+                   {"name": "Widget.v1.example.com",
+                    "managedByField": "spec.runPolicy.managedBy"}]},
+        "jobrelay-system:jobrelay",
+        ("Job.v1.batch", "RayJob.v1.ray.io=kueue.x-k8s.io/multikueue",
+         "PyTorchJob.v1.kubeflow.org", "Widget.v1.example.com"),
+        (("batch", "jobs"), ("ray.io", "rayjobs"), ("kubeflow.org", "pytorchjobs"),
+         ("example.com", "widgets")),
+        " || ".join([
+            "(request.resource.group == 'batch' && request.resource.resource == 'jobs'"
+            " && object.?spec.?managedBy.orValue('') == 'jobrelay.dev/relay')",
+            "(request.resource.group == 'ray.io' && request.resource.resource == 'rayjobs'"
+            " && object.?spec.?managedBy.orValue('') == 'kueue.x-k8s.io/multikueue')",
+            "(request.resource.group == 'kubeflow.org'"
+            " && request.resource.resource == 'pytorchjobs'"
+            " && object.?spec.?runPolicy.?managedBy.orValue('') == 'jobrelay.dev/relay')",
+            "(request.resource.group == 'example.com' && request.resource.resource == 'widgets'"
+            " && object.?spec.?runPolicy.?managedBy.orValue('') == 'jobrelay.dev/relay')",
+        ]),
+        fields=("Widget.v1.example.com=spec.runPolicy.managedBy",),
+    ),
+}  # fmt: skip
+
+
+def expected(case: Case) -> dict[tuple[str, str], dict[str, Any]]:
+    """The data file's objects filled in with what ``case`` expects."""
+    values = {
+        "controller": f"'system:serviceaccount:{case.controller}'",
+        "delegated": case.delegated,
+    }
+    objects = [fill(DATA[key], values) for key in OBJECTS]
+    objects[0]["spec"]["matchConstraints"]["resourceRules"] = [
+        {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+         "resources": [plural, f"{plural}/status"]}
+        for group, plural in case.rules
+    ]  # fmt: skip
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in objects}
 
 
 def _without_labels(document: dict[str, Any]) -> dict[str, Any]:
@@ -57,73 +120,37 @@ def _without_labels(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "metadata": metadata}
 
 
-@pytest.mark.parametrize(
-    ("release", "namespace", "values", "service_account", "kinds", "controller_name"),
-    CASES,
-    ids=[case[1] for case in CASES],
-)
-def test_the_charts_policies_are_the_generators(
-    release: str,
-    namespace: str,
-    values: dict[str, Any],
-    service_account: str,
-    kinds: list[str],
-    controller_name: str,
-) -> None:
-    rendered = render(chart_tools().helm, values, release=release, namespace=namespace)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_chart_fills_in_its_policies_for_its_values(name: str) -> None:
+    case = CASES[name]
+    rendered = render(chart_tools().helm, case.values, release=case.release,
+                      namespace=case.namespace)  # fmt: skip
     policies = {
-        key: _without_labels(doc)
+        key: doc
         for key, doc in by_kind_and_name(rendered).items()
         if key[0].startswith("ValidatingAdmissionPolicy")
     }
+    want = expected(case)
+    assert policies.keys() == want.keys()
+    for key, document in policies.items():
+        assert document["metadata"]["labels"]["app.kubernetes.io/part-of"] == "jobrelay", key
+        assert _without_labels(document) == want[key], key
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_cli_fills_in_the_same_policies_for_the_same_kinds_and_identity(name: str) -> None:
+    case = CASES[name]
+    namespace, service_account = case.controller.split(":")
     generated = admission_policy_documents(
-        policy_kinds(kinds),
+        policy_kinds(case.kinds),
         controller_namespace=namespace,
         controller_service_account=service_account,
-        controller_name=controller_name,
+        controller_name=case.controller_name,
+        claims=kind_claims(case.kinds, case.fields),
     )
-    expected = {(doc["kind"], doc["metadata"]["name"]): doc for doc in generated}
-    assert policies.keys() == expected.keys()
-    for key, document in expected.items():
-        assert policies[key] == document, key
+    assert {(doc["kind"], doc["metadata"]["name"]): doc for doc in generated} == expected(case)
 
 
 def test_the_policies_can_be_left_out() -> None:
     rendered = render(chart_tools().helm, {"admissionPolicies": {"enabled": False}})
     assert not [d for d in rendered if d["kind"].startswith("ValidatingAdmissionPolicy")]
-
-
-def test_each_kinds_claimed_value_and_field_are_the_generators() -> None:
-    """A kind claiming another managedBy value, or keeping it at spec.runPolicy.managedBy
-    (known for PyTorchJob, set for a kind without an adapter), gets its own clause."""
-    values = {
-        "kinds": [
-            {"name": "Job.v1.batch"},
-            {"name": "RayJob.v1.ray.io", "managedBy": "kueue.x-k8s.io/multikueue"},
-            {"name": "PyTorchJob.v1.kubeflow.org"},
-            {"name": "Widget.v1.example.com", "managedByField": "spec.runPolicy.managedBy"},
-        ]
-    }
-    flags = [
-        "Job.v1.batch",
-        "RayJob.v1.ray.io=kueue.x-k8s.io/multikueue",
-        "PyTorchJob.v1.kubeflow.org",
-        "Widget.v1.example.com",
-    ]
-    rendered = render(chart_tools().helm, values)
-    policies = {
-        key: _without_labels(doc)
-        for key, doc in by_kind_and_name(rendered).items()
-        if key[0].startswith("ValidatingAdmissionPolicy")
-    }
-    generated = admission_policy_documents(
-        policy_kinds(flags),
-        claims=kind_claims(flags, ["Widget.v1.example.com=spec.runPolicy.managedBy"]),
-    )
-    expected = {(doc["kind"], doc["metadata"]["name"]): doc for doc in generated}
-    assert policies == expected
-    condition = expected[("ValidatingAdmissionPolicy", "jobrelay-placement")]["spec"][
-        "matchConditions"
-    ][0]["expression"]
-    assert "object.?spec.?runPolicy.?managedBy.orValue('') == 'jobrelay.dev/relay'" in condition
-    assert "'kueue.x-k8s.io/multikueue'" in condition

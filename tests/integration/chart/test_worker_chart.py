@@ -1,6 +1,7 @@
-"""charts/jobrelay-worker: lint (helm 3 and 4), the same objects as
-`clusters add --create-service-account` generates for the same inputs, value checks, and a
-server-side dry run of every object on a local worker (Kubernetes v1.35)."""
+"""charts/jobrelay-worker: lint (helm 3 and 4), its files/worker-access.yaml filled in for
+its values (each kind's rules, the namespace create verb) as `clusters add
+--create-service-account` fills it in for the same inputs, value checks, and a server-side
+dry run of every object on a local worker (Kubernetes v1.35)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,10 @@ def test_helm_lint(major: int, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_SETS))
-def test_the_chart_renders_what_the_python_generator_makes(name: str) -> None:
+def test_the_chart_fills_in_its_objects_as_clusters_add_does(name: str) -> None:
+    """The objects are written once (files/worker-access.yaml); what is filled in (the
+    account's name, each kind's rules, the origin) is computed by the chart's helpers and by
+    manifests/worker_access.py, which must agree."""
     values = VALUE_SETS[name]
     rendered = render(WORKER_CHART, values, namespace="jobrelay-system")
     inputs = Inputs.of(values, "jobrelay-system")
@@ -99,6 +103,27 @@ def test_the_chart_renders_what_the_python_generator_makes(name: str) -> None:
     for ns in namespaces:
         assert ns["metadata"]["labels"][ORIGIN_LABEL] == values["origin"]
         assert ns["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def test_each_kind_gets_its_rules_once_and_namespaces_are_created_only_when_allowed() -> None:
+    for values, create in ((VALUE_SETS["defaults"], ["create"]), (VALUE_SETS["uid-origin"], [])):
+        rendered = {_id(obj): obj for obj in render(WORKER_CHART, values)}
+        name = serviceaccount.account_name(values["origin"])
+        rules = [(rule["apiGroups"], rule["resources"], rule["verbs"])
+                 for rule in rendered["ClusterRole", name]["rules"]]  # fmt: skip
+        kinds = [("batch", "jobs")] + [("jobset.x-k8s.io", "jobsets")] * ("kinds" in values)
+        mirrors = [
+            rule
+            for group, plural in kinds
+            for rule in (([group], [plural], ["get", "list", "watch", "create", "patch", "delete"]),
+                         ([group], [f"{plural}/status"], ["get"]))
+        ]  # fmt: skip
+        assert rules[: len(mirrors)] == mirrors
+        assert ([""], ["namespaces"], ["get", "list", "watch", *create]) in rules
+        policy = rendered["ValidatingAdmissionPolicy", name]
+        matched = [r["resources"] for r in policy["spec"]["matchConstraints"]["resourceRules"]]
+        assert matched[: len(kinds)] == [[plural, f"{plural}/status"] for _, plural in kinds]
+        assert all(values["origin"] in v["message"] for v in policy["spec"]["validations"][2:])
 
 
 @settings(max_examples=25)

@@ -1,5 +1,6 @@
-"""Rendering charts/jobrelay-worker with helm, and what fleet/serviceaccount.py makes of the
-same inputs (the tests compare the two object by object)."""
+"""Rendering charts/jobrelay-worker with helm, and what fleet/serviceaccount.py applies for
+the same inputs: both fill in the chart's files/worker-access.yaml (the tests check they fill
+it in alike)."""
 
 from __future__ import annotations
 
@@ -106,8 +107,8 @@ class Inputs:
         return cls(account, origin, kinds, bool(values.get("createNamespaces", True)))
 
     def generated(self, *, policy: bool = True, token: bool = True) -> list[dict[str, Any]]:
-        """The Python generator's objects (but the Namespace, which helm's
-        --create-namespace makes), as the chart should render them."""
+        """What `clusters add --create-service-account` applies (but the Namespace, which
+        helm's --create-namespace makes), as the chart should render them."""
         rules = serviceaccount.worker_rules(self.kinds, create_namespaces=self.create_namespaces)
         made = (
             serviceaccount.admission_policy(self.account, self.origin, self.kinds)

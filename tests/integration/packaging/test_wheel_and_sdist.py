@@ -2,7 +2,9 @@
 working `jobrelay` and `kubectl-jobrelay` executables (issue 22, Packaging).
 
 The build runs without isolation (the dev lock's setuptools and wheel), from a copy of the
-source tree so nothing is left in the checkout. pipx then installs the wheel with
+source tree so nothing is left in the checkout: src/ with its links into charts/ kept links
+(as a clone has them), and charts/. The wheel and the sdist carry the charts' files the CLI
+applies as plain files. pipx then installs the wheel with
 `--no-index` from a wheelhouse holding exactly the versions of requirements/runtime.lock,
 downloaded hash-checked from the configured index (pip's cache serves a second run): the
 install resolves the wheel's own dependency metadata, and only the locked versions can
@@ -24,6 +26,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION_LINE = "version = "
+# The charts' files the CLI applies or fills in, shipped in jobrelay/manifests/.
+CHART_FILES = {
+    "workerclusters.jobrelay.dev.yaml": "charts/jobrelay/crds/workerclusters.jobrelay.dev.yaml",
+    "relayqueues.jobrelay.dev.yaml": "charts/jobrelay/crds/relayqueues.jobrelay.dev.yaml",
+    "admission-policies.yaml": "charts/jobrelay/files/admission-policies.yaml",
+    "worker-access.yaml": "charts/jobrelay-worker/files/worker-access.yaml",
+}
 
 
 def _version() -> str:
@@ -49,8 +58,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
     shutil.copytree(
-        ROOT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-    )
+        ROOT / "src", source / "src", symlinks=True,
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"),
+    )  # fmt: skip
+    shutil.copytree(ROOT / "charts", source / "charts")
     out = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, source)
     return out
@@ -65,8 +76,6 @@ def test_the_wheel_holds_the_package_data_the_license_and_no_tests(dist: Path) -
     info = f"jobrelay-{_version()}.dist-info"
     for needed in (
         "jobrelay/py.typed",
-        "jobrelay/fleet/workercluster-crd.yaml",
-        "jobrelay/fleet/relayqueue-crd.yaml",
         "jobrelay/localfleet/kwok-stages.yaml",
         "jobrelay/cli/main.py",
         f"{info}/licenses/LICENSE",
@@ -74,6 +83,9 @@ def test_the_wheel_holds_the_package_data_the_license_and_no_tests(dist: Path) -
     ):
         assert needed in names, f"the wheel lacks {needed}"
     assert not [name for name in names if name.startswith(("tests/", "bench/"))]
+    for name, chart_file in CHART_FILES.items():
+        shipped = zipfile.ZipFile(_wheel(dist)).read(f"jobrelay/manifests/{name}")
+        assert shipped == (ROOT / chart_file).read_bytes(), f"the wheel's {name}"
     metadata = zipfile.ZipFile(_wheel(dist)).read(f"{info}/METADATA").decode()
     assert "License-Expression: Apache-2.0" in metadata
     entry_points = zipfile.ZipFile(_wheel(dist)).read(f"{info}/entry_points.txt").decode()
@@ -89,10 +101,14 @@ def test_the_sdist_holds_the_source_the_license_and_the_package_data(dist: Path)
         "LICENSE",
         "README.md",
         "pyproject.toml",
-        "src/jobrelay/fleet/workercluster-crd.yaml",
-        "src/jobrelay/fleet/relayqueue-crd.yaml",
     ):
         assert f"{top}/{needed}" in names, f"the sdist lacks {needed}"
+    with tarfile.open(dist / f"{top}.tar.gz") as sdist:
+        for name, chart_file in CHART_FILES.items():
+            member = sdist.getmember(f"{top}/src/jobrelay/manifests/{name}")
+            assert member.isfile(), f"the sdist's {name} is not a plain file"
+            shipped = sdist.extractfile(member)
+            assert shipped is not None and shipped.read() == (ROOT / chart_file).read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +150,9 @@ def test_pipx_install_of_the_wheel_gives_working_executables(pipx_home: Path) ->
     if "\n  version " in helped:  # the `version` verb (issue 22's CLI part)
         assert _version() in _run(pipx_bin / "jobrelay", "version", "--client", env=env)
     assert "Usage: kubectl jobrelay" in _run(pipx_bin / "kubectl-jobrelay", "--help", env=env)
+    # The chart's data shipped in the wheel is found and filled in.
+    printed = _run(pipx_bin / "jobrelay", "manifests", "admission-policy", env=env)
+    assert "name: jobrelay-placement" in printed and "$(" not in printed
     # They run the installed wheel, not this checkout, with every dependency it declares.
     python = pipx_home / "venvs" / "jobrelay" / "bin" / "python"
     located = _run(python, "-c", "import jobrelay; print(jobrelay.__file__)", env=env)

@@ -1,6 +1,7 @@
-"""The admission-policy generator covers every kind it is given with its /status
-subresource and names the controller it is told (the chart's templates are compared with
-it object by object: tests/integration/chart/test_chart_admission_policies.py)."""
+"""`jobrelay manifests admission-policy` fills the chart's files/admission-policies.yaml in
+for every kind it is given, with its /status subresource, and the controller it is told
+(the chart's template fills the same file in: tests/integration/chart/
+test_chart_admission_policies.py checks both against the same expectations)."""
 
 from __future__ import annotations
 

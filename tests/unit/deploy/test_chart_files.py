@@ -1,6 +1,6 @@
-"""The chart's files that are copies or descriptions of something else stay in step:
-the WorkerCluster and RelayQueue CRDs (crds/ = the package's copies, which `--install-crds` applies), the
-values schema and the README's values table (both name every value of values.yaml)."""
+"""The chart's files that describe something else stay in step (the values schema and the
+README's values table both name every value of values.yaml), and the chart files the package
+ships are the charts' own: links into charts/, never copies."""
 
 from __future__ import annotations
 
@@ -12,26 +12,40 @@ from typing import Any
 import yaml
 
 from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.manifests import chart_sources
 
 REPO = Path(__file__).parents[3]
 CHART = REPO / "charts" / "jobrelay"
-PACKAGE_CRD = REPO / "src" / "jobrelay" / "fleet" / "workercluster-crd.yaml"
-PACKAGE_QUEUE_CRD = REPO / "src" / "jobrelay" / "fleet" / "relayqueue-crd.yaml"
+PACKAGE_MANIFESTS = REPO / "src" / "jobrelay" / "manifests"
+SHIPPED = {
+    chart_sources.WORKER_CLUSTER_CRD: CHART / "crds" / "workerclusters.jobrelay.dev.yaml",
+    chart_sources.RELAY_QUEUE_CRD: CHART / "crds" / "relayqueues.jobrelay.dev.yaml",
+    chart_sources.ADMISSION_POLICIES: CHART / "files" / "admission-policies.yaml",
+    chart_sources.WORKER_ACCESS: REPO
+    / "charts"
+    / "jobrelay-worker"
+    / "files"
+    / "worker-access.yaml",
+}
 
 
-def test_the_charts_crds_are_the_packages_byte_for_byte() -> None:
-    copies = {
-        "workerclusters.jobrelay.dev.yaml": (PACKAGE_CRD, workerclusters.crd_manifest()),
-        "relayqueues.jobrelay.dev.yaml": (PACKAGE_QUEUE_CRD, relayqueues.crd_manifest()),
+def test_the_package_ships_the_charts_files_through_links_not_copies() -> None:
+    for name, chart_file in SHIPPED.items():
+        shipped = PACKAGE_MANIFESTS / name
+        assert shipped.is_symlink(), f"{shipped} must be a link to {chart_file}, not a copy"
+        assert shipped.resolve() == chart_file.resolve(), name
+    links = {p.name for p in PACKAGE_MANIFESTS.iterdir() if p.is_symlink()}
+    assert links == set(SHIPPED), "a link in src/jobrelay/manifests/ that chart_sources lacks"
+
+
+def test_every_crd_of_the_chart_is_one_the_cli_applies() -> None:
+    """The chart's crds/ holds exactly the CRDs `jobrelay install` applies."""
+    applied = {workerclusters.crd_manifest()["metadata"]["name"],
+               relayqueues.crd_manifest()["metadata"]["name"]}  # fmt: skip
+    in_chart = {
+        yaml.safe_load(p.read_text())["metadata"]["name"] for p in (CHART / "crds").iterdir()
     }
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sorted(copies)
-    for name, (package_crd, manifest) in copies.items():
-        chart_crd = CHART / "crds" / name
-        assert chart_crd.read_bytes() == package_crd.read_bytes(), (
-            f"cp {package_crd.relative_to(REPO)} {chart_crd.relative_to(REPO)} "
-            "(and add a CRDs note to CHANGELOG.md)"
-        )
-        assert yaml.safe_load(chart_crd.read_text()) == manifest
+    assert in_chart == applied
 
 
 def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:

@@ -157,3 +157,14 @@ def test_the_build_context_is_only_what_the_dockerfile_copies(stages: list[Stage
     }
     assert copied <= allowed, f"copied but left out of the context: {copied - allowed}"
     assert not [line for line in allowed if line.startswith(("tests", "requirements/dev"))]
+
+
+def test_the_builder_copies_the_charts_the_package_links_to(stages: list[Stage]) -> None:
+    """src/jobrelay/manifests/ links into charts/: without it the wheel build fails."""
+    linked = {
+        path.resolve().relative_to(ROOT).parts[0]
+        for path in (ROOT / "src" / "jobrelay" / "manifests").iterdir()
+        if path.is_symlink()
+    }
+    assert linked == {"charts"}
+    assert "charts ./charts" in stages[0].all("COPY")
