@@ -13,9 +13,10 @@ from tests.unit.controller.builders import JOB, NAMESPACE, job
 from tests.unit.controller.test_reconciler import Env, make_env, workers
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.queue_gate import QueueGate
-from jobrelay.controller.relay.queue_rules import slim_priority_class, slim_resource_quota
-from jobrelay.fairshare.model import LabelSelector, QueueSpec
+from jobrelay.admission.queue_model import LabelSelector, QueueSpec
+from jobrelay.admission.workload_reads import released, slim_priority_class, slim_resource_quota
+from jobrelay.controller.relay.memory import QueueMemory
+from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
@@ -62,8 +63,10 @@ def key(name: str) -> WorkloadKey:
 
 
 class QueueEnv:
-    def __init__(self, env: Env, gate: QueueGate, quotas: Listed, classes: Listed) -> None:
-        self.env, self.gate, self.quotas, self.classes = env, gate, quotas, classes
+    def __init__(
+        self, env: Env, admission: QueueAdmission, quotas: Listed, classes: Listed
+    ) -> None:
+        self.env, self.admission, self.quotas, self.classes = env, admission, quotas, classes
 
     def submit(self, *objects: JsonObj) -> None:
         for obj in objects:
@@ -96,17 +99,18 @@ async def qenv() -> AsyncIterator[QueueEnv]:
     w1.nodes = ROOMY
     async for env in make_env(w1):
         quotas, classes = Listed(), Listed()
-        gate = QueueGate(
+        admission = QueueAdmission(
             priority_classes=classes,
             quotas=quotas,
             queues=Queues(
                 team_a(), QueueSpec("team-b", namespace_selector=LabelSelector({"x": "y"}))
             ),
             mirrored=lambda k, env=env: any(w.mirror(k) is not None for w in env.workers.values()),
+            memory=env.memory.queues,
         )
-        gate.namespace_changed(NAMESPACE, {"team": "a"})
-        env.reconciler.gate = gate
-        yield QueueEnv(env, gate, quotas, classes)
+        admission.namespace_changed(NAMESPACE, {"team": "a"})
+        env.reconciler.queue_admission = admission
+        yield QueueEnv(env, admission, quotas, classes)
 
 
 async def test_a_queue_never_admits_beyond_its_quota(qenv: QueueEnv) -> None:
@@ -128,21 +132,22 @@ async def test_a_queue_never_admits_beyond_its_quota(qenv: QueueEnv) -> None:
     assert qenv.env.events.reasons().count("QueueQuotaExceeded") == 2  # told once
 
 
-async def test_a_restarted_gate_counts_the_placed_ones(qenv: QueueEnv) -> None:
+async def test_a_restarted_controller_counts_the_placed_ones(qenv: QueueEnv) -> None:
     names = [f"j{i}" for i in range(5)]
     qenv.submit(*(asking(n) for n in names))
     assert qenv.passed() == names[:4]
     await qenv.reconcile(*names)
     assert qenv.placed() == names[:4]
-    fresh = QueueGate(priority_classes=qenv.classes, quotas=qenv.quotas,
-                      queues=qenv.gate.queues, mirrored=lambda _k: False)  # fmt: skip
-    qenv.env.reconciler.gate = fresh
+    fresh = QueueAdmission(priority_classes=qenv.classes, quotas=qenv.quotas,
+                           queues=qenv.admission.queues, mirrored=lambda _k: False,
+                           memory=QueueMemory())  # fmt: skip
+    qenv.env.reconciler.queue_admission = fresh
     assert qenv.passed() == []
 
 
 async def test_a_high_priority_workload_submitted_last_goes_first(qenv: QueueEnv) -> None:
     qenv.classes.objects.append(slim_priority_class({"metadata": {"name": "high"}, "value": 1000}))
-    qenv.gate.priorities_changed()
+    qenv.admission.priorities_changed()
     low = [asking(f"low{i}", "2", created=f"2026-03-01T12:00:0{i}Z") for i in range(3)]
     high = asking("high", "2", created="2026-03-01T12:10:00Z", priorityClassName="high")
     qenv.submit(*low, high)
@@ -159,7 +164,7 @@ async def test_a_high_priority_workload_submitted_last_goes_first(qenv: QueueEnv
 async def test_a_queue_that_cannot_take_it_holds_it_with_a_warning(
     qenv: QueueEnv, queue: str, namespace_labels: dict[str, str], reason: str
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, namespace_labels)
+    qenv.admission.namespace_changed(NAMESPACE, namespace_labels)
     qenv.submit(asking("j", queue=queue))
     await qenv.reconcile("j")
     assert qenv.placed() == []
@@ -168,8 +173,8 @@ async def test_a_queue_that_cannot_take_it_holds_it_with_a_warning(
     assert said is not None and said.startswith(f"{reason}: ")
     assert qenv.passed() == []
     # The queue comes: the next reconcile (a RelayQueue event brings it) places it.
-    assert isinstance(qenv.gate.queues, Queues)
-    qenv.gate.queues.queues[queue] = QueueSpec(queue)
+    assert isinstance(qenv.admission.queues, Queues)
+    qenv.admission.queues.queues[queue] = QueueSpec(queue)
     assert qenv.passed() == ["j"]
     await qenv.reconcile("j")
     assert qenv.placed() == ["j"]
@@ -179,7 +184,7 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "2"}}}
     ))  # fmt: skip
-    qenv.gate.namespace_changed(NAMESPACE, {})  # no queue takes it
+    qenv.admission.namespace_changed(NAMESPACE, {})  # no queue takes it
     names = ["a", "b", "c"]
     qenv.submit(*(asking(n, queue=None) for n in names), asking("big", "10", queue=None))
     await qenv.reconcile(*names, "big")  # before any pass: a moment's wait
@@ -204,7 +209,7 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
 
 
 async def test_reconciles_at_once_never_share_the_last_of_a_quota(qenv: QueueEnv) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
     ))  # fmt: skip
@@ -217,7 +222,7 @@ async def test_reconciles_at_once_never_share_the_last_of_a_quota(qenv: QueueEnv
 
 
 async def test_without_queues_or_quotas_everything_is_placed_as_today(qenv: QueueEnv) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.submit(asking("a", queue=None), asking("b", queue=None))
     await qenv.reconcile("a", "b")
     assert qenv.placed() == ["a", "b"]
@@ -230,16 +235,16 @@ def test_a_finished_or_deleted_workload_frees_its_queue_for_a_pass() -> None:
     running = asking("a")
     done = asking("a")
     done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-    assert QueueGate.released(JOB, running, done)
-    assert QueueGate.released(JOB, running, None)
-    assert not QueueGate.released(JOB, running, running)
-    assert not QueueGate.released(JOB, done, done)
+    assert released(JOB, running, done)
+    assert released(JOB, running, None)
+    assert not released(JOB, running, running)
+    assert not released(JOB, done, done)
 
 
 async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_quota(
     qenv: QueueEnv,
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
     ))  # fmt: skip
@@ -267,7 +272,7 @@ async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_
 async def test_a_quota_on_jobs_or_limits_counts_them(
     qenv: QueueEnv, hard: dict[str, str], limits: dict[str, str] | None
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": hard}}
     ))  # fmt: skip
@@ -284,11 +289,11 @@ async def test_a_quota_on_jobs_or_limits_counts_them(
 
 
 async def test_a_queue_below_its_nominal_reclaims_from_one_above(qenv: QueueEnv) -> None:
-    from jobrelay.fairshare.model import Reclaim
+    from jobrelay.admission.queue_model import Reclaim
     from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 
-    assert isinstance(qenv.gate.queues, Queues)
-    qenv.gate.queues.queues = {
+    assert isinstance(qenv.admission.queues, Queues)
+    qenv.admission.queues.queues = {
         "team-a": QueueSpec("team-a", nominal={"cpu": 2000}),
         "team-b": QueueSpec("team-b", nominal={"cpu": 2000}, reclaim=Reclaim.ANY),
     }

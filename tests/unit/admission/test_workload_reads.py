@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.controller.relay.queue_rules import (
+from jobrelay.admission.workload_reads import (
     MAX_NAMESPACE_LABELS,
     Priorities,
     entry_key,
