@@ -5,6 +5,7 @@ admitted means placed, so a restarted controller counts the same."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,8 +16,11 @@ from tests.unit.placement.support import node
 
 from jobrelay.admission.queue_model import LabelSelector, QueueSpec
 from jobrelay.admission.workload_reads import released, slim_priority_class, slim_resource_quota
+from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.memory import QueueMemory
+from jobrelay.controller.relay.plan import Place
 from jobrelay.controller.relay.queue_admission import QueueAdmission
+from jobrelay.kinds.admission_rules import ALLOWED
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
@@ -320,3 +324,62 @@ async def test_a_queue_below_its_nominal_reclaims_from_one_above(qenv: QueueEnv)
     assert qenv.passed() == []
     await qenv.reconcile("b0")
     assert qenv.env.events.reasons().count("Preempting") == 1  # told once
+
+
+async def test_a_snapshot_reads_the_last_plan_and_changes_nothing(qenv: QueueEnv) -> None:
+    woken: list[int] = []
+    qenv.admission.on_needed = lambda: woken.append(1)
+    qenv.submit(asking("j"))
+    reconciler, runtime = qenv.env.reconciler, qenv.env.reconciler._kinds[JOB.name]
+    memory = qenv.env.memory.queues
+    snapshot = reconciler.snapshot(key("j"), runtime)
+    assert snapshot.queue_hold is not None and not snapshot.queue_hold.settled
+    # Nothing marked, nothing read into memory, no pass woken: asking changed nothing.
+    assert (memory.admitting, memory.reads, memory.last, woken) == ({}, {}, None, [])
+    # The reconcile acting on that hold wakes the pass.
+    await qenv.reconcile("j")
+    assert woken and qenv.placed() == []
+    assert qenv.passed() == ["j"]
+    snapshot = reconciler.snapshot(key("j"), runtime)
+    assert snapshot.queue_hold is None and memory.admitting == {}
+    # The decision to place it marks it being placed; its placement in the cache ends that.
+    await qenv.env.reconciler.reconcile(key("j"))
+    assert list(memory.admitting) == [key("j")]
+    qenv.env.catch_up()
+    qenv.passed()
+    assert memory.admitting == {} and qenv.placed() == ["j"]
+
+
+async def test_a_quota_taken_between_snapshot_and_decision_holds_it_after_all(
+    qenv: QueueEnv,
+) -> None:
+    qenv.admission.namespace_changed(NAMESPACE, {})
+    qenv.quotas.objects.append(slim_resource_quota(
+        {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
+    ))  # fmt: skip
+    qenv.submit(asking("a", queue=None), asking("b", queue=None))
+    qenv.passed()
+    reconciler, runtime = qenv.env.reconciler, qenv.env.reconciler._kinds[JOB.name]
+    seen = reconciler.snapshot(key("b"), runtime)
+    assert seen.queue_hold is None  # b may go, as far as the last plan says
+    await reconciler.reconcile(key("a"))  # meanwhile a takes the last CPU
+    seen = dataclasses.replace(seen, admission=ALLOWED)  # the manager's admission allowed it
+    placing = decide(seen)
+    assert any(isinstance(action, Place) for action in placing.actions)
+    changed = reconciler._admit(key("b"), JOB, seen, placing)
+    assert changed is not None and changed.reason == "NamespaceQuotaExceeded"
+    assert list(qenv.env.memory.queues.admitting) == [key("a")]
+
+
+async def test_a_victim_chosen_is_told_to_its_reconcile_until_marked(qenv: QueueEnv) -> None:
+    from jobrelay.admission.queue_model import Preempt
+
+    memory = qenv.env.memory.queues
+    memory.chose({key("x"): Preempt("Job default/w", "preempted by w")})
+    runtime = qenv.env.reconciler._kinds[JOB.name]
+    qenv.submit(asking("x"))
+    assert qenv.env.reconciler.snapshot(key("x"), runtime).preempt == Preempt(
+        "Job default/w", "preempted by w"
+    )
+    memory.expire()  # not read as placed: nothing to preempt any more
+    assert qenv.admission.preemption(key("x")) is None
