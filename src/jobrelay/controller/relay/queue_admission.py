@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
 from jobrelay.admission.planner import AdmissionView, Candidate, Fits, PreemptionRoom, plan
-from jobrelay.admission.queue_choice import queue_for, queue_name
+from jobrelay.admission.queue_choice import queue_for, queue_name, refusal
 from jobrelay.admission.queue_model import Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures
 from jobrelay.admission.verdicts import bound, queue_verdict
@@ -43,6 +43,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import PRIORITY_CLASSES, RESOURCE_QUOTAS
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import QUEUE_LABEL
 
 __all__ = ["Cache", "QueueAdmission", "QueueSource"]
 
@@ -173,8 +174,7 @@ class QueueAdmission:
     def verdict(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> QueueHold | None:
         """Why ``key`` (not placed yet, not suspended) may not be placed now, from the
         last plan (None: it may); changes nothing."""
-        read = self._read(key, kind, obj, keep=False)
-        return self._judge(key, read)[0]
+        return self._judge(key, kind, obj, keep=False)[0]
 
     def preemption(self, key: WorkloadKey) -> Preempt | None:
         """Whether a plan chose ``key`` (placed) as a victim and its mark is not written
@@ -184,9 +184,8 @@ class QueueAdmission:
     def admit(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj) -> QueueHold | None:
         """Its reconcile decided to place ``key``: the verdict again (None: it may), and,
         when admission bounds it, it is marked being placed (one step, no wait between)."""
-        read = self._read(key, kind, obj)
-        hold, bounded = self._judge(key, read)
-        if hold is None and bounded and read.entry is not None:
+        hold, read = self._judge(key, kind, obj, keep=True)
+        if hold is None and read is not None and read.entry is not None:
             self.memory.admit(key, read.entry)
         return hold
 
@@ -194,14 +193,21 @@ class QueueAdmission:
         """Its reconcile held it after all (no cluster takes it now): it takes no quota."""
         self.memory.not_placed(key)
 
-    def _judge(self, key: WorkloadKey, read: WorkloadRead) -> tuple[QueueHold | None, bool]:
-        specs = self.specs()
-        choice = queue_for(read.named, key.namespace, self._labels.get(key.namespace, {}), specs)
+    def _judge(
+        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj, *, keep: bool
+    ) -> tuple[QueueHold | None, WorkloadRead | None]:
+        """The verdict, and the workload as read when admission bounds it (None: it
+        does not: no queue takes it and its namespace has no quota, nothing is read)."""
+        labels = self._labels.get(key.namespace, {})
+        choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace, labels, self.specs())
         limits = self._hard_by_namespace().get(key.namespace)
+        if refusal(choice) is None and not bound(choice, limits):
+            return None, None  # placed as it comes: not worth reading its templates
+        read = self._read(key, kind, obj, keep=keep)
         memory = self.memory
         hold = queue_verdict(key, read, choice, last=memory.last, limits=limits,
                              admitting=memory.admitting)  # fmt: skip
-        return hold, bound(choice, limits)
+        return hold, read
 
     # -- the pass -----------------------------------------------------------------------
 
