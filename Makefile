@@ -41,9 +41,10 @@ test-chaos: build
 # Unit tests alone, and the line coverage they give on their own: the controller
 # package >= 90 %, the fleet package >= 85 % (a lower figure fails the target).
 test-unit: deps
-	$(PYTHON) -m pytest tests/unit --cov=jobrelay.controller --cov=jobrelay.fleet --cov-report= $(PYTEST_ARGS)
+	$(PYTHON) -m pytest tests/unit --cov=jobrelay.controller --cov=jobrelay.fleet --cov=jobrelay.admission --cov-report= $(PYTEST_ARGS)
 	$(PYTHON) -m coverage report --include='*/jobrelay/controller/*' --fail-under=90
 	$(PYTHON) -m coverage report --include='*/jobrelay/fleet/*' --fail-under=85
+	$(PYTHON) -m coverage report --include='*/jobrelay/admission/*' --fail-under=95
 
 demo: build
 	$(PYTHON) -m jobrelay demo

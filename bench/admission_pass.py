@@ -3,7 +3,7 @@
 Pure, no fleet: 10,000 pending workloads in 50 RelayQueues (mixed weights, some with
 quotas, some StrictFIFO, a few thousand already admitted) against 20 clusters whose
 room is a capacity counter each (the first cluster with room takes a workload), and the
-time :func:`fairshare.admission_rules.admission_pass` takes to order, check quotas and
+time :func:`jobrelay.admission.fair_order.admission_pass` takes to order, check quotas and
 admit. Target: the pass under 100 ms.
 """
 
@@ -17,8 +17,9 @@ import time
 
 import click
 
-from jobrelay.fairshare.admission_rules import admission_pass
-from jobrelay.fairshare.model import (
+from jobrelay.admission.fair_order import admission_pass
+from jobrelay.admission.preemption_rules import PREEMPTING_PER_PASS, Shortfall, plan_preemptions
+from jobrelay.admission.queue_model import (
     Entry,
     Fleet,
     QueueingStrategy,
@@ -26,7 +27,6 @@ from jobrelay.fairshare.model import (
     Reclaim,
     WithinQueue,
 )
-from jobrelay.fairshare.preemption_rules import Shortfall, plan_preemptions
 from jobrelay.placement.units import resources_of
 
 TARGET_S = 0.100
@@ -131,9 +131,8 @@ def main(clusters: int, queue_count: int, pending: int, admitted: int, repeats: 
     preemption_figures(queues, snapshot, fleet, clusters, repeats)
 
 
-# As many waiting workloads as the controller lets ask for preemption in one pass
-# (controller/relay/queue_rules.py PREEMPTING_PER_PASS).
-WINNERS = 32
+# As many waiting workloads as the controller lets ask for preemption in one pass.
+WINNERS = PREEMPTING_PER_PASS
 
 
 def preemption_figures(

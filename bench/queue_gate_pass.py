@@ -1,9 +1,10 @@
 """``python -m bench.queue_gate_pass``: the controller's whole admission pass.
 
-No fleet: :meth:`controller.relay.queue_gate.QueueGate.run_pass` over 10,000 queued Jobs
-(and 2,000 placed) in 50 RelayQueues, as the controller's caches hold them: reading each
-object (cached per resourceVersion), choosing its queue, the pure admission pass, the
-hold messages and the queues' figures. The placement check admits one workload in 20.
+No fleet: :meth:`controller.relay.queue_admission.QueueAdmission.run_pass` over 10,000
+queued Jobs (and 2,000 placed) in 50 RelayQueues, as the controller's caches hold them:
+reading each object (cached per resourceVersion), building the view, the pure plan
+(:func:`jobrelay.admission.planner.plan`: choosing queues, the fair order, the hold
+messages and the queues' figures). The placement check admits one workload in 20.
 Target: under 100 ms, like the pure pass it wraps (``bench.admission_pass``).
 """
 
@@ -13,14 +14,14 @@ import gc
 import random
 import statistics
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from bench.workload import PodShape, job_manifest
-from jobrelay.controller.relay.queue_gate import QueueGate
-from jobrelay.fairshare.model import Fleet, QueueSpec
+from jobrelay.admission.queue_model import Fleet, QueueSpec
+from jobrelay.controller.relay.memory import QueueMemory
+from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.types import JsonObj
@@ -38,9 +39,6 @@ class _Listed:
 
 
 class _Queues:
-    figures: Mapping[str, Any] = {}
-    fairness_error: float | None = None
-
     def __init__(self, specs: dict[str, QueueSpec]) -> None:
         self._specs = specs
 
@@ -82,8 +80,8 @@ def main(queue_count: int, pending: int, placed: int, repeats: int) -> None:
     snapshot = objects(kind, queue_count, pending, placed)
     held = [key for key, _kind, obj in snapshot if CLUSTER_ANNOTATION not in
             (obj["metadata"].get("annotations") or {})]  # fmt: skip
-    gate = QueueGate(priority_classes=_Listed(), quotas=_Listed(), queues=_Queues(specs),
-                     mirrored=lambda _key: False)  # fmt: skip
+    gate = QueueAdmission(priority_classes=_Listed(), quotas=_Listed(), queues=_Queues(specs),
+                          mirrored=lambda _key: False, memory=QueueMemory())  # fmt: skip
     fleet = Fleet({"cpu": 20 * 1_000_000})
     judged = [0]
 

@@ -93,7 +93,6 @@ from typing import Any
 import httpx2
 import pytest
 
-from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -101,6 +100,7 @@ from jobrelay.kube.resources import JOBS, LEASES, NAMESPACES, PODS, WORKER_CLUST
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER
+from jobrelay.vocabulary.leases import lease_name_for
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, ORIGIN_UID_LABEL
 from tests.chaos.verdicts import (
     Counts,

@@ -341,7 +341,7 @@ async def described(
     client: ApiClient, requests: list[Request], where: str, selector: str | None
 ) -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
     """Each named workload (NotFound, exit 3, for one missing), or each one -l selects."""
-    from jobrelay.controller.options import lease_name_for
+    from jobrelay.vocabulary.leases import lease_name_for
 
     found = []
     resolved = await resolve(

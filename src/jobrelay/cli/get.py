@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.shell_completion import CompletionItem
 
+from jobrelay.admission.queue_places import QueuePlace
 from jobrelay.cli import workloads
 from jobrelay.cli.common import (
     NotFound,
@@ -41,7 +42,6 @@ from jobrelay.cli.output_rules import (
     sort_key_path,
     sorted_by,
 )
-from jobrelay.cli.queue_position_rules import Place
 from jobrelay.cli.queue_positions import QueueView, read_places, with_place
 from jobrelay.cli.terminal import safe
 from jobrelay.cli.types_rules import (
@@ -238,7 +238,7 @@ class Printer:
     def _queues(self) -> bool:
         return self.queue_view is not None and self.queue_view.shown
 
-    def _place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> Place | None:
+    def _place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> QueuePlace | None:
         return self.queue_view.place(kind, obj) if self.queue_view is not None else None
 
     def _line(self, cells: tuple[str, ...], obj: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -552,7 +552,7 @@ def get(
     )  # fmt: skip
     table = printer.format.is_table
 
-    from jobrelay.controller.options import lease_name_for  # not at start-up: --help is quick
+    from jobrelay.vocabulary.leases import lease_name_for  # not at start-up: --help is quick
 
     async def go() -> Listed:
         async with manager_client(kubeconfig, context) as client:

@@ -2,7 +2,8 @@
 place there: the RelayQueues, the Namespaces' labels and the PriorityClasses (one list
 each), and, when the listing was narrower than the queues (one namespace, a selector,
 names), the queued kinds across namespaces once, to count what waits ahead. The rules
-are :mod:`jobrelay.cli.queue_position_rules`'; whatever the user may not read is left out.
+are :mod:`jobrelay.admission.queue_places`' (the controller's); whatever the user may not read
+is left out.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from jobrelay.cli.queue_position_rules import Known, Place, is_pending, places, queue_of
-from jobrelay.controller.relay.queue_rules import Priorities
-from jobrelay.fairshare.model import QueueSpec
-from jobrelay.fleet.relayqueue_rules import read_queue
+from jobrelay.admission.queue_model import QueueSpec
+from jobrelay.admission.queue_places import QueueKnowledge, QueuePlace, is_pending, places, queue_of
+from jobrelay.admission.queue_specs import read_queue
+from jobrelay.admission.workload_reads import Priorities
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
 
@@ -36,7 +37,7 @@ POSITION_ANNOTATION = "jobrelay.dev/queue-position"
 _BUILT_IN = ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io")
 
 
-class Query(Protocol):
+class PositionQuery(Protocol):
     """What `jobrelay get` asked for (``get.Query``)."""
 
     @property
@@ -53,7 +54,7 @@ class Query(Protocol):
     def claims(self) -> Mapping[str, str]: ...
 
 
-async def read_known(client: ApiClient) -> Known:
+async def read_known(client: ApiClient) -> QueueKnowledge:
     """The RelayQueues, the Namespaces' labels and the PriorityClasses, as far as the user
     may list them (no RelayQueue: nothing more is read)."""
     from jobrelay.kube.errors import ApiError
@@ -63,7 +64,7 @@ async def read_known(client: ApiClient) -> Known:
         queue_objects = (await client.list(RELAY_QUEUES)).items
     except ApiError as error:
         if not error.is_not_found:
-            return Known()  # not readable: the label alone names a queue
+            return QueueKnowledge()  # not readable: the label alone names a queue
         queue_objects = []  # no RelayQueue CRD: no queue
     queues: dict[str, QueueSpec] = {}
     for obj in queue_objects:
@@ -71,7 +72,7 @@ async def read_known(client: ApiClient) -> Known:
         if isinstance(spec, QueueSpec):
             queues[spec.name] = spec
     if not queues:
-        return Known(queues={}, namespace_labels={})
+        return QueueKnowledge(queues={}, namespace_labels={})
     labels: dict[str, Mapping[str, str]] | None
     try:
         labels = {
@@ -84,7 +85,7 @@ async def read_known(client: ApiClient) -> Known:
         priorities = Priorities.of((await client.list(PRIORITY_CLASSES)).items)
     except ApiError:
         priorities = Priorities()  # not readable: every priority 0 (said in docs/queues.md)
-    return Known(queues, labels, priorities)
+    return QueueKnowledge(queues, labels, priorities)
 
 
 def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -108,14 +109,14 @@ def _key(kind: WorkloadKind, obj: Mapping[str, Any]) -> tuple[str, str, str]:
 class QueueView:
     """The workloads counted and what was read to place them; a watch updates it."""
 
-    known: Known
+    known: QueueKnowledge
     managed: Callable[[WorkloadKind, Mapping[str, Any]], bool]
     counted: dict[tuple[str, str, str], tuple[WorkloadKind, Mapping[str, Any]]]
     # Some workload listed is in a queue: the default table shows QUEUE and POSITION.
     shown: bool = False
-    _places: dict[str, Place] | None = None
+    _places: dict[str, QueuePlace] | None = None
 
-    def place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> Place | None:
+    def place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> QueuePlace | None:
         if not self.shown:
             return None
         if self._places is None:
@@ -134,7 +135,7 @@ class QueueView:
 
 async def read_places(
     client: ApiClient,
-    queries: Sequence[Query],
+    queries: Sequence[PositionQuery],
     found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
 ) -> QueueView:
     """What places each workload in ``found`` in its queue; nothing more is read when
@@ -173,7 +174,7 @@ async def read_places(
     return view
 
 
-def with_place(obj: Mapping[str, Any], place: Place | None) -> dict[str, Any]:
+def with_place(obj: Mapping[str, Any], place: QueuePlace | None) -> dict[str, Any]:
     """The object as printed: its queue and place as annotations (never stored)."""
     if place is None:
         return dict(obj)

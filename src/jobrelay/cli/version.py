@@ -146,7 +146,7 @@ def version(
             click.echo(f"Client Version: {jobrelay.__version__}")
         return
 
-    from jobrelay.controller.options import lease_name_for  # not at start-up: --help is quick
+    from jobrelay.vocabulary.leases import lease_name_for  # not at start-up: --help is quick
 
     async def go() -> Leader:
         async with manager_client(kubeconfig, context) as client:

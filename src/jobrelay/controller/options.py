@@ -14,7 +14,6 @@ defaults are written here only: ``jobrelay run`` takes its flags' defaults from
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 from jobrelay.controller.relay.snapshot import Settings
@@ -23,6 +22,7 @@ from jobrelay.fleet.workers import PoolOptions
 from jobrelay.kinds.catalog import DEFAULT_FINISHED_CONDITIONS, DEFAULT_KINDS
 from jobrelay.kube.queueing import QueueOptions
 from jobrelay.relayapi.settings import ApiSettings
+from jobrelay.vocabulary.leases import lease_name_for
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 
@@ -121,21 +121,6 @@ class LeaderElectionSettings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-
-
-_NOT_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def lease_name_for(controller_name: str) -> str:
-    """A DNS-safe Lease name from a controller name: ``jobrelay.dev/relay`` -> ``jobrelay-relay``.
-
-    The domain's first label and the path, so each controller name on one
-    manager has a Lease of its own.
-    """
-    domain, _, path = controller_name.lower().partition("/")
-    parts = [domain.split(".", 1)[0], path] if path else [domain]
-    name = _NOT_DNS.sub("-", "-".join(parts)).strip("-")[:63].strip("-")
-    return name or "jobrelay"
 
 
 @dataclass(frozen=True)

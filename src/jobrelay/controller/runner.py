@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import jobrelay
+from jobrelay.admission.workload_reads import slim_namespace
 from jobrelay.controller.copy_sweep import sweep_orphan_copies
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.kind_resolution import ConfigurationError as ConfigurationError
@@ -34,8 +35,7 @@ from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
-from jobrelay.controller.relay.queue_gate import QueueGate
-from jobrelay.controller.relay.queue_rules import slim_namespace
+from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.state_gauges import StateGauges
 from jobrelay.fleet import relayqueues, workerclusters
@@ -172,8 +172,9 @@ class Controller:
         self.capacity_changed = asyncio.Event()
         # The fleet's queues (RelayQueues): a change may admit held workloads.
         self.queues = RelayQueueCache(
-            manager, may_write=self.may_write, on_change=self._queues_changed
-        )
+            manager, may_write=self.may_write, on_change=self._queues_changed,
+            figures=lambda: self.queue_admission.figures(),
+        )  # fmt: skip
         # Events name the replica that wrote them (reportingInstance).
         self.events = EventRecorder(manager, component="jobrelay", instance=self.identity)
         # Worker Events about mirrors and their pods, onto the management objects.
@@ -204,13 +205,15 @@ class Controller:
             client_factory=self._worker_client,
             on_copy_change=self.sources.copy_changed,
         )
-        # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
-        self.gate = QueueGate.watching(manager, queues=self.queues, mirrored=self.pool.has_mirror)
-        # A workload no admission pass has judged yet, a quota or priority changed: a pass.
-        self.gate.on_needed = self.capacity_changed.set
         relay = options.relay
         # What one reconcile leaves for the next (expectations, reservations, held ...).
         self.memory = memory = RelayMemory()
+        # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
+        self.queue_admission = QueueAdmission.watching(
+            manager, queues=self.queues, mirrored=self.pool.has_mirror, memory=memory.queues
+        )
+        # A workload no admission pass has judged yet, a quota or priority changed: a pass.
+        self.queue_admission.on_needed = self.capacity_changed.set
         executor = Executor(
             manager=manager,
             pool=self.pool,
@@ -231,7 +234,7 @@ class Controller:
             memory=memory,
             admission=Admission(manager),
             sources=self.sources,
-            gate=self.gate,
+            queue_admission=self.queue_admission,
         )
 
     def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
@@ -239,8 +242,8 @@ class Controller:
             key = WorkloadKey(kind, event.key)
             self.sources.workload_changed(key, self.kinds[kind].kind, event.new)
             if event.new is None:
-                self.gate.forget(key)
-            if event.old is not None and self.gate.released(
+                self.queue_admission.forget(key)
+            if event.old is not None and self.queue_admission.released(
                 self.kinds[kind].kind, event.old, event.new
             ):
                 self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
@@ -272,7 +275,6 @@ class Controller:
         if self._state_gauges is None:
             self._state_gauges = StateGauges(
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
-                queues=self.queues,
                 leader=lambda: self.elector is None or self.elector.is_leader,
                 ready=lambda: self.synced,
             )  # fmt: skip
@@ -314,7 +316,7 @@ class Controller:
                 self.manager, self.pool, self.kinds, settings.limits,
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
-                queue_of=self.gate.queue_of,
+                queue_of=self.queue_admission.queue_of,
             )  # fmt: skip
 
         try:
@@ -339,7 +341,7 @@ class Controller:
             runtime.objects.start()
         self.namespaces.add_handler(self._namespace_changed)
         self.namespaces.start()
-        self.gate.start()
+        self.queue_admission.start()
         self.queues.start()
         self.worker_events.start(self.pool.workers)
         await self.pool.start()
@@ -347,7 +349,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.wait_synced()
             await self.namespaces.wait_synced()
-            await self.gate.wait_synced()
+            await self.queue_admission.wait_synced()
             await self.queues.wait_synced()
             await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
             await self.pool.wait_connected(self.options.workers.sync_timeout)
@@ -370,7 +372,7 @@ class Controller:
             for runtime in self.kinds.values():
                 await runtime.objects.stop()
             await self.namespaces.stop()
-            await self.gate.stop()
+            await self.queue_admission.stop()
             await self.queues.stop()
             await self.sources.stop()
             await self.pool.stop()
@@ -466,7 +468,7 @@ class Controller:
         obj = event.new
         annotations = None if obj is None else Meta(obj).annotations
         self.reconciler.policy_changed(namespace, annotations)
-        self.gate.namespace_changed(namespace, None if obj is None else Meta(obj).labels)
+        self.queue_admission.namespace_changed(namespace, None if obj is None else Meta(obj).labels)
         # Its held workloads may now go somewhere (or must go elsewhere than planned).
         for key in self.reconciler.held():
             if key.namespace == namespace:

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from jobrelay.admission.planner import AdmissionPlan
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime
-from jobrelay.fleet.relayqueue_rules import Figures
 from jobrelay.fleet.workers import WorkerView
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.standing import State, standing
@@ -39,7 +39,7 @@ HELD_REASONS = (
     "MissingDependency",
     "DependencyRefused",
     "DependencyTooLarge",
-    # Fleet-wide queues (controller/relay/queue_gate.py) and the manager's ResourceQuotas.
+    # Fleet-wide queues and the manager's ResourceQuotas (admission/).
     "QueueNotFound",
     "QueueNotAllowed",
     "QueueQuotaExceeded",
@@ -81,15 +81,6 @@ class _Pool(Protocol):
     def views(self) -> list[WorkerView]: ...
 
 
-class _Queues(Protocol):
-    """What the gauges read of the RelayQueue cache (set by the fair-share pass)."""
-
-    @property
-    def figures(self) -> Mapping[str, Figures]: ...
-    @property
-    def fairness_error(self) -> float | None: ...
-
-
 class StateGauges:
     """Builds the :class:`ControllerState` of one controller at each scrape."""
 
@@ -100,7 +91,6 @@ class StateGauges:
         queue: WorkQueue[WorkloadKey],
         memory: RelayMemory,
         pool: _Pool,
-        queues: _Queues | None = None,
         leader: Callable[[], bool],
         ready: Callable[[], bool],
     ) -> None:
@@ -108,7 +98,6 @@ class StateGauges:
         self._queue = queue
         self._memory = memory
         self._pool = pool
-        self._queues = queues
         self._leader = leader
         self._ready = ready
         # Each object's state by (kind, key), with the resourceVersion it was computed at.
@@ -118,6 +107,7 @@ class StateGauges:
         leader = self._leader()
         views = self._pool.views()
         queue = self._queue
+        last = self._memory.queues.last  # the last admission plan
         return ControllerState(
             leader=leader,
             ready=self._ready(),
@@ -130,15 +120,15 @@ class StateGauges:
             workloads=self._workloads(),
             workers=tuple(WorkerLiveness(v.name, v.connected, v.lost) for v in views),
             capacity=tuple(self._capacities(views)),
-            queues=self._queue_figures() if leader else None,
-            fairness_error=(
-                self._queues.fairness_error if leader and self._queues is not None else None
-            ),
+            queues=self._queue_figures(last) if leader else None,
+            fairness_error=last.fairness_error if leader and last is not None else None,
         )
 
-    def _queue_figures(self) -> tuple[QueueGaugeFigures, ...] | None:
-        """Each queue's figures from the last fair-share pass (None before one)."""
-        if self._queues is None or self._queues.fairness_error is None:
+    @staticmethod
+    def _queue_figures(last: AdmissionPlan | None) -> tuple[QueueGaugeFigures, ...] | None:
+        """Each queue's figures from the last admission plan (None before one, or without
+        queues)."""
+        if last is None or last.fairness_error is None:
             return None
         return tuple(
             QueueGaugeFigures(
@@ -150,7 +140,7 @@ class StateGauges:
                 demand={r: _base_units(r, q) for r, q in figures.demand.items()},
                 usage={r: _base_units(r, q) for r, q in figures.usage.items()},
             )
-            for name, figures in sorted(self._queues.figures.items())
+            for name, figures in sorted(last.figures.items())
         )
 
     def _held(self) -> dict[tuple[str, str], int]:

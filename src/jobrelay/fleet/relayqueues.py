@@ -1,11 +1,12 @@
 """The manager's RelayQueues: a cache of them read as QueueSpecs, and their status written.
 
 ``RelayQueueCache`` follows every RelayQueue with an Informer. ``specs()`` are the valid
-queues, ``invalid()`` why the others are ignored; ``figures`` and ``fairness_error`` are
-set by whoever computes them (the fair-share pass) and read by the metrics and by
-``write_status``. Status writes are fenced (a standby writes nothing), only on change and
-at most every ``status_interval`` seconds per queue (the rules: ``relayqueue_rules``); a
-change that had to wait is written by the flush loop.
+queues, ``invalid()`` why the others are ignored (the reading is pure:
+``admission/queue_specs.py``). Each queue's status is written from the figures of the
+last admission plan (``figures``, asked when a write is due; the body is pure:
+``admission/queue_status.py``). Status writes are fenced (a standby writes nothing), only
+on change and at most every ``status_interval`` seconds per queue
+(:class:`QueueStatusClock`); a change that had to wait is written by the flush loop.
 """
 
 from __future__ import annotations
@@ -15,18 +16,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.fairshare.model import QueueSpec
-from jobrelay.fleet.relayqueue_rules import (
-    Figures,
-    Invalid,
-    StatusClock,
-    existing_condition,
-    read_queue,
-    status_body,
-    valid_condition,
-)
+from jobrelay.admission.queue_model import QueueSpec
+from jobrelay.admission.queue_specs import InvalidQueue, read_queue
+from jobrelay.admission.queue_status import existing_condition, status_body, valid_condition
+from jobrelay.admission.shares import QueueFigures
 from jobrelay.fleet.workers.status_rules import rfc3339
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, WriteFenced
@@ -34,7 +30,7 @@ from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.manifests import chart_sources
 
-__all__ = ["RelayQueueCache", "crd_manifest"]
+__all__ = ["QueueStatusClock", "RelayQueueCache", "crd_manifest"]
 
 # Status fields the controller writes: one no longer wanted is written as null (removed).
 _STATUS_FIELDS = ("pending", "admitted", "usage", "demand", "fairShare", "actualShare")
@@ -45,6 +41,43 @@ _log = logging.getLogger(__name__)
 def crd_manifest() -> dict[str, Any]:
     """The RelayQueue CRD: the chart's ``crds/`` file (one copy, shipped in the package)."""
     return chart_sources.chart_document(chart_sources.RELAY_QUEUE_CRD)
+
+
+def _comparable(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body without its transition times: a rewrite of the same words is no change."""
+    conditions = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in body.get("conditions") or []
+    ]
+    return {**body, "conditions": conditions}
+
+
+@dataclass(slots=True)
+class QueueStatusClock:
+    """When one queue's status is written: only on change, at most every ``interval``
+    seconds. ``due`` says whether to write now; ``written`` records a write."""
+
+    interval: float
+    last_body: dict[str, Any] | None = None
+    last_at: float | None = None
+
+    def changed(self, body: Mapping[str, Any]) -> bool:
+        return self.last_body != _comparable(body)
+
+    def due(self, body: Mapping[str, Any], now: float) -> bool:
+        if not self.changed(body):
+            return False
+        return self.last_at is None or now - self.last_at >= self.interval
+
+    def written(self, body: Mapping[str, Any], now: float) -> None:
+        self.last_body, self.last_at = _comparable(body), now
+
+    def from_stored(self, obj: Mapping[str, Any]) -> None:
+        """Adopt what the object's stored status already says (a restart writes nothing
+        it need not)."""
+        status = obj.get("status")
+        if isinstance(status, Mapping) and self.last_body is None:
+            self.last_body = _comparable(status)
 
 
 class RelayQueueCache:
@@ -58,19 +91,18 @@ class RelayQueueCache:
         status_interval: float = 5.0,
         on_change: Callable[[], None] | None = None,
         informer: Informer | None = None,
+        figures: Callable[[], Mapping[str, QueueFigures]] = dict,
     ) -> None:
         self._manager = manager
         self._may_write = may_write
         self._status_interval = status_interval
         self._on_change = on_change
         self._informer = informer if informer is not None else Informer(manager, RELAY_QUEUES)
-        self._read: dict[str, QueueSpec | Invalid] = {}
-        self._clocks: dict[str, StatusClock] = {}
+        self._read: dict[str, QueueSpec | InvalidQueue] = {}
+        self._clocks: dict[str, QueueStatusClock] = {}
         self._flusher: asyncio.Task[None] | None = None
-        # Set by the fair-share pass: each valid queue's figures, and the fleet's
-        # fairness error (None until the first pass).
-        self.figures: Mapping[str, Figures] = {}
-        self.fairness_error: float | None = None
+        # Each valid queue's figures, as the last admission plan says them ({} before one).
+        self._figures = figures
 
     # -- reading -----------------------------------------------------------------
 
@@ -80,7 +112,7 @@ class RelayQueueCache:
 
     def invalid(self) -> dict[str, str]:
         """The queues the controller ignores, by name, and why."""
-        return {n: q.reason for n, q in self._read.items() if isinstance(q, Invalid)}
+        return {n: q.reason for n, q in self._read.items() if isinstance(q, InvalidQueue)}
 
     def objects(self) -> list[dict[str, Any]]:
         """Every RelayQueue as the manager holds it (spec and the status written)."""
@@ -97,13 +129,14 @@ class RelayQueueCache:
             self._clocks.pop(name, None)
         else:
             read = read_queue(event.new)
-            if isinstance(read, Invalid) and not read.name:
-                read = Invalid(name, read.reason)
+            if isinstance(read, InvalidQueue) and not read.name:
+                read = InvalidQueue(name, read.reason)
             before, self._read[name] = self._read.get(name), read
-            if isinstance(read, Invalid) and read != before:
+            if isinstance(read, InvalidQueue) and read != before:
                 _log.warning("RelayQueue %s is ignored: %s", name, read.reason,
                              extra={"event": "relayqueue-invalid", "queue": name})  # fmt: skip
-            self._clocks.setdefault(name, StatusClock(self._status_interval)).from_stored(event.new)
+            clock = self._clocks.setdefault(name, QueueStatusClock(self._status_interval))
+            clock.from_stored(event.new)
         if self._on_change is not None:
             self._on_change()
 
@@ -129,18 +162,18 @@ class RelayQueueCache:
 
     # -- status --------------------------------------------------------------------
 
-    async def write_status(self, name: str, figures: Figures | None = None) -> bool:
-        """Write queue ``name``'s status from ``figures`` (default: ``self.figures``), if it
-        changed and its last write is old enough; True if written."""
+    async def write_status(self, name: str, figures: QueueFigures | None = None) -> bool:
+        """Write queue ``name``'s status from ``figures`` (default: the last admission
+        plan's), if it changed and its last write is old enough; True if written."""
         if self._may_write is not None and not self._may_write():
             return False  # a standby writes nothing; once leading, the flush writes it
         obj = self._informer.get(name)
         read = self._read.get(name)
         if obj is None or read is None:
             return False
-        invalid = read if isinstance(read, Invalid) else None
+        invalid = read if isinstance(read, InvalidQueue) else None
         if figures is None and invalid is None:
-            figures = self.figures.get(name)
+            figures = self._figures().get(name)
         if invalid is not None:
             figures = None
         stored = existing_condition(obj)
@@ -151,7 +184,7 @@ class RelayQueueCache:
         if before_first_pass and stored is not None and stored.get("status") == "True":
             return False
         body = status_body(figures, condition)
-        clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
+        clock = self._clocks.setdefault(name, QueueStatusClock(self._status_interval))
         now = asyncio.get_running_loop().time()
         if not clock.due(body, now):
             return False

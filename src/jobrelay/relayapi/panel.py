@@ -203,7 +203,8 @@ class PanelFeed:
         interval: float = 1.0,
         max_watches: int = 200,
     ) -> None:
-        # A workload's RelayQueue: by its label, else its namespace's (the admission's rule).
+        # A workload's RelayQueue, by its namespace and its label: the controller hands
+        # admission's own rule (admission.queue_choice.queue_name, as `jobrelay get` says it).
         self._queue_of = queue_of
         self._kinds = kinds
         self._registrations = registrations

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobrelay.controller.options import lease_name_for
 from jobrelay.fleet import workerclusters
 from jobrelay.manifests.admission_policy import policy_kinds
+from jobrelay.vocabulary.leases import lease_name_for
 from tests.chart_render import chart_tools, render
 
 # helm only, no fleet: an integration test because it needs the helm build.

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from jobrelay.fairshare.model import QueueSpec, Reclaim
+from jobrelay.admission.queue_model import QueueSpec, Reclaim
+from jobrelay.admission.queue_specs import read_queue
 from jobrelay.fleet import relayqueues, workerclusters
-from jobrelay.fleet.relayqueue_rules import read_queue
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import RELAY_QUEUES

@@ -238,10 +238,10 @@ def test_a_watch_counts_positions_again_as_workloads_change(
 ) -> None:
     from datetime import UTC, datetime
 
+    from jobrelay.admission.queue_model import QueueSpec
+    from jobrelay.admission.queue_places import QueueKnowledge
     from jobrelay.cli.get import JOB_KIND, Printer
-    from jobrelay.cli.queue_position_rules import Known
     from jobrelay.cli.queue_positions import QueueView
-    from jobrelay.fairshare.model import QueueSpec
 
     def job(name: str, created: int, placed: str = "") -> dict[str, Any]:
         return {
@@ -253,7 +253,7 @@ def test_a_watch_counts_positions_again_as_workloads_change(
 
     first, second = job("first", 1), job("second", 2)
     view = QueueView(
-        Known({"q": QueueSpec("q")}, {"ns": {}}), lambda _kind, _obj: True,
+        QueueKnowledge({"q": QueueSpec("q")}, {"ns": {}}), lambda _kind, _obj: True,
         {(JOB_KIND.name, "ns", "first"): (JOB_KIND, first),
          (JOB_KIND.name, "ns", "second"): (JOB_KIND, second)},
         shown=True,

@@ -5,6 +5,7 @@ admitted means placed, so a restarted controller counts the same."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,9 +14,13 @@ from tests.unit.controller.builders import JOB, NAMESPACE, job
 from tests.unit.controller.test_reconciler import Env, make_env, workers
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.queue_gate import QueueGate
-from jobrelay.controller.relay.queue_rules import slim_priority_class, slim_resource_quota
-from jobrelay.fairshare.model import LabelSelector, QueueSpec
+from jobrelay.admission.queue_model import LabelSelector, QueueSpec
+from jobrelay.admission.workload_reads import released, slim_priority_class, slim_resource_quota
+from jobrelay.controller.relay.decide import decide
+from jobrelay.controller.relay.memory import QueueMemory
+from jobrelay.controller.relay.plan import Place
+from jobrelay.controller.relay.queue_admission import QueueAdmission
+from jobrelay.kinds.admission_rules import ALLOWED
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
@@ -62,8 +67,10 @@ def key(name: str) -> WorkloadKey:
 
 
 class QueueEnv:
-    def __init__(self, env: Env, gate: QueueGate, quotas: Listed, classes: Listed) -> None:
-        self.env, self.gate, self.quotas, self.classes = env, gate, quotas, classes
+    def __init__(
+        self, env: Env, admission: QueueAdmission, quotas: Listed, classes: Listed
+    ) -> None:
+        self.env, self.admission, self.quotas, self.classes = env, admission, quotas, classes
 
     def submit(self, *objects: JsonObj) -> None:
         for obj in objects:
@@ -96,17 +103,18 @@ async def qenv() -> AsyncIterator[QueueEnv]:
     w1.nodes = ROOMY
     async for env in make_env(w1):
         quotas, classes = Listed(), Listed()
-        gate = QueueGate(
+        admission = QueueAdmission(
             priority_classes=classes,
             quotas=quotas,
             queues=Queues(
                 team_a(), QueueSpec("team-b", namespace_selector=LabelSelector({"x": "y"}))
             ),
             mirrored=lambda k, env=env: any(w.mirror(k) is not None for w in env.workers.values()),
+            memory=env.memory.queues,
         )
-        gate.namespace_changed(NAMESPACE, {"team": "a"})
-        env.reconciler.gate = gate
-        yield QueueEnv(env, gate, quotas, classes)
+        admission.namespace_changed(NAMESPACE, {"team": "a"})
+        env.reconciler.queue_admission = admission
+        yield QueueEnv(env, admission, quotas, classes)
 
 
 async def test_a_queue_never_admits_beyond_its_quota(qenv: QueueEnv) -> None:
@@ -128,21 +136,22 @@ async def test_a_queue_never_admits_beyond_its_quota(qenv: QueueEnv) -> None:
     assert qenv.env.events.reasons().count("QueueQuotaExceeded") == 2  # told once
 
 
-async def test_a_restarted_gate_counts_the_placed_ones(qenv: QueueEnv) -> None:
+async def test_a_restarted_controller_counts_the_placed_ones(qenv: QueueEnv) -> None:
     names = [f"j{i}" for i in range(5)]
     qenv.submit(*(asking(n) for n in names))
     assert qenv.passed() == names[:4]
     await qenv.reconcile(*names)
     assert qenv.placed() == names[:4]
-    fresh = QueueGate(priority_classes=qenv.classes, quotas=qenv.quotas,
-                      queues=qenv.gate.queues, mirrored=lambda _k: False)  # fmt: skip
-    qenv.env.reconciler.gate = fresh
+    fresh = QueueAdmission(priority_classes=qenv.classes, quotas=qenv.quotas,
+                           queues=qenv.admission.queues, mirrored=lambda _k: False,
+                           memory=QueueMemory())  # fmt: skip
+    qenv.env.reconciler.queue_admission = fresh
     assert qenv.passed() == []
 
 
 async def test_a_high_priority_workload_submitted_last_goes_first(qenv: QueueEnv) -> None:
     qenv.classes.objects.append(slim_priority_class({"metadata": {"name": "high"}, "value": 1000}))
-    qenv.gate.priorities_changed()
+    qenv.admission.priorities_changed()
     low = [asking(f"low{i}", "2", created=f"2026-03-01T12:00:0{i}Z") for i in range(3)]
     high = asking("high", "2", created="2026-03-01T12:10:00Z", priorityClassName="high")
     qenv.submit(*low, high)
@@ -159,7 +168,7 @@ async def test_a_high_priority_workload_submitted_last_goes_first(qenv: QueueEnv
 async def test_a_queue_that_cannot_take_it_holds_it_with_a_warning(
     qenv: QueueEnv, queue: str, namespace_labels: dict[str, str], reason: str
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, namespace_labels)
+    qenv.admission.namespace_changed(NAMESPACE, namespace_labels)
     qenv.submit(asking("j", queue=queue))
     await qenv.reconcile("j")
     assert qenv.placed() == []
@@ -168,8 +177,8 @@ async def test_a_queue_that_cannot_take_it_holds_it_with_a_warning(
     assert said is not None and said.startswith(f"{reason}: ")
     assert qenv.passed() == []
     # The queue comes: the next reconcile (a RelayQueue event brings it) places it.
-    assert isinstance(qenv.gate.queues, Queues)
-    qenv.gate.queues.queues[queue] = QueueSpec(queue)
+    assert isinstance(qenv.admission.queues, Queues)
+    qenv.admission.queues.queues[queue] = QueueSpec(queue)
     assert qenv.passed() == ["j"]
     await qenv.reconcile("j")
     assert qenv.placed() == ["j"]
@@ -179,7 +188,7 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "2"}}}
     ))  # fmt: skip
-    qenv.gate.namespace_changed(NAMESPACE, {})  # no queue takes it
+    qenv.admission.namespace_changed(NAMESPACE, {})  # no queue takes it
     names = ["a", "b", "c"]
     qenv.submit(*(asking(n, queue=None) for n in names), asking("big", "10", queue=None))
     await qenv.reconcile(*names, "big")  # before any pass: a moment's wait
@@ -204,7 +213,7 @@ async def test_the_namespaces_resource_quota_bounds_unqueued_work(qenv: QueueEnv
 
 
 async def test_reconciles_at_once_never_share_the_last_of_a_quota(qenv: QueueEnv) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
     ))  # fmt: skip
@@ -217,7 +226,7 @@ async def test_reconciles_at_once_never_share_the_last_of_a_quota(qenv: QueueEnv
 
 
 async def test_without_queues_or_quotas_everything_is_placed_as_today(qenv: QueueEnv) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.submit(asking("a", queue=None), asking("b", queue=None))
     await qenv.reconcile("a", "b")
     assert qenv.placed() == ["a", "b"]
@@ -230,16 +239,16 @@ def test_a_finished_or_deleted_workload_frees_its_queue_for_a_pass() -> None:
     running = asking("a")
     done = asking("a")
     done["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
-    assert QueueGate.released(JOB, running, done)
-    assert QueueGate.released(JOB, running, None)
-    assert not QueueGate.released(JOB, running, running)
-    assert not QueueGate.released(JOB, done, done)
+    assert released(JOB, running, done)
+    assert released(JOB, running, None)
+    assert not released(JOB, running, running)
+    assert not released(JOB, done, done)
 
 
 async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_quota(
     qenv: QueueEnv,
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
     ))  # fmt: skip
@@ -267,7 +276,7 @@ async def test_a_workload_that_finished_before_any_pass_saw_it_placed_frees_its_
 async def test_a_quota_on_jobs_or_limits_counts_them(
     qenv: QueueEnv, hard: dict[str, str], limits: dict[str, str] | None
 ) -> None:
-    qenv.gate.namespace_changed(NAMESPACE, {})
+    qenv.admission.namespace_changed(NAMESPACE, {})
     qenv.quotas.objects.append(slim_resource_quota(
         {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": hard}}
     ))  # fmt: skip
@@ -284,11 +293,11 @@ async def test_a_quota_on_jobs_or_limits_counts_them(
 
 
 async def test_a_queue_below_its_nominal_reclaims_from_one_above(qenv: QueueEnv) -> None:
-    from jobrelay.fairshare.model import Reclaim
+    from jobrelay.admission.queue_model import Reclaim
     from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 
-    assert isinstance(qenv.gate.queues, Queues)
-    qenv.gate.queues.queues = {
+    assert isinstance(qenv.admission.queues, Queues)
+    qenv.admission.queues.queues = {
         "team-a": QueueSpec("team-a", nominal={"cpu": 2000}),
         "team-b": QueueSpec("team-b", nominal={"cpu": 2000}, reclaim=Reclaim.ANY),
     }
@@ -315,3 +324,62 @@ async def test_a_queue_below_its_nominal_reclaims_from_one_above(qenv: QueueEnv)
     assert qenv.passed() == []
     await qenv.reconcile("b0")
     assert qenv.env.events.reasons().count("Preempting") == 1  # told once
+
+
+async def test_a_snapshot_reads_the_last_plan_and_changes_nothing(qenv: QueueEnv) -> None:
+    woken: list[int] = []
+    qenv.admission.on_needed = lambda: woken.append(1)
+    qenv.submit(asking("j"))
+    reconciler, runtime = qenv.env.reconciler, qenv.env.reconciler._kinds[JOB.name]
+    memory = qenv.env.memory.queues
+    snapshot = reconciler.snapshot(key("j"), runtime)
+    assert snapshot.queue_hold is not None and not snapshot.queue_hold.settled
+    # Nothing marked, nothing read into memory, no pass woken: asking changed nothing.
+    assert (memory.admitting, memory.reads, memory.last, woken) == ({}, {}, None, [])
+    # The reconcile acting on that hold wakes the pass.
+    await qenv.reconcile("j")
+    assert woken and qenv.placed() == []
+    assert qenv.passed() == ["j"]
+    snapshot = reconciler.snapshot(key("j"), runtime)
+    assert snapshot.queue_hold is None and memory.admitting == {}
+    # The decision to place it marks it being placed; its placement in the cache ends that.
+    await qenv.env.reconciler.reconcile(key("j"))
+    assert list(memory.admitting) == [key("j")]
+    qenv.env.catch_up()
+    qenv.passed()
+    assert memory.admitting == {} and qenv.placed() == ["j"]
+
+
+async def test_a_quota_taken_between_snapshot_and_decision_holds_it_after_all(
+    qenv: QueueEnv,
+) -> None:
+    qenv.admission.namespace_changed(NAMESPACE, {})
+    qenv.quotas.objects.append(slim_resource_quota(
+        {"metadata": {"name": "q", "namespace": NAMESPACE}, "spec": {"hard": {"requests.cpu": "1"}}}
+    ))  # fmt: skip
+    qenv.submit(asking("a", queue=None), asking("b", queue=None))
+    qenv.passed()
+    reconciler, runtime = qenv.env.reconciler, qenv.env.reconciler._kinds[JOB.name]
+    seen = reconciler.snapshot(key("b"), runtime)
+    assert seen.queue_hold is None  # b may go, as far as the last plan says
+    await reconciler.reconcile(key("a"))  # meanwhile a takes the last CPU
+    seen = dataclasses.replace(seen, admission=ALLOWED)  # the manager's admission allowed it
+    placing = decide(seen)
+    assert any(isinstance(action, Place) for action in placing.actions)
+    changed = reconciler._admit(key("b"), JOB, seen, placing)
+    assert changed is not None and changed.reason == "NamespaceQuotaExceeded"
+    assert list(qenv.env.memory.queues.admitting) == [key("a")]
+
+
+async def test_a_victim_chosen_is_told_to_its_reconcile_until_marked(qenv: QueueEnv) -> None:
+    from jobrelay.admission.queue_model import Preempt
+
+    memory = qenv.env.memory.queues
+    memory.chose({key("x"): Preempt("Job default/w", "preempted by w")})
+    runtime = qenv.env.reconciler._kinds[JOB.name]
+    qenv.submit(asking("x"))
+    assert qenv.env.reconciler.snapshot(key("x"), runtime).preempt == Preempt(
+        "Job default/w", "preempted by w"
+    )
+    memory.expire()  # not read as placed: nothing to preempt any more
+    assert qenv.admission.preemption(key("x")) is None

@@ -12,6 +12,7 @@ import pytest
 from tests.unit.controller.builders import COMPLETE, CONTROLLER, job
 from tests.unit.controller.fakes import FakeCluster, FakeInformer
 
+from jobrelay.admission.workload_reads import slim_namespace
 from jobrelay.controller import runner
 from jobrelay.controller.options import (
     DEFAULTS,
@@ -19,7 +20,6 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
-from jobrelay.controller.relay.queue_rules import slim_namespace
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -289,7 +289,7 @@ async def test_run_syncs_first_reconciles_then_stops_cleanly(
     informer = RunningInformer({"team-a/train": job()})
     controller.kinds[JOB.name] = KindRuntime(JOB, informer)  # type: ignore[arg-type]
     controller.namespaces = RunningInformer({})  # type: ignore[assignment]
-    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
+    controller.queue_admission.informers = ()  # no PriorityClasses, no ResourceQuotas
     controller.queues = RelayQueueCache(client, informer=RunningInformer({}))  # type: ignore[arg-type]
     # The manager's ConfigMaps, Secrets and ServiceAccounts: none referenced here.
     sources: Any = controller.sources.informers
@@ -497,12 +497,14 @@ def test_a_relayqueue_change_looks_again_at_what_waits_on_a_queue(
     assert controller.queue.waiting_in(Lane.FRESH) == 2
 
 
-async def test_a_namespace_change_gives_the_gate_its_labels(controller: runner.Controller) -> None:
+async def test_a_namespace_change_gives_queue_admission_its_labels(
+    controller: runner.Controller,
+) -> None:
     labelled = {"metadata": {"name": "team-a", "labels": {"team": "a"}}}
     controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, labelled))
-    assert controller.gate._labels["team-a"] == {"team": "a"}
+    assert controller.queue_admission._labels["team-a"] == {"team": "a"}
     controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", labelled, None))
-    assert "team-a" not in controller.gate._labels
+    assert "team-a" not in controller.queue_admission._labels
 
 
 # -- ensure_crds --------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from jobrelay.controller.options import (
     DEFAULTS,
     ControllerOptions,
     LeaderElectionSettings,
-    lease_name_for,
 )
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.relayqueues import RelayQueueCache
@@ -40,6 +39,7 @@ from jobrelay.kube.election.rules import LeaseRecord
 from jobrelay.kube.errors import WriteFenced
 from jobrelay.kube.resources import EVENTS
 from jobrelay.kube.watching import Change, InformerEvent
+from jobrelay.vocabulary.leases import lease_name_for
 
 JOB = JobKind()
 LEASE = "example-relay"
@@ -134,7 +134,7 @@ async def rig(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Rig]:
     )
     controller.kinds[JOB.name] = KindRuntime(JOB, ListedInformer({KEY.key: job()}))  # type: ignore[arg-type]
     controller.namespaces = ListedInformer({})  # type: ignore[assignment]
-    controller.gate.informers = ()  # no PriorityClasses, no ResourceQuotas
+    controller.queue_admission.informers = ()  # no PriorityClasses, no ResourceQuotas
     controller.queues = RelayQueueCache(manager, informer=ListedInformer({}))  # type: ignore[arg-type]
 
     async def nothing(*_args: Any) -> None:

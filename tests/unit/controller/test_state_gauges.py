@@ -6,8 +6,11 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.unit.admission.support import figures
 from tests.unit.controller.builders import COMPLETE, JOB, RUNNING, job
 
+from jobrelay.admission.planner import AdmissionPlan
+from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.state_gauges import StateGauges, capacity_figures, held_reason
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.queueing import WorkQueue
@@ -32,6 +35,7 @@ class _Runtime:
 class _Memory:
     def __init__(self, held: dict[WorkloadKey, str]) -> None:
         self._held = held
+        self.queues = QueueMemory()
 
     def held_keys(self) -> list[WorkloadKey]:
         return list(self._held)
@@ -137,20 +141,10 @@ def test_capacity_is_summed_over_nodes_in_base_units() -> None:
     assert figures.requested == {"cpu": 1.5, "pods": 2.0, "memory": 2.0**30}
 
 
-class _Queues:
-    """What the fair-share pass leaves on the RelayQueue cache."""
-
-    def __init__(self, figures: dict[str, Any], error: float | None) -> None:
-        self.figures = figures
-        self.fairness_error = error
-
-
-def test_queue_gauges_come_from_the_fair_share_pass_in_base_units() -> None:
-    from tests.unit.fleet.test_relayqueue_rules import Figures
-
-    queues = _Queues({"team-a": Figures()}, 0.125)
+def test_queue_gauges_come_from_the_last_admission_plan_in_base_units() -> None:
     leader, _ = _gauges(leader=True)
-    leader._queues = queues
+    planned = leader._memory.queues
+    planned.last = AdmissionPlan(figures={"team-a": figures()}, fairness_error=0.125)
     seen = _samples(leader)
     queue = ("queue", "team-a")
     assert seen[("jobrelay_queue_fair_share", frozenset({queue}))] == pytest.approx(0.2500004)
@@ -160,9 +154,13 @@ def test_queue_gauges_come_from_the_fair_share_pass_in_base_units() -> None:
     assert seen[("jobrelay_queue_demand", frozenset({queue, ("resource", "cpu")}))] == 52.5
     assert seen[("jobrelay_queue_usage", frozenset({queue, ("resource", "memory")}))] == 3 * 2**30
     assert seen[("jobrelay_fairness_error", frozenset())] == 0.125
-    # Before the first pass (no fairness error yet), and on a standby: no queue gauges.
-    queues.fairness_error = None
+    # Before the first plan, a plan without queues, and on a standby: no queue gauges.
+    planned.last = None
     assert not [n for n, _ in _samples(leader) if n.startswith("jobrelay_queue_")]
+    planned.last = AdmissionPlan()
+    assert not [
+        n for n, _ in _samples(leader) if n.startswith(("jobrelay_queue_", "jobrelay_fair"))
+    ]
     standby, _ = _gauges(leader=False)
-    standby._queues = _Queues({"team-a": Figures()}, 0.125)
+    standby._memory.queues.last = AdmissionPlan(figures={"team-a": figures()}, fairness_error=0.1)
     assert not [n for n, _ in _samples(standby) if "queue_" in n or "fairness" in n]

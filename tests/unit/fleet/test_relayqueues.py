@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.fleet.test_relayqueue_rules import Figures
+from tests.unit.admission.support import figures
 
-from jobrelay.fleet.relayqueues import RelayQueueCache
+from jobrelay.admission.queue_status import status_body, valid_condition
+from jobrelay.admission.shares import QueueFigures
+from jobrelay.fleet.relayqueues import QueueStatusClock, RelayQueueCache
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Change, InformerEvent
@@ -50,6 +52,12 @@ class Manager:
         return body
 
 
+class Planned:
+    """The last admission plan's figures, as the runner hands them to the cache."""
+
+    figures: dict[str, QueueFigures] = {}
+
+
 def cache(leading: list[bool] | None = None) -> tuple[RelayQueueCache, Informer, Manager]:
     informer, manager, changes = Informer(), Manager(), []
     built = RelayQueueCache(
@@ -58,8 +66,10 @@ def cache(leading: list[bool] | None = None) -> tuple[RelayQueueCache, Informer,
         status_interval=0.0,
         on_change=lambda: changes.append(1),
         informer=informer,  # type: ignore[arg-type]
+        figures=lambda: Planned.figures,
     )
     informer.add_handler(built._changed)
+    Planned.figures = {}
     return built, informer, manager
 
 
@@ -95,12 +105,12 @@ async def test_an_invalid_queue_gets_a_condition_saying_why() -> None:
 async def test_figures_are_written_once_per_change() -> None:
     queues, informer, manager = cache()
     informer.put(rq("team-a"))
-    queues.figures = {"team-a": Figures()}
+    Planned.figures = {"team-a": figures()}
     await queues.write_all()
     await queues.write_all()
     assert len(manager.patches) == 1
     assert manager.patches[0][1]["usage"] == {"cpu": "40", "memory": "3Gi"}
-    queues.figures = {"team-a": Figures(admitted=11)}
+    Planned.figures = {"team-a": figures(admitted=11)}
     await queues.write_all()
     assert [status["admitted"] for _, status in manager.patches] == [10, 11]
 
@@ -109,7 +119,7 @@ async def test_a_standby_writes_nothing_and_the_leader_writes_it_later() -> None
     leading = [False]
     queues, informer, manager = cache(leading)
     informer.put(rq("team-a"))
-    queues.figures = {"team-a": Figures()}
+    Planned.figures = {"team-a": figures()}
     assert not await queues.write_status("team-a") and manager.patches == []
     leading[0] = True
     assert await queues.write_status("team-a") and len(manager.patches) == 1
@@ -136,7 +146,7 @@ async def test_a_restart_keeps_the_stored_figures_until_the_first_pass() -> None
     informer.put({**rq("team-a"), "status": stored})
     await queues.write_all()
     assert manager.patches == []  # nothing new to say: the figures stored stay
-    queues.figures = {"team-a": Figures()}
+    Planned.figures = {"team-a": figures()}
     await queues.write_all()
     ((_, status),) = manager.patches
     assert status["pending"] == 3 and status["admitted"] == 10
@@ -152,11 +162,9 @@ async def test_a_new_valid_queue_gets_its_condition_before_any_figures() -> None
 
 
 async def test_the_fair_share_pass_figures_are_what_the_status_shows() -> None:
-    from jobrelay.fairshare.shares import QueueFigures
-
     queues, informer, manager = cache()
     informer.put(rq("team-a"))
-    queues.figures = {
+    Planned.figures = {
         "team-a": QueueFigures(
             name="team-a", weight=1.0, usage={"cpu": 4000}, demand={"cpu": 6000},
             pending=2, admitted=4, fair_share=0.5, actual_share=0.125,
@@ -176,3 +184,27 @@ async def test_a_write_fenced_meanwhile_is_quiet(caplog: Any) -> None:
     manager.fail = WriteFenced("patch", "relayqueues")
     assert not await queues.write_status("team-a")
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+NOW = "2026-11-26T17:00:00Z"
+LATER = "2026-11-26T17:05:00Z"
+
+
+def test_the_status_is_written_on_change_at_most_every_interval() -> None:
+    clock = QueueStatusClock(interval=5.0)
+    body = status_body(figures(), valid_condition(None, None, NOW))
+    assert clock.due(body, now=100.0)
+    clock.written(body, now=100.0)
+    # The same words again (a later transition time alone is no change): nothing to write.
+    same = status_body(figures(), valid_condition(None, None, LATER))
+    assert not clock.due(same, now=200.0)
+    changed = status_body(figures(pending=4), valid_condition(None, None, NOW))
+    assert not clock.due(changed, now=103.0)  # too soon: the flush writes it later
+    assert clock.due(changed, now=105.0)
+
+
+def test_a_restart_does_not_rewrite_a_status_already_stored() -> None:
+    body = status_body(figures(), valid_condition(None, None, NOW))
+    clock = QueueStatusClock(interval=5.0)
+    clock.from_stored({"status": body})
+    assert not clock.due(body, now=0.0)

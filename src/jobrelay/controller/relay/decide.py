@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.admission.preemption_rules import PREEMPTED
 from jobrelay.controller.relay.mirror_standing import Standing, excluded_for, is_current, standing
 from jobrelay.controller.relay.plan import (
     Action,
@@ -44,7 +45,6 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot, placement_cluster
-from jobrelay.fairshare.preemption_rules import PREEMPTED
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.dependency_copies import owner_reference, refusal
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of

@@ -11,7 +11,11 @@ caches and loses nothing it needs):
   pods are bound;
 - what the last decision said of a workload: why it is held unplaced, the move it
   began, since when a passing status step waits to be copied in a batch;
-- each namespace's placement policy (its annotations), as the runner feeds it.
+- each namespace's placement policy (its annotations), as the runner feeds it;
+- admission's (``queues``, :class:`QueueMemory`): the last admission plan, the
+  workloads being placed (so two reconciles never both take the last of a quota),
+  the victims chosen whose mark is not written yet, and each workload as admission
+  read it (once per resourceVersion).
 
 The runner makes one; the reconciler reads it to build snapshots and writes what
 each plan says (:meth:`RelayMemory.remember`); the executor records its writes in
@@ -29,6 +33,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from jobrelay.admission.planner import AdmissionPlan
+from jobrelay.admission.queue_model import Entry, Preempt
+from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -45,7 +52,7 @@ from jobrelay.placement.workload import (
 )
 from jobrelay.vocabulary.meta import Meta
 
-__all__ = ["NO_POLICY", "RelayMemory", "Reservations", "Reserved"]
+__all__ = ["ADMITTING_FOR", "NO_POLICY", "QueueMemory", "RelayMemory", "Reservations", "Reserved"]
 
 # A placement whose pods a worker has not bound after this long takes no room: they
 # are Pending there (the pending timeout's business), not on their way.
@@ -55,6 +62,10 @@ RESERVATION_MAX_AGE = 120.0
 FOREIGN_COPY_TTL = 300.0
 # A namespace without annotations: any cluster, the default score.
 NO_POLICY = Choice()
+# How long a workload a reconcile decided to place counts as admitted before its placement
+# shows in the cache (a placement is one write: seconds at most); and a victim an
+# admission plan chose, before its reconcile has written its mark.
+ADMITTING_FOR = 30.0
 
 
 @dataclass
@@ -149,6 +160,62 @@ def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
     return tuple(left)
 
 
+@dataclass(slots=True)
+class QueueMemory:
+    """Admission's soft state (see the module doc). Reconciles write ``admitting``
+    (:meth:`admit`, :meth:`not_placed`); the admission runner the rest, after each pass."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    # The last admission plan (None: none yet, or no queue and no quota since).
+    last: AdmissionPlan | None = None
+    # Workloads a reconcile decided to place, their placement not in the caches yet: what
+    # they take, and since when.
+    admitting: dict[WorkloadKey, Entry] = dataclasses.field(default_factory=dict)
+    admitting_since: dict[WorkloadKey, float] = dataclasses.field(default_factory=dict)
+    # Victims a plan chose whose reconcile has not marked them yet, since when.
+    preempting: dict[WorkloadKey, tuple[float, Preempt]] = dataclasses.field(default_factory=dict)
+    # Each workload as admission read it, by key (its version says when to read again).
+    reads: dict[WorkloadKey, WorkloadRead] = dataclasses.field(default_factory=dict)
+
+    def admit(self, key: WorkloadKey, entry: Entry) -> None:
+        """A reconcile decided to place ``key``: it counts as admitted until it shows."""
+        self.admitting[key] = entry
+        self.admitting_since[key] = self.monotonic()
+
+    def not_placed(self, key: WorkloadKey) -> None:
+        """Its reconcile held it after all (or its placement shows, or it went): it takes
+        nothing as one being placed."""
+        self.admitting.pop(key, None)
+        self.admitting_since.pop(key, None)
+
+    def chose(self, victims: Mapping[WorkloadKey, Preempt]) -> None:
+        """A plan chose these victims: told to their reconciles until marked."""
+        now = self.monotonic()
+        for key, preempt in victims.items():
+            self.preempting[key] = (now, preempt)
+
+    def preemption(self, key: WorkloadKey) -> Preempt | None:
+        told = self.preempting.get(key)
+        return told[1] if told is not None else None
+
+    def expire(self) -> None:
+        """Forget those being placed whose placement never showed, and the victims marked
+        (the object says it now), gone, or never marked in time."""
+        now = self.monotonic()
+        for key, since in list(self.admitting_since.items()):
+            if now - since > ADMITTING_FOR:
+                self.not_placed(key)
+        for key, (since, _told) in list(self.preempting.items()):
+            read = self.reads.get(key)
+            if now - since > ADMITTING_FOR or read is None or read.preempted_by or not read.placed:
+                del self.preempting[key]
+
+    def forget(self, key: WorkloadKey) -> None:
+        """Its management object is gone."""
+        self.reads.pop(key, None)
+        self.not_placed(key)
+
+
 class RelayMemory:
     """The soft state of the relay (see the module doc)."""
 
@@ -156,6 +223,7 @@ class RelayMemory:
         self.created = Expectations()
         self.deleted = Expectations()
         self.reservations = Reservations(monotonic)
+        self.queues = QueueMemory(monotonic)
         self._monotonic = monotonic
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
         # the user again only when it changes); retried as soon as capacity changes.

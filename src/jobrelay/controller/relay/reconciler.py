@@ -6,9 +6,13 @@ reservations no longer needed), then builds a read-only snapshot (caches,
 memory, the time), decides, applies the plan through the executor and
 remembers what it said; it reads afresh when the decision asks for it (the
 object, a namesake on every worker, the manager's admission: its own small
-collaborator, controller/relay/admission.py). The outcome goes to the work
-queue as it stands (jobrelay.vocabulary.outcome); a terminal problem reaches
-the user as a Warning Event on the object, not only as a log line.
+collaborator, controller/relay/admission.py). Fleet-wide queues and the manager's
+ResourceQuotas are read from the last admission plan (controller/relay/
+queue_admission.py): the snapshot only reads it; a decision to place a workload
+they bound marks it being placed, and one that waits for a pass wakes the pass. The
+outcome goes to the work queue as it stands (jobrelay.vocabulary.outcome); a
+terminal problem reaches the user as a Warning Event on the object, not only as a
+log line.
 """
 
 from __future__ import annotations
@@ -19,14 +23,15 @@ import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
+from jobrelay.admission.planner import ClustersFor
+from jobrelay.admission.workload_reads import fleet_of
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
-from jobrelay.controller.relay.plan import Outcome, ReadFresh, Retry
-from jobrelay.controller.relay.queue_gate import ClustersFor, QueueGate
-from jobrelay.controller.relay.queue_rules import fleet_of
+from jobrelay.controller.relay.plan import Outcome, Place, Plan, ReadFresh, Retry
+from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.snapshot import (
     Needed,
     QueueHold,
@@ -90,7 +95,7 @@ class Reconciler:
         admission: Admission,
         clock: Callable[[], str] = utc_now,
         sources: DependencySources | None = None,
-        gate: QueueGate | None = None,
+        queue_admission: QueueAdmission | None = None,
     ) -> None:
         self._kinds = kinds
         self._pool = pool
@@ -104,7 +109,7 @@ class Reconciler:
         self._sources = sources
         # Fleet-wide queues and the manager's ResourceQuotas (None: every workload is
         # placed as it comes, as in tests of other rules).
-        self.gate = gate
+        self.queue_admission = queue_admission
 
     # -- what the runner feeds in ------------------------------------------------------
 
@@ -123,8 +128,8 @@ class Reconciler:
         if runtime is None:
             return Done()  # a kind no longer configured
         outcome = await self._settle(key, runtime)
-        if self.gate is not None and self._memory.held(key) is not None:
-            self.gate.not_placed(key)  # admitted or not, it takes no quota while it waits
+        if self.queue_admission is not None and self._memory.held(key) is not None:
+            self.queue_admission.not_placed(key)  # it takes no quota while it waits
         match outcome:
             case ReadFresh():
                 return Retry("the decision asked for fresh reads without end")
@@ -142,6 +147,11 @@ class Reconciler:
         snapshot = self._look(key, runtime)
         for _ in range(_MAX_ROUNDS):
             plan = decide(snapshot)
+            changed = self._admit(key, runtime.kind, snapshot, plan)
+            if changed is not None:
+                # Another reconcile took what it was admitted to meanwhile: decide again.
+                snapshot = dataclasses.replace(snapshot, queue_hold=changed)
+                continue
             self._memory.remember(key, plan)
             stopped = await self._executor.apply(key, runtime.kind, snapshot.obj, plan)
             if isinstance(stopped, Collided):
@@ -200,8 +210,8 @@ class Reconciler:
     def placeable_held(self) -> list[WorkloadKey]:
         """The held workloads that would be placed now, in the order to place them.
 
-        One admission pass (controller/relay/queue_gate.py): the queued workloads across
-        queues in their fair order, then the unqueued held ones oldest first; each fits
+        One admission pass (controller/relay/queue_admission.py): the queued workloads
+        across queues in their fair order, then the unqueued held ones oldest first; each fits
         only if placement would place it now, taking its room before the next is judged
         (:class:`placement.held.Room`). The workers are seen as a reconcile's decision
         sees them (a worker is connected for a kind once that kind's mirror cache has
@@ -248,7 +258,7 @@ class Reconciler:
                         mine[resource] = min(mine.get(resource, value), value)
             return free, could_take
 
-        if self.gate is None or self.gate.idle():
+        if self.queue_admission is None or self.queue_admission.idle():
             return [key for key, workload in self._held_workloads(held) if fits(key, workload)]
         fleet = fleet_of(
             capacity["capacity"]
@@ -260,7 +270,7 @@ class Reconciler:
             for name, runtime in self._kinds.items()
             for key, obj in runtime.objects.items()
         )
-        return self.gate.run_pass(objects, held, fits, fleet, room)
+        return self.queue_admission.run_pass(objects, held, fits, fleet, room)
 
     def _held_workloads(self, held: list[WorkloadKey]) -> list[tuple[WorkloadKey, Workload]]:
         """The held workloads placement can read, as it reads them."""
@@ -275,16 +285,39 @@ class Reconciler:
                 found.append((key, workload))
         return found
 
+    def _bound(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None) -> bool:
+        """Whether admission judges the workload: before its first placement only."""
+        if obj is None or placement_of(obj) or Meta(obj).deleting:
+            return False
+        finished = kind.is_finished(obj) or kind.is_suspended(obj)
+        return not finished and not self._pool.has_mirror(key)
+
     def _queue_hold(
         self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None
     ) -> QueueHold | None:
         """What fleet-wide queues and the namespace's quotas say of a workload before its
-        first placement (None for any other)."""
-        if self.gate is None or obj is None or placement_of(obj) or Meta(obj).deleting:
+        first placement, from the last admission plan (None for any other)."""
+        if self.queue_admission is None or obj is None or not self._bound(key, kind, obj):
             return None
-        if kind.is_finished(obj) or kind.is_suspended(obj) or self._pool.has_mirror(key):
+        return self.queue_admission.verdict(key, kind, obj)
+
+    def _admit(
+        self, key: WorkloadKey, kind: WorkloadKind, snapshot: Snapshot, plan: Plan
+    ) -> QueueHold | None:
+        """Act on admission's part of ``plan``: a workload that waits for a pass wakes it;
+        one the plan places is marked being placed, its verdict checked again in the
+        same step (None: go on; a hold: it may not be placed after all)."""
+        gate, obj = self.queue_admission, snapshot.obj
+        if gate is None or obj is None:
             return None
-        return self.gate.hold(key, kind, obj)
+        hold = snapshot.queue_hold
+        if hold is not None and not hold.settled:
+            gate.needed()
+        if not any(isinstance(action, Place) for action in plan.actions):
+            return None
+        if not self._bound(key, kind, obj):
+            return None
+        return gate.admit(key, kind, obj)
 
     # -- the snapshot -----------------------------------------------------------
 
@@ -361,7 +394,9 @@ class Reconciler:
             dependencies=needed,
             dependencies_listed=not needed or self._sources is None or self._sources.listed,
             queue_hold=self._queue_hold(key, runtime.kind, obj),
-            preempt=self.gate.preemption(key) if self.gate is not None else None,
+            preempt=(
+                self.queue_admission.preemption(key) if self.queue_admission is not None else None
+            ),
         )
 
     def _needed(self, kind: WorkloadKind, obj: JsonObj | None) -> tuple[Needed, ...] | None:

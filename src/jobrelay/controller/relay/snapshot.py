@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
+# Fleet-wide queueing's verdicts are admission's; the snapshot carries them.
+from jobrelay.admission.queue_model import Preempt, QueueHold
 from jobrelay.kinds.admission_rules import AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.dependency_copies import Copy, Source
@@ -22,6 +23,11 @@ from jobrelay.placement.model import Cluster
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
 from jobrelay.vocabulary.workercluster import DrainMode
+
+__all__ = [
+    "Needed", "Preempt", "QueueHold", "Settings", "Snapshot", "WorkerSnapshot",
+    "placement_cluster",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,29 +138,6 @@ class Needed:
 
     dependency: Dependency
     source: Source | None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueHold:
-    """Why fleet-wide queueing (or the namespace's ResourceQuota) keeps a workload from
-    its first placement: the reason an Event carries and the message it says.
-
-    ``settled`` False: not judged yet (a new workload waits for the next admission pass,
-    a moment): held without a warning."""
-
-    reason: str
-    message: str
-    settled: bool = True
-    # Normal for what is no fault (it is preempting others to run), else Warning.
-    event_type: Literal["Normal", "Warning"] = "Warning"
-
-
-@dataclass(frozen=True, slots=True)
-class Preempt:
-    """An admission pass chose this running workload as a victim: by whom and why."""
-
-    by: str  # the winner, ``Kind namespace/name``
-    message: str
 
 
 @dataclass(frozen=True, slots=True)

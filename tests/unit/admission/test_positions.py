@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import admission_pass, positions, queue_order
-from jobrelay.fairshare.model import Entry
+from jobrelay.admission.fair_order import admission_pass, positions, queue_order
+from jobrelay.admission.queue_model import Entry
 
 CASES = {
     "nothing waits": ([], {}),

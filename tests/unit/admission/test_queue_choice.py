@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.fairshare.support import queue, queues
+from tests.unit.admission.support import queue, queues
 
-from jobrelay.fairshare.assignment_rules import (
+from jobrelay.admission.queue_choice import (
     QueueChoice,
     Queued,
     QueueNotAllowed,

@@ -1,41 +1,44 @@
-"""Fleet-wide queues as the controller feeds them, pure: what the manager's caches keep of
-Namespaces, PriorityClasses and ResourceQuotas, a workload's priority, the fleet's
-allocatable, a workload's verdict from its queue choice, its namespace's quotas and
-the latest admission pass, and which waiting workloads ask for preemption.
+"""What admission reads of the manager's objects, pure: what its caches keep of Namespaces,
+PriorityClasses and ResourceQuotas, a workload's priority and limits, the fleet's
+allocatable, and a workload as every pass and verdict read it (:class:`WorkloadRead`,
+made once per resourceVersion by the caller's cache).
 
-The arithmetic itself (order, quotas, shares) is :mod:`jobrelay.fairshare`'s; this only
-reads the objects and says the verdicts in the words a Warning Event carries.
+The arithmetic itself (order, quotas, shares) is the other modules' of this package;
+this only reads the objects.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobrelay.fairshare.admission_rules import (
-    QUEUE_QUOTA_EXCEEDED,
-    WAITING_FOR_ROOM,
-    AdmissionPass,
-)
-from jobrelay.fairshare.model import Entry, Fleet, QueueSpec, Reclaim, WithinQueue
-from jobrelay.fairshare.preemption_rules import Shortfall
+from jobrelay.admission.queue_model import Entry, Fleet
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.units import resources_of
+from jobrelay.placement.workload import Invalid, Workload, read_workload
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import (
+    PREEMPTED_BY_ANNOTATION,
+    QUEUE_LABEL,
+    REDISPATCH_ANNOTATION,
+    REDISPATCH_NEVER,
+)
+from jobrelay.vocabulary.placement import placement_of
 
 __all__ = [
     "MAX_NAMESPACE_LABELS",
-    "PREEMPTING_PER_PASS",
-    "PREEMPTING_PER_QUEUE",
     "Priorities",
+    "WorkloadRead",
     "entry_key",
-    "entry_named",
     "fleet_of",
     "limits_of",
-    "preempting_candidates",
     "priority_of",
+    "read_for_admission",
+    "released",
     "slim_namespace",
     "slim_priority_class",
     "slim_resource_quota",
@@ -174,41 +177,71 @@ def _limits(container: Any) -> dict[str, int]:
     return resources_of(limits) if isinstance(limits, Mapping) else {}
 
 
-# At most this many waiting workloads of a queue, and of all queues, ask for preemption
-# in one pass (the next ones in their queues' order; the rest ask in the passes after):
-# one plan stays a few tens of milliseconds on 10,000 workloads (bench.admission_pass).
-PREEMPTING_PER_QUEUE = 8
-PREEMPTING_PER_PASS = 32
+@dataclass(frozen=True, slots=True)
+class WorkloadRead:
+    """A workload as admission reads it: made once per resourceVersion (and priorities)."""
 
-# What a waiting workload lacks, by the reason it waits.
-_SHORTFALLS = {WAITING_FOR_ROOM: Shortfall.ROOM, QUEUE_QUOTA_EXCEEDED: Shortfall.QUOTA}
+    # (resourceVersion, the priorities' version) it was read at.
+    version: tuple[str, int]
+    # As placement reads it, and its queue entry (in no queue yet); None when placement
+    # cannot read its templates (placement says why).
+    workload: Workload | None
+    entry: Entry | None
+    # What its object says: finished or being deleted, placed, suspended, and the queue
+    # its label names.
+    gone: bool = False
+    cluster: str = ""  # where it is placed ("": not placed)
+    suspended: bool = False
+    named: str | None = None
+    # The workload that preempted it (its mark), and whether it asks to run at most once.
+    preempted_by: str = ""
+    at_most_once: bool = False
 
-
-def preempting_candidates(
-    specs: Mapping[str, QueueSpec], entries: list[Entry], result: AdmissionPass
-) -> list[tuple[Entry, Shortfall]]:
-    """The waiting workloads of queues that may preempt, that lack room or quota (not
-    those behind a StrictFIFO head, nor over their namespace's quota): each queue's first
-    few in its order, the heads of all queues first."""
-    allowed = {
-        name for name, spec in specs.items()
-        if spec.reclaim is not Reclaim.NEVER or spec.within_queue is not WithinQueue.NEVER
-    }  # fmt: skip
-    if not allowed:
-        return []
-    found = []
-    for entry in entries:
-        holding = result.holding.get(entry.key)
-        position = result.positions.get(entry.key, 0)
-        if entry.queue in allowed and holding is not None and position <= PREEMPTING_PER_QUEUE:
-            shortfall = _SHORTFALLS.get(holding.reason)
-            if shortfall is not None:
-                found.append((position, entry.queue, entry, shortfall))
-    found.sort(key=lambda item: (item[0], item[1]))
-    return [(entry, shortfall) for _position, _queue, entry, shortfall in found][
-        :PREEMPTING_PER_PASS
-    ]
+    @property
+    def placed(self) -> bool:
+        return bool(self.cluster)
 
 
-def entry_named(entries: list[Entry], key: str) -> Entry:
-    return next(entry for entry in entries if entry.key == key)
+def read_for_admission(
+    key: WorkloadKey, kind: WorkloadKind, obj: JsonObj, priorities: Priorities, version: int = 0
+) -> WorkloadRead:
+    """``obj`` as admission reads it; ``version``: the priorities' (a cache's key)."""
+    meta = Meta(obj)
+    said = WorkloadRead(
+        (str(meta.resource_version), version), None, None,
+        gone=bool(meta.deletion_timestamp) or kind.is_finished(obj),
+        cluster=placement_of(obj), suspended=kind.is_suspended(obj),
+        named=meta.label(QUEUE_LABEL),
+        preempted_by=(meta.annotation(PREEMPTED_BY_ANNOTATION) or "").strip(),
+        at_most_once=(meta.annotation(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER,
+    )  # fmt: skip
+    workload = read_workload(kind, obj)
+    if isinstance(workload, Invalid):
+        return said
+    try:
+        priority = priority_of(kind.pod_templates(obj), priorities)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+        priority = 0
+    try:
+        limits = limits_of(kind, obj)
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+        limits = {}  # its requests were read: placement says what else is wrong
+    entry = Entry(
+        key=entry_key(key, kind),
+        queue="",
+        namespace=key.namespace,
+        priority=priority,
+        created=str(meta.creation_timestamp or ""),
+        requests=workload.demand,
+        limits=limits,
+    )
+    return dataclasses.replace(said, workload=workload, entry=entry)
+
+
+def released(kind: WorkloadKind, old: JsonObj, new: JsonObj | None) -> bool:
+    """Whether a watch event frees what a workload took of its queue and quota (it
+    finished, or went): a pass may admit others (no worker's capacity need change, the
+    Job's own status comes last)."""
+    if new is None:
+        return True
+    return kind.is_finished(new) and not kind.is_finished(old)

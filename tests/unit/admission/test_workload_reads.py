@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.controller.relay.queue_rules import (
+from jobrelay.admission.workload_reads import (
     MAX_NAMESPACE_LABELS,
     Priorities,
     entry_key,
@@ -144,3 +144,61 @@ def test_entry_keys_name_the_kind_as_a_quotas_count_does() -> None:
 
     kind = JobKind()
     assert entry_key(WorkloadKey(kind.name, "a/j"), kind) == "Job a/j"
+
+
+def _job(**metadata: Any) -> dict[str, Any]:
+    from tests.unit.controller.builders import job
+
+    obj = job()
+    obj["metadata"].update(metadata)
+    return obj
+
+
+def test_a_workload_is_read_once_as_every_pass_and_verdict_needs_it() -> None:
+    from tests.unit.controller.builders import JOB
+
+    from jobrelay.admission.workload_reads import read_for_admission
+    from jobrelay.vocabulary.names import (
+        CLUSTER_ANNOTATION,
+        PREEMPTED_BY_ANNOTATION,
+        QUEUE_LABEL,
+        REDISPATCH_ANNOTATION,
+        REDISPATCH_NEVER,
+    )
+
+    obj = _job(resourceVersion="7", creationTimestamp="2026-01-01T00:00:00Z")
+    obj["metadata"]["labels"][QUEUE_LABEL] = "team-a"
+    obj["metadata"]["annotations"] = {
+        CLUSTER_ANNOTATION: "w1", PREEMPTED_BY_ANNOTATION: " Job ns/w ",
+        REDISPATCH_ANNOTATION: REDISPATCH_NEVER,
+    }  # fmt: skip
+    at = WorkloadKey(JOB.name, f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+    read = read_for_admission(at, JOB, obj, Priorities(), 3)
+    assert read.version == ("7", 3)
+    assert (read.named, read.cluster, read.placed) == ("team-a", "w1", True)
+    assert (read.preempted_by, read.at_most_once, read.gone) == ("Job ns/w", True, False)
+    assert read.entry is not None and read.entry.key == f"Job {at.key}"
+    assert read.workload is not None and read.entry.requests == read.workload.demand
+
+
+def test_templates_placement_cannot_read_leave_the_entry_out() -> None:
+    from tests.unit.controller.builders import JOB
+
+    from jobrelay.admission.workload_reads import read_for_admission
+
+    at = WorkloadKey(JOB.name, "ns/j")
+    broken = _job()
+    broken["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    read = read_for_admission(at, JOB, broken, Priorities())
+    assert read.entry is None and read.workload is None
+
+
+def test_a_finished_or_deleted_workload_frees_its_queue() -> None:
+    from tests.unit.controller.builders import COMPLETE, JOB
+
+    from jobrelay.admission.workload_reads import released
+
+    running, done = _job(), _job()
+    done["status"] = COMPLETE
+    assert released(JOB, running, done) and released(JOB, running, None)
+    assert not released(JOB, running, running) and not released(JOB, done, done)

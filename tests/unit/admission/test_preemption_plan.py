@@ -7,10 +7,10 @@ import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.model import Entry, Reclaim, WithinQueue
-from jobrelay.fairshare.preemption_rules import Shortfall, plan_preemptions
+from jobrelay.admission.preemption_rules import Shortfall, plan_preemptions
+from jobrelay.admission.queue_model import Entry, Reclaim, WithinQueue
 from jobrelay.placement.units import resources_of
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from jobrelay.fairshare.model import Entry, Fleet, QueueSpec
+from jobrelay.admission.queue_model import Entry, Fleet, QueueSpec
 from jobrelay.placement.units import Resources
 
 __all__ = [

@@ -7,9 +7,9 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.shares import (
+from jobrelay.admission.shares import (
     QueueFigures,
     dominant_share,
     fair_shares,

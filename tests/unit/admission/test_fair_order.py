@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import (
+from jobrelay.admission.fair_order import (
     EXCEEDS_QUEUE_QUOTA,
     QUEUE_QUOTA_EXCEEDED,
     QUEUED_BEHIND,
     WAITING_FOR_ROOM,
     admission_pass,
 )
-from jobrelay.fairshare.model import Entry
-from jobrelay.fairshare.namespace_quota import (
+from jobrelay.admission.namespace_quota import (
     EXCEEDS_NAMESPACE_QUOTA,
     NAMESPACE_QUOTA_EXCEEDED,
     read_hard,
 )
+from jobrelay.admission.queue_model import Entry
 
 
 def room(cpu: int) -> Callable[[Entry], bool]:

@@ -9,12 +9,12 @@ import random
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.admission_rules import admission_pass, queue_order, quota_excess
-from jobrelay.fairshare.model import Entry, QueueSpec
-from jobrelay.fairshare.namespace_quota import read_hard
-from jobrelay.fairshare.shares import usage_by_queue
+from jobrelay.admission.fair_order import admission_pass, queue_order, quota_excess
+from jobrelay.admission.namespace_quota import read_hard
+from jobrelay.admission.queue_model import Entry, QueueSpec
+from jobrelay.admission.shares import usage_by_queue
 
 FLEET_CPU = 32
 

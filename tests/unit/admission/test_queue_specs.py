@@ -1,32 +1,21 @@
-"""RelayQueues read into QueueSpecs (or refused with a reason, never a crash), their
-status body, and when it is written."""
+"""RelayQueues read into QueueSpecs (or refused with a reason, never a crash)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.fairshare.model import (
+from jobrelay.admission.queue_model import (
     LabelSelector,
     QueueingStrategy,
     QueueSpec,
     Reclaim,
     WithinQueue,
 )
-from jobrelay.fleet.relayqueue_rules import (
-    Invalid,
-    StatusClock,
-    existing_condition,
-    read_queue,
-    read_selector,
-    status_body,
-    valid_condition,
-)
-from jobrelay.placement.units import Resources
+from jobrelay.admission.queue_specs import InvalidQueue, read_queue, read_selector
 
 GIB = 2**30
 
@@ -92,12 +81,12 @@ def test_an_empty_spec_takes_the_crds_defaults() -> None:
 )  # fmt: skip
 def test_an_unusable_spec_is_refused_with_its_reason(spec: Any, reason: str) -> None:
     read = read_queue(queue(spec))
-    assert isinstance(read, Invalid) and read.name == "team-a"
+    assert isinstance(read, InvalidQueue) and read.name == "team-a"
     assert reason in read.reason, read.reason
 
 
 def test_a_queue_without_a_name_is_invalid() -> None:
-    assert read_queue({"spec": {}}) == Invalid("", "it has no name")
+    assert read_queue({"spec": {}}) == InvalidQueue("", "it has no name")
 
 
 def test_selectors_read_every_operator() -> None:
@@ -138,78 +127,7 @@ _fields = st.sampled_from(
 @given(st.dictionaries(_fields, _json, max_size=6), st.one_of(st.none(), _json))
 def test_any_object_reads_as_a_spec_or_a_reason_never_raises(spec: Any, status: Any) -> None:
     read = read_queue({"metadata": {"name": "q"}, "spec": spec, "status": status})
-    assert isinstance(read, QueueSpec | Invalid)
+    assert isinstance(read, QueueSpec | InvalidQueue)
     if isinstance(read, QueueSpec):
         assert read.weight > 0
         assert all(v >= 0 for v in (*read.nominal.values(), *read.borrowing_limit.values()))
-
-
-@dataclass(frozen=True)
-class Figures:
-    usage: Resources = field(default_factory=lambda: {"cpu": 40_000, "memory": 3 * GIB})
-    demand: Resources = field(default_factory=lambda: {"cpu": 52_500})
-    pending: int = 3
-    admitted: int = 10
-    fair_share: float = 0.2500004
-    actual_share: float = 0.3125
-
-
-NOW = "2026-11-26T17:00:00Z"
-LATER = "2026-11-26T17:05:00Z"
-
-
-def test_the_status_body_formats_quantities_and_rounds_shares() -> None:
-    body = status_body(Figures(), valid_condition(None, None, NOW))
-    assert body == {
-        "conditions": [
-            {
-                "type": "Valid",
-                "status": "True",
-                "reason": "Valid",
-                "message": "the controller admits this queue's workloads by fair share",
-                "lastTransitionTime": NOW,
-            }
-        ],
-        "pending": 3,
-        "admitted": 10,
-        "usage": {"cpu": "40", "memory": "3Gi"},
-        "demand": {"cpu": "52500m"},
-        "fairShare": 0.25,
-        "actualShare": 0.3125,
-    }
-
-
-def test_an_invalid_queue_says_why_and_keeps_its_transition_time() -> None:
-    invalid = Invalid("q", "spec.weight 0 is not greater than 0")
-    first = valid_condition(invalid, None, NOW)
-    assert first["status"] == "False" and first["reason"] == "InvalidSpec"
-    assert first["message"] == "ignored: spec.weight 0 is not greater than 0"
-    assert valid_condition(invalid, first, LATER)["lastTransitionTime"] == NOW
-    assert valid_condition(None, first, LATER)["lastTransitionTime"] == LATER
-
-
-def test_the_stored_condition_is_found() -> None:
-    condition = valid_condition(None, None, NOW)
-    obj = {"status": {"conditions": [{"type": "Other", "status": "True"}, condition]}}
-    assert existing_condition(obj) == condition
-    assert existing_condition({"status": "broken"}) is None
-
-
-def test_the_status_is_written_on_change_at_most_every_interval() -> None:
-    clock = StatusClock(interval=5.0)
-    body = status_body(Figures(), valid_condition(None, None, NOW))
-    assert clock.due(body, now=100.0)
-    clock.written(body, now=100.0)
-    # The same words again (a later transition time alone is no change): nothing to write.
-    same = status_body(Figures(), valid_condition(None, None, LATER))
-    assert not clock.due(same, now=200.0)
-    changed = status_body(Figures(pending=4), valid_condition(None, None, NOW))
-    assert not clock.due(changed, now=103.0)  # too soon: the flush writes it later
-    assert clock.due(changed, now=105.0)
-
-
-def test_a_restart_does_not_rewrite_a_status_already_stored() -> None:
-    body = status_body(Figures(), valid_condition(None, None, NOW))
-    clock = StatusClock(interval=5.0)
-    clock.from_stored({"status": body})
-    assert not clock.due(body, now=0.0)

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from jobrelay.fairshare.holding import Holding
-from jobrelay.fairshare.model import Entry, Fleet, QueueingStrategy, QueueSpec
-from jobrelay.fairshare.namespace_quota import NamespaceLimits, NamespaceUsage, quota_check
-from jobrelay.fairshare.shares import add_into, dominant_share_with
+from jobrelay.admission.namespace_quota import NamespaceLimits, NamespaceUsage, quota_check
+from jobrelay.admission.queue_model import Entry, Fleet, QueueHold, QueueingStrategy, QueueSpec
+from jobrelay.admission.shares import add_into, dominant_share_with
 from jobrelay.placement.units import Resources, format_units
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "QUEUE_QUOTA_EXCEEDED",
     "WAITING_FOR_ROOM",
     "AdmissionPass",
-    "Holding",
     "admission_pass",
     "positions",
     "queue_order",
@@ -52,7 +50,7 @@ class AdmissionPass:
     in its queue's order after this pass (1 = next)."""
 
     admitted: tuple[str, ...] = ()
-    holding: Mapping[str, Holding] = field(default_factory=dict)
+    holding: Mapping[str, QueueHold] = field(default_factory=dict)
     positions: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -75,7 +73,7 @@ def positions(entries: Iterable[Entry]) -> dict[str, int]:
     return places
 
 
-def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Holding | None:
+def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> QueueHold | None:
     """Why ``requests`` on top of ``usage`` would take ``queue`` above its ceiling (the
     first such resource by name), or None when it stays within."""
     if not queue.borrowing_limit:  # no ceiling anywhere
@@ -92,13 +90,13 @@ def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Hol
         borrowing = format_units(resource, queue.borrowing_limit.get(resource, 0))
         limits = f"(nominal {nominal}, borrowing limit {borrowing})"
         if asked > ceiling:
-            return Holding(
+            return QueueHold(
                 EXCEEDS_QUEUE_QUOTA,
                 f"{queue.name}: asks {format_units(resource, asked)} {resource}, more than "
                 f"the queue may ever use, {format_units(resource, ceiling)} {limits}: "
                 f"ask less, or ask an admin to raise the queue's quota",
             )
-        return Holding(
+        return QueueHold(
             QUEUE_QUOTA_EXCEEDED,
             f"{queue.name}: {format_units(resource, total)} of "
             f"{format_units(resource, ceiling)} {resource} {limits}",
@@ -131,12 +129,12 @@ class _Line:
     next: int = 0
     # Its weighted dominant share now, rounded: changes only when it admits.
     share: float = 0.0
-    waiting_for_room: Holding | None = None
+    waiting_for_room: QueueHold | None = None
 
-    def no_room(self) -> Holding:
+    def no_room(self) -> QueueHold:
         """Why its entries that no cluster fits wait (one value for them all)."""
         if self.waiting_for_room is None:
-            self.waiting_for_room = Holding(
+            self.waiting_for_room = QueueHold(
                 WAITING_FOR_ROOM,
                 f"{self.queue.name}: no cluster has room for it now; it is admitted when "
                 f"capacity frees and its queue's turn comes",
@@ -200,9 +198,9 @@ class _Pass:
     limits: Mapping[str, NamespaceLimits]
     namespaces: dict[str, NamespaceUsage]
     admitted: list[str] = field(default_factory=list)
-    holding: dict[str, Holding] = field(default_factory=dict)
+    holding: dict[str, QueueHold] = field(default_factory=dict)
 
-    def why_not(self, line: _Line, entry: Entry) -> Holding | None:
+    def why_not(self, line: _Line, entry: Entry) -> QueueHold | None:
         """Why ``entry`` may not be admitted now: its queue's ceiling, then its
         namespace's ResourceQuota (None: it may, if a cluster fits it)."""
         why = quota_excess(line.queue, line.usage, entry.requests)
@@ -231,7 +229,7 @@ def _serve_one(line: _Line, done: _Pass) -> bool:
             why = line.no_room()
         holding[entry.key] = why
         if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
-            behind = Holding(
+            behind = QueueHold(
                 QUEUED_BEHIND,
                 f"{name}: behind {entry.key} (the queue is StrictFIFO: its head goes first)",
             )
@@ -266,7 +264,7 @@ def admission_pass(
     for name, line in lines.items():
         if line.queue.weight <= 0:
             for entry in line.pending:
-                holding[entry.key] = Holding(
+                holding[entry.key] = QueueHold(
                     QUEUE_QUOTA_EXCEEDED, f"{name}: the queue's weight is not above 0"
                 )
     while heap:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from jobrelay.cli.queue_position_rules import Known, Place, is_pending, places, queue_of
-from jobrelay.controller.relay.queue_rules import Priorities
-from jobrelay.fairshare.model import LabelSelector, QueueSpec
+from jobrelay.admission.queue_model import LabelSelector, QueueSpec
+from jobrelay.admission.queue_places import QueueKnowledge, QueuePlace, is_pending, places, queue_of
+from jobrelay.admission.workload_reads import Priorities
 from jobrelay.kinds.catalog import DEDICATED
 
 JOB = DEDICATED["Job.v1.batch"]
@@ -25,25 +25,37 @@ def job(namespace: str = "ns-a", queue: str | None = None, **extra: Any) -> dict
 
 
 CASES = {
-    "the label names it": (job(queue="team-a"), Known(QUEUES, LABELS), "team-a"),
-    "the first selector that takes the namespace": (job(), Known(QUEUES, LABELS), "team-a"),
-    "the catch-all when no other takes it": (job("ns-b"), Known(QUEUES, LABELS), "zz-all"),
+    "the label names it": (job(queue="team-a"), QueueKnowledge(QUEUES, LABELS), "team-a"),
+    "the first selector that takes the namespace": (
+        job(),
+        QueueKnowledge(QUEUES, LABELS),
+        "team-a",
+    ),
+    "the catch-all when no other takes it": (job("ns-b"), QueueKnowledge(QUEUES, LABELS), "zz-all"),
     "a queue that does not admit the namespace": (
         job("ns-b", queue="team-a"),
-        Known(QUEUES, LABELS),
+        QueueKnowledge(QUEUES, LABELS),
         "",
     ),
-    "a queue that does not exist": (job(queue="nope"), Known(QUEUES, LABELS), ""),
-    "namespaces unreadable: the label alone": (job(queue="team-a"), Known(QUEUES, None), "team-a"),
-    "namespaces unreadable: no label, no queue": (job(), Known(QUEUES, None), ""),
-    "namespaces unreadable: a label naming no queue": (job(queue="nope"), Known(QUEUES, None), ""),
-    "queues unreadable: the label alone": (job(queue="any"), Known(None, LABELS), "any"),
-    "queues unreadable: no label": (job(), Known(None, LABELS), ""),
+    "a queue that does not exist": (job(queue="nope"), QueueKnowledge(QUEUES, LABELS), ""),
+    "namespaces unreadable: the label alone": (
+        job(queue="team-a"),
+        QueueKnowledge(QUEUES, None),
+        "team-a",
+    ),
+    "namespaces unreadable: no label, no queue": (job(), QueueKnowledge(QUEUES, None), ""),
+    "namespaces unreadable: a label naming no queue": (
+        job(queue="nope"),
+        QueueKnowledge(QUEUES, None),
+        "",
+    ),
+    "queues unreadable: the label alone": (job(queue="any"), QueueKnowledge(None, LABELS), "any"),
+    "queues unreadable: no label": (job(), QueueKnowledge(None, LABELS), ""),
 }
 
 
 @pytest.mark.parametrize("obj,known,expected", CASES.values(), ids=CASES.keys())
-def test_queue_of(obj: dict[str, Any], known: Known, expected: str) -> None:
+def test_queue_of(obj: dict[str, Any], known: QueueKnowledge, expected: str) -> None:
     assert queue_of(obj, known) == expected
 
 
@@ -71,7 +83,7 @@ def test_a_template_it_cannot_read_has_priority_0() -> None:
             "spec": {"template": template},
         }
 
-    known = Known(QUEUES, LABELS, Priorities({"high": 10}))
+    known = QueueKnowledge(QUEUES, LABELS, Priorities({"high": 10}))
     found = places(
         [
             (JOB, entry("broken", "2026-01-01T00:00:01Z", "not a template")),
@@ -79,4 +91,7 @@ def test_a_template_it_cannot_read_has_priority_0() -> None:
         ],
         known,
     )
-    assert found == {"Job ns-b/high": Place("zz-all", 1), "Job ns-b/broken": Place("zz-all", 2)}
+    assert found == {
+        "Job ns-b/high": QueuePlace("zz-all", 1),
+        "Job ns-b/broken": QueuePlace("zz-all", 2),
+    }

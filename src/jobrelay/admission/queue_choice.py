@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from jobrelay.fairshare.model import QueueSpec
+from jobrelay.admission.queue_model import QueueHold, QueueSpec
 from jobrelay.vocabulary.names import QUEUE_LABEL
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "Queued",
     "Unqueued",
     "queue_for",
+    "queue_name",
+    "refusal",
 ]
 
 QUEUE_NOT_FOUND: Final = "QueueNotFound"
@@ -99,3 +101,23 @@ def queue_for(
         if queues[name].namespace_selector.matches(namespace_labels):
             return Queued(name)
     return Unqueued()
+
+
+def queue_name(
+    named: str | None,
+    namespace: str,
+    namespace_labels: Mapping[str, str],
+    queues: Mapping[str, QueueSpec],
+) -> str:
+    """The RelayQueue the workload waits in, as `jobrelay get` and the panel show it: ""
+    for none (not queued, or its label names a queue that does not exist or does not
+    admit the namespace: held with QueueNotFound or QueueNotAllowed, in no queue)."""
+    choice = queue_for(named, namespace, namespace_labels, queues)
+    return choice.queue if isinstance(choice, Queued) else ""
+
+
+def refusal(choice: QueueChoice) -> QueueHold | None:
+    """A queue that does not exist, or does not take the workload's namespace: held."""
+    if isinstance(choice, QueueNotFound | QueueNotAllowed):
+        return QueueHold(choice.reason, choice.message)
+    return None

@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from jobrelay.fairshare.holding import Holding
-from jobrelay.fairshare.model import Entry
+from jobrelay.admission.queue_model import Entry, QueueHold
 from jobrelay.kinds.quantity import QuantityError
 from jobrelay.placement.units import Resources, format_units, to_units
 
@@ -96,7 +95,7 @@ def _is_job(entry: Entry) -> bool:
 
 def _check(
     kind: str, hard: Resources, used: Mapping[str, int], asked: Resources, namespace: str
-) -> Holding | None:
+) -> QueueHold | None:
     """The first resource (by name) ``asked`` cannot have: never, then not now."""
     for resource in sorted(hard):
         want = asked.get(resource, 0)
@@ -105,7 +104,7 @@ def _check(
         limit = hard[resource]
         shown = f"{format_units(resource, limit)} {resource}"
         if want > limit:
-            return Holding(
+            return QueueHold(
                 EXCEEDS_NAMESPACE_QUOTA,
                 f"namespace {namespace}: it {kind} {format_units(resource, want)} {resource}, "
                 f"more than the namespace's ResourceQuota allows at all ({kind}.{resource}: "
@@ -113,7 +112,7 @@ def _check(
             )
         total = used.get(resource, 0) + want
         if total > limit:
-            return Holding(
+            return QueueHold(
                 NAMESPACE_QUOTA_EXCEEDED,
                 f"namespace {namespace}: {format_units(resource, total)} of {shown} "
                 f"{kind} with the admitted workloads (ResourceQuota {kind}.{resource}); "
@@ -138,7 +137,7 @@ class NamespaceUsage:
         self.jobs += _is_job(entry)
 
 
-def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> Holding | None:
+def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> QueueHold | None:
     """Why ``entry`` may not join ``used`` under ``limits`` (None: it may). Never-fitting
     is said before not-now, whatever the resource."""
     if limits.empty:
@@ -149,7 +148,7 @@ def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> 
     ]
     if limits.jobs is not None and _is_job(entry) and limits.jobs < 1:
         never.append(
-            Holding(
+            QueueHold(
                 EXCEEDS_NAMESPACE_QUOTA,
                 f"namespace {entry.namespace}: its ResourceQuota allows no Jobs "
                 f"({JOBS_COUNT}: {limits.jobs})",
@@ -163,7 +162,7 @@ def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> 
     if now is None and limits.jobs is not None and _is_job(entry):
         jobs = used.jobs + 1
         if jobs > limits.jobs:
-            now = Holding(
+            now = QueueHold(
                 NAMESPACE_QUOTA_EXCEEDED,
                 f"namespace {entry.namespace}: {jobs} of {limits.jobs} Jobs with the "
                 f"admitted ones (ResourceQuota {JOBS_COUNT}); it waits until some finish",
@@ -173,7 +172,7 @@ def quota_check(limits: NamespaceLimits, used: NamespaceUsage, entry: Entry) -> 
 
 def quota_verdict(
     hard: NamespaceLimits | Mapping[str, str | int], admitted: Sequence[Entry], entry: Entry
-) -> Holding | None:
+) -> QueueHold | None:
     """Why ``entry`` may not be admitted beside ``admitted`` (the namespace's admitted
     delegated workloads; ``entry`` itself among them is not counted twice) under
     ``hard``, or None when it may."""

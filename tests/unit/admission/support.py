@@ -1,8 +1,8 @@
-"""Builders shared by the fair-share tests: queues and entries in plain quantities."""
+"""Builders shared by the admission tests: queues, entries and figures in plain quantities."""
 
 from __future__ import annotations
 
-from jobrelay.fairshare.model import (
+from jobrelay.admission.queue_model import (
     Entry,
     Fleet,
     LabelSelector,
@@ -11,6 +11,7 @@ from jobrelay.fairshare.model import (
     Reclaim,
     WithinQueue,
 )
+from jobrelay.admission.shares import QueueFigures
 from jobrelay.placement.units import resources_of
 
 
@@ -78,3 +79,14 @@ def fleet(cpu: str = "32", memory: str = "128Gi", gpu: int = 0) -> Fleet:
 
 def queues(*specs: QueueSpec) -> dict[str, QueueSpec]:
     return {spec.name: spec for spec in specs}
+
+
+def figures(**changed: object) -> QueueFigures:
+    """A queue's figures as a pass leaves them (shares not rounded yet)."""
+    values: dict[str, object] = {
+        "name": "team-a", "weight": 1.0, "usage": {"cpu": 40_000, "memory": 3 * 2**30},
+        "demand": {"cpu": 52_500}, "pending": 3, "admitted": 10, "fair_share": 0.2500004,
+        "actual_share": 0.3125,
+    }  # fmt: skip
+    values.update(changed)
+    return QueueFigures(**values)  # type: ignore[arg-type]

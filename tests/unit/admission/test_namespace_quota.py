@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry
+from tests.unit.admission.support import entry
 
-from jobrelay.fairshare.model import Entry
-from jobrelay.fairshare.namespace_quota import (
+from jobrelay.admission.namespace_quota import (
     EXCEEDS_NAMESPACE_QUOTA,
     NAMESPACE_QUOTA_EXCEEDED,
     NamespaceLimits,
     quota_verdict,
     read_hard,
 )
+from jobrelay.admission.queue_model import Entry
 
 
 def test_reading_hard_values() -> None:

@@ -1,5 +1,6 @@
 """What fleet-wide queueing reasons about: queues as their RelayQueues define them, the
-workloads in them, and the fleet's real capacity. Pure values, read once at the edge.
+workloads in them, the fleet's real capacity, and what it says of a workload (why it
+waits, who preempts it). Pure values, read once at the edge.
 
 Quantities are the integers of :mod:`jobrelay.placement.units` (CPU in milli-cores,
 memory in bytes, devices whole). A workload's ``requests`` are all its pods at once
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from jobrelay.placement.units import Resources
 
@@ -18,6 +20,8 @@ __all__ = [
     "Entry",
     "Fleet",
     "LabelSelector",
+    "Preempt",
+    "QueueHold",
     "QueueSpec",
     "QueueingStrategy",
     "Reclaim",
@@ -129,3 +133,26 @@ class Fleet:
     """The fleet's real capacity: allocatable summed over the workers that take new work."""
 
     allocatable: Resources = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHold:
+    """Why fleet-wide queueing (or the namespace's ResourceQuota) keeps a workload from
+    its first placement: the reason an Event carries and the message it says.
+
+    ``settled`` False: not judged yet (a new workload waits for the next admission pass,
+    a moment): held without a warning."""
+
+    reason: str
+    message: str
+    settled: bool = True
+    # Normal for what is no fault (it is preempting others to run), else Warning.
+    event_type: Literal["Normal", "Warning"] = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """An admission pass chose this running workload as a victim: by whom and why."""
+
+    by: str  # the winner, ``Kind namespace/name``
+    message: str

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.unit.fairshare.support import entry, fleet, queue, queues
+from tests.unit.admission.support import entry, fleet, queue, queues
 
-from jobrelay.fairshare.model import Entry, QueueSpec, Reclaim, WithinQueue
-from jobrelay.fairshare.preemption_rules import (
+from jobrelay.admission.preemption_rules import (
     preempted_notice,
     preempting_notice,
     preemptions,
     victims_for,
 )
-from jobrelay.fairshare.shares import usage_by_queue
+from jobrelay.admission.queue_model import Entry, QueueSpec, Reclaim, WithinQueue
+from jobrelay.admission.shares import usage_by_queue
 from jobrelay.placement.units import resources_of
 
 

@@ -1,0 +1,294 @@
+"""The admission plan: one pure pass over every workload fleet-wide queues and the manager's
+ResourceQuotas bound, ``plan(view) -> AdmissionPlan``.
+
+The view is a frozen picture of what the pass needs: each workload as admission reads it
+(:class:`~jobrelay.admission.workload_reads.WorkloadRead`) and whether it is admitted
+(placed, a live mirror, or being placed), the queues, the namespaces' labels and
+quotas, the fleet's capacity, who is already being preempted, and the caller's room
+callbacks (placement's check, which takes the room of each workload it admits). The plan
+says who is admitted, in order (the queued ones across queues in their fair order, then
+the unqueued held ones oldest first, each only within its namespace's quotas), why each
+other waits (with its position in its queue), whom to preempt for those that wait, and
+the queues' figures. A reconcile reads its verdict from the last plan
+(:mod:`jobrelay.admission.verdicts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from jobrelay.admission.fair_order import AdmissionPass, admission_pass
+from jobrelay.admission.namespace_quota import NamespaceLimits, quota_verdict
+from jobrelay.admission.preemption_rules import (
+    plan_preemptions,
+    preempted_notice,
+    preempting_candidates,
+    preempting_notice,
+)
+from jobrelay.admission.queue_choice import QueueChoice, Queued, queue_for, refusal
+from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
+from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
+from jobrelay.admission.workload_reads import WorkloadRead
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.placement.workload import Workload
+
+__all__ = [
+    "AdmissionPlan",
+    "AdmissionView",
+    "Candidate",
+    "ClustersFor",
+    "Fits",
+    "PreemptionRoom",
+    "plan",
+]
+
+# Placement's check: whether the workload fits somewhere now (taking that room if so).
+Fits = Callable[[WorkloadKey, Workload], bool]
+# For a waiting workload, the clusters it could go to at all; and the clusters' room after
+# the pass, by resource, with that: asked only when a queue may preempt and someone waits.
+ClustersFor = Callable[[WorkloadKey, Workload], Collection[str]]
+PreemptionRoom = Callable[[], tuple[Mapping[str, Mapping[str, int]], ClustersFor]]
+
+
+class Candidate(NamedTuple):
+    """One workload the pass judges: as read, and whether it is admitted (placed, a live
+    mirror, or being placed); pending otherwise. (A tuple: ten thousand per pass.)"""
+
+    key: WorkloadKey
+    read: WorkloadRead
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionView:
+    """What one pass reads: see the module doc."""
+
+    specs: Mapping[str, QueueSpec]
+    namespace_labels: Mapping[str, Mapping[str, str]]
+    # The manager's ResourceQuotas' hard values, by namespace (none: no quota there).
+    quotas: Mapping[str, NamespaceLimits]
+    fleet: Fleet
+    # Every workload not finished, not going, and not suspended before its first placement.
+    workloads: Sequence[Candidate]
+    # The workloads held unplaced, the longest-waiting first: the unqueued ones among them
+    # are admitted after the queues' (the queued ones wait in their queues' order).
+    held: Sequence[WorkloadKey]
+    fits: Fits
+    # The clusters' room for preemption (None: nobody is preempted in this pass).
+    room: PreemptionRoom | None = None
+    # Victims an earlier plan chose whose mark is not written yet: they are leaving.
+    preempting: Mapping[WorkloadKey, Preempt] = field(default_factory=dict)
+    # Each workload's entry as the last plan built it (reused while nothing of it changed:
+    # most passes change nothing of most entries).
+    built: Mapping[WorkloadKey, Entry] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPlan:
+    """What one pass decided (see the module doc). Entries are keyed by their entry key
+    (``Kind namespace/name``); workloads by their WorkloadKey."""
+
+    # The workloads to look at now, in order: those admitted from the queues (their fair
+    # order), the victims, then the unqueued held ones admitted.
+    wake: tuple[WorkloadKey, ...] = ()
+    # The workloads admitted, in order (the queued ones, then the unqueued ones).
+    admitted: tuple[WorkloadKey, ...] = ()
+    # Whom to preempt now, by whom and why.
+    victims: Mapping[WorkloadKey, Preempt] = field(default_factory=dict)
+    # The pending queued ones it admitted, by entry key.
+    admitted_entries: frozenset[str] = frozenset()
+    # Why each pending queued one waits, as the fair order said it, with its position in
+    # its queue and the queue (the position is said only when asked).
+    holding: Mapping[str, QueueHold] = field(default_factory=dict)
+    positions: Mapping[str, int] = field(default_factory=dict)
+    queue_of: Mapping[str, str] = field(default_factory=dict)
+    # Holds said as they are: a namespace's quota, or preempting others.
+    told: Mapping[str, QueueHold] = field(default_factory=dict)
+    # Every entry it counted admitted, by namespace: the quotas' counts.
+    by_namespace: Mapping[str, Sequence[Entry]] = field(default_factory=dict)
+    # Each workload's entry as this pass built it.
+    entries: Mapping[WorkloadKey, Entry] = field(default_factory=dict)
+    # Each queue's figures, and the fleet's fairness error (None: no queue).
+    figures: Mapping[str, QueueFigures] = field(default_factory=dict)
+    fairness_error: float | None = None
+
+    def waits(self, entry_key: str) -> bool:
+        """Whether this pass judged the pending entry and held it."""
+        return entry_key in self.told or entry_key in self.holding
+
+    def hold(self, entry_key: str) -> QueueHold:
+        """Why a held entry waits (:meth:`waits` must be true), its position said."""
+        told = self.told.get(entry_key)
+        if told is not None:
+            return told
+        holding = self.holding[entry_key]
+        position = self.positions.get(entry_key)
+        if not position:
+            return holding
+        where = f" (position {position} in queue {self.queue_of.get(entry_key, '')})"
+        return QueueHold(holding.reason, holding.message + where)
+
+
+def _with(before: Entry | None, read: WorkloadRead, *, queue: str, admitted: bool,
+          leaving: bool) -> Entry:  # fmt: skip
+    """``read``'s entry in ``queue``, as the pass sees it: the one the pass before built
+    when nothing of it changed (no copy)."""
+    entry = read.entry
+    assert entry is not None
+    preemptible = not read.at_most_once
+    if before is not None and (
+        before.priority, before.created, before.requests, before.limits,
+        before.queue, before.admitted, before.cluster, before.preemptible, before.leaving,
+    ) == (
+        entry.priority, entry.created, entry.requests, entry.limits,
+        queue, admitted, read.cluster, preemptible, leaving,
+    ):  # fmt: skip
+        return before
+    return Entry(
+        key=entry.key, queue=queue, namespace=entry.namespace, priority=entry.priority,
+        created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
+        cluster=read.cluster, preemptible=preemptible, leaving=leaving,
+    )  # fmt: skip
+
+
+@dataclass(slots=True)
+class _Sorted:
+    """The view's workloads sorted out: queued entries, the pending ones among them, the
+    unqueued pending ones, and what each namespace has admitted."""
+
+    entries: list[Entry] = field(default_factory=list)
+    keys: dict[str, WorkloadKey] = field(default_factory=dict)
+    reads: dict[str, WorkloadRead] = field(default_factory=dict)
+    pending: dict[str, tuple[WorkloadKey, Workload]] = field(default_factory=dict)
+    unqueued: dict[WorkloadKey, tuple[Entry, Workload]] = field(default_factory=dict)
+    by_namespace: dict[str, list[Entry]] = field(default_factory=dict)
+    built: dict[WorkloadKey, Entry] = field(default_factory=dict)
+
+
+def _sort(view: AdmissionView) -> _Sorted:
+    found = _Sorted()
+    # Namespaces' labels do not change during a pass: each (label, namespace) is judged once.
+    choices: dict[tuple[str | None, str], QueueChoice] = {}
+    for key, read, admitted in view.workloads:
+        if read.entry is None or read.workload is None:
+            continue  # templates placement cannot read: it says why
+        choice = choices.get((read.named, key.namespace))
+        if choice is None:
+            labels = view.namespace_labels.get(key.namespace, {})
+            choice = queue_for(read.named, key.namespace, labels, view.specs)
+            choices[(read.named, key.namespace)] = choice
+        queue = choice.queue if isinstance(choice, Queued) else ""
+        leaving = admitted and (bool(read.preempted_by) or key in view.preempting)
+        entry = _with(view.built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
+        found.built[key] = entry
+        if admitted:
+            found.by_namespace.setdefault(key.namespace, []).append(entry)
+        if queue:
+            found.entries.append(entry)
+            found.keys[entry.key] = key
+            found.reads[entry.key] = read
+            if not admitted:
+                found.pending[entry.key] = (key, read.workload)
+        elif not admitted and refusal(choice) is None:
+            found.unqueued[key] = (entry, read.workload)
+    return found
+
+
+def plan(view: AdmissionView) -> AdmissionPlan:
+    """One admission pass over ``view`` (see the module doc)."""
+    found = _sort(view)
+    told: dict[str, QueueHold] = {}
+    by_namespace = found.by_namespace
+
+    def admit(entry: Entry, key: WorkloadKey, workload: Workload) -> bool:
+        limits = view.quotas.get(entry.namespace)
+        if limits is not None:
+            counted = by_namespace.get(entry.namespace, [])
+            verdict = quota_verdict(limits, counted, entry)
+            if verdict is not None:
+                told[entry.key] = verdict
+                return False
+        if not view.fits(key, workload):
+            return False
+        by_namespace.setdefault(entry.namespace, []).append(entry)
+        return True
+
+    queued: list[WorkloadKey] = []
+    victims: dict[WorkloadKey, Preempt] = {}
+    fair = AdmissionPass()
+    queue_of: dict[str, str] = {}
+    if found.pending:
+        pending = found.pending
+        fair = admission_pass(view.specs, found.entries, view.fleet,
+                              fits=lambda e: admit(e, *pending[e.key]))  # fmt: skip
+        queued = [pending[key][0] for key in fair.admitted]
+        queue_of = {e.key: e.queue for e in found.entries}
+        if view.room is not None:
+            victims = _preempt(view, found, fair, view.room, told)
+    unqueued = []
+    for held_key in view.held:
+        waiting = found.unqueued.get(held_key)
+        if waiting is not None and admit(waiting[0], held_key, waiting[1]):
+            unqueued.append(held_key)
+    # Restart-safe figures: the entries as the caches show them (admitted: placed).
+    figures = queue_figures(view.specs, found.entries, view.fleet) if view.specs else {}
+    return AdmissionPlan(
+        wake=(*queued, *victims, *unqueued),
+        admitted=(*queued, *unqueued),
+        victims=victims,
+        admitted_entries=frozenset(fair.admitted),
+        holding=fair.holding,
+        positions=fair.positions,
+        queue_of=queue_of,
+        told=told,
+        by_namespace=by_namespace,
+        entries=found.built,
+        figures=figures,
+        fairness_error=fairness_error(figures) if view.specs else None,
+    )
+
+
+def _preempt(
+    view: AdmissionView,
+    found: _Sorted,
+    fair: AdmissionPass,
+    room: PreemptionRoom,
+    told: dict[str, QueueHold],
+) -> dict[WorkloadKey, Preempt]:
+    """Whom to preempt now (told to the victims' reconciles); the winners, their own
+    victims leaving, are held as ``Preempting``."""
+    entries, keys = found.entries, found.keys
+    by_winner: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.leaving:
+            earlier = view.preempting.get(keys[entry.key])
+            winner = found.reads[entry.key].preempted_by or (earlier.by if earlier else "")
+            by_winner.setdefault(winner, []).append(entry.key)
+    waiting = preempting_candidates(view.specs, entries, fair)
+    victims: dict[WorkloadKey, Preempt] = {}
+    if waiting:
+        # Planned for those that wait now, after those this pass admitted took room.
+        free, could_take = room()
+
+        def clusters_for(entry: Entry) -> Collection[str]:
+            workload = found.reads[entry.key].workload
+            return () if workload is None else could_take(keys[entry.key], workload)
+
+        for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
+                                       clusters_for=clusters_for):  # fmt: skip
+            for victim in chosen.victims:
+                notice = preempted_notice(victim, chosen.winner)
+                victims[keys[victim.key]] = Preempt(chosen.winner.key, notice.message)
+                by_winner.setdefault(chosen.winner.key, []).append(victim.key)
+    named = {entry.key: entry for entry in _winners(entries, by_winner)}
+    for winner, its_victims in by_winner.items():
+        if winner in told or winner in fair.holding:
+            notice = preempting_notice(named[winner], its_victims)
+            told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
+    return victims
+
+
+def _winners(entries: Sequence[Entry], by_winner: Mapping[str, object]) -> Iterator[Entry]:
+    return (entry for entry in entries if entry.key in by_winner)
