@@ -10,9 +10,14 @@ from pathlib import Path
 import grimp
 
 SRC = Path(__file__).parents[2] / "src" / "jobrelay"
-# Its rules read best in one file, in the order of the doc.
-LONG_ALLOWED = {"controller/relay/decide.py"}
-MAX_LINES = 600
+MAX_LINES = 500
+# TEMPORARY (issue 32): other helpers are splitting these three in their own branches;
+# the lead removes this exemption once they are merged. Nothing else may join it.
+SPLIT_ELSEWHERE = {
+    "fleet/workerevents_rules.py",
+    "controller/relay/queue_gate.py",
+    "controller/runner.py",
+}
 # Names that once meant several things at once; each may exist at most once.
 UNIQUE_MODULES = {"relayapi.py", "health.py", "registry.py", "jobset.py", "fleet.py"}
 UNIQUE_CLASSES = {"WorkerState", "Verdict"}
@@ -22,12 +27,12 @@ def _modules() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
-def test_no_module_is_over_600_lines() -> None:
+def test_no_module_is_over_500_lines() -> None:
     long = {
         str(path.relative_to(SRC)): n
         for path in _modules()
         if (n := len(path.read_text().splitlines())) > MAX_LINES
-        and str(path.relative_to(SRC)) not in LONG_ALLOWED
+        and str(path.relative_to(SRC)) not in SPLIT_ELSEWHERE
     }
     assert not long, f"split these by concern: {long}"
 

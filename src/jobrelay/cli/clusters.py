@@ -1,33 +1,33 @@
 """`jobrelay clusters`: register, list, cordon, drain and remove worker clusters.
 
 What each verb decides and says lives in :mod:`jobrelay.fleet.maintenance_rules` (pure);
-the requests in :mod:`jobrelay.fleet.maintenance`.
+the requests in :mod:`jobrelay.fleet.maintenance`. `add` is in clusters_add, the flags
+and the running every verb shares in clusters_options.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from jobrelay.cli import fleetview
-from jobrelay.cli.common import (
-    checked_origin,
-    given_manager_flags,
-    manager_client,
-    manager_flags_options,
-    manager_options,
-    unreachable_problem,
+from jobrelay.cli.clusters_add import add
+from jobrelay.cli.clusters_options import (
+    allow_exec_option,
+    manager_flags,
+    manager_kubeconfig,
+    namespace_option,
+    run_verb,
+    verb_manager,
 )
+from jobrelay.cli.common import checked_origin, given_manager_flags, manager_client, manager_options
 from jobrelay.cli.output_rules import as_list, dump
-from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
 from jobrelay.cli.terminal import safe, safe_lines
-from jobrelay.fleet import maintenance, maintenance_rules, serviceaccount, workerclusters
-from jobrelay.fleet.credentials import KubeconfigRefused
+from jobrelay.fleet import maintenance, maintenance_rules, workerclusters
 from jobrelay.fleet.maintenance_rules import (
     DrainMode,
     DrainProgress,
@@ -35,42 +35,13 @@ from jobrelay.fleet.maintenance_rules import (
     RemovalPhase,
     WorkerClusterView,
 )
-from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
+from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError
 from jobrelay.kinds.claims import parse_kind_flag
-from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
-T = TypeVar("T")
 CLUSTER_OUTPUTS = ("wide", "json", "yaml", "name")
-
-manager_kubeconfig = click.option(
-    "--manager-kubeconfig",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="An older spelling of --kubeconfig (the management cluster's).",
-)
-
-
-def manager_flags(func: Any) -> Any:
-    """A subcommand's --kubeconfig/--context (the manager's, before the group's) and
-    --manager-kubeconfig."""
-    return manager_kubeconfig(manager_flags_options(func))
-
-
-def _manager() -> tuple[Path | None, str | None]:
-    return given_manager_flags(click.get_current_context())
-
-
-allow_exec_option = click.option(
-    "--allow-exec-credentials", is_flag=True,
-    help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
-         "controller needs `jobrelay run --allow-exec-credentials` to use it too.",
-)  # fmt: skip
-namespace_option = click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True,
-                                help="Namespace of the kubeconfig Secrets.")  # fmt: skip
 
 
 @click.group(invoke_without_command=True)
@@ -97,6 +68,9 @@ def clusters(
         _show_workers(output or "table", *given_manager_flags(ctx))
 
 
+clusters.add_command(add)
+
+
 def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> None:
     """The WorkerClusters as a kubectl-style table (``wide`` with labels and messages), a
     List (``json``, ``yaml``) or ``workercluster.jobrelay.dev/NAME`` lines."""
@@ -105,7 +79,7 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
         async with manager_client(kubeconfig, context) as client:
             return await workerclusters.list_workers(client)
 
-    workers = _run(go())
+    workers = run_verb(go())
     if output in ("json", "yaml"):
         click.echo(dump(as_list(workers), output))
     elif output == "name":
@@ -122,186 +96,8 @@ def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> 
             click.echo(line)
 
 
-def _run(coroutine: Coroutine[Any, Any, T], on_interrupt: Callable[[], str] | None = None) -> T:
-    """Run ``coroutine``; API and registry errors become CLI errors, and Ctrl-C says
-    (``on_interrupt``) what it left behind, exiting 130 like a shell."""
-    try:
-        return asyncio.run(coroutine)
-    except ApiError as error:
-        raise click.ClickException(_manager_error(error)) from error
-    except workerclusters.RegistryError as error:
-        raise click.ClickException(str(error)) from error
-    except KeyboardInterrupt:
-        if on_interrupt is None:
-            raise
-        click.echo(on_interrupt(), err=True)
-        raise click.exceptions.Exit(130) from None
-
-
-def _manager_error(error: ApiError) -> str:
-    """A refusal or silence of the management cluster, and what to do about it.
-
-    (The workers' errors never get here: `remove` reports them itself.)
-    """
-    if error.code == 0:
-        return unreachable_problem(error)
-    if error.code in (401, 403):
-        return (
-            f"the management cluster refused the request ({error}): `jobrelay clusters` needs "
-            "to get, list, watch, patch and delete workerclusters.jobrelay.dev, and to get and "
-            "delete Secrets in --namespace; use a kubeconfig with those rights"
-        )
-    return f"the management cluster answered {error}; run the command again once that is fixed"
-
-
 # How `remove` reaches a worker (from its Secret's kubeconfig); unit tests swap it.
 worker_connector = maintenance.connect_worker
-
-
-@clusters.command()
-@click.argument("name")
-@click.option("--worker-kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="The worker's kubeconfig (required).")  # fmt: skip
-@click.option("--worker-context", default=None,
-              help="Context in the worker's kubeconfig [default: its current one].")  # fmt: skip
-@click.option("--kubeconfig", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The management cluster's kubeconfig [default: the group's, $KUBECONFIG, "
-                   "~/.kube/config]. DEPRECATED meaning, without --worker-kubeconfig: the "
-                   "worker's (a warning says so).")  # fmt: skip
-@click.option("--context", default=None,
-              help="The management cluster's context; with the deprecated `--kubeconfig "
-                   "WORKER`, the worker's.")  # fmt: skip
-@click.option(
-    "--label", "labels", multiple=True, help="k=v label on the WorkerCluster (repeatable)."
-)
-@click.option("--create-service-account", is_flag=True,
-              help="Use --worker-kubeconfig (an admin's) only to create on the worker a ServiceAccount "
-                   "with the minimal ClusterRole (charts/jobrelay-worker) and a token; register "
-                   "the worker with that token. The admin's credentials are not stored.")  # fmt: skip
-@click.option("--service-account-namespace", default=serviceaccount.DEFAULT_NAMESPACE,
-              show_default=True, help="With --create-service-account: its namespace on the worker.")  # fmt: skip
-@click.option("--service-account-name", default=None,
-              help="With --create-service-account: the ServiceAccount, ClusterRole, binding and "
-                   "admission policy [default: jobrelay-worker-ORIGIN].")  # fmt: skip
-@click.option("--origin", default=None, callback=checked_origin,
-              help="With --create-service-account: the manager's origin (`jobrelay run --origin`), "
-                   "the only one the worker's admission policy lets write there [default: this "
-                   "management cluster's kube-system UID].")  # fmt: skip
-@click.option("--create-namespaces/--no-create-namespaces", default=True, show_default=True,
-              help="With --create-service-account: may jobrelay create workloads' namespaces "
-                   "there (match `jobrelay run --no-create-namespaces`).")  # fmt: skip
-@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
-              metavar="Kind.version.group",
-              help="With --create-service-account: a kind jobrelay runs there (repeatable), "
-                   "as `jobrelay run --kind`.")  # fmt: skip
-@allow_exec_option
-@manager_kubeconfig
-@namespace_option
-def add(
-    name: str,
-    worker_kubeconfig: Path | None,
-    worker_context: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-    labels: tuple[str, ...],
-    create_service_account: bool,
-    service_account_namespace: str,
-    service_account_name: str | None,
-    origin: str | None,
-    create_namespaces: bool,
-    kind_names: tuple[str, ...],
-    allow_exec_credentials: bool,
-    manager_kubeconfig: Path | None,
-    namespace: str,
-) -> None:
-    """Register worker NAME from its kubeconfig, --worker-kubeconfig (stored, files
-    inlined, in a Secret).
-
-    Refused (exit 1, naming the field): tokenFile, auth-provider,
-    insecure-skip-tls-verify, and exec plugins unless --allow-exec-credentials.
-    """
-    group = click.get_current_context().parent
-    group_kubeconfig, group_context = given_manager_flags(group) if group else (None, None)
-    try:
-        targets = add_targets(
-            GivenFlags(
-                worker_kubeconfig, worker_context, kubeconfig, context,
-                manager_kubeconfig or group_kubeconfig, group_context,
-            )
-        )  # fmt: skip
-    except TargetError as error:
-        raise click.UsageError(str(error)) from None
-    if targets.worker_kubeconfig == kubeconfig and not targets.worker_kubeconfig.is_file():
-        raise click.BadParameter(f"{kubeconfig} is not a file", param_hint="--kubeconfig")
-    for deprecation in targets.deprecations:
-        click.echo(f"warning: {deprecation}", err=True)
-    worker, worker_context = targets.worker_kubeconfig, targets.worker_context
-    # --manager-kubeconfig can only mean the manager: it wins.
-    manager = (manager_kubeconfig or targets.manager_kubeconfig, targets.manager_context)
-    parsed = {}
-    for label in labels:
-        key, sep, value = label.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{label!r} is not k=v", param_hint="--label")
-        parsed[key] = value
-    try:
-        # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here.
-        kinds = [kind.ref for kind in kinds_from_names(parse_kind_flag(n).name for n in kind_names)]
-    except KindError as error:
-        raise click.BadParameter(str(error), param_hint="--kind") from error
-    try:
-        # With --create-service-account the admin's kubeconfig is only used here, by the
-        # admin, and never stored: what is stored is the ServiceAccount's token.
-        stored = workerclusters.inline_kubeconfig(
-            worker, worker_context,
-            allow_exec=allow_exec_credentials or create_service_account,
-        )  # fmt: skip
-    except workerclusters.RegistryError as error:
-        raise click.ClickException(str(error)) from None
-    except KubeconfigRefused as error:
-        raise click.ClickException(f"kubeconfig {worker}: {error}") from None
-    account = serviceaccount.WorkerAccount(
-        service_account_namespace, service_account_name or serviceaccount.DEFAULT_ACCOUNT
-    )
-
-    async def go() -> None:
-        nonlocal stored, account
-        if create_service_account:
-            mirrors_of = origin or None
-            if mirrors_of is None:
-                async with manager_client(*manager) as client:
-                    mirrors_of = await workerclusters.default_origin(client)
-            if service_account_name is None:
-                name_of = serviceaccount.account_name(mirrors_of)
-                account = serviceaccount.WorkerAccount(service_account_namespace, name_of)
-            rules = serviceaccount.worker_rules(kinds, create_namespaces=create_namespaces)
-            policy = serviceaccount.admission_policy(account, mirrors_of, kinds)
-            cluster_entry = stored["clusters"][0]["cluster"]
-            try:
-                async with ApiClient.from_kubeconfig(worker, worker_context, cluster=name) as admin:
-                    created = await serviceaccount.create_service_account(
-                        admin, name, cluster_entry, account, rules, policy=policy
-                    )
-            except (ApiError, KubeconfigError) as error:
-                raise workerclusters.RegistryError(
-                    f"cannot create jobrelay's ServiceAccount on worker cluster {name} ({error}): "
-                    "--worker-kubeconfig must be allowed to apply Namespaces, ServiceAccounts, "
-                    "Secrets, ClusterRoles, ClusterRoleBindings and ValidatingAdmissionPolicies (and their "
-                    "bindings) there"
-                ) from error
-            for line in created.applied:
-                click.echo(f"applied on {name}: {line}")
-            stored = created.kubeconfig  # the admin's credentials go no further
-        async with manager_client(*manager) as client:
-            await workerclusters.install_crd(client)
-            await workerclusters.register(client, name, stored, labels=parsed, namespace=namespace)
-
-    try:
-        _run(go())
-    except workerclusters.RegistryError as error:
-        raise click.ClickException(str(error)) from error
-    as_whom = f" as {account.username}" if create_service_account else ""
-    click.echo(f"registered worker cluster {name}{as_whom}")
 
 
 @clusters.command("list")
@@ -311,16 +107,16 @@ def add(
 def list_(output: str | None, **_manager_flags: Any) -> None:
     """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state,
     capacity (schedulable/all nodes, requested/allocatable resources)."""
-    manager = _manager()
+    manager = verb_manager()
     if output is not None:
-        _show_workers(output, *_manager())
+        _show_workers(output, *verb_manager())
         return
 
     async def go() -> list[dict[str, Any]]:
         async with manager_client(*manager) as client:
             return await workerclusters.list_workers(client)
 
-    workers = _run(go())
+    workers = run_verb(go())
     if not workers:
         click.echo(
             "no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)"
@@ -373,7 +169,7 @@ def capacity_text(capacity: Any) -> str:
 @manager_flags
 def cordon(name: str, **_manager_flags: Any) -> None:
     """Place no new workloads on worker NAME; those already there finish there."""
-    manager = _manager()
+    manager = verb_manager()
 
     async def go() -> str:
         async with manager_client(*manager) as client:
@@ -382,7 +178,7 @@ def cordon(name: str, **_manager_flags: Any) -> None:
                 await maintenance.patch_spec(client, name, maintenance_rules.cordon_patch())
             return maintenance_rules.cordon_message(before)
 
-    click.echo(_run(go()))
+    click.echo(run_verb(go()))
 
 
 @clusters.command()
@@ -390,7 +186,7 @@ def cordon(name: str, **_manager_flags: Any) -> None:
 @manager_flags
 def uncordon(name: str, **_manager_flags: Any) -> None:
     """Let worker NAME take new workloads again, cancelling any drain."""
-    manager = _manager()
+    manager = verb_manager()
 
     async def go() -> str:
         async with manager_client(*manager) as client:
@@ -399,7 +195,7 @@ def uncordon(name: str, **_manager_flags: Any) -> None:
                 await maintenance.patch_spec(client, name, maintenance_rules.uncordon_patch())
             return maintenance_rules.uncordon_message(before)
 
-    click.echo(_run(go()))
+    click.echo(run_verb(go()))
 
 
 class _Printer:
@@ -436,7 +232,7 @@ def drain_(
     running ones finish on NAME, or with --force move too. Ctrl-C stops waiting
     and leaves the drain in place.
     """
-    manager = _manager()
+    manager = verb_manager()
     requested: list[DrainMode] = []
     printer = _Printer()
 
@@ -459,7 +255,7 @@ def drain_(
             return f"interrupted: nothing changed on worker cluster {name}"
         return maintenance_rules.drain_interrupted_message(name, requested[0])
 
-    state, drained = _run(go(), interrupted)
+    state, drained = run_verb(go(), interrupted)
     if not wait:
         click.echo(
             f"not waiting: `jobrelay clusters list` shows its unfinished mirrors (ACTIVE), "
@@ -513,7 +309,7 @@ def remove(
         kind_names = tuple(parse_kind_flag(kind_name).name for kind_name in kind_names)
     except KindError as error:
         raise click.BadParameter(str(error), param_hint="--kind") from error
-    manager = _manager()
+    manager = verb_manager()
     phase = [RemovalPhase.CHECKING]
     printer = _Printer()
 
@@ -563,7 +359,9 @@ def remove(
             phase[0] = RemovalPhase.UNREGISTERING
             await workerclusters.unregister(client, name, namespace=namespace)
 
-    _run(go(), lambda: maintenance_rules.removal_interrupted_message(name, phase[0], force=force))
+    run_verb(
+        go(), lambda: maintenance_rules.removal_interrupted_message(name, phase[0], force=force)
+    )
     click.echo(
         f"removed worker cluster {name} (its WorkerCluster and Secret "
         f"{namespace}/{workerclusters.secret_name(name)})"

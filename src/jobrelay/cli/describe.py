@@ -30,14 +30,8 @@ from jobrelay.cli.common import (
     manager_options,
     run_command,
 )
-from jobrelay.cli.get import (
-    DEFAULT_LEASE_NAMESPACE,
-    JOB_KIND,
-    JOBSET_KIND,
-    complete_names,
-    complete_types,
-    resolve,
-)
+from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE, complete_names, complete_types
+from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND, resolve
 from jobrelay.cli.terminal import safe_lines
 from jobrelay.cli.types_rules import ArgumentsError, Request, requests_of
 from jobrelay.cli.workloads import State, human_duration, parse_time, table

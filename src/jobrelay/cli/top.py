@@ -14,7 +14,8 @@ import click
 
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import manager_client, manager_options, run_command
-from jobrelay.cli.get import JOB_KIND, JOBSET_KIND, Query, fetch
+from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND
+from jobrelay.cli.get_listing import Query, fetch
 from jobrelay.cli.terminal import safe_lines
 from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient

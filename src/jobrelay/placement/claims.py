@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BOUND", "NOT_KNOWN", "WorkerClaims", "claim_refusal"]
+from jobrelay.placement.not_known import NotKnownYet
 
-NOT_KNOWN = "its PersistentVolumeClaims are not known yet"
+__all__ = ["BOUND", "WorkerClaims", "claim_refusal"]
+
 BOUND = "Bound"
 
 
@@ -29,13 +30,16 @@ class WorkerClaims:
     # Why its claims cannot be read (its credential may not list them), if so.
     unreadable: str | None = None
 
-    def refusal(self, namespace: str, claims: Iterable[str]) -> str | None:
+    def refusal(self, namespace: str, claims: Iterable[str]) -> str | NotKnownYet | None:
         return claim_refusal(namespace, claims, self)
 
 
-def claim_refusal(namespace: str, claims: Iterable[str], worker: WorkerClaims) -> str | None:
+def claim_refusal(
+    namespace: str, claims: Iterable[str], worker: WorkerClaims
+) -> str | NotKnownYet | None:
     """Why the data of ``claims`` (in ``namespace``) is not on this worker; None when every
-    one of them is there and Bound. The first claim (by name) that is not says why."""
+    one of them is there and Bound. The first claim (by name) that is not says why
+    (:class:`NotKnownYet` while its claims have not listed)."""
     wanted = sorted(set(claims))
     if not wanted:
         return None
@@ -45,7 +49,7 @@ def claim_refusal(namespace: str, claims: Iterable[str], worker: WorkerClaims) -
             f"cannot tell whether PersistentVolumeClaim {wanted[0]} in {namespace} is there"
         )
     if not worker.synced:
-        return NOT_KNOWN
+        return NotKnownYet.CLAIMS
     there = worker.phases.get(namespace) or {}
     for name in wanted:
         phase = there.get(name)

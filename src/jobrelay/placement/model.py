@@ -17,9 +17,8 @@ from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.nodefit import Fit
+from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.placement.workload import Choice, Strategy, Workload
-
-NOT_KNOWN = "capacity not known yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +102,9 @@ class Filter(Protocol):
     # the namespace's choice): such clusters do not count when asking "could it ever fit?".
     permanent: bool
 
-    def reject(self, request: Request, cluster: Cluster) -> str | None:
-        """Why ``cluster`` cannot take the request now; None if it can."""
+    def reject(self, request: Request, cluster: Cluster) -> str | NotKnownYet | None:
+        """Why ``cluster`` cannot take the request now (:class:`NotKnownYet` when that
+        cannot be told yet); None if it can."""
         ...
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 __all__ = [
@@ -23,7 +24,9 @@ __all__ = [
     "opt_in_hint",
 ]
 
-NOT_KNOWN = "its namespaces are not known yet"
+# Kept for controller/relay/mirror_standing.py, which compares with it; new code asks
+# ``isinstance(reason, NotKnownYet)``.
+NOT_KNOWN = NotKnownYet.NAMESPACES
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
@@ -41,7 +44,7 @@ class WorkerNamespaces:
     # The namespace of jobrelay's own credential there (its ServiceAccount), if known.
     credential: str | None = None
 
-    def refusal(self, namespace: str) -> str | None:
+    def refusal(self, namespace: str) -> str | NotKnownYet | None:
         return namespace_refusal(namespace, self)
 
 
@@ -49,8 +52,9 @@ def opt_in_hint(origin: str) -> str:
     return f"label {ORIGIN_LABEL}={origin}"
 
 
-def namespace_refusal(namespace: str, worker: WorkerNamespaces) -> str | None:
-    """Why no mirror may be created in ``namespace`` on this worker (None: it may)."""
+def namespace_refusal(namespace: str, worker: WorkerNamespaces) -> str | NotKnownYet | None:
+    """Why no mirror may be created in ``namespace`` on this worker (None: it may;
+    :class:`NotKnownYet` while its namespaces have not listed)."""
     if namespace.startswith("kube-"):
         return f"namespace {namespace} is the worker's own (kube-*): jobrelay never uses it"
     if worker.credential is not None and namespace == worker.credential:
@@ -59,7 +63,7 @@ def namespace_refusal(namespace: str, worker: WorkerNamespaces) -> str | None:
             "creates mirrors in it"
         )
     if not worker.synced:
-        return NOT_KNOWN
+        return NotKnownYet.NAMESPACES
     if namespace not in worker.origins:
         if worker.create:
             return None  # created with the label (controller/relay/executor.py)

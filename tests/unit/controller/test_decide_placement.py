@@ -13,7 +13,7 @@ import pytest
 from tests.unit.controller.builders import SETTINGS, job, mirror, snapshot, worker
 from tests.unit.placement.support import node
 
-from jobrelay.controller.relay.decide import NOT_PLACED_LIMIT, decide
+from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import (
     Annotate,
     DeleteMirror,
@@ -25,6 +25,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
+from jobrelay.controller.relay.steps.plan_parts import NOT_PLACED_LIMIT
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.workload import Choice, Invalid, Taint

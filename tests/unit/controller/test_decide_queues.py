@@ -9,9 +9,10 @@ import dataclasses
 import pytest
 from tests.unit.controller.builders import job, mirror, snapshot, summary, worker
 
-from jobrelay.controller.relay.decide import QUEUE_UNJUDGED, decide
+from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import Annotate, Place, RecordEvent, RequeueAfter
 from jobrelay.controller.relay.snapshot import QueueHold, Snapshot
+from jobrelay.controller.relay.steps.holds import QUEUE_UNJUDGED
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 QUOTA = QueueHold(

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 from tests.unit.placement.support import cluster, node, pods
 
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.placement.claims import NOT_KNOWN, WorkerClaims, claim_refusal
+from jobrelay.placement.claims import WorkerClaims, claim_refusal
 from jobrelay.placement.decision import place
 from jobrelay.placement.filters import FILTERS, DataLocality
 from jobrelay.placement.model import Cluster, Request
+from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.placement.workload import Workload, read_workload
 
 NS = "team-a"
@@ -41,7 +42,7 @@ ROWS: list[tuple[str, tuple[str, ...], WorkerClaims | None, str | None]] = [
     ("pending", ("data",), claims(data="Pending"), "PersistentVolumeClaim data in team-a is Pending"),
     ("no phase yet", ("data",), claims(data=""), "PersistentVolumeClaim data in team-a is Pending"),
     ("lost", ("data",), claims(data="Lost"), "PersistentVolumeClaim data in team-a is Lost"),
-    ("not listed yet", ("data",), claims(synced=False), NOT_KNOWN),
+    ("not listed yet", ("data",), claims(synced=False), NotKnownYet.CLAIMS),
     (
         "unreadable: never placed blind",
         ("data",),

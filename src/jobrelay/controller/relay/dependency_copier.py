@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CopyDependencies, Retry, Terminal
+from jobrelay.controller.relay.refusal_wording import Answer
 from jobrelay.fleet import refusals
 from jobrelay.kinds.dependency_copies import (
     RESOURCES,
@@ -132,12 +133,14 @@ class DependencyCopier:
     ) -> Terminal:
         if error.is_unreachable:
             raise error
-        return Terminal(
-            "DependencyNotCopied",
-            f"worker cluster {action.cluster} refused the copy of {dependency} "
-            f"({refusals.refusal_for_tenants(error)})",
-            retry_after=self.rejected_retry,
-            detail=error.message,
+        facts = {
+            "cluster": action.cluster,
+            "namespace": action.namespace,
+            "dependency": str(dependency),
+            "refusal": refusals.refusal_for_tenants(error),
+        }
+        return action.if_refused.terminal(
+            Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
         )
 
 

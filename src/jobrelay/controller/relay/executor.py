@@ -8,6 +8,10 @@ relay's memory (controller/relay/memory.py: expectations, reservations) until
 the caches show them, so the next snapshot does not repeat them. The first action
 that fails stops the plan; what the failure means comes back as a
 :class:`Stopped` for the reconciler to act on.
+
+It decides nothing: an action names all it writes (the annotations a placement
+clears) and what a refusal tells the user (its :class:`IfRefused`); the executor
+sorts an apiserver's answer into an :class:`Answer` and fills in the facts.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
+from jobrelay.controller.relay.refusal_wording import Answer
 from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission_rules import pod_security_labels
@@ -47,10 +52,8 @@ from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
-    NOT_PLACED_ANNOTATION,
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
-    PREEMPTED_BY_ANNOTATION,
 )
 from jobrelay.vocabulary.placement import with_recorded_mirror
 
@@ -172,8 +175,7 @@ class Executor:
                         "annotations": {
                             CLUSTER_ANNOTATION: action.cluster,
                             PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
-                            NOT_PLACED_ANNOTATION: None,
-                            PREEMPTED_BY_ANNOTATION: None,
+                            **dict.fromkeys(action.clears),
                         },
                     }
                 },
@@ -217,7 +219,7 @@ class Executor:
                 if error.is_already_exists:
                     return Collided(action.cluster)
                 if not (error.is_not_found and not namespace_ensured):
-                    return self._rejected(action.cluster, key, kind, error)
+                    return self._rejected(action, key, kind, error)
             # NotFound on a create means the namespace is missing there: create it, once.
             closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
             if closed is not None:
@@ -256,29 +258,25 @@ class Executor:
         return await self.copier.copy(worker.client, action)
 
     def _rejected(
-        self, cluster: str, key: WorkloadKey, kind: WorkloadKind, error: ApiError
+        self, action: CreateMirror, key: WorkloadKey, kind: WorkloadKind, error: ApiError
     ) -> Terminal:
         if error.is_not_found and not self.create_namespaces:
-            message = (
-                f"worker cluster {cluster} has no namespace {key.namespace} "
-                "(and namespace creation is turned off): create it there"
-            )
+            answer = Answer.NO_NAMESPACE
         elif error.is_not_found:
-            # Its namespace is there (just ensured): the kind itself is not served.
-            message = (
-                f"worker cluster {cluster} answered NotFound to the mirror {kind.ref.kind} in "
-                f"namespace {key.namespace}, which exists: does it serve "
-                f"{kind.ref.api_version}?"
-            )
+            answer = Answer.NOT_SERVED  # its namespace is there (just ensured)
         elif error.is_unreachable:
-            message = f"worker cluster {cluster} is unreachable"
+            answer = Answer.UNREACHABLE
         else:
-            message = (
-                f"worker cluster {cluster} rejected the mirror {kind.ref.kind} "
-                f"({refusals.refusal_for_tenants(error)})"
-            )
-        return Terminal(
-            "MirrorRejected", message, retry_after=self.rejected_retry, detail=error.message
+            answer = Answer.REFUSED
+        facts = {
+            "cluster": action.cluster,
+            "namespace": key.namespace,
+            "kind": kind.ref.kind,
+            "api_version": kind.ref.api_version,
+            "refusal": refusals.refusal_for_tenants(error),
+        }
+        return action.if_refused.terminal(
+            answer, facts, retry_after=self.rejected_retry, answered=error.message
         )
 
     async def _patch_mirror(self, kind: WorkloadKind, action: PatchMirror) -> Stopped | None:
@@ -293,12 +291,14 @@ class Executor:
             if error.is_conflict or error.is_not_found:
                 return Retry("the mirror changed while it was being updated")
             if error.is_invalid or error.code in (400, 403, 422):
-                return Terminal(
-                    "MirrorUpdateRejected",
-                    f"worker cluster {action.cluster} refused to apply this change to the "
-                    f"mirror ({refusals.refusal_for_tenants(error)})",
-                    retry_after=self.rejected_retry,
-                    detail=error.message,
+                facts = {
+                    "cluster": action.cluster,
+                    "namespace": action.namespace,
+                    "kind": kind.ref.kind,
+                    "refusal": refusals.refusal_for_tenants(error),
+                }
+                return action.if_refused.terminal(
+                    Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
                 )
             raise
         return None
@@ -364,12 +364,13 @@ class Executor:
             if error.is_conflict or error.is_not_found:
                 return Retry("the object changed while its status was being written")
             if error.is_invalid:
-                # The rules checker let through what the apiserver refuses: a bug of ours,
-                # shown to the user, and not retried until something changes.
-                return Terminal(
-                    "StatusNotCopied",
-                    "the management apiserver refused the status jobrelay computed (a jobrelay "
-                    f"bug, please report it): {error.message}",
+                facts = {
+                    "namespace": key.namespace,
+                    "kind": kind.ref.kind,
+                    "refusal": error.message,
+                }
+                return action.if_refused.terminal(
+                    Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
                 )
             raise
         return None

@@ -7,6 +7,9 @@ reconciler handles it within one reconcile, and the queue never sees it.
 Actions run in order and the first that fails stops the rest (its error
 decides the outcome instead), so a plan can say "place, then create": the
 create never runs if the compare-and-swap that places lost a race.
+
+An action says all of what it writes, and what the user is told if the write is
+refused (refusal_wording.py): the executor carries it out and decides nothing.
 """
 
 from __future__ import annotations
@@ -14,12 +17,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from jobrelay.controller.relay.refusal_wording import (
+    DEPENDENCY_NOT_COPIED,
+    MIRROR_REJECTED,
+    MIRROR_UPDATE_REJECTED,
+    STATUS_REFUSED,
+    IfRefused,
+)
 from jobrelay.kinds.references import Dependency
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION, PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter, Retry, Terminal
 
 __all__ = [
+    "ENDED_BY_PLACING",
     "Action",
     "Annotate",
     "CopyDependencies",
@@ -41,6 +53,10 @@ __all__ = [
 
 EventType = Literal["Normal", "Warning"]
 
+# What a placement ends, removed in the same write: the annotations that said why the
+# workload waited (not placed; preempted, back in its queue).
+ENDED_BY_PLACING = (NOT_PLACED_ANNOTATION, PREEMPTED_BY_ANNOTATION)
+
 
 # -- actions --------------------------------------------------------------------
 
@@ -56,6 +72,8 @@ class Place:
     # The pods it will ask for there, reserved until the worker has made them, so a
     # burst of placements does not over-commit a cluster.
     demand: tuple[PodGroup, ...] = ()
+    # Annotations removed in the same write (what the placement ends).
+    clears: tuple[str, ...] = ENDED_BY_PLACING
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +86,7 @@ class CreateMirror:
     body: JsonObj
     origin_uid: str
     run: int = 1
+    if_refused: IfRefused = MIRROR_REJECTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +100,7 @@ class CopyDependencies:
     namespace: str
     dependencies: tuple[Dependency, ...]
     owner: JsonObj | None = None
+    if_refused: IfRefused = DEPENDENCY_NOT_COPIED
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +109,7 @@ class PatchMirror:
     name: str
     namespace: str
     patch: JsonObj
+    if_refused: IfRefused = MIRROR_UPDATE_REJECTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +133,7 @@ class WriteStatus:
     patch: JsonObj
     resource_version: str
     status: JsonObj  # the whole status the patch leads to
+    if_refused: IfRefused = STATUS_REFUSED
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ worker holding each of them, Bound, in its namespace (see :mod:`jobrelay.placeme
 from __future__ import annotations
 
 from jobrelay.placement.model import Cluster, Request
+from jobrelay.placement.not_known import NotKnownYet
 
 
 class DataLocality:
@@ -13,7 +14,7 @@ class DataLocality:
     # never NeverFits.
     permanent = False
 
-    def reject(self, request: Request, cluster: Cluster) -> str | None:
+    def reject(self, request: Request, cluster: Cluster) -> str | NotKnownYet | None:
         claims = request.workload.claims
         if not claims or cluster.claims is None:
             return None  # mounts none, or not judged (a bare placement, as in benchmarks)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from jobrelay.placement.model import Cluster, Request
+from jobrelay.placement.not_known import NotKnownYet
 
 
 class WorkerNamespace:
@@ -12,7 +13,7 @@ class WorkerNamespace:
     # whether the workload could ever fit.
     permanent = False
 
-    def reject(self, request: Request, cluster: Cluster) -> str | None:
+    def reject(self, request: Request, cluster: Cluster) -> str | NotKnownYet | None:
         namespace = request.workload.namespace
         if cluster.namespaces is None or not namespace:
             return None  # not judged (a bare placement, as in benchmarks)
