@@ -8,6 +8,7 @@ begun earlier, pods stuck unschedulable while another cluster fits, or a drain
 
 from __future__ import annotations
 
+from jobrelay.admission.preemption_rules import PREEMPTED
 from jobrelay.controller.relay.plan import Annotate, Done
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.facts import (
@@ -25,7 +26,6 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
-from jobrelay.admission.preemption_rules import PREEMPTED
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.workercluster import DrainMode
