@@ -239,3 +239,25 @@ def test_reservations_indexed_by_cluster_agree_with_a_scan(
             ]
             if changed:
                 assert reservations.version(c) != before[c]
+
+
+def test_admissions_soft_state_expires_and_is_forgotten() -> None:
+    from jobrelay.admission.queue_model import Entry, Preempt
+    from jobrelay.admission.workload_reads import WorkloadRead
+    from jobrelay.controller.relay.memory import ADMITTING_FOR, QueueMemory
+
+    now = [0.0]
+    queues = QueueMemory(lambda: now[0])
+    placing, victim, gone = (WorkloadKey(JOB.name, f"{NAMESPACE}/{n}") for n in "pvg")
+    queues.admit(placing, Entry(f"Job {placing.key}", "", NAMESPACE, 0, "", {}))
+    queues.chose({victim: Preempt("Job x/w", "by w"), gone: Preempt("Job x/w", "by w")})
+    queues.reads[victim] = WorkloadRead(("1", 0), None, None, cluster="w1")
+    queues.expire()  # the victim is placed, not marked: told on; the other is not read
+    assert queues.preemption(victim) is not None and queues.preemption(gone) is None
+    assert list(queues.admitting) == [placing]
+    now[0] = ADMITTING_FOR + 1
+    queues.expire()  # too long: its placement never showed, the victim was never marked
+    assert queues.admitting == {} and queues.preemption(victim) is None
+    queues.admit(placing, Entry(f"Job {placing.key}", "", NAMESPACE, 0, "", {}))
+    queues.forget(placing)
+    assert queues.admitting == {} and queues.admitting_since == {} and placing not in queues.reads
