@@ -301,7 +301,7 @@ async def test_health_endpoints_serve_the_role_over_http(
 ) -> None:
     rig.controller.options = dataclasses.replace(OPTIONS, health_address="127.0.0.1:0")
     rig.leases.put(LEASE, held_by("other"), namespace=NAMESPACE)
-    with caplog.at_level(logging.INFO, logger="jobrelay.controller.runner"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.controller"):
         rig.start()
         await rig.until(lambda: any("serving /healthz" in r.getMessage() for r in caplog.records))
     (record,) = [r for r in caplog.records if "serving /healthz" in r.getMessage()]
@@ -359,7 +359,7 @@ async def test_metrics_are_served_on_their_own_address_beside_the_probes(
         found = [r for r in caplog.records if getattr(r, "event", None) == event]
         return list(found[0].addresses) if found else []  # type: ignore[attr-defined]
 
-    with caplog.at_level(logging.INFO, logger="jobrelay.controller.runner"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.controller"):
         rig.start()
         await rig.until(lambda: listening("metrics-listening") and listening("health-listening"))
     (metrics,), (health,) = listening("metrics-listening"), listening("health-listening")
