@@ -196,7 +196,12 @@ class LoopRunnable:
             self.drain()
         else:
             task.cancel()
-        await asyncio.wait({task})
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:  # stopped at once while draining: no longer drained
+            task.cancel()
+            await asyncio.wait({task})
+            raise
         if (error := self.failure()) is not None:
             raise error
 
