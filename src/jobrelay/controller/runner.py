@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 from collections.abc import Callable, Mapping
@@ -257,23 +258,34 @@ class Controller:
         """Run until ``stop``: the runnables of :meth:`_every_replica` in order, each waited
         on until synced; then, leading, those of :meth:`_leader_only`; every one started
         is stopped in reverse order (controller/runnables.py)."""
+        self._add_handlers()
         group = RunnableGroup(self._every_replica(), self._leader_only())
         elector = self.elector
         campaign: Campaign | None = None
         if elector is not None:
-            campaign = lambda lead: elector.run(stop, lead, self._stopped_leading)  # noqa: E731
+            campaign = functools.partial(
+                elector.run, stop, on_stopped_leading=self._stopped_leading
+            )
         await group.run(stop, on_synced=self._synced, campaign=campaign)
 
+    def _add_handlers(self) -> None:
+        """What the management caches' events set going (before they start)."""
+        for name, runtime in self.kinds.items():
+            runtime.objects.add_handler(self._enqueue(name))
+            runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
+        self.namespaces.add_handler(self._namespace_changed)
+
     def _every_replica(self) -> list[Runnable]:
-        """Leader and standby alike, in start order: the HTTP listeners; the one start-up
-        write (the Lease's namespace) and the write fence; the Event recorder (closed
-        last); the caches, each kind's first (an unsynced one would make every mirror look
-        orphaned), then the namespaces, the queue gate's, the RelayQueues', the dependency
-        sources' (bounded); the worker Event relay; the worker pool (each worker given a
-        bounded time to list its mirrors, so nothing is placed on an empty cache)."""
+        """Leader and standby alike, in start order (stopped in reverse): the HTTP
+        listeners; the one start-up write (the Lease's namespace), then the write fence;
+        the Event recorder (closed last); the caches, each kind's first (an unsynced one
+        would make every mirror look orphaned), the namespaces, the queue gate's, the
+        RelayQueues', the dependency sources' (bounded); the worker Event relay; the
+        worker pool (each worker given a bounded time to list its mirrors, so that nothing
+        is placed on the strength of an empty cache)."""
         bound = self.options.workers.sync_timeout
         pool, sources = self.pool, self.sources
-        caches: list[Runnable] = [
+        return [
             ProbeListeners(
                 self.options.metrics_address, self.options.health_address, self.health,
                 (self.instruments.metrics.render, CONTENT_TYPE),
@@ -281,14 +293,7 @@ class Controller:
             *self._api_listener(),
             StepsRunnable("write fence", on_start=self._fence),
             StepsRunnable("event recorder", on_stop=self.events.aclose),
-        ]  # fmt: skip
-        for name, runtime in self.kinds.items():
-            runtime.objects.add_handler(self._enqueue(name))
-            runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
-            caches.append(CacheRunnable(f"{name} cache", runtime.objects))
-        self.namespaces.add_handler(self._namespace_changed)
-        return [
-            *caches,
+            *(CacheRunnable(f"{name} cache", r.objects) for name, r in self.kinds.items()),
             CacheRunnable("namespaces", self.namespaces),
             CacheRunnable("queue gate", self.gate),
             CacheRunnable("relay queues", self.queues),
@@ -296,47 +301,35 @@ class Controller:
                 "dependency sources", lambda: sources.start(self.queue.add, bound), sources.stop
             ),
             StepsRunnable(
-                "worker event relay",
-                on_start=lambda: self.worker_events.start(pool.workers),
+                "worker event relay", on_start=lambda: self.worker_events.start(pool.workers),
                 on_stop=self.worker_events.stop,
             ),
             StepsRunnable(
-                "worker pool",
-                on_start=pool.start,
-                until_synced=lambda: pool.wait_connected(bound),
-                on_stop=pool.stop,
+                "worker pool", on_start=pool.start,
+                until_synced=lambda: pool.wait_connected(bound), on_stop=pool.stop,
             ),
-        ]
+        ]  # fmt: skip
 
     def _leader_only(self) -> list[Runnable]:
         """The leader's work, in start order: the start-up sweep, the reconcile workers
-        (drained at a stop), the API registration, the resync and the held pass. At a
-        stop asked for (not a lost lease), the APIService goes once the workers have
-        drained, and pending Events are written while the lease is still held."""
-        gated: list[Runnable] = [
-            StepsRunnable("event flush", on_stop=self.events.aclose, stop_graceful_only=True)
-        ]
-        registering = bool(self.options.api.address) and self.options.api.register
-        if registering:
-            gated.append(
-                StepsRunnable("API deregistration", on_stop=self._deregister,
-                              stop_graceful_only=True)
-            )  # fmt: skip
-        gated += [
-            StepsRunnable("start-up sweep", on_start=self._sweep),
-            LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
-        ]
-        if registering:
-            # Only the leader registers the API (a standby's would be a write).
-            gated.append(LoopRunnable("API registration", self._register))
+        (drained at a stop), the API registration (a standby's would be a write), the
+        resync and the held pass. At a stop asked for (not a lost lease), the APIService
+        goes once the workers have drained, then pending Events are written while the
+        lease is still held."""
+        api = bool(self.options.api.address) and self.options.api.register
         interval = self.options.gc_interval
         return [
-            *gated,
+            StepsRunnable("event flush", on_stop=self.events.aclose, stop_graceful_only=True),
+            *([StepsRunnable("API deregistration", on_stop=self._deregister,
+                             stop_graceful_only=True)] if api else []),
+            StepsRunnable("start-up sweep", on_start=self._sweep),
+            LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
+            *([LoopRunnable("API registration", self._register)] if api else []),
             LoopRunnable("resync", lambda: resync(interval, self.kinds, self.pool, self.queue)),
             LoopRunnable(
                 "held pass", lambda: place_held(self.capacity_changed, self.reconciler, self.queue)
             ),
-        ]
+        ]  # fmt: skip
 
     # The aggregated API's listener (--api-address; leader and standby alike).
     _api: ApiListener | None = None
