@@ -1,5 +1,10 @@
 """Wires the controller together and runs it until told to stop.
 
+Start-up is declared as two lists of runnables (controller/runnables.py): what
+every replica runs (:meth:`Controller._every_replica`) and what only the leader
+does (:meth:`Controller._leader_only`); a :class:`RunnableGroup` starts them in
+order and stops them in reverse.
+
 Start-up order matters for safety: each kind's management cache must be
 synced before any key is reconciled (an unsynced cache would make every
 mirror look orphaned), and workers get a bounded chance to list their mirrors
@@ -17,41 +22,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-import jobrelay
-from jobrelay.admission.workload_reads import slim_namespace
-from jobrelay.controller.copy_sweep import sweep_orphan_copies
+from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
+from jobrelay.controller.http_serving import ApiListener, ProbeListeners
+from jobrelay.controller.http_serving import Listener as Listener
+from jobrelay.controller.http_serving import listeners as listeners
 from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.kind_resolution import ConfigurationError as ConfigurationError
 from jobrelay.controller.kind_resolution import managed_by as managed_by
 from jobrelay.controller.kind_resolution import resolve_kinds as resolve_kinds
-from jobrelay.controller.lanes import lane_of_change, resync_keys
+from jobrelay.controller.lanes import lane_of_change
+from jobrelay.controller.leader_passes import known_keys, place_held, resync
+from jobrelay.controller.lease_election import elector_for
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.admission.workload_reads import slim_namespace
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
+from jobrelay.controller.runnables import (
+    CacheRunnable,
+    Campaign,
+    ListingRunnable,
+    LoopRunnable,
+    Runnable,
+    RunnableGroup,
+    StepsRunnable,
+)
 from jobrelay.controller.state_gauges import StateGauges
-from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.fleet import workerclusters
 from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import WorkloadKey, WorkloadKind
-from jobrelay.kinds.claims import lease_entry
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
-from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
-from jobrelay.kube.election.rules import ElectionTiming
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.election.elector import LeadershipLost, new_identity
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
-from jobrelay.kube.resources import NAMESPACES, RELAY_QUEUES
+from jobrelay.kube.resources import NAMESPACES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
@@ -59,48 +75,15 @@ from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import (
-    KINDS_ANNOTATION,
-    ORIGIN_LABEL,
-    VERSION_ANNOTATION,
-    origin_problem,
-)
-from jobrelay.web.probe_server import Health, HealthServer, parse_address
+from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
+from jobrelay.web.probe_server import Health as Health
 
 _log = logging.getLogger(__name__)
 
 
-# The least time between two passes over the held workloads.
-_HELD_PASS_INTERVAL = 1.0
 # Connections of a worker's pool of users' streams beyond its stream bound: the pod LISTs
 # that start requests (brief; the stream bound already counts each follow's watch).
 _STREAM_LIST_ROOM = 16
-
-
-# What one HTTP server serves: its flag, address, whether /metrics, the events it logs.
-Listener = tuple[str, str, bool, tuple[str, ...]]
-
-
-def listeners(metrics_address: str, health_address: str) -> list[Listener]:
-    """The servers to start: probes and /metrics on the metrics address, probes on the
-    health address; one address twice is one server, port 0 twice is two free ports."""
-    shared = (
-        bool(metrics_address)
-        and health_address == metrics_address
-        and parse_address(metrics_address)[1] != 0
-    )
-    wanted: list[Listener] = []
-    if metrics_address:
-        also = ("health-listening",) if shared else ()
-        wanted.append(("--metrics-address", metrics_address, True, ("metrics-listening", *also)))
-    if health_address and not shared:
-        wanted.append(("--health-address", health_address, False, ("health-listening",)))
-    return wanted
-
-
-def election_timing(options: ControllerOptions) -> ElectionTiming:
-    election = options.leader_election
-    return ElectionTiming(election.lease_duration, election.renew_deadline, election.retry_period)
 
 
 class Controller:
@@ -120,29 +103,10 @@ class Controller:
         self.options = options
         self.manager = manager
         self.identity = identity or new_identity()
-        self.elector: Elector | None = None
-        if options.leader_election.enabled:
-            if election_client is None or election_client is manager:
-                # The manager's client is fenced; the elector's must not be.
-                raise ValueError("leader election needs a client of its own (election_client)")
-            self.elector = Elector(
-                election_client,
-                namespace=options.workers.namespace,
-                name=options.lease_name,
-                identity=self.identity,
-                timing=election_timing(options),
-                annotations={
-                    VERSION_ANNOTATION: jobrelay.__version__,
-                    KINDS_ANNOTATION: ",".join(
-                        lease_entry(
-                            kind.name,
-                            dict(options.kinds.managed_by).get(kind.name),
-                            kind.managed_by_field,
-                        )
-                        for kind in kinds
-                    ),
-                },
-            )
+        self.elector = elector_for(
+            options, kinds, manager=manager, election_client=election_client,
+            identity=self.identity,
+        )  # fmt: skip
         self.synced = False
         # Metrics: the manager's requests counted as "manager", each worker's by its name.
         self.instruments = Instruments(self.metrics_state)
@@ -293,23 +257,94 @@ class Controller:
         return Health(role, self.synced, self.elector.leader, self.identity)
 
     async def run(self, stop: asyncio.Event) -> None:
-        servers = await self._serve_http()
-        try:
-            await self._serve_api()
-            await self._run(stop)
-        finally:
-            for server in servers:
-                await server.close()
-            if self.api is not None:
-                await self.api.close()
+        """Run until ``stop``: the runnables of :meth:`_every_replica` in order, each waited
+        on until synced; then, leading, those of :meth:`_leader_only`; every one started
+        is stopped in reverse order (controller/runnables.py)."""
+        self._add_handlers()
+        group = RunnableGroup(self._every_replica(), self._leader_only())
+        elector = self.elector
+        campaign: Campaign | None = None
+        if elector is not None:
+            campaign = functools.partial(
+                elector.run, stop, on_stopped_leading=self._stopped_leading
+            )
+        await group.run(stop, on_synced=self._synced, campaign=campaign)
 
-    # Set by _serve_api when --api-address is given (leader and standby alike).
-    api: relayapi.RunningApi | None = None
+    def _add_handlers(self) -> None:
+        """What the management caches' events set going (before they start)."""
+        for name, runtime in self.kinds.items():
+            runtime.objects.add_handler(self._enqueue(name))
+            runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
+        self.namespaces.add_handler(self._namespace_changed)
 
-    async def _serve_api(self) -> None:
+    def _every_replica(self) -> list[Runnable]:
+        """Leader and standby alike, in start order (stopped in reverse): the HTTP
+        listeners; the one start-up write (the Lease's namespace), then the write fence;
+        the Event recorder (closed last); the caches, each kind's first (an unsynced one
+        would make every mirror look orphaned), the namespaces, the queue admission's, the
+        RelayQueues', the dependency sources' (bounded); the worker Event relay; the
+        worker pool (each worker given a bounded time to list its mirrors, so that nothing
+        is placed on the strength of an empty cache)."""
+        bound = self.options.workers.sync_timeout
+        pool, sources = self.pool, self.sources
+        return [
+            ProbeListeners(
+                self.options.metrics_address, self.options.health_address, self.health,
+                (self.instruments.metrics.render, CONTENT_TYPE),
+            ),
+            *self._api_listener(),
+            StepsRunnable("write fence", on_start=self._fence),
+            StepsRunnable("event recorder", on_stop=self.events.aclose),
+            *(CacheRunnable(f"{name} cache", r.objects) for name, r in self.kinds.items()),
+            CacheRunnable("namespaces", self.namespaces),
+            CacheRunnable("queue admission", self.queue_admission),
+            CacheRunnable("relay queues", self.queues),
+            ListingRunnable(
+                "dependency sources", lambda: sources.start(self.queue.add, bound), sources.stop
+            ),
+            StepsRunnable(
+                "worker event relay", on_start=lambda: self.worker_events.start(pool.workers),
+                on_stop=self.worker_events.stop,
+            ),
+            StepsRunnable(
+                "worker pool", on_start=pool.start,
+                until_synced=lambda: pool.wait_connected(bound), on_stop=pool.stop,
+            ),
+        ]  # fmt: skip
+
+    def _leader_only(self) -> list[Runnable]:
+        """The leader's work, in start order: the start-up sweep, the reconcile workers
+        (drained at a stop), the API registration (a standby's would be a write), the
+        resync and the held pass. At a stop asked for (not a lost lease), the APIService
+        goes once the workers have drained, then pending Events are written while the
+        lease is still held."""
+        api = bool(self.options.api.address) and self.options.api.register
+        interval = self.options.gc_interval
+        return [
+            StepsRunnable("event flush", on_stop=self.events.aclose, stop_graceful_only=True),
+            *([StepsRunnable("API deregistration", on_stop=self._deregister,
+                             stop_graceful_only=True)] if api else []),
+            StepsRunnable("start-up sweep", on_start=self._sweep),
+            LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
+            *([LoopRunnable("API registration", self._register)] if api else []),
+            LoopRunnable("resync", lambda: resync(interval, self.kinds, self.pool, self.queue)),
+            LoopRunnable(
+                "held pass", lambda: place_held(self.capacity_changed, self.reconciler, self.queue)
+            ),
+        ]  # fmt: skip
+
+    # The aggregated API's listener (--api-address; leader and standby alike).
+    _api: ApiListener | None = None
+
+    @property
+    def api(self) -> relayapi.RunningApi | None:
+        """The aggregated API while it serves."""
+        return self._api.running if self._api is not None else None
+
+    def _api_listener(self) -> list[Runnable]:
         settings = self.options.api
         if not settings.address:
-            return
+            return []
 
         def handler(trust: FrontProxyTrust) -> RelayApi:
             return RelayApi(
@@ -319,72 +354,32 @@ class Controller:
                 queue_of=self.queue_admission.queue_of,
             )  # fmt: skip
 
-        try:
-            self.api = await relayapi.start_api(
-                self.manager, settings, handler, namespace=self.options.workers.namespace
-            )
-        except (OSError, ValueError) as error:
-            raise ConfigurationError(f"--api-address {settings.address}: {error}") from error
-        host, port = self.api.bound
-        url = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-        _log.info("serving the aggregated API on %s", url,
-                  extra={"event": "api-listening", "url": url})  # fmt: skip
+        self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
+        return [self._api]
 
-    async def _run(self, stop: asyncio.Event) -> None:
+    async def _fence(self) -> None:
         # An idempotent start-up write every replica makes: the namespace the Lease
         # lives in. From here on, writes are fenced.
         await workerclusters.ensure_namespace(self.manager, self.options.workers.namespace)
         self.manager.write_fence = self.may_write
-        for name, runtime in self.kinds.items():
-            runtime.objects.add_handler(self._enqueue(name))
-            runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
-            runtime.objects.start()
-        self.namespaces.add_handler(self._namespace_changed)
-        self.namespaces.start()
-        self.queue_admission.start()
-        self.queues.start()
-        self.worker_events.start(self.pool.workers)
-        await self.pool.start()
-        try:
-            for runtime in self.kinds.values():
-                await runtime.objects.wait_synced()
-            await self.namespaces.wait_synced()
-            await self.queue_admission.wait_synced()
-            await self.queues.wait_synced()
-            await self.sources.start(self.queue.add, self.options.workers.sync_timeout)
-            await self.pool.wait_connected(self.options.workers.sync_timeout)
-            self.synced = True
-            _log.info(
-                "caches synced: %s; workers: %s",
-                ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
-                ", ".join(
-                    f"{w.name}({'connected' if w.connected else 'not connected'})"
-                    for w in self.pool.workers()
-                )
-                or "none registered",
-                extra={"event": "synced"},
+
+    def _synced(self) -> None:
+        self.synced = True
+        _log.info(
+            "caches synced: %s; workers: %s",
+            ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
+            ", ".join(
+                f"{w.name}({'connected' if w.connected else 'not connected'})"
+                for w in self.pool.workers()
             )
-            if self.elector is None:
-                await self._lead(stop)
-            else:
-                await self.elector.run(stop, lambda: self._lead(stop), self._stopped_leading)
-        finally:
-            for runtime in self.kinds.values():
-                await runtime.objects.stop()
-            await self.namespaces.stop()
-            await self.queue_admission.stop()
-            await self.queues.stop()
-            await self.sources.stop()
-            await self.pool.stop()
-            await self.worker_events.stop()
-            await self.events.aclose()
+            or "none registered",
+            extra={"event": "synced"},
+        )
 
-    async def _lead(self, stop: asyncio.Event) -> None:
-        """The leader's work: reconcile every known key, then whatever changes, until ``stop``.
-
-        The start-up sweep is BACKGROUND: the watch events that filled the queue
-        meanwhile keep their lanes (a key is never moved down)."""
-        for key in self._known_keys():
+    def _sweep(self) -> None:
+        """Leading: every known key is reconciled once, in the BACKGROUND lane (the watch
+        events that filled the queue meanwhile keep their lanes: a key never moves down)."""
+        for key in known_keys(self.kinds, self.pool):
             self.queue.add(key, Lane.BACKGROUND)
         _log.info(
             "jobrelay ready: %s%d keys queued",
@@ -392,76 +387,23 @@ class Controller:
             len(self.queue),
             extra={"event": "ready"},
         )
-        async with asyncio.TaskGroup() as group:
-            workers = group.create_task(
-                run_workers(
-                    self.queue,
-                    self.options.concurrency,
-                    self.instruments.reconcile(self.reconciler.reconcile),
-                    name="relay",
-                )
-            )
-            resync = group.create_task(self._resync())
-            # Only the leader registers the API (a standby's would be a write).
-            registering = (
-                group.create_task(
-                    relayapi.register(self.manager, self.options.workers.namespace, self.api)
-                )
-                if self.api is not None and self.options.api.register
-                else None
-            )
-            held = group.create_task(self._place_held())
-            await stop.wait()
-            _log.info("stopping")
-            self.queue.shutdown()
-            resync.cancel()
-            held.cancel()
-            if registering is not None:
-                registering.cancel()
-            await workers
-        if self.api is not None and self.options.api.register:
+
+    async def _reconcile(self) -> None:
+        reconcile = self.instruments.reconcile(self.reconciler.reconcile)
+        await run_workers(self.queue, self.options.concurrency, reconcile, name="relay")
+
+    async def _register(self) -> None:
+        if self.api is not None:
+            await relayapi.register(self.manager, self.options.workers.namespace, self.api)
+
+    async def _deregister(self) -> None:
+        if self.api is not None:
             await relayapi.deregister(self.manager, self.api)
-        # Pending Events are written while this replica still holds the lease.
-        await self.events.aclose()
 
     def _stopped_leading(self) -> None:
         # Lost (or released, when nothing is pending any more): what is still
         # queued must not be written.
         self.events.abandon()
-
-    async def _serve_http(self) -> list[HealthServer]:
-        """Probes and /metrics on --metrics-address, the probes on --health-address (one
-        server when both name the same port); each logs where it listens."""
-        servers: list[HealthServer] = []
-        try:
-            for flag, address, with_metrics, events in listeners(
-                self.options.metrics_address, self.options.health_address
-            ):
-                page = (self.instruments.metrics.render, CONTENT_TYPE) if with_metrics else None
-                server = HealthServer(address, self.health, page)
-                try:
-                    bound = await server.start()
-                except OSError as error:
-                    raise ConfigurationError(f"{flag} {address}: cannot listen: {error}") from error
-                servers.append(server)
-                routes = "/healthz, /readyz and /metrics" if page else "/healthz and /readyz"
-                for event in events:
-                    _log.info("serving %s on %s", routes, ", ".join(bound),
-                              extra={"event": event, "addresses": bound})  # fmt: skip
-        except BaseException:
-            for server in servers:
-                await server.close()
-            raise
-        return servers
-
-    def _known_keys(self) -> set[WorkloadKey]:
-        keys = {
-            WorkloadKey(name, key)
-            for name, runtime in self.kinds.items()
-            for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
-        }
-        keys.update(self.pool.mirror_keys())
-        return keys
 
     def _namespace_changed(self, event: InformerEvent) -> None:
         namespace = event.key.rpartition("/")[2]
@@ -481,77 +423,6 @@ class Controller:
         for key in self.reconciler.held():
             if (self.memory.held(key) or "").startswith(("QueueNotFound|", "QueueNotAllowed|")):
                 self.queue.add(key, Lane.FRESH)
-
-    async def _place_held(self) -> None:
-        """When a worker's capacity changes, queue the held workloads that would now be
-        placed (oldest first, each taking its room before the next is judged) and those
-        whose mirror has a pod its worker will not schedule (pending timeout); at most
-        once per ``_HELD_PASS_INTERVAL``, so a busy fleet's churn costs one pass a second."""
-        while True:
-            await self.capacity_changed.wait()
-            self.capacity_changed.clear()
-            for key in self.reconciler.placeable_held():
-                self.queue.add(key, Lane.FRESH)  # a placement
-            # Placed already: a look at their pending timeout, not a placement (yet).
-            for key in self.reconciler.unschedulable():
-                self.queue.add(key, Lane.STATUS)
-            await asyncio.sleep(_HELD_PASS_INTERVAL)
-
-    async def _resync(self) -> None:
-        """Reconcile, now and then and in the BACKGROUND lane, every key that could need
-        work without a watch event (see :func:`lanes.resync_keys`), from the caches alone.
-
-        Events drive everything; this bounds what a lost event could cost,
-        e.g. how long an orphaned mirror can outlive its management object.
-        """
-        while True:
-            await asyncio.sleep(self.options.gc_interval)
-            for key in self._resync_keys():
-                self.queue.add(key, Lane.BACKGROUND)
-            await sweep_orphan_copies(self.pool)
-
-    def _resync_keys(self) -> set[WorkloadKey]:
-        objects = (
-            (WorkloadKey(name, key), runtime.kind, obj)
-            for name, runtime in self.kinds.items()
-            for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
-            if (obj := runtime.objects.get(key)) is not None
-        )
-        return resync_keys(objects, self.pool.mirror_keys())
-
-
-MISSING_QUEUE_CRD = (
-    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
-    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
-MISSING_CRD = (
-    "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
-    "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
-
-
-async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
-    """The CRDs the caches need (WorkerCluster, RelayQueue): applied with
-    --install-crds, else checked."""
-    try:
-        if options.install_crds:
-            await workerclusters.install_crd(manager)
-            await workerclusters.install_crd(manager, manifest=relayqueues.crd_manifest())
-        elif not await workerclusters.crd_served(manager):
-            raise ConfigurationError(MISSING_CRD)
-        elif not await workerclusters.crd_served(manager, RELAY_QUEUES):
-            raise ConfigurationError(MISSING_QUEUE_CRD)
-    except workerclusters.RegistryError as error:
-        raise ConfigurationError(str(error)) from error
-    except ApiError as error:
-        if not (options.install_crds and error.code == 403):
-            raise
-        raise ConfigurationError(
-            f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
-            "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
-        ) from error
 
 
 async def run(

@@ -13,7 +13,7 @@ from tests.unit.controller.builders import COMPLETE, CONTROLLER, job
 from tests.unit.controller.fakes import FakeCluster, FakeInformer
 
 from jobrelay.admission.workload_reads import slim_namespace
-from jobrelay.controller import runner
+from jobrelay.controller import leader_passes, runner
 from jobrelay.controller.options import (
     DEFAULTS,
     ControllerOptions,
@@ -350,7 +350,11 @@ async def test_resync_requeues_in_the_background_the_keys_that_may_need_work(
 
     queue: Any = controller.queue
     queue.add = spy
-    resync = asyncio.create_task(controller._resync())  # gc_interval is 0: at once
+    resync = asyncio.create_task(  # gc_interval is 0: at once
+        leader_passes.resync(
+            controller.options.gc_interval, controller.kinds, controller.pool, controller.queue
+        )
+    )
     try:
         async with asyncio.timeout(10):
             await queued.wait()
@@ -389,9 +393,13 @@ async def test_capacity_passes_queue_placements_fresh_and_pending_timeouts_as_st
     reconciler: Any = controller.reconciler
     reconciler.placeable_held = lambda: [fits]
     reconciler.unschedulable = lambda: [stuck]
-    monkeypatch.setattr(runner, "_HELD_PASS_INTERVAL", 3600.0)
+    monkeypatch.setattr(leader_passes, "HELD_PASS_INTERVAL", 3600.0)
     controller.capacity_changed.set()
-    passing = asyncio.create_task(controller._place_held())
+    passing = asyncio.create_task(
+        leader_passes.place_held(
+            controller.capacity_changed, controller.reconciler, controller.queue
+        )
+    )
     await asyncio.sleep(0)  # the pass runs up to its pause
     passing.cancel()
     assert len(controller.queue) == 2

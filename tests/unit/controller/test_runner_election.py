@@ -301,7 +301,7 @@ async def test_health_endpoints_serve_the_role_over_http(
 ) -> None:
     rig.controller.options = dataclasses.replace(OPTIONS, health_address="127.0.0.1:0")
     rig.leases.put(LEASE, held_by("other"), namespace=NAMESPACE)
-    with caplog.at_level(logging.INFO, logger="jobrelay.controller.runner"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.controller"):
         rig.start()
         await rig.until(lambda: any("serving /healthz" in r.getMessage() for r in caplog.records))
     (record,) = [r for r in caplog.records if "serving /healthz" in r.getMessage()]
@@ -322,6 +322,52 @@ async def test_health_endpoints_serve_the_role_over_http(
     rig.stop.set()
     async with asyncio.timeout(30):
         await rig.task  # type: ignore[misc]
+
+
+@pytest.mark.looptime
+@pytest.mark.asyncio(loop_scope="function")  # fake time from 0, on a loop of its own
+async def test_the_leader_registers_the_api_and_a_clean_stop_deregisters_it_after_draining(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done: list[str] = []
+
+    @dataclass
+    class Serving:
+        bound: tuple[str, int] = ("127.0.0.1", 8443)
+
+        async def close(self) -> None:
+            done.append("closed")
+
+    async def start_api(*_args: Any, **_kwargs: Any) -> Serving:
+        done.append("serving")
+        return Serving()
+
+    async def register(*_args: Any) -> None:
+        done.append("registering")
+        try:
+            await asyncio.Event().wait()  # retried until written or cancelled
+        except asyncio.CancelledError:
+            done.append("registration ended")
+            raise
+
+    async def deregister(*_args: Any) -> None:
+        done.append(f"deregistered, {len(rig.reconciled)} reconciled")
+
+    monkeypatch.setattr(runner.relayapi, "start_api", start_api)
+    monkeypatch.setattr(runner.relayapi, "register", register)
+    monkeypatch.setattr(runner.relayapi, "deregister", deregister)
+    settings = dataclasses.replace(OPTIONS.api, address="127.0.0.1:0", register=True)
+    rig.controller.options = dataclasses.replace(OPTIONS, api=settings)
+    rig.start()
+    await rig.until(lambda: bool(rig.reconciled) and "registering" in done)
+    assert rig.controller.api is not None
+    rig.stop.set()
+    async with asyncio.timeout(60):
+        await rig.task  # type: ignore[misc]
+    assert done == [
+        "serving", "registering", "registration ended", "deregistered, 1 reconciled", "closed"
+    ]  # fmt: skip
+    assert rig.controller.api is None
 
 
 async def test_without_election_it_leads_alone(rig: Rig) -> None:
@@ -359,7 +405,7 @@ async def test_metrics_are_served_on_their_own_address_beside_the_probes(
         found = [r for r in caplog.records if getattr(r, "event", None) == event]
         return list(found[0].addresses) if found else []  # type: ignore[attr-defined]
 
-    with caplog.at_level(logging.INFO, logger="jobrelay.controller.runner"):
+    with caplog.at_level(logging.INFO, logger="jobrelay.controller"):
         rig.start()
         await rig.until(lambda: listening("metrics-listening") and listening("health-listening"))
     (metrics,), (health,) = listening("metrics-listening"), listening("health-listening")

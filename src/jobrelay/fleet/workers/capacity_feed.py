@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from jobrelay.fleet.refusals import classify
-from jobrelay.kube.client import ApiClient
+from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kube.resources import NODES, PODS
-from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.tracker import (
     POD_FIELD_SELECTOR,
@@ -44,14 +42,14 @@ UNUSABLE_LOG_INTERVAL = 60.0
 
 
 @dataclass
-class CapacityFeed:
+class CapacityFeed(WorkerFeed):
     """One connection's Node and Pod informers and the tracker they feed."""
 
-    name: str  # the worker's
+    label: ClassVar[str] = "capacity"
+
     nodes: Informer | None = None
     pods: Informer | None = None
     tracker: CapacityTracker = field(default_factory=CapacityTracker)
-    task: asyncio.Task[None] | None = None
     # The error already logged (each is logged once).
     error_logged: str | None = None
     # The last state of pods that finished or were deleted, by key (bounded).
@@ -62,43 +60,25 @@ class CapacityFeed:
     unusable_logged_at: float | None = None
     unusable_unlogged: int = 0
 
-    def start(
-        self,
-        client: ApiClient,
-        options: InformerOptions,
-        *,
-        changed: Callable[[], None],
-        listed: Callable[[], None],
-    ) -> None:
-        """Start both informers: ``changed()`` on each change once both have listed,
-        ``listed()`` once when they first have."""
-        self.nodes = Informer(client, NODES, transform=slim_node, options=options)
+    def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
+        options = wiring.options
+        self.nodes = Informer(wiring.client, NODES, transform=slim_node, options=options)
         self.pods = Informer(
-            client, PODS, field_selector=POD_FIELD_SELECTOR, transform=slim_pod, options=options
-        )
-        for informer, apply in ((self.nodes, self._node_changed), (self.pods, self._pod_changed)):
+            wiring.client, PODS, field_selector=POD_FIELD_SELECTOR, transform=slim_pod,
+            options=options,
+        )  # fmt: skip
+        return [(self.nodes, self._node_changed), (self.pods, self._pod_changed)]
 
-            def handler(
-                event: InformerEvent, apply: Callable[[InformerEvent], bool] = apply
-            ) -> None:
-                # While the first lists run, the one call once both have listed says it all.
-                if apply(event) and self.listed:
-                    changed()
+    def informers(self) -> Sequence[Informer | None]:
+        return (self.nodes, self.pods)
 
-            informer.add_handler(handler)
-            informer.start()
-        self.task = asyncio.get_running_loop().create_task(
-            self._until_listed(listed), name=f"capacity-{self.name}"
-        )
-
-    async def _until_listed(self, listed: Callable[[], None]) -> None:
-        for informer in (self.nodes, self.pods):
-            if informer is not None:
-                await informer.wait_synced()
+    def _listed(self, wiring: FeedWiring) -> None:
+        """Both have listed: placement looks again, the worker's status shows the summary."""
         _log.info(
             "worker %s: capacity known: %s", self.name, self.tracker.capacity().summary.columns()
         )
-        listed()
+        wiring.changed()
+        wiring.status_changed()
 
     def _node_changed(self, event: InformerEvent) -> bool:
         if event.new is None:
@@ -144,15 +124,6 @@ class CapacityFeed:
         found = self.pods.get(key)
         return found if found is not None else self.gone_pods.get(key)
 
-    @property
-    def listed(self) -> bool:
-        return (
-            self.nodes is not None
-            and self.pods is not None
-            and self.nodes.has_synced
-            and self.pods.has_synced
-        )
-
     def capacity(self) -> WorkerCapacity | None:
         """Its nodes and what is requested on each; None until both its Nodes and Pods
         have listed (or when it forbids listing them: ``error`` says why)."""
@@ -161,11 +132,10 @@ class CapacityFeed:
     @property
     def error(self) -> str | None:
         """Why its capacity is not known (listing Nodes or Pods failed), if it is not."""
-        for informer in (self.nodes, self.pods):
-            if informer is not None and not informer.has_synced and informer.last_error:
-                reason, message = classify(informer.last_error)
-                return f"cannot list {informer.name}: {reason}: {message}"
-        return None
+        refusal = next(self.refusals(), None)
+        if refusal is None:
+            return None
+        return f"cannot list {refusal.informer.name}: {refusal.reason}: {refusal.message}"
 
     def error_to_log(self) -> str | None:
         """The error, the first time it is seen (each is logged once)."""
@@ -179,13 +149,7 @@ class CapacityFeed:
     def forbidden(self) -> bool:
         """Its credentials may not list its Nodes or Pods: placement there goes without a
         fit check (blind) rather than never. Other errors (it does not answer) wait."""
-        return any(
-            informer is not None
-            and not informer.has_synced
-            and informer.last_error is not None
-            and classify(informer.last_error)[0] == "Forbidden"
-            for informer in (self.nodes, self.pods)
-        )
+        return any(refusal.reason == "Forbidden" for refusal in self.refusals())
 
     def pods_of(self, namespace: str, name: str, uid: str) -> OwnedPods | None:
         """The unfinished pods of the Job or JobSet ``namespace/name`` whose UID is ``uid``
@@ -193,16 +157,6 @@ class CapacityFeed:
         if self.pods is None or not self.pods.has_synced:
             return None
         return self.tracker.pods_of(namespace, name, uid)
-
-    async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for informer in (self.nodes, self.pods):
-            if informer is not None:
-                await informer.stop()
 
 
 @dataclass

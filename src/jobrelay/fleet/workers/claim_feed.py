@@ -11,18 +11,15 @@ goes on.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
-from jobrelay.fleet.refusals import classify
-from jobrelay.kube.client import ApiClient
+from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kube.resources import PERSISTENT_VOLUME_CLAIMS
-from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.placement.claims import WorkerClaims
 from jobrelay.vocabulary.meta import Meta
 
@@ -47,41 +44,27 @@ def slim_claim(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class ClaimFeed:
-    """One connection's PersistentVolumeClaim informer, and each claim's phase."""
+class ClaimFeed(WorkerFeed):
+    """One connection's PersistentVolumeClaim informer, and each claim's phase: placement
+    hears when a claim comes, goes or changes phase once the claims have listed (and
+    once when they have)."""
 
-    name: str  # the worker's
+    label: ClassVar[str] = "claims"
+
     informer: Informer | None = None
     # By namespace, each claim's phase ("" while it has none), kept by the handler.
     phases: dict[str, dict[str, str]] = field(default_factory=dict)
     # Why the claims cannot be read, as last logged (logged once per reason).
     logged: str | None = None
-    task: asyncio.Task[None] | None = None
 
-    def start(
-        self, client: ApiClient, options: InformerOptions, *, changed: Callable[[], None]
-    ) -> None:
-        """Start the informer: ``changed()`` when a claim comes, goes or changes phase once
-        the claims have listed (and once when they have)."""
+    def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
         self.informer = Informer(
-            client, PERSISTENT_VOLUME_CLAIMS, transform=slim_claim, options=options
+            wiring.client, PERSISTENT_VOLUME_CLAIMS, transform=slim_claim, options=wiring.options
         )
-        informer = self.informer
+        return [(self.informer, self._apply)]
 
-        def handler(event: InformerEvent) -> None:
-            if self._apply(event) and informer.has_synced:
-                changed()
-
-        informer.add_handler(handler)
-        informer.start()
-        self.task = asyncio.get_running_loop().create_task(
-            self._until_listed(informer, changed), name=f"claims-{self.name}"
-        )
-
-    @staticmethod
-    async def _until_listed(informer: Informer, changed: Callable[[], None]) -> None:
-        await informer.wait_synced()
-        changed()
+    def informers(self) -> Sequence[Informer | None]:
+        return (self.informer,)
 
     def _apply(self, event: InformerEvent) -> bool:
         namespace, _, name = event.key.partition("/")
@@ -100,19 +83,13 @@ class ClaimFeed:
         return before != phase
 
     @property
-    def listed(self) -> bool:
-        return self.informer is not None and self.informer.has_synced
-
-    @property
     def unreadable(self) -> str | None:
         """Why its claims cannot be read (its credential may not list them), if so; other
         failures (it does not answer) leave them merely not known yet."""
-        informer = self.informer
-        if informer is None or informer.has_synced or informer.last_error is None:
+        refusal = next(self.refusals(), None)
+        if refusal is None or refusal.reason != "Forbidden":
             return None
-        reason, message = classify(informer.last_error)
-        if reason != "Forbidden":
-            return None
+        reason, message = refusal.reason, refusal.message
         why = f"list persistentvolumeclaims: {reason}"
         if why != self.logged:
             self.logged = why
@@ -128,12 +105,3 @@ class ClaimFeed:
         return WorkerClaims(
             synced=self.listed, phases=MappingProxyType(self.phases), unreadable=self.unreadable
         )
-
-    async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self.informer is not None:
-            await self.informer.stop()

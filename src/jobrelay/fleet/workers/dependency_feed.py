@@ -11,53 +11,53 @@ behind jobrelay's back is made again); the orphan sweep reads every copy.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from jobrelay.fleet.workers.feed_base import Apply, CopyChanged, FeedWiring, WorkerFeed
 from jobrelay.kinds.dependency_copies import RESOURCES, slim_copy
 from jobrelay.kinds.references import DependencyKind
 from jobrelay.kinds.types import JsonObj
-from jobrelay.kube.client import ApiClient
-from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.kube.watching import Informer, InformerEvent
 
 __all__ = ["CopyChanged", "DependencyFeed"]
 
-# Told (kind, "namespace/name") of every change of a copy.
-CopyChanged = Callable[[DependencyKind, str], None]
-
 
 @dataclass
-class DependencyFeed:
-    """One connection's informers of our copies there."""
+class DependencyFeed(WorkerFeed):
+    """One connection's informers of our copies there; each change is told
+    (``FeedWiring.copy_changed``), never placement's news."""
 
-    name: str  # the worker's
-    informers: dict[DependencyKind, Informer] = field(default_factory=dict)
+    label: ClassVar[str] = "copies"
 
-    def start(
-        self,
-        client: ApiClient,
-        selector: str,
-        options: InformerOptions,
-        *,
-        changed: CopyChanged | None = None,
-    ) -> None:
+    by_kind: dict[DependencyKind, Informer] = field(default_factory=dict)
+
+    def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
+        opened: list[tuple[Informer, Apply]] = []
         for kind, ref in RESOURCES.items():
             informer = Informer(
-                client, ref, label_selector=selector, transform=slim_copy, options=options
-            )
-            if changed is not None:
-                informer.add_handler(functools.partial(_tell, changed, kind))
-            self.informers[kind] = informer
-            informer.start()
+                wiring.client, ref, label_selector=wiring.copy_selector, transform=slim_copy,
+                options=wiring.options,
+            )  # fmt: skip
+            self.by_kind[kind] = informer
+            opened.append((informer, functools.partial(_tell, wiring.copy_changed, kind)))
+        return opened
+
+    def informers(self) -> Sequence[Informer | None]:
+        return tuple(self.by_kind.values())
+
+    def _listed(self, wiring: FeedWiring) -> None:
+        """Nothing to tell: each copy was told as it came."""
 
     def copy(self, kind: DependencyKind, namespace: str, name: str) -> JsonObj | None:
         """Our copy of that name there, as cached (None: none, or not listed yet)."""
-        informer = self.informers.get(kind)
+        informer = self.by_kind.get(kind)
         return informer.get(f"{namespace}/{name}") if informer is not None else None
 
     def copies(self) -> Iterator[tuple[DependencyKind, JsonObj]]:
         """Every copy cached here (for the orphan sweep)."""
-        for kind, informer in self.informers.items():
+        for kind, informer in self.by_kind.items():
             if not informer.has_synced:
                 continue
             for key in list(informer.keys()):
@@ -65,10 +65,8 @@ class DependencyFeed:
                 if obj is not None:
                     yield kind, obj
 
-    async def stop(self) -> None:
-        for informer in self.informers.values():
-            await informer.stop()
 
-
-def _tell(changed: CopyChanged, kind: DependencyKind, event: InformerEvent) -> None:
-    changed(kind, event.key)
+def _tell(changed: CopyChanged | None, kind: DependencyKind, event: InformerEvent) -> bool:
+    if changed is not None:
+        changed(kind, event.key)
+    return False  # never placement's news

@@ -10,18 +10,18 @@ held for it is looked at again.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
+from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES, SELF_SUBJECT_REVIEWS
-from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.placement.namespaces import WorkerNamespaces, credential_namespace
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL
@@ -42,40 +42,30 @@ def slim_namespace(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class NamespaceFeed:
-    """One connection's Namespace informer, and what it says of each namespace."""
+class NamespaceFeed(WorkerFeed):
+    """One connection's Namespace informer, and what it says of each namespace; listed
+    once the informer has and the credential's namespace was asked for."""
 
-    name: str  # the worker's
+    label: ClassVar[str] = "namespaces"
+
     informer: Informer | None = None
     # Each namespace and its origin label (None: none), kept by the informer's handler.
     origins: dict[str, str | None] = field(default_factory=dict)
     credential: str | None = None
     # The credential's namespace was asked for (known or not, the answer is in).
     asked: bool = False
-    task: asyncio.Task[None] | None = None
 
-    def start(
-        self, client: ApiClient, options: InformerOptions, *, changed: Callable[[], None]
-    ) -> None:
-        """Start the informer and ask who the credential is: ``changed()`` when a namespace
-        comes, goes or is relabelled once both are known (and once when they are)."""
-        self.informer = Informer(client, NAMESPACES, transform=slim_namespace, options=options)
-
-        def handler(event: InformerEvent) -> None:
-            if self._apply(event) and self.listed:
-                changed()
-
-        self.informer.add_handler(handler)
-        self.informer.start()
-        self.task = asyncio.get_running_loop().create_task(
-            self._until_listed(client, changed), name=f"namespaces-{self.name}"
+    def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
+        self.informer = Informer(
+            wiring.client, NAMESPACES, transform=slim_namespace, options=wiring.options
         )
+        return [(self.informer, self._apply)]
 
-    async def _until_listed(self, client: ApiClient, changed: Callable[[], None]) -> None:
+    def informers(self) -> Sequence[Informer | None]:
+        return (self.informer,)
+
+    async def _before_listed(self, client: ApiClient) -> None:
         await self.learn_credential(client)
-        if self.informer is not None:
-            await self.informer.wait_synced()
-        changed()
 
     def _apply(self, event: InformerEvent) -> bool:
         name = event.key
@@ -107,7 +97,7 @@ class NamespaceFeed:
 
     @property
     def listed(self) -> bool:
-        return self.asked and self.informer is not None and self.informer.has_synced
+        return self.asked and super().listed
 
     def open_to(self, origin: str, namespace: str) -> bool:
         """Whether the cache shows ``namespace`` there carrying ``origin``."""
@@ -122,12 +112,3 @@ class NamespaceFeed:
             origins=MappingProxyType(self.origins),
             credential=self.credential,
         )
-
-    async def stop(self) -> None:
-        task, self.task = self.task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self.informer is not None:
-            await self.informer.stop()

@@ -6,8 +6,9 @@ is dropped with everything the pool knew of it (record.py). Each worker's
 informers cache only the mirrors this controller created (label-selected), one
 per configured workload kind, and report every change as the management
 object's key, so the reconciler learns of mirror status changes without
-polling. Its liveness (liveness.py), status (status_writer.py) and capacity
-(capacity_feed.py) each have a module of their own; reading the pool never changes it.
+polling. Its liveness (liveness.py), status (status_writer.py) and each fact read
+through a connection (a feed: feed_base.py) have a module of their own; reading the
+pool never changes it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from jobrelay.fleet.workers.connection import (
     client_from_kubeconfig,
     wait_listed,
 )
-from jobrelay.fleet.workers.dependency_feed import CopyChanged
+from jobrelay.fleet.workers.feed_base import CopyChanged, FeedWiring
 from jobrelay.fleet.workers.liveness import probe, run_probes
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict, LostClock
 from jobrelay.fleet.workers.record import Identity, Worker, WorkerEventSink, WorkerRecord
@@ -365,27 +366,18 @@ class WorkerPool:
             self._kinds, self._selector, self._options.informer,
             self._on_mirror_change, self._event_sink,
         )  # fmt: skip
-        worker.capacity_feed.start(
-            client,
-            self._options.informer,
-            changed=lambda: self._capacity_changed(worker),
-            listed=lambda: self._capacity_listed(worker),
-        )
-        # A namespace opened or closed to this manager may place a held workload.
-        worker.namespace_feed.start(
-            client, self._options.informer, changed=lambda: self._capacity_changed(worker)
-        )
-        # Our copies of workloads' ConfigMaps, Secrets and ServiceAccounts there.
-        worker.dependency_feed.start(
-            client,
-            copy_selector(self._options.controller_name, self._options.origin),
-            self._options.informer,
-            changed=self._on_copy_change,
-        )
-        # So may a claim that comes or binds: data decides the place (placement/claims.py).
-        worker.claim_feed.start(
-            client, self._options.informer, changed=lambda: self._capacity_changed(worker)
-        )
+        # Every fact of it (feed_base.py): capacity, namespaces, our copies, claims. A change
+        # of one once listed may place a held workload; its capacity listed, its status
+        # shows the summary.
+        worker.start_feeds(
+            FeedWiring(
+                client, self._options.informer,
+                changed=lambda: self._capacity_changed(worker),
+                status_changed=lambda: self._queue.add(worker.name),
+                copy_selector=copy_selector(self._options.controller_name, self._options.origin),
+                copy_changed=self._on_copy_change,
+            )
+        )  # fmt: skip
         if self._event_sink is not None:
             worker.watch_events(self._event_sink, self._options.informer)
         _log.info("worker %s: connecting to %s", name, client.server)
@@ -459,7 +451,8 @@ class WorkerPool:
     # -- capacity --------------------------------------------------------------------
 
     def _capacity_changed(self, worker: Worker) -> None:
-        """Tell the placement, debounced (capacity_feed.py), while ``worker`` is current."""
+        """A fact of ``worker`` changed (its capacity, namespaces or claims): tell the
+        placement, debounced (capacity_feed.py), while ``worker`` is current."""
         record = self._current(worker)
         if record is None or self._on_capacity_change is None:
             return
@@ -468,8 +461,3 @@ class WorkerPool:
     def _tell_capacity(self, name: str) -> None:
         if self._on_capacity_change is not None and self.get(name) is not None:
             self._on_capacity_change(name)
-
-    def _capacity_listed(self, worker: Worker) -> None:
-        """Its Nodes and Pods have listed: tell the placement, publish the summary."""
-        self._capacity_changed(worker)
-        self._queue.add(worker.name)

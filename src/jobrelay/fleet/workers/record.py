@@ -6,8 +6,8 @@ unregistered, and is dropped as a unit: its current connection (a
 
 A :class:`Worker` is one connection to it and everything read through that
 connection: the client, one mirror cache per kind, the probe's last answer,
-the capacity feed (Node and Pod informers, tracker) and the Warning Event
-informer. A rotated kubeconfig builds a new one beside the old, which keeps
+its feeds (feed_base.py: capacity, namespaces, our copies, claims) and the
+Warning Event informer. A rotated kubeconfig builds a new one beside the old, which keeps
 serving until the new caches have listed; the old one is then retired whole.
 """
 
@@ -25,6 +25,7 @@ from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
+from jobrelay.fleet.workers.feed_base import FeedWiring, WorkerFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,
@@ -109,6 +110,15 @@ class Worker:
         return self.stream_client if self.stream_client is not None else self.client
 
     # -- starting its informers ----------------------------------------------------------
+
+    def feeds(self) -> tuple[WorkerFeed, ...]:
+        """Every fact read through this connection beside its mirrors and Events, in the
+        order they start (feed_base.py)."""
+        return (self.capacity_feed, self.namespace_feed, self.dependency_feed, self.claim_feed)
+
+    def start_feeds(self, wiring: FeedWiring) -> None:
+        for feed in self.feeds():
+            feed.start(wiring)
 
     def watch_mirrors(
         self,
@@ -251,10 +261,8 @@ class Worker:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.capacity_feed.stop()
-        await self.namespace_feed.stop()
-        await self.dependency_feed.stop()
-        await self.claim_feed.stop()
+        for feed in self.feeds():
+            await feed.stop()
         for informer in (*self.mirrors.values(), self.events):
             if informer is not None:
                 await informer.stop()

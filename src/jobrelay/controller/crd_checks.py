@@ -1,0 +1,46 @@
+"""The CRDs the controller's caches need (WorkerCluster, RelayQueue), applied with
+``--install-crds`` or else checked, before anything starts."""
+
+from __future__ import annotations
+
+from jobrelay.controller.kind_resolution import ConfigurationError
+from jobrelay.controller.options import ControllerOptions
+from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import RELAY_QUEUES
+
+__all__ = ["MISSING_CRD", "MISSING_QUEUE_CRD", "ensure_crds"]
+
+MISSING_QUEUE_CRD = (
+    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
+    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
+    "with --install-crds"
+)
+MISSING_CRD = (
+    "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
+    "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
+    "with --install-crds"
+)
+
+
+async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
+    """The CRDs the caches need (WorkerCluster, RelayQueue): applied with
+    --install-crds, else checked."""
+    try:
+        if options.install_crds:
+            await workerclusters.install_crd(manager)
+            await workerclusters.install_crd(manager, manifest=relayqueues.crd_manifest())
+        elif not await workerclusters.crd_served(manager):
+            raise ConfigurationError(MISSING_CRD)
+        elif not await workerclusters.crd_served(manager, RELAY_QUEUES):
+            raise ConfigurationError(MISSING_QUEUE_CRD)
+    except workerclusters.RegistryError as error:
+        raise ConfigurationError(str(error)) from error
+    except ApiError as error:
+        if not (options.install_crds and error.code == 403):
+            raise
+        raise ConfigurationError(
+            f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
+            "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
+        ) from error

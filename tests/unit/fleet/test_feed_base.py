@@ -1,0 +1,174 @@
+"""The lifecycle every worker feed shares (fleet/workers/feed_base.py): placement hears
+of a change only once every informer has listed, once when they have, and never after a
+stop; refusals say which informer failed and why; the four feeds share it as their own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import httpx2
+import pytest
+
+from jobrelay.fleet.workers.capacity_feed import CapacityFeed
+from jobrelay.fleet.workers.claim_feed import ClaimFeed
+from jobrelay.fleet.workers.dependency_feed import DependencyFeed
+from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
+from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
+
+
+class StandInInformer:
+    """An informer that lists when the test says so."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.handlers: list[Callable[[InformerEvent], None]] = []
+        self.has_synced = False
+        self.last_error: Exception | None = None
+        self.calls: list[str] = []
+        self._listed = asyncio.Event()
+
+    def add_handler(self, handler: Callable[[InformerEvent], None]) -> None:
+        self.handlers.append(handler)
+
+    def start(self) -> None:
+        self.calls.append("start")
+
+    async def wait_synced(self) -> None:
+        await self._listed.wait()
+
+    async def stop(self) -> None:
+        self.calls.append("stop")
+
+    def listed(self) -> None:
+        self.has_synced = True
+        self._listed.set()
+
+    def event(self, key: str, new: dict[str, Any] | None) -> None:
+        for handler in self.handlers:
+            handler(InformerEvent(Change.UPDATED if new else Change.DELETED, key, None, new))
+
+
+@dataclass
+class PairFeed(WorkerFeed):
+    """A fact read through two informers: news is an object that comes or goes."""
+
+    label: ClassVar[str] = "pair"
+
+    first: StandInInformer = field(default_factory=lambda: StandInInformer("w/first"))
+    second: StandInInformer = field(default_factory=lambda: StandInInformer("w/second"))
+    started: bool = False
+
+    def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
+        self.started = True
+        apply: Apply = lambda event: True  # noqa: E731
+        return [(self.first, apply), (self.second, apply)]  # type: ignore[list-item]
+
+    def informers(self) -> Sequence[Informer | None]:
+        return (self.first, self.second) if self.started else (None, None)  # type: ignore[return-value]
+
+
+def wiring(told: list[str]) -> FeedWiring:
+    client: Any = object()
+    return FeedWiring(
+        client,
+        InformerOptions(),
+        changed=lambda: told.append("changed"),
+        status_changed=lambda: told.append("status"),
+    )
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_placement_hears_of_changes_once_every_informer_has_listed() -> None:
+    told: list[str] = []
+    feed = PairFeed("w")
+    assert not feed.listed
+    feed.start(wiring(told))
+    assert feed.first.calls == feed.second.calls == ["start"]
+    feed.first.event("a", {"x": 1})
+    feed.first.listed()
+    feed.second.event("b", {"x": 1})
+    await settle()
+    assert told == [] and not feed.listed  # the second has not listed yet
+    feed.second.listed()
+    await settle()
+    assert told == ["changed"] and feed.listed  # once, when both have
+    feed.second.event("b", None)
+    assert told == ["changed", "changed"]
+    await feed.stop()
+    assert feed.task is None
+    assert feed.first.calls == feed.second.calls == ["start", "stop"]
+
+
+async def test_a_feed_stopped_before_it_listed_tells_nothing() -> None:
+    told: list[str] = []
+    feed = PairFeed("w")
+    feed.start(wiring(told))
+    await feed.stop()
+    feed.first.listed()
+    feed.second.listed()
+    await settle()
+    assert told == []
+
+
+def test_refusals_name_the_informer_that_has_not_listed_and_why() -> None:
+    feed = PairFeed("w", started=True)
+    feed.first.last_error = ApiError(403, "Forbidden", "cannot list")
+    feed.second.last_error = ApiError(0, "Unreachable", "refused")
+    feed.second.has_synced = True  # listed once: its cache stands while a watch fails
+    (refusal,) = feed.refusals()
+    assert (refusal.informer.name, refusal.reason) == ("w/first", "Forbidden")
+    assert refusal.message.endswith("cannot list")
+
+
+@pytest.mark.parametrize("feed", [CapacityFeed("w"), ClaimFeed("w"), NamespaceFeed("w"),
+                                  DependencyFeed("w")])  # fmt: skip
+def test_every_worker_feed_shares_the_base(feed: WorkerFeed) -> None:
+    assert isinstance(feed, WorkerFeed) and not feed.listed and feed.task is None
+    assert all(informer is None for informer in feed.informers())
+
+
+async def test_capacity_listed_tells_placement_and_the_status() -> None:
+    told: list[str] = []
+    feed = CapacityFeed("w")
+    feed._listed(wiring(told))
+    assert told == ["changed", "status"]
+
+
+async def test_copies_are_told_one_by_one_and_never_placements_news() -> None:
+    copies: list[tuple[str, str]] = []
+    # Never asked: the informers are made, not started.
+    unasked = httpx2.MockTransport(lambda request: httpx2.Response(500))
+    feed = DependencyFeed("w")
+    told = FeedWiring(
+        ApiClient(httpx2.AsyncClient(transport=unasked, base_url="https://w"), cluster="w"),
+        InformerOptions(),
+        changed=lambda: copies.append(("placement", "")),
+        copy_selector="x=y",
+        copy_changed=lambda kind, key: copies.append((kind, key)),
+    )
+    opened = feed._open(told)
+    await told.client.aclose()
+    assert [informer for informer, _ in opened] == list(feed.informers())
+    event = InformerEvent(Change.ADDED, "team-a/c", None, {"metadata": {}})
+    assert not any([apply(event) for _, apply in opened])
+    assert copies == [(kind, "team-a/c") for kind in feed.by_kind]
+
+
+def test_namespaces_count_as_listed_once_the_credential_was_asked_for_too() -> None:
+    feed = NamespaceFeed("w")
+    informer = StandInInformer("w/namespaces")
+    informer.has_synced = True
+    feed.informer = informer  # type: ignore[assignment]
+    assert not feed.listed
+    feed.asked = True
+    assert feed.listed
