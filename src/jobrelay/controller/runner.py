@@ -28,6 +28,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from jobrelay.admission.workload_reads import slim_namespace
 from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
 from jobrelay.controller.http_serving import ApiListener, ProbeListeners
 from jobrelay.controller.http_serving import Listener as Listener
@@ -44,7 +45,6 @@ from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
-from jobrelay.admission.workload_reads import slim_namespace
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.runnables import (
