@@ -17,6 +17,7 @@ from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
+from jobrelay.fleet.workers.record import Worker
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
@@ -172,3 +173,11 @@ def test_namespaces_count_as_listed_once_the_credential_was_asked_for_too() -> N
     assert not feed.listed
     feed.asked = True
     assert feed.listed
+
+
+def test_a_worker_starts_and_stops_each_of_its_feeds_in_declared_order() -> None:
+    client: Any = object()
+    worker = Worker("w", client, ("s",))
+    assert worker.feeds() == (
+        worker.capacity_feed, worker.namespace_feed, worker.dependency_feed, worker.claim_feed
+    )  # fmt: skip

@@ -29,7 +29,7 @@ from jobrelay.kinds.references import DependencyKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
-__all__ = ["Apply", "CopyChanged", "FeedWiring", "Refusal", "WorkerFeed"]
+__all__ = ["Apply", "CopyChanged", "FeedWiring", "InformerRefusal", "WorkerFeed"]
 
 # Applies one event of an informer to the fact: True when placement's view changed.
 Apply = Callable[[InformerEvent], bool]
@@ -53,7 +53,7 @@ class FeedWiring:
 
 
 @dataclass(frozen=True)
-class Refusal:
+class InformerRefusal:
     """An informer that has not listed, and why (fleet/refusals.py's reason and message)."""
 
     informer: Informer
@@ -113,13 +113,13 @@ class WorkerFeed(ABC):
         informers = self.informers()
         return bool(informers) and all(i is not None and i.has_synced for i in informers)
 
-    def refusals(self) -> Iterator[Refusal]:
+    def refusals(self) -> Iterator[InformerRefusal]:
         """Each informer that has not listed and failed, with why (a cache that listed
         once stands while a watch fails)."""
         for informer in self.informers():
             if informer is not None and not informer.has_synced and informer.last_error is not None:
                 reason, message = classify(informer.last_error)
-                yield Refusal(informer, reason, message)
+                yield InformerRefusal(informer, reason, message)
 
     async def stop(self) -> None:
         task, self.task = self.task, None

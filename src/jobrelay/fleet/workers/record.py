@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,9 @@ class Worker:
     vanished: collections.OrderedDict[WorkloadKey, dict[str, Any]] = field(
         default_factory=collections.OrderedDict
     )
+    # Its feeds (feed_base.py), one per fact read through this connection, started and
+    # stopped in this order by :meth:`feeds`: a new fact is one more field here.
+    # Its Nodes and Pods, feeding its capacity tracker (capacity_feed.py).
     capacity_feed: CapacityFeed = field(init=False)
     # Its namespaces and their origin labels (namespace_feed.py).
     namespace_feed: NamespaceFeed = field(init=False)
@@ -112,9 +116,10 @@ class Worker:
     # -- starting its informers ----------------------------------------------------------
 
     def feeds(self) -> tuple[WorkerFeed, ...]:
-        """Every fact read through this connection beside its mirrors and Events, in the
-        order they start (feed_base.py)."""
-        return (self.capacity_feed, self.namespace_feed, self.dependency_feed, self.claim_feed)
+        """Every fact read through this connection beside its mirrors and Events: each
+        field that is a feed (feed_base.py), started in the order they are declared."""
+        found = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return tuple(feed for feed in found if isinstance(feed, WorkerFeed))
 
     def start_feeds(self, wiring: FeedWiring) -> None:
         for feed in self.feeds():
