@@ -160,37 +160,43 @@ class _Sorted:
 
     entries: list[Entry] = field(default_factory=list)
     keys: dict[str, WorkloadKey] = field(default_factory=dict)
-    reads: dict[str, WorkloadRead] = field(default_factory=dict)
     pending: dict[str, tuple[WorkloadKey, Workload]] = field(default_factory=dict)
     unqueued: dict[WorkloadKey, tuple[Entry, Workload]] = field(default_factory=dict)
     by_namespace: dict[str, list[Entry]] = field(default_factory=dict)
     built: dict[WorkloadKey, Entry] = field(default_factory=dict)
+    # The queued entries leaving (being preempted), by whom ("": not known any more).
+    leaving_for: dict[str, str] = field(default_factory=dict)
 
 
 def _sort(view: AdmissionView) -> _Sorted:
     found = _Sorted()
     # Namespaces' labels do not change during a pass: each (label, namespace) is judged once.
     choices: dict[tuple[str | None, str], QueueChoice] = {}
+    built, preempting = view.built, view.preempting
     for key, read, admitted in view.workloads:
-        if read.entry is None or read.workload is None:
+        entry = read.entry
+        if entry is None or read.workload is None:
             continue  # templates placement cannot read: it says why
-        choice = choices.get((read.named, key.namespace))
+        namespace = entry.namespace
+        choice = choices.get((read.named, namespace))
         if choice is None:
-            labels = view.namespace_labels.get(key.namespace, {})
-            choice = queue_for(read.named, key.namespace, labels, view.specs)
-            choices[(read.named, key.namespace)] = choice
+            labels = view.namespace_labels.get(namespace, {})
+            choice = queue_for(read.named, namespace, labels, view.specs)
+            choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
-        leaving = admitted and (bool(read.preempted_by) or key in view.preempting)
-        entry = _with(view.built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
+        leaving = admitted and (bool(read.preempted_by) or key in preempting)
+        entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
         found.built[key] = entry
         if admitted:
-            found.by_namespace.setdefault(key.namespace, []).append(entry)
+            found.by_namespace.setdefault(namespace, []).append(entry)
         if queue:
             found.entries.append(entry)
             found.keys[entry.key] = key
-            found.reads[entry.key] = read
             if not admitted:
                 found.pending[entry.key] = (key, read.workload)
+            elif leaving:
+                earlier = preempting.get(key)
+                found.leaving_for[entry.key] = read.preempted_by or (earlier.by if earlier else "")
         elif not admitted and refusal(choice) is None:
             found.unqueued[key] = (entry, read.workload)
     return found
@@ -261,11 +267,8 @@ def _preempt(
     victims leaving, are held as ``Preempting``."""
     entries, keys = found.entries, found.keys
     by_winner: dict[str, list[str]] = {}
-    for entry in entries:
-        if entry.leaving:
-            earlier = view.preempting.get(keys[entry.key])
-            winner = found.reads[entry.key].preempted_by or (earlier.by if earlier else "")
-            by_winner.setdefault(winner, []).append(entry.key)
+    for leaving, winner in found.leaving_for.items():
+        by_winner.setdefault(winner, []).append(leaving)
     waiting = preempting_candidates(view.specs, entries, fair)
     victims: dict[WorkloadKey, Preempt] = {}
     if waiting:
@@ -273,8 +276,8 @@ def _preempt(
         free, could_take = room()
 
         def clusters_for(entry: Entry) -> Collection[str]:
-            workload = found.reads[entry.key].workload
-            return () if workload is None else could_take(keys[entry.key], workload)
+            at, workload = found.pending[entry.key]
+            return could_take(at, workload)
 
         for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
                                        clusters_for=clusters_for):  # fmt: skip
