@@ -561,18 +561,22 @@ async def test_the_observer_hears_nothing_of_writes_that_failed(env: Env) -> Non
 # -- the record of the mirror created -------------------------------------------------
 
 
-async def test_a_created_mirrors_uid_is_recorded_from_the_creates_answer(env: Env) -> None:
-    """Only a recorded mirror is followed: the UID the worker gave the mirror we created,
-    by run, beside the earlier runs' records (a later run's made-up one is dropped)."""
+async def test_a_created_mirrors_uid_is_remembered_from_the_creates_answer(env: Env) -> None:
+    """The UID the worker gave the mirror we created, by run, is what the relay follows
+    until the record is written off the dispatch path: no write of the object here."""
     stored = env.stored_job()
     stored["metadata"]["annotations"] = {MIRRORS_ANNOTATION: "1:w9:uid-old,3:w1:made-up"}
     env.manager.put("jobs", stored)
+    writes_before = len(env.manager.writes())
     body = JOB.build_mirror(stored, controller_name="jobrelay.dev/relay", origin="manager", run=2)
     assert await env.run(CreateMirror("w1", body, UID, run=2)) is None
     created = env.worker.cluster.get("jobs", KEY.key)
     assert created is not None
-    recorded = env.stored_job()["metadata"]["annotations"][MIRRORS_ANNOTATION]
-    assert recorded == f"1:w9:uid-old,2:w1:{created['metadata']['uid']}"
+    assert len(env.manager.writes()) == writes_before
+    remembered = env.executor.memory.unrecorded("w1", KEY)
+    assert remembered is not None
+    assert (remembered.run, remembered.uid) == (2, created["metadata"]["uid"])
+    assert env.executor.memory.unrecorded("w9", KEY) is None
 
 
 async def test_a_create_that_collides_records_nothing(env: Env) -> None:

@@ -27,6 +27,7 @@ from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.conflict_step import ConflictStep
 from jobrelay.controller.relay.steps.deletion_step import DeletionStep
 from jobrelay.controller.relay.steps.hold_step import HoldStep
+from jobrelay.controller.relay.steps.mirror_record import with_mirror_record
 from jobrelay.controller.relay.steps.mirror_step import MirrorStep
 from jobrelay.controller.relay.steps.move_step import MoveStep
 from jobrelay.controller.relay.steps.placing_step import PlacingStep
@@ -52,5 +53,7 @@ def decide(s: Snapshot, steps: tuple[DecideStep, ...] = STEPS) -> Plan:
     for step in steps:
         answer = step.run(s, progress)
         if isinstance(answer, Stop):
-            return answer.plan
+            if progress.record is None:
+                return answer.plan
+            return with_mirror_record(answer.plan, *progress.record)
     raise AssertionError(f"no step ended the decision of {s.key}")  # the status step always does

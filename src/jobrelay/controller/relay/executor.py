@@ -55,7 +55,6 @@ from jobrelay.vocabulary.names import (
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
 )
-from jobrelay.vocabulary.placement import with_recorded_mirror
 
 _log = logging.getLogger(__name__)
 
@@ -234,15 +233,13 @@ class Executor:
             action.cluster,
             extra={"job": key.key, "kind": kind.ref.kind, "cluster": action.cluster},
         )
-        # Recorded from the create's own answer, not from a cache: this is the one mirror
-        # followed. Should this write not happen (a restart), the next decision adopts the
-        # mirror of this run on this worker, once (decide.py).
+        # The create's own answer, not a cache, names the one mirror followed; its record
+        # on the object is written later, off the dispatch path (steps/mirror_record.py).
+        # Should it never be (a restart), the next decision adopts the mirror of this run
+        # on this worker, once (mirror_standing.py).
         uid = Meta(created).uid
         if uid:
-            record: dict[str, str | None] = {
-                **with_recorded_mirror(obj, action.run, action.cluster, uid)
-            }
-            await self._annotate(key, kind, Annotate(record))
+            self.memory.mirror_created(action.cluster, key, action.run, uid)
         return None
 
     async def _copy_dependencies(self, action: CopyDependencies) -> Stopped | None:

@@ -38,6 +38,7 @@ from jobrelay.admission.queue_model import Entry, Preempt
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
+from jobrelay.controller.relay.snapshot import UnrecordedMirror
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
@@ -243,6 +244,35 @@ class RelayMemory:
         # Names a copy found held on a worker by an object jobrelay did not make, since
         # when: (worker, namespace, "configmap/settings").
         self._foreign_copies: dict[tuple[str, str, str], float] = {}
+        # Mirrors created and not recorded on their object yet: key -> worker -> (run, UID,
+        # when). The record is written off the dispatch path (steps/mirror_record.py).
+        self._unrecorded: dict[WorkloadKey, dict[str, tuple[int, str, float]]] = {}
+
+    # -- mirrors created, their record to come ---------------------------------------------
+
+    def mirror_created(self, cluster: str, key: WorkloadKey, run: int, uid: str) -> None:
+        """The create's answer: ``uid`` is run ``run``'s mirror of ``key`` on ``cluster``."""
+        self._unrecorded.setdefault(key, {})[cluster] = (run, uid, self._monotonic())
+
+    def unrecorded(self, cluster: str, key: WorkloadKey) -> UnrecordedMirror | None:
+        """The mirror of ``key`` this process created on ``cluster``, while unrecorded."""
+        found = self._unrecorded.get(key, {}).get(cluster)
+        if found is None:
+            return None
+        run, uid, since = found
+        return UnrecordedMirror(run, uid, self._monotonic() - since)
+
+    def forget_unrecorded(self, key: WorkloadKey, keep: Callable[[str, int, str], bool]) -> None:
+        """Drop the mirrors of ``key`` no longer waiting for a record: those for which
+        ``keep(worker, run, uid)`` is false (recorded, finished, gone)."""
+        mine = self._unrecorded.get(key)
+        if not mine:
+            return
+        for cluster, (run, uid, _since) in list(mine.items()):
+            if not keep(cluster, run, uid):
+                del mine[cluster]
+        if not mine:
+            del self._unrecorded[key]
 
     # -- objects on workers that jobrelay did not make ------------------------------------
 

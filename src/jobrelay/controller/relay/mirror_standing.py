@@ -44,7 +44,21 @@ class Standing(Enum):
 
 
 def standing(s: Snapshot, obj: JsonObj, where: str, mirror: JsonObj) -> Standing:
-    """What ``mirror``, seen on worker ``where``, is to the management object ``obj``."""
+    """What ``mirror``, seen on worker ``where``, is to the management object ``obj``.
+
+    Until its record is written (steps/mirror_record.py), the mirror this process
+    created there is named by the create's own answer (the relay's memory): that one
+    is followed, any other object there claiming the run is foreign."""
+    found = _recorded_standing(s, obj, where, mirror)
+    worker = s.worker(where)
+    created = worker.unrecorded if worker is not None else None
+    if found is Standing.ADOPTABLE and created is not None and created.run == run_of(mirror):
+        return Standing.FOLLOWED if created.uid == Meta(mirror).uid else Standing.FOREIGN
+    return found
+
+
+def _recorded_standing(s: Snapshot, obj: JsonObj, where: str, mirror: JsonObj) -> Standing:
+    """What the object's records (and, without one, the adoption rule) say of ``mirror``."""
     if not is_ours(mirror, s.settings.controller_name, s.settings.origin):
         return Standing.NAMESAKE
     uid = Meta(obj).uid

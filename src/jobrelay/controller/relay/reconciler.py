@@ -40,6 +40,7 @@ from jobrelay.controller.relay.snapshot import (
     WorkerSnapshot,
     placement_cluster,
 )
+from jobrelay.controller.relay.steps.mirror_record import awaiting_record
 from jobrelay.fleet.workers import Worker, WorkerPool, WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.dependency_copies import Copy, copy_of
@@ -337,6 +338,7 @@ class Reconciler:
                 ):
                     creates_seen.append((worker.name, key, uid))
         self._memory.forget_confirmed(creates_seen, self._with_capacity(workers))
+        self._memory.forget_unrecorded(key, awaiting_record(runtime.kind, obj))
         return self.snapshot(key, runtime, like=like)
 
     @staticmethod
@@ -372,6 +374,7 @@ class Reconciler:
                     read=previous.read if previous is not None else None,
                     read_done=previous.read_done if previous is not None else False,
                     create_pending=memory.created.pending((view.name, key, uid)),
+                    unrecorded=memory.unrecorded(view.name, key),
                     vanished=worker.vanished.get(key) if worker is not None else None,
                     **self._copies_on(view.name, worker, key.namespace, needed),
                 )

@@ -53,6 +53,17 @@ class Settings:
 
 
 @dataclass(frozen=True, slots=True)
+class UnrecordedMirror:
+    """A mirror this process created whose record (``jobrelay.dev/mirrors``) is not
+    written yet: the create's own answer names the one followed meanwhile."""
+
+    run: int
+    uid: str
+    # Seconds since it was created.
+    age: float
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerSnapshot:
     """One registered worker as this reconcile sees it."""
 
@@ -79,6 +90,8 @@ class WorkerSnapshot:
     read_done: bool = False
     # We created the mirror of this management object there; the cache does not show it yet.
     create_pending: bool = False
+    # The mirror of this key this process created there, not recorded on the object yet.
+    unrecorded: UnrecordedMirror | None = None
     # The last state of a mirror with this key that was deleted there (its watch's
     # delete event), for the work it did before it went.
     vanished: JsonObj | None = None

@@ -34,7 +34,7 @@ from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepA
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kinds.types import JsonObj
-from jobrelay.vocabulary.placement import with_recorded_mirror
+from jobrelay.vocabulary.placement import mirror_records, with_recorded_mirror
 
 
 class MirrorStep:
@@ -66,6 +66,16 @@ class MirrorStep:
                 Log("info", f"recorded its mirror on {cluster} (run {run}) as its own")
             )
             return progress.plan(Done())
+        created = worker.unrecorded
+        if (
+            found is Standing.FOLLOWED
+            and seen is not None
+            and created is not None
+            and (created.run, created.uid) == (run, str(meta(seen).get("uid")))
+            and run not in mirror_records(obj)
+        ):
+            record = with_recorded_mirror(obj, run, cluster, created.uid)
+            progress.record = (Annotate({**record}), created.age)
         if found is Standing.FOREIGN:
             # Not ours to follow nor to delete (reported above): it holds the name there.
             return progress.plan(RequeueAfter(s.settings.unplaceable_retry))

@@ -44,6 +44,7 @@ class StatusStep:
                 if not s.settings.keep_finished_mirrors:
                     why = f"its {s.kind.ref.kind} has finished"
                     actions.append(delete(cluster, mirror, why))
+                progress.record = None  # finished: its mirror needs no record any more
                 return progress.plan(Done(), release=True)
         return Stop(Plan((*actions, *sync), _until_pending_timeout(s, worker), release=True))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from jobrelay.controller.relay.plan import Action, Outcome, Plan
+from jobrelay.controller.relay.plan import Action, Annotate, Outcome, Plan
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.types import JsonObj
 
@@ -42,6 +42,9 @@ class Progress:
     worker: WorkerSnapshot | None = None
     mirror: JsonObj | None = None
     sync: tuple[Action, ...] = ()
+    # The followed mirror's record, when this process created it and has not written it
+    # yet, and the mirror's age in seconds (written off the dispatch path: mirror_record.py).
+    record: tuple[Annotate, float] | None = None
 
     def plan(
         self,
