@@ -17,8 +17,8 @@ from jobrelay.controller.relay.refusal_wording import (
     MIRROR_REJECTED,
     MIRROR_UPDATE_REJECTED,
     STATUS_REFUSED,
-    Answer,
     IfRefused,
+    RefusalAnswer,
 )
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION, PREEMPTED_BY_ANNOTATION
 
@@ -36,24 +36,24 @@ SAID = "jobs.batch is forbidden: User x cannot create resource"
 @pytest.mark.parametrize(
     ("wording", "answer", "message"),
     [
-        (MIRROR_REJECTED, Answer.NO_NAMESPACE, "worker cluster w1 has no namespace team-a (and "
+        (MIRROR_REJECTED, RefusalAnswer.NO_NAMESPACE, "worker cluster w1 has no namespace team-a (and "
          "namespace creation is turned off): create it there"),
-        (MIRROR_REJECTED, Answer.NOT_SERVED, "worker cluster w1 answered NotFound to the mirror "
+        (MIRROR_REJECTED, RefusalAnswer.NOT_SERVED, "worker cluster w1 answered NotFound to the mirror "
          "Job in namespace team-a, which exists: does it serve batch/v1?"),
-        (MIRROR_REJECTED, Answer.UNREACHABLE, "worker cluster w1 is unreachable"),
-        (MIRROR_REJECTED, Answer.REFUSED, "worker cluster w1 rejected the mirror Job (HTTP 403 "
+        (MIRROR_REJECTED, RefusalAnswer.UNREACHABLE, "worker cluster w1 is unreachable"),
+        (MIRROR_REJECTED, RefusalAnswer.REFUSED, "worker cluster w1 rejected the mirror Job (HTTP 403 "
          "Forbidden: a policy there refuses it)"),
-        (MIRROR_UPDATE_REJECTED, Answer.REFUSED, "worker cluster w1 refused to apply this change "
+        (MIRROR_UPDATE_REJECTED, RefusalAnswer.REFUSED, "worker cluster w1 refused to apply this change "
          "to the mirror (HTTP 403 Forbidden: a policy there refuses it)"),
         # A refusal with no words of its own for an answer says it as refused.
-        (MIRROR_UPDATE_REJECTED, Answer.UNREACHABLE, "worker cluster w1 refused to apply this "
+        (MIRROR_UPDATE_REJECTED, RefusalAnswer.UNREACHABLE, "worker cluster w1 refused to apply this "
          "change to the mirror (HTTP 403 Forbidden: a policy there refuses it)"),
-        (DEPENDENCY_NOT_COPIED, Answer.REFUSED, "worker cluster w1 refused the copy of "
+        (DEPENDENCY_NOT_COPIED, RefusalAnswer.REFUSED, "worker cluster w1 refused the copy of "
          "configmap/settings (HTTP 403 Forbidden: a policy there refuses it)"),
     ],
 )  # fmt: skip
 def test_a_worker_refusal_in_a_tenant_s_words(
-    wording: IfRefused, answer: Answer, message: str
+    wording: IfRefused, answer: RefusalAnswer, message: str
 ) -> None:
     terminal = wording.terminal(answer, FACTS, retry_after=30.0, answered=SAID)
     # The worker's own words go to the log only: a tenant reads the message.
@@ -61,7 +61,9 @@ def test_a_worker_refusal_in_a_tenant_s_words(
 
 
 def test_a_status_the_manager_refuses_quotes_it_and_waits_for_a_change() -> None:
-    terminal = STATUS_REFUSED.terminal(Answer.REFUSED, FACTS, retry_after=30.0, answered=SAID)
+    terminal = STATUS_REFUSED.terminal(
+        RefusalAnswer.REFUSED, FACTS, retry_after=30.0, answered=SAID
+    )
     assert terminal == Terminal(
         "StatusNotCopied",
         "the management apiserver refused the status jobrelay computed (a jobrelay bug, "
@@ -88,7 +90,9 @@ async def test_a_placement_clears_what_the_plan_names(env: Env) -> None:
 
 async def test_a_refused_create_says_what_the_plan_names(env: Env) -> None:
     env.worker.cluster.fail("POST", "/jobs", 403, "Forbidden")
-    mine = IfRefused("Refused", {Answer.REFUSED: "{kind} {namespace} on {cluster}: {refusal}"})
+    mine = IfRefused(
+        "Refused", {RefusalAnswer.REFUSED: "{kind} {namespace} on {cluster}: {refusal}"}
+    )
     outcome = await env.run(dataclasses.replace(create_action(env), if_refused=mine), obj=job())
     assert isinstance(outcome, Terminal)
     assert outcome.reason == "Refused"
