@@ -25,7 +25,7 @@ from jobrelay.cli.common import (
     run_command,
 )
 from jobrelay.cli.get_kinds import JOB_KIND, RESOURCE_TYPES, resolve
-from jobrelay.cli.get_listing import Listed, Query, fetch, follow, latest_warnings
+from jobrelay.cli.get_listing import Listed, WorkloadQuery, fetch, follow, latest_warnings
 from jobrelay.cli.get_printer import Printer
 from jobrelay.cli.jsonpath_rules import JsonPathError, Template
 from jobrelay.cli.output_rules import label_columns, parse_output, sort_key_path
@@ -50,7 +50,7 @@ def complete_names(
         namespace = kubeconfig_namespace(params.get("kubeconfig"), params.get("context"))
 
     async def names() -> list[str]:
-        query = Query(kinds, namespace, None, (), DEFAULT_CONTROLLER_NAME, explicit=False)
+        query = WorkloadQuery(kinds, namespace, None, (), DEFAULT_CONTROLLER_NAME, explicit=False)
         async with manager_client(params.get("kubeconfig"), params.get("context")) as client:
             listed = await fetch(client, query)
         return [obj["metadata"]["name"] for _, obj in listed.found]
@@ -164,7 +164,7 @@ def get(
                 client, requests, controller_namespace, lease_name_for(controller_name), claims
             )
             queries = [
-                Query(kinds, where, selector, request.names, controller_name,
+                WorkloadQuery(kinds, where, selector, request.names, controller_name,
                       explicit=request.type.lower() != "all", claims=claims)
                 for request, kinds in resolved
             ]  # fmt: skip

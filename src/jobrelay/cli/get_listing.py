@@ -22,13 +22,13 @@ from jobrelay.vocabulary.meta import Meta
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
 
-__all__ = ["Listed", "Query", "fetch", "follow", "latest_warnings"]
+__all__ = ["Listed", "WorkloadQuery", "fetch", "follow", "latest_warnings"]
 
 _WATCH_TIMEOUT_SECONDS = 300  # the apiserver ends a watch after this; it is opened again
 
 
 @dataclass(frozen=True)
-class Query:
+class WorkloadQuery:
     kinds: tuple[WorkloadKind, ...]
     namespace: str | None  # None: every namespace
     selector: str | None
@@ -70,7 +70,7 @@ async def latest_warnings(client: ApiClient, namespace: str | None) -> dict[str,
     return workloads.latest_warnings(listed.items)
 
 
-async def fetch(client: ApiClient, query: Query) -> Listed:
+async def fetch(client: ApiClient, query: WorkloadQuery) -> Listed:
     """The workloads the query names (every managed one without names), per kind in order."""
     from jobrelay.kube.errors import ApiError
 
@@ -111,7 +111,7 @@ async def fetch(client: ApiClient, query: Query) -> Listed:
     return listed
 
 
-async def follow(client: ApiClient, query: Query, listed: Listed, printer: Printer) -> None:
+async def follow(client: ApiClient, query: WorkloadQuery, listed: Listed, printer: Printer) -> None:
     """Watch every kind from where the list left off, printing what changes (like
     ``kubectl get -w``), until interrupted. A watch the apiserver ends is opened again;
     an expired resourceVersion (410) lists again."""

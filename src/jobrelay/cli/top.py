@@ -15,7 +15,7 @@ import click
 from jobrelay.cli import fleetview
 from jobrelay.cli.common import manager_client, manager_options, run_command
 from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND
-from jobrelay.cli.get_listing import Query, fetch
+from jobrelay.cli.get_listing import WorkloadQuery, fetch
 from jobrelay.cli.terminal import safe_lines
 from jobrelay.fleet import workerclusters
 from jobrelay.kube.client import ApiClient
@@ -28,7 +28,7 @@ _CLEAR = "\x1b[H\x1b[2J"
 async def snapshot(client: ApiClient, controller_name: str) -> list[str]:
     """One frame: the WorkerClusters and every managed workload, from the manager."""
     workers = await workerclusters.list_workers(client)
-    query = Query((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
+    query = WorkloadQuery((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
     listed = await fetch(client, query)
     left_out = [f"(left out: {kind.ref.plural}, which you may not list)" for kind in listed.refused]
     return fleetview.top_lines(workers, listed.found) + left_out

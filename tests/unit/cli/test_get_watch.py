@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobrelay.cli.get import JOB_KIND, Listed, Printer, Query, follow
+from jobrelay.cli.get import JOB_KIND, Listed, Printer, WorkloadQuery, follow
 from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.streams import WatchEvent
@@ -60,7 +60,7 @@ class ScriptedClient:
 async def test_only_changed_rows_are_printed_and_a_410_lists_again(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    query = Query((JOB_KIND,), "ns", None, (), "jobrelay.dev/relay", explicit=True)
+    query = WorkloadQuery((JOB_KIND,), "ns", None, (), "jobrelay.dev/relay", explicit=True)
     printer = Printer(None, now=lambda: datetime(2026, 1, 2, 3, 5, tzinfo=UTC))
     listed = Listed(found=[(JOB_KIND, job("a", 10))], versions={JOB_KIND.name: "10"})
     printer.first(listed.found, single=False)
@@ -93,7 +93,7 @@ async def test_only_changed_rows_are_printed_and_a_410_lists_again(
 async def test_a_watch_of_an_empty_namespace_prints_the_header_with_the_first_row(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    query = Query((JOB_KIND,), "ns", None, (), "jobrelay.dev/relay", explicit=True)
+    query = WorkloadQuery((JOB_KIND,), "ns", None, (), "jobrelay.dev/relay", explicit=True)
     printer = Printer(None, now=lambda: datetime(2026, 1, 2, 3, 5, tzinfo=UTC))
     listed = Listed(versions={JOB_KIND.name: "10"})
     printer.first(listed.found, single=False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CopyDependencies, Retry, Terminal
-from jobrelay.controller.relay.refusal_wording import Answer
+from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
 from jobrelay.kinds.dependency_copies import (
     RESOURCES,
@@ -140,7 +140,7 @@ class DependencyCopier:
             "refusal": refusals.refusal_for_tenants(error),
         }
         return action.if_refused.terminal(
-            Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
+            RefusalAnswer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
         )
 
 

@@ -11,7 +11,7 @@ that fails stops the plan; what the failure means comes back as a
 
 It decides nothing: an action names all it writes (the annotations a placement
 clears) and what a refusal tells the user (its :class:`IfRefused`); the executor
-sorts an apiserver's answer into an :class:`Answer` and fills in the facts.
+sorts an apiserver's answer into a :class:`RefusalAnswer` and fills in the facts.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.controller.relay.refusal_wording import Answer
+from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.admission_rules import pod_security_labels
@@ -258,13 +258,13 @@ class Executor:
         self, action: CreateMirror, key: WorkloadKey, kind: WorkloadKind, error: ApiError
     ) -> Terminal:
         if error.is_not_found and not self.create_namespaces:
-            answer = Answer.NO_NAMESPACE
+            answer = RefusalAnswer.NO_NAMESPACE
         elif error.is_not_found:
-            answer = Answer.NOT_SERVED  # its namespace is there (just ensured)
+            answer = RefusalAnswer.NOT_SERVED  # its namespace is there (just ensured)
         elif error.is_unreachable:
-            answer = Answer.UNREACHABLE
+            answer = RefusalAnswer.UNREACHABLE
         else:
-            answer = Answer.REFUSED
+            answer = RefusalAnswer.REFUSED
         facts = {
             "cluster": action.cluster,
             "namespace": key.namespace,
@@ -295,7 +295,10 @@ class Executor:
                     "refusal": refusals.refusal_for_tenants(error),
                 }
                 return action.if_refused.terminal(
-                    Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
+                    RefusalAnswer.REFUSED,
+                    facts,
+                    retry_after=self.rejected_retry,
+                    answered=error.message,
                 )
             raise
         return None
@@ -367,7 +370,10 @@ class Executor:
                     "refusal": error.message,
                 }
                 return action.if_refused.terminal(
-                    Answer.REFUSED, facts, retry_after=self.rejected_retry, answered=error.message
+                    RefusalAnswer.REFUSED,
+                    facts,
+                    retry_after=self.rejected_retry,
+                    answered=error.message,
                 )
             raise
         return None

@@ -2,7 +2,7 @@
 
 The decision names, on each action that writes, the :class:`Terminal` its refusal
 ends in (:class:`IfRefused`): its reason, and its message for each kind of
-answer. The executor only sorts the answer into an :class:`Answer` and fills in
+answer. The executor only sorts the answer into a :class:`RefusalAnswer` and fills in
 the facts it has (the worker, the namespace, the refusal in words a tenant may
 read), so that every word a user reads is chosen here, beside the decisions, and
 not where the writes are made.
@@ -21,12 +21,12 @@ __all__ = [
     "MIRROR_REJECTED",
     "MIRROR_UPDATE_REJECTED",
     "STATUS_REFUSED",
-    "Answer",
     "IfRefused",
+    "RefusalAnswer",
 ]
 
 
-class Answer(enum.Enum):
+class RefusalAnswer(enum.Enum):
     """What an apiserver answered a write, as far as the user's message depends on it."""
 
     # NotFound, and jobrelay may not create the namespace there (--create-namespaces off).
@@ -41,7 +41,7 @@ class Answer(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class IfRefused:
     """The Terminal a refusal ends in: ``reason``, and ``messages`` by answer (an answer
-    not named there is said as :attr:`Answer.REFUSED`).
+    not named there is said as :attr:`RefusalAnswer.REFUSED`).
 
     A message is a template over the facts the executor has: ``{cluster}``,
     ``{namespace}``, ``{kind}``, ``{api_version}``, ``{dependency}``, ``{refusal}``
@@ -50,7 +50,7 @@ class IfRefused:
     """
 
     reason: str
-    messages: Mapping[Answer, str]
+    messages: Mapping[RefusalAnswer, str]
     # Tried again after --rejected-retry (what refused it may change), else only once
     # the object changes (a refusal of our own making: a jobrelay bug).
     paced: bool = True
@@ -59,10 +59,10 @@ class IfRefused:
     answer_in_log: bool = True
 
     def terminal(
-        self, answer: Answer, facts: Mapping[str, str], *, retry_after: float, answered: str
+        self, answer: RefusalAnswer, facts: Mapping[str, str], *, retry_after: float, answered: str
     ) -> Terminal:
         """The Terminal for ``answer``; ``answered``: the apiserver's own words."""
-        template = self.messages.get(answer, self.messages[Answer.REFUSED])
+        template = self.messages.get(answer, self.messages[RefusalAnswer.REFUSED])
         return Terminal(
             self.reason,
             template.format_map({**facts, "answer": answered}),
@@ -74,19 +74,19 @@ class IfRefused:
 MIRROR_REJECTED = IfRefused(
     "MirrorRejected",
     {
-        Answer.NO_NAMESPACE: "worker cluster {cluster} has no namespace {namespace} (and "
+        RefusalAnswer.NO_NAMESPACE: "worker cluster {cluster} has no namespace {namespace} (and "
         "namespace creation is turned off): create it there",
-        Answer.NOT_SERVED: "worker cluster {cluster} answered NotFound to the mirror {kind} in "
+        RefusalAnswer.NOT_SERVED: "worker cluster {cluster} answered NotFound to the mirror {kind} in "
         "namespace {namespace}, which exists: does it serve {api_version}?",
-        Answer.UNREACHABLE: "worker cluster {cluster} is unreachable",
-        Answer.REFUSED: "worker cluster {cluster} rejected the mirror {kind} ({refusal})",
+        RefusalAnswer.UNREACHABLE: "worker cluster {cluster} is unreachable",
+        RefusalAnswer.REFUSED: "worker cluster {cluster} rejected the mirror {kind} ({refusal})",
     },
 )
 
 MIRROR_UPDATE_REJECTED = IfRefused(
     "MirrorUpdateRejected",
     {
-        Answer.REFUSED: "worker cluster {cluster} refused to apply this change to the mirror "
+        RefusalAnswer.REFUSED: "worker cluster {cluster} refused to apply this change to the mirror "
         "({refusal})"
     },
 )
@@ -96,7 +96,7 @@ MIRROR_UPDATE_REJECTED = IfRefused(
 STATUS_REFUSED = IfRefused(
     "StatusNotCopied",
     {
-        Answer.REFUSED: "the management apiserver refused the status jobrelay computed (a "
+        RefusalAnswer.REFUSED: "the management apiserver refused the status jobrelay computed (a "
         "jobrelay bug, please report it): {answer}"
     },
     paced=False,
@@ -105,5 +105,7 @@ STATUS_REFUSED = IfRefused(
 
 DEPENDENCY_NOT_COPIED = IfRefused(
     "DependencyNotCopied",
-    {Answer.REFUSED: "worker cluster {cluster} refused the copy of {dependency} ({refusal})"},
+    {
+        RefusalAnswer.REFUSED: "worker cluster {cluster} refused the copy of {dependency} ({refusal})"
+    },
 )

@@ -62,18 +62,9 @@ def create(
     hold = first_hold(BEFORE_CREATING, s, obj)
     if hold is not None:
         return Plan((*actions, *hold.actions), hold.outcome, held=hold.held)
-    if worker.cordoned and not placed_now:
-        leave = Leave(f"worker cluster {cluster} is cordoned: it takes no new mirrors", lost=False)
-        return move(s, obj, worker, cluster, placements_of(obj), leave, actions)
-    closed = worker.namespaces.refusal(namespace(obj)) if worker.namespaces else None
-    if isinstance(closed, NotKnownYet):
-        return Plan(tuple(actions), Retry(f"the namespaces of {cluster} have not listed yet"))
-    if closed is not None and not placed_now:
-        # Placed by hand there, or the namespace changed hands since: never into it.
-        leave = Leave(f"worker cluster {cluster}: {closed}", lost=False)
-        return move(s, obj, worker, cluster, placements_of(obj), leave, actions)
-    if worker.foreign_dependencies:
-        return _foreign_dependencies(s, obj, worker, actions)
+    elsewhere = _not_here(s, obj, worker, placed_now=placed_now, actions=actions)
+    if elsewhere is not None:
+        return elsewhere
     vanished = vanished_mirror(s, obj, worker)
     # Pods shown running while no mirror exists: this run's mirror went without a trace.
     was_running = kind.has_run(obj) and kind.shows_running(obj)
@@ -103,6 +94,28 @@ def create(
     actions.append(CreateMirror(cluster, body, uid(obj) or "", run, if_refused=MIRROR_REJECTED))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
     return Plan(tuple(actions), Done())
+
+
+def _not_here(
+    s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, *, placed_now: bool, actions: list[Action]
+) -> Plan | None:
+    """The plan when its mirror may not be created on ``worker`` after all (None: it
+    may): the worker takes no new mirrors, the namespace there is not open (or not known
+    yet), or a name its pods need is held there by an object jobrelay did not make."""
+    cluster = worker.name
+    if worker.cordoned and not placed_now:
+        leave = Leave(f"worker cluster {cluster} is cordoned: it takes no new mirrors", lost=False)
+        return move(s, obj, worker, cluster, placements_of(obj), leave, actions)
+    closed = worker.namespaces.refusal(namespace(obj)) if worker.namespaces else None
+    if isinstance(closed, NotKnownYet):
+        return Plan(tuple(actions), Retry(f"the namespaces of {cluster} have not listed yet"))
+    if closed is not None and not placed_now:
+        # Placed by hand there, or the namespace changed hands since: never into it.
+        leave = Leave(f"worker cluster {cluster}: {closed}", lost=False)
+        return move(s, obj, worker, cluster, placements_of(obj), leave, actions)
+    if worker.foreign_dependencies:
+        return _foreign_dependencies(s, obj, worker, actions)
+    return None
 
 
 def copies(s: Snapshot, worker: WorkerSnapshot, *, owner: JsonObj | None) -> Iterator[Action]:

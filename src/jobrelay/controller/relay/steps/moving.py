@@ -85,17 +85,9 @@ def _move_steps(
     if leave.lost and redispatch_never(obj):
         return _ends_at_most_once(s, obj, leave, actions)
     if worker is not None and not leave.lost:
-        if not worker.connected:
-            # A drained worker that does not answer: its mirror cannot be stopped yet,
-            # and moving without that could run the workload twice.
-            return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
-        mirror = worker.seen
-        if mirror is not None and is_current(s, obj, cluster, mirror):
-            if not meta(mirror).get("deletionTimestamp") and uid(mirror) not in s.deleting:
-                actions.append(
-                    delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True)
-                )
-            return Plan(tuple(actions), Retry(f"waiting for its mirror on {cluster} to be gone"))
+        stopping = _stop_there_first(s, obj, worker, cluster, leave, actions)
+        if stopping is not None:
+            return stopping
     if not s.fresh:
         # The status decides what the next run carries over: the apiserver's, not the cache's.
         return Plan(tuple(actions), ReadFresh(obj=True))
@@ -125,6 +117,28 @@ def _move_steps(
     actions.append(RecordEvent("Normal", "Redispatched", message))
     actions.append(Log("info", message))
     return Plan(tuple(actions), Done())
+
+
+def _stop_there_first(
+    s: Snapshot,
+    obj: JsonObj,
+    worker: WorkerSnapshot,
+    cluster: str,
+    leave: Leave,
+    actions: list[Action],
+) -> Plan | None:
+    """From a worker that answers, its run is stopped before it runs anywhere else: the
+    plan that waits for that (None: nothing of it runs there)."""
+    if not worker.connected:
+        # A drained worker that does not answer: its mirror cannot be stopped yet,
+        # and moving without that could run the workload twice.
+        return Plan(tuple(actions), RequeueAfter(s.settings.unplaceable_retry))
+    mirror = worker.seen
+    if mirror is None or not is_current(s, obj, cluster, mirror):
+        return None
+    if not meta(mirror).get("deletionTimestamp") and uid(mirror) not in s.deleting:
+        actions.append(delete(cluster, mirror, leave.why + ": moving it", wait_for_pods=True))
+    return Plan(tuple(actions), Retry(f"waiting for its mirror on {cluster} to be gone"))
 
 
 def _ends_at_most_once(s: Snapshot, obj: JsonObj, leave: Leave, actions: list[Action]) -> Plan:

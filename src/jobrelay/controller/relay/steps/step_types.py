@@ -37,9 +37,10 @@ class Progress:
     requeued: bool = False
     # Placing: placed by this decision (a Place action is in ``actions``).
     placed_now: bool = False
-    # Mirror: the worker it is placed on, the mirror followed there, and the copies of
-    # what its pods need that follow the manager's (asked for last, after its status).
+    # Moves: the worker it is placed on (None: not registered, and then it moves).
     worker: WorkerSnapshot | None = None
+    # Mirror: the mirror followed there, and the copies of what its pods need that
+    # follow the manager's (asked for last, after its status).
     mirror: JsonObj | None = None
     sync: tuple[Action, ...] = ()
     # The followed mirror's record, when this process created it and has not written it
