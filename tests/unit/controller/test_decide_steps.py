@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from jobrelay.fairshare.preemption_rules import PREEMPTED
 from tests.unit.controller.builders import (
     COMPLETE,
     KEEP,
@@ -48,7 +49,6 @@ from jobrelay.controller.relay.refusal_wording import (
 )
 from jobrelay.controller.relay.snapshot import Preempt, QueueHold, Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
-from jobrelay.fairshare.preemption_rules import PREEMPTED
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
