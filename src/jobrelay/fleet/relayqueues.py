@@ -23,12 +23,12 @@ from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.admission.queue_specs import InvalidQueue, read_queue
 from jobrelay.admission.queue_status import existing_condition, status_body, valid_condition
 from jobrelay.admission.shares import QueueFigures
-from jobrelay.fleet.workers.status_rules import rfc3339
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.manifests import chart_sources
+from jobrelay.vocabulary.timestamps import rfc3339
 
 __all__ = ["QueueStatusClock", "RelayQueueCache", "crd_manifest"]
 

@@ -18,12 +18,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
+from jobrelay.vocabulary.timestamps import utc_now
 
 __all__ = ["EventRecorder", "EventType"]
 
@@ -157,7 +157,7 @@ class EventRecorder:
         namespace = metadata.get("namespace") or "default"
         uid = metadata.get("uid") or ""
         key = _Key(namespace, kind, name, uid, event_type, reason, message)
-        now = _timestamp()
+        now = utc_now()
         pending = self._pending.get(key)
         if pending is not None:
             pending.repeats += count
@@ -277,10 +277,6 @@ class EventRecorder:
         self._written.move_to_end(key)
         while len(self._written) > self._max_remembered:
             self._written.popitem(last=False)
-
-
-def _timestamp() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _describe(obj: Mapping[str, Any]) -> str:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from jobrelay.fairshare.preemption_rules import PREEMPTED
 from tests.unit.controller.builders import (
     COMPLETE,
     KEEP,
@@ -29,6 +28,7 @@ from tests.unit.controller.builders import (
     worker,
 )
 
+from jobrelay.admission.preemption_rules import PREEMPTED
 from jobrelay.controller.relay.decide import STEPS
 from jobrelay.controller.relay.plan import (
     Action,

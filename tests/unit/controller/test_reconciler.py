@@ -46,7 +46,7 @@ from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Plan, ReadFresh
-from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler, utc_now
+from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
 from jobrelay.kinds.base import WorkloadKey
@@ -55,6 +55,7 @@ from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, MIRRORS_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, Lane, RequeueAfter, Retry, Terminal
+from jobrelay.vocabulary.timestamps import utc_now
 
 KEY = key_of(JOB)
 HELD_RETRY = RequeueAfter(SETTINGS.unplaceable_retry, Lane.BACKGROUND)

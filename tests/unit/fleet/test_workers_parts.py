@@ -21,7 +21,6 @@ from jobrelay.fleet.workers.status_rules import (
     StatusClock,
     connected_condition,
     replacing,
-    rfc3339,
 )
 from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kube.client import ApiClient
@@ -29,6 +28,7 @@ from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.placement.tracker import JOB_NAME_LABEL, JOB_UID_LABEL, slim_node, slim_pod
+from jobrelay.vocabulary.timestamps import rfc3339
 
 NOW = 10_000.0
 SILENT = {"status": {"conditions": [{"type": "Connected", "status": "False",

@@ -18,7 +18,6 @@ log line.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
@@ -54,23 +53,12 @@ from jobrelay.placement.workload import Invalid, Workload
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
 from jobrelay.vocabulary.placement import placement_of
+from jobrelay.vocabulary.timestamps import seconds_since, utc_now
 
 _log = logging.getLogger(__name__)
 
 # A decision settles in at most: read fresh, admission, probe, act. More means a bug.
 _MAX_ROUNDS = 6
-
-
-def _seconds_since(timestamp: str) -> float | None:
-    try:
-        then = datetime.datetime.fromisoformat(timestamp)
-    except ValueError:
-        return None
-    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -467,7 +455,7 @@ class Reconciler:
         fields: dict[str, Any] = {
             "blind": capacity is None and worker.capacity_forbidden,
             "pods_started": pods is not None and pods.started,
-            "unschedulable_for": _seconds_since(pods.unschedulable_since)
+            "unschedulable_for": seconds_since(pods.unschedulable_since)
             if pods is not None and pods.unschedulable_since
             else None,
         }

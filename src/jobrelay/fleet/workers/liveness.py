@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict
 from jobrelay.fleet.workers.record import Worker
-from jobrelay.fleet.workers.status_rules import rfc3339
+from jobrelay.vocabulary.timestamps import rfc3339
 
 __all__ = ["probe", "run_probes"]
 

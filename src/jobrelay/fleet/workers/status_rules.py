@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,6 @@ __all__ = [
     "connected_condition",
     "needs_write",
     "replacing",
-    "rfc3339",
     "transition_time",
 ]
 
@@ -98,8 +96,3 @@ def replacing(old: Any, new: dict[str, Any]) -> dict[str, Any]:
     for key, value in new.items():
         patch[key] = replacing(old.get(key), value) if isinstance(value, dict) else value
     return patch
-
-
-def rfc3339(epoch_seconds: float) -> str:
-    moment = datetime.datetime.fromtimestamp(epoch_seconds, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

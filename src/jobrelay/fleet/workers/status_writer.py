@@ -19,7 +19,6 @@ from jobrelay.fleet.workers.status_rules import (
     connected_condition,
     needs_write,
     replacing,
-    rfc3339,
     transition_time,
 )
 from jobrelay.kube.client import ApiClient
@@ -28,6 +27,7 @@ from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["StatusWriter"]
+from jobrelay.vocabulary.timestamps import rfc3339
 
 _log = logging.getLogger(__name__)
 

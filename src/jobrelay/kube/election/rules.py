@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.timestamps import micro_time
 
 # How much later than the retry period a candidate may try again (client-go jitters too),
 # so that two standbys do not poll in lockstep.
@@ -213,11 +214,6 @@ def lease_body(
         "metadata": metadata,
         "spec": spec,
     }
-
-
-def micro_time(wall: datetime) -> str:
-    """A Kubernetes MicroTime: RFC 3339 in UTC with microseconds."""
-    return wall.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _int(value: Any) -> int:
