@@ -6,7 +6,7 @@ queues, ``invalid()`` why the others are ignored (the reading is pure:
 last admission plan (``figures``, asked when a write is due; the body is pure:
 ``admission/queue_status.py``). Status writes are fenced (a standby writes nothing), only
 on change and at most every ``status_interval`` seconds per queue
-(:class:`QueueStatusClock`); a change that had to wait is written by the flush loop.
+(:class:`~jobrelay.fleet.workers.status_rules.StatusClock`); a change that had to wait is written by the flush loop.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.admission.queue_specs import InvalidQueue, read_queue
 from jobrelay.admission.queue_status import existing_condition, status_body, valid_condition
 from jobrelay.admission.shares import QueueFigures
+from jobrelay.fleet.workers.status_rules import StatusClock
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import RELAY_QUEUES
@@ -30,7 +30,7 @@ from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.manifests import chart_sources
 from jobrelay.vocabulary.timestamps import rfc3339
 
-__all__ = ["QueueStatusClock", "RelayQueueCache", "crd_manifest"]
+__all__ = ["RelayQueueCache", "crd_manifest", "status_essence"]
 
 # Status fields the controller writes: one no longer wanted is written as null (removed).
 _STATUS_FIELDS = ("pending", "admitted", "usage", "demand", "fairShare", "actualShare")
@@ -43,41 +43,13 @@ def crd_manifest() -> dict[str, Any]:
     return chart_sources.chart_document(chart_sources.RELAY_QUEUE_CRD)
 
 
-def _comparable(body: Mapping[str, Any]) -> dict[str, Any]:
+def status_essence(body: Mapping[str, Any]) -> dict[str, Any]:
     """The body without its transition times: a rewrite of the same words is no change."""
     conditions = [
         {k: v for k, v in c.items() if k != "lastTransitionTime"}
         for c in body.get("conditions") or []
     ]
     return {**body, "conditions": conditions}
-
-
-@dataclass(slots=True)
-class QueueStatusClock:
-    """When one queue's status is written: only on change, at most every ``interval``
-    seconds. ``due`` says whether to write now; ``written`` records a write."""
-
-    interval: float
-    last_body: dict[str, Any] | None = None
-    last_at: float | None = None
-
-    def changed(self, body: Mapping[str, Any]) -> bool:
-        return self.last_body != _comparable(body)
-
-    def due(self, body: Mapping[str, Any], now: float) -> bool:
-        if not self.changed(body):
-            return False
-        return self.last_at is None or now - self.last_at >= self.interval
-
-    def written(self, body: Mapping[str, Any], now: float) -> None:
-        self.last_body, self.last_at = _comparable(body), now
-
-    def from_stored(self, obj: Mapping[str, Any]) -> None:
-        """Adopt what the object's stored status already says (a restart writes nothing
-        it need not)."""
-        status = obj.get("status")
-        if isinstance(status, Mapping) and self.last_body is None:
-            self.last_body = _comparable(status)
 
 
 class RelayQueueCache:
@@ -99,7 +71,7 @@ class RelayQueueCache:
         self._on_change = on_change
         self._informer = informer if informer is not None else Informer(manager, RELAY_QUEUES)
         self._read: dict[str, QueueSpec | InvalidQueue] = {}
-        self._clocks: dict[str, QueueStatusClock] = {}
+        self._clocks: dict[str, StatusClock] = {}
         self._flusher: asyncio.Task[None] | None = None
         # Each valid queue's figures, as the last admission plan says them ({} before one).
         self._figures = figures
@@ -135,8 +107,10 @@ class RelayQueueCache:
             if isinstance(read, InvalidQueue) and read != before:
                 _log.warning("RelayQueue %s is ignored: %s", name, read.reason,
                              extra={"event": "relayqueue-invalid", "queue": name})  # fmt: skip
-            clock = self._clocks.setdefault(name, QueueStatusClock(self._status_interval))
-            clock.from_stored(event.new)
+            clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
+            stored = event.new.get("status")
+            if isinstance(stored, Mapping):
+                clock.adopt(status_essence(stored))  # a restart writes nothing it need not
         if self._on_change is not None:
             self._on_change()
 
@@ -184,9 +158,9 @@ class RelayQueueCache:
         if before_first_pass and stored is not None and stored.get("status") == "True":
             return False
         body = status_body(figures, condition)
-        clock = self._clocks.setdefault(name, QueueStatusClock(self._status_interval))
+        clock = self._clocks.setdefault(name, StatusClock(self._status_interval))
         now = asyncio.get_running_loop().time()
-        if not clock.due(body, now):
+        if not clock.due(status_essence(body), now):
             return False
         # An ignored queue shows no figures: those stored are removed (null).
         cleared = {field: None for field in _STATUS_FIELDS} if invalid is not None else {}
@@ -199,7 +173,7 @@ class RelayQueueCache:
             if not error.is_not_found:
                 _log.warning("RelayQueue %s: cannot write status: %s", name, error)
             return False
-        clock.written(body, now)
+        clock.written(status_essence(body), now)
         return True
 
     async def write_all(self) -> None:

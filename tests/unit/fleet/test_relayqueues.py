@@ -9,7 +9,8 @@ from tests.unit.admission.support import figures
 
 from jobrelay.admission.queue_status import status_body, valid_condition
 from jobrelay.admission.shares import QueueFigures
-from jobrelay.fleet.relayqueues import QueueStatusClock, RelayQueueCache
+from jobrelay.fleet.relayqueues import RelayQueueCache, status_essence
+from jobrelay.fleet.workers.status_rules import StatusClock
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import RELAY_QUEUES
 from jobrelay.kube.watching import Change, InformerEvent
@@ -191,20 +192,22 @@ LATER = "2026-11-26T17:05:00Z"
 
 
 def test_the_status_is_written_on_change_at_most_every_interval() -> None:
-    clock = QueueStatusClock(interval=5.0)
-    body = status_body(figures(), valid_condition(None, None, NOW))
+    clock = StatusClock(interval=5.0)
+    body = status_essence(status_body(figures(), valid_condition(None, None, NOW)))
     assert clock.due(body, now=100.0)
     clock.written(body, now=100.0)
     # The same words again (a later transition time alone is no change): nothing to write.
-    same = status_body(figures(), valid_condition(None, None, LATER))
+    same = status_essence(status_body(figures(), valid_condition(None, None, LATER)))
     assert not clock.due(same, now=200.0)
-    changed = status_body(figures(pending=4), valid_condition(None, None, NOW))
+    changed = status_essence(status_body(figures(pending=4), valid_condition(None, None, NOW)))
     assert not clock.due(changed, now=103.0)  # too soon: the flush writes it later
     assert clock.due(changed, now=105.0)
 
 
 def test_a_restart_does_not_rewrite_a_status_already_stored() -> None:
-    body = status_body(figures(), valid_condition(None, None, NOW))
-    clock = QueueStatusClock(interval=5.0)
-    clock.from_stored({"status": body})
+    body = status_essence(status_body(figures(), valid_condition(None, None, NOW)))
+    clock = StatusClock(interval=5.0)
+    clock.adopt(body)
     assert not clock.due(body, now=0.0)
+    changed = status_essence(status_body(figures(pending=4), valid_condition(None, None, NOW)))
+    assert clock.due(changed, now=0.0)  # a change from what is stored is written at once

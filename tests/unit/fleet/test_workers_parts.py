@@ -97,12 +97,12 @@ def test_follow_declares_lost_once_and_back_once() -> None:
 
 
 def test_capacity_is_written_when_it_changed_at_most_once_an_interval() -> None:
-    clock = StatusClock()
-    assert clock.capacity_due({"nodes": 1}, NOW, 10.0)
-    clock.capacity = ({"nodes": 1}, NOW)
-    assert not clock.capacity_due({"nodes": 1}, NOW + 100, 10.0)  # unchanged
-    assert not clock.capacity_due({"nodes": 2}, NOW + 5, 10.0)  # too soon
-    assert clock.capacity_due({"nodes": 2}, NOW + 10, 10.0)
+    clock = StatusClock(10.0)
+    assert clock.due({"nodes": 1}, NOW)
+    clock.written({"nodes": 1}, NOW)
+    assert not clock.due({"nodes": 1}, NOW + 100)  # unchanged
+    assert not clock.due({"nodes": 2}, NOW + 5)  # too soon
+    assert clock.due({"nodes": 2}, NOW + 10)
 
 
 def test_replacing_nulls_what_is_gone_at_every_depth() -> None:

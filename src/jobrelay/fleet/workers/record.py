@@ -34,7 +34,7 @@ from jobrelay.fleet.workers.liveness_rules import (
     verdict,
 )
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
-from jobrelay.fleet.workers.status_rules import StatusClock
+from jobrelay.fleet.workers.status_rules import WorkerStatus
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import EVENTS
@@ -293,7 +293,7 @@ class WorkerRecord:
     worker: Worker | None = None
     # Its last connection attempt found no usable kubeconfig.
     unusable: bool = False
-    status: StatusClock = field(default_factory=StatusClock)
+    status: WorkerStatus = field(default_factory=WorkerStatus)
     capacity_calls: CapacityCalls = field(default_factory=CapacityCalls)
     # The spec.drain last acted on: a new drain brings back every key it holds.
     drain: DrainMode | None = None

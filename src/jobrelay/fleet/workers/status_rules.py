@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "HEARTBEAT_SECONDS",
     "StatusClock",
+    "WorkerStatus",
     "Written",
     "connected_condition",
     "needs_write",
@@ -33,20 +34,41 @@ class Written:
     observed_generation: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class StatusClock:
+    """When a part of a status jobrelay writes is written: the first time, then only when
+    it changed, at most once per ``interval`` seconds (monotonic). The one pacing of
+    every status written at a rate: a worker's ``status.capacity``, a RelayQueue's."""
+
+    interval: float
+    last: Any = None
+    at: float | None = None
+
+    def changed(self, body: Any) -> bool:
+        return self.at is None or self.last != body
+
+    def due(self, body: Any, now: float) -> bool:
+        if self.at is None:
+            return True
+        return self.last != body and now - self.at >= self.interval
+
+    def written(self, body: Any, now: float) -> None:
+        self.last, self.at = body, now
+
+    def adopt(self, body: Any) -> None:
+        """What the stored object already says, before any write of ours (a restart
+        writes nothing it need not): a change from it is due at once."""
+        if self.at is None:
+            self.last, self.at = body, float("-inf")
+
+
+@dataclass
+class WorkerStatus:
     """What was last written to one worker's status, and when (monotonic seconds)."""
 
     written: Written | None = None
-    # The status.capacity last written, and when.
-    capacity: tuple[dict[str, Any], float] | None = None
-
-    def capacity_due(self, summary: dict[str, Any], now: float, interval: float) -> bool:
-        """A changed capacity summary is written at most once per ``interval``."""
-        if self.capacity is None:
-            return True
-        written, at = self.capacity
-        return written != summary and now - at >= interval
+    # The status.capacity, paced by the pool's status interval (set when the record is made).
+    capacity: StatusClock = field(default_factory=lambda: StatusClock(0.0))
 
 
 def needs_write(

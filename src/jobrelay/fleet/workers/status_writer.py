@@ -123,7 +123,7 @@ class StatusWriter:
             return
         record.status.written = Written(wanted, active, version, now, lost_time, generation)
         if capacity is not None:
-            record.status.capacity = (capacity, now)
+            record.status.capacity.written(capacity, now)
 
     def _capacity_status(
         self, record: WorkerRecord, worker: Worker | None, now: float
@@ -139,6 +139,7 @@ class StatusWriter:
         if capacity is None:
             return None
         summary = capacity.summary.to_status()
-        if not record.status.capacity_due(summary, now, self._status_interval):
+        record.status.capacity.interval = self._status_interval
+        if not record.status.capacity.due(summary, now):
             return None
         return summary
