@@ -14,20 +14,15 @@ from typing import Any
 
 from jobrelay.cli import workloads
 from jobrelay.cli.workloads import State, table
-from jobrelay.fleet import maintenance_rules
 from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.placement.units import CPU, GPU, MEMORY, format_units, resources_of
+from jobrelay.placement.units import CPU, GPU, MEMORY
+from jobrelay.readmodel.worker_rows import resource_uses, worker_row
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of
 
 CLUSTER_COLUMNS = ("NAME", "CONNECTED", "STATE", "VERSION", "MIRRORS", "CAPACITY", "AGE")
 CLUSTER_WIDE_COLUMNS = (*CLUSTER_COLUMNS, "LABELS", "MESSAGE")
-
-
-def _capacity(worker: Mapping[str, Any]) -> Mapping[str, Any]:
-    capacity = (worker.get("status") or {}).get("capacity")
-    return capacity if isinstance(capacity, Mapping) else {}
 
 
 def _mirrors(state: WorkerClusterView) -> str:
@@ -38,21 +33,16 @@ def cluster_line(
     worker: Mapping[str, Any], now: datetime, capacity_text: str, *, wide: bool
 ) -> tuple[str, ...]:
     """One row of `jobrelay clusters` (``capacity_text``: the CAPACITY cell, as `list` has it)."""
-    state = WorkerClusterView.of(worker)
-    status = worker.get("status") or {}
+    row = worker_row(worker)
     cells: tuple[str, ...] = (
-        state.name, state.connected, maintenance_rules.state_summary(state),
-        str(status.get("kubernetesVersion") or "-"), _mirrors(state), capacity_text,
-        workloads.age(worker, now),
+        row.name, row.view.connected, row.state, row.version or "-", _mirrors(row.view),
+        capacity_text, workloads.age(worker, now),
     )  # fmt: skip
     if not wide:
         return cells
     labels = ",".join(f"{k}={v}" for k, v in Meta(worker).labels.items())
-    notes = []
-    if state.lost_time:
-        notes.append(f"lost since {state.lost_time}")
-    if state.connected != "True":
-        notes.append(": ".join(filter(None, (state.connected_reason, state.connected_message))))
+    notes = [f"lost since {row.view.lost_time}"] if row.view.lost_time else []
+    notes.append(row.message)
     return (*cells, labels or "-", "; ".join(filter(None, notes)))
 
 
@@ -66,19 +56,9 @@ def cluster_table(
 def usage(capacity: Mapping[str, Any], resource: str) -> str:
     """``used/allocatable (pct%)`` of one resource, used being requested plus reserved by
     jobrelay's own placements not bound yet; ``-`` when the worker has none of it or its
-    capacity is not known."""
-    try:
-        allocatable = resources_of(capacity.get("allocatable") or {})
-        requested = resources_of(capacity.get("requested") or {})
-        reserved = resources_of(capacity.get("reserved") or {})
-    except (TypeError, ValueError, AttributeError, ArithmeticError):  # an odd status
-        return "-"
-    total = allocatable.get(resource, 0)
-    if not total:
-        return "-"
-    used = requested.get(resource, 0) + reserved.get(resource, 0)
-    percent = round(100 * used / total)
-    return f"{format_units(resource, used)}/{format_units(resource, total)} ({percent}%)"
+    capacity is not known (readmodel/worker_rows.py)."""
+    use = resource_uses(capacity).get(resource)
+    return "-" if use is None else use.text
 
 
 TOP_COLUMNS = (
@@ -106,16 +86,13 @@ def top_lines(
     running = Counter(where for where, state in standings if state is State.RUNNING)
     rows = []
     for worker in workers:
-        state = WorkerClusterView.of(worker)
-        capacity = _capacity(worker)
-        nodes = (
-            f"{capacity.get('schedulableNodes', 0)}/{capacity.get('nodes', 0)}" if capacity else "-"
-        )
+        row = worker_row(worker)
+        nodes = f"{row.schedulable_nodes or 0}/{row.nodes or 0}" if row.capacity_known else "-"
+        cells = [use.text if use else "-" for use in map(row.resources.get, (CPU, MEMORY, GPU))]
         rows.append(
             (
-                state.name, state.connected, maintenance_rules.state_summary(state), nodes,
-                usage(capacity, CPU), usage(capacity, MEMORY), usage(capacity, GPU),
-                _mirrors(state), str(running.get(state.name, 0)),
+                row.name, row.view.connected, row.state, nodes, *cells,
+                _mirrors(row.view), str(running.get(row.name, 0)),
             )
         )  # fmt: skip
     lines = table(rows, TOP_COLUMNS) if rows else ["no worker clusters registered"]

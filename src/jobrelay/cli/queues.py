@@ -18,6 +18,7 @@ import click
 
 from jobrelay.cli.common import manager_client, manager_options, run_command
 from jobrelay.cli.workloads import table
+from jobrelay.readmodel.queue_rows import queue_row
 
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
@@ -57,16 +58,6 @@ def resources_shown(queues: Sequence[Mapping[str, Any]]) -> list[str]:
     return [r for r in _FIRST if r in names] + sorted(names - set(_FIRST))
 
 
-def _valid_message(queue: Mapping[str, Any]) -> str:
-    conditions = _map(queue.get("status")).get("conditions")
-    for condition in conditions if isinstance(conditions, list) else []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Valid":
-            if condition.get("status") == "False":
-                return str(condition.get("message") or condition.get("reason") or "invalid")
-            return ""
-    return ""
-
-
 def _pairs(raw: object) -> str:
     shown = ",".join(f"{k}={v}" for k, v in sorted(_map(raw).items()))
     return shown or "-"
@@ -82,26 +73,26 @@ def queue_rows(queues: Sequence[Mapping[str, Any]], *, wide: bool) -> list[str]:
     rows = []
     by_name = sorted(queues, key=lambda q: str(_map(q.get("metadata")).get("name") or ""))
     for queue in by_name:
-        spec, status = _map(queue.get("spec")), _map(queue.get("status"))
-        usage, nominal = _map(status.get("usage")), _map(spec.get("nominalQuota"))
+        shared = queue_row(queue)
+        spec = _map(queue.get("spec"))
         row = (
-            _text(_map(queue.get("metadata")).get("name")),
-            _text(spec.get("weight", 1)),
-            _text(status.get("pending")),
-            _text(status.get("admitted")),
-            *(f"{usage.get(r, '0')}/{nominal.get(r, '-')}" for r in resources),
-            _share(status.get("fairShare")),
-            _share(status.get("actualShare")),
+            _text(shared.name),
+            _text(shared.weight),
+            _text(shared.pending),
+            _text(shared.admitted),
+            *(f"{shared.usage.get(r, '0')}/{shared.nominal_quota.get(r, '-')}" for r in resources),
+            _share(shared.fair_share),
+            _share(shared.actual_share),
         )
         if wide:
             preemption = _map(spec.get("preemption"))
             row = (
                 *row,
                 _text(spec.get("queueingStrategy") or "BestEffortFIFO"),
-                _pairs(spec.get("borrowingLimit")),
+                _pairs(shared.borrowing_limit),
                 _text(preemption.get("reclaimWithinFleet") or "Never"),
                 _text(preemption.get("withinQueue") or "Never"),
-                _valid_message(queue),
+                shared.message,
             )
         rows.append(tuple(str(cell) for cell in row))
     return table(rows, header)

@@ -20,9 +20,8 @@ from jobrelay.kinds.standing import Standing as Standing
 from jobrelay.kinds.standing import State as State
 from jobrelay.kinds.standing import completions as completions
 from jobrelay.kinds.standing import standing as standing
+from jobrelay.readmodel.workload_rows import workload_row
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import QUEUE_LABEL
-from jobrelay.vocabulary.placement import placement_of, placements_of
 
 
 def latest_warnings(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -169,24 +168,22 @@ def row(
     """``warning`` (the latest Warning Event about it) is the reason of a workload whose state
     has none of its own; ``place``: its RelayQueue and, while it waits there, its position
     (None: its label names the queue, as far as is known)."""
-    meta, status = Meta(obj), obj.get("status") or {}
-    where = standing(kind, obj)
-    history = placements_of(obj)
-    queue, position = place or (str(meta.labels.get(QUEUE_LABEL) or "-"), None)
+    shared = workload_row(kind, obj, queue=None if place is None else place[0])
+    position = None if place is None else place[1]
     return Row(
-        namespace=meta.namespace,
-        name=meta.name,
-        kind=kind.ref.kind,
-        cluster=placement_of(obj),
-        state=where.state,
-        reason=where.reason or warning,
-        completions=completions({"kind": kind.ref.kind, **obj}),
+        namespace=shared.namespace,
+        name=shared.name,
+        kind=shared.kind,
+        cluster=shared.worker,
+        state=shared.state,
+        reason=shared.reason or warning,
+        completions=shared.completions,
         age=age(obj, now),
         duration=duration(obj, now),
-        placements=">".join(history) or "-",
-        active=str(status.get("active", "-")),
-        failed=str(status.get("failed", "-")),
-        queue=queue or "-",
+        placements=">".join(shared.placements) or "-",
+        active=shared.active,
+        failed=shared.failed,
+        queue=shared.queue or "-",
         position="-" if position is None else str(position),
     )
 

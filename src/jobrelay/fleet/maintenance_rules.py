@@ -83,9 +83,16 @@ class WorkerClusterView:
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> WorkerClusterView:
         meta = Meta(obj)
-        status = obj.get("status") or {}
+        status = obj.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        conditions = status.get("conditions")
         connected: Mapping[str, Any] = next(
-            (c for c in status.get("conditions") or () if c.get("type") == "Connected"), {}
+            (
+                c
+                for c in (conditions if isinstance(conditions, list) else ())
+                if isinstance(c, Mapping) and c.get("type") == "Connected"
+            ),
+            {},
         )
         active = status.get("activeMirrors")
         observed = status.get("observedGeneration")

@@ -22,15 +22,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from jobrelay.fleet import maintenance_rules
-from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.standing import State, completions, standing
-from jobrelay.placement.units import format_units, resources_of
+from jobrelay.kinds.standing import State
+from jobrelay.readmodel import queue_rows, worker_rows, workload_rows
 from jobrelay.relayapi.rules import API_GROUP, API_PATH, API_VERSION, scrub
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import QUEUE_LABEL
-from jobrelay.vocabulary.placement import placement_of, placements_of
 
 __all__ = [
     "DASHBOARD",
@@ -139,93 +135,50 @@ def _text(value: object) -> str:
     return scrub(str(value or ""))[:_MAX_TEXT]
 
 
-def _resources(capacity: Mapping[str, Any]) -> list[Row]:
-    """Used (requested plus jobrelay's reservations) of allocatable, per resource, in the
-    placement model's units (millicores of cpu, bytes of memory) and as text."""
-    try:
-        allocatable = resources_of(capacity.get("allocatable") or {})
-        requested = resources_of(capacity.get("requested") or {})
-        reserved = resources_of(capacity.get("reserved") or {})
-    except (TypeError, ValueError, AttributeError, ArithmeticError):  # an odd status
-        return []
-    rows = []
-    for resource, total in sorted(allocatable.items()):
-        if not total:
-            continue
-        used = requested.get(resource, 0) + reserved.get(resource, 0)
-        percent = round(100 * used / total)
-        rows.append(
-            {
-                "name": resource,
-                "used": used,
-                "allocatable": total,
-                "text": f"{format_units(resource, used)}/{format_units(resource, total)} "
-                f"({percent}%)",
-            }
-        )
-    return rows
-
-
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def worker_row(registration: Mapping[str, Any], running: int) -> Row:
     """A WorkerCluster as the panel shows it (``running``: its workloads running now)."""
-    view = WorkerClusterView.of(registration)
-    status = registration.get("status") or {}
-    capacity = status.get("capacity")
-    capacity = capacity if isinstance(capacity, Mapping) else {}
-    message = ": ".join(filter(None, (view.connected_reason, view.connected_message)))
+    row = worker_rows.worker_row(registration)
+    view = row.view
     return {
         "name": view.name,
         "connected": view.connected,
-        "state": maintenance_rules.state_summary(view),
+        "state": row.state,
         "cordoned": view.cordoned,
         "draining": view.drain is not None,
         "lost": view.lost_time is not None,
-        "message": _text(message if view.connected != "True" else ""),
-        "version": _text(status.get("kubernetesVersion"))[:64],
+        "message": _text(row.message),
+        "version": _text(row.version)[:64],
         "mirrors": view.active_mirrors,
         "running": running,
-        "nodes": _count(capacity.get("nodes")),
-        "schedulableNodes": _count(capacity.get("schedulableNodes")),
-        "resources": _resources(capacity),
+        "nodes": row.nodes or 0,
+        "schedulableNodes": row.schedulable_nodes or 0,
+        "resources": [
+            {"name": use.name, "used": use.used, "allocatable": use.allocatable, "text": use.text}
+            for use in row.resources.values()
+        ],
     }
-
-
-def _quantities(value: object) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k)[:253]: str(v)[:64] for k, v in list(value.items())[:32]}
-
-
-def _share(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def queue_row(queue: Mapping[str, Any]) -> Row:
     """A RelayQueue as the panel shows it, from its spec and the status the leader wrote."""
-    spec = queue.get("spec") or {}
-    status = queue.get("status") or {}
-    valid = next(
-        (c for c in status.get("conditions") or () if isinstance(c, Mapping) and c.get("type") == "Valid"),
-        {},
-    )  # fmt: skip
-    weight = spec.get("weight", 1)
+    row = queue_rows.queue_row(queue)
     return {
-        "name": Meta(queue).name,
-        "weight": weight if isinstance(weight, int | float) and not isinstance(weight, bool) else 1,
-        "valid": valid.get("status") != "False",
-        "message": _text(valid.get("message") if valid.get("status") == "False" else ""),
-        "pending": _count(status.get("pending")),
-        "admitted": _count(status.get("admitted")),
-        "usage": _quantities(status.get("usage")),
-        "demand": _quantities(status.get("demand")),
-        "nominalQuota": _quantities(spec.get("nominalQuota")),
-        "borrowingLimit": _quantities(spec.get("borrowingLimit")),
-        "fairShare": _share(status.get("fairShare")),
-        "actualShare": _share(status.get("actualShare")),
+        "name": row.name,
+        "weight": row.weight,
+        "valid": row.valid,
+        "message": _text(row.message),
+        "pending": row.pending or 0,
+        "admitted": row.admitted or 0,
+        "usage": row.usage,
+        "demand": row.demand,
+        "nominalQuota": row.nominal_quota,
+        "borrowingLimit": row.borrowing_limit,
+        "fairShare": row.fair_share,
+        "actualShare": row.actual_share,
     }
 
 
@@ -233,23 +186,21 @@ def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | Non
     """A managed workload as the panel shows it: its state (the one every command
     says), why, where it runs and where it ran, its RelayQueue (``queue``, as admission
     chose it; else its label)."""
-    meta = Meta(obj)
-    where = standing(kind, obj)
-    plural = kind.ref.plural
+    row = workload_rows.workload_row(kind, obj, queue=queue)
     return {
-        "key": f"{plural}/{meta.namespace}/{meta.name}",
-        "kind": kind.ref.kind,
-        "plural": plural,
-        "namespace": meta.namespace,
-        "name": meta.name,
-        "uid": meta.uid,
-        "state": str(where.state),
-        "reason": _text(where.reason),
-        "worker": placement_of(obj),
-        "placements": list(placements_of(obj))[-32:],
-        "queue": (meta.label(QUEUE_LABEL) or "") if queue is None else queue,
-        "created": meta.creation_timestamp,
-        "completions": completions(obj),
+        "key": f"{row.plural}/{row.namespace}/{row.name}",
+        "kind": row.kind,
+        "plural": row.plural,
+        "namespace": row.namespace,
+        "name": row.name,
+        "uid": row.uid,
+        "state": str(row.state),
+        "reason": _text(row.reason),
+        "worker": row.worker,
+        "placements": list(row.placements)[-32:],
+        "queue": row.queue,
+        "created": row.created,
+        "completions": row.completions,
     }
 
 
