@@ -249,7 +249,7 @@ def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | Non
         "placements": list(placements_of(obj))[-32:],
         "queue": (meta.label(QUEUE_LABEL) or "") if queue is None else queue,
         "created": meta.creation_timestamp,
-        "completions": completions(obj),
+        "completions": completions(obj, kind),
     }
 
 

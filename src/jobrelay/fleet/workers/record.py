@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
+from jobrelay.fleet.workerevents_targets import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed

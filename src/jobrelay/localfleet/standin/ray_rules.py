@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jobrelay.kinds.ray import KUBERAY_OPERATOR
 from jobrelay.localfleet.standin.lifecycle_rules import (
     FAILED,
     WAIT_FOR_A_CHANGE,
@@ -23,7 +24,7 @@ from jobrelay.localfleet.standin.lifecycle_rules import (
     with_changes,
 )
 
-RAY_OPERATOR = "ray.io/kuberay-operator"
+RAY_OPERATOR = KUBERAY_OPERATOR
 
 
 # -- RayJob --------------------------------------------------------------------------

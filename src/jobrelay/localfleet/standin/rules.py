@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.kinds.kubeflow import MPIJobKind, PyTorchJobKind
+from jobrelay.kinds.ray import RayClusterKind, RayJobKind
+from jobrelay.kinds.trainjob import TrainJobKind
 from jobrelay.localfleet.standin.kubeflow_rules import (
     MPI_OPERATOR,
     TRAINER,
@@ -57,27 +60,12 @@ class StandinKind:
 
 
 KINDS = (
-    StandinKind(
-        Resource("ray.io", "v1", "rayjobs", "RayJob", namespaced=True),
-        RAY_OPERATOR, SPEC, rayjob_step,
-    ),
-    StandinKind(
-        Resource("ray.io", "v1", "rayclusters", "RayCluster", namespaced=True),
-        RAY_OPERATOR, SPEC, raycluster_step,
-    ),
-    StandinKind(
-        Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", namespaced=True),
-        TRAINER, SPEC, trainjob_step,
-    ),
-    StandinKind(
-        Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", namespaced=True),
-        TRAINING_OPERATOR, RUN_POLICY, pytorchjob_step,
-    ),
-    StandinKind(
-        Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", namespaced=True),
-        MPI_OPERATOR, RUN_POLICY, mpijob_step,
-    ),
-)  # fmt: skip
+    StandinKind(RayJobKind.ref, RAY_OPERATOR, SPEC, rayjob_step),
+    StandinKind(RayClusterKind.ref, RAY_OPERATOR, SPEC, raycluster_step),
+    StandinKind(TrainJobKind.ref, TRAINER, SPEC, trainjob_step),
+    StandinKind(PyTorchJobKind.ref, TRAINING_OPERATOR, RUN_POLICY, pytorchjob_step),
+    StandinKind(MPIJobKind.ref, MPI_OPERATOR, RUN_POLICY, mpijob_step),
+)
 
 
 def next_step(kind: StandinKind, obj: Mapping[str, Any], now: datetime.datetime) -> Step:
