@@ -122,6 +122,15 @@ class WorkloadKind(abc.ABC):
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         """The mirror as cached: identity, what spec_patch compares, and the status."""
 
+    def cached_mirror(self, obj: JsonObj) -> JsonObj | None:
+        """A worker object labelled as a mirror, as cached (:meth:`slim_mirror`); None for
+        one that another object controls. jobrelay's mirrors have no controller: such an
+        object was made by an operator from one of them, its labels copied (KubeRay's
+        RayCluster of a RayJob carries the RayJob's), and is no mirror of ours."""
+        if any(ref.get("controller") is True for ref in Meta(obj).owner_references):
+            return None
+        return self.slim_mirror(obj)
+
     # -- the mirror --------------------------------------------------------------
 
     @abc.abstractmethod

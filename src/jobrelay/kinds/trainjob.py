@@ -50,6 +50,8 @@ from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+# Which step of a TrainJob a JobSet's pods are (Trainer's constants.go).
+TRAINJOB_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 COMPLETE = "Complete"
 FAILED = "Failed"
 SUSPENDED = "Suspended"

@@ -247,3 +247,14 @@ def test_pod_index_as_each_kind_numbers_its_pods() -> None:
 def test_every_dedicated_kind_says_which_labels_its_pods_have() -> None:
     for kind in kinds_from_names(DEDICATED):
         assert kind.pod_labels, kind
+
+
+@pytest.mark.parametrize("kind", [*DEDICATED.values(), GENERIC], ids=lambda k: k.ref.kind)
+def test_an_object_an_operator_made_from_a_mirror_is_no_mirror(kind: WorkloadKind) -> None:
+    """KubeRay copies a RayJob's labels (ours among them) onto the RayCluster it makes:
+    an object another controls is not cached as a mirror (nor deleted as an orphan)."""
+    ours = {"metadata": {"name": "t", "namespace": "ns", "uid": "u"}, "spec": {}, "status": {}}
+    assert kind.cached_mirror(ours) is not None
+    made_from = {**ours, "metadata": {**ours["metadata"], "ownerReferences": [
+        {"name": "t", "uid": "rayjob-uid", "controller": True}]}}  # fmt: skip
+    assert kind.cached_mirror(made_from) is None

@@ -124,7 +124,7 @@ class Worker:
                 self.client,
                 kind.ref,
                 label_selector=selector,
-                transform=kind.slim_mirror,
+                transform=kind.cached_mirror,
                 options=options,
             )
             informer.add_handler(functools.partial(self.track, kind))
