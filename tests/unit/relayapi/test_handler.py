@@ -740,3 +740,36 @@ async def test_a_pytorchjobs_pods_are_those_it_controls(
     one = await api.handle(request(f"{path}/log", index="1"))
     assert isinstance(one, Stream) and dict(one.headers)["jobrelay-pods"] == "train-worker-1"
     assert await body(one) == b"line\n"
+
+
+async def test_a_follow_of_a_rayjobs_pods_watches_them_by_each_selector(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """A RayJob's pods are listed by two selectors (its cluster's, its submitter's): a
+    follow of all of them watches each set by its own, and counts both watches."""
+    api, _, client, worker = setup
+    _add_kind(api, worker, RayJobKind(), {"rayClusterName": "train-x1"})
+    client.objects[("rayclusters", "train-x1")] = _made("train-x1", "rc-uid", "m-rayjobs")
+    client.objects[("jobs", "train")] = _made("train", "submit-uid", "m-rayjobs")
+    client.pods = [
+        _owned_pod("train-x1-head", "2026-01-01T00:00:01Z", "rc-uid",
+                   **{"ray.io/cluster": "train-x1"}),
+        _owned_pod("train-sub", "2026-01-01T00:00:03Z", "submit-uid",
+                   **{"batch.kubernetes.io/job-name": "train"}),
+    ]  # fmt: skip
+    client.logs = {pod["metadata"]["name"]: [b"line\n"] for pod in client.pods}
+    client.hold = asyncio.Event()
+    api.limits = Limits(max_streams_per_user=10)
+    api.streams.per_user = 10
+    path = f"{API_PATH}/namespaces/team-a/rayjobs/train/log"
+    answer = await api.handle(request(path, allPods="true", follow="true"))
+    assert isinstance(answer, Stream)
+    got = b""
+    while got.count(b"\n") < 2:
+        got += await anext(answer.chunks)
+    assert sorted(got.splitlines()) == [b"[pod/train-sub] line", b"[pod/train-x1-head] line"]
+    assert client.watches == 2
+    assert api.streams.open(user="alice") == 4  # two pods, two watches
+    await answer.chunks.aclose()  # type: ignore[attr-defined]
+    answer.done()
+    assert api.streams.open() == 0
