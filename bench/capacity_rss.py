@@ -22,8 +22,9 @@ from typing import Any
 import click
 import msgspec
 
+from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL
 from jobrelay.kube.watching import object_key
-from jobrelay.placement.tracker import JOB_NAME_LABEL, CapacityTracker, slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker, slim_node, slim_pod
 
 TARGET_MIB = 200.0
 _MANAGED = [

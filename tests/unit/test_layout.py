@@ -53,6 +53,76 @@ def test_class_names_that_meant_several_things_exist_once() -> None:
     assert not repeated, f"one class per name: {repeated}"
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of a module and its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _names_a_kind(text: str, kinds: frozenset[str], labels: frozenset[str]) -> bool:
+    """Whether a string literal is a kind's name, or holds one of its pods' labels (an
+    unprefixed label only as the whole text or a selector's key)."""
+    if text in kinds:
+        return True
+    return any(
+        (label in text) if "/" in label else (text == label or text.startswith(f"{label}="))
+        for label in labels
+    )
+
+
+def kind_findings(root: Path = SRC) -> list[str]:
+    """Each string literal of the modules under ``root`` but outside its kinds/ (docstrings
+    aside) that names a kind the adapters know, or a label of their pods, as
+    ``path:line: text``."""
+    from jobrelay.kinds.catalog import DEDICATED
+
+    kinds = frozenset(kind.ref.kind for kind in DEDICATED.values())
+    labels = frozenset(label for kind in DEDICATED.values() for label in kind.pod_labels)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] == "kinds":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and _names_a_kind(node.value, kinds, labels)
+            ):
+                found.append(f"{relative}:{node.lineno}: {node.value[:60]!r}")
+    return sorted(found)
+
+
+def test_only_the_kinds_adapters_name_a_kind_or_its_pods_labels() -> None:
+    """A kind's name or a label of its pods written anywhere but in kinds/ is a kind fact
+    said twice: ask the kind's adapter (kinds/base.py: WorkloadKind) instead."""
+    found = kind_findings()
+    assert not found, "take these from the kinds' adapters:\n" + "\n".join(found)
+
+
+def test_the_kind_check_finds_a_kind_name_and_a_pod_label(tmp_path: Path) -> None:
+    (tmp_path / "relayapi").mkdir()
+    (tmp_path / "kinds").mkdir()
+    (tmp_path / "relayapi" / "probe.py").write_text(
+        'KIND = "RayJob"\nSELECTOR = f"batch.kubernetes.io/controller-uid={1}"\n'
+        'LEGACY = "job-name"\nFINE = "a RayJob"\n'
+        'def f() -> None:\n    """The ray.io/cluster label, in a docstring."""\n'
+    )
+    (tmp_path / "kinds" / "adapter.py").write_text('KIND = "RayJob"\n')
+    found = kind_findings(tmp_path)
+    assert [line.split(": ", 1)[0] for line in found] == [
+        "relayapi/probe.py:1", "relayapi/probe.py:2", "relayapi/probe.py:3",
+    ]  # fmt: skip
+
+
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
     """Every set of modules that import each other in a ring (Tarjan's components)."""
     index: dict[str, int] = {}

@@ -70,8 +70,8 @@ def _job(
     **spec: Any,
 ) -> dict[str, Any]:
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": JOB.ref.api_version,
+        "kind": JOB.ref.kind,
         "metadata": {"name": name, "namespace": DEMO_NAMESPACE, "labels": {"app": "jobrelay-demo"}},
         "spec": {
             **({"managedBy": DEFAULT_CONTROLLER_NAME} if managed else {}),

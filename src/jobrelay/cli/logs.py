@@ -1,5 +1,9 @@
 """`jobrelay logs`: a workload's pod logs from its worker, through the manager's apiserver
-(the controller's aggregated API, api.jobrelay.dev)."""
+(the controller's aggregated API, api.jobrelay.dev).
+
+The workload is named as kubectl names one: ``NAME`` (a Job), ``KIND/NAME``
+(``rayjob/train``, ``pytorchjobs/train``), or ``NAME`` with ``--kind``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from pathlib import Path
 import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
+from jobrelay.kinds.catalog import DEFAULT_KIND
 from jobrelay.relayapi.rules import LOG, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
@@ -47,6 +52,19 @@ def _since(_ctx: click.Context, _param: click.Parameter, value: str | None) -> i
         raise click.BadParameter(str(error)) from error
 
 
+def workload_named(text: str, kind: str | None) -> tuple[str | None, str]:
+    """The kind asked for (None: the default kind's) and the name, from ``KIND/NAME`` or
+    ``NAME`` with ``--kind``; ValueError when they disagree or a part is empty."""
+    asked, slash, name = text.rpartition("/")
+    if not slash:
+        return kind, text
+    if not asked or not name or "/" in asked:
+        raise ValueError(f"{text!r}: write NAME or KIND/NAME (e.g. rayjob/train)")
+    if kind is not None and kind.lower() != asked.lower():
+        raise ValueError(f"{text!r} names kind {asked!r}, --kind says {kind!r}")
+    return asked, name
+
+
 def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     """What to tell the user about a refusal, and the exit code."""
     if error.code == 401:
@@ -77,9 +95,9 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
 
 @click.command()
 @manager_options
-@click.argument("job")
+@click.argument("job", metavar="[KIND/]NAME")
 @click.option(
-    "-n", "--namespace", default=None, help="The Job's namespace [default: the context's]."
+    "-n", "--namespace", default=None, help="The workload's namespace [default: the context's]."
 )
 @click.option("-f", "--follow", is_flag=True, help="Follow the log until the pod ends.")
 @click.option("-c", "--container", default=None, help="The container [default: the only one].")
@@ -92,8 +110,9 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
 @click.option("--since", default=None, callback=_since, metavar="DURATION",
               help="Only lines newer than this (e.g. 30s, 5m, 1h).")  # fmt: skip
 @click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
-@click.option("--kind", default="Job", show_default=True,
-              help="The workload's kind (as jobrelay run --kind names it).")  # fmt: skip
+@click.option("--kind", default=None,
+              help=f"The workload's kind, or its plural (as jobrelay run --kind names it; "
+                   f"or write KIND/NAME) [default: {DEFAULT_KIND.ref.kind}].")  # fmt: skip
 def logs(
     kubeconfig: Path | None,
     context: str | None,
@@ -107,9 +126,12 @@ def logs(
     tail: int,
     since: int | None,
     timestamps: bool,
-    kind: str,
+    kind: str | None,
 ) -> None:
-    """Print the logs of JOB's pods, read from its worker through the jobrelay controller.
+    """Print the logs of a workload's pods, read from its worker through the jobrelay
+    controller.
+
+    The workload is NAME (a Job), or KIND/NAME: rayjob/NAME, pytorchjob/NAME, ...
 
     Goes through the management cluster's apiserver with your own kubeconfig, as
     kubectl does: needs only the right to get pods/log in the namespace there.
@@ -118,6 +140,10 @@ def logs(
         raise click.UsageError("--index and --all-pods exclude each other")
     if previous and follow:
         raise click.UsageError("--previous and --follow exclude each other")
+    try:
+        asked, job = workload_named(job, kind)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
     # The client (httpx2, lightkube) is imported only when a log is read, not for --help.
     from jobrelay.relayapi.client import connect
 
@@ -132,7 +158,7 @@ def logs(
 
     async def go() -> None:
         async with connect(kubeconfig, context) as client:
-            plural = "jobs" if kind == "Job" else await client.plural(kind)
+            plural = DEFAULT_KIND.ref.plural if asked is None else await client.plural(asked)
             async with client.stream(job_path(namespace, plural, job, LOG), params) as chunks:
                 await _copy(chunks)
 

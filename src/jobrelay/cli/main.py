@@ -61,7 +61,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "jobs": Subcommand("jobrelay.cli.get", "get", "An alias of get."),
     "logs": Subcommand(
         "jobrelay.cli.logs", "logs",
-        "Print the logs of JOB's pods, read from its worker through the jobrelay controller.",
+        "Print the logs of a workload's pods, read from its worker through the jobrelay "
+        "controller.",
     ),
     "manifests": Subcommand(
         "jobrelay.cli.manifests", "manifests",

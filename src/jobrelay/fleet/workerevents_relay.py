@@ -1,7 +1,8 @@
 """Worker Events onto the management objects: the thin I/O side of fleet/workerevents_rules.py.
 
 The worker pool hands every worker Event (its Warning Event informer) and every
-mirror change here. What to relay and what is blocked is decided by the pure
+mirror change here. Which workload an Event concerns is decided by the pure
+:mod:`jobrelay.fleet.workerevents_targets`, what to relay and what is blocked by
 :mod:`jobrelay.fleet.workerevents_rules`; this writes it: relayed Events through the
 controller's :class:`~jobrelay.kube.events.EventRecorder` (which folds repeats into
 one Event's count), summaries when due, and the ``jobrelay.dev/blocked`` annotation
@@ -23,18 +24,16 @@ from jobrelay.fleet.workerevents_rules import (
     Outgoing,
     RelayLimits,
     WorkerEventRelay,
-    has_active_pods,
-    speaks_for,
-    target_of,
 )
+from jobrelay.fleet.workerevents_targets import speaks_for, target_of
 from jobrelay.fleet.workers import Worker
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.mirror_pods import pod_owners
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.placement.tracker import pod_owners
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import BLOCKED_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
@@ -64,7 +63,6 @@ class EventRelay:
         self._manager = manager
         self._recorder = recorder
         self._kinds = {kind.name: kind for kind in kinds}
-        self._refs = {kind.name: kind.ref for kind in kinds}
         self._local = local
         self._may_write = may_write
         self.relay = WorkerEventRelay(limits)
@@ -109,7 +107,7 @@ class EventRelay:
         listing = informer is not None and not informer.has_synced
         if not listing:
             self._listed.add(worker.name)
-        target = target_of(event.new, self._refs, _mirrors(worker), _pod_owners(worker))
+        target = target_of(event.new, self._kinds, _mirrors(worker), _pod_owners(worker))
         if target is not None and not speaks_for(target, self._local(target.key)):
             # Not the object that mirror was made for (a made-up "mirror", a namesake):
             # nothing lands on it, and nothing is remembered.
@@ -214,11 +212,12 @@ class EventRelay:
         return None if obj is None else _annotation_of(obj)
 
     def _running_or_finished(self, kind_name: str, mirror: Mapping[str, Any]) -> bool:
-        if has_active_pods(mirror):
-            return True
+        """Whether the mirror's kind shows pods of it at work, or its end."""
         kind = self._kinds.get(kind_name)
         try:
-            return kind is not None and kind.is_finished(dict(mirror))
+            return kind is not None and (
+                kind.pods_at_work(dict(mirror)) or kind.is_finished(dict(mirror))
+            )
         except (TypeError, ValueError, AttributeError, KeyError, IndexError):
             return False  # a status it cannot read: the reconcile says so
 
@@ -241,7 +240,7 @@ def _mirrors(worker: Worker) -> Callable[[tuple[str, str]], Mapping[str, Any] | 
 def _pod_owners(
     worker: Worker,
 ) -> Callable[[str, str], tuple[str, frozenset[tuple[str, str]]] | None]:
-    """A pod's UID and whom it speaks for (placement.tracker.pod_owners), from the pod
+    """A pod's UID and whom it speaks for (kinds.mirror_pods.pod_owners), from the pod
     cache or the pods that finished lately (None: not known)."""
 
     def owners(namespace: str, name: str) -> tuple[str, frozenset[tuple[str, str]]] | None:

@@ -6,13 +6,9 @@ mirror, one of its pods, or a Job a JobSet mirror made, are copied onto the
 management object, so ``kubectl describe`` on the manager explains what happened
 remotely:
 
-* :func:`target_of` maps a worker Event to the workload it concerns, from the
-  worker's mirror caches and its pod cache: a pod speaks for a mirror only when its
-  controller owner reference or its owner UID label names that mirror's UID (never by
-  its name or a label's name alone); a Job a JobSet mirror made, by its name;
-* :func:`speaks_for` then asks the management object itself: only the one whose UID
-  the mirror's ``jobrelay.dev/origin-uid`` names hears of it (a worker that lists a
-  made-up "mirror" named like another workload reaches nobody);
+* :mod:`jobrelay.fleet.workerevents_targets` maps a worker Event to the workload it
+  concerns (its ``target_of``), and only the management object whose UID the mirror
+  names hears of it (its ``speaks_for``);
 * :class:`WorkerEventRelay` decides what to relay: only occurrences newer than the
   mirror and not relayed yet (a relist or a reconnection replays nothing; the first
   list after start-up is history), the same reason and type as on the worker, the
@@ -21,8 +17,8 @@ remotely:
   pass, since the recorder folds them into one Event's count) and the rest is told
   by one summary Event per interval;
 * :class:`BlockedTracker` says when a mirror cannot create its pods (a
-  ``FailedCreate`` on it while no pod of it is active), for the
-  ``jobrelay.dev/blocked`` annotation.
+  ``FailedCreate`` on it while its kind's adapter shows no pod of it at work:
+  ``pods_at_work``), for the ``jobrelay.dev/blocked`` annotation.
 
 Normal Events are not watched (the field selector ``type=Warning``): a mirror's
 ``SuccessfulCreate``, ``Scheduled``, ``Pulled``, ``Started``, ``Completed`` add
@@ -33,274 +29,29 @@ nothing to what the copied status and jobrelay's own ``Dispatched`` and
 from __future__ import annotations
 
 import collections
-import datetime
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobrelay.fleet.workerevents_targets import Target, last_seen, occurrences
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
-from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
     "FAILED_CREATE",
     "SUMMARY_REASON",
-    "WORKER_EVENT_FIELD_SELECTOR",
     "BlockedTracker",
     "Outgoing",
     "RelayLimits",
-    "Target",
     "WorkerEventRelay",
     "blocked_value",
-    "has_active_pods",
-    "last_seen",
-    "occurrences",
-    "slim_event",
-    "speaks_for",
-    "target_of",
 ]
 
-# What the worker's Event informer asks for (see the module's docstring).
-WORKER_EVENT_FIELD_SELECTOR = "type=Warning"
 FAILED_CREATE = "FailedCreate"
 # The reason of the summary told instead of what the rate limit held back.
 SUMMARY_REASON = "WorkerEventsSuppressed"
 # Annotations are small; a worker's message can be long (a quota's full refusal).
 _MAX_BLOCKED = 512
-
-_POD = ("", "Pod")
-_JOB = ("batch", "Job")
-
-# Looks up a cached mirror: (kind name, "namespace/name") -> the slim mirror or None.
-MirrorLookup = Callable[[tuple[str, str]], Mapping[str, Any] | None]
-# A pod by namespace and name: its UID and the (name, UID) of each owner it speaks for
-# (placement.tracker.pod_owners), or None when the pod is not known.
-PodOwners = Callable[[str, str], tuple[str, frozenset[tuple[str, str]]] | None]
-
-
-# -- reading Events ------------------------------------------------------------------
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    """``value`` if it is a JSON object, else an empty one: a worker may send anything."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def slim_event(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    """An Event with only what the relay reads; None for one about a cluster-scoped object
-    (Nodes: no mirror is one), or one that is not shaped like an Event."""
-    involved = _mapping(obj.get("involvedObject"))
-    if not isinstance(involved.get("namespace"), str) or not isinstance(involved.get("name"), str):
-        return None
-    if not involved["namespace"] or not involved["name"]:
-        return None
-    metadata = _mapping(obj.get("metadata"))
-    slim: dict[str, Any] = {
-        "metadata": {
-            k: metadata[k]
-            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-            if k in metadata
-        },
-        "involvedObject": {
-            k: involved[k]
-            for k in ("apiVersion", "kind", "name", "namespace", "uid")
-            if k in involved
-        },
-    }
-    for key in (
-        "type",
-        "reason",
-        "message",
-        "count",
-        "firstTimestamp",
-        "lastTimestamp",
-        "eventTime",
-    ):
-        if obj.get(key) is not None:
-            slim[key] = obj[key]
-    series = obj.get("series")
-    if isinstance(series, Mapping):
-        slim["series"] = {k: series[k] for k in ("count", "lastObservedTime") if k in series}
-    return slim
-
-
-def occurrences(event: Mapping[str, Any]) -> int:
-    """How many times it happened: the core/v1 ``count``, or an events.k8s.io series'."""
-    series = _mapping(event.get("series"))
-    for value in (series.get("count"), event.get("count")):
-        if isinstance(value, int) and value > 0:
-            return value
-    return 1
-
-
-def _moment(value: Any) -> datetime.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=datetime.UTC)
-
-
-def last_seen(event: Mapping[str, Any]) -> datetime.datetime | None:
-    """When it last happened, by the worker's clock: ``lastTimestamp`` (core/v1
-    recorders), ``series.lastObservedTime`` or ``eventTime`` (events.k8s.io recorders,
-    e.g. the scheduler), else when the Event was stored."""
-    series = _mapping(event.get("series"))
-    candidates = (
-        event.get("lastTimestamp"),
-        series.get("lastObservedTime"),
-        event.get("eventTime"),
-        event.get("firstTimestamp"),
-        Meta(event).creation_timestamp,
-    )
-    moments = [m for m in map(_moment, candidates) if m is not None]
-    return max(moments) if moments else None
-
-
-# -- which workload it concerns ---------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """The management workload a worker Event concerns, through which of its objects."""
-
-    key: WorkloadKey
-    mirror_uid: str
-    mirror_created: datetime.datetime | None
-    # "" for the mirror itself, else what it is about: "pod NAME", "job NAME".
-    subject: str = ""
-    # Whether a FailedCreate on it means the mirror's pods cannot be made (the mirror
-    # itself, or a Job its JobSet made): not so for a pod's own Events.
-    makes_pods: bool = True
-    # The management object's UID the mirror names (its jobrelay.dev/origin-uid).
-    origin_uid: str = ""
-
-
-def speaks_for(target: Target, management: Mapping[str, Any] | None) -> bool:
-    """Whether the management object ``management`` (as cached under ``target.key``) is
-    the one the mirror was made for: its UID is the mirror's origin-uid. Not so for a
-    namesake, a recreated object, or a "mirror" a worker made up."""
-    if management is None or not target.origin_uid:
-        return False
-    return Meta(management).uid == target.origin_uid
-
-
-def _target(
-    kind_name: str, key: str, found: Mapping[str, Any], subject: str = "", makes_pods: bool = True
-) -> Target:
-    meta = Meta(found)
-    return Target(
-        WorkloadKey(kind_name, key),
-        meta.uid,
-        _moment(meta.creation_timestamp),
-        subject,
-        makes_pods,
-        meta.label(ORIGIN_UID_LABEL) or "",
-    )
-
-
-def _group(api_version: Any) -> str:
-    text = str(api_version or "")
-    return text.partition("/")[0] if "/" in text else ""
-
-
-def _prefixes(name: str) -> Iterator[str]:
-    """``a-b-c`` -> ``a-b``, ``a``: the names an object called ``name`` may be made for
-    (pods are ``<job>-<random>``, ``<job>-<index>-<random>``; a JobSet's Jobs
-    ``<jobset>-<replicated job>-<index>``), longest first."""
-    while "-" in name:
-        name = name.rpartition("-")[0]
-        if name:
-            yield name
-
-
-def _mirror_target(
-    kinds: Mapping[str, Resource],
-    mirror: MirrorLookup,
-    namespace: str,
-    names: Sequence[str] | Iterator[str],
-    *,
-    subject: str,
-    makes_pods: bool,
-    skip_kind: str | None = None,
-) -> Target | None:
-    for name in names:
-        key = f"{namespace}/{name}"
-        for kind_name in kinds:
-            if kind_name == skip_kind:
-                continue
-            found = mirror((kind_name, key))
-            if found is not None:
-                return _target(kind_name, key, found, subject, makes_pods)
-    return None
-
-
-def _owning_mirror(
-    kinds: Mapping[str, Resource],
-    mirror: MirrorLookup,
-    namespace: str,
-    owners: frozenset[tuple[str, str]],
-    subject: str,
-) -> Target | None:
-    """The mirror one of ``owners`` (name, UID) is: same name *and* same UID."""
-    for name, uid in sorted(owners):
-        key = f"{namespace}/{name}"
-        for kind_name in kinds:
-            found = mirror((kind_name, key))
-            if found is not None and uid and Meta(found).uid == uid:
-                return _target(kind_name, key, found, subject, makes_pods=False)
-    return None
-
-
-def target_of(
-    event: Mapping[str, Any],
-    kinds: Mapping[str, Resource],
-    mirror: MirrorLookup,
-    pod_owners: PodOwners,
-) -> Target | None:
-    """The workload ``event`` concerns (``kinds``: the configured kinds by name), or None.
-
-    About a mirror: its kind and name, and its UID when the Event names one (an
-    Event about an earlier namesake is not this mirror's). About a Pod: the mirror
-    whose UID owns it (``pod_owners``); an unknown pod, or one owned by nothing of
-    ours, concerns nobody. About a Job that is no mirror: a mirror of another kind
-    (a JobSet) its name starts with. Whom it may reach is :func:`speaks_for`'s call.
-    """
-    involved = _mapping(event.get("involvedObject"))
-    namespace, name = str(involved.get("namespace") or ""), str(involved.get("name") or "")
-    if not namespace or not name:
-        return None
-    what = (_group(involved.get("apiVersion")), str(involved.get("kind") or ""))
-    if what == _POD:
-        pod = pod_owners(namespace, name)
-        if pod is None:
-            return None
-        pod_uid, owners = pod
-        involved_uid = str(involved.get("uid") or "")
-        if involved_uid and pod_uid and involved_uid != pod_uid:
-            return None  # about an earlier pod of that name
-        return _owning_mirror(kinds, mirror, namespace, owners, f"pod {name}")
-    uid = str(involved.get("uid") or "")
-    for kind_name, ref in kinds.items():
-        if (ref.group, ref.kind) != what:
-            continue
-        found = mirror((kind_name, f"{namespace}/{name}"))
-        if found is None:
-            continue
-        meta = Meta(found)
-        if uid and meta.uid and uid != meta.uid:
-            return None
-        return _target(kind_name, f"{namespace}/{name}", found)
-    if what == _JOB:
-        job_kinds = [k for k, ref in kinds.items() if (ref.group, ref.kind) == _JOB]
-        return _mirror_target(
-            kinds, mirror, namespace, _prefixes(name), subject=f"job {name}", makes_pods=True,
-            skip_kind=job_kinds[0] if job_kinds else None,
-        )  # fmt: skip
-    return None
 
 
 # -- what to relay ---------------------------------------------------------------------------
@@ -486,23 +237,6 @@ def blocked_value(worker: str, reason: str, message: str) -> str:
     text = " ".join(message.split())
     value = f"{worker}: {reason}: {text}"
     return value if len(value) <= _MAX_BLOCKED else value[: _MAX_BLOCKED - 3] + "..."
-
-
-def has_active_pods(mirror: Mapping[str, Any]) -> bool:
-    """Whether the mirror's status shows pods at work: a Job's ``active``, ``ready`` or
-    ``succeeded``, a JobSet's replicated Jobs' ``active`` or ``ready``."""
-    status = mirror.get("status") or {}
-    if any(_positive(status.get(k)) for k in ("active", "ready", "succeeded")):
-        return True
-    return any(
-        _positive(r.get("active")) or _positive(r.get("ready"))
-        for r in status.get("replicatedJobsStatus") or ()
-        if isinstance(r, Mapping)
-    )
-
-
-def _positive(value: Any) -> bool:
-    return isinstance(value, int) and value > 0
 
 
 @dataclass(frozen=True, slots=True)

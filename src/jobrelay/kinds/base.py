@@ -3,7 +3,8 @@
 An adapter is pure: it says how a kind looks (group, version, kind, plural),
 how a mirror is built from a management object, how the management status
 follows the mirror's, what finishes the workload, which spec changes reach a
-mirror, what to drop before caching, and which pods the workload will ask for.
+mirror, what to drop before caching, which pods the workload will ask for, and
+which pods on a worker are a mirror's (by UID: :mod:`jobrelay.kinds.pod_ownership`).
 Everything that does I/O (caches, writes, Events) is generic and lives in the
 controller, which never names a kind (the model: Kueue's MultiKueueAdapter,
 with its I/O moved out).
@@ -12,11 +13,13 @@ with its I/O moved out).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from jobrelay.kinds.pod_ownership import OwnerHop, PodOwnerLabels, names_a_uid
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 
@@ -119,6 +122,15 @@ class WorkloadKind(abc.ABC):
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         """The mirror as cached: identity, what spec_patch compares, and the status."""
 
+    def cached_mirror(self, obj: JsonObj) -> JsonObj | None:
+        """A worker object labelled as a mirror, as cached (:meth:`slim_mirror`); None for
+        one that another object controls. jobrelay's mirrors have no controller: such an
+        object was made by an operator from one of them, its labels copied (KubeRay's
+        RayCluster of a RayJob carries the RayJob's), and is no mirror of ours."""
+        if any(ref.get("controller") is True for ref in Meta(obj).owner_references):
+            return None
+        return self.slim_mirror(obj)
+
     # -- the mirror --------------------------------------------------------------
 
     @abc.abstractmethod
@@ -206,6 +218,72 @@ class WorkloadKind(abc.ABC):
         to judge (empty when the kind cannot tell: then nothing is judged)."""
         del obj
         return []
+
+    # -- its pods on the worker -----------------------------------------------------
+    #
+    # Which pods are a mirror's is decided by UID: the mirror's, or that of an object
+    # the mirror controls there (:meth:`owner_hops`). A kind without an adapter of its
+    # own: the pods its mirror controls (owner reference), found among the namespace's.
+
+    # The name and UID labels its operator writes on each pod (the capacity tracker
+    # counts pods by them, besides their controller owner reference).
+    pod_owner_labels: tuple[PodOwnerLabels, ...] = ()
+    # Labels its pods carry the UID of an owner in that is not their controller (a JobSet's
+    # pods are its child Jobs'): a pod speaks for a mirror by them too.
+    pod_uid_labels: tuple[str, ...] = ()
+    # The labels that number its pods (`jobrelay logs --index`), the first found wins.
+    pod_index_labels: tuple[str, ...] = ()
+    # Other labels of its pods jobrelay reads (those its selectors name).
+    pod_selector_labels: tuple[str, ...] = ()
+
+    @property
+    def pod_labels(self) -> frozenset[str]:
+        """Every label of its pods that jobrelay reads."""
+        owners = (key for pair in self.pod_owner_labels for key in (*pair.names, *pair.uids))
+        return frozenset(
+            (*owners, *self.pod_uid_labels, *self.pod_index_labels, *self.pod_selector_labels)
+        )
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        """Label selectors that list, on its worker, every pod that may be the mirror's
+        (by the mirror's UID where its pods carry it; else a superset that :meth:`owns`
+        narrows). ``""`` lists the namespace's every pod."""
+        del mirror
+        return ("",)
+
+    def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
+        """The objects its operator makes from the mirror that make some of its pods (read
+        on the worker: only those the mirror controls count)."""
+        del mirror
+        return ()
+
+    def owns(self, pod: Mapping[str, Any], uids: Collection[str]) -> bool:
+        """Whether ``pod`` is a mirror's, ``uids`` being the mirror's UID and those of the
+        hops it controls: its controller, or one of :attr:`pod_uid_labels`, names one."""
+        return names_a_uid(pod, uids, self.pod_uid_labels)
+
+    def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
+        """The names of the mirrors of this kind that an object its operator makes there,
+        of ``made`` (API group, kind) and named ``name``, may be made for, longest first
+        (a worker Event about it concerns that mirror); none for what it does not make."""
+        del made, name
+        return ()
+
+    def pod_index(self, pod: Mapping[str, Any]) -> str | None:
+        """The number a pod has among the workload's (a completion or replica index)."""
+        labels = Meta(pod).labels
+        return next((str(labels[key]) for key in self.pod_index_labels if key in labels), None)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        """Whether the status shows pods made and at work, or done (a kind that cannot tell:
+        no): a worker that says it cannot make them is then no longer believed."""
+        del obj
+        return False
+
+    def completions(self, obj: JsonObj) -> str:
+        """``done/wanted`` as `jobrelay get` prints it; ``-`` when the kind cannot tell."""
+        del obj
+        return "-"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"

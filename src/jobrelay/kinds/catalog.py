@@ -9,6 +9,7 @@ from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.kubeflow import MPIJobKind, PyTorchJobKind
+from jobrelay.kinds.pod_ownership import PodOwnerLabels
 from jobrelay.kinds.ray import RayClusterKind, RayJobKind
 from jobrelay.kinds.trainjob import TrainJobKind
 from jobrelay.vocabulary.resource import Resource
@@ -16,8 +17,11 @@ from jobrelay.vocabulary.resource import Resource
 __all__ = [
     "DEDICATED",
     "DEFAULT_FINISHED_CONDITIONS",
+    "DEFAULT_KIND",
     "DEFAULT_KINDS",
+    "POD_OWNER_LABELS",
     "KindError",
+    "dedicated_by_kind",
     "default_plural",
     "kinds_from_names",
     "parse_kind_name",
@@ -36,7 +40,23 @@ DEDICATED: dict[str, WorkloadKind] = {
         MPIJobKind(),
     )
 }
-DEFAULT_KINDS = (JobKind.ref.name,)
+# What a controller dispatches unless told otherwise (`jobrelay run --kind`), and what a
+# command means by a workload whose kind it is not told.
+DEFAULT_KIND: WorkloadKind = DEDICATED[JobKind.ref.name]
+DEFAULT_KINDS = (DEFAULT_KIND.name,)
+# The name and UID labels of every kind's pods, each pair once (the capacity tracker
+# counts pods by them, besides their controller owner reference).
+POD_OWNER_LABELS: tuple[PodOwnerLabels, ...] = tuple(
+    dict.fromkeys(pair for kind in DEDICATED.values() for pair in kind.pod_owner_labels)
+)
+
+
+def dedicated_by_kind(kind: object, api_version: object = None) -> WorkloadKind | None:
+    """The dedicated adapter of an object's ``kind`` (and ``apiVersion``, when it has one)."""
+    for adapter in DEDICATED.values():
+        if adapter.ref.kind == kind and api_version in (None, "", adapter.ref.api_version):
+            return adapter
+    return None
 
 
 class KindError(ValueError):

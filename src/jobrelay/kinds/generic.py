@@ -6,6 +6,8 @@ metadata; the status is copied as it stands; the workload is finished once a
 condition of one of the configured types is True; ``spec.suspend``, when the
 kind has it, is followed. Like MultiKueue's external frameworks: enough for a
 CRD whose controller honours managedBy, with nothing kind-specific to trust.
+Its pods on a worker are those its mirror controls (owner reference, by UID),
+found among the namespace's: it names no label.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import copy
 from collections.abc import Iterable
 
 from jobrelay.kinds.base import SPEC_MANAGED_BY, Finish, WorkloadKind, without_path
+from jobrelay.kinds.jobset import replicated_jobs_at_work
 from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
 from jobrelay.kinds.types import JsonObj
 from jobrelay.vocabulary.resource import Resource
@@ -93,3 +96,13 @@ class GenericKind(WorkloadKind):
 
     def has_run(self, obj: JsonObj) -> bool:
         return bool(obj.get("status"))
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        # Nothing kind-specific to read: the counters a Job-like status has, by convention.
+        status = obj.get("status")
+        if not isinstance(status, dict):
+            return False
+        return any(
+            isinstance(value, int) and not isinstance(value, bool) and value > 0
+            for value in (status.get(k) for k in ("active", "ready", "succeeded"))
+        ) or replicated_jobs_at_work(obj)

@@ -22,9 +22,13 @@ import copy
 from typing import Any
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL
 from jobrelay.kinds.mirrors import carried_over, mirror_object, slim_metadata
+from jobrelay.kinds.pod_ownership import PodOwnerLabels, name_prefixes
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 COMPLETED = "Completed"
@@ -35,6 +39,14 @@ _TERMINAL = (COMPLETED, FAILED)
 _MONOTONIC_COUNTERS = ("succeeded", "failed")
 # Spec fields a mirror follows: the apiserver lets them change on a live JobSet.
 _MUTABLE_SPEC_DEFAULTS: dict[str, Any] = {"suspend": False}
+# The JobSet controller labels every pod of its child Jobs with the JobSet's name and UID
+# (the pods' own controller is a child Job).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_POD_OWNER = PodOwnerLabels((JOBSET_NAME_LABEL,), (JOBSET_UID_LABEL,))
+_JOB = (JobKind.ref.group, JobKind.ref.kind)
+# The managedBy value the JobSet controller claims as its own.
+JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
 # Only meaningful on the management cluster: managedBy would make the worker's
 # JobSet controller skip the mirror; a TTL would let the worker delete the
 # mirror before its final status has been copied.
@@ -57,6 +69,10 @@ def _true(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:
 
 class JobSetKind(WorkloadKind):
     ref = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+    pod_owner_labels = (JOBSET_POD_OWNER,)
+    pod_uid_labels = (JOBSET_UID_LABEL,)
+    # Its child Jobs are Indexed: their pods carry the Job's completion index.
+    pod_index_labels = (COMPLETION_INDEX_LABEL,)
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         spec = obj.get("spec") or {}
@@ -243,6 +259,41 @@ class JobSetKind(WorkloadKind):
                 )
             )
         return sets
+
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        return (f"{JOBSET_UID_LABEL}={Meta(mirror).uid}",)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        return replicated_jobs_at_work(obj)
+
+    def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
+        # Its child Jobs: <jobset>-<replicated job>-<index>.
+        return name_prefixes(name) if made == _JOB else ()
+
+    def completions(self, obj: JsonObj) -> str:
+        """Its child Jobs: those succeeded over those wanted."""
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        wanted = sum(int((r or {}).get("replicas") or 1) for r in spec.get("replicatedJobs") or [])
+        done = sum(
+            int((r or {}).get("succeeded") or 0) for r in status.get("replicatedJobsStatus") or []
+        )
+        return f"{done}/{wanted}"
+
+
+def replicated_jobs_at_work(obj: JsonObj) -> bool:
+    """Whether a JobSet's status shows a child Job with active or ready pods."""
+    found = (obj.get("status") or {}).get("replicatedJobsStatus")
+    return any(
+        _positive(entry.get("active")) or _positive(entry.get("ready"))
+        for entry in (found if isinstance(found, list) else [])
+        if isinstance(entry, dict)
+    )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and value > 0
 
 
 def _with_carried_restarts(mirror: JsonObj) -> JsonObj:

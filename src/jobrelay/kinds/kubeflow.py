@@ -17,6 +17,10 @@ shape (training-operator's ``JobStatus``, mpi-operator's copy of it):
 - Their CRDs take any managedBy value, but the operators' own validation (the
   training-operator's webhook, mpi-operator's controller) accepts only their
   value or ``kueue.x-k8s.io/multikueue``: claim that one where they run.
+- Their pods on a worker: the operator controls each (``<job>-<type>-<index>``),
+  labelled with the job's name, the replica type and index (and ``job-role``). An
+  MPIJob's launcher pod is its launcher Job's (``<job>-launcher``, which the MPIJob
+  controls), labelled the same.
 """
 
 from __future__ import annotations
@@ -36,9 +40,13 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.job.pod_labels import JOB_POD_OWNER
 from jobrelay.kinds.mirrors import mirror_object, slim_metadata
+from jobrelay.kinds.pod_ownership import OwnerHop
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 SUCCEEDED = "Succeeded"
@@ -48,12 +56,27 @@ RUNNING = "Running"
 _MANAGER_ONLY_RUN_POLICY = ("managedBy", "ttlSecondsAfterFinished")
 _REPLICA_COUNTERS = ("succeeded", "failed")
 
+# What the operators write on each pod (training-operator's common_types.go, the same in
+# mpi-operator's v2beta1 constants.go).
+KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+OPERATOR_NAME_LABEL = "training.kubeflow.org/operator-name"
+REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+# The operators' names in OPERATOR_NAME_LABEL.
+PYTORCH_OPERATOR_NAME = "pytorchjob-controller"
+MPI_OPERATOR_NAME = "mpi-operator"
+# The MPI operator's launcher Job is named so after its MPIJob.
+MPI_LAUNCHER_SUFFIX = "-launcher"
+
 
 class KubeflowJobKind(WorkloadKind):
     """A Kubeflow job whose pods are described by ``spec.<replica_specs>``."""
 
     managed_by_field = RUN_POLICY_MANAGED_BY
     replica_specs: str
+    pod_index_labels = (REPLICA_INDEX_LABEL,)
+    pod_selector_labels = (KUBEFLOW_JOB_NAME_LABEL,)
 
     def _run_policy(self, obj: JsonObj) -> JsonObj:
         policy = (obj.get("spec") or {}).get("runPolicy")
@@ -183,6 +206,21 @@ class KubeflowJobKind(WorkloadKind):
             )
         return sets
 
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        return (f"{KUBEFLOW_JOB_NAME_LABEL}={Meta(mirror).name}",)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        status = obj.get("status")
+        replicas = status.get("replicaStatuses") if isinstance(status, dict) else None
+        return any(
+            count(entry.get(k)) > 0
+            for entry in (replicas.values() if isinstance(replicas, dict) else [])
+            if isinstance(entry, dict)
+            for k in ("active", "succeeded")
+        )
+
 
 def _merged_replicas(mine: object, theirs: object) -> JsonObj:
     """Each replica type's counters: the mirror's, succeeded and failed never lower."""
@@ -217,3 +255,14 @@ class PyTorchJobKind(KubeflowJobKind):
 class MPIJobKind(KubeflowJobKind):
     ref = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
     replica_specs = "mpiReplicaSpecs"
+    # Its launcher pod is its launcher Job's.
+    pod_owner_labels = (JOB_POD_OWNER,)
+
+    def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
+        return (OwnerHop(JobKind.ref, Meta(mirror).name + MPI_LAUNCHER_SUFFIX),)
+
+    def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
+        launcher = made == (JobKind.ref.group, JobKind.ref.kind)
+        if launcher and name.endswith(MPI_LAUNCHER_SUFFIX) and len(name) > len(MPI_LAUNCHER_SUFFIX):
+            return (name.removesuffix(MPI_LAUNCHER_SUFFIX),)
+        return ()

@@ -24,6 +24,12 @@ RayCluster: a long-running service, it never finishes (jobrelay follows it until
 it is deleted). Only forward: a True ``RayClusterProvisioned`` condition (KubeRay
 never sets it back). Pod sets: the head group's one pod and each worker group's
 ``replicas`` (else ``minReplicas``) x ``numOfHosts`` pods.
+
+Their pods on a worker (ray-operator's ``common/pod.go``, ``rayjob_controller.go``):
+a RayCluster's head and worker pods are labelled ``ray.io/cluster=<its name>`` and
+controlled by it. A RayJob makes a RayCluster (named in ``status.rayClusterName``)
+and, in ``K8sJobMode``, a submitter Job named as itself, both controlled by the
+RayJob; its pods are theirs, and the mirror's only while the mirror controls them.
 """
 
 from __future__ import annotations
@@ -41,9 +47,13 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_POD_OWNER
 from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
+from jobrelay.kinds.pod_ownership import OwnerHop, name_prefixes
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 KUBERAY_OPERATOR = "ray.io/kuberay-operator"
@@ -62,6 +72,23 @@ DEFAULT_SUBMITTER_REQUESTS = {"cpu": "500m", "memory": "200Mi"}
 
 PROVISIONED = "RayClusterProvisioned"
 HEAD_POD_READY = "HeadPodReady"
+
+# The labels KubeRay writes on a RayCluster's pods (utils/constant.go), and on the
+# RayCluster and the submitter Job a RayJob makes (the RayJob's name and kind).
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"
+RAY_GROUP_LABEL = "ray.io/group"
+RAY_NODE_LABEL = "ray.io/is-ray-node"
+RAY_ID_LABEL = "ray.io/identifier"
+ORIGINATED_FROM_NAME_LABEL = "ray.io/originated-from-cr-name"
+ORIGINATED_FROM_KIND_LABEL = "ray.io/originated-from-crd"
+SUBMISSION_MODE_LABEL = "ray.io/job-submission-mode"
+CREATED_BY_LABEL = "app.kubernetes.io/created-by"
+KUBERAY_APP_LABEL = "app.kubernetes.io/name"
+KUBERAY_COMPONENT = "kuberay-operator"
+KUBERAY_APP = "kuberay"
+HEAD_NODE, WORKER_NODE = "head", "worker"
+HEAD_GROUP = "headgroup"
 
 
 def _spec(obj: JsonObj) -> JsonObj:
@@ -114,6 +141,7 @@ def cluster_pod_sets(cluster_spec: JsonObj) -> list[PodSet]:
 
 class _RayKind(WorkloadKind):
     crd_managed_by_values = _CRD_VALUES
+    pod_selector_labels = (RAY_CLUSTER_LABEL,)
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         return slim_suspendable(obj)
@@ -130,6 +158,8 @@ class _RayKind(WorkloadKind):
 
 class RayJobKind(_RayKind):
     ref = Resource("ray.io", "v1", "rayjobs", "RayJob")
+    # Its submitter pod is a Job's.
+    pod_owner_labels = (JOB_POD_OWNER,)
 
     def build_mirror(
         self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
@@ -230,6 +260,40 @@ class RayJobKind(_RayKind):
         sets = cluster_pod_sets(cluster) if isinstance(cluster, dict) else []
         return sets + self._submitter(spec)
 
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
+        cluster = ray_cluster_name(mirror)
+        submitter = OwnerHop(JobKind.ref, Meta(mirror).name)
+        return (OwnerHop(RayClusterKind.ref, cluster), submitter) if cluster else (submitter,)
+
+    def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
+        # Its RayCluster, <rayjob>-<random>, and its submitter Job, named as itself.
+        if made == (RayClusterKind.ref.group, RayClusterKind.ref.kind):
+            return name_prefixes(name)
+        return (name,) if made == (JobKind.ref.group, JobKind.ref.kind) else ()
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        cluster = ray_cluster_name(mirror)
+        submitter = f"{JOB_NAME_LABEL}={Meta(mirror).name}"
+        return (f"{RAY_CLUSTER_LABEL}={cluster}", submitter) if cluster else (submitter,)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        status = obj.get("status")
+        if not isinstance(status, dict):
+            return False
+        cluster = status.get("rayClusterStatus")
+        return status.get("jobDeploymentStatus") in (RUNNING, COMPLETE) or (
+            isinstance(cluster, dict) and count(cluster.get("readyWorkerReplicas")) > 0
+        )
+
+
+def ray_cluster_name(rayjob: JsonObj) -> str:
+    """The RayCluster a RayJob runs on, as its status names it (``""`` before it has one)."""
+    status = rayjob.get("status")
+    name = status.get("rayClusterName") if isinstance(status, dict) else None
+    return name if isinstance(name, str) else ""
+
 
 class RayClusterKind(_RayKind):
     ref = Resource("ray.io", "v1", "rayclusters", "RayCluster")
@@ -296,6 +360,17 @@ class RayClusterKind(_RayKind):
 
     def pod_sets(self, obj: JsonObj) -> list[PodSet]:
         return cluster_pod_sets(_spec(obj))
+
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        return (f"{RAY_CLUSTER_LABEL}={Meta(mirror).name}",)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        status = obj.get("status")
+        return self.shows_running(obj) or (
+            isinstance(status, dict) and count(status.get("readyWorkerReplicas")) > 0
+        )
 
 
 def _never_delete_self(strategy: JsonObj) -> JsonObj:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.catalog import dedicated_by_kind
 from jobrelay.vocabulary.placement import blocked_reason, not_placed_reason, placement_of
 
 __all__ = ["Standing", "State", "completions", "standing"]
@@ -53,25 +54,13 @@ def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
     if not placement_of(obj):
         held = not_placed_reason(obj)
         return Standing(State.HELD, held) if held else Standing(State.PENDING)
-    status = obj.get("status") or {}
-    if status.get("active") or kind.has_run(body):
+    if kind.pods_at_work(body) or kind.has_run(body):
         return Standing(State.RUNNING)
     return Standing(State.DISPATCHED)
 
 
-def completions(obj: Mapping[str, Any]) -> str:
-    """``succeeded/wanted`` as kubectl prints it for a Job; for a JobSet, its child Jobs."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    if obj.get("kind") == "Job":
-        succeeded = int(status.get("succeeded") or 0)
-        if spec.get("completions") is not None:
-            return f"{succeeded}/{spec['completions']}"
-        parallelism = int(spec.get("parallelism") or 1)
-        return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
-    if obj.get("kind") == "JobSet":
-        wanted = sum(int((r or {}).get("replicas") or 1) for r in spec.get("replicatedJobs") or [])
-        done = sum(
-            int((r or {}).get("succeeded") or 0) for r in status.get("replicatedJobsStatus") or []
-        )
-        return f"{done}/{wanted}"
-    return "-"
+def completions(obj: Mapping[str, Any], kind: WorkloadKind | None = None) -> str:
+    """``done/wanted`` as its kind's adapter says it (``kind``; else the dedicated adapter
+    of the object's ``kind`` field); ``-`` for a kind that cannot tell."""
+    adapter = kind or dedicated_by_kind(obj.get("kind"), obj.get("apiVersion"))
+    return adapter.completions(dict(obj)) if adapter is not None else "-"

@@ -14,6 +14,9 @@ claims the second.
   template makes them, so the TrainJob itself has no pod template. Counted:
   ``trainer.numNodes`` pods of ``trainer.resourcesPerNode`` when both are given
   (the trainer nodes; initializer pods are not counted); nothing otherwise.
+- Its pods on a worker: Trainer makes a JobSet named as the TrainJob, which it
+  controls; the pods are that JobSet's (its name and UID labels), and the mirror's
+  only while the mirror controls that JobSet.
 """
 
 from __future__ import annotations
@@ -32,12 +35,23 @@ from jobrelay.kinds.forward import (
     status_of,
     true_condition,
 )
+from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL
+from jobrelay.kinds.jobset import (
+    JOBSET_NAME_LABEL,
+    JOBSET_POD_OWNER,
+    JOBSET_UID_LABEL,
+    JobSetKind,
+)
 from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
+from jobrelay.kinds.pod_ownership import OwnerHop
 from jobrelay.kinds.pods import QuantityError, pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+# Which step of a TrainJob a JobSet's pods are (Trainer's constants.go).
+TRAINJOB_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 COMPLETE = "Complete"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
@@ -52,6 +66,10 @@ def _spec(obj: JsonObj) -> JsonObj:
 class TrainJobKind(WorkloadKind):
     ref = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
     crd_managed_by_values = (TRAINJOB_CONTROLLER, "kueue.x-k8s.io/multikueue")
+    pod_owner_labels = (JOBSET_POD_OWNER,)
+    pod_uid_labels = (JOBSET_UID_LABEL,)
+    pod_index_labels = (COMPLETION_INDEX_LABEL,)
+    pod_selector_labels = (JOBSET_NAME_LABEL,)
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         return slim_suspendable(obj)
@@ -162,6 +180,30 @@ class TrainJobKind(WorkloadKind):
         except QuantityError as error:
             raise error.within("trainer.resourcesPerNode") from None
         return [PodSet(name="node", count=count(nodes), requests=requests)]
+
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
+        return (OwnerHop(JobSetKind.ref, Meta(mirror).name),)
+
+    def pod_selectors(self, mirror: JsonObj) -> tuple[str, ...]:
+        return (f"{JOBSET_NAME_LABEL}={Meta(mirror).name}",)
+
+    def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
+        # Its JobSet, named as itself, and that JobSet's Jobs.
+        if made == (JobSetKind.ref.group, JobSetKind.ref.kind):
+            return (name,)
+        return JobSetKind().made_for(made, name)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        status = obj.get("status")
+        jobs = status.get("jobsStatus") if isinstance(status, dict) else None
+        return any(
+            count(entry.get(k)) > 0
+            for entry in (jobs if isinstance(jobs, list) else [])
+            if isinstance(entry, dict)
+            for k in ("active", "ready", "succeeded")
+        )
 
 
 def _merged_jobs(mine: object, theirs: object) -> list[JsonObj]:

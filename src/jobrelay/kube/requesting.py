@@ -58,7 +58,7 @@ class WatchRestart:
     ``on_watch_restart`` hook (for metrics)."""
 
     cluster: str
-    kind: str  # the resource's kind, e.g. "Job"
+    kind: str  # the resource's kind, as its Resource names it
     reason: str  # "relist" (starting over from a list) or "rewatch" (from its version)
 
 

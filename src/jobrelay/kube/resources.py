@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
@@ -35,7 +36,8 @@ __all__ = [
     "resource_path",
 ]
 
-JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+# The batch/v1 Job, as its adapter names it (tests and benchmarks use it).
+JOBS = JobKind.ref
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)

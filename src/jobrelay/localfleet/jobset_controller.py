@@ -58,6 +58,7 @@ from typing import Any
 import httpx2
 import yaml
 
+from jobrelay.kinds.jobset import JOBSET_CONTROLLER, JobSetKind
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS
@@ -68,13 +69,13 @@ from jobrelay.vocabulary.resource import Resource
 COMPONENT = "jobset-controller"
 PORT_NAMES = ("jobset-webhook", "jobset-health")
 USER = "jobrelay:jobset-controller"
-CONTROLLER_NAME = "jobset.sigs.k8s.io/jobset-controller"
+CONTROLLER_NAME = JOBSET_CONTROLLER
 FIELD_MANAGER = "jobrelay-localfleet"
 VERSION_ANNOTATION = "fleet.jobrelay.dev/jobset-crd"
 ESTABLISHED_TIMEOUT = 30.0
 WEBHOOK_CHECK_TIMEOUT = 30.0
 
-JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
+JOBSETS = JobSetKind.ref
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
@@ -314,8 +315,8 @@ def _established(crd: dict[str, Any]) -> bool:
 def probe_jobset() -> dict[str, Any]:
     """A minimal JobSet, as a user would write it, for the dry-run webhook check."""
     return {
-        "apiVersion": f"{JOBSETS.group}/{JOBSETS.version}",
-        "kind": "JobSet",
+        "apiVersion": JOBSETS.api_version,
+        "kind": JOBSETS.kind,
         # A generated name never collides with a user's JobSet (which would fail the check).
         "metadata": {"generateName": "jobrelay-webhook-check-"},
         "spec": {

@@ -17,16 +17,12 @@ from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 __all__ = [
-    "NOT_KNOWN",
     "WorkerNamespaces",
     "credential_namespace",
     "namespace_refusal",
     "opt_in_hint",
 ]
 
-# Kept for controller/relay/mirror_standing.py, which compares with it; new code asks
-# ``isinstance(reason, NotKnownYet)``.
-NOT_KNOWN = NotKnownYet.NAMESPACES
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 

@@ -7,12 +7,13 @@ is bound to. :meth:`CapacityTracker.capacity` builds the immutable
 :class:`~jobrelay.placement.capacity.WorkerCapacity` a decision reads, lazily, and
 returns the same object until something changes, rebuilding only the nodes that did.
 
-Pods are also counted per owner, a Job or a JobSet named *and identified by its UID*
-(:func:`pod_owners`: the controller's owner reference, or the name and UID labels its
-controller puts on every pod), so the caller can ask whether a mirror's pods have
-started or sit unschedulable (:meth:`CapacityTracker.pods_of`). A pod that only carries
-a workload's name in its labels speaks for nobody: a worker's namesake pods, or a
-tenant's there, never move or hold a workload.
+Pods are also counted per owner, named *and identified by its UID*
+(:func:`~jobrelay.kinds.mirror_pods.pod_owners`: the controller's owner reference, or
+the name and UID labels its kind's operator puts on every pod, as the kinds' adapters
+name them), so the caller can ask whether a mirror's pods have started or sit
+unschedulable (:meth:`CapacityTracker.pods_of`). A pod that only carries a workload's
+name in its labels speaks for nobody: a worker's namesake pods, or a tenant's there,
+never move or hold a workload.
 """
 
 from __future__ import annotations
@@ -22,22 +23,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from jobrelay.kinds.mirror_pods import OWNER_LABELS, pod_owners
+from jobrelay.kinds.pod_ownership import controller_refs
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.placement.capacity import Node, WorkerCapacity, node_of
 from jobrelay.placement.units import PODS, resources_of
 from jobrelay.vocabulary.meta import Meta
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
-# Each owner's (name label, UID label), newest spelling first; the Job controller also
-# writes the unprefixed "job-name" and "controller-uid" (older clusters: only those).
-_OWNER_LABEL_PAIRS = (
-    ((JOB_NAME_LABEL, "job-name"), (JOB_UID_LABEL, "controller-uid")),
-    ((JOBSET_NAME_LABEL,), (JOBSET_UID_LABEL,)),
-)
-OWNER_LABELS = tuple(k for names, uids in _OWNER_LABEL_PAIRS for k in (*names, *uids))
+__all__ = [
+    "OWNER_LABELS",
+    "POD_FIELD_SELECTOR",
+    "UNUSABLE_QUANTITY",
+    "CapacityTracker",
+    "OwnedPods",
+    "effective_requests",
+    "pod_owners",
+    "slim_node",
+    "slim_pod",
+]
+
 # What the pod informer asks the apiserver for: finished pods hold nothing on a node.
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 _FINISHED = frozenset({"Succeeded", "Failed"})
@@ -138,7 +142,7 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     }
     controllers = [
         {"name": _intern(name), "uid": _intern(uid), "controller": True}
-        for name, uid in _controller_refs(metadata.get("ownerReferences"))
+        for name, uid in controller_refs(obj)
     ]
     since = next(
         (
@@ -198,44 +202,11 @@ class _Owner:
     unschedulable: dict[str, str] | None = None
 
 
-def pod_owners(pod: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
-    """The (name, UID) of each object a pod (slim or full) speaks for: its controller's
-    owner reference, and the Job's or JobSet's name and UID labels together (a
-    JobSet's pods are owned by its child Jobs and carry the JobSet's UID label). A
-    name alone names nothing: that is the UID's job."""
-    metadata = Meta(pod).raw
-    labels = _owner_labels(metadata.get("labels"))
-    found: set[tuple[str, str]] = set()
-    for name_keys, uid_keys in _OWNER_LABEL_PAIRS:
-        name = next((labels[k] for k in name_keys if k in labels), "")
-        uid = next((labels[k] for k in uid_keys if k in labels), "")
-        if name and uid:
-            found.add((name, uid))
-    found.update(_controller_refs(metadata.get("ownerReferences")))
-    return frozenset(found)
-
-
 def _owner_labels(labels: Any) -> dict[str, str]:
     """The owner labels among ``labels`` that hold a text (a worker may send anything)."""
     if not isinstance(labels, Mapping):
         return {}
     return {k: v for k in OWNER_LABELS if isinstance(v := labels.get(k), str) and v}
-
-
-def _controller_refs(refs: Any) -> list[tuple[str, str]]:
-    """The (name, UID) of the controller owner references among ``refs``."""
-    if not isinstance(refs, list):
-        return []
-    return [
-        (ref["name"], ref["uid"])
-        for ref in refs
-        if isinstance(ref, Mapping)
-        and ref.get("controller") is True
-        and isinstance(ref.get("name"), str)
-        and isinstance(ref.get("uid"), str)
-        and ref["name"]
-        and ref["uid"]
-    ]
 
 
 def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -329,8 +300,8 @@ class CapacityTracker:
         return self._capacity
 
     def pods_of(self, namespace: str, owner_name: str, owner_uid: str) -> OwnedPods:
-        """The pods of the Job or JobSet ``namespace/owner_name`` whose UID is
-        ``owner_uid`` (see :func:`pod_owners`)."""
+        """The pods of the workload ``namespace/owner_name`` whose UID is ``owner_uid``
+        (see :func:`~jobrelay.kinds.mirror_pods.pod_owners`)."""
         owner = self._owners.get((namespace, owner_name, owner_uid))
         if owner is None:
             return OwnedPods()

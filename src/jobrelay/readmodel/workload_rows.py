@@ -54,7 +54,7 @@ def workload_row(
         placements=placements_of(obj),
         queue=str(meta.label(QUEUE_LABEL) or "") if queue is None else queue,
         created=meta.creation_timestamp,
-        completions=completions({"kind": kind.ref.kind, **obj}),
+        completions=completions(obj, kind),
         active=str(status.get("active", "-")),
         failed=str(status.get("failed", "-")),
     )

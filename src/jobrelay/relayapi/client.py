@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from jobrelay.kinds.catalog import DEFAULT_KIND
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
@@ -108,7 +109,7 @@ async def connect(
 async def fetch_mirror(
     namespace: str,
     name: str,
-    kind: str = "Job",
+    kind: str = DEFAULT_KIND.ref.kind,
     *,
     kubeconfig: str | Path | None = None,
     context: str | None = None,

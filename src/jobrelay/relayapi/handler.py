@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.mirror_pods import mirror_pod_uids, pods_of_mirror
+from jobrelay.kinds.pod_ownership import OwnerHop
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
@@ -107,7 +109,9 @@ class Placed:
     worker: WorkerLink
     mirror: dict[str, Any]
     pods: list[Mapping[str, Any]]
-    selector: str  # the label selector of its pods (by the mirror's UID)
+    # The label selector each pod was listed by (its kind's: by the mirror's UID where
+    # its pods carry it), by pod name: a follow watches its pods by the same.
+    selectors: Mapping[str, str]
 
 
 class Refused(Exception):
@@ -258,39 +262,69 @@ class RelayApi:
         )  # fmt: skip
 
     async def _placed(self, runtime: DispatchedKind, route: rules.Route) -> Placed:
-        """The workload's current mirror as jobrelay's own caches know it, and its pods
-        (selected by the mirror's UID); 404 when there is none."""
-        kind = runtime.kind.ref.kind
+        """The workload's mirror as the relay follows it (its UID recorded on the object),
+        and its pods (those its kind's adapter says are the mirror's, by UID); 404 when
+        there is none."""
+        kind = runtime.kind
         key = f"{route.namespace}/{route.name}"
         obj = runtime.objects.get(key)
         if obj is None:
-            raise Refused(404, f'{kind} "{route.name}" managed by jobrelay not found', "NotFound")
+            raise Refused(
+                404, f'{kind.ref.kind} "{route.name}" managed by jobrelay not found', "NotFound"
+            )
         workers = {worker.name: worker for worker in self._pool.workers()}
         found = rules.current_mirror(
             obj,
-            ((name, worker.mirror((runtime.kind.name, key))) for name, worker in workers.items()),
+            ((name, worker.mirror((kind.name, key))) for name, worker in workers.items()),
             controller_name=self._controller_name,
             origin=self._origin,
         )
         if found is None:
-            raise Refused(404, f'{kind} "{route.name}" has no mirror on a worker now', "NotPlaced")
+            raise Refused(
+                404, f'{kind.ref.kind} "{route.name}" has no mirror on a worker now', "NotPlaced"
+            )
         cluster, mirror = found
         worker = workers[cluster]
         if not worker.connected:
             raise Refused(503, f'worker "{cluster}" is not connected now', "WorkerUnavailable")
-        mirror_uid = Meta(mirror).uid
-        selector = rules.pod_selector(kind, mirror_uid)
         try:
-            listed = await worker.streams.list(
-                PODS, namespace=route.namespace, label_selector=selector
-            )
+            hops = [
+                (hop, await self._hop(worker, route.namespace, hop))
+                for hop in kind.owner_hops(mirror)
+            ]
+            uids = mirror_pod_uids(kind, mirror, hops)
+            selectors: dict[str, str] = {}
+            pods: list[Mapping[str, Any]] = []
+            for selector in kind.pod_selectors(mirror):
+                listed = await worker.streams.list(
+                    PODS, namespace=route.namespace, label_selector=selector
+                )
+                for pod in pods_of_mirror(kind, uids, listed.items):
+                    if selectors.setdefault(Meta(pod).name, selector) == selector:
+                        pods.append(pod)
         except ApiError as error:
             _log.warning("listing pods on %s failed: %s %s", cluster, error.reason, error.message)
             raise Refused(
                 502, f'worker "{cluster}" did not list the pods ({error.reason})'
             ) from None
-        pods = rules.pods_of_mirror(listed.items, kind, mirror_uid)
-        return Placed(worker, mirror, pods, selector)
+        return Placed(worker, mirror, pods, selectors)
+
+    async def _hop(
+        self, worker: WorkerLink, namespace: str, hop: OwnerHop
+    ) -> dict[str, Any] | None:
+        """An object the mirror's operator made, as its worker has it (None: not there, or
+        not readable with our credentials there: its pods are then not shown)."""
+        try:
+            return await worker.streams.get(hop.ref, hop.name, namespace=namespace)
+        except ApiError as error:
+            if not (error.is_not_found or error.code == 403):
+                raise
+            if error.code == 403:
+                _log.info(
+                    "cannot read %s %s/%s on %s: %s", hop.ref.kind, namespace, hop.name,
+                    worker.name, error.message,
+                )  # fmt: skip
+            return None
 
     # -- routes ----------------------------------------------------------------------
 
@@ -321,20 +355,26 @@ class RelayApi:
         cluster, client = placed.worker.name, placed.worker.streams
         if not placed.pods:
             raise Refused(404, f'no pods of "{route.name}" on its worker yet', "NoPods")
-        chosen = rules.choose_pods(placed.pods, index=query.index, all_pods=query.all_pods)
+        chosen = rules.choose_pods(
+            placed.pods, index=query.index, all_pods=query.all_pods, index_of=runtime.kind.pod_index
+        )
         if not chosen:
             raise Refused(
                 404, f'no pod of "{route.name}" has completion index {query.index}', "NoPods"
             )
+        names = [Meta(pod).name for pod in chosen]
+        watches = {placed.selectors[name] for name in names}
         # Pod streams held open at once: a follow reads every chosen pod at once (and
-        # holds one watch, on its worker's pool too); a plain read one pod after another.
-        streams = len(chosen) + 1 if query.follow else 1
+        # holds a watch of them per selector, on its worker's pool too); a plain read one
+        # pod after another.
+        streams = len(chosen) + len(watches) if query.follow else 1
         claim = self.streams.claim(user.name, cluster, streams)
         if isinstance(claim, str):
             raise Refused(429, claim, "TooManyRequests")
-        names = [Meta(pod).name for pod in chosen]
         try:
-            chunks = self._log_chunks(client, route.namespace, names, placed.selector, query)
+            chunks = self._log_chunks(
+                client, route.namespace, {name: placed.selectors[name] for name in names}, query
+            )
         except BaseException:
             self.streams.release(claim)
             raise
@@ -351,15 +391,21 @@ class RelayApi:
         self,
         client: ApiClient,
         namespace: str,
-        names: Sequence[str],
-        selector: str,
+        selectors: Mapping[str, str],
         query: rules.LogQuery,
     ) -> AsyncIterator[bytes]:
+        """The chunks of the pods ``selectors`` names (each pod's by the selector it was
+        listed by, which a follow watches it by)."""
         params = rules.kubelet_params(query)
         idle = self.limits.follow_idle_timeout
-        watch = PodWatch(client, namespace, selector, names) if query.follow else None
+        names = list(selectors)
+        watches = {
+            selector: PodWatch(client, namespace, selector, [n for n in names if selectors[n] == selector])
+            for selector in dict.fromkeys(selectors.values())
+        } if query.follow else {}  # fmt: skip
 
         def one(name: str) -> AsyncIterator[bytes]:
+            watch = watches.get(selectors[name])
             ended = functools.partial(watch.ended, name) if watch is not None else None
             chunks = pod_log(client, namespace, name, params, idle, ended)
             if query.follow:
@@ -371,8 +417,11 @@ class RelayApi:
             return chunks
 
         sources = [one(name) for name in names]
-        if watch is not None:
-            return watched(watch, merged(sources) if len(sources) > 1 else sources[0])
+        if watches:
+            chunks = merged(sources) if len(sources) > 1 else sources[0]
+            for watch in watches.values():
+                chunks = watched(watch, chunks)
+            return chunks
         limit = min(self.limits.max_bytes, query.limit_bytes or self.limits.max_bytes)
         return capped(chained(sources), limit)
 

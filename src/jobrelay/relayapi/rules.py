@@ -2,9 +2,10 @@
 
 Routes and their paths under ``/apis/api.jobrelay.dev/v1alpha1``, the discovery
 documents the aggregator and kubectl read, query parsing (and the query `jobrelay
-logs` sends), the SubjectAccessReview to ask, which pods a request reads, what a
-pod looks like to a user, refusals as Kubernetes ``Status`` bodies (written and
-read). Whom the API trusts is in ``trust_rules.py``, the bounds of its streams in
+logs` sends), the SubjectAccessReview to ask, which mirror a request reads (the one
+the relay follows: :mod:`jobrelay.kinds.followed`), which of its pods (the kind's
+adapter says which are its own: :mod:`jobrelay.kinds.mirror_pods`), what a pod looks
+like to a user, refusals as Kubernetes ``Status`` bodies (written and read). Whom the API trusts is in ``trust_rules.py``, the bounds of its streams in
 ``stream_rules.py``. The I/O around them is in ``httpserver.py`` (HTTP),
 ``handler.py``, ``trust.py`` and ``serving.py`` (the apiservers) and ``client.py``
 (the user's side).
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
 
-from jobrelay.kinds.mirrors import is_mirror_of, run_of
+from jobrelay.kinds.followed import followed_mirror
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
@@ -46,9 +47,7 @@ __all__ = [
     "match_route",
     "parse_log_query",
     "plural_of",
-    "pod_selector",
     "pod_summary",
-    "pods_of_mirror",
     "refusal",
     "scrub",
     "status_body",
@@ -63,11 +62,6 @@ LOG = "log"
 MIRROR = "mirror"
 # The response header of a logs stream naming the pods it reads (names only).
 POD_HEADER = "jobrelay-pods"
-
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 
 class BadRequest(ValueError):
@@ -179,9 +173,10 @@ def discovery(path: str, plurals: Sequence[tuple[str, str]]) -> dict[str, Any] |
 
 
 def plural_of(kind: str, resources: Sequence[Mapping[str, Any]]) -> str:
-    """The resource of ``kind`` (a Kind or its plural, any case) among the version's
-    APIResourceList ``resources``; else as Kubernetes names most: lower case plus "s"."""
-    wanted = kind.lower()
+    """The resource of ``kind`` (a Kind, ``Kind.version.group`` as `jobrelay run --kind`
+    takes it, or its plural, any case) among the version's APIResourceList
+    ``resources``; else as Kubernetes names most: lower case plus "s"."""
+    wanted = kind.lower().partition(".")[0]
     for resource in resources:
         plural, _, sub = str(resource.get("name") or "").partition("/")
         if sub == MIRROR and wanted in (plural, str(resource.get("kind") or "").lower()):
@@ -291,33 +286,6 @@ def kubelet_params(query: LogQuery) -> dict[str, str]:
     return params
 
 
-def pod_selector(kind: str, mirror_uid: str) -> str:
-    """The label selector of a mirror's pods on its worker: by the mirror's UID, never by
-    its name (a namesake there is someone else's)."""
-    if kind == "JobSet":
-        return f"{JOBSET_UID_LABEL}={mirror_uid}"
-    return f"{JOB_UID_LABEL}={mirror_uid}"
-
-
-def pods_of_mirror(
-    pods: Sequence[Mapping[str, Any]], kind: str, mirror_uid: str
-) -> list[Mapping[str, Any]]:
-    """The pods that are the mirror's: a Job's name it as their controller (owner
-    reference), a JobSet's carry its UID (their owner is a child Job)."""
-    if kind == "JobSet":
-        return [pod for pod in pods if Meta(pod).label(JOBSET_UID_LABEL) == mirror_uid]
-    return [pod for pod in pods if _controller_uid(pod) == mirror_uid]
-
-
-def _controller_uid(pod: Mapping[str, Any]) -> str | None:
-    references = (pod.get("metadata") or {}).get("ownerReferences")
-    for reference in references if isinstance(references, list) else ():
-        if isinstance(reference, Mapping) and reference.get("controller") is True:
-            uid = reference.get("uid")
-            return uid if isinstance(uid, str) else None
-    return None
-
-
 def current_mirror(
     obj: dict[str, Any],
     cached: Iterable[tuple[str, dict[str, Any] | None]],
@@ -325,18 +293,11 @@ def current_mirror(
     controller_name: str,
     origin: str,
 ) -> tuple[str, dict[str, Any]] | None:
-    """The worker and mirror of ``obj``'s current run, from jobrelay's own caches
-    ((worker, cached mirror) pairs): a mirror of this very object (origin marks and its
-    UID), the highest run; never what the object's user-editable annotations say."""
-    ours = [
-        (run_of(mirror), worker, mirror)
-        for worker, mirror in cached
-        if mirror is not None and is_mirror_of(mirror, obj, controller_name, origin)
-    ]
-    if not ours:
-        return None
-    _, worker, mirror = max(ours, key=lambda found: (found[0], found[1]))
-    return worker, mirror
+    """The worker and mirror of ``obj``'s current run among jobrelay's own caches
+    ((worker, cached mirror) pairs): the one the relay follows, its UID recorded on the
+    object (:func:`~jobrelay.kinds.followed.followed_mirror`); never the highest run a
+    worker claims, which a worker can forge."""
+    return followed_mirror(obj, cached, controller_name=controller_name, origin=origin)
 
 
 def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -345,15 +306,20 @@ def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def choose_pods(
-    pods: Sequence[Mapping[str, Any]], *, index: int | None, all_pods: bool
+    pods: Sequence[Mapping[str, Any]],
+    *,
+    index: int | None,
+    all_pods: bool,
+    index_of: Callable[[Mapping[str, Any]], str | None] = lambda _pod: None,
 ) -> list[Mapping[str, Any]]:
-    """The pods a logs request reads: all (oldest first), those of a completion index
-    (the newest of them), or the newest pod. Empty when none fits."""
+    """The pods a logs request reads: all (oldest first), those of an index (the newest
+    of them; ``index_of``: a pod's, as its kind numbers them), or the newest pod. Empty
+    when none fits."""
     ordered = sorted(pods, key=_created)
     if all_pods:
         return list(ordered)
     if index is not None:
-        ordered = [pod for pod in ordered if Meta(pod).label(COMPLETION_INDEX_LABEL) == str(index)]
+        ordered = [pod for pod in ordered if index_of(pod) == str(index)]
     return ordered[-1:]
 
 

@@ -86,16 +86,6 @@ def is_own_mark(key: str) -> bool:
     return key.startswith(_OWN_PREFIX) and key not in USER_FACING_KEYS
 
 
-# Labels the management cluster's apiserver/controller generate; never copied to a mirror.
-GENERATED_JOB_LABELS = frozenset(
-    {
-        "controller-uid",
-        "batch.kubernetes.io/controller-uid",
-        "job-name",
-        "batch.kubernetes.io/job-name",
-    }
-)
-
 FIELD_MANAGER = "jobrelay"
 
 # On the leader election Lease, written by the leader with each renewal: its version (for

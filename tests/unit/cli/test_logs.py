@@ -11,6 +11,7 @@ from jobrelay.cli.logs import (
     EXIT_UNAUTHORIZED,
     explain,
     parse_duration,
+    workload_named,
 )
 from jobrelay.relayapi.rules import RelayError
 
@@ -49,3 +50,27 @@ def test_bad_durations(text: str) -> None:
 def test_refusals_are_explained(error: RelayError, words: str, code: int) -> None:
     message, exit_code = explain(error, "team-a", "t")
     assert words in message and exit_code == code
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "named"),
+    [
+        ("train", None, (None, "train")),
+        ("train", "RayJob", ("RayJob", "train")),
+        ("rayjob/train", None, ("rayjob", "train")),
+        ("pytorchjobs/train", None, ("pytorchjobs", "train")),
+        ("RayJob/train", "rayjob", ("RayJob", "train")),
+    ],
+)
+def test_a_workload_is_named_as_kubectl_names_one(
+    text: str, kind: str | None, named: tuple[str | None, str]
+) -> None:
+    assert workload_named(text, kind) == named
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"), [("/train", None), ("rayjob/", None), ("a/b/c", None), ("rayjob/t", "Job")]
+)
+def test_a_workload_named_wrong_is_refused(text: str, kind: str | None) -> None:
+    with pytest.raises(ValueError):
+        workload_named(text, kind)

@@ -19,9 +19,10 @@ from tests.unit.fleet.test_workers import (
 )
 
 from jobrelay.fleet.workers import PoolOptions, WorkerPool
+from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.resources import NODES, PODS
-from jobrelay.placement.tracker import JOB_NAME_LABEL, JOB_UID_LABEL, OwnedPods
+from jobrelay.placement.tracker import OwnedPods
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 NODES_PATH = collection_path(NODES)

@@ -23,11 +23,12 @@ from jobrelay.fleet.workers.status_rules import (
     replacing,
 )
 from jobrelay.fleet.workers.status_writer import StatusWriter
+from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.placement.tracker import JOB_NAME_LABEL, JOB_UID_LABEL, slim_node, slim_pod
+from jobrelay.placement.tracker import slim_node, slim_pod
 from jobrelay.vocabulary.timestamps import rfc3339
 
 NOW = 10_000.0

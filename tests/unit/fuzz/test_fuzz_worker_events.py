@@ -10,22 +10,21 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from tests.unit.fuzz.hostile import anything, counted, fuzz, odd_text, timestamps
 
-from jobrelay.fleet.workerevents_rules import (
-    BlockedTracker,
-    WorkerEventRelay,
+from jobrelay.fleet.workerevents_rules import BlockedTracker, WorkerEventRelay
+from jobrelay.fleet.workerevents_targets import (
     last_seen,
     occurrences,
     slim_event,
     speaks_for,
     target_of,
 )
+from jobrelay.kinds import kinds_from_names
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.placement.tracker import pod_owners, slim_pod
 from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
-from jobrelay.vocabulary.resource import Resource
 
-JOB = Resource("batch", "v1", "jobs", "Job")
-JOBSET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-KINDS = {JOB.name: JOB, JOBSET.name: JOBSET}
+KINDS = {kind.name: kind for kind in kinds_from_names(DEDICATED)}
+JOB = KINDS["Job.v1.batch"].ref
 MIRROR = {
     "metadata": {"name": "train", "namespace": "ns", "uid": "m-1",
                  "labels": {ORIGIN_UID_LABEL: "j-1"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -33,8 +32,10 @@ MIRROR = {
 MANAGEMENT = {"metadata": {"name": "train", "namespace": "ns", "uid": "j-1"}}
 
 names = st.one_of(st.sampled_from(["train", "train-abcde", "sweep", "ns", ""]), odd_text)
-kinds = st.sampled_from(["Job", "Pod", "JobSet", "Node", ""]) | anything
-api_versions = st.sampled_from(["batch/v1", "v1", "jobset.x-k8s.io/v1alpha2", ""]) | anything
+kinds = st.sampled_from(["Job", "Pod", "JobSet", "Node", "RayCluster", ""]) | anything
+api_versions = (
+    st.sampled_from(["batch/v1", "v1", "jobset.x-k8s.io/v1alpha2", "ray.io/v1", ""]) | anything
+)
 involved = st.one_of(
     anything,
     st.fixed_dictionaries(

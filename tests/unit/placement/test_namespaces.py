@@ -12,11 +12,11 @@ from tests.unit.placement.support import cluster, node, pods
 
 from jobrelay.placement.decision import place
 from jobrelay.placement.namespaces import (
-    NOT_KNOWN,
     WorkerNamespaces,
     credential_namespace,
     namespace_refusal,
 )
+from jobrelay.placement.not_known import NotKnownYet
 
 ORIGIN = "uid-of-manager-a"
 OPEN = {"team-a": ORIGIN, "team-b": None, "team-c": "uid-of-manager-b", "jobrelay-system": ORIGIN}
@@ -64,8 +64,8 @@ def worker(**fields: object) -> WorkerNamespaces:
             "namespace jobrelay-system holds jobrelay's credential there: "
             "jobrelay never creates mirrors in it",
         ),
-        ("team-a", {"synced": False}, NOT_KNOWN),  # informer not listed yet
-        ("team-new", {"synced": False}, NOT_KNOWN),
+        ("team-a", {"synced": False}, NotKnownYet.NAMESPACES),  # informer not listed yet
+        ("team-new", {"synced": False}, NotKnownYet.NAMESPACES),
         ("jobrelay-system", {"credential": None}, None),  # a credential that is no account
     ],
 )

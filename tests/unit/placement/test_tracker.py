@@ -6,11 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
+from jobrelay.kinds.jobset import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 from jobrelay.placement.tracker import (
-    JOB_NAME_LABEL,
-    JOB_UID_LABEL,
-    JOBSET_NAME_LABEL,
-    JOBSET_UID_LABEL,
     CapacityTracker,
     OwnedPods,
     effective_requests,

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.kubeflow import PyTorchJobKind
+from jobrelay.kinds.ray import RayJobKind
 from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, InformerEvent
@@ -56,10 +58,26 @@ class WorkerClient:
 
     lists: list[dict[str, Any]] = field(default_factory=list)
     watches: int = 0
+    # Other objects there, by (plural, name): what a kind's operator made.
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    gets: list[tuple[str, str]] = field(default_factory=list)
 
     async def list(self, resource: Any, **kwargs: Any) -> ListResult:
         self.lists.append(kwargs)
-        return ListResult(items=list(self.pods), resource_version="1")
+        selector = kwargs.get("label_selector") or ""
+        key, _, value = selector.partition("=")
+        pods = [
+            pod for pod in self.pods
+            if not selector or (pod["metadata"].get("labels") or {}).get(key) == value
+        ]  # fmt: skip
+        return ListResult(items=pods, resource_version="1")
+
+    async def get(self, resource: Any, name: str, **kwargs: Any) -> dict[str, Any]:
+        self.gets.append((resource.plural, name))
+        found = self.objects.get((resource.plural, name))
+        if found is None:
+            raise ApiError(404, "NotFound", f"{resource.plural} {name!r} not found")
+        return found
 
     @contextlib.asynccontextmanager
     async def watch(self, resource: Any, **kwargs: Any) -> AsyncIterator[AsyncIterator[Any]]:
@@ -163,8 +181,13 @@ class Runtime:
     objects: Objects
 
 
-def _job(name: str, cluster: str | None) -> dict[str, Any]:
-    annotations = {"jobrelay.dev/cluster": cluster} if cluster else {}
+def _job(name: str, cluster: str | None, mirror_uid: str = MIRROR_UID) -> dict[str, Any]:
+    """A management object placed on ``cluster`` (run 1), its mirror's UID recorded."""
+    annotations = (
+        {"jobrelay.dev/cluster": cluster, "jobrelay.dev/mirrors": f"1:{cluster}:{mirror_uid}"}
+        if cluster
+        else {}
+    )
     return {"metadata": {"name": name, "namespace": "team-a", "uid": f"uid-of-{name}",
                          "annotations": annotations}}  # fmt: skip
 
@@ -592,3 +615,161 @@ async def test_merged_follows_end_when_their_reader_goes_away_with_a_full_queue(
     async with asyncio.timeout(5):
         await stream.aclose()  # type: ignore[attr-defined]
     assert closed == 40
+
+
+# -- issue 32: the followed mirror is the recorded one; every kind's pods by UID ------------
+
+
+async def test_a_forged_later_run_on_another_worker_is_never_read(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """A worker that shows an object with our marks, this Job's UID and a higher run is
+    not thereby its mirror: the one whose UID is recorded is read."""
+    api, _, _, _ = setup
+    pool: Pool = api._pool  # type: ignore[assignment]
+    train = api._kinds["Job.v1.batch"].objects.get("team-a/train")
+    assert train is not None
+    hostile = WorkerClient(
+        pods=[_pod("train-0-evil", "2026-01-01T00:00:09Z", owner="forged-uid")],
+        logs={"train-0-evil": [b"forged\n"]},
+    )
+    pool.by_name["worker-b"] = Worker(hostile, name="worker-b", mirrors={
+        ("Job.v1.batch", "team-a/train"): mirror_of(train, "forged-uid", run=9),
+    })  # fmt: skip
+    api.limits = Limits(max_bytes=10_000)
+    assert await body(await api.handle(request(LOGS))) == b"one\nmore\n"
+    view = json.loads(await body(await api.handle(request(MIRROR))))
+    assert (view["cluster"], view["mirror"]["metadata"]["uid"]) == ("worker-a", MIRROR_UID)
+    assert hostile.lists == [] and hostile.asked == []
+
+
+def _owned_pod(name: str, created: str, owner: str, **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name, "creationTimestamp": created, "labels": labels,
+            "ownerReferences": [{"name": "x", "uid": owner, "controller": True}],
+        },
+        "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "main"}]},
+        "status": {"phase": "Running"},
+    }  # fmt: skip
+
+
+def _made(name: str, uid: str, controller: str) -> dict[str, Any]:
+    """An object a kind's operator made, controlled by ``controller`` (a UID)."""
+    return {"metadata": {"name": name, "namespace": "team-a", "uid": uid, "ownerReferences": [
+        {"name": "train", "uid": controller, "controller": True}]}}  # fmt: skip
+
+
+def _add_kind(
+    api: RelayApi, worker: Worker, kind: Any, status: dict[str, Any] | None = None
+) -> None:
+    obj = _job("train", "worker-a", mirror_uid="m-" + kind.ref.plural)
+    objects = Objects({"team-a/train": obj})
+    api._kinds[kind.name] = Runtime(kind, objects)  # type: ignore[index]
+    mirror = mirror_of(obj, "m-" + kind.ref.plural)
+    mirror["status"] = status or {}
+    worker.mirrors[(kind.name, "team-a/train")] = mirror
+
+
+async def test_a_rayjobs_pods_are_its_clusters_and_its_submitters(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """KubeRay makes a RayCluster (named in the RayJob's status) and a submitter Job, both
+    controlled by the RayJob: their pods are the mirror's; a RayCluster of that name the
+    mirror does not control is someone else's, and so are its pods."""
+    api, manager, client, worker = setup
+    manager.allowed.add(("alice", "team-a", "rayjobs", ""))
+    _add_kind(api, worker, RayJobKind(), {"rayClusterName": "train-x1"})
+    client.objects[("rayclusters", "train-x1")] = _made("train-x1", "rc-uid", "m-rayjobs")
+    client.objects[("jobs", "train")] = _made("train", "submit-uid", "m-rayjobs")
+    client.pods = [
+        _owned_pod("train-x1-head", "2026-01-01T00:00:01Z", "rc-uid",
+                   **{"ray.io/cluster": "train-x1"}),
+        _owned_pod("train-x1-workers-worker-a", "2026-01-01T00:00:02Z", "rc-uid",
+                   **{"ray.io/cluster": "train-x1"}),
+        _owned_pod("train-sub", "2026-01-01T00:00:03Z", "submit-uid",
+                   **{"batch.kubernetes.io/job-name": "train"}),
+        # Labelled like the cluster's, controlled by something else.
+        _owned_pod("train-x1-evil", "2026-01-01T00:00:09Z", "evil",
+                   **{"ray.io/cluster": "train-x1"}),
+    ]  # fmt: skip
+    client.logs = {pod["metadata"]["name"]: [b"line\n"] for pod in client.pods}
+    api.limits = Limits(max_bytes=10_000)
+    path = f"{API_PATH}/namespaces/team-a/rayjobs/train"
+    view = json.loads(await body(await api.handle(request(f"{path}/mirror"))))
+    assert [p["name"] for p in view["pods"]] == [
+        "train-x1-head", "train-x1-workers-worker-a", "train-sub"
+    ]  # fmt: skip
+    newest = await api.handle(request(f"{path}/log"))
+    assert isinstance(newest, Stream) and dict(newest.headers)["jobrelay-pods"] == "train-sub"
+    await body(newest)
+    # The RayCluster named in the status is a namesake the mirror does not control.
+    client.objects[("rayclusters", "train-x1")] = _made("train-x1", "rc-uid", "someone-else")
+    view = json.loads(await body(await api.handle(request(f"{path}/mirror"))))
+    assert [p["name"] for p in view["pods"]] == ["train-sub"]
+
+
+async def test_a_pytorchjobs_pods_are_those_it_controls(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, manager, client, worker = setup
+    manager.allowed.add(("alice", "team-a", "pytorchjobs", ""))
+    _add_kind(api, worker, PyTorchJobKind())
+    name = "training.kubeflow.org/job-name"
+    index = "training.kubeflow.org/replica-index"
+    client.pods = [
+        _owned_pod("train-master-0", "2026-01-01T00:00:01Z", "m-pytorchjobs",
+                   **{name: "train", index: "0"}),
+        _owned_pod("train-worker-0", "2026-01-01T00:00:02Z", "m-pytorchjobs",
+                   **{name: "train", index: "0"}),
+        _owned_pod("train-worker-1", "2026-01-01T00:00:03Z", "m-pytorchjobs",
+                   **{name: "train", index: "1"}),
+        _owned_pod("train-worker-9", "2026-01-01T00:00:09Z", "namesake",
+                   **{name: "train", index: "1"}),
+    ]  # fmt: skip
+    client.logs = {pod["metadata"]["name"]: [b"line\n"] for pod in client.pods}
+    api.limits = Limits(max_bytes=10_000)
+    path = f"{API_PATH}/namespaces/team-a/pytorchjobs/train"
+    view = json.loads(await body(await api.handle(request(f"{path}/mirror"))))
+    assert [p["name"] for p in view["pods"]] == [
+        "train-master-0",
+        "train-worker-0",
+        "train-worker-1",
+    ]
+    assert client.lists[-1]["label_selector"] == f"{name}=train"
+    one = await api.handle(request(f"{path}/log", index="1"))
+    assert isinstance(one, Stream) and dict(one.headers)["jobrelay-pods"] == "train-worker-1"
+    assert await body(one) == b"line\n"
+
+
+async def test_a_follow_of_a_rayjobs_pods_watches_them_by_each_selector(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    """A RayJob's pods are listed by two selectors (its cluster's, its submitter's): a
+    follow of all of them watches each set by its own, and counts both watches."""
+    api, _, client, worker = setup
+    _add_kind(api, worker, RayJobKind(), {"rayClusterName": "train-x1"})
+    client.objects[("rayclusters", "train-x1")] = _made("train-x1", "rc-uid", "m-rayjobs")
+    client.objects[("jobs", "train")] = _made("train", "submit-uid", "m-rayjobs")
+    client.pods = [
+        _owned_pod("train-x1-head", "2026-01-01T00:00:01Z", "rc-uid",
+                   **{"ray.io/cluster": "train-x1"}),
+        _owned_pod("train-sub", "2026-01-01T00:00:03Z", "submit-uid",
+                   **{"batch.kubernetes.io/job-name": "train"}),
+    ]  # fmt: skip
+    client.logs = {pod["metadata"]["name"]: [b"line\n"] for pod in client.pods}
+    client.hold = asyncio.Event()
+    api.limits = Limits(max_streams_per_user=10)
+    api.streams.per_user = 10
+    path = f"{API_PATH}/namespaces/team-a/rayjobs/train/log"
+    answer = await api.handle(request(path, allPods="true", follow="true"))
+    assert isinstance(answer, Stream)
+    got = b""
+    while got.count(b"\n") < 2:
+        got += await anext(answer.chunks)
+    assert sorted(got.splitlines()) == [b"[pod/train-sub] line", b"[pod/train-x1-head] line"]
+    assert client.watches == 2
+    assert api.streams.open(user="alice") == 4  # two pods, two watches
+    await answer.chunks.aclose()  # type: ignore[attr-defined]
+    answer.done()
+    assert api.streams.open() == 0

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobrelay.kinds.catalog import DEFAULT_KIND
 from jobrelay.relayapi.rules import (
     API_PATH,
     BadRequest,
@@ -26,9 +27,7 @@ from jobrelay.relayapi.rules import (
     match_route,
     parse_log_query,
     plural_of,
-    pod_selector,
     pod_summary,
-    pods_of_mirror,
     scrub,
     status_body,
 )
@@ -117,38 +116,12 @@ def test_kubelet_params_are_what_kubectl_sends() -> None:
     assert kubelet_params(LogQuery()) == {}
 
 
-def test_pod_selectors_name_the_mirrors_uid() -> None:
-    assert pod_selector("Job", "u-1") == "batch.kubernetes.io/controller-uid=u-1"
-    assert pod_selector("JobSet", "u-2") == "jobset.sigs.k8s.io/jobset-uid=u-2"
-
-
-def _owned(name: str, owner_uid: str | None, **labels: str) -> dict[str, Any]:
-    references = (
-        [{"kind": "Job", "name": "train", "uid": owner_uid, "controller": True}]
-        if owner_uid
-        else []
-    )
-    return {"metadata": {"name": name, "labels": labels, "ownerReferences": references}}
-
-
-def test_pods_of_a_mirror_are_those_it_controls() -> None:
-    pods = [
-        _owned("mine", "mirror-uid"),
-        # A namesake's pod carrying the mirror's labels (a worker may write any labels).
-        _owned("forged", "other-uid", **{"batch.kubernetes.io/controller-uid": "mirror-uid"}),
-        _owned("orphan", None, **{"batch.kubernetes.io/controller-uid": "mirror-uid"}),
-    ]
-    assert [p["metadata"]["name"] for p in pods_of_mirror(pods, "Job", "mirror-uid")] == ["mine"]
-    jobset_pods = [
-        _owned("js-0", "child-job-uid", **{"jobset.sigs.k8s.io/jobset-uid": "js-uid"}),
-        _owned("js-other", "child-job-uid", **{"jobset.sigs.k8s.io/jobset-uid": "x"}),
-    ]
-    chosen = pods_of_mirror(jobset_pods, "JobSet", "js-uid")
-    assert [p["metadata"]["name"] for p in chosen] == ["js-0"]
-
-
-OBJ = {"metadata": {"name": "train", "namespace": "team-a", "uid": "obj-uid",
-                    "annotations": {"jobrelay.dev/cluster": "worker-z"}}}  # fmt: skip
+def _obj(cluster: str = "worker-a", mirrors: str = "1:worker-a:m-a") -> dict[str, Any]:
+    annotations = {"jobrelay.dev/cluster": cluster, "jobrelay.dev/placements": cluster}
+    if mirrors:
+        annotations["jobrelay.dev/mirrors"] = mirrors
+    return {"metadata": {"name": "train", "namespace": "team-a", "uid": "obj-uid",
+                         "annotations": annotations}}  # fmt: skip
 
 
 def _ours(*, uid: str, origin_uid: str = "obj-uid", origin: str = "o1", run: int = 1
@@ -173,25 +146,57 @@ def _ours(*, uid: str, origin_uid: str = "obj-uid", origin: str = "o1", run: int
 
 
 @pytest.mark.parametrize(
-    ("cached", "expected"),
+    ("obj", "cached", "expected"),
     [
-        # The user's jobrelay.dev/cluster says worker-z: only the caches decide.
-        ([("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
-        ([("worker-z", None), ("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        # The recorded one (run 1 on worker-a, UID m-a).
+        (_obj(), [("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        (_obj(), [("worker-z", None), ("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        # A worker's later-run "mirror" of this object, not recorded: never, wherever.
+        (_obj(), [("worker-a", _ours(uid="m-a")), ("worker-b", _ours(uid="m-b", run=2))],
+         ("worker-a", "m-a")),
+        (_obj(), [("worker-b", _ours(uid="m-b", run=7))], None),
+        # The worker it is placed on shows another UID than the recorded one.
+        (_obj(), [("worker-a", _ours(uid="m-forged"))], None),
+        # Not recorded yet (placed before records, or just before a restart): the current
+        # run's on the worker it is placed on, as the relay adopts it; nowhere else.
+        (_obj(mirrors=""), [("worker-a", _ours(uid="m-a"))], ("worker-a", "m-a")),
+        (_obj(mirrors=""), [("worker-b", _ours(uid="m-b"))], None),
         # A namesake's mirror (another object's UID), another origin's: never.
-        ([("worker-z", _ours(uid="m-z", origin_uid="other"))], None),
-        ([("worker-z", _ours(uid="m-z", origin="o2"))], None),
-        # The highest run is the current one (a stale one left behind on another worker).
-        ([("worker-a", _ours(uid="m-a", run=1)), ("worker-b", _ours(uid="m-b", run=2))],
-         ("worker-b", "m-b")),
-        ([], None),
+        (_obj(), [("worker-a", _ours(uid="m-a", origin_uid="other"))], None),
+        (_obj(), [("worker-a", _ours(uid="m-a", origin="o2"))], None),
+        (_obj(), [], None),
     ],
 )  # fmt: skip
-def test_current_mirror_comes_from_jobrelays_caches(
-    cached: list[tuple[str, dict[str, Any] | None]], expected: tuple[str, str] | None
+def test_current_mirror_is_the_one_the_relay_follows(
+    obj: dict[str, Any],
+    cached: list[tuple[str, dict[str, Any] | None]],
+    expected: tuple[str, str] | None,
 ) -> None:
-    found = current_mirror(OBJ, cached, controller_name="jobrelay.dev/controller", origin="o1")
+    found = current_mirror(obj, cached, controller_name="jobrelay.dev/controller", origin="o1")
     assert (found and (found[0], found[1]["metadata"]["uid"])) == expected
+
+
+@given(
+    run=st.integers(min_value=1, max_value=50),
+    forged_run=st.integers(min_value=1, max_value=10_000),
+    where=st.sampled_from(["worker-a", "worker-b", "worker-c"]),
+    forged_uid=st.sampled_from(["m-a", "m-b", "forged"]),
+)
+def test_a_forged_mirror_on_another_worker_is_never_followed(
+    run: int, forged_run: int, where: str, forged_uid: str
+) -> None:
+    """Whatever run a worker other than the recorded one claims, with whatever UID, the
+    API reads the recorded mirror (or nothing), never the forged one."""
+    history = ",".join(["worker-a"] * run)
+    obj = _obj(mirrors=f"{run}:worker-a:m-a")
+    obj["metadata"]["annotations"]["jobrelay.dev/placements"] = history
+    cached = [("worker-a", _ours(uid="m-a", run=run))]
+    if where != "worker-a":
+        cached.append((where, _ours(uid=forged_uid, run=forged_run)))
+    found = current_mirror(obj, cached, controller_name="jobrelay.dev/controller", origin="o1")
+    assert found is not None and (found[0], found[1]["metadata"]["uid"]) == ("worker-a", "m-a")
+    alone = current_mirror(obj, cached[1:], controller_name="jobrelay.dev/controller", origin="o1")
+    assert alone is None
 
 
 def _pod(name: str, created: str, index: int | None = None, **status: Any) -> dict[str, Any]:
@@ -221,7 +226,7 @@ PODS = [
     ],
 )
 def test_choose_pods(index: int | None, all_pods: bool, names: list[str]) -> None:
-    chosen = choose_pods(PODS, index=index, all_pods=all_pods)
+    chosen = choose_pods(PODS, index=index, all_pods=all_pods, index_of=DEFAULT_KIND.pod_index)
     assert [p["metadata"]["name"] for p in chosen] == names
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobrelay.fleet.workerevents_rules import WORKER_EVENT_FIELD_SELECTOR, slim_event
+from jobrelay.fleet.workerevents_targets import WORKER_EVENT_FIELD_SELECTOR, slim_event
 from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
@@ -139,7 +139,7 @@ class Worker:
                 self.client,
                 kind.ref,
                 label_selector=selector,
-                transform=kind.slim_mirror,
+                transform=kind.cached_mirror,
                 options=options,
             )
             informer.add_handler(functools.partial(self.track, kind))

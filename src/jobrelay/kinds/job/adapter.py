@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.job import conditions, contract, mirror, spec, status
+from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL, JOB_POD_OWNER, job_pod_selector
 from jobrelay.kinds.mirrors import slim_metadata
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
 
 class JobKind(WorkloadKind):
     ref = Resource("batch", "v1", "jobs", "Job")
+    # Its pods: its controller's, with its name and UID labels (pod_labels.py).
+    pod_owner_labels = (JOB_POD_OWNER,)
+    pod_index_labels = (COMPLETION_INDEX_LABEL,)
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         # The pod template is most of a Job's bytes; only its scheduling
@@ -95,3 +100,25 @@ class JobKind(WorkloadKind):
                 node_selector=dict(pod_spec.get("nodeSelector") or {}),
             )
         ]
+
+    # -- its pods on the worker ---------------------------------------------------------
+
+    def pod_selectors(self, mirror_obj: JsonObj) -> tuple[str, ...]:
+        return (job_pod_selector(Meta(mirror_obj).uid),)
+
+    def pods_at_work(self, obj: JsonObj) -> bool:
+        current = obj.get("status") or {}
+        return any(_positive(current.get(k)) for k in ("active", "ready", "succeeded"))
+
+    def completions(self, obj: JsonObj) -> str:
+        """``succeeded/completions`` as kubectl prints it (``/1 of N`` for a work queue)."""
+        job_spec, current = obj.get("spec") or {}, obj.get("status") or {}
+        succeeded = int(current.get("succeeded") or 0)
+        if job_spec.get("completions") is not None:
+            return f"{succeeded}/{job_spec['completions']}"
+        parallelism = int(job_spec.get("parallelism") or 1)
+        return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and value > 0

@@ -12,11 +12,11 @@ import copy
 from typing import Any
 
 from jobrelay.kinds.job.carry import carry_of, mirror_carry, remaining_spec
+from jobrelay.kinds.job.pod_labels import GENERATED_JOB_LABELS
 from jobrelay.kinds.job.spec import is_elastic_indexed
 from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION, is_mirror_of, is_ours, mirror_metadata
 from jobrelay.kinds.patches import merge_patch
 from jobrelay.kinds.types import JsonObj
-from jobrelay.vocabulary.names import GENERATED_JOB_LABELS
 
 __all__ = [
     "LAST_APPLIED_ANNOTATION",

@@ -9,6 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from jobrelay.kinds.kubeflow import MPIJobKind, PyTorchJobKind
+from jobrelay.kinds.ray import RayClusterKind, RayJobKind
+from jobrelay.kinds.trainjob import TrainJobKind
 from jobrelay.localfleet.binaries import BinaryError, Progress
 from jobrelay.localfleet.binaries.build_cache import cache_root
 from jobrelay.localfleet.binaries.chart_crds import cached_crds
@@ -22,23 +25,30 @@ from jobrelay.localfleet.binaries.versions import (
     TRAINING_OPERATOR_MODULE,
     TRAINING_OPERATOR_VERSION,
 )
+from jobrelay.vocabulary.resource import Resource
+
+
+def _crd_file(directory: str, ref: Resource) -> str:
+    """Where kubebuilder writes a kind's CRD: ``<directory>/<group>_<plural>.yaml``."""
+    return f"{directory}/{ref.group}_{ref.plural}.yaml"
+
 
 # (module, version, the CRD files in its zip): plain CustomResourceDefinitions.
 ECOSYSTEM_CRD_SOURCES = (
     (
         KUBERAY_MODULE,
         KUBERAY_VERSION,
-        ("config/crd/bases/ray.io_rayjobs.yaml", "config/crd/bases/ray.io_rayclusters.yaml"),
+        tuple(_crd_file("config/crd/bases", kind.ref) for kind in (RayJobKind, RayClusterKind)),
     ),
-    (TRAINER_MODULE, TRAINER_VERSION, ("manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml",)),
+    (TRAINER_MODULE, TRAINER_VERSION, (_crd_file("manifests/base/crds", TrainJobKind.ref),)),
     (
         TRAINING_OPERATOR_MODULE,
         TRAINING_OPERATOR_VERSION,
         # Only PyTorchJob: this module's MPIJob is kubeflow.org/v1 and would clash with the
         # MPI operator's v2beta1 (one CRD per name).
-        ("manifests/base/crds/kubeflow.org_pytorchjobs.yaml",),
+        (_crd_file("manifests/base/crds", PyTorchJobKind.ref),),
     ),
-    (MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION, ("manifests/base/kubeflow.org_mpijobs.yaml",)),
+    (MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION, (_crd_file("manifests/base", MPIJobKind.ref),)),
 )
 
 

@@ -1,7 +1,8 @@
 """The stand-in at work on one cluster: an informer per kind it drives (every namespace),
-a queue of objects to look at, and each step's status written through the /status
-subresource with the object's resourceVersion (a conflict is looked at again), only ever
-through ``jobrelay.kube.client.ApiClient``."""
+a queue of objects to look at, what the real operator would have made of each created
+(pods, and the objects that make pods: children_rules.py) or deleted, and each step's
+status written through the /status subresource with the object's resourceVersion (a
+conflict is looked at again), only ever through ``jobrelay.kube.client.ApiClient``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from collections.abc import Callable, Sequence
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer, InformerEvent
-from jobrelay.localfleet.standin.rules import KINDS, StandinKind, next_step
+from jobrelay.localfleet.standin.children_rules import Child
+from jobrelay.localfleet.standin.rules import KINDS, StandinKind, next_children, next_step
 
 _log = logging.getLogger(__name__)
 
@@ -32,7 +34,9 @@ class StandinDriver:
     Kinds the cluster does not serve are left out (logged). ``written`` counts the status
     writes made, ``refused`` lists the writes the apiserver refused (besides conflicts) and
     ``altered`` those it stored otherwise than written (a field pruned or defaulted by the
-    CRD's schema), so tests can tell the real CRDs took every one as it was.
+    CRD's schema), so tests can tell the real CRDs took every one as it was. ``made``
+    counts the objects it made (pods and the like), ``unmade`` lists those the apiserver
+    refused.
     """
 
     def __init__(
@@ -49,6 +53,11 @@ class StandinDriver:
         self.refused: list[str] = []
         self.altered: list[str] = []
         self.informers: dict[str, Informer] = {}
+        self.made = 0
+        self.unmade: list[str] = []
+        # What was made or deleted already, by (plural, namespace, name, its owner's UID).
+        self._made: set[tuple[str, str, str, str]] = set()
+        self._deleted: set[tuple[str, str, str, str]] = set()
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -128,7 +137,9 @@ class StandinDriver:
         obj = self.informers[resource.kind].get(key)
         if obj is None:
             return
-        step = next_step(kind, obj, self.clock())
+        now = self.clock()
+        await self._children(kind, obj, now)
+        step = next_step(kind, obj, now)
         if step.recheck_after is not None:
             self._later(step.recheck_after, resource.kind, key)
         if step.status is None or step.status == (obj.get("status") or {}):
@@ -162,6 +173,52 @@ class StandinDriver:
             self.altered.append(f"{resource.kind} {key}: wrote {step.status}, stored "
                                 f"{stored.get('status')}")  # fmt: skip
         _log.info("%s: %s %s: %s", self.client.cluster, resource.kind, key, _summary(step.status))
+
+    async def _children(
+        self, kind: StandinKind, obj: dict[str, object], now: datetime.datetime
+    ) -> None:
+        """Make what the real operator would have made of ``obj`` and is missing, delete
+        what it would have deleted (each once per owner)."""
+        children = next_children(kind, obj, now)
+        meta = obj["metadata"]
+        assert isinstance(meta, dict)
+        namespace, owner = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
+        for child in children.wanted:
+            mark = (child.resource.plural, namespace, child.name, owner)
+            if mark not in self._made:
+                await self._make(child, namespace, mark)
+            self._deleted.discard(mark)
+        for resource, name in children.unwanted:
+            mark = (resource.plural, namespace, name, owner)
+            if mark in self._deleted:
+                continue
+            try:
+                await self.client.delete(resource, name, namespace=namespace)
+            except ApiError as error:
+                if not error.is_not_found:
+                    raise
+            self._deleted.add(mark)
+            self._made.discard(mark)
+
+    async def _make(self, child: Child, namespace: str, mark: tuple[str, str, str, str]) -> None:
+        try:
+            await self.client.create(child.resource, child.body, namespace=namespace)
+        except ApiError as error:
+            if error.is_not_found:
+                # The kind is not served here (a JobSet without its CRD), or the
+                # namespace is going: nothing to make.
+                _log.info("%s: %s %s/%s not made: %s", self.client.cluster,
+                          child.resource.kind, namespace, child.name, error.message)  # fmt: skip
+            elif not error.is_already_exists:
+                self.unmade.append(f"{child.resource.kind} {namespace}/{child.name}: {error}")
+                _log.warning("%s: %s %s/%s: creation refused: %s", self.client.cluster,
+                             child.resource.kind, namespace, child.name, error)  # fmt: skip
+                return
+        else:
+            self.made += 1
+            _log.info("%s: made %s %s/%s", self.client.cluster, child.resource.kind,
+                      namespace, child.name)  # fmt: skip
+        self._made.add(mark)
 
 
 def _summary(status: dict[str, object]) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.kinds.trainjob import TRAINJOB_CONTROLLER
 from jobrelay.localfleet.standin.lifecycle_rules import (
     FAILED,
     WAIT_FOR_A_CHANGE,
@@ -25,7 +26,7 @@ from jobrelay.localfleet.standin.lifecycle_rules import (
     with_changes,
 )
 
-TRAINER = "trainer.kubeflow.org/trainjob-controller"
+TRAINER = TRAINJOB_CONTROLLER
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
 MPI_OPERATOR = "kubeflow.org/mpi-operator"
 

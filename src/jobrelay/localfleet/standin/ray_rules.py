@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jobrelay.kinds.ray import KUBERAY_OPERATOR
 from jobrelay.localfleet.standin.lifecycle_rules import (
     FAILED,
     WAIT_FOR_A_CHANGE,
@@ -23,13 +24,13 @@ from jobrelay.localfleet.standin.lifecycle_rules import (
     with_changes,
 )
 
-RAY_OPERATOR = "ray.io/kuberay-operator"
+RAY_OPERATOR = KUBERAY_OPERATOR
 
 
 # -- RayJob --------------------------------------------------------------------------
 
 
-def _ray_cluster_name(run: Run) -> str:
+def standin_cluster_name(run: Run) -> str:
     # utils.GenerateRayClusterName: the job's name and a random suffix.
     return f"{run.name}-standin"
 
@@ -54,7 +55,7 @@ def rayjob_step(run: Run) -> Step:
             with_changes(
                 status,
                 jobId=field(run.obj, ("spec", "jobId")) or f"{run.name}-standin",
-                rayClusterName=_ray_cluster_name(run),
+                rayClusterName=standin_cluster_name(run),
                 jobStatus="",
                 jobDeploymentStatus="Initializing",
                 startTime=run.stamp,
@@ -70,7 +71,7 @@ def rayjob_step(run: Run) -> Step:
         return Step(
             with_changes(
                 status,
-                dashboardURL=f"{_ray_cluster_name(run)}-head-svc.{run.namespace}.svc:8265",
+                dashboardURL=f"{standin_cluster_name(run)}-head-svc.{run.namespace}.svc:8265",
                 jobDeploymentStatus="Running",
                 jobStatus="RUNNING",
                 rayJobInfo={"startTime": run.stamp},
