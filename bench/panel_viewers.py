@@ -36,7 +36,7 @@ from bench.fleetctl import MANAGER, Fleet, FleetError, FleetShape
 from bench.workload import PodShape, burst, create_namespace, create_request, job_manifest
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import JOBS
-from jobrelay.relayapi.rules import API_PATH
+from jobrelay.relayapi.route_rules import API_PATH
 from jobrelay.vocabulary.meta import Meta
 
 REPO = Path(__file__).resolve().parents[1]

@@ -24,8 +24,8 @@ from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.workload import Workload
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, QUEUE_LABEL
 
 TARGET_S = 0.100

@@ -15,7 +15,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS
 from jobrelay.localfleet.binaries import BinaryError
 from jobrelay.localfleet.binaries import ecosystem_crds as crd_files
-from jobrelay.localfleet.standin.rules import KINDS, StandinKind
+from jobrelay.localfleet.standin.standin_rules import KINDS, StandinKind
 from tests.kubetools import eventually, is_true
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from jobrelay.dependencies.copy_rules import RESOURCES
 from jobrelay.fleet.workerclusters import default_origin
-from jobrelay.kinds.dependency_copies import RESOURCES
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS

@@ -22,7 +22,7 @@ import pytest
 
 from jobrelay.controller.options import LeaderElectionSettings, lease_name_for
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.election.rules import RETRY_JITTER
+from jobrelay.kube.election.election_rules import RETRY_JITTER
 from jobrelay.kube.resources import LEASES
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from tests.e2e.support import Relay, Replica

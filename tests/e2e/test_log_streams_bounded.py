@@ -26,7 +26,7 @@ import yaml
 
 from jobrelay.kube.resources import JOBS, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
-from jobrelay.relayapi.rules import POD_HEADER
+from jobrelay.relayapi.route_rules import POD_HEADER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_remote_logs import logs_path, registered, running_pods

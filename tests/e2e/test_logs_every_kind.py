@@ -23,7 +23,7 @@ import pytest
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import PODS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
-from jobrelay.relayapi.rules import API_PATH, POD_HEADER
+from jobrelay.relayapi.route_rules import API_PATH, POD_HEADER
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available, manager_get
 from tests.e2e.support import ControllerProcess, Relay

@@ -19,7 +19,7 @@ import pytest
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.localfleet.cluster import Credential
-from jobrelay.relayapi.rules import API_PATH
+from jobrelay.relayapi.route_rules import API_PATH
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import (

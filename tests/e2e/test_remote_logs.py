@@ -39,7 +39,7 @@ from jobrelay.localfleet.cluster import (
     Credential,
 )
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
-from jobrelay.relayapi.rules import API_PATH, POD_HEADER
+from jobrelay.relayapi.route_rules import API_PATH, POD_HEADER
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available, available, manager_get, user_kubeconfig

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from jobrelay.admission.queue_model import Entry, QueueHold
-from jobrelay.kinds.quantity import QuantityError
 from jobrelay.placement.units import Resources, format_units, to_units
+from jobrelay.vocabulary.quantity import QuantityError
 
 __all__ = [
     "EXCEEDS_NAMESPACE_QUOTA",

@@ -21,8 +21,8 @@ from jobrelay.admission.queue_model import (
     Reclaim,
     WithinQueue,
 )
-from jobrelay.kinds.quantity import QuantityError, shown
 from jobrelay.placement.units import resources_of
+from jobrelay.vocabulary.quantity import QuantityError, shown
 
 __all__ = ["OPERATORS", "InvalidQueue", "read_queue", "read_selector"]
 

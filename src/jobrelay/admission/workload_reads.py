@@ -16,10 +16,10 @@ from typing import Any
 
 from jobrelay.admission.queue_model import Entry, Fleet
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.units import resources_of
 from jobrelay.placement.workload import Invalid, Workload, read_workload
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     PREEMPTED_BY_ANNOTATION,

@@ -36,7 +36,7 @@ from jobrelay.fleet.maintenance_rules import (
     WorkerClusterView,
 )
 from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError
-from jobrelay.kinds.claims import parse_kind_flag
+from jobrelay.kinds.managed_by_claims import parse_kind_flag
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME

@@ -19,7 +19,7 @@ from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
 from jobrelay.fleet import serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
-from jobrelay.kinds.claims import parse_kind_flag
+from jobrelay.kinds.managed_by_claims import parse_kind_flag
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
 

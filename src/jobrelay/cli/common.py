@@ -36,7 +36,7 @@ def checked_kind_names(
     """A ``--kind`` callback: each value must be ``Kind.version.group[=managedBy]`` (exit 2
     otherwise)."""
     from jobrelay.kinds import KindError  # imported when a command runs, not at start-up
-    from jobrelay.kinds.claims import parse_kind_flag
+    from jobrelay.kinds.managed_by_claims import parse_kind_flag
 
     for value in values:
         try:
@@ -51,7 +51,7 @@ def checked_field_flags(
 ) -> tuple[str, ...]:
     """A ``--managed-by-field`` callback: ``Kind.version.group=FIELD``, FIELD a known place."""
     from jobrelay.kinds import KindError
-    from jobrelay.kinds.claims import parse_field_flag
+    from jobrelay.kinds.managed_by_claims import parse_field_flag
 
     for value in values:
         try:

@@ -33,7 +33,7 @@ from jobrelay.cli.common import (
 from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE, complete_names, complete_types
 from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND, resolve
 from jobrelay.cli.terminal import safe_lines
-from jobrelay.cli.types_rules import ArgumentsError, Request, requests_of
+from jobrelay.cli.types_rules import ArgumentsError, TypeRequest, requests_of
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -45,7 +45,7 @@ from jobrelay.vocabulary.placement import placement_of, placements_of
 
 # (namespace, name, kind) -> {cluster, mirror, pods: [{name, phase, node, restarts, ready,
 # lastState, conditions}]}, or an awaitable of it: the controller API's view of the
-# worker side (jobrelay.relayapi.client.fetch_mirror). Anything it raises is shown as why
+# worker side (jobrelay.relayapi.user_client.fetch_mirror). Anything it raises is shown as why
 # the worker side is unavailable.
 MirrorFetcher = Callable[[str, str, str], Any]
 
@@ -58,11 +58,11 @@ def relay_api_fetcher(kubeconfig: Path | None, context: str | None) -> MirrorFet
     """The controller API client's ``fetch_mirror``, given the manager's kubeconfig and
     context where it takes them. Imported only when needed: describe works without it."""
     try:
-        module = importlib.import_module("jobrelay.relayapi.client")
+        module = importlib.import_module("jobrelay.relayapi.user_client")
         fetch = module.fetch_mirror
     except (ImportError, AttributeError) as error:
         raise WorkerDetailsUnavailable(
-            "this jobrelay has no client of the controller's API (jobrelay.relayapi.client)"
+            "this jobrelay has no client of the controller's API (jobrelay.relayapi.user_client)"
         ) from error
     try:
         accepted = set(inspect.signature(fetch).parameters)
@@ -332,7 +332,7 @@ def complete_arguments(
 
 
 async def described(
-    client: ApiClient, requests: list[Request], where: str, selector: str | None
+    client: ApiClient, requests: list[TypeRequest], where: str, selector: str | None
 ) -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
     """Each named workload (NotFound, exit 3, for one missing), or each one -l selects."""
     from jobrelay.vocabulary.leases import lease_name_for

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from jobrelay.cli.types_rules import BUILT_IN, KindNames, Request, match_type
+from jobrelay.cli.types_rules import BUILT_IN, KindNames, TypeRequest, match_type
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED, kinds_from_names, parse_kind_name
 
@@ -43,7 +43,7 @@ async def known_kinds(client: ApiClient, namespace: str, lease_name: str) -> lis
     """The kinds the controller runs (its leader records them on its Lease; Job and JobSet
     when no Lease says), each with the names discovery gives it (plural, short names)."""
     from jobrelay.cli.version import NoLease, read_leader
-    from jobrelay.kinds.claims import parse_lease_entry
+    from jobrelay.kinds.managed_by_claims import parse_lease_entry
     from jobrelay.kube.errors import ApiError
 
     try:
@@ -74,11 +74,11 @@ def workload_kinds(found: list[KindNames]) -> tuple[WorkloadKind, ...]:
 
 async def resolve(
     client: ApiClient,
-    requests: list[Request],
+    requests: list[TypeRequest],
     namespace: str,
     lease_name: str,
     claims: dict[str, str] | None = None,
-) -> list[tuple[Request, tuple[WorkloadKind, ...]]]:
+) -> list[tuple[TypeRequest, tuple[WorkloadKind, ...]]]:
     """Each request's kinds: kubectl's names of Job and JobSet and Kind.version.group at
     once; ``all`` and any other name through the controller's kinds and discovery.
     ``claims`` receives the managedBy value the controller's Lease says each kind claims."""

@@ -26,36 +26,36 @@ class JsonPathError(ValueError):
 
 
 @dataclass(frozen=True)
-class Step:
+class PathStep:
     kind: str  # "root", "current", "field", "recursive", "all", "index", "slice", "filter"
     name: str = ""
     index: int = 0
     bounds: tuple[int | None, int | None, int | None] = (None, None, None)
-    filter: tuple[tuple[Step, ...], str, Any] | None = None
+    filter: tuple[tuple[PathStep, ...], str, Any] | None = None
 
 
 _FIELD = re.compile(r"(?:\\.|[^.\[\]\\\s])+")
 _FILTER = re.compile(r"^\s*(@[^=!<>]*?)\s*(?:(==|!=|<=|>=|<|>)\s*(.+?))?\s*$")
 
 
-def parse_path(text: str) -> tuple[Step, ...]:
+def parse_path(text: str) -> tuple[PathStep, ...]:
     """A path (``.a.b[*]``, ``@.x``, ``$..y``) as steps; JsonPathError if malformed."""
-    steps: list[Step] = []
+    steps: list[PathStep] = []
     at = 0
     text = text.strip()
     while at < len(text):
         char = text[at]
         if char == "$" and not steps:
-            steps.append(Step("root"))
+            steps.append(PathStep("root"))
             at += 1
         elif char == "@" and not steps:
-            steps.append(Step("current"))
+            steps.append(PathStep("current"))
             at += 1
         elif text.startswith("..", at):
             match = _FIELD.match(text, at + 2)
             if not match:
                 raise JsonPathError(f"a field name must follow '..' in {text!r}")
-            steps.append(Step("recursive", _unescape(match.group())))
+            steps.append(PathStep("recursive", _unescape(match.group())))
             at = match.end()
         elif char == ".":
             match = _FIELD.match(text, at + 1)
@@ -63,7 +63,7 @@ def parse_path(text: str) -> tuple[Step, ...]:
                 at += 1
                 continue
             name = _unescape(match.group())
-            steps.append(Step("all") if name == "*" else Step("field", name))
+            steps.append(PathStep("all") if name == "*" else PathStep("field", name))
             at = match.end()
         elif char == "[":
             close = _closing_bracket(text, at)
@@ -73,7 +73,7 @@ def parse_path(text: str) -> tuple[Step, ...]:
             match = _FIELD.match(text, at)  # "metadata.name" without its leading dot
             if not match or steps:
                 raise JsonPathError(f"unexpected {char!r} at {at} in {text!r}")
-            steps.append(Step("field", _unescape(match.group())))
+            steps.append(PathStep("field", _unescape(match.group())))
             at = match.end()
     return tuple(steps)
 
@@ -99,25 +99,25 @@ def _closing_bracket(text: str, start: int) -> int:
     raise JsonPathError(f"unclosed '[' in {text!r}")
 
 
-def _bracket(inner: str, text: str) -> Step:
+def _bracket(inner: str, text: str) -> PathStep:
     if inner == "*":
-        return Step("all")
+        return PathStep("all")
     if inner[:1] in "'\"" and inner[-1:] == inner[:1] and len(inner) >= 2:
-        return Step("field", inner[1:-1])
+        return PathStep("field", inner[1:-1])
     if inner.startswith("?(") and inner.endswith(")"):
         match = _FILTER.match(inner[2:-1])
         if not match:
             raise JsonPathError(f"cannot read the filter {inner!r} in {text!r}")
         path, operator, literal = match.groups()
-        return Step("filter", filter=(parse_path(path), operator or "", _literal(literal)))
+        return PathStep("filter", filter=(parse_path(path), operator or "", _literal(literal)))
     try:
         if ":" in inner:
             parts = [int(p) if p.strip() else None for p in inner.split(":")]
             if len(parts) > 3:
                 raise ValueError(inner)
             padded = [*parts, None, None][:3]
-            return Step("slice", bounds=(padded[0], padded[1], padded[2]))
-        return Step("index", index=int(inner))
+            return PathStep("slice", bounds=(padded[0], padded[1], padded[2]))
+        return PathStep("index", index=int(inner))
     except ValueError:
         raise JsonPathError(f"cannot read [{inner}] in {text!r}") from None
 
@@ -136,7 +136,7 @@ def _literal(text: str | None) -> Any:
         return text
 
 
-def find(steps: tuple[Step, ...], root: Any, current: Any | None = None) -> list[Any]:
+def find(steps: tuple[PathStep, ...], root: Any, current: Any | None = None) -> list[Any]:
     """Every value the path selects in ``root`` (``@`` being ``current``, else root)."""
     nodes = [root]
     for step in steps:
@@ -149,7 +149,7 @@ def find(steps: tuple[Step, ...], root: Any, current: Any | None = None) -> list
     return nodes
 
 
-def _apply(step: Step, node: Any) -> Iterator[Any]:
+def _apply(step: PathStep, node: Any) -> Iterator[Any]:
     if step.kind == "field":
         if isinstance(node, dict) and step.name in node:
             yield node[step.name]
@@ -216,11 +216,11 @@ def format_value(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Node:
+class PathNode:
     kind: str  # "text", "path", "range"
     text: str = ""
-    steps: tuple[Step, ...] = ()
-    body: tuple[Node, ...] = ()
+    steps: tuple[PathStep, ...] = ()
+    body: tuple[PathNode, ...] = ()
 
 
 _STRING = re.compile(r"""^\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*$""")
@@ -268,12 +268,12 @@ def _pieces(text: str) -> list[tuple[str, str]]:
     return pieces
 
 
-def _parse(pieces: list[tuple[str, str]], text: str) -> tuple[tuple[Node, ...], list[Any]]:
-    nodes: list[Node] = []
+def _parse(pieces: list[tuple[str, str]], text: str) -> tuple[tuple[PathNode, ...], list[Any]]:
+    nodes: list[PathNode] = []
     while pieces:
         kind, value = pieces.pop(0)
         if kind == "text":
-            nodes.append(Node("text", value))
+            nodes.append(PathNode("text", value))
             continue
         stripped = value.strip()
         if stripped == "end":
@@ -282,14 +282,14 @@ def _parse(pieces: list[tuple[str, str]], text: str) -> tuple[tuple[Node, ...], 
             body, closed = _parse(pieces, text)
             if not closed:
                 raise JsonPathError(f"{{range}} without {{end}} in {text!r}")
-            nodes.append(Node("range", steps=parse_path(stripped[6:]), body=body))
+            nodes.append(PathNode("range", steps=parse_path(stripped[6:]), body=body))
             continue
         string = _STRING.match(value)
         if string:
             said = string.group(1) if string.group(1) is not None else string.group(2)
-            nodes.append(Node("text", _unquote(said)))
+            nodes.append(PathNode("text", _unquote(said)))
             continue
-        nodes.append(Node("path", steps=parse_path(stripped)))
+        nodes.append(PathNode("path", steps=parse_path(stripped)))
     return tuple(nodes), []
 
 
@@ -299,7 +299,7 @@ def _unquote(text: str) -> str:
     )
 
 
-def _render(nodes: tuple[Node, ...], root: Any, current: Any) -> Iterator[str]:
+def _render(nodes: tuple[PathNode, ...], root: Any, current: Any) -> Iterator[str]:
     for node in nodes:
         if node.kind == "text":
             yield node.text

@@ -17,7 +17,7 @@ import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
 from jobrelay.kinds.catalog import DEFAULT_KIND
-from jobrelay.relayapi.rules import LOG, RelayError, job_path, log_params
+from jobrelay.relayapi.route_rules import LOG, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
 EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
@@ -145,7 +145,7 @@ def logs(
     except ValueError as error:
         raise click.UsageError(str(error)) from None
     # The client (httpx2, lightkube) is imported only when a log is read, not for --help.
-    from jobrelay.relayapi.client import connect
+    from jobrelay.relayapi.user_client import connect
 
     namespace = namespace or kubeconfig_namespace(kubeconfig, context)
     params = log_params(

@@ -27,9 +27,9 @@ from jobrelay.controller.options import (
     LeaderElectionSettings,
 )
 from jobrelay.fleet import relayqueues, workerclusters
-from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
+from jobrelay.kinds.managed_by_claims import parse_field_flag, parse_kind_flag
+from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import LeadershipLost
-from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
 from jobrelay.relayapi.settings import ApiSettings

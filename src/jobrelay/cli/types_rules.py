@@ -78,17 +78,17 @@ def match_type(text: str, known: Sequence[KindNames]) -> list[KindNames]:
 
 
 @dataclass(frozen=True)
-class Request:
+class TypeRequest:
     """One resource type and the names asked of it (none: list them)."""
 
     type: str
     names: tuple[str, ...] = ()
 
 
-def requests_of(arguments: Sequence[str], default: str = "jobs") -> list[Request]:
+def requests_of(arguments: Sequence[str], default: str = "jobs") -> list[TypeRequest]:
     """kubectl's argument forms: ``TYPE[,TYPE...] [NAME...]`` or ``TYPE/NAME...``."""
     if not arguments:
-        return [Request(default)]
+        return [TypeRequest(default)]
     if any("/" in argument for argument in arguments):
         requests: dict[str, list[str]] = {}
         for argument in arguments:
@@ -99,9 +99,9 @@ def requests_of(arguments: Sequence[str], default: str = "jobs") -> list[Request
                     "separate TYPE or NAME (there is no need for a TYPE argument then)"
                 )
             requests.setdefault(kind, []).append(name)
-        return [Request(kind, tuple(names)) for kind, names in requests.items()]
+        return [TypeRequest(kind, tuple(names)) for kind, names in requests.items()]
     types = [t for t in arguments[0].split(",") if t]
     names = tuple(arguments[1:])
     if names and len(types) > 1:
         raise ArgumentsError("name a single resource type with NAMEs (or use TYPE/NAME)")
-    return [Request(t, names) for t in types]
+    return [TypeRequest(t, names) for t in types]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import datetime
 import logging
 
+from jobrelay.dependencies.copy_rules import RESOURCES
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kinds.dependency_copies import RESOURCES
 from jobrelay.kube.errors import ApiError
 from jobrelay.vocabulary.meta import Meta
 

@@ -21,7 +21,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.requesting import RequestRecord, WatchRestart
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.observe.metrics import (
@@ -31,6 +30,7 @@ from jobrelay.observe.metrics import (
     StatusCopyClock,
     Stopwatches,
 )
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.outcome import QueueOutcome, Retry, result
 from jobrelay.vocabulary.placement import placement_of, placements_of
 

@@ -12,7 +12,7 @@ from jobrelay.controller.options import ControllerOptions
 from jobrelay.kinds import KindError, WorkloadKind, kinds_from_names
 from jobrelay.kinds.base import MANAGED_BY_FIELDS
 from jobrelay.kinds.catalog import parse_kind_name
-from jobrelay.kinds.claims import (
+from jobrelay.kinds.managed_by_claims import (
     KUEUE_GROUP,
     MULTIKUEUE,
     claim_problem,

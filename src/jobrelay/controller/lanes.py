@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Set
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.queueing import Lane
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of
 

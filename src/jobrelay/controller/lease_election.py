@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import jobrelay
 from jobrelay.controller.options import ControllerOptions
 from jobrelay.kinds import WorkloadKind
-from jobrelay.kinds.claims import lease_entry
+from jobrelay.kinds.managed_by_claims import lease_entry
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import Elector
-from jobrelay.kube.election.rules import ElectionTiming
 from jobrelay.vocabulary.names import KINDS_ANNOTATION, VERSION_ANNOTATION
 
 __all__ = ["election_timing", "elector_for"]

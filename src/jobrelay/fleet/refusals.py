@@ -26,8 +26,8 @@ import ssl
 from collections.abc import Mapping
 
 from jobrelay.fleet.workerclusters import RegistryError
-from jobrelay.kinds.admission_rules import is_quota_refusal
 from jobrelay.kube.errors import ApiError
+from jobrelay.placement.admission_probes import is_quota_refusal
 
 __all__ = ["classify", "refusal_for_tenants"]
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import RecordedMirror, mirror_records, placements_of
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 
 from jobrelay.kinds.base import Finish
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def status_of(obj: JsonObj | None) -> JsonObj:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from jobrelay.kinds.base import SPEC_MANAGED_BY, Finish, WorkloadKind, without_path
 from jobrelay.kinds.jobset import replicated_jobs_at_work
 from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.resource import Resource
 
 DEFAULT_FINISHED_CONDITIONS = ("Complete", "Failed", "Succeeded")

@@ -27,7 +27,7 @@ from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL
 from jobrelay.kinds.mirrors import carried_over, mirror_object, slim_metadata
 from jobrelay.kinds.pod_ownership import PodOwnerLabels, name_prefixes
 from jobrelay.kinds.pods import QuantityError, pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 

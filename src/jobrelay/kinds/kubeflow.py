@@ -45,7 +45,7 @@ from jobrelay.kinds.job.pod_labels import JOB_POD_OWNER
 from jobrelay.kinds.mirrors import mirror_object, slim_metadata
 from jobrelay.kinds.pod_ownership import OwnerHop
 from jobrelay.kinds.pods import QuantityError, pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 

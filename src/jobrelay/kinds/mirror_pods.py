@@ -17,7 +17,7 @@ from typing import Any
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import POD_OWNER_LABELS
 from jobrelay.kinds.pod_ownership import OwnerHop, controller_refs, hop_uids, label_owners
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["OWNER_LABELS", "mirror_pod_uids", "pod_owners", "pods_of_mirror"]

@@ -13,7 +13,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,

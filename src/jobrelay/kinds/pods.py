@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from decimal import ROUND_CEILING, Decimal
 
-from jobrelay.kinds.quantity import QuantityError, Unusable, parse_quantity
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.quantity import QuantityError, Unusable, parse_quantity
 
 __all__ = ["QuantityError", "format_quantity", "parse_quantity", "pod_requests"]
 

@@ -52,7 +52,7 @@ from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_POD_OWNER
 from jobrelay.kinds.mirrors import mirror_object, slim_suspendable
 from jobrelay.kinds.pod_ownership import OwnerHop, name_prefixes
 from jobrelay.kinds.pods import QuantityError, pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 

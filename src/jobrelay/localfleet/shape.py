@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from jobrelay.kinds.quantity import Unusable, read_quantity
 from jobrelay.placement import units
 from jobrelay.placement.selectors import is_label_key, is_label_value
 from jobrelay.placement.workload import Taint
+from jobrelay.vocabulary.quantity import Unusable, read_quantity
 
 MANAGER = "manager"
 MAX_WORKERS = 20

@@ -21,9 +21,9 @@ import yaml
 
 from jobrelay.kinds.base import MANAGED_BY_FIELDS, SPEC_MANAGED_BY
 from jobrelay.kinds.catalog import kinds_from_names
-from jobrelay.kinds.claims import parse_field_flag, parse_kind_flag
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.kinds.managed_by_claims import parse_field_flag, parse_kind_flag
 from jobrelay.manifests import chart_sources
 from jobrelay.manifests.chart_sources import fill
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.nodefit import Fit, Pool, Shape, assign, largest_free, shape_largest
 from jobrelay.placement.units import CPU, GPU, MEMORY, PODS, format_resources, resources_of
 from jobrelay.placement.workload import PodGroup, Taint
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
 # A node that does not say how many pods it takes is not limited by that.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
-from jobrelay.kinds.quantity import INT64_MAX, QuantityError, Unusable, parse_quantity
+from jobrelay.vocabulary.quantity import INT64_MAX, QuantityError, Unusable, parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -14,11 +14,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from jobrelay.dependencies.template_references import claim_names
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.pods import pod_requests
-from jobrelay.kinds.quantity import QuantityError
-from jobrelay.kinds.references import claim_names
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.selectors import (
     Operator,
     Requirement,
@@ -27,12 +25,14 @@ from jobrelay.placement.selectors import (
     parse_selector,
 )
 from jobrelay.placement.units import resources_of
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_SELECTOR_ANNOTATION,
     CLUSTERS_ANNOTATION,
     PLACEMENT_ANNOTATION,
 )
+from jobrelay.vocabulary.quantity import QuantityError
 
 # Taint effects that keep a pod off a node; PreferNoSchedule only discourages.
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

@@ -30,8 +30,8 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.relayapi import panel_rules, rules, trust_rules
-from jobrelay.relayapi.httpserver import Answer, Request, Stream
+from jobrelay.relayapi import panel_rules, route_rules, trust_rules
+from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
 from jobrelay.relayapi.logstreams import (
     PodWatch,
     bounded_follow,
@@ -120,7 +120,7 @@ class Refused(Exception):
     def __init__(self, code: int, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.code = code
-        self.answer = Answer(code, rules.status_body(code, message, reason))
+        self.answer = Answer(code, route_rules.status_body(code, message, reason))
 
 
 class RelayApi:
@@ -131,7 +131,7 @@ class RelayApi:
         manager: ApiClient,
         pool: Workers,
         kinds: Mapping[str, DispatchedKind],
-        limits: rules.Limits,
+        limits: route_rules.Limits,
         *,
         controller_name: str,
         origin: str,
@@ -159,12 +159,12 @@ class RelayApi:
             self.panel, manager, self._review, self._groups, self._object, self._placed_by
         )
 
-    async def handle(self, request: Request) -> Answer | Stream:
+    async def handle(self, request: HttpRequest) -> Answer | Stream:
         try:
             user = self._authenticate(request)
             if request.method != "GET":
                 raise Refused(405, "only GET")
-            document = rules.discovery(request.path, self._plurals())
+            document = route_rules.discovery(request.path, self._plurals())
             if document is not None:
                 return Answer(200, json.dumps(document).encode())
             panel_route = panel_rules.match_panel_route(request.path)
@@ -173,24 +173,24 @@ class RelayApi:
                     return await self._panel.serve(user, panel_route, request.params)
                 except Refusal as refusal:
                     raise Refused(refusal.code, refusal.message, refusal.reason) from None
-            route = rules.match_route(request.path)
+            route = route_rules.match_route(request.path)
             if route is None:
                 raise Refused(
                     404,
-                    f"no such route: try {rules.API_PATH}/namespaces/NS/jobs/NAME/log "
+                    f"no such route: try {route_rules.API_PATH}/namespaces/NS/jobs/NAME/log "
                     "or .../mirror",
                 )
-            if route.what == rules.LOG:
+            if route.what == route_rules.LOG:
                 return await self._logs(user, route, request.params)
             return await self._mirror(user, route)
         except Refused as refused:
             return refused.answer
-        except rules.BadRequest as error:
-            return Answer(400, rules.status_body(400, str(error)))
+        except route_rules.BadRequest as error:
+            return Answer(400, route_rules.status_body(400, str(error)))
 
     # -- who and whether ----------------------------------------------------------
 
-    def _authenticate(self, request: Request) -> rules.User:
+    def _authenticate(self, request: HttpRequest) -> route_rules.User:
         found = trust_rules.identify(
             self._front_proxy(), request.certificate_cn, request.header_lines
         )
@@ -198,7 +198,7 @@ class RelayApi:
             raise Refused(401, found)
         return found
 
-    async def _review(self, user: rules.User, **attributes: str) -> bool:
+    async def _review(self, user: route_rules.User, **attributes: str) -> bool:
         """Whether the manager lets ``user`` do this (a SubjectAccessReview, its answer
         reused for REVIEW_TTL seconds)."""
         extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
@@ -209,17 +209,17 @@ class RelayApi:
             return cached[1]
         try:
             review = await self._manager.review(
-                SUBJECT_ACCESS_REVIEWS, rules.access_review(user, **attributes)
+                SUBJECT_ACCESS_REVIEWS, route_rules.access_review(user, **attributes)
             )
         except ApiError as error:
             _log.warning("SubjectAccessReview failed: %s %s", error.reason, error.message)
             raise Refused(503, "cannot check permissions now; try again") from None
         if len(self._reviews) >= _MAX_REVIEWS:
             self._reviews.clear()
-        self._reviews[key] = (now + REVIEW_TTL, rules.allowed(review))
-        return rules.allowed(review)
+        self._reviews[key] = (now + REVIEW_TTL, route_rules.allowed(review))
+        return route_rules.allowed(review)
 
-    async def _authorise(self, user: rules.User, what: str, **attributes: str) -> None:
+    async def _authorise(self, user: route_rules.User, what: str, **attributes: str) -> None:
         if not await self._review(user, **attributes):
             raise Refused(
                 403,
@@ -245,7 +245,7 @@ class RelayApi:
         """The panel's view of :meth:`_placed` (its refusals as the panel's)."""
         try:
             placed = await self._placed(
-                self._runtime(plural), rules.Route("mirror", namespace, plural, name)
+                self._runtime(plural), route_rules.Route("mirror", namespace, plural, name)
             )
         except Refused as refused:
             raise Refusal(refused.code, str(refused)) from None
@@ -261,7 +261,7 @@ class RelayApi:
             "NotFound",
         )  # fmt: skip
 
-    async def _placed(self, runtime: DispatchedKind, route: rules.Route) -> Placed:
+    async def _placed(self, runtime: DispatchedKind, route: route_rules.Route) -> Placed:
         """The workload's mirror as the relay follows it (its UID recorded on the object),
         and its pods (those its kind's adapter says are the mirror's, by UID); 404 when
         there is none."""
@@ -273,7 +273,7 @@ class RelayApi:
                 404, f'{kind.ref.kind} "{route.name}" managed by jobrelay not found', "NotFound"
             )
         workers = {worker.name: worker for worker in self._pool.workers()}
-        found = rules.current_mirror(
+        found = route_rules.current_mirror(
             obj,
             ((name, worker.mirror((kind.name, key))) for name, worker in workers.items()),
             controller_name=self._controller_name,
@@ -328,7 +328,7 @@ class RelayApi:
 
     # -- routes ----------------------------------------------------------------------
 
-    async def _mirror(self, user: rules.User, route: rules.Route) -> Answer:
+    async def _mirror(self, user: route_rules.User, route: route_rules.Route) -> Answer:
         runtime = self._runtime(route.plural)
         ref = runtime.kind.ref
         await self._authorise(
@@ -339,14 +339,14 @@ class RelayApi:
         body = {
             "cluster": placed.worker.name,
             "mirror": placed.mirror,
-            "pods": [rules.pod_summary(pod) for pod in sorted(placed.pods, key=_created)],
+            "pods": [route_rules.pod_summary(pod) for pod in sorted(placed.pods, key=_created)],
         }
         return Answer(200, json.dumps(body).encode())
 
     async def _logs(
-        self, user: rules.User, route: rules.Route, params: Mapping[str, str]
+        self, user: route_rules.User, route: route_rules.Route, params: Mapping[str, str]
     ) -> Answer | Stream:
-        query = rules.parse_log_query(params)
+        query = route_rules.parse_log_query(params)
         runtime = self._runtime(route.plural)
         await self._authorise(
             user, "pods/log", namespace=route.namespace, resource="pods", subresource="log"
@@ -355,7 +355,7 @@ class RelayApi:
         cluster, client = placed.worker.name, placed.worker.streams
         if not placed.pods:
             raise Refused(404, f'no pods of "{route.name}" on its worker yet', "NoPods")
-        chosen = rules.choose_pods(
+        chosen = route_rules.choose_pods(
             placed.pods, index=query.index, all_pods=query.all_pods, index_of=runtime.kind.pod_index
         )
         if not chosen:
@@ -384,7 +384,7 @@ class RelayApi:
             extra={"event": "logs", "user": user.name},
         )  # fmt: skip
         # Which pods it reads (names only), for a client that wants to say so.
-        headers = [(rules.POD_HEADER, ",".join(names))]
+        headers = [(route_rules.POD_HEADER, ",".join(names))]
         return Stream(chunks, done=lambda: self.streams.release(claim), headers=headers)
 
     def _log_chunks(
@@ -392,11 +392,11 @@ class RelayApi:
         client: ApiClient,
         namespace: str,
         selectors: Mapping[str, str],
-        query: rules.LogQuery,
+        query: route_rules.LogQuery,
     ) -> AsyncIterator[bytes]:
         """The chunks of the pods ``selectors`` names (each pod's by the selector it was
         listed by, which a follow watches it by)."""
-        params = rules.kubelet_params(query)
+        params = route_rules.kubelet_params(query)
         idle = self.limits.follow_idle_timeout
         names = list(selectors)
         watches = {

@@ -21,11 +21,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 import h11
 
-from jobrelay.relayapi.rules import status_body
+from jobrelay.relayapi.route_rules import status_body
 from jobrelay.relayapi.trust_rules import common_name
 from jobrelay.web.probe_server import next_request, parse_address
 
-__all__ = ["Answer", "ApiServer", "Request", "Stream"]
+__all__ = ["Answer", "ApiServer", "HttpRequest", "Stream"]
 
 _log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ WRITE_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
+class HttpRequest:
     method: str
     path: str
     params: dict[str, str]  # the first value of each query parameter
@@ -65,7 +65,7 @@ class Stream:
     headers: list[tuple[str, str]] = field(default_factory=list)
 
 
-Handler = Callable[[Request], Awaitable[Answer | Stream]]
+Handler = Callable[[HttpRequest], Awaitable[Answer | Stream]]
 
 
 class ApiServer:
@@ -155,7 +155,7 @@ class ApiServer:
                     await writer.wait_closed()
 
 
-def _request(event: h11.Request, peercert: Any) -> Request:
+def _request(event: h11.Request, peercert: Any) -> HttpRequest:
     target = urlsplit(event.target.decode("latin-1"))
     params: dict[str, str] = {}
     for key, value in parse_qsl(target.query, keep_blank_values=True):
@@ -163,7 +163,7 @@ def _request(event: h11.Request, peercert: Any) -> Request:
     lines = tuple(
         (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
     )
-    return Request(
+    return HttpRequest(
         event.method.decode("ascii"),
         target.path,
         params,

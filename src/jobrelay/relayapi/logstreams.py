@@ -16,7 +16,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS
-from jobrelay.relayapi.rules import scrub
+from jobrelay.relayapi.route_rules import scrub
 from jobrelay.relayapi.stream_rules import MAX_LINE_BYTES, LineSplitter, RateBudget
 from jobrelay.vocabulary.meta import Meta
 

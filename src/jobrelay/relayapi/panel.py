@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules
-from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Change, Row
+from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Row, WatchChange
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
 
@@ -349,7 +349,7 @@ class PanelFeed:
         for watcher in list(self._watchers[view]):
             watcher.send(change.line for change in found if watcher.visible(change.id))
 
-    def _workload_changes(self, published: dict[str, Row]) -> list[Change]:
+    def _workload_changes(self, published: dict[str, Row]) -> list[WatchChange]:
         """What changed among the workloads the informers named since the last pass
         (``published`` is brought up to date in place)."""
         dirty, self._dirty = self._dirty, set()

@@ -20,7 +20,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS, RELAY_QUEUES, WORKER_CLUSTERS
-from jobrelay.relayapi import panel_rules, rules
+from jobrelay.relayapi import panel_rules, route_rules
 from jobrelay.relayapi.httpserver import Answer, Stream
 from jobrelay.relayapi.panel import WATCH_LIFETIME, Access, PanelFeed, TooManyWatches, scope_of
 from jobrelay.relayapi.panel_rules import FLEET, QUEUES, PanelRoute
@@ -72,7 +72,7 @@ class PanelRoutes:
         self._files: dict[str, bytes] = {}
 
     async def serve(
-        self, user: rules.User, route: PanelRoute, params: Mapping[str, str]
+        self, user: route_rules.User, route: PanelRoute, params: Mapping[str, str]
     ) -> Answer | Stream:
         if route.what == panel_rules.DASHBOARD:
             return self._dashboard(route.name)
@@ -106,7 +106,7 @@ class PanelRoutes:
 
     # -- who may see what ----------------------------------------------------------
 
-    async def _require(self, user: rules.User, what: str, **attributes: str) -> None:
+    async def _require(self, user: route_rules.User, what: str, **attributes: str) -> None:
         if not await self._review(user, namespace="", **attributes):
             raise Refusal(
                 403,
@@ -115,7 +115,7 @@ class PanelRoutes:
                 "Forbidden",
             )
 
-    async def _workload_access(self, user: rules.User, namespace: str) -> Access:
+    async def _workload_access(self, user: route_rules.User, namespace: str) -> Access:
         plurals = self._plurals()
 
         async def may_list(plural: str, in_namespace: str) -> bool:
@@ -141,7 +141,7 @@ class PanelRoutes:
 
     # -- a workload's Events -----------------------------------------------------------
 
-    async def _events(self, user: rules.User, route: PanelRoute) -> Answer:
+    async def _events(self, user: route_rules.User, route: PanelRoute) -> Answer:
         plurals = self._plurals()
         if route.plural not in plurals:
             raise Refusal(404, f"{route.plural!r} is not a kind this controller dispatches",
@@ -227,5 +227,7 @@ def _lifetime(text: str | None) -> float:
     try:
         asked = float(text) if text else WATCH_LIFETIME
     except ValueError:
-        raise rules.BadRequest(f"timeoutSeconds={str(text)[:20]!r}: expected seconds") from None
+        raise route_rules.BadRequest(
+            f"timeoutSeconds={str(text)[:20]!r}: expected seconds"
+        ) from None
     return min(max(asked, 1.0), WATCH_LIFETIME)

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.standing import State
 from jobrelay.readmodel import queue_rows, worker_rows, workload_rows
-from jobrelay.relayapi.rules import API_GROUP, API_PATH, API_VERSION, scrub
+from jobrelay.relayapi.route_rules import API_GROUP, API_PATH, API_VERSION, scrub
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
@@ -36,9 +36,9 @@ __all__ = [
     "FLEET",
     "QUEUES",
     "WORKLOADS",
-    "Change",
     "PanelRoute",
     "Row",
+    "WatchChange",
     "asset",
     "changes",
     "event_row",
@@ -249,7 +249,7 @@ def list_body(view: str, rows: Iterable[Row]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
+class WatchChange:
     """One watch event: its type, the row's id (a viewer's access is decided by it),
     and its line as sent."""
 
@@ -266,7 +266,7 @@ def watch_line(type_: str, row: Mapping[str, Any]) -> bytes:
 BOOKMARK = watch_line("BOOKMARK", {})
 
 
-def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[Change]:
+def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[WatchChange]:
     """The watch events that turn ``before`` into ``after`` (rows by id): ADDED,
     MODIFIED for a row that differs, DELETED; unchanged rows send nothing."""
     for row_id, row in after.items():
@@ -274,9 +274,9 @@ def changes(before: Mapping[str, Row], after: Mapping[str, Row]) -> Iterator[Cha
         if old is row:  # the same row object: nothing changed (the common case)
             continue
         if old is None:
-            yield Change("ADDED", row_id, watch_line("ADDED", row))
+            yield WatchChange("ADDED", row_id, watch_line("ADDED", row))
         elif old != row:
-            yield Change("MODIFIED", row_id, watch_line("MODIFIED", row))
+            yield WatchChange("MODIFIED", row_id, watch_line("MODIFIED", row))
     for row_id, row in before.items():
         if row_id not in after:
-            yield Change("DELETED", row_id, watch_line("DELETED", row))
+            yield WatchChange("DELETED", row_id, watch_line("DELETED", row))

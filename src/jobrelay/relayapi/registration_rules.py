@@ -24,7 +24,7 @@ import base64
 import ipaddress
 from typing import Any
 
-from jobrelay.relayapi.rules import API_GROUP, API_VERSION
+from jobrelay.relayapi.route_rules import API_GROUP, API_VERSION
 
 __all__ = [
     "API_SERVICE_NAME",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobrelay.relayapi.rules import Limits
+from jobrelay.relayapi.route_rules import Limits
 
 __all__ = ["ApiSettings"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from jobrelay.relayapi.rules import User
+from jobrelay.relayapi.route_rules import User
 
 __all__ = [
     "AUTHENTICATION_CONFIGMAP",

@@ -64,7 +64,7 @@ CONTROLLER_ANNOTATION = "jobrelay.dev/controller"  # value: the controller name,
 ORIGIN_LABEL = "jobrelay.dev/origin"
 
 # On a ConfigMap, Secret or ServiceAccount jobrelay copied onto a worker for the workloads
-# that reference it (kinds/dependency_copies.py): which controller made it (with
+# that reference it (dependencies/copy_rules.py): which controller made it (with
 # ORIGIN_LABEL, the selector of the worker's caches of copies), the source's UID on the
 # manager and a digest of the content copied (a change on the manager is synced).
 COPY_LABEL = "jobrelay.dev/copy"  # value: controller_label_value(controller name)

@@ -15,11 +15,11 @@ from jobrelay.controller import runner
 from jobrelay.controller.options import ControllerOptions, KindSettings
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kinds.claims import MULTIKUEUE, claim_problem
-from jobrelay.kinds.patches import merge_patch
+from jobrelay.kinds.managed_by_claims import MULTIKUEUE, claim_problem
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS
+from jobrelay.vocabulary.merge_patch import merge_patch
 from tests.ecosystem import ecosystem_kinds, manifest
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.localfleet.standin.driver import StandinDriver
-from jobrelay.localfleet.standin.rules import next_step
+from jobrelay.localfleet.standin.standin_rules import next_step
 from tests.ecosystem import BY_KIND, ecosystem_kinds, manifest, suspend_patch
 from tests.kubetools import eventually
 

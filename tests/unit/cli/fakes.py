@@ -23,8 +23,8 @@ import httpx2
 import msgspec
 from tests.unit.controller.fakes import _answer, status_body
 
-from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kube.client import ApiClient
+from jobrelay.vocabulary.merge_patch import apply_merge_patch
 
 _revisions = itertools.count(100)
 WORKER_CLUSTERS_PATH = "jobrelay.dev/v1alpha1/workerclusters"

@@ -157,7 +157,7 @@ def test_describe_asks_the_controller_api_for_the_mirror(
 def test_describe_without_the_worker_side_still_exits_0(
     manager: FakeApiserver, monkeypatch: pytest.MonkeyPatch, factory: Any, why: str
 ) -> None:
-    monkeypatch.setitem(__import__("sys").modules, "jobrelay.relayapi.client", None)
+    monkeypatch.setitem(__import__("sys").modules, "jobrelay.relayapi.user_client", None)
     manager.put(JOBS, job(MOVED))
     monkeypatch.setattr(describe_cli, "fetcher_factory", factory)
     result = invoke("job", "hello", "-n", "team-a")

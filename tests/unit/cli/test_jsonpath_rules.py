@@ -14,7 +14,7 @@ from jobrelay.cli.output_rules import label_header, parse_output, sort_key_path,
 from jobrelay.cli.types_rules import (
     ArgumentsError,
     KindNames,
-    Request,
+    TypeRequest,
     match_type,
     requests_of,
 )
@@ -130,14 +130,17 @@ def test_type_names(text: str, expected: list[str]) -> None:
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        ([], [Request("jobs")]),
-        (["jobsets"], [Request("jobsets")]),
-        (["jobs,jobsets"], [Request("jobs"), Request("jobsets")]),
-        (["job", "a", "b"], [Request("job", ("a", "b"))]),
-        (["job/a", "jobset/b", "job/c"], [Request("job", ("a", "c")), Request("jobset", ("b",))]),
+        ([], [TypeRequest("jobs")]),
+        (["jobsets"], [TypeRequest("jobsets")]),
+        (["jobs,jobsets"], [TypeRequest("jobs"), TypeRequest("jobsets")]),
+        (["job", "a", "b"], [TypeRequest("job", ("a", "b"))]),
+        (
+            ["job/a", "jobset/b", "job/c"],
+            [TypeRequest("job", ("a", "c")), TypeRequest("jobset", ("b",))],
+        ),
     ],
 )
-def test_argument_forms(arguments: list[str], expected: list[Request]) -> None:
+def test_argument_forms(arguments: list[str], expected: list[TypeRequest]) -> None:
     assert requests_of(arguments) == expected
 
 

@@ -13,7 +13,7 @@ from jobrelay.cli.logs import (
     parse_duration,
     workload_named,
 )
-from jobrelay.relayapi.rules import RelayError
+from jobrelay.relayapi.route_rules import RelayError
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,14 @@ from click.testing import CliRunner
 import jobrelay
 from jobrelay.cli.main import SUBCOMMANDS, cli
 
-HEAVY = ("aiohttp", "lightkube", "httpx2", "jobrelay.kube", "jobrelay.relayapi.client", "asyncio")
+HEAVY = (
+    "aiohttp",
+    "lightkube",
+    "httpx2",
+    "jobrelay.kube",
+    "jobrelay.relayapi.user_client",
+    "asyncio",
+)
 SRC = Path(jobrelay.__file__).resolve().parents[1]
 
 

@@ -26,15 +26,15 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerSnapshot
-from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.mirrors import mirror_metadata, origin_uid, run_of
-from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.admission_probes import ALLOWED, AdmissionVerdict
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.namespaces import WorkerNamespaces
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,

@@ -26,13 +26,13 @@ from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.fleet.workers import WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
-from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.merge_patch import apply_merge_patch
 from jobrelay.vocabulary.workercluster import drain_mode
 
 _revisions = itertools.count(1000)

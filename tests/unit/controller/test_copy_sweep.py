@@ -11,8 +11,8 @@ from typing import Any
 from tests.unit.controller.fakes import FakeCluster
 
 from jobrelay.controller.copy_sweep import ORPHAN_GRACE, sweep_orphan_copies
-from jobrelay.kinds.dependency_copies import slim_copy
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.copy_rules import slim_copy
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def stamp(seconds_ago: float) -> str:

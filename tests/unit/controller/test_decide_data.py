@@ -11,9 +11,9 @@ from tests.unit.placement.support import node
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import Annotate, Place, Plan, RecordEvent, RequeueAfter
 from jobrelay.controller.relay.snapshot import WorkerSnapshot
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 ROOMY = WorkerCapacity((node("n1", "16", "64Gi"),))

@@ -24,8 +24,8 @@ from jobrelay.controller.relay.plan import (
     Retry,
 )
 from jobrelay.controller.relay.snapshot import Needed, Snapshot, WorkerSnapshot
-from jobrelay.kinds.dependency_copies import MAX_CONTENT_BYTES, Copy, Source
-from jobrelay.kinds.references import Dependency
+from jobrelay.dependencies.copy_rules import MAX_CONTENT_BYTES, Copy, Source
+from jobrelay.dependencies.template_references import Dependency
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 SETTINGS = Dependency("configmap", "settings")

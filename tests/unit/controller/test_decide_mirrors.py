@@ -40,8 +40,8 @@ from jobrelay.controller.relay.plan import (
     Retry,
 )
 from jobrelay.controller.relay.snapshot import WorkerSnapshot
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.namespaces import WorkerNamespaces
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import MIRRORS_ANNOTATION
 
 w = worker

@@ -30,9 +30,9 @@ from jobrelay.controller.relay.steps.step_types import (
     StepAnswer,
     Stop,
 )
-from jobrelay.kinds.admission_rules import AdmissionVerdict
-from jobrelay.kinds.references import Dependency
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.template_references import Dependency
+from jobrelay.placement.admission_probes import AdmissionVerdict
+from jobrelay.vocabulary.json_types import JsonObj
 
 QUOTA = QueueHold("QueueQuotaExceeded", "over its quota")
 

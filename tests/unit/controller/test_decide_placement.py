@@ -26,9 +26,9 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.plan_parts import NOT_PLACED_LIMIT
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.workload import Choice, Invalid, Taint
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 RUNNING: JsonObj = {"startTime": "2026-03-01T12:00:00Z", "active": 1, "ready": 0}

@@ -56,12 +56,12 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
-from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.mirrors import is_mirror_of, is_ours, run_of
-from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.admission_probes import ALLOWED, AdmissionVerdict
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.merge_patch import apply_merge_patch
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRROR_LABEL,

@@ -17,8 +17,8 @@ from tests.unit.placement.support import node
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import Place, Terminal
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.vocabulary.json_types import JsonObj
 
 BIG = WorkerCapacity((node("b1", "16", "64Gi"),))
 FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))

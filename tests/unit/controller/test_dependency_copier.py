@@ -16,9 +16,9 @@ from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CopyDependencies, Plan, Retry, Terminal
-from jobrelay.kinds.dependency_copies import digest
-from jobrelay.kinds.references import Dependency
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.copy_rules import digest
+from jobrelay.dependencies.template_references import Dependency
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import COPY_LABEL, DIGEST_ANNOTATION, ORIGIN_LABEL
 
 SETTINGS = Dependency("configmap", "settings")

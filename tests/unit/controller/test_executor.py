@@ -41,8 +41,8 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     MIRRORS_ANNOTATION,

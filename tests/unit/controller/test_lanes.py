@@ -7,8 +7,8 @@ from tests.unit.controller.builders import COMPLETE, FAILED, JOB, RUNNING, job
 
 from jobrelay.controller.lanes import lane_of_change, needs_resync, resync_keys
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.queueing import Lane
+from jobrelay.vocabulary.json_types import JsonObj
 
 UNPLACED = job()
 PLACED = job(placed="w1", history=("w1",), status=RUNNING)

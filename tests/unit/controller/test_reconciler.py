@@ -51,8 +51,8 @@ from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.errors import ApiError
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, MIRRORS_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, Lane, RequeueAfter, Retry, Terminal
 from jobrelay.vocabulary.timestamps import utc_now

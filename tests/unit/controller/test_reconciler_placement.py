@@ -14,12 +14,12 @@ from tests.unit.placement.support import node
 
 from jobrelay.controller.relay.snapshot import WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.filters.state import Connected
 from jobrelay.placement.model import Request
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import Workload
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 FULL = WorkerCapacity((node("n1", "4", used={"cpu": "4"}),))

@@ -20,10 +20,10 @@ from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.relay.plan import Place
 from jobrelay.controller.relay.queue_admission import QueueAdmission
-from jobrelay.kinds.admission_rules import ALLOWED
 from jobrelay.kinds.base import WorkloadKey
-from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.admission_probes import ALLOWED
 from jobrelay.placement.capacity import WorkerCapacity
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION, QUEUE_LABEL
 
 ROOMY = WorkerCapacity((node("n1", "16"),))

@@ -34,8 +34,8 @@ from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.election_rules import LeaseRecord
 from jobrelay.kube.election.elector import LeadershipLost
-from jobrelay.kube.election.rules import LeaseRecord
 from jobrelay.kube.errors import WriteFenced
 from jobrelay.kube.resources import EVENTS
 from jobrelay.kube.watching import Change, InformerEvent

@@ -17,8 +17,8 @@ from typing import Any
 import httpx2
 import msgspec
 
-from jobrelay.kinds.patches import apply_merge_patch
 from jobrelay.kube.client import ApiClient
+from jobrelay.vocabulary.merge_patch import apply_merge_patch
 from jobrelay.vocabulary.resource import Resource
 
 JsonObj = dict[str, Any]

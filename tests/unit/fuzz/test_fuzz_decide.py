@@ -42,7 +42,7 @@ from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.plan import Terminal, WriteStatus
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def ecosystem(name: str, spec: JsonObj) -> tuple[WorkloadKind, Any]:

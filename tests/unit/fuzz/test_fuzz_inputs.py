@@ -26,7 +26,7 @@ from jobrelay.placement.workload import (
     Invalid,
     read_choice,
 )
-from jobrelay.relayapi.rules import BadRequest, LogQuery, match_route, parse_log_query
+from jobrelay.relayapi.route_rules import BadRequest, LogQuery, match_route, parse_log_query
 from jobrelay.vocabulary.placement import not_placed_reason, placements_of, run_of
 
 # What a query value may look like: digits of every script, signs, huge numbers.

@@ -14,9 +14,9 @@ from tests.unit.fuzz.hostile import anything, counted, fuzz, numbers, odd_text
 
 from jobrelay.cli.clusters import capacity_text
 from jobrelay.cli.fleetview import usage
-from jobrelay.kinds.quantity import INT64_MAX, Unusable, read_quantity
 from jobrelay.placement.tracker import CapacityTracker, slim_node, slim_pod
 from jobrelay.placement.workload import Invalid, Workload, read_workload
+from jobrelay.vocabulary.quantity import INT64_MAX, Unusable, read_quantity
 
 # What a hostile tenant or worker writes where a quantity belongs.
 HOSTILE = st.sampled_from(

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobrelay.kinds.admission_rules import (
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.placement.admission_probes import (
     ADMISSION_REFUSED,
     ADMISSION_UNCHECKED,
     ALLOWED,
@@ -15,9 +17,7 @@ from jobrelay.kinds.admission_rules import (
     probe_pods,
     verdict_of_refusal,
 )
-from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 TEMPLATE: JsonObj = {
     "metadata": {"labels": {"app": "train"}, "annotations": {"a": "b"}},

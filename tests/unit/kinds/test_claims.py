@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from jobrelay.kinds.base import RUN_POLICY_MANAGED_BY, SPEC_MANAGED_BY
 from jobrelay.kinds.catalog import DEDICATED, KindError, kinds_from_names
-from jobrelay.kinds.claims import (
+from jobrelay.kinds.managed_by_claims import (
     MULTIKUEUE,
     KindClaim,
     LeaseKind,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.kinds.dependency_copies import (
+from jobrelay.dependencies.copy_rules import (
     MAX_CONTENT_BYTES,
     Source,
     content_of,
@@ -23,7 +23,7 @@ from jobrelay.kinds.dependency_copies import (
     source_of,
     with_owner,
 )
-from jobrelay.kinds.references import Dependency
+from jobrelay.dependencies.template_references import Dependency
 from jobrelay.vocabulary.names import (
     COPY_LABEL,
     DIGEST_ANNOTATION,

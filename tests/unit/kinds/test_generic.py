@@ -8,7 +8,7 @@ import pytest
 
 from jobrelay.kinds.base import Finish
 from jobrelay.kinds.generic import DEFAULT_FINISHED_CONDITIONS, GenericKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_LABEL, ORIGIN_UID_LABEL
 from jobrelay.vocabulary.resource import Resource
 

@@ -8,7 +8,7 @@ import pytest
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.job.adapter import JobKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_UID_LABEL
 
 KIND = JobKind()

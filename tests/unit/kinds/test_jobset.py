@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.jobset import JobSetKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,

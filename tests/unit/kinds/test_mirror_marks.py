@@ -20,7 +20,7 @@ from jobrelay.kinds.job.carry import mirror_carry
 from jobrelay.kinds.job.mirror import build_mirror
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.mirrors import carried_over, mirror_metadata, run_of
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CLUSTER_SELECTOR_ANNOTATION,

@@ -9,7 +9,7 @@ from tests.unit.kinds.test_pytorchjob import T0, cond, mirror_with, never_backwa
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.kubeflow import MPIJobKind
 from jobrelay.kinds.pods import pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 MPIJOB = MPIJobKind()
 NOW = "2026-01-01T00:00:10Z"

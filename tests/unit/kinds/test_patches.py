@@ -5,7 +5,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.kinds.patches import apply_merge_patch, merge_patch
+from jobrelay.vocabulary.merge_patch import apply_merge_patch, merge_patch
 
 # JSON documents without nulls (a merge patch cannot set a value to null).
 scalars = st.one_of(st.booleans(), st.integers(-5, 5), st.text(max_size=3))

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from jobrelay.kinds.pods import format_quantity, parse_quantity, pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.base import RUN_POLICY_MANAGED_BY, Finish, PodSet
 from jobrelay.kinds.kubeflow import KubeflowJobKind, PyTorchJobKind
 from jobrelay.kinds.pods import pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 PYTORCH = PyTorchJobKind()
 NOW = "2026-01-01T00:00:10Z"

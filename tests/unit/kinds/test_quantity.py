@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobrelay.kinds.quantity import (
+from jobrelay.placement.units import to_units
+from jobrelay.vocabulary.quantity import (
     INT64_MAX,
     MAX_LENGTH,
     QuantityError,
@@ -18,7 +19,6 @@ from jobrelay.kinds.quantity import (
     parse_quantity,
     read_quantity,
 )
-from jobrelay.placement.units import to_units
 
 # Generous for a 2-core machine shared with others: a parse takes microseconds.
 MILLISECOND = 0.001

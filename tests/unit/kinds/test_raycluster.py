@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.base import PodSet
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.ray import RayClusterKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 RAYCLUSTER = RayClusterKind()
 NOW = "2026-01-01T00:00:10Z"

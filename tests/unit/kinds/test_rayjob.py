@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.ray import RayJobKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 
 RAYJOB = RayJobKind()

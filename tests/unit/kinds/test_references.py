@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.kinds.references import Dependency, claim_names, dependencies
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.template_references import Dependency, claim_names, dependencies
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def _template(spec: Any) -> JsonObj:

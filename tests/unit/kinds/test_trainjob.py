@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.kinds.trainjob import TrainJobKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 TRAINJOB = TrainJobKind()
 NOW = "2026-01-01T00:00:10Z"

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jobrelay.kube.election.rules import (
+from jobrelay.kube.election.election_rules import (
     RETRY_JITTER,
     Acquire,
     ElectionTiming,

@@ -20,8 +20,8 @@ import pytest
 from tests.unit.kube.leases import FakeLeases
 
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.election.election_rules import ElectionTiming, LeaseRecord, lease_body
 from jobrelay.kube.election.elector import Elector, LeadershipLost, new_identity
-from jobrelay.kube.election.rules import ElectionTiming, LeaseRecord, lease_body
 from jobrelay.kube.errors import ApiError, WriteFenced
 from jobrelay.kube.resources import LEASES
 

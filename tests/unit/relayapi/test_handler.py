@@ -23,8 +23,8 @@ from jobrelay.kube.client import ListResult
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.relayapi.handler import RelayApi
-from jobrelay.relayapi.httpserver import Answer, Request, Stream
-from jobrelay.relayapi.rules import API_PATH, Limits
+from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
+from jobrelay.relayapi.route_rules import API_PATH, Limits
 from jobrelay.relayapi.trust_rules import FrontProxy
 
 WORKER_SERVER = "https://10.9.8.7:6443"
@@ -231,11 +231,11 @@ def setup() -> tuple[RelayApi, Manager, WorkerClient, Worker]:
 
 def request(
     path: str, user: str = "alice", cn: str | None = "front-proxy-client", **params: str
-) -> Request:
+) -> HttpRequest:
     """A request as the front proxy forwards it (``cn``: its verified certificate's)."""
     lines = (("x-remote-user", user), ("x-remote-group", "devs"),
              ("authorization", "Bearer never-read"))  # fmt: skip
-    return Request("GET", path, dict(params), dict(lines), cn, lines)
+    return HttpRequest("GET", path, dict(params), dict(lines), cn, lines)
 
 
 LOGS = f"{API_PATH}/namespaces/team-a/jobs/train/log"
@@ -280,7 +280,9 @@ def refusal(answer: Answer | Stream) -> tuple[int, str]:
     ],
 )  # fmt: skip
 async def test_refusals(
-    setup: tuple[RelayApi, Manager, WorkerClient, Worker], req: Request, expected: tuple[int, str]
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+    req: HttpRequest,
+    expected: tuple[int, str],
 ) -> None:
     api, *_ = setup
     assert refusal(await api.handle(req)) == expected

@@ -12,17 +12,17 @@ import httpx2
 import pytest
 
 from jobrelay.localfleet import pki
-from jobrelay.relayapi.httpserver import Answer, ApiServer, Request, Stream
+from jobrelay.relayapi.httpserver import Answer, ApiServer, HttpRequest, Stream
 from jobrelay.web.tls import self_signed, server_context
 
 
 class Handler:
     def __init__(self) -> None:
-        self.requests: list[Request] = []
+        self.requests: list[HttpRequest] = []
         self.stream_ended = asyncio.Event()
         self.feed: asyncio.Queue[bytes | None] = asyncio.Queue()
 
-    async def __call__(self, request: Request) -> Answer | Stream:
+    async def __call__(self, request: HttpRequest) -> Answer | Stream:
         self.requests.append(request)
         if request.path == "/stream":
             return Stream(self._chunks(), done=self.stream_ended.set)
@@ -148,7 +148,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_its_stream_ends(
             yield b"z" * 65536
             await asyncio.sleep(0)
 
-    async def serve(request: Request) -> Answer | Stream:
+    async def serve(request: HttpRequest) -> Answer | Stream:
         return Stream(endless(), done=handler.stream_ended.set)
 
     server = ApiServer(

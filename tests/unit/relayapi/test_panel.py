@@ -36,7 +36,7 @@ from jobrelay.relayapi import panel_rules
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import Answer, Stream
 from jobrelay.relayapi.panel import Access, PanelFeed, TooManyWatches
-from jobrelay.relayapi.rules import API_PATH, Limits
+from jobrelay.relayapi.route_rules import API_PATH, Limits
 
 
 def job(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.relayapi import panel_rules
 from jobrelay.relayapi.panel_rules import PanelRoute, match_panel_route
-from jobrelay.relayapi.rules import API_PATH
+from jobrelay.relayapi.route_rules import API_PATH
 
 
 @pytest.mark.parametrize(

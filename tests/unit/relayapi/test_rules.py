@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobrelay.kinds.catalog import DEFAULT_KIND
-from jobrelay.relayapi.rules import (
+from jobrelay.relayapi.route_rules import (
     API_PATH,
     BadRequest,
     LogQuery,

@@ -80,7 +80,7 @@ async def test_a_rotated_ca_is_trusted_from_the_next_connection_and_the_old_no_m
 ) -> None:
     """The server's one TLS context switches each handshake to the current front proxy's,
     with or without SNI (the aggregator sends the Service's name; a direct caller may not)."""
-    from jobrelay.relayapi.httpserver import Answer, ApiServer, Request
+    from jobrelay.relayapi.httpserver import Answer, ApiServer, HttpRequest
 
     fake, client = manager
     first, second = pki.ensure_ca(tmp_path / "first"), pki.ensure_ca(tmp_path / "second")
@@ -90,7 +90,7 @@ async def test_a_rotated_ca_is_trusted_from_the_next_connection_and_the_old_no_m
     trust = FrontProxyTrust(client, cert, key)
     seen: list[str | None] = []
 
-    async def handle(request: Request) -> Answer:
+    async def handle(request: HttpRequest) -> Answer:
         seen.append(request.certificate_cn)
         return Answer(200, b"{}")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.relayapi.rules import User
+from jobrelay.relayapi.route_rules import User
 from jobrelay.relayapi.trust_rules import FrontProxy, common_name, front_proxy, identify
 
 CA = "-----BEGIN CERTIFICATE-----\nMII...\n-----END CERTIFICATE-----\n"

@@ -22,12 +22,17 @@ from collections.abc import Callable
 
 import msgspec
 
-from jobrelay.kinds.admission_rules import ALLOWED, AdmissionVerdict, probe_pods, verdict_of_refusal
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS
+from jobrelay.placement.admission_probes import (
+    ALLOWED,
+    AdmissionVerdict,
+    probe_pods,
+    verdict_of_refusal,
+)
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["ALIKE_ALLOWED_FOR", "Admission"]

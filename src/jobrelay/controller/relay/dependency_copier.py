@@ -2,7 +2,7 @@
 ServiceAccount from the manager onto a worker.
 
 Each is read whole from the manager (its informer keeps only a digest), its copy's
-body built by kinds/dependency_copies.py, and the worker's object of that name read
+body built by dependencies/copy_rules.py, and the worker's object of that name read
 fresh: absent, it is created; ours, it is replaced (resourceVersion precondition)
 when its content or owners differ; someone else's, it is never written: remembered
 as foreign on that worker (the relay's memory), and the plan stops so that the
@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CopyDependencies, Retry, Terminal
 from jobrelay.controller.relay.refusal_wording import RefusalAnswer
-from jobrelay.fleet import refusals
-from jobrelay.kinds.dependency_copies import (
+from jobrelay.dependencies.copy_rules import (
     RESOURCES,
     Source,
     copy_body,
@@ -29,10 +28,11 @@ from jobrelay.kinds.dependency_copies import (
     source_of,
     with_owner,
 )
-from jobrelay.kinds.references import Dependency
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.template_references import Dependency
+from jobrelay.fleet import refusals
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DIGEST_ANNOTATION
 

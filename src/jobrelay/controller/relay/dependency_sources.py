@@ -2,7 +2,7 @@
 which workloads reference each.
 
 Three informers of the management cluster, slimmed to name, UID, version and the
-digest, size and type of what a copy would carry (kinds/dependency_copies.py):
+digest, size and type of what a copy would carry (dependencies/copy_rules.py):
 never a Secret's data in memory. An index from (namespace, kind, name) to the
 workloads whose pod templates name it, kept as the workloads' own caches change,
 so that a referenced object that appears, changes or goes brings back exactly
@@ -17,12 +17,12 @@ import functools
 from collections.abc import Callable
 
 from jobrelay.controller.relay.snapshot import Needed
+from jobrelay.dependencies.copy_rules import RESOURCES, slim_source, source_of
+from jobrelay.dependencies.template_references import DependencyKind, dependencies
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.dependency_copies import RESOURCES, slim_source, source_of
-from jobrelay.kinds.references import DependencyKind, dependencies
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.outcome import Lane
 
 __all__ = ["DependencySources"]

@@ -40,14 +40,14 @@ from jobrelay.controller.relay.plan import (
 from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
 from jobrelay.fleet.workers import WorkerPool
-from jobrelay.kinds.admission_rules import pod_security_labels
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.resources import NAMESPACES
+from jobrelay.placement.admission_probes import pod_security_labels
 from jobrelay.placement.namespaces import opt_in_hint
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,

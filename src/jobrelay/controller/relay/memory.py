@@ -40,7 +40,6 @@ from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
 from jobrelay.controller.relay.snapshot import UnrecordedMirror
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import (
@@ -51,6 +50,7 @@ from jobrelay.placement.workload import (
     read_choice,
     read_workload,
 )
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["ADMITTING_FOR", "NO_POLICY", "QueueMemory", "RelayMemory", "Reservations", "Reserved"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.followed import FOLLOWED_STANDINGS, MirrorStanding, mirror_standing
 from jobrelay.kinds.mirrors import run_of
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.not_known import NotKnownYet
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["Standing", "excluded_for", "is_current", "standing"]

@@ -24,9 +24,9 @@ from jobrelay.controller.relay.refusal_wording import (
     STATUS_REFUSED,
     IfRefused,
 )
-from jobrelay.kinds.references import Dependency
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.template_references import Dependency
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION, PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter, Retry, Terminal
 

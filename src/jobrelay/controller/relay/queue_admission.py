@@ -38,10 +38,10 @@ from jobrelay.admission.workload_reads import (
 )
 from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import PRIORITY_CLASSES, RESOURCE_QUOTAS
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
 

@@ -40,16 +40,16 @@ from jobrelay.controller.relay.snapshot import (
     placement_cluster,
 )
 from jobrelay.controller.relay.steps.mirror_record import awaiting_record
+from jobrelay.dependencies.copy_rules import Copy, copy_of
 from jobrelay.fleet.workers import Worker, WorkerPool, WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.dependency_copies import Copy, copy_of
 from jobrelay.kinds.mirrors import is_mirror_of
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.held import Room
 from jobrelay.placement.workload import Invalid, Workload
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
 from jobrelay.vocabulary.placement import placement_of

@@ -12,16 +12,16 @@ from dataclasses import dataclass, field
 
 # Fleet-wide queueing's verdicts are admission's; the snapshot carries them.
 from jobrelay.admission.queue_model import Preempt, QueueHold
-from jobrelay.kinds.admission_rules import AdmissionVerdict
+from jobrelay.dependencies.copy_rules import Copy, Source
+from jobrelay.dependencies.template_references import Dependency
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
-from jobrelay.kinds.dependency_copies import Copy, Source
-from jobrelay.kinds.references import Dependency
-from jobrelay.kinds.types import JsonObj
+from jobrelay.placement.admission_probes import AdmissionVerdict
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.workercluster import DrainMode
 
 __all__ = [
@@ -181,7 +181,7 @@ class Snapshot:
     # Seconds a passing status step of this workload has waited to be copied in a batch
     # (since the first decision that let it wait); None when none waits.
     batching_for: float | None = None
-    # What its pod templates name (kinds/references.py), each as the manager has it;
+    # What its pod templates name (dependencies/template_references.py), each as the manager has it;
     # None: not judged (as in tests of other rules).
     dependencies: tuple[Needed, ...] | None = None
     # The manager's caches of ConfigMaps, Secrets and ServiceAccounts have listed: what

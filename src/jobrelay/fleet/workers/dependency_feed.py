@@ -1,7 +1,7 @@
 """A worker's copies of workloads' ConfigMaps, Secrets and ServiceAccounts.
 
 One informer per kind, label-selected to the copies this controller and origin made
-(kinds/dependency_copies.py), slimmed to their metadata: owners, our marks, the
+(dependencies/copy_rules.py), slimmed to their metadata: owners, our marks, the
 digest of what was copied (never a Secret's data). The reconciler reads which
 copies of a workload's dependencies are there and current; a change of one tells
 the runner, which looks again at the workloads that reference it (a copy deleted
@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from jobrelay.dependencies.copy_rules import RESOURCES, slim_copy
+from jobrelay.dependencies.template_references import DependencyKind
 from jobrelay.fleet.workers.feed_base import Apply, CopyChanged, FeedWiring, WorkerFeed
-from jobrelay.kinds.dependency_copies import RESOURCES, slim_copy
-from jobrelay.kinds.references import DependencyKind
-from jobrelay.kinds.types import JsonObj
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = ["CopyChanged", "DependencyFeed"]
 

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from jobrelay.dependencies.template_references import DependencyKind
 from jobrelay.fleet.refusals import classify
-from jobrelay.kinds.references import DependencyKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 

@@ -3,6 +3,6 @@
 Nothing here does I/O; an import-linter contract keeps the kube layer out.
 """
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = ["JsonObj"]

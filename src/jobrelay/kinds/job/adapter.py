@@ -7,7 +7,7 @@ from jobrelay.kinds.job import conditions, contract, mirror, spec, status
 from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL, JOB_POD_OWNER, job_pod_selector
 from jobrelay.kinds.mirrors import slim_metadata
 from jobrelay.kinds.pods import pod_requests
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from jobrelay.kinds.job.spec import is_indexed
 from jobrelay.kinds.mirrors import carried_over
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ it judges: they share only how a condition is looked up, not any rule.
 
 from __future__ import annotations
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 COMPLETE = "Complete"
 FAILED = "Failed"

@@ -15,8 +15,8 @@ from jobrelay.kinds.job.carry import carry_of, mirror_carry, remaining_spec
 from jobrelay.kinds.job.pod_labels import GENERATED_JOB_LABELS
 from jobrelay.kinds.job.spec import is_elastic_indexed
 from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION, is_mirror_of, is_ours, mirror_metadata
-from jobrelay.kinds.patches import merge_patch
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.merge_patch import merge_patch
 
 __all__ = [
     "LAST_APPLIED_ANNOTATION",

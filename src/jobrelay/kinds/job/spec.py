@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def is_suspended(job: JsonObj) -> bool:

@@ -46,7 +46,7 @@ from jobrelay.kinds.job.conditions import (
     status_of,
 )
 from jobrelay.kinds.job.spec import is_elastic_indexed, is_indexed, is_suspended
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = [
     "RESUMED_MESSAGE",

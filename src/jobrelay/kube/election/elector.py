@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.election.rules import (
+from jobrelay.kube.election.election_rules import (
     RETRY_JITTER,
     Acquire,
     ElectionTiming,

@@ -16,7 +16,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.localfleet.standin.children_rules import Child
-from jobrelay.localfleet.standin.rules import KINDS, StandinKind, next_children, next_step
+from jobrelay.localfleet.standin.standin_rules import KINDS, StandinKind, next_children, next_step
 
 _log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from jobrelay.kinds.trainjob import TRAINJOB_CONTROLLER
 from jobrelay.localfleet.standin.lifecycle_rules import (
     FAILED,
     WAIT_FOR_A_CHANGE,
+    LifecycleStep,
     Obj,
     Run,
-    Step,
     after,
     field,
     find,
@@ -34,7 +34,7 @@ MPI_OPERATOR = "kubeflow.org/mpi-operator"
 # -- TrainJob ------------------------------------------------------------------------
 
 
-def trainjob_step(run: Run) -> Step:
+def trainjob_step(run: Run) -> LifecycleStep:
     status = run.status
     conditions = status.get("conditions") or []
     if is_true(conditions, "Complete") or is_true(conditions, "Failed"):
@@ -46,12 +46,12 @@ def trainjob_step(run: Run) -> Step:
         new = set_metav1_condition(
             conditions, "Suspended", "True", "Suspended", "TrainJob is suspended", now
         )
-        return Step(with_changes(status, conditions=new))
+        return LifecycleStep(with_changes(status, conditions=new))
     if is_true(conditions, "Suspended"):
         new = set_metav1_condition(
             conditions, "Suspended", "False", "Resumed", "TrainJob is resumed", now
         )
-        return Step(with_changes(status, conditions=new))
+        return LifecycleStep(with_changes(status, conditions=new))
     # Running: the JobSet's jobs run; v2.0.0 writes nothing until its terminal condition.
     resumed = find(conditions, "Suspended")
     began = resumed.get("lastTransitionTime") if resumed else None
@@ -68,7 +68,7 @@ def trainjob_step(run: Run) -> Step:
         new = set_metav1_condition(
             conditions, "Complete", "True", "AllJobsCompleted", "jobset completed successfully", now
         )
-    return Step(with_changes(status, conditions=new))
+    return LifecycleStep(with_changes(status, conditions=new))
 
 
 # -- Kubeflow JobStatus (PyTorchJob v1, MPIJob v2beta1) --------------------------------
@@ -191,7 +191,7 @@ def _replica_statuses(run: Run, words: JobWords, phase: str) -> Obj:
     return statuses
 
 
-def kubeflow_job_step(run: Run, words: JobWords) -> Step:
+def kubeflow_job_step(run: Run, words: JobWords) -> LifecycleStep:
     status = run.status
     conditions = status.get("conditions") or []
     now = run.stamp
@@ -199,7 +199,7 @@ def kubeflow_job_step(run: Run, words: JobWords) -> Step:
         return WAIT_FOR_A_CHANGE
     if not conditions:
         created = set_job_condition([], "Created", "True", words.created, now)
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status, conditions=created, replicaStatuses=_replica_statuses(run, words, "")
             )
@@ -211,15 +211,15 @@ def kubeflow_job_step(run: Run, words: JobWords) -> Step:
         if words.suspension_always_writes_running or is_true(conditions, "Running"):
             new = set_job_condition(new, "Running", "False", words.suspended_running, now)
         new = set_job_condition(new, "Suspended", "True", words.suspended, now)
-        return Step(
+        return LifecycleStep(
             with_changes(status, conditions=new, replicaStatuses=_replica_statuses(run, words, ""))
         )
     if is_true(conditions, "Suspended"):
         new = set_job_condition(conditions, "Suspended", "False", words.resumed, now)
-        return Step(with_changes(status, conditions=new, startTime=now))
+        return LifecycleStep(with_changes(status, conditions=new, startTime=now))
     if not is_true(conditions, "Running"):
         new = set_job_condition(conditions, "Running", "True", words.running, now)
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 conditions=new,
@@ -235,7 +235,7 @@ def kubeflow_job_step(run: Run, words: JobWords) -> Step:
         conditions, ending, "True", words.failed if phase == "failed" else words.succeeded, now,
         success_clears_failed=words.success_clears_failed,
     )  # fmt: skip
-    return Step(
+    return LifecycleStep(
         with_changes(
             status,
             conditions=new,
@@ -245,9 +245,9 @@ def kubeflow_job_step(run: Run, words: JobWords) -> Step:
     )
 
 
-def pytorchjob_step(run: Run) -> Step:
+def pytorchjob_step(run: Run) -> LifecycleStep:
     return kubeflow_job_step(run, pytorch_words(run))
 
 
-def mpijob_step(run: Run) -> Step:
+def mpijob_step(run: Run) -> LifecycleStep:
     return kubeflow_job_step(run, mpi_words(run))

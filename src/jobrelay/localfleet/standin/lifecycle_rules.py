@@ -54,7 +54,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class Step:
+class LifecycleStep:
     """The status to write next (the whole status; None: nothing to write), and after how
     many seconds to look again if nothing changes (None: only on a change)."""
 
@@ -62,8 +62,8 @@ class Step:
     recheck_after: float | None = None
 
 
-WAIT_FOR_A_CHANGE = Step()
-Rule = Callable[[Run], Step]
+WAIT_FOR_A_CHANGE = LifecycleStep()
+Rule = Callable[[Run], LifecycleStep]
 
 
 def timestamp(now: datetime.datetime) -> str:
@@ -102,9 +102,9 @@ def field(obj: Mapping[str, Any], path: Sequence[str]) -> Any:
     return value
 
 
-def after(seconds: float) -> Step:
+def after(seconds: float) -> LifecycleStep:
     """Nothing yet: look again when ``seconds`` have passed."""
-    return Step(recheck_after=max(seconds, 0.0) + 0.2)
+    return LifecycleStep(recheck_after=max(seconds, 0.0) + 0.2)
 
 
 def with_changes(status: Mapping[str, Any], **changes: Any) -> Obj:

@@ -13,9 +13,9 @@ from jobrelay.kinds.ray import KUBERAY_OPERATOR
 from jobrelay.localfleet.standin.lifecycle_rules import (
     FAILED,
     WAIT_FOR_A_CHANGE,
+    LifecycleStep,
     Obj,
     Run,
-    Step,
     after,
     field,
     find,
@@ -46,12 +46,12 @@ def _counter(status: Mapping[str, Any], name: str) -> int:
     return value if isinstance(value, int) else 0
 
 
-def rayjob_step(run: Run) -> Step:
+def rayjob_step(run: Run) -> LifecycleStep:
     status = run.status
     deployment = status.get("jobDeploymentStatus") or ""
     if deployment == "":
         # initRayJobStatusIfNeed: a job id, a cluster name and the start time, Initializing.
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 jobId=field(run.obj, ("spec", "jobId")) or f"{run.name}-standin",
@@ -66,9 +66,9 @@ def rayjob_step(run: Run) -> Step:
         )
     if deployment in ("Initializing", "Running") and run.suspended:
         # updateStatusToSuspendingIfNeeded: only from Initializing and Running.
-        return Step(with_changes(status, jobDeploymentStatus="Suspending"))
+        return LifecycleStep(with_changes(status, jobDeploymentStatus="Suspending"))
     if deployment == "Initializing":
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 dashboardURL=f"{standin_cluster_name(run)}-head-svc.{run.namespace}.svc:8265",
@@ -83,7 +83,7 @@ def rayjob_step(run: Run) -> Step:
         if remaining > 0:
             return after(remaining)
         failed = run.outcome == FAILED
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 jobStatus="FAILED" if failed else "SUCCEEDED",
@@ -102,7 +102,7 @@ def rayjob_step(run: Run) -> Step:
         )
     if deployment == "Suspending":
         # The cluster and the submitter deleted: everything of the run reset, Suspended.
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 rayClusterStatus=None,
@@ -117,7 +117,7 @@ def rayjob_step(run: Run) -> Step:
             )
         )
     if deployment == "Suspended" and not run.suspended:
-        return Step(with_changes(status, jobStatus=None, jobDeploymentStatus=None))
+        return LifecycleStep(with_changes(status, jobStatus=None, jobDeploymentStatus=None))
     return WAIT_FOR_A_CHANGE  # Complete, Failed, Suspended while suspended
 
 
@@ -166,7 +166,7 @@ def ready_cluster_status(
     )
 
 
-def raycluster_step(run: Run) -> Step:
+def raycluster_step(run: Run) -> LifecycleStep:
     status = run.status
     spec = run.obj.get("spec") or {}
     conditions = status.get("conditions") or []
@@ -179,7 +179,7 @@ def raycluster_step(run: Run) -> Step:
             suspending = set_metav1_condition(
                 conditions, "RayClusterSuspending", "True", "RayClusterSuspending", "", now
             )
-            return Step(with_changes(status, conditions=suspending, lastUpdateTime=now))
+            return LifecycleStep(with_changes(status, conditions=suspending, lastUpdateTime=now))
         # Every pod deleted: Suspended, no longer provisioned, the head gone.
         new = set_metav1_condition(
             conditions, "RayClusterProvisioned", "False", "RayClusterPodsProvisioning",
@@ -195,7 +195,7 @@ def raycluster_step(run: Run) -> Step:
             new, "RayClusterSuspended", "True", "RayClusterSuspended", "", now
         )
         transitions = {**(status.get("stateTransitionTimes") or {}), "suspended": now}
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 conditions=new,
@@ -212,7 +212,7 @@ def raycluster_step(run: Run) -> Step:
         resumed = set_metav1_condition(
             conditions, "RayClusterSuspended", "False", "RayClusterSuspended", "", now
         )
-        return Step(with_changes(status, conditions=resumed, lastUpdateTime=now))
+        return LifecycleStep(with_changes(status, conditions=resumed, lastUpdateTime=now))
     if find(conditions, "RayClusterProvisioned") is None:
         # First reconcile: no head pod yet, the pods being provisioned.
         new = set_metav1_condition(
@@ -228,7 +228,7 @@ def raycluster_step(run: Run) -> Step:
         new = set_metav1_condition(
             new, "RayClusterSuspending", "False", "RayClusterSuspending", "", now
         )
-        return Step(
+        return LifecycleStep(
             with_changes(
                 status,
                 conditions=new,
@@ -249,5 +249,5 @@ def raycluster_step(run: Run) -> Step:
             new, "RayClusterSuspending", "False", "RayClusterSuspending", "", now
         )
         ready = ready_cluster_status(run, spec, status)
-        return Step(with_changes(ready, conditions=new, observedGeneration=generation))
+        return LifecycleStep(with_changes(ready, conditions=new, observedGeneration=generation))
     return WAIT_FOR_A_CHANGE  # ready, and it stays ready

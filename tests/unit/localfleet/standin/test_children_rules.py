@@ -13,7 +13,7 @@ from tests.ecosystem import BY_KIND, manifest
 from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kinds.mirror_pods import mirror_pod_uids
 from jobrelay.localfleet.standin.children_rules import POD, Children
-from jobrelay.localfleet.standin.rules import next_children
+from jobrelay.localfleet.standin.standin_rules import next_children
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 Obj = dict[str, Any]

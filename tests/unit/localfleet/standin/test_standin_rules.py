@@ -20,7 +20,7 @@ from jobrelay.localfleet.standin.lifecycle_rules import (
     run_seconds_of,
     set_metav1_condition,
 )
-from jobrelay.localfleet.standin.rules import KINDS, StandinKind, next_step
+from jobrelay.localfleet.standin.standin_rules import KINDS, StandinKind, next_step
 
 T0 = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 Obj = dict[str, Any]

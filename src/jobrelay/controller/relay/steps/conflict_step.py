@@ -23,8 +23,8 @@ from jobrelay.controller.relay.steps.facts import live_mirror_of, meta, namespac
 from jobrelay.controller.relay.steps.plan_parts import delete, place, warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
 from jobrelay.kinds.mirrors import run_of
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.not_known import NotKnownYet
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION
 from jobrelay.vocabulary.placement import placement_of, placements_of
 

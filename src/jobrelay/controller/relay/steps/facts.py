@@ -11,7 +11,7 @@ from typing import Any
 
 from jobrelay.controller.relay.mirror_standing import is_current
 from jobrelay.controller.relay.snapshot import Snapshot
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
     PREEMPTED_BY_ANNOTATION,
     REDISPATCH_ALWAYS,

@@ -32,9 +32,9 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import place, warning
 from jobrelay.controller.relay.steps.status_writes import end_of_run, vanished_mirror
-from jobrelay.kinds.dependency_copies import owner_reference, refusal
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.copy_rules import owner_reference, refusal
 from jobrelay.placement.not_known import NotKnownYet
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.placement import mirror_records, placements_of, without_records_from
 
 

@@ -26,7 +26,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.kinds.base import WorkloadKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.outcome import Lane
 from jobrelay.vocabulary.placement import mirror_records
 

@@ -32,8 +32,8 @@ from jobrelay.controller.relay.steps.mirror_creation import collision, copies, c
 from jobrelay.controller.relay.steps.plan_parts import delete
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
 from jobrelay.kinds.mirrors import is_ours
-from jobrelay.kinds.patches import apply_merge_patch
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.merge_patch import apply_merge_patch
 from jobrelay.vocabulary.placement import mirror_records, with_recorded_mirror
 
 

@@ -26,7 +26,7 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.workercluster import DrainMode
 

@@ -34,7 +34,7 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import delete, place
 from jobrelay.controller.relay.steps.status_writes import checked_write, end_of_run, vanished_mirror
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, REDISPATCH_ANNOTATION, REDISPATCH_NEVER
 
 

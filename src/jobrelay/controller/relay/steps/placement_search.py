@@ -22,10 +22,10 @@ from jobrelay.controller.relay.snapshot import Snapshot, placement_cluster
 from jobrelay.controller.relay.steps.facts import namespace
 from jobrelay.controller.relay.steps.plan_parts import bounded, without_details
 from jobrelay.kinds.mirrors import is_ours
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.placement.workload import Invalid, PodGroup, read_workload
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION
 
 # Why a worker is left out of a placement that placement's filters do not know of.

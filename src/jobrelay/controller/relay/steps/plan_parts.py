@@ -10,8 +10,8 @@ import re
 from jobrelay.controller.relay.plan import ENDED_BY_PLACING, DeleteMirror, Log, Place, RecordEvent
 from jobrelay.controller.relay.steps.facts import meta, name, namespace, version
 from jobrelay.kinds.base import Finish
-from jobrelay.kinds.types import JsonObj
 from jobrelay.placement.workload import PodGroup
+from jobrelay.vocabulary.json_types import JsonObj
 
 # The not-placed annotation says why in a line; an explanation over many workers (or
 # quoting a tenant's long annotation) must not grow the object toward its size limit.

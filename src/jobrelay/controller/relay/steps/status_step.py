@@ -14,7 +14,7 @@ from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.plan_parts import delete, finish_event
 from jobrelay.controller.relay.steps.status_writes import status_write
 from jobrelay.controller.relay.steps.step_types import Progress, StepAnswer, Stop
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 class StatusStep:

@@ -12,8 +12,8 @@ from jobrelay.controller.relay.plan import Action, Done, Plan, Terminal, WriteSt
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.facts import version
 from jobrelay.controller.relay.steps.plan_parts import finish_event
-from jobrelay.kinds.patches import merge_patch
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.merge_patch import merge_patch
 
 # What reading a malformed status raises (a list where a count belongs, say).
 UNREADABLE = (TypeError, ValueError, AttributeError, KeyError, IndexError)

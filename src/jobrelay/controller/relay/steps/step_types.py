@@ -10,7 +10,7 @@ from typing import Protocol
 
 from jobrelay.controller.relay.plan import Action, Annotate, Outcome, Plan
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = ["Continue", "DecideStep", "Hold", "HoldRule", "Progress", "StepAnswer", "Stop"]
 

@@ -12,7 +12,7 @@ from jobrelay.controller.relay.steps.holds.by_admission import HeldByAdmission
 from jobrelay.controller.relay.steps.holds.by_dependencies import HeldByDependencies
 from jobrelay.controller.relay.steps.holds.by_queue import QUEUE_UNJUDGED, HeldByQueue
 from jobrelay.controller.relay.steps.step_types import Hold, HoldRule
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = [
     "BEFORE_CREATING",

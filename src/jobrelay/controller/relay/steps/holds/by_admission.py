@@ -8,7 +8,7 @@ from jobrelay.controller.relay.plan import ReadFresh, RequeueAfter
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.plan_parts import warning
 from jobrelay.controller.relay.steps.step_types import Hold
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 class HeldByAdmission:

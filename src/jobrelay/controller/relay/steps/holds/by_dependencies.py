@@ -9,8 +9,8 @@ from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.facts import namespace
 from jobrelay.controller.relay.steps.plan_parts import bounded, warning
 from jobrelay.controller.relay.steps.step_types import Hold
-from jobrelay.kinds.dependency_copies import refusal
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.copy_rules import refusal
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 from jobrelay.vocabulary.placement import placement_of
 

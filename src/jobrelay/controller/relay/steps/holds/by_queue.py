@@ -8,7 +8,7 @@ from jobrelay.controller.relay.plan import Action, Annotate, RecordEvent, Requeu
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.plan_parts import bounded, warning, without_details
 from jobrelay.controller.relay.steps.step_types import Hold
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION
 
 # What the memory keeps of a queued workload no admission pass has judged yet: held (so

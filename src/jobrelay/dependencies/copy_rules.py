@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.kinds.references import Dependency, DependencyKind
-from jobrelay.kinds.types import JsonObj
+from jobrelay.dependencies.template_references import Dependency, DependencyKind
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     COPY_LABEL,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 # Probe pods are named by the apiserver from this prefix (the answer quotes the name).
 PROBE_NAME_PREFIX = "jobrelay-admission-probe-"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobrelay.kinds.types import JsonObj
+from jobrelay.vocabulary.json_types import JsonObj
 
 
 def merge_patch(old: JsonObj, new: JsonObj) -> JsonObj:

@@ -18,7 +18,7 @@ from jobrelay.kinds.catalog import DEFAULT_KIND
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
-from jobrelay.relayapi.rules import API_PATH, MIRROR, RelayError, job_path, plural_of
+from jobrelay.relayapi.route_rules import API_PATH, MIRROR, RelayError, job_path, plural_of
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["RelayClient", "RelayError", "connect", "fetch_mirror"]

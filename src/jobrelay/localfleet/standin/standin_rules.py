@@ -34,9 +34,9 @@ from jobrelay.localfleet.standin.lifecycle_rules import (
     OUTCOME_ANNOTATION,
     RUN_SECONDS_ANNOTATION,
     WAIT_FOR_A_CHANGE,
+    LifecycleStep,
     Rule,
     Run,
-    Step,
     field,
     outcome_of,
     run_seconds_of,
@@ -102,7 +102,7 @@ def _run(kind: StandinKind, obj: Mapping[str, Any], now: datetime.datetime) -> R
     )
 
 
-def next_step(kind: StandinKind, obj: Mapping[str, Any], now: datetime.datetime) -> Step:
+def next_step(kind: StandinKind, obj: Mapping[str, Any], now: datetime.datetime) -> LifecycleStep:
     """What the stand-in does next to ``obj`` at ``now``: nothing for another controller's
     object or one being deleted, else its lifecycle's next step."""
     run = _run(kind, obj, now)
