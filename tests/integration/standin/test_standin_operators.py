@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from jobrelay.kinds.catalog import DEDICATED
+from jobrelay.kinds.mirror_pods import mirror_pod_uids, pods_of_mirror
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
+from jobrelay.kube.resources import PODS
 from jobrelay.localfleet.standin.driver import StandinDriver
 from jobrelay.localfleet.standin.standin_rules import next_step
 from tests.ecosystem import BY_KIND, ecosystem_kinds, manifest, suspend_patch
@@ -42,6 +46,7 @@ async def standin(
             and step.status != obj.get("status")
         ]
     assert not driver.refused, f"the CRDs refused status writes: {driver.refused}"
+    assert not driver.unmade, f"the apiserver refused what the operators make: {driver.unmade}"
     assert not driver.altered, f"the CRDs stored statuses otherwise: {driver.altered}"
     # A field the CRD's schema prunes would be written again and again.
     assert not unsettled, f"statuses the apiserver did not keep as written: {unsettled}"
@@ -180,3 +185,38 @@ async def test_a_trainjob_defaulted_to_its_own_controller_is_driven(
     assert obj["spec"]["managedBy"] == "trainer.kubeflow.org/trainjob-controller"
     done = await wait(client, obj, lambda o: finished_as(o) is not None, "finished")
     assert finished_as(done) == "Succeeded"
+
+
+@pytest.mark.parametrize("kind", [*JOB_KINDS, "RayCluster"])
+async def test_each_kind_makes_the_pods_its_operator_makes_and_they_are_its_own(
+    standin: StandinDriver, clients: dict[str, ApiClient], namespace: str, kind: str
+) -> None:
+    """The pods (and the objects that make pods) come with the operators' labels and
+    controller references: the kind's adapter finds them as the object's, by UID."""
+    client = clients[WORKER]
+    adapter = next(k for k in DEDICATED.values() if k.ref.kind == kind)
+    obj = await create(client, namespace, manifest(kind, "made", run_seconds=30))
+    if kind == "RayCluster":
+        await wait(client, obj, lambda o: (o.get("status") or {}).get("state") == "ready", "ready")
+    else:
+        await wait(client, obj, is_running, "running")
+
+    async def its_pods() -> list[Obj] | None:
+        live = await wait(client, obj, lambda o: True, "read")
+        hops = []
+        for hop in adapter.owner_hops(live):
+            try:
+                hops.append((hop, await client.get(hop.ref, hop.name, namespace=namespace)))
+            except ApiError as error:
+                if not error.is_not_found:
+                    raise
+        uids = mirror_pod_uids(adapter, live, hops)
+        found: list[Obj] = []
+        for selector in adapter.pod_selectors(live):
+            listed = await client.list(PODS, namespace=namespace, label_selector=selector)
+            found += pods_of_mirror(adapter, uids, listed.items)
+        wanted = {"RayCluster": 3, "RayJob": 4, "PyTorchJob": 2, "MPIJob": 2, "TrainJob": 1}
+        return found if len(found) >= wanted[kind] else None
+
+    pods = await eventually(its_pods, timeout=60, what=f"the pods of {kind} made")
+    assert standin.made > 0 and all(pod["spec"].get("containers") for pod in pods)

@@ -204,7 +204,7 @@ class StandinDriver:
         try:
             await self.client.create(child.resource, child.body, namespace=namespace)
         except ApiError as error:
-            if error.is_not_found:
+            if error.is_not_found or error.is_namespace_terminating:
                 # The kind is not served here (a JobSet without its CRD), or the
                 # namespace is going: nothing to make.
                 _log.info("%s: %s %s/%s not made: %s", self.client.cluster,
