@@ -1,4 +1,5 @@
-"""`jobrelay manifests`: print manifests generated from jobrelay's settings."""
+"""`jobrelay manifests`: print the chart's manifests filled in for jobrelay's settings (for an
+install without the chart)."""
 
 from __future__ import annotations
 
