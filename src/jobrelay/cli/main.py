@@ -53,7 +53,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "Blocked, Complete, Failed, Suspended) and why, completions, age and duration.",
     ),
     "install": Subcommand(
-        "jobrelay.cli.run", "install",
+        "jobrelay.run_command", "install",
         "Install the WorkerCluster CRD and the controller's namespace on the management "
         "cluster.",
     ),
@@ -74,7 +74,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "usage of nominal quota per resource, fair and actual share of the fleet.",
     ),
     "run": Subcommand(
-        "jobrelay.cli.run", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
+        "jobrelay.run_command", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
     ),
     "top": Subcommand(
         "jobrelay.cli.top", "top",

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from jobrelay.cli import run as run_command
+from jobrelay import run_command
 from jobrelay.controller.options import ControllerOptions, LeaderElectionSettings
 from jobrelay.kube.election.elector import LeadershipLost
 

@@ -1,4 +1,10 @@
-"""`jobrelay run` and `jobrelay install`."""
+"""`jobrelay run` and `jobrelay install`: the composition root that builds and starts the
+controller.
+
+Above the CLI package (its flags and client options are the CLI's), so the CLI's verbs
+import nothing of the controller; `cli/main.py` names this module as the verbs' home and
+loads it only when one of them runs.
+"""
 
 from __future__ import annotations
 
