@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,6 +30,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules, route_rules, trust_rules
+from jobrelay.relayapi.access_reviews import AccessReviews
 from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
 from jobrelay.relayapi.logstreams import (
     PodWatch,
@@ -50,10 +50,6 @@ from jobrelay.vocabulary.meta import Meta
 __all__ = ["DispatchedKind", "ObjectCache", "Placed", "RelayApi", "WorkerLink", "Workers"]
 
 _log = logging.getLogger(__name__)
-
-# A SubjectAccessReview's answer is reused this long (a dashboard asks the same often).
-REVIEW_TTL = 10.0
-_MAX_REVIEWS = 4096
 
 
 class ObjectCache(Protocol):
@@ -151,12 +147,18 @@ class RelayApi:
             per_worker=limits.max_streams_per_worker,
             overall=limits.max_streams,
         )
-        self._reviews: dict[tuple[Any, ...], tuple[float, bool]] = {}
+        self.reviews = AccessReviews(lambda body: manager.review(SUBJECT_ACCESS_REVIEWS, body))
         # The panel's views, built from the caches the controller already keeps.
         self.panel = PanelFeed(kinds, pool.registrations, queues, queue_of=queue_of,
                                max_watches=limits.max_watches)  # fmt: skip
         self._panel = PanelRoutes(
-            self.panel, manager, self._review, self._groups, self._object, self._placed_by
+            self.panel,
+            manager,
+            self._review,
+            self._groups,
+            self._object,
+            self._placed_by,
+            known=self.reviews.known,
         )
 
     async def handle(self, request: HttpRequest) -> Answer | Stream:
@@ -199,25 +201,12 @@ class RelayApi:
         return found
 
     async def _review(self, user: route_rules.User, **attributes: str) -> bool:
-        """Whether the manager lets ``user`` do this (a SubjectAccessReview, its answer
-        reused for REVIEW_TTL seconds)."""
-        extra = tuple(sorted((k, tuple(v)) for k, v in user.extra.items()))
-        key = (user.name, user.groups, user.uid, extra, tuple(sorted(attributes.items())))
-        now = time.monotonic()
-        cached = self._reviews.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        """Whether the manager lets ``user`` do this (access_reviews.py: the one cache)."""
         try:
-            review = await self._manager.review(
-                SUBJECT_ACCESS_REVIEWS, route_rules.access_review(user, **attributes)
-            )
+            return await self.reviews.allowed(user, **attributes)
         except ApiError as error:
             _log.warning("SubjectAccessReview failed: %s %s", error.reason, error.message)
             raise Refused(503, "cannot check permissions now; try again") from None
-        if len(self._reviews) >= _MAX_REVIEWS:
-            self._reviews.clear()
-        self._reviews[key] = (now + REVIEW_TTL, route_rules.allowed(review))
-        return route_rules.allowed(review)
 
     async def _authorise(self, user: route_rules.User, what: str, **attributes: str) -> None:
         if not await self._review(user, **attributes):

@@ -88,13 +88,17 @@ class Access:
         self,
         everywhere: Iterable[str],
         check: Callable[[str, str], Awaitable[bool]],
+        known: Callable[[str, str], bool | None],
         *,
         only_namespace: str = "",
     ) -> None:
         self._everywhere = frozenset(everywhere)
         self._check = check
+        self._known = known
         self._only_namespace = only_namespace
-        self._decided: dict[str, bool] = {}
+        # The scopes whose rows this viewer was shown (not answers: those are the one
+        # review cache's, access_reviews.py, and expire there).
+        self._shown: set[str] = set()
         self._asking: dict[str, asyncio.Task[None]] = {}
         self._reviews = asyncio.Semaphore(REVIEWS_AT_ONCE)
         self.on_granted: Callable[[str], None] | None = None
@@ -107,10 +111,21 @@ class Access:
             return False
         if plural in self._everywhere:
             return True
-        decided = self._decided.get(scope)
-        if decided is None and scope not in self._asking:
+        answer = self._known(plural, namespace)
+        if answer is None:  # not asked yet, or its answer expired: shown as it was meanwhile
+            self._ask_soon(scope)
+            return scope in self._shown
+        if not answer:
+            self._shown.discard(scope)
+            return False
+        if scope not in self._shown:  # granted, answered for someone else's question
+            self._ask_soon(scope)  # its rows are sent together when the answer is taken
+            return False
+        return True
+
+    def _ask_soon(self, scope: str) -> None:
+        if scope not in self._asking:
             self._asking[scope] = asyncio.get_running_loop().create_task(self._ask(scope))
-        return bool(decided)
 
     async def _ask(self, scope: str) -> None:
         plural, _, namespace = scope.partition("/")
@@ -122,9 +137,12 @@ class Access:
             return
         finally:
             self._asking.pop(scope, None)
-        self._decided[scope] = granted
-        if granted and self.on_granted is not None:
-            self.on_granted(scope)
+        if not granted:
+            self._shown.discard(scope)
+        elif scope not in self._shown:
+            self._shown.add(scope)
+            if self.on_granted is not None:
+                self.on_granted(scope)
 
     async def settle(self, scopes: Iterable[str]) -> None:
         """Decide every scope of ``scopes`` before answering a list."""

@@ -62,8 +62,11 @@ class PanelRoutes:
         plurals: Callable[[], Mapping[str, str]],
         find_object: FindObject,
         find_placed: FindPlaced,
+        *,
+        known: Callable[..., bool | None] = lambda _user, **_attributes: None,
     ) -> None:
         self._feed = feed
+        self._known = known  # the fresh answer of the one review cache, if any
         self._manager = manager
         self._review = review
         self._plurals = plurals  # plural -> API group, of every dispatched kind
@@ -126,6 +129,12 @@ class PanelRoutes:
                 )
             )
 
+        def known(plural: str, in_namespace: str) -> bool | None:
+            group = plurals.get(plural, "")
+            return self._known(
+                user, verb="list", group=group, resource=plural, namespace=in_namespace
+            )
+
         if namespace:
             allowed = [p for p in plurals if await may_list(p, namespace)]
             if not allowed:
@@ -135,9 +144,9 @@ class PanelRoutes:
                     f'namespace "{namespace}" on the management cluster',
                     "Forbidden",
                 )
-            return Access(allowed, may_list, only_namespace=namespace)
+            return Access(allowed, may_list, known, only_namespace=namespace)
         everywhere = [p for p in plurals if await may_list(p, "")]
-        return Access(everywhere, may_list)
+        return Access(everywhere, may_list, known)
 
     # -- a workload's Events -----------------------------------------------------------
 

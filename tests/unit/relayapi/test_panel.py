@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -37,6 +37,20 @@ from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import Answer, Stream
 from jobrelay.relayapi.panel import Access, PanelFeed, TooManyWatches
 from jobrelay.relayapi.route_rules import API_PATH, Limits
+
+
+def cached(
+    check: Callable[[str, str], Awaitable[bool]],
+) -> tuple[Callable[[str, str], Awaitable[bool]], Callable[[str, str], bool | None]]:
+    """``check`` behind a cache of its answers, as the one review cache (access_reviews.py)
+    stands behind the panel's: the asking and the knowing halves of an Access."""
+    answers: dict[tuple[str, str], bool] = {}
+
+    async def ask(plural: str, namespace: str) -> bool:
+        answers[(plural, namespace)] = granted = await check(plural, namespace)
+        return granted
+
+    return ask, lambda plural, namespace: answers.get((plural, namespace))
 
 
 def job(
@@ -128,7 +142,7 @@ async def test_a_watch_shows_only_the_namespaces_its_viewer_may_list() -> None:
         return namespace in allowed
 
     feed = feed_of(objects, interval=0.01)
-    access = Access([], may_list)
+    access = Access([], *cached(may_list))
     await access.settle({"jobs/team-a", "jobs/team-b"})
     chunks = feed.watch("workloads", access)
     assert [e["object"]["namespace"] for e in await lines(chunks, 1)] == ["team-a"]
@@ -239,7 +253,7 @@ async def test_the_fleet_needs_get_workerclusters(panel_api: tuple[RelayApi, Pan
     code, message = status(await api.handle(request(f"{API_PATH}/fleet")))
     assert code == 403 and 'user "alice" cannot get workerclusters' in message
     manager.allowed.add(("alice", "", "workerclusters", ""))
-    api._reviews.clear()
+    api.reviews.clear()
     answer = await api.handle(request(f"{API_PATH}/fleet"))
     assert isinstance(answer, Answer) and answer.code == 200
     body = json.loads(answer.body)
@@ -275,7 +289,7 @@ async def test_a_workloads_events_from_both_sides(
     path = f"{API_PATH}/namespaces/team-a/jobs/train/events"
     assert status(await api.handle(request(path)))[0] == 403
     manager.allowed.add(("alice", "team-a", "jobs", ""))
-    api._reviews.clear()
+    api.reviews.clear()
     answer = await api.handle(request(path))
     assert isinstance(answer, Answer) and answer.code == 200
     rows = json.loads(answer.body)["items"]
@@ -398,7 +412,7 @@ async def test_a_review_that_fails_hides_the_rows_and_is_asked_again() -> None:
     before = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: reported.append(context))
     try:
-        access = Access([], may_list)
+        access = Access([], *cached(may_list))
         assert not access.visible("jobs/team-a")
         await asyncio.sleep(0.01)  # the review fails
         gc.collect()
@@ -423,7 +437,7 @@ async def test_a_viewers_reviews_are_asked_a_few_at_a_time() -> None:
         in_flight -= 1
         return True
 
-    access = Access([], may_list)
+    access = Access([], *cached(may_list))
     await access.settle({f"jobs/team-{i}" for i in range(100)})
     assert most == panel.REVIEWS_AT_ONCE
     assert all(access.visible(f"jobs/team-{i}") for i in range(100))
