@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.vocabulary.timestamps import rfc3339
+
 Obj = dict[str, Any]
 
 # How a run ends (``Succeeded`` or ``Failed``) and how long it runs, in seconds: set on the
@@ -67,7 +69,7 @@ Rule = Callable[[Run], LifecycleStep]
 
 
 def timestamp(now: datetime.datetime) -> str:
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(now)
 
 
 def parse_time(stamp: object) -> datetime.datetime | None:
