@@ -128,8 +128,8 @@ async def test_a_forged_mirror_with_a_higher_run_is_not_followed(
     await relay.wait_active("forged-run")
     (ours, *_) = relay.mirror_versions(uid)[worker]
     first_uid = ours["metadata"]["uid"]
-    job = await relay.get("forged-run")
-    assert annotations_of(job).get(MIRRORS_ANNOTATION) == f"1:{worker}:{first_uid}"
+    # Its record (jobrelay.dev/mirrors) comes off the dispatch path, once it has run a
+    # while (steps/mirror_record.py); meanwhile the create's own answer names it.
 
     # The other worker's admin forges a mirror: our labels, the Job's UID, run 7. Its pod
     # succeeds at once, so following it would complete the Job from the wrong worker.
@@ -165,7 +165,15 @@ async def test_a_forged_mirror_with_a_higher_run_is_not_followed(
     made = {(w, u) for w, u in relay.mirror_uids(uid) if u != forged_uid}
     assert {w for w, _ in made} == {worker}, made
     (second_uid,) = {u for _, u in made} - {first_uid}
-    assert annotations_of(job)[MIRRORS_ANNOTATION] == f"1:{worker}:{second_uid}"
+    # Only jobrelay's own mirrors were ever recorded: never the forged one (a workload
+    # that finishes before its record is due needs none).
+    records = {
+        (version["metadata"].get("annotations") or {}).get(MIRRORS_ANNOTATION)
+        for _, version in relay.jobs.events
+        if version["metadata"].get("uid") == uid
+    }
+    assert records <= {None, f"1:{worker}:{first_uid}", f"1:{worker}:{second_uid}"}, records
+    assert annotations_of(job).get(MIRRORS_ANNOTATION) in (None, f"1:{worker}:{second_uid}")
     final = next(v for v in reversed(relay.mirror_versions(uid)[worker])
                  if v["metadata"]["uid"] == second_uid)  # fmt: skip
     assert is_true(final, "Complete")
