@@ -16,11 +16,13 @@ from jobrelay.fleet.workers.capacity_feed import CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
+from jobrelay.fleet.workers.hop_feed import HopFeed
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
 from jobrelay.fleet.workers.record import Worker
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
+from jobrelay.placement.tracker import CapacityTracker
 
 
 class StandInInformer:
@@ -132,7 +134,7 @@ def test_refusals_name_the_informer_that_has_not_listed_and_why() -> None:
 
 
 @pytest.mark.parametrize("feed", [CapacityFeed("w"), ClaimFeed("w"), NamespaceFeed("w"),
-                                  DependencyFeed("w")])  # fmt: skip
+                                  DependencyFeed("w"), HopFeed("w", CapacityTracker())])  # fmt: skip
 def test_every_worker_feed_shares_the_base(feed: WorkerFeed) -> None:
     assert isinstance(feed, WorkerFeed) and not feed.listed and feed.task is None
     assert all(informer is None for informer in feed.informers())
