@@ -235,6 +235,9 @@ class WorkloadKind(abc.ABC):
     pod_index_labels: tuple[str, ...] = ()
     # Other labels of its pods jobrelay reads (those its selectors name).
     pod_selector_labels: tuple[str, ...] = ()
+    # The resources of every object :meth:`owner_hops` may name: a worker's hop feed
+    # watches those its mirrors control, so that their pods count as the mirror's.
+    owner_hop_refs: tuple[Resource, ...] = ()
 
     @property
     def pod_labels(self) -> frozenset[str]:

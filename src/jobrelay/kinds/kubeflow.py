@@ -257,6 +257,7 @@ class MPIJobKind(KubeflowJobKind):
     replica_specs = "mpiReplicaSpecs"
     # Its launcher pod is its launcher Job's.
     pod_owner_labels = (JOB_POD_OWNER,)
+    owner_hop_refs = (JobKind.ref,)
 
     def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
         return (OwnerHop(JobKind.ref, Meta(mirror).name + MPI_LAUNCHER_SUFFIX),)

@@ -56,6 +56,8 @@ from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.resource import Resource
 
+# Where RayClusters are served (a RayJob's hop, and a kind of its own).
+RAY_CLUSTER_REF = Resource("ray.io", "v1", "rayclusters", "RayCluster")
 KUBERAY_OPERATOR = "ray.io/kuberay-operator"
 _CRD_VALUES = (KUBERAY_OPERATOR, "kueue.x-k8s.io/multikueue")
 
@@ -160,6 +162,7 @@ class RayJobKind(_RayKind):
     ref = Resource("ray.io", "v1", "rayjobs", "RayJob")
     # Its submitter pod is a Job's.
     pod_owner_labels = (JOB_POD_OWNER,)
+    owner_hop_refs = (RAY_CLUSTER_REF, JobKind.ref)
 
     def build_mirror(
         self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""
@@ -265,11 +268,11 @@ class RayJobKind(_RayKind):
     def owner_hops(self, mirror: JsonObj) -> tuple[OwnerHop, ...]:
         cluster = ray_cluster_name(mirror)
         submitter = OwnerHop(JobKind.ref, Meta(mirror).name)
-        return (OwnerHop(RayClusterKind.ref, cluster), submitter) if cluster else (submitter,)
+        return (OwnerHop(RAY_CLUSTER_REF, cluster), submitter) if cluster else (submitter,)
 
     def made_for(self, made: tuple[str, str], name: str) -> tuple[str, ...]:
         # Its RayCluster, <rayjob>-<random>, and its submitter Job, named as itself.
-        if made == (RayClusterKind.ref.group, RayClusterKind.ref.kind):
+        if made == (RAY_CLUSTER_REF.group, RAY_CLUSTER_REF.kind):
             return name_prefixes(name)
         return (name,) if made == (JobKind.ref.group, JobKind.ref.kind) else ()
 
@@ -296,7 +299,7 @@ def ray_cluster_name(rayjob: JsonObj) -> str:
 
 
 class RayClusterKind(_RayKind):
-    ref = Resource("ray.io", "v1", "rayclusters", "RayCluster")
+    ref = RAY_CLUSTER_REF
 
     def build_mirror(
         self, obj: JsonObj, *, controller_name: str, origin: str, run: int = 1, now: str = ""

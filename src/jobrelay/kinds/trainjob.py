@@ -70,6 +70,7 @@ class TrainJobKind(WorkloadKind):
     pod_uid_labels = (JOBSET_UID_LABEL,)
     pod_index_labels = (COMPLETION_INDEX_LABEL,)
     pod_selector_labels = (JOBSET_NAME_LABEL,)
+    owner_hop_refs = (JobSetKind.ref,)
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         return slim_suspendable(obj)

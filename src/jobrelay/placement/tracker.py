@@ -14,12 +14,19 @@ name them), so the caller can ask whether a mirror's pods have started or sit
 unschedulable (:meth:`CapacityTracker.pods_of`). A pod that only carries a workload's
 name in its labels speaks for nobody: a worker's namesake pods, or a tenant's there,
 never move or hold a workload.
+
+Some kinds' pods are made by an object their operator makes from the mirror (a
+RayJob's RayCluster and submitter Job, an MPIJob's launcher Job, a TrainJob's JobSet:
+each kind's ``owner_hops``). The worker's hop feed hands the tracker those objects,
+slim (:func:`slim_hop`: identity and controller), and the pods of each count as its
+controller's too, one hop deep, and only while the hop's controller reference names
+the mirror's UID: a namesake someone else made there speaks for nobody.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +45,7 @@ __all__ = [
     "OwnedPods",
     "effective_requests",
     "pod_owners",
+    "slim_hop",
     "slim_node",
     "slim_pod",
 ]
@@ -52,6 +60,8 @@ _STARTED = frozenset({"Running", "Succeeded", "Failed"})
 # A pod's requests as sorted (resource, units) pairs, shared by every pod asking the
 # same (the pods of one Job all do); bounded so that odd workloads cannot grow it forever.
 Requests = tuple[tuple[str, int], ...]
+# Whom pods are counted for: (namespace, name, UID).
+OwnerKey = tuple[str, str, str]
 _shared_requests: dict[Requests, Requests] = {}
 _SHARED_REQUESTS_MAX = 65536
 
@@ -177,6 +187,49 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     return slim
 
 
+def slim_hop(
+    obj: Mapping[str, Any], controllers: Collection[tuple[str, str]]
+) -> dict[str, Any] | None:
+    """An object that makes a mirror's pods (an owner hop), with only its identity and its
+    controller reference; None unless one of ``controllers`` (API group, kind) controls
+    it: the hop informer then leaves it out (a worker's other Jobs are none of ours)."""
+    meta = Meta(obj)
+    if not meta.name or not meta.uid:
+        return None
+    for ref in meta.owner_references:
+        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+        name, uid = ref.get("name"), ref.get("uid")
+        if (
+            ref.get("controller") is True
+            and (group, ref.get("kind")) in controllers
+            and isinstance(name, str)
+            and isinstance(uid, str)
+            and name
+            and uid
+        ):
+            owner = {"name": _intern(name), "uid": _intern(uid), "controller": True}
+            return {
+                "metadata": {
+                    "name": _intern(meta.name),
+                    "namespace": _intern(meta.namespace),
+                    "uid": _intern(meta.uid),
+                    "resourceVersion": meta.resource_version,
+                    "ownerReferences": [owner],
+                }
+            }
+    return None
+
+
+def _tie_of(hop: Mapping[str, Any]) -> tuple[OwnerKey, OwnerKey] | None:
+    """A slim hop as (the hop, its controller), each as pods' owners are keyed."""
+    meta = Meta(hop)
+    controller = controller_refs(hop)
+    if not controller or not meta.name or not meta.uid:
+        return None
+    name, uid = controller[0]
+    return (meta.namespace, meta.name, meta.uid), (meta.namespace, name, uid)
+
+
 # -- the tracker ---------------------------------------------------------------------------
 
 
@@ -217,16 +270,22 @@ def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 class CapacityTracker:
     """Nodes and the sums of the requests of the pods bound to each, kept incrementally.
 
-    Feed it the slim objects the informers cache: :meth:`set_node` / :meth:`delete_node`
-    and :meth:`set_pod` / :meth:`delete_pod`, by the informer's key. Each returns
-    whether something placement reads changed. Not thread-safe (one event loop).
+    Feed it the slim objects the informers cache: :meth:`set_node` / :meth:`delete_node`,
+    :meth:`set_pod` / :meth:`delete_pod` and :meth:`set_hop` / :meth:`delete_hop`, by
+    the informer's key. Each returns whether something placement reads changed. Not
+    thread-safe (one event loop).
     """
 
     def __init__(self) -> None:
         self._nodes: dict[str, Node] = {}  # by node name, requested left empty
         self._pods: dict[str, Mapping[str, Any]] = {}  # the slim pod as counted, by key
         self._requested: dict[str, dict[str, int]] = {}  # by node name
-        self._owners: dict[tuple[str, str, str], _Owner] = {}  # (namespace, name, uid)
+        self._owners: dict[OwnerKey, _Owner] = {}
+        # The hops (by the hop feed's key) as (the hop, its controller); each hop's
+        # controller, and each controller's hops.
+        self._hops: dict[str, tuple[OwnerKey, OwnerKey]] = {}
+        self._controller_of: dict[OwnerKey, OwnerKey] = {}
+        self._hops_of: dict[OwnerKey, set[OwnerKey]] = {}
         self._built: dict[str, Node] = {}  # the nodes of the last capacity(), by name
         self._dirty: set[str] = set()  # node names whose built Node is stale
         self._capacity: WorkerCapacity | None = None
@@ -278,6 +337,35 @@ class CapacityTracker:
         self._count(key, old, -1)
         return True
 
+    def set_hop(self, key: str, hop: Mapping[str, Any] | None) -> bool:
+        """An owner hop added or changed (slim, as :func:`slim_hop` makes it; None: it is
+        left out), by a key unique across the hop resources: its pods count as its
+        controller's too. True when whose pods they are changed."""
+        tie = _tie_of(hop) if hop is not None else None
+        if tie is None:
+            return self.delete_hop(key)
+        if self._hops.get(key) == tie:
+            return False
+        self.delete_hop(key)
+        hop_owner, controller = tie
+        self._hops[key] = tie
+        self._controller_of[hop_owner] = controller
+        self._hops_of.setdefault(controller, set()).add(hop_owner)
+        return True
+
+    def delete_hop(self, key: str) -> bool:
+        tie = self._hops.pop(key, None)
+        if tie is None:
+            return False
+        hop_owner, controller = tie
+        self._controller_of.pop(hop_owner, None)
+        hops = self._hops_of.get(controller)
+        if hops is not None:
+            hops.discard(hop_owner)
+            if not hops:
+                del self._hops_of[controller]
+        return True
+
     def take_unusable(self) -> str | None:
         """The last node or pod whose quantities were unusable since the last call, and why."""
         unusable, self._unusable = self._unusable, None
@@ -301,17 +389,36 @@ class CapacityTracker:
 
     def pods_of(self, namespace: str, owner_name: str, owner_uid: str) -> OwnedPods:
         """The pods of the workload ``namespace/owner_name`` whose UID is ``owner_uid``
-        (see :func:`~jobrelay.kinds.mirror_pods.pod_owners`)."""
-        owner = self._owners.get((namespace, owner_name, owner_uid))
-        if owner is None:
+        (see :func:`~jobrelay.kinds.mirror_pods.pod_owners`), and those of the hops it
+        controls (:meth:`set_hop`)."""
+        key = (namespace, owner_name, owner_uid)
+        owners = [
+            owner
+            for owner_key in (key, *self._hops_of.get(key, ()))
+            if (owner := self._owners.get(owner_key)) is not None
+        ]
+        if not owners:
             return OwnedPods()
-        since = min(owner.unschedulable.values()) if owner.unschedulable else None
-        return OwnedPods(owner.total, owner.bound, owner.started > 0, since)
+        since = min(
+            (s for owner in owners if owner.unschedulable for s in owner.unschedulable.values()),
+            default=None,
+        )
+        return OwnedPods(
+            sum(owner.total for owner in owners),
+            sum(owner.bound for owner in owners),
+            any(owner.started > 0 for owner in owners),
+            since,
+        )
 
-    def unschedulable(self) -> list[tuple[str, str, str]]:
+    def unschedulable(self) -> list[OwnerKey]:
         """The (namespace, owner name, owner UID) of every workload with a pod no node
-        will take."""
-        return [key for key, owner in self._owners.items() if owner.unschedulable]
+        will take (a hop's pod: the hop's controller), each once."""
+        found = (
+            self._controller_of.get(key, key)
+            for key, owner in self._owners.items()
+            if owner.unschedulable
+        )
+        return list(dict.fromkeys(found))
 
     def requested(self) -> dict[str, dict[str, int]]:
         """A copy of the sums per node name (nodes not listed yet included)."""

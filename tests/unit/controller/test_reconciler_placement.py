@@ -7,13 +7,35 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tests.unit.controller.builders import JOB, NAMESPACE, job
-from tests.unit.controller.fakes import FakeClaimFeed
+from tests.unit.controller.builders import JOB, NAMESPACE, NOW, SETTINGS, job
+from tests.unit.controller.fakes import (
+    FakeClaimFeed,
+    FakeCluster,
+    FakeEvents,
+    FakeInformer,
+    FakePool,
+    executor_over,
+)
 from tests.unit.controller.test_reconciler import KEY, Env, make_env, workers
 from tests.unit.placement.support import node
+from tests.unit.placement.test_tracker_hops import (
+    NS,
+    RAY_CLUSTER,
+    RAYCLUSTER,
+    RAYJOB_M,
+    T1,
+    feed_hop,
+    feed_pod,
+    made,
+    pod,
+)
 
+from jobrelay.controller.relay.admission import Admission
+from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import WorkerSnapshot, placement_cluster
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.catalog import dedicated_by_kind
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.filters.state import Connected
 from jobrelay.placement.model import Request
@@ -116,6 +138,35 @@ async def test_mirrors_with_unschedulable_pods_are_found(env: Env) -> None:
     assert env.reconciler.unschedulable() == []
     w1.tracker.set_pod(f"{NAMESPACE}/train-abc", pod("train-abc", mirror["metadata"]["uid"]))
     assert env.reconciler.unschedulable() == [KEY]
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["its RayCluster", "a namesake's"])
+async def test_a_rayjobs_pods_are_found_through_the_raycluster_it_controls(ours: bool) -> None:
+    """A RayJob's pods are its RayCluster's (and its submitter Job's): one that no node
+    takes brings the RayJob to the pending timeout, unless that RayCluster is someone
+    else's of the same name."""
+    rayjob = dedicated_by_kind("RayJob")
+    assert rayjob is not None
+    (w1,) = workers("w1")
+    manager = FakeCluster("manager")
+    client = manager.client()
+    pool = FakePool(w1)
+    memory = RelayMemory()
+    reconciler = Reconciler(
+        {rayjob.name: KindRuntime(rayjob, FakeInformer())},  # type: ignore[arg-type]
+        pool,  # type: ignore[arg-type]
+        executor_over(client, pool, FakeEvents(), memory=memory),
+        SETTINGS, manager=client, memory=memory, admission=Admission(client), clock=lambda: NOW,
+    )  # fmt: skip
+    key = WorkloadKey(rayjob.name, f"{NS}/train")
+    w1.cache[key] = made(*RAYJOB_M)
+    feed_hop(w1.tracker, RAYCLUSTER, made(*RAY_CLUSTER, RAYJOB_M if ours else None))
+    feed_pod(w1.tracker, pod("train-x8k2p-worker-a", RAY_CLUSTER, since=T1))
+    try:
+        assert reconciler.unschedulable() == ([key] if ours else [])
+    finally:
+        await client.aclose()
+        await pool.aclose()
 
 
 # -- one meaning of "connected" ------------------------------------------------------

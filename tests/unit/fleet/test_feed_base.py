@@ -16,11 +16,13 @@ from jobrelay.fleet.workers.capacity_feed import CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
+from jobrelay.fleet.workers.hop_feed import HopFeed
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
 from jobrelay.fleet.workers.record import Worker
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
+from jobrelay.placement.tracker import CapacityTracker
 
 
 class StandInInformer:
@@ -132,7 +134,7 @@ def test_refusals_name_the_informer_that_has_not_listed_and_why() -> None:
 
 
 @pytest.mark.parametrize("feed", [CapacityFeed("w"), ClaimFeed("w"), NamespaceFeed("w"),
-                                  DependencyFeed("w")])  # fmt: skip
+                                  DependencyFeed("w"), HopFeed("w", CapacityTracker())])  # fmt: skip
 def test_every_worker_feed_shares_the_base(feed: WorkerFeed) -> None:
     assert isinstance(feed, WorkerFeed) and not feed.listed and feed.task is None
     assert all(informer is None for informer in feed.informers())
@@ -179,5 +181,8 @@ def test_a_worker_starts_and_stops_each_of_its_feeds_in_declared_order() -> None
     client: Any = object()
     worker = Worker("w", client, ("s",))
     assert worker.feeds() == (
-        worker.capacity_feed, worker.namespace_feed, worker.dependency_feed, worker.claim_feed
+        worker.capacity_feed, worker.hop_feed, worker.namespace_feed, worker.dependency_feed,
+        worker.claim_feed,
     )  # fmt: skip
+    # The hops feed the capacity feed's tracker.
+    assert worker.hop_feed.tracker is worker.capacity_feed.tracker

@@ -258,3 +258,11 @@ def test_an_object_an_operator_made_from_a_mirror_is_no_mirror(kind: WorkloadKin
     made_from = {**ours, "metadata": {**ours["metadata"], "ownerReferences": [
         {"name": "t", "uid": "rayjob-uid", "controller": True}]}}  # fmt: skip
     assert kind.cached_mirror(made_from) is None
+
+
+@pytest.mark.parametrize("kind", list(DEDICATED.values()), ids=lambda kind: kind.ref.kind)
+def test_each_hop_a_kind_names_is_of_a_resource_it_declares(kind: WorkloadKind) -> None:
+    """A worker's hop feed watches ``owner_hop_refs``: a hop of another resource would be
+    read for logs but never tie its pods to the mirror in the capacity tracker."""
+    hops = kind.owner_hops(mirror({"rayClusterName": "train-x8k2p"}))
+    assert {hop.ref for hop in hops} == set(kind.owner_hop_refs)

@@ -5,7 +5,8 @@ credentials, rotation), liveness (liveness.py, with the pure Connected verdict
 and lost clock in liveness_rules.py), the WorkerCluster status writer
 (status_writer.py, pure rules in status_rules.py), the worker's facts, one feed each on
 one shared lifecycle (feed_base.py: capacity_feed.py, Node and Pod informers feeding the
-tracker; namespace_feed.py; claim_feed.py; dependency_feed.py, our copies there) and
+tracker; hop_feed.py, the objects operators make from mirrors, feeding the same tracker;
+namespace_feed.py; claim_feed.py; dependency_feed.py, our copies there) and
 what a refusal means (fleet/refusals.py).
 """
 

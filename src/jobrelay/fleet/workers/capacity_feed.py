@@ -152,8 +152,9 @@ class CapacityFeed(WorkerFeed):
         return any(refusal.reason == "Forbidden" for refusal in self.refusals())
 
     def pods_of(self, namespace: str, name: str, uid: str) -> OwnedPods | None:
-        """The unfinished pods of the Job or JobSet ``namespace/name`` whose UID is ``uid``
-        here; None until its Pods have listed (unknown, not none)."""
+        """The unfinished pods of the workload ``namespace/name`` whose UID is ``uid`` here,
+        with those of the hops it controls (hop_feed.py); None until its Pods have listed
+        (unknown, not none)."""
         if self.pods is None or not self.pods.has_synced:
             return None
         return self.tracker.pods_of(namespace, name, uid)

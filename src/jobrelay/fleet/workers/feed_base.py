@@ -26,6 +26,7 @@ from typing import ClassVar
 
 from jobrelay.dependencies.template_references import DependencyKind
 from jobrelay.fleet.refusals import classify
+from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
 
@@ -50,6 +51,8 @@ class FeedWiring:
     # For the feed of our dependency copies: which are ours, and who hears of a change.
     copy_selector: str = ""
     copy_changed: CopyChanged | None = None
+    # The kinds configured: the hop feed watches the objects their operators make.
+    kinds: Sequence[WorkloadKind] = ()
 
 
 @dataclass(frozen=True)

@@ -366,9 +366,9 @@ class WorkerPool:
             self._kinds, self._selector, self._options.informer,
             self._on_mirror_change, self._event_sink,
         )  # fmt: skip
-        # Every fact of it (feed_base.py): capacity, namespaces, our copies, claims. A change
-        # of one once listed may place a held workload; its capacity listed, its status
-        # shows the summary.
+        # Every fact of it (feed_base.py): capacity and the hops that tie pods to mirrors,
+        # namespaces, our copies, claims. A change of one once listed may place a held
+        # workload; its capacity listed, its status shows the summary.
         worker.start_feeds(
             FeedWiring(
                 client, self._options.informer,
@@ -376,6 +376,7 @@ class WorkerPool:
                 status_changed=lambda: self._queue.add(worker.name),
                 copy_selector=copy_selector(self._options.controller_name, self._options.origin),
                 copy_changed=self._on_copy_change,
+                kinds=self._kinds,
             )
         )  # fmt: skip
         if self._event_sink is not None:

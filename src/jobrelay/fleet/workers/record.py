@@ -6,7 +6,7 @@ unregistered, and is dropped as a unit: its current connection (a
 
 A :class:`Worker` is one connection to it and everything read through that
 connection: the client, one mirror cache per kind, the probe's last answer,
-its feeds (feed_base.py: capacity, namespaces, our copies, claims) and the
+its feeds (feed_base.py: capacity, owner hops, namespaces, our copies, claims) and the
 Warning Event informer. A rotated kubeconfig builds a new one beside the old, which keeps
 serving until the new caches have listed; the old one is then retired whole.
 """
@@ -27,6 +27,7 @@ from jobrelay.fleet.workers.capacity_feed import CapacityCalls, CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
 from jobrelay.fleet.workers.dependency_feed import DependencyFeed
 from jobrelay.fleet.workers.feed_base import FeedWiring, WorkerFeed
+from jobrelay.fleet.workers.hop_feed import HopFeed
 from jobrelay.fleet.workers.liveness_rules import (
     NOT_LISTED,
     ConnectedVerdict,
@@ -90,6 +91,8 @@ class Worker:
     # stopped in this order by :meth:`feeds`: a new fact is one more field here.
     # Its Nodes and Pods, feeding its capacity tracker (capacity_feed.py).
     capacity_feed: CapacityFeed = field(init=False)
+    # The objects its operators make from mirrors, feeding the same tracker (hop_feed.py).
+    hop_feed: HopFeed = field(init=False)
     # Its namespaces and their origin labels (namespace_feed.py).
     namespace_feed: NamespaceFeed = field(init=False)
     # Our copies there of workloads' ConfigMaps, Secrets and ServiceAccounts.
@@ -104,6 +107,7 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
+        self.hop_feed = HopFeed(self.name, self.capacity_feed.tracker)
         self.namespace_feed = NamespaceFeed(self.name)
         self.dependency_feed = DependencyFeed(self.name)
         self.claim_feed = ClaimFeed(self.name)
@@ -241,7 +245,8 @@ class Worker:
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
         """The unfinished pods of the mirror ``namespace/name`` cached here: only those its
-        UID owns count (see placement.tracker.pod_owners); none while no mirror is."""
+        UID owns count, or a hop's it controls (see placement.tracker.pod_owners); none
+        while no mirror is."""
         key = f"{namespace}/{name}"
         for informer in self.mirrors.values():
             mirror = informer.get(key)

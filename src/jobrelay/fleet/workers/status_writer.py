@@ -135,6 +135,7 @@ class StatusWriter:
         error = worker.capacity_feed.error_to_log()
         if error is not None:
             _log.warning("worker %s: capacity not known: %s", record.name, error)
+        worker.hop_feed.tell_refusals()
         capacity = worker.capacity()
         if capacity is None:
             return None
