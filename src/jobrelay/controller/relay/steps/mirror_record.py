@@ -32,10 +32,12 @@ from jobrelay.vocabulary.placement import mirror_records
 
 __all__ = ["RECORD_AFTER", "awaiting_record", "with_mirror_record"]
 
-# Seconds a created mirror runs unrecorded: longer than most short Jobs run (they never
-# need one), short enough that a restart rarely finds a long-running mirror unrecorded
-# (it then adopts the one of the current run on the worker it is placed on).
-RECORD_AFTER = 5.0
+# Seconds a created mirror runs unrecorded: longer than a short Job's whole life in a
+# burst, queueing included (it never needs one: a 500-Job burst wrote 0.25 records per Job
+# at 5 s, each a version its next status write could conflict with), short enough that a
+# restart rarely finds a long-running mirror unrecorded (it then adopts the one of the
+# current run on the worker it is placed on, after a fresh read).
+RECORD_AFTER = 30.0
 
 
 def with_mirror_record(plan: Plan, record: Annotate, age: float) -> Plan:
