@@ -333,7 +333,7 @@ async def _install_crd(client: ApiClient) -> None:
     try:
         await client.create(CRDS, SLEEPER_CRD)
     except ApiError as error:
-        if error.status != 409:
+        if error.code != 409:
             raise
         existing = await client.get(CRDS, SLEEPER_CRD["metadata"]["name"])  # left by a crash
         body = copy.deepcopy(SLEEPER_CRD)
