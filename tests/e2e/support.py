@@ -547,8 +547,9 @@ class Relay:
 
         Each object is nudged (:data:`NUDGE_ANNOTATION` set to a new value); one that is
         gone counts at the resourceVersion of its deletion, as the Relay's recorder saw
-        it. Then one scrape of /metrics must show the kind's management cache at those
-        versions or later and the work queue idle. Sound because the cache hands every
+        it. Then one scrape of /metrics (rendered in the controller's event loop: one
+        instant of it) must show the kind's management cache at those versions or later
+        and the work queue idle. Sound because the cache hands every
         event's key to the queue before its resourceVersion moves past it
         (kube/watching.py), and a queue seen afterwards with nothing ready and nothing
         in progress has finished every reconcile asked for until then: the nudges', at
