@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -48,6 +50,10 @@ COPIED_CONDITIONS = ("FailureTarget", "Failed", "SuccessCriteriaMet", "Complete"
 COUNTERS = ("active", "succeeded", "failed", "ready", "terminating")
 # Generated on the worker by its own apiserver for the mirror; must never come from the manager.
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
+
+# An annotation of the tests' own: outside jobrelay.dev/, so jobrelay neither reads it nor
+# takes it for one of its marks; a change of it is a watch event and nothing more.
+NUDGE_ANNOTATION = "test.jobrelay.dev/nudge"
 
 LOG_MARK = "# jobrelay-e2e:"  # lines the tests write into the controller's log
 _READY_MESSAGE = re.compile(r"^\s*(?:jobrelay\s+|controller\s+)*(?:is\s+)?ready\b", re.IGNORECASE)
@@ -98,6 +104,7 @@ class ControllerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._run_offset = 0  # where the current run's output begins in the log
+        self._metrics_at: tuple[int, str] | None = None  # (start number, its /metrics URL)
 
     @property
     def pid(self) -> int | None:
@@ -135,6 +142,53 @@ class ControllerProcess:
             if record.get("event") == "metrics-listening":
                 return f"http://{record['addresses'][0]}/metrics"
         return None
+
+    async def scrape(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """Every sample of the current run's /metrics, by name and labels."""
+
+        async def listening() -> str | None:
+            if self._metrics_at is None or self._metrics_at[0] != self.starts:
+                url = self.metrics_url()  # reads the run's log: once per run
+                self._metrics_at = None if url is None else (self.starts, url)
+            return None if self._metrics_at is None else self._metrics_at[1]
+
+        url = await eventually(listening, timeout=30, what="the metrics address")
+        async with httpx2.AsyncClient(timeout=10, trust_env=False) as http:
+            answer = await http.get(url)
+        assert answer.status_code == 200, answer.text
+        return {
+            (sample.name, frozenset(sample.labels.items())): float(sample.value)
+            for family in text_string_to_metric_families(answer.text)
+            for sample in family.samples
+        }
+
+    async def wait_settled(self, kind: str, version: int, *, timeout: float = 30.0) -> None:
+        """Until one scrape shows the management cache of ``kind`` (``Kind.version.group``)
+        at resourceVersion ``version`` or later and the work queue idle: nothing ready to
+        be reconciled, nothing being reconciled (see :meth:`Relay.settled`)."""
+        cache_version = ("jobrelay_cache_resource_version", frozenset({("kind", kind)}))
+        seen: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+
+        async def settled() -> bool:
+            nonlocal seen
+            self.assert_alive()
+            seen = await self.scrape()
+            depth = seen.get(("jobrelay_workqueue_depth", frozenset()))
+            in_progress = seen.get(("jobrelay_workqueue_in_progress", frozenset()))
+            return seen.get(cache_version, -1) >= version and depth == 0 and in_progress == 0
+
+        try:
+            await eventually(settled, timeout=timeout, interval=0.1, what="jobrelay settled")
+        except AssertionError as error:
+            shown = {
+                f"{name}{dict(labels)}": value
+                for (name, labels), value in seen.items()
+                if name == cache_version[0] or name.startswith("jobrelay_workqueue_")
+            }
+            raise AssertionError(
+                f"{error}: waited for the {kind} cache at resourceVersion {version} and an idle "
+                f"queue; the last scrape showed {shown}"
+            ) from None
 
     def mark(self, text: str) -> None:
         """Write a marker line into the log (to find where a test or a restart began)."""
@@ -449,6 +503,7 @@ class Relay:
         self.resource = resource
         self.is_finished = is_finished
         self.jobs = WatchRecorder(self.manager, resource, namespace=namespace)
+        self._nudges = 0  # NUDGE_ANNOTATION's last value
         # All objects, not only labelled ones: an unlabelled copy would be a bug too.
         self.worker_jobs = {
             worker: WatchRecorder(clients[worker], resource, namespace=namespace)
@@ -481,6 +536,53 @@ class Relay:
         return await self.manager.patch(
             self.resource, name, {"spec": {"suspend": suspend}}, namespace=self.namespace
         )
+
+    # -- barriers: "nothing happened" is judged after one, never after a sleep --
+
+    async def settled(
+        self, *names: str, resource: Resource | None = None, timeout: float = 30.0
+    ) -> None:
+        """Return once jobrelay has reconciled each of ``names`` (objects of ``resource``,
+        by default the Relay's) since this call, so that what it did not do can be checked.
+
+        Each object is nudged (:data:`NUDGE_ANNOTATION` set to a new value); one that is
+        gone counts at the resourceVersion of its deletion, as the Relay's recorder saw
+        it. Then one scrape of /metrics (rendered in the controller's event loop: one
+        instant of it) must show the kind's management cache at those versions or later
+        and the work queue idle. Sound because the cache hands every
+        event's key to the queue before its resourceVersion moves past it
+        (kube/watching.py), and a queue seen afterwards with nothing ready and nothing
+        in progress has finished every reconcile asked for until then: the nudges', at
+        the latest state, included. A retry or a held pass would reconcile the same
+        state again; the nudge is that retry, now.
+        """
+        resource = resource or self.resource
+        versions = [await self._nudge(resource, name, timeout) for name in names]
+        await self.controller.wait_settled(resource.name, max(versions), timeout=timeout)
+
+    async def _nudge(self, resource: Resource, name: str, timeout: float) -> int:
+        """The resourceVersion of ``name`` after a new nudge (of its deletion if gone)."""
+        self._nudges += 1
+        nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(self._nudges)}}}
+        try:
+            touched = await self.manager.patch(resource, name, nudge, namespace=self.namespace)
+        except ApiError as error:
+            if not error.is_not_found or resource != self.resource:
+                raise
+        else:
+            return int(touched["metadata"]["resourceVersion"])
+
+        def deleted_at() -> int | None:
+            return next(
+                (
+                    int(obj["metadata"]["resourceVersion"])
+                    for change, obj in reversed(self.jobs.events)
+                    if change == "DELETED" and obj["metadata"]["name"] == name
+                ),
+                None,
+            )
+
+        return await self._recorded(deleted_at, timeout, f"the deletion of {name} recorded")
 
     # -- waiting --
 
@@ -682,6 +784,23 @@ class Relay:
         else:
             await self.wait_mirror_gone(uid)
         return Relayed(job, cluster, mirror)
+
+
+async def outlast(since: float, seconds: float, *, margin: float = 1.0) -> None:
+    """Sleep until ``seconds`` (and ``margin``) have passed since ``since`` (a
+    ``time.monotonic()``): before checking that something did not happen which would
+    have within that time, e.g. a run of ``seconds`` that began before ``since``
+    finishing while suspended. Such a check is about time itself, so no barrier can
+    replace the wait; the margin is for the status that would show it to be copied."""
+    await asyncio.sleep(max(0.0, since + seconds + margin - time.monotonic()))
+
+
+async def wall_clock_past(timestamp: str) -> None:
+    """Sleep until the wall clock is in a later second than ``timestamp`` (RFC 3339, whole
+    seconds, as Kubernetes writes startTime): so that a time written next differs from
+    it. The local fleet's clusters share this machine's clock."""
+    then = datetime.datetime.fromisoformat(timestamp).timestamp()
+    await asyncio.sleep(max(0.0, then + 1 - time.time()))
 
 
 def placement(job: Mapping[str, Any]) -> str | None:

@@ -8,7 +8,6 @@ manager, told why; a mirror stuck Pending moves after the pending timeout.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -169,7 +168,7 @@ async def test_a_job_too_large_for_every_cluster_stays_held_with_never_fits(
     await relay.submit(sized("huge", "64"))
     message = await wait_held(relay, "huge", "NeverFits")
     assert "no node has 64 cpu free" in message, message
-    await asyncio.sleep(2)
+    await relay.settled("huge")
     job = await relay.get("huge")
     assert not placement(job)
     assert not relay.mirror_uids(job["metadata"]["uid"]), "a mirror of a NeverFits Job exists"

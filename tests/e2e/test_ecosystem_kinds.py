@@ -20,6 +20,7 @@ import asyncio
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,9 @@ from tests.e2e.support import (
     Relay,
     assert_dispatched_once_and_cleaned,
     assert_origin_marks,
+    outlast,
     placement,
+    wall_clock_past,
 )
 from tests.ecosystem import BY_KIND, ecosystem_kinds, managed_by, manifest, suspend_patch
 from tests.kubetools import is_true
@@ -301,7 +304,7 @@ async def test_a_raycluster_is_dispatched_becomes_ready_and_stays(relay_for: Rel
     assert_accepted_mirror(mirror, created)
     ready = await relay.wait("cluster", shows_running, timeout=30, what="state ready copied")
     assert true_conditions(ready) >= {"HeadPodReady", "RayClusterProvisioned"}
-    await asyncio.sleep(3)
+    await relay.settled("cluster")  # reconciled since: its status copied again, the same
     assert (await relay.get("cluster"))["status"] == ready["status"]
     assert not (problems := status_problems(relay, uid, cluster)), problems
     await relay.assert_dispatched_event(created, cluster)
@@ -315,12 +318,15 @@ async def test_suspend_and_resume_follow_to_the_same_mirror(
     created = await submit(relay, kind, "pause", run_seconds=6)
     uid = created["metadata"]["uid"]
     await relay.wait("pause", shows_running, timeout=30, what="running")
+    running_since = time.monotonic()  # or earlier: its 6 s run ends by running_since + 6
     cluster, mirror = await relay.wait_mirror(uid)
     await set_suspend(relay, kind, "pause", True)
     await relay.wait("pause", is_suspended, timeout=30, what="the mirror's suspension copied")
     now = await clients[cluster].get(BY_KIND[kind].resource, "pause", namespace=relay.namespace)
     assert now["metadata"]["uid"] == mirror["metadata"]["uid"], "the mirror was replaced"
-    await asyncio.sleep(7)  # longer than it runs: suspended, it must not finish
+    if kind != "RayCluster":  # a RayCluster has no end to wait for
+        await outlast(running_since, 6)  # its run's end, had it not been suspended
+    await relay.settled("pause")
     held = await relay.get("pause")
     assert is_suspended(held) and not is_finished(held), held.get("status")
     await set_suspend(relay, kind, "pause", False)
@@ -373,10 +379,11 @@ async def test_a_resumed_run_shows_its_new_start(relay_for: RelayFor, kind: str)
     await relay.wait("again", shows_running, timeout=30, what="running")
     await set_suspend(relay, kind, "again", True)
     await relay.wait("again", is_suspended, timeout=30, what="suspended")
-    await asyncio.sleep(2)  # so the new run's start is another second
+    first = next(v for v in relay.jobs.versions(created["metadata"]["uid"]) if shows_running(v))
+    # startTime counts whole seconds: the new run must start in a later one than the first.
+    await wall_clock_past(first["status"]["startTime"])
     await set_suspend(relay, kind, "again", False)
     obj = await relay.wait_finished("again", timeout=60)
     _, mirror = await relay.final_mirror(created["metadata"]["uid"])
-    first = next(v for v in relay.jobs.versions(created["metadata"]["uid"]) if shows_running(v))
     assert obj["status"]["startTime"] == mirror["status"]["startTime"]
     assert obj["status"]["startTime"] > first["status"]["startTime"], "the first run's start"

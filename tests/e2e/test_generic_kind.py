@@ -40,6 +40,7 @@ from tests.e2e.support import (
     assert_dispatched_once_and_cleaned,
     assert_origin_marks,
     finished_on_its_worker,
+    outlast,
     placement,
 )
 from tests.kubetools import Obj, condition, eventually, is_true
@@ -332,7 +333,7 @@ async def _install_crd(client: ApiClient) -> None:
     try:
         await client.create(CRDS, SLEEPER_CRD)
     except ApiError as error:
-        if error.status != 409:
+        if error.code != 409:
             raise
         existing = await client.get(CRDS, SLEEPER_CRD["metadata"]["name"])  # left by a crash
         body = copy.deepcopy(SLEEPER_CRD)
@@ -548,11 +549,7 @@ async def test_failed_sleeper_ends_failed_with_a_warning_event(sleepers: Relay) 
 async def test_created_suspended_is_not_dispatched_until_resumed(sleepers: Relay) -> None:
     created = await sleepers.submit(sleeper_manifest("later", seconds=1, suspend=True))
     uid = created["metadata"]["uid"]
-    # A Sleeper submitted after it is a barrier: once that one has been dispatched,
-    # jobrelay has had every chance to act on the suspended one.
-    barrier = await sleepers.submit(sleeper_manifest("barrier", seconds=1))
-    await sleepers.wait_mirror(barrier["metadata"]["uid"])
-    await asyncio.sleep(2)  # held: give a wrong controller time to dispatch anyway
+    await sleepers.settled("later")  # reconciled since it was created: held, not dispatched
     obj = await sleepers.get("later")
     assert not placement(obj), f"a suspended Sleeper was placed: {placement(obj)}"
     assert not obj.get("status"), f"a Sleeper that never ran has a status: {obj.get('status')}"
@@ -569,6 +566,7 @@ async def test_suspend_and_resume_follow_to_the_same_mirror(
     created = await sleepers.submit(sleeper_manifest("siesta", seconds=5, suspend=False))
     uid = created["metadata"]["uid"]
     await sleepers.wait("siesta", running, timeout=30, what="phase Running copied")
+    running_since = time.monotonic()  # or earlier: its 5 s run ends by running_since + 5
     cluster, mirror = await sleepers.wait_mirror(uid)
     mirror_uid = mirror["metadata"]["uid"]
 
@@ -585,7 +583,8 @@ async def test_suspend_and_resume_follow_to_the_same_mirror(
     await sleepers.wait_event(
         uid, lambda e: e.get("reason") == "Suspended", what="a Suspended Event"
     )
-    await asyncio.sleep(6)  # longer than it sleeps: suspended, it must not finish meanwhile
+    await outlast(running_since, 5)  # its run's end, had it not been suspended
+    await sleepers.settled("siesta")
     held = await sleepers.get("siesta")
     assert not sleeper_finished(held), f"finished while suspended: {held['status']}"
     assert placement(held) == cluster
@@ -621,16 +620,12 @@ async def test_unmanaged_sleepers_are_left_alone(
     other = await sleepers.submit(
         sleeper_manifest("not-ours", seconds=1, managed_by=OTHER_CONTROLLER), managed=False
     )
-    # A managed one submitted after them is the barrier: once it is done, jobrelay has
-    # long seen the others.
-    await sleepers.submit(sleeper_manifest("ours", seconds=1))
-    await finished_and_cleaned(sleepers, "ours", outcome="Succeeded")
 
     # The manager's own Sleeper controller runs the unmanaged one, as it would anywhere.
     done = await sleepers.wait_finished("local", timeout=30)
     assert is_true(done, "Succeeded"), done.get("status")
     assert local["metadata"]["uid"] in sleeper_kind["manager"].ran
-    await asyncio.sleep(2)  # give a wrong controller time to act on them
+    await sleepers.settled("local", "not-ours")  # seen by jobrelay since "local" finished
     for created in (local, other):
         name, uid = created["metadata"]["name"], created["metadata"]["uid"]
         now = await sleepers.get(name)

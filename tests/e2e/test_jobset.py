@@ -16,7 +16,7 @@ network), so nothing depends on JobSet's defaulting webhook.
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from tests.e2e.support import (
     assert_dispatched_once_and_cleaned,
     assert_origin_marks,
     finished_on_its_worker,
+    outlast,
     placement,
 )
 from tests.kubetools import Obj, WatchRecorder, condition, eventually, is_true
@@ -408,6 +409,7 @@ async def test_suspend_and_resume_follow_to_the_same_mirror(
     created = await jobsets.submit(jobset_manifest("pause", duration="6s", suspend=False))
     uid = created["metadata"]["uid"]
     await jobsets.wait("pause", busy, timeout=60, what="workers active or ready")
+    busy_since = time.monotonic()  # or earlier: its 6 s pods end by busy_since + 6
     cluster, mirror = await jobsets.wait_mirror(uid)
     mirror_uid = mirror["metadata"]["uid"]
     worker = clients[cluster]
@@ -442,7 +444,8 @@ async def test_suspend_and_resume_follow_to_the_same_mirror(
     await jobsets.wait_event(
         uid, lambda e: e.get("reason") == "Suspended", what="a Suspended Event"
     )
-    await asyncio.sleep(6)  # longer than its pods run: suspended, it must not finish
+    await outlast(busy_since, 6)  # its pods' end, had it not been suspended
+    await jobsets.settled("pause")
     held = await jobsets.get("pause")
     assert not jobset_finished(held), f"finished while suspended: {held.get('status')}"
     assert placement(held) == cluster
@@ -467,11 +470,7 @@ async def test_created_suspended_is_not_dispatched_until_resumed(
     await jobsets.wait(
         "later", lambda o: is_true(o, "Suspended"), timeout=30, what="Suspended=True by jobrelay"
     )
-    # Submitted after it, a barrier: once that one is dispatched, jobrelay has had
-    # every chance to act on the suspended one.
-    barrier = await jobsets.submit(jobset_manifest("barrier", leader=False, replicas=1))
-    await jobsets.wait_mirror(barrier["metadata"]["uid"])
-    await asyncio.sleep(2)  # held: give a wrong controller time to dispatch anyway
+    await jobsets.settled("later")  # reconciled again since: held, not dispatched
     held = await jobsets.get("later")
     assert not placement(held), f"a suspended JobSet was placed: {placement(held)}"
     assert not jobset_finished(held) and not busy(held), held.get("status")

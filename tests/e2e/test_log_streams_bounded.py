@@ -128,7 +128,8 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
         assert await relay.wait_placed("meanwhile") == worker
         done = await relay.wait_finished("meanwhile", timeout=60)
         assert done["status"].get("succeeded") == 1
-        await asyncio.sleep(3)  # a few more probes with every follow still open
+        # Time itself: the probes run on a 1 s timer, so three more with every follow open.
+        await asyncio.sleep(3)
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher

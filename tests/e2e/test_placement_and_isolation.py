@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -62,7 +61,7 @@ async def test_name_taken_on_one_worker_goes_to_the_other_and_leaves_the_foreign
         await relay.manager.delete(JOBS, name, namespace=relay.namespace)
     for name in names:
         await relay.wait_gone(name)
-    await asyncio.sleep(2)
+    await relay.settled(*names)  # the deletions reconciled
     await assert_foreign_untouched()
 
 
@@ -77,7 +76,7 @@ async def test_unmanaged_job_runs_on_the_manager_untouched(relay: Relay) -> None
         PODS, namespace=relay.namespace, label_selector=f"batch.kubernetes.io/controller-uid={uid}"
     )
     assert pods.items, "the Job did not run on the manager's own nodes"
-    await asyncio.sleep(3)  # give a wrong controller time to act on it
+    await relay.settled("local")  # seen by jobrelay since it finished
     job = await relay.get("local")
     assert "managedBy" not in job["spec"]
     assert not jobrelay_keys(job), jobrelay_keys(job)

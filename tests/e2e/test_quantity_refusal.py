@@ -11,7 +11,6 @@ meanwhile complete.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import time
 
@@ -92,8 +91,10 @@ async def test_unusable_quantities_are_refused_while_other_jobs_complete(
     message = await refused(relay, jobset["metadata"]["uid"], "the JobSet")
     assert "replicated job 'workers', container 'main', memory:" in message, message
 
-    # Never placed, never mirrored: also after the held passes and retries ran a while.
-    await asyncio.sleep(3)
+    # Never placed, never mirrored: also once reconciled again, as a retry or a held pass
+    # would.
+    await relay.settled(*bad)
+    await relay.settled("huge-set", resource=JOBSETS)
     for name, uid in bad.items():
         assert not placement(await relay.get(name)), name
         assert relay.mirror_uids(uid) == set(), name

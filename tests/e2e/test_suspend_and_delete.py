@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from jobrelay.kube.client import ApiClient
@@ -35,7 +33,7 @@ async def test_created_suspended_waits_then_runs_when_resumed(
     uid = created["metadata"]["uid"]
     await relay.wait("later", lambda job: is_true(job, "Suspended"), timeout=30,
                      what="Suspended=True set by jobrelay")  # fmt: skip
-    await asyncio.sleep(3)  # held: give a wrong controller time to dispatch anyway
+    await relay.settled("later")  # looked at again since: held, not dispatched
     job = await relay.get("later")
     assert is_true(job, "Suspended"), job.get("status")
     assert not finished(job)
@@ -89,7 +87,7 @@ async def test_suspended_while_running_stops_and_resumes_on_the_same_worker(
         timeout=30,
         what="the mirror's pods gone while suspended",
     )
-    await asyncio.sleep(2)
+    await relay.settled("pause")  # its pods are gone: nothing can finish it now
     job = await relay.get("pause")
     assert is_true(job, "Suspended") and not finished(job), job.get("status")
     assert placement(job) == cluster

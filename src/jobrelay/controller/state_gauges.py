@@ -122,7 +122,14 @@ class StateGauges:
             capacity=tuple(self._capacities(views)),
             queues=self._queue_figures(last) if leader else None,
             fairness_error=last.fairness_error if leader and last is not None else None,
+            cache_versions=self._cache_versions(),
         )
+
+    def _cache_versions(self) -> dict[str, int]:
+        """Each kind's cache resourceVersion, where it is a number (Kubernetes calls it
+        opaque; every etcd-backed apiserver writes a revision)."""
+        versions = {name: runtime.objects.resource_version for name, runtime in self._kinds.items()}
+        return {name: int(version) for name, version in versions.items() if version.isdigit()}
 
     @staticmethod
     def _queue_figures(last: AdmissionPlan | None) -> tuple[QueueGaugeFigures, ...] | None:

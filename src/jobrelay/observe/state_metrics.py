@@ -82,6 +82,9 @@ class ControllerState:
     # pass (None: a standby, or no pass yet).
     queues: tuple[QueueGaugeFigures, ...] | None = None
     fairness_error: float | None = None
+    # Each kind's management cache: the resourceVersion up to which its watch delivered
+    # every event to the handlers, where it reads as a number (an etcd revision).
+    cache_versions: Mapping[str, int] = field(default_factory=dict)
 
 
 def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
@@ -92,6 +95,12 @@ def _families() -> dict[str, GaugeMetricFamily]:
     families = (
         _gauge("jobrelay_leader", "1 while this replica holds the leader Lease (acts), else 0."),
         _gauge("jobrelay_ready", "1 once the caches have synced (/readyz answers 200)."),
+        _gauge(
+            "jobrelay_cache_resource_version",
+            "The resourceVersion up to which each kind's management cache has handed every "
+            "watch event to the work queue (a watch that lags shows here).",
+            "kind",
+        ),
         _gauge("jobrelay_workqueue_depth", "Keys waiting to be reconciled now (leader only)."),
         _gauge(
             "jobrelay_workqueue_delayed",
@@ -222,6 +231,8 @@ class StateCollector(Collector):
         f = _families()
         f["jobrelay_leader"].add_metric([], float(state.leader))
         f["jobrelay_ready"].add_metric([], float(state.ready))
+        for kind, version in sorted(state.cache_versions.items()):
+            f["jobrelay_cache_resource_version"].add_metric([kind], version)
         if state.queue is None:
             for name in list(f):
                 if name.startswith("jobrelay_workqueue_"):

@@ -6,6 +6,8 @@ another controller manages are left alone."""
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -27,6 +29,9 @@ __all__ = ["ecosystem_kinds"]  # the session fixture, imported for this module's
 Obj = dict[str, Any]
 WORKER = "worker-1"
 JOB_KINDS = ["RayJob", "TrainJob", "PyTorchJob", "MPIJob"]
+# An annotation of the tests' own, which the stand-ins never read (as in tests/e2e).
+NUDGE_ANNOTATION = "test.jobrelay.dev/nudge"
+_nudges = itertools.count(1)
 
 
 @pytest.fixture
@@ -101,6 +106,26 @@ async def wait(
     return await eventually(check, timeout=timeout, what=f"{obj['kind']} {meta['name']}: {what}")
 
 
+async def looked_at(standin: StandinDriver, client: ApiClient, obj: Obj) -> Obj:
+    """``obj`` as stored once the stand-in has looked at it since this call, so that what
+    it did not write can be checked: nudged, then its kind's informer past the nudge's
+    resourceVersion with the stand-in idle. Sound because the informer hands an event's
+    key to the stand-in's queue before its version moves past it, and an idle stand-in
+    has driven every key queued until then (the nudged one, at the time of the look)."""
+    resource = BY_KIND[obj["kind"]].resource
+    meta = obj["metadata"]
+    nudge = {"metadata": {"annotations": {NUDGE_ANNOTATION: str(next(_nudges))}}}
+    touched = await client.patch(resource, meta["name"], nudge, namespace=meta["namespace"])
+    version = int(touched["metadata"]["resourceVersion"])
+    informer = standin.informers[obj["kind"]]
+
+    async def settled() -> bool:
+        return int(informer.resource_version or 0) >= version and standin.idle
+
+    await eventually(settled, timeout=30, interval=0.05, what=f"{meta['name']} looked at")
+    return await client.get(resource, meta["name"], namespace=meta["namespace"])
+
+
 async def create(client: ApiClient, namespace: str, body: Obj) -> Obj:
     resource = BY_KIND[body["kind"]].resource
     return await client.create(resource, body, namespace=namespace)
@@ -116,8 +141,7 @@ async def test_each_kind_runs_to_the_outcome_its_annotation_asks(
     await wait(client, obj, is_running, "running")
     done = await wait(client, obj, lambda o: finished_as(o) is not None, "finished")
     assert finished_as(done) == outcome, done["status"]
-    await asyncio.sleep(1.5)  # finished: nothing more is written
-    again = await wait(client, obj, lambda o: True, "read")
+    again = await looked_at(standin, client, done)  # finished: nothing more is written
     assert again["status"] == done["status"]
 
 
@@ -130,8 +154,7 @@ async def test_a_raycluster_becomes_ready_and_stays(
         client, obj, lambda o: (o.get("status") or {}).get("state") == "ready", "ready"
     )
     assert true_conditions(ready) == {"HeadPodReady", "RayClusterProvisioned"}
-    await asyncio.sleep(2)
-    assert (await wait(client, obj, lambda o: True, "read"))["status"] == ready["status"]
+    assert (await looked_at(standin, client, ready))["status"] == ready["status"]
 
 
 @pytest.mark.parametrize("kind", [*JOB_KINDS, "RayCluster"])
@@ -145,10 +168,13 @@ async def test_each_kind_suspends_and_resumes(
         await wait(client, obj, lambda o: (o.get("status") or {}).get("state") == "ready", "ready")
     else:
         await wait(client, obj, is_running, "running")
+    running_since = time.monotonic()  # or earlier: its 4 s run ends by running_since + 4
     await client.patch(resource, "pause", suspend_patch(kind, True), namespace=namespace)
     suspended = await wait(client, obj, is_suspended, "suspended")
-    await asyncio.sleep(5)  # longer than it runs: suspended, it never finishes
-    held = await wait(client, obj, lambda o: True, "read")
+    if kind != "RayCluster":  # a RayCluster has no end to wait for
+        # Time itself: past the end of its run, a look at it must still find it suspended.
+        await asyncio.sleep(max(0.0, running_since + 4 - time.monotonic()))
+    held = await looked_at(standin, client, suspended)
     assert held["status"] == suspended["status"]
     await client.patch(resource, "pause", suspend_patch(kind, False), namespace=namespace)
     if kind == "RayCluster":
@@ -168,10 +194,9 @@ async def test_an_object_of_another_controller_is_left_alone(
     body = manifest(kind, "theirs", managed_by="kueue.x-k8s.io/multikueue", run_seconds=0)
     obj = await create(client, namespace, body)
     mine = await create(client, namespace, manifest(kind, "mine", run_seconds=0))
-    # Once the stand-in has written on the later object it has long seen the other.
+    # The stand-in drives its own, and has looked at the other since without writing.
     await wait(client, mine, lambda o: bool(o.get("status")) or kind == "TrainJob", "driven")
-    await asyncio.sleep(1)
-    theirs = await wait(client, obj, lambda o: True, "read")
+    theirs = await looked_at(standin, client, obj)
     assert not theirs.get("status"), theirs.get("status")
 
 

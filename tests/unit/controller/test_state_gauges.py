@@ -21,6 +21,7 @@ from jobrelay.placement.capacity import Node, WorkerCapacity
 class _Objects:
     def __init__(self, objects: list[dict[str, Any]]) -> None:
         self.objects = objects
+        self.resource_version = "1234"
 
     def items(self) -> list[tuple[str, dict[str, Any]]]:
         return [(f"ns/{o['metadata']['name']}", o) for o in self.objects]
@@ -117,6 +118,18 @@ def test_states_follow_new_versions_of_objects() -> None:
     counts = gauges().workloads
     assert counts[JOB.name, "Pending"] == 0
     assert counts[JOB.name, "Complete"] == 2
+
+
+def test_each_kinds_cache_version_is_shown_on_leader_and_standby_alike() -> None:
+    """What the end-to-end tests' settled() barrier waits on (tests/e2e/support.py)."""
+    for leader in (True, False):
+        gauges, runtime = _gauges(leader=leader)
+        seen = _samples(gauges)
+        assert seen[("jobrelay_cache_resource_version", frozenset({("kind", JOB.name)}))] == 1234
+        runtime.objects.resource_version = "not-a-revision"  # opaque, as Kubernetes allows
+        assert not [n for n, _ in _samples(gauges) if n == "jobrelay_cache_resource_version"]
+        runtime.objects.resource_version = ""  # not listed yet
+        assert gauges().cache_versions == {}
 
 
 @pytest.mark.parametrize(

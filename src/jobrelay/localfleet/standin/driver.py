@@ -60,6 +60,7 @@ class StandinDriver:
         self._deleted: set[tuple[str, str, str, str]] = set()
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
+        self._driving = False
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -99,6 +100,12 @@ class StandinDriver:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being driven (rechecks due later on a timer aside):
+        every object its informers handed over so far has been looked at."""
+        return not self._queued and not self._driving
+
     async def wait(self) -> None:
         """Until the work loop ends (it ends only when stopped, or on a bug)."""
         if self._task is not None:
@@ -126,11 +133,14 @@ class StandinDriver:
         while True:
             kind_name, key = await self._queue.get()
             self._queued.discard((kind_name, key))
+            self._driving = True
             try:
                 await self._drive(by_kind[kind_name], key)
             except Exception:  # one object's bug must not stop the others
                 _log.exception("%s: %s %s", self.client.cluster, kind_name, key)
                 self._later(RETRY_SECONDS, kind_name, key)
+            finally:
+                self._driving = False
 
     async def _drive(self, kind: StandinKind, key: str) -> None:
         resource = kind.resource
