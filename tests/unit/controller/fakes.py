@@ -303,6 +303,8 @@ class FakeInformer:
 
     def __init__(self, objects: dict[str, JsonObj] | None = None) -> None:
         self.objects: dict[str, JsonObj] = dict(objects or {})
+        # What the real Informer says of its list+watch: the last resourceVersion seen.
+        self.resource_version = ""
 
     def get(self, key: str) -> JsonObj | None:
         return self.objects.get(key)
