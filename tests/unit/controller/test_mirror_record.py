@@ -75,8 +75,8 @@ def test_the_record_never_shares_a_decision_with_another_object_write(
 def test_only_an_unfinished_object_without_that_runs_record_waits() -> None:
     kind = JobKind()
     obj = job()
-    assert awaiting_record(kind, obj)("w1", 1, "uid")
+    assert awaiting_record(kind, obj)(1)
     obj["metadata"].setdefault("annotations", {})[MIRRORS_ANNOTATION] = "1:w1:uid"
-    assert not awaiting_record(kind, obj)("w1", 1, "uid")
-    assert awaiting_record(kind, obj)("w1", 2, "uid2")
-    assert not awaiting_record(kind, None)("w1", 1, "uid")
+    assert not awaiting_record(kind, obj)(1)
+    assert awaiting_record(kind, obj)(2)
+    assert not awaiting_record(kind, None)(1)

@@ -262,14 +262,17 @@ class RelayMemory:
         run, uid, since = found
         return UnrecordedMirror(run, uid, self._monotonic() - since)
 
-    def forget_unrecorded(self, key: WorkloadKey, keep: Callable[[str, int, str], bool]) -> None:
-        """Drop the mirrors of ``key`` no longer waiting for a record: those for which
-        ``keep(worker, run, uid)`` is false (recorded, finished, gone)."""
+    def has_unrecorded(self, key: WorkloadKey) -> bool:
+        return key in self._unrecorded
+
+    def forget_unrecorded(self, key: WorkloadKey, waits: Callable[[int], bool]) -> None:
+        """Drop the mirrors of ``key`` no longer waiting for a record: those whose run
+        ``waits(run)`` says is recorded, finished or gone."""
         mine = self._unrecorded.get(key)
         if not mine:
             return
-        for cluster, (run, uid, _since) in list(mine.items()):
-            if not keep(cluster, run, uid):
+        for cluster, (run, _uid, _since) in list(mine.items()):
+            if not waits(run):
                 del mine[cluster]
         if not mine:
             del self._unrecorded[key]

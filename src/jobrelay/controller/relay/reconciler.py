@@ -326,7 +326,8 @@ class Reconciler:
                 ):
                     creates_seen.append((worker.name, key, uid))
         self._memory.forget_confirmed(creates_seen, self._with_capacity(workers))
-        self._memory.forget_unrecorded(key, awaiting_record(runtime.kind, obj))
+        if self._memory.has_unrecorded(key):  # most keys have none: nothing parsed then
+            self._memory.forget_unrecorded(key, awaiting_record(runtime.kind, obj))
         return self.snapshot(key, runtime, like=like)
 
     @staticmethod

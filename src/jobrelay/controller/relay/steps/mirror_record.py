@@ -54,10 +54,10 @@ def with_mirror_record(plan: Plan, record: Annotate, age: float) -> Plan:
     return plan
 
 
-def awaiting_record(kind: WorkloadKind, obj: JsonObj | None) -> Callable[[str, int, str], bool]:
-    """Whether a mirror created of ``obj`` (worker, run, UID) still waits for its record:
-    the object is there, unfinished, and records nothing for that run."""
+def awaiting_record(kind: WorkloadKind, obj: JsonObj | None) -> Callable[[int], bool]:
+    """Whether a mirror created of ``obj`` for a run still waits for its record: the
+    object is there, unfinished, and records nothing for that run."""
     if obj is None or kind.is_finished(obj):
-        return lambda _cluster, _run, _uid: False
+        return lambda _run: False
     recorded = mirror_records(obj)
-    return lambda _cluster, run, _uid: run not in recorded
+    return lambda run: run not in recorded
