@@ -217,6 +217,11 @@ class Controller:
 
         return enqueue
 
+    def _unrecorded(self, kind: str, key: str, worker: str) -> tuple[int, str] | None:
+        """The mirror of ``key`` this replica created on ``worker``, while unrecorded."""
+        found = self.memory.unrecorded(worker, WorkloadKey(kind, key))
+        return None if found is None else (found.run, found.uid)
+
     def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
         runtime = self.kinds.get(key.kind)
         return runtime.objects.get(key.key) if runtime is not None else None
@@ -351,7 +356,7 @@ class Controller:
                 self.manager, self.pool, self.kinds, settings.limits,
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
-                queue_of=self.queue_admission.queue_of,
+                queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)

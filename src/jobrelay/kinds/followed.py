@@ -15,7 +15,7 @@ mirror's pods and logs a user reads) both ask here, so they never disagree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
 
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
@@ -49,9 +49,19 @@ FOLLOWED_STANDINGS = frozenset({MirrorStanding.FOLLOWED, MirrorStanding.ADOPTABL
 
 
 def mirror_standing(
-    obj: JsonObj, where: str, mirror: JsonObj, *, controller_name: str, origin: str
+    obj: JsonObj,
+    where: str,
+    mirror: JsonObj,
+    *,
+    controller_name: str,
+    origin: str,
+    created: tuple[int, str] | None = None,
 ) -> MirrorStanding:
-    """What ``mirror``, seen on worker ``where``, is to the management object ``obj``."""
+    """What ``mirror``, seen on worker ``where``, is to the management object ``obj``.
+
+    ``created``: the (run, UID) of the mirror this process created on ``where`` and has
+    not recorded yet (controller/relay/steps/mirror_record.py): until the record is
+    written, the create's own answer names the mirror of that run there."""
     if not is_ours(mirror, controller_name, origin):
         return MirrorStanding.NAMESAKE
     uid = Meta(obj).uid
@@ -67,6 +77,9 @@ def mirror_standing(
     if claimed < run:
         return MirrorStanding.EARLIER
     if claimed == run and where == history[-1]:
+        if created is not None and created[0] == claimed:
+            same = created[1] == Meta(mirror).uid
+            return MirrorStanding.FOLLOWED if same else MirrorStanding.FOREIGN
         return MirrorStanding.ADOPTABLE
     return MirrorStanding.FOREIGN
 
@@ -77,18 +90,27 @@ def followed_mirror(
     *,
     controller_name: str,
     origin: str,
+    created: Callable[[str], tuple[int, str] | None] = lambda _worker: None,
 ) -> tuple[str, JsonObj] | None:
     """The worker and mirror jobrelay follows for ``obj`` among ``cached`` ((worker,
     cached mirror) pairs), or None: the recorded one (or the one to adopt), never merely
-    the highest run a worker shows. Should hand edits leave two, the one on the worker
-    ``obj`` is placed on wins, then the later run."""
+    the highest run a worker shows. ``created(worker)``: as :func:`mirror_standing`'s.
+    Should hand edits leave two, the one on the worker ``obj`` is placed on wins, then
+    the later run."""
     history = placements_of(obj)
     placed = history[-1] if history else ""
     followed = [
         (worker == placed, run_of(mirror), worker, mirror)
         for worker, mirror in cached
         if mirror is not None
-        and mirror_standing(obj, worker, mirror, controller_name=controller_name, origin=origin)
+        and mirror_standing(
+            obj,
+            worker,
+            mirror,
+            controller_name=controller_name,
+            origin=origin,
+            created=created(worker),
+        )
         in FOLLOWED_STANDINGS
     ]
     if not followed:

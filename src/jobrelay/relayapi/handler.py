@@ -134,6 +134,9 @@ class RelayApi:
         front_proxy: Callable[[], trust_rules.FrontProxy | None],
         queues: Callable[[], Iterable[Mapping[str, Any]]] = tuple,
         queue_of: Callable[[str, str], str] = lambda _namespace, named: named,
+        unrecorded: Callable[[str, str, str], tuple[int, str] | None] = (
+            lambda _kind, _key, _worker: None
+        ),
     ) -> None:
         self._manager = manager
         self._front_proxy = front_proxy
@@ -141,6 +144,9 @@ class RelayApi:
         self._kinds = kinds
         self._controller_name = controller_name
         self._origin = origin
+        # (kind, namespace/name, worker) -> the (run, UID) of the mirror the relay created
+        # there and has not recorded yet: the API follows what the relay follows.
+        self._unrecorded = unrecorded
         self.limits = limits
         self.streams = StreamBudget(
             per_user=limits.max_streams_per_user,
@@ -267,6 +273,7 @@ class RelayApi:
             ((name, worker.mirror((kind.name, key))) for name, worker in workers.items()),
             controller_name=self._controller_name,
             origin=self._origin,
+            created=lambda worker: self._unrecorded(kind.name, key, worker),
         )
         if found is None:
             raise Refused(

@@ -292,12 +292,15 @@ def current_mirror(
     *,
     controller_name: str,
     origin: str,
+    created: Callable[[str], tuple[int, str] | None] = lambda _worker: None,
 ) -> tuple[str, dict[str, Any]] | None:
     """The worker and mirror of ``obj``'s current run among jobrelay's own caches
     ((worker, cached mirror) pairs): the one the relay follows, its UID recorded on the
     object (:func:`~jobrelay.kinds.followed.followed_mirror`); never the highest run a
     worker claims, which a worker can forge."""
-    return followed_mirror(obj, cached, controller_name=controller_name, origin=origin)
+    return followed_mirror(
+        obj, cached, controller_name=controller_name, origin=origin, created=created
+    )
 
 
 def _created(pod: Mapping[str, Any]) -> tuple[str, str]:

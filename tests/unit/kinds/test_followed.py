@@ -62,3 +62,21 @@ def test_the_followed_mirror_is_recorded_or_adoptable_and_never_merely_the_highe
         assert (where, chosen["metadata"]["uid"]) == (history[-1], "m-1")
     else:
         assert where == history[-1]
+
+
+def test_before_its_record_the_mirror_created_here_is_followed_and_a_swap_is_foreign() -> None:
+    """The relay records a mirror's UID off the dispatch path; until then the create's
+    answer names it, for the relay and the API alike: an object swapped in its place on
+    the same worker, of the same run, is foreign, never followed nor shown."""
+    owner = obj(("w-a",), {})
+    ours, swapped = mirror(owner, "m-1", 1), mirror(owner, "forged", 1)
+    kw: dict[str, Any] = {"controller_name": CONTROLLER, "origin": ORIGIN}
+    created = (1, "m-1")
+    assert mirror_standing(owner, "w-a", ours, created=created, **kw).name == "FOLLOWED"
+    assert mirror_standing(owner, "w-a", swapped, created=created, **kw).name == "FOREIGN"
+    # Not created by this process (a restart): the adoption rule, as before.
+    assert mirror_standing(owner, "w-a", swapped, **kw).name == "ADOPTABLE"
+    found = followed_mirror(owner, [("w-a", swapped)], created=lambda _w: created, **kw)
+    assert found is None
+    found = followed_mirror(owner, [("w-a", ours)], created=lambda _w: created, **kw)
+    assert found == ("w-a", ours)

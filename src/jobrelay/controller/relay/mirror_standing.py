@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.kinds.followed import FOLLOWED_STANDINGS, MirrorStanding, mirror_standing
-from jobrelay.kinds.mirrors import run_of
 from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.json_types import JsonObj
-from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["Standing", "excluded_for", "is_current", "standing"]
 
@@ -28,14 +26,12 @@ def standing(s: Snapshot, obj: JsonObj, where: str, mirror: JsonObj) -> Standing
     Until its record is written (steps/mirror_record.py), the mirror this process
     created there is named by the create's own answer (the relay's memory): that one
     is followed, any other object there claiming the run is foreign."""
-    found = mirror_standing(
-        obj, where, mirror, controller_name=s.settings.controller_name, origin=s.settings.origin
-    )
     worker = s.worker(where)
     created = worker.unrecorded if worker is not None else None
-    if found is Standing.ADOPTABLE and created is not None and created.run == run_of(mirror):
-        return Standing.FOLLOWED if created.uid == Meta(mirror).uid else Standing.FOREIGN
-    return found
+    return mirror_standing(
+        obj, where, mirror, controller_name=s.settings.controller_name, origin=s.settings.origin,
+        created=None if created is None else (created.run, created.uid),
+    )  # fmt: skip
 
 
 def is_current(s: Snapshot, obj: JsonObj, where: str, mirror: JsonObj | None) -> bool:
