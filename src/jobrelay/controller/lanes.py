@@ -21,10 +21,17 @@ __all__ = ["lane_of_change", "needs_resync", "resync_keys"]
 
 
 def lane_of_change(
-    kind: WorkloadKind, old: JsonObj | None, new: JsonObj | None, *, mirrored: bool
+    kind: WorkloadKind,
+    old: JsonObj | None,
+    new: JsonObj | None,
+    *,
+    mirrored: bool,
+    placed_here: str | None = None,
 ) -> Lane:
     """The lane of a management object's watch event (``old`` None: it was added, ``new``
-    None: it is gone); ``mirrored``: a worker's cache holds a mirror of it.
+    None: it is gone); ``mirrored``: a worker's cache holds a mirror of it;
+    ``placed_here``: the worker this process placed it on and is making its mirror on
+    (the placement's reservation), if any.
 
     FRESH when it needs a placement or a first action: not placed yet, just
     placed (or moved: its mirror is to be created), its spec changed (a
@@ -33,7 +40,11 @@ def lane_of_change(
     (only a status to write) and an added placed one (a start-up's or a
     relist's listing), whatever the mirror caches say, as they may not have
     listed yet: a restart's listing of 50,000 held or running workloads does
-    not go ahead of new ones.
+    not go ahead of new ones. And so is the echo of a placement this process
+    wrote: the reconcile that wrote it creates the mirror (and is retried if
+    it fails), so the echo is a look, not work. In FRESH it would hold the key
+    behind a burst's placements, and every status of its mirror with it (a
+    key waits in one lane, the highest it was asked for).
     """
     if new is None:
         return Lane.STATUS  # its mirrors are to be deleted
@@ -42,13 +53,11 @@ def lane_of_change(
         return Lane.STATUS if kind.is_suspended(new) else Lane.FRESH
     if old is None:
         return Lane.STATUS
-    if (
-        placement != placement_of(old)
-        or Meta(new).generation != Meta(old).generation
-        or not mirrored
-    ):
+    if Meta(new).generation != Meta(old).generation:
         return Lane.FRESH
-    return Lane.STATUS
+    if placement != placement_of(old):
+        return Lane.STATUS if placement == placed_here else Lane.FRESH
+    return Lane.STATUS if mirrored else Lane.FRESH
 
 
 def needs_resync(kind: WorkloadKind, obj: JsonObj, *, mirrored: bool) -> bool:

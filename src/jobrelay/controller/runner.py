@@ -212,7 +212,13 @@ class Controller:
             ):
                 self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
             mirrored = self.pool.has_mirror(key)
-            lane = lane_of_change(self.kinds[kind].kind, event.old, event.new, mirrored=mirrored)
+            lane = lane_of_change(
+                self.kinds[kind].kind,
+                event.old,
+                event.new,
+                mirrored=mirrored,
+                placed_here=self.memory.reservations.cluster_of(key),
+            )
             self.queue.add(key, lane)
 
         return enqueue

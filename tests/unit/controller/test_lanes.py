@@ -17,6 +17,15 @@ RESUMED = {**PLACED, "metadata": {**PLACED["metadata"], "generation": 2}}
 SUSPENDED = job(suspend=True)
 
 
+def test_the_echo_of_a_placement_made_here_does_not_hold_its_key_in_fresh() -> None:
+    # The reconcile that placed it creates its mirror: the echo is a look only.
+    assert lane_of_change(JOB, UNPLACED, PLACED, mirrored=False, placed_here="w1") is Lane.STATUS
+    # Placed elsewhere than this process placed it (another replica, a user): work.
+    assert lane_of_change(JOB, UNPLACED, PLACED, mirrored=False, placed_here="w2") is Lane.FRESH
+    # A spec change with it is work, whoever placed it.
+    assert lane_of_change(JOB, PLACED, RESUMED, mirrored=True, placed_here="w1") is Lane.FRESH
+
+
 @pytest.mark.parametrize(
     ("old", "new", "mirrored", "lane"),
     [

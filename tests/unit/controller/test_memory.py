@@ -148,10 +148,27 @@ def test_reservations_are_pruned_when_they_change_or_a_second_passes() -> None:
     worker.unfinished.clear()  # finished: its room is the worker's again
     memory.prune_reservations(worker)  # within the same second: not looked at again
     assert [k for k, _ in memory.reservations.on("w1")] == [KEY]
-    assert memory.reserved_on(worker) == ()  # what a snapshot reads is right already
+    assert memory.reserved_on(worker) != ()  # the snapshot reads the same look
     clock.now += 1.0
+    assert memory.reserved_on(worker) == ()  # a second later: looked at again
+    assert [k for k, _ in memory.reservations.on("w1")] == [KEY]  # reading changes nothing
     memory.prune_reservations(worker)
     assert memory.reservations.on("w1") == []
+
+
+def test_pruning_keeps_the_look_the_snapshot_reads() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    done = WorkloadKey(JOB.name, f"{NAMESPACE}/done")
+    worker = Worker("w1", unfinished={KEY})
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    memory.reservations.reserve("w1", done, DEMAND)
+    memory.reservations.mirror_visible(done)  # visible, and not unfinished: it is spent
+    reserved = memory.reserved_on(worker)
+    assert [r.key for r in reserved] == [KEY.key]
+    memory.prune_reservations(worker)
+    assert [k for k, _ in memory.reservations.on("w1")] == [KEY]
+    assert memory.reserved_on(worker) is reserved  # not looked at again for the release
 
 
 def test_a_reservation_older_than_a_worker_takes_to_make_pods_takes_no_room() -> None:
@@ -162,6 +179,7 @@ def test_a_reservation_older_than_a_worker_takes_to_make_pods_takes_no_room() ->
     (reserved,) = memory.reserved_on(worker)
     assert reserved.groups == DEMAND
     worker.pods[(NAMESPACE, "train")] = OwnedPods(total=1, bound=1)
+    clock.now += 1.0  # looked at again at least once a second
     (reserved,) = memory.reserved_on(worker)
     assert reserved.groups[0].count == 1  # less the pod bound
     clock.now += memory_module.RESERVATION_MAX_AGE + 1

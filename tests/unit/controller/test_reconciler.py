@@ -11,8 +11,9 @@ import asyncio
 import copy
 import dataclasses
 import re
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -82,6 +83,12 @@ class Env:
     reconciler: Reconciler
     memory: RelayMemory
     admission: Admission
+    # Seconds added to the memory's monotonic clock (what it keeps for a second or more).
+    skew: list[float] = field(default_factory=lambda: [0.0])
+
+    def later(self, seconds: float) -> None:
+        """The memory's clock moves on by ``seconds`` (no real wait)."""
+        self.skew[0] += seconds
 
     def submit(self, obj: JsonObj) -> JsonObj:
         """A user creates the management object; the cache shows it."""
@@ -116,7 +123,8 @@ async def make_env(*workers: FakeWorker) -> AsyncIterator[Env]:
     informer = FakeInformer()
     events = FakeEvents()
     client = manager.client()
-    memory = RelayMemory()
+    skew = [0.0]
+    memory = RelayMemory(monotonic=lambda: time.monotonic() + skew[0])
     admission = Admission(client)
     executor = executor_over(client, pool, events, memory=memory)
     reconciler = Reconciler(
@@ -131,7 +139,7 @@ async def make_env(*workers: FakeWorker) -> AsyncIterator[Env]:
     )
     yield Env(
         manager, {w.name: w for w in workers}, informer, events, executor, reconciler, memory,
-        admission,
+        admission, skew,
     )  # fmt: skip
     await client.aclose()
     await pool.aclose()

@@ -100,6 +100,7 @@ async def test_placements_reserve_their_pods_until_the_worker_binds_them(env: En
     assert reconciler.held() == [second]
     # Once the worker has bound it, the node's own sums count it instead.
     env.workers["w1"].pods[(NAMESPACE, "first")] = OwnedPods(total=1, bound=1, started=True)
+    env.later(1.0)  # reservations are looked at again when they change or a second passes
     assert env.memory.reserved_on(env.workers["w1"]) == ()  # type: ignore[arg-type]
 
 

@@ -79,6 +79,16 @@ class Reserved:
     mirror_visible: bool = False
 
 
+@dataclass(frozen=True)
+class ReservationPass:
+    """One look at a worker's reservations: at which (version, second), what each still
+    reserves, and which reserve nothing any more (the pruning step releases those)."""
+
+    stamp: tuple[int, int]
+    reserved: tuple[Reservation, ...]
+    spent: tuple[WorkloadKey, ...]
+
+
 class Reservations:
     """Placements the worker has not caught up with. Until its mirror is visible, a
     placement counts in its worker's load; until the worker has made its pods, its
@@ -123,6 +133,11 @@ class Reservations:
         entry.mirror_visible = True
         self._unseen[entry.cluster] -= 1
         self._versions[entry.cluster] += 1
+
+    def cluster_of(self, key: Hashable) -> str | None:
+        """Where ``key`` was placed by this process, while its placement is reserved."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry.cluster
 
     def count(self, cluster: str) -> int:
         """Placements on ``cluster`` whose mirror is not visible yet."""
@@ -237,10 +252,13 @@ class RelayMemory:
         self._workloads: dict[WorkloadKey, tuple[str, Workload | None]] = {}
         # Each namespace's placement policy, from its annotations.
         self._policies: dict[str, Choice | Invalid] = {}
-        # Per worker: the reservation version and second its reservations were last
-        # pruned at; and its capacity with them laid on, with what it was computed from.
-        self._pruned: dict[str, tuple[int, int]] = {}
-        self._overlays: dict[str, tuple[WorkerCapacity, tuple[int, int], WorkerCapacity]] = {}
+        # Per worker: its reservations looked at once per change and second (what each
+        # still reserves, which reserve nothing); and its capacity with them laid on,
+        # with what it was computed from.
+        self._passes: dict[str, ReservationPass] = {}
+        self._overlays: dict[
+            str, tuple[WorkerCapacity, tuple[Reservation, ...], WorkerCapacity]
+        ] = {}
         # Names a copy found held on a worker by an object jobrelay did not make, since
         # when: (worker, namespace, "configmap/settings").
         self._foreign_copies: dict[tuple[str, str, str], float] = {}
@@ -373,39 +391,56 @@ class RelayMemory:
         """Release the placements on ``worker`` whose pods it has all bound, whose mirror
         finished or went, or that waited longer than the worker could take to make them:
         when its reservations changed, and at least once a second, not every time."""
-        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
-        if self._pruned.get(worker.name) == stamp:
+        looked = self._reservation_pass(worker)
+        if not looked.spent:
             return
-        for key, entry in self.reservations.on(worker.name):
-            assert isinstance(key, WorkloadKey)
-            if self._reserving(worker, key, entry) is None:
-                self.reservations.release(key)
-        # Releasing moved the version on: stamp what was pruned.
-        self._pruned[worker.name] = (self.reservations.version(worker.name), stamp[1])
+        for key in looked.spent:
+            self.reservations.release(key)
+        # What reserved nothing is gone, what is reserved is as it was: the pass stands
+        # for the version releasing moved on to.
+        self._passes[worker.name] = ReservationPass(
+            (self.reservations.version(worker.name), looked.stamp[1]), looked.reserved, ()
+        )
 
     def with_reservations(self, worker: WorkerPods, capacity: WorkerCapacity) -> WorkerCapacity:
         """``capacity`` with what jobrelay placed on ``worker`` laid on it: computed again
         when the worker's capacity or its reservations change, and at least once a second
         (pods get bound), not for every snapshot."""
-        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
+        reserved = self.reserved_on(worker)
         cached = self._overlays.get(worker.name)
-        if cached is not None and cached[0] is capacity and cached[1] == stamp:
+        if cached is not None and cached[0] is capacity and cached[1] is reserved:
             return cached[2]
-        overlaid = capacity.with_reservations(self.reserved_on(worker))
-        self._overlays[worker.name] = (capacity, stamp, overlaid)
+        overlaid = capacity.with_reservations(reserved)
+        self._overlays[worker.name] = (capacity, reserved, overlaid)
         return overlaid
 
     def reserved_on(self, worker: WorkerPods) -> tuple[Reservation, ...]:
         """What jobrelay placed on ``worker`` beyond the pods it has bound to nodes: each
         placement's pods less those bound, until all are, its mirror finished or went,
-        or it has waited for longer than the worker could take to make them."""
-        reserved = []
+        or it has waited for longer than the worker could take to make them. Looked at
+        again when the reservations change, and at least once a second."""
+        return self._reservation_pass(worker).reserved
+
+    def _reservation_pass(self, worker: WorkerPods) -> ReservationPass:
+        """One look at each reservation on ``worker`` (changing nothing), kept until they
+        change or a second passes: a burst of placements looks once per placement, and
+        both the snapshot's capacity and the pruning step read the same look."""
+        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
+        looked = self._passes.get(worker.name)
+        if looked is not None and looked.stamp == stamp:
+            return looked
+        reserved: list[Reservation] = []
+        spent: list[WorkloadKey] = []
         for key, entry in self.reservations.on(worker.name):
             assert isinstance(key, WorkloadKey)
             left = self._reserving(worker, key, entry)
-            if left is not None:
+            if left is None:
+                spent.append(key)
+            else:
                 reserved.append(Reservation(key.key, left))
-        return tuple(reserved)
+        looked = ReservationPass(stamp, tuple(reserved), tuple(spent))
+        self._passes[worker.name] = looked
+        return looked
 
     def _reserving(
         self, worker: WorkerPods, key: WorkloadKey, entry: Reserved
