@@ -42,12 +42,12 @@ from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
     "FAILED_CREATE",
+    "MAX_RELAYED_MESSAGE",
     "SUMMARY_REASON",
     "BlockedTracker",
     "Outgoing",
     "RelayLimits",
     "WorkerEventRelay",
-    "MAX_RELAYED_MESSAGE",
     "blocked_value",
     "worker_reason",
     "worker_text",
@@ -72,9 +72,7 @@ _AS_SPACE = ("C", "Z")
 def worker_text(text: str, limit: int = MAX_RELAYED_MESSAGE) -> str:
     """Text a worker wrote, fit to show on the manager: unsafe characters as spaces,
     whitespace runs as one space, at most ``limit`` characters (``...`` when cut)."""
-    safe = "".join(
-        " " if unicodedata.category(ch).startswith(_AS_SPACE) else ch for ch in text
-    )
+    safe = "".join(" " if unicodedata.category(ch).startswith(_AS_SPACE) else ch for ch in text)
     joined = " ".join(safe.split())
     return joined if len(joined) <= limit else joined[: max(limit - 3, 0)] + "..."
 

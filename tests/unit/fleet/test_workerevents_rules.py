@@ -36,7 +36,10 @@ def test_relayed_with_the_workers_reason_and_name() -> None:
     relay = WorkerEventRelay()
     [out] = relay.observe("worker-1", event(), TARGET, history=False, now=0)
     assert (out.key, out.type, out.reason, out.count) == (TARGET.key, "Warning", "FailedCreate", 1)
-    assert out.message == 'worker worker-1: Error creating: pods "train-x" is forbidden: exceeded quota'
+    assert (
+        out.message
+        == 'worker worker-1: Error creating: pods "train-x" is forbidden: exceeded quota'
+    )
     pod_target = Target(TARGET.key, "uid-train", TARGET.mirror_created, "pod train-abcde", False)
     [out] = relay.observe(
         "worker-1", event("Pod", "train-abcde", uid="ev-2", reason="BackOff", message="back-off"),
