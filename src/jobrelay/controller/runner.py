@@ -96,6 +96,7 @@ class Controller:
         kinds: list[WorkloadKind],
         *,
         election_client: ApiClient | None = None,
+        review_client: ApiClient | None = None,
         identity: str | None = None,
     ) -> None:
         if problem := origin_problem(options.origin):
@@ -114,6 +115,10 @@ class Controller:
         manager.on_watch_restart = self.instruments.watch_hook(MANAGER)
         if election_client is not None:
             election_client.on_request = self.instruments.manager_hook()
+        # The API's SubjectAccessReviews go through a client of their own (relayapi).
+        self.review_client = review_client
+        if review_client is not None:
+            review_client.on_request = self.instruments.manager_hook()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(options.queue)
         self.kinds = {
             kind.name: KindRuntime(
@@ -357,6 +362,7 @@ class Controller:
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
+                reviewer=self.review_client,
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
@@ -431,12 +437,18 @@ class Controller:
 
 
 async def run(
-    manager: ApiClient, options: ControllerOptions, *, election_client: ApiClient | None = None
+    manager: ApiClient,
+    options: ControllerOptions,
+    *,
+    election_client: ApiClient | None = None,
+    review_client: ApiClient | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; raises LeadershipLost when the lease could not be renewed.
 
     ``election_client`` (a second client of the manager) carries the Lease
-    requests, so that renewals never wait behind the controller's own.
+    requests, so that renewals never wait behind the controller's own;
+    ``review_client`` (a third) the API's SubjectAccessReviews, so that a crowd of
+    viewers never queues the informers' and the status writes' requests.
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -454,7 +466,9 @@ async def run(
             options = dataclasses.replace(options, origin=origin)
         _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,
                   ORIGIN_LABEL, options.origin, extra={"event": "origin"})  # fmt: skip
-        controller = Controller(manager, options, kinds, election_client=election_client)
+        controller = Controller(
+            manager, options, kinds, election_client=election_client, review_client=review_client
+        )
         await controller.run(stop)
     except LeadershipLost as lost:
         _log.error(
@@ -471,4 +485,6 @@ async def run(
         await manager.aclose()
         if election_client is not None:
             await election_client.aclose()
+        if review_client is not None:
+            await review_client.aclose()
         _log.info("stopped")
