@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from jobrelay.admission.workload_reads import slim_namespace
+from jobrelay.controller.copy_sweep import CopyJanitor
 from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
 from jobrelay.controller.http_serving import ApiListener, ProbeListeners
 from jobrelay.controller.http_serving import Listener as Listener
@@ -325,9 +326,9 @@ class Controller:
     def _leader_only(self) -> list[Runnable]:
         """The leader's work, in start order: the start-up sweep, the reconcile workers
         (drained at a stop), the API registration (a standby's would be a write), the
-        resync and the held pass. At a stop asked for (not a lost lease), the APIService
-        goes once the workers have drained, then pending Events are written while the
-        lease is still held."""
+        resync, the copy janitor and the held pass. At a stop asked for (not a lost
+        lease), the APIService goes once the workers have drained, then pending Events
+        are written while the lease is still held."""
         api = bool(self.options.api.address) and self.options.api.register
         interval = self.options.gc_interval
         return [
@@ -338,6 +339,9 @@ class Controller:
             LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
             *([LoopRunnable("API registration", self._register)] if api else []),
             LoopRunnable("resync", lambda: resync(interval, self.kinds, self.pool, self.queue)),
+            LoopRunnable(
+                "copy janitor", CopyJanitor(self.pool, self.sources.referencing, self.kinds).run
+            ),
             LoopRunnable(
                 "held pass", lambda: place_held(self.capacity_changed, self.reconciler, self.queue)
             ),
