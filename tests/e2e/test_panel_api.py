@@ -10,6 +10,7 @@ that user may see.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.localfleet.cluster import Credential
 from jobrelay.relayapi.route_rules import API_PATH
+from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import (
@@ -245,3 +247,27 @@ async def test_a_crowd_of_watches_that_may_list_nothing_is_refused_and_others_ar
     assert {code for code, _ in refused} == {403}, refused[:3]
     assert {status["reason"] for _, status in refused} == {"Forbidden"}
     assert all(f'user "{INTRUDER}" cannot list' in status["message"] for _, status in refused)
+
+
+async def test_one_user_holds_at_most_its_share_of_the_watches(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    """The default --api-max-watches-per-user (20): the 21st watch of one user is 429,
+    while another user still opens one."""
+    admin = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    tenant = relay_fleet.kubeconfig("manager")  # the admin's certificate: another user name
+    path = f"{API_PATH}/namespaces/{relay.namespace}/workloads"
+    async with contextlib.AsyncExitStack() as stack:
+        http = await stack.enter_async_context(await manager_client(admin, http2=True))
+        for _ in range(ApiSettings().max_watches_per_user):
+            response = await stack.enter_async_context(
+                http.stream("GET", path, params={"watch": "true"}, timeout=60)
+            )
+            assert response.status_code == 200
+        refused = await http.get(path, params={"watch": "true"})
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["reason"] == "TooManyRequests"
+        assert "panel watches open, the most one user may" in refused.json()["message"]
+        other = await stack.enter_async_context(await manager_client(tenant))
+        async with other.stream("GET", path, params={"watch": "true"}, timeout=60) as response:
+            assert response.status_code == 200
