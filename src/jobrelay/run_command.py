@@ -285,9 +285,14 @@ def run(
     )
     manager = manager_client(kubeconfig, context)
     election_client = manager_client(kubeconfig, context) if leader_elect else None
+    review_client = manager_client(kubeconfig, context) if api.address else None
     try:
         # uvloop: the event loop and TLS in C, a third less CPU per request under load.
-        uvloop.run(runner.run(manager, options, election_client=election_client))
+        uvloop.run(
+            runner.run(
+                manager, options, election_client=election_client, review_client=review_client
+            )
+        )
     except LeadershipLost:
         raise click.exceptions.Exit(1) from None  # the runner logged why
     except runner.ConfigurationError as error:

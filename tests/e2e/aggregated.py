@@ -67,9 +67,9 @@ def user_kubeconfig(fleet: FleetHandle, directory: Path, user: str) -> Path:
     return path
 
 
-async def manager_client(kubeconfig: Path) -> httpx2.AsyncClient:
+async def manager_client(kubeconfig: Path, *, http2: bool = False) -> httpx2.AsyncClient:
     """An HTTP client of the manager's apiserver as the kubeconfig's user (a token or a
-    client certificate)."""
+    client certificate); ``http2``: its requests share one connection."""
     config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
     cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
     context = ssl.create_default_context(cafile=cluster["certificate-authority"])
@@ -79,7 +79,7 @@ async def manager_client(kubeconfig: Path) -> httpx2.AsyncClient:
     else:
         context.load_cert_chain(user["client-certificate"], user["client-key"])
     return httpx2.AsyncClient(base_url=cluster["server"], verify=context, timeout=30,
-                              headers=headers)  # fmt: skip
+                              headers=headers, http2=http2)  # fmt: skip
 
 
 async def manager_get(kubeconfig: Path, path: str, **params: str) -> httpx2.Response:

@@ -9,7 +9,10 @@ that user may see.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.localfleet.cluster import Credential
 from jobrelay.relayapi.route_rules import API_PATH
+from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import (
@@ -107,10 +111,12 @@ async def test_the_fleet_view_as_a_tenant_without_get_workerclusters_is_refused(
         assert status["kind"] == "Status" and status["reason"] == "Forbidden"
         assert f'user "{TENANT}" cannot get {what}' in status["message"]
 
-    # Workloads: only where the tenant may list them (a Role in its namespace).
+    # Workloads: only where the tenant may list them (a Role in its namespace); a
+    # tenant who may list them nowhere is refused, not shown an empty list.
     response = await manager_get(tenant, f"{API_PATH}/workloads")
-    assert response.status_code == 200, response.text
-    assert response.json()["items"] == []
+    assert response.status_code == 403, response.text
+    assert response.json()["reason"] == "Forbidden"
+    assert f'user "{TENANT}" cannot list' in response.json()["message"]
     await granted.create(ROLES, {"metadata": {"name": "jobs-reader"}, "rules": [{
         "apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]},
         namespace=relay.namespace)  # fmt: skip
@@ -119,8 +125,8 @@ async def test_the_fleet_view_as_a_tenant_without_get_workerclusters_is_refused(
 
     async def visible() -> list[dict[str, Any]] | None:
         # A refusal is remembered for a few seconds (the controller's review cache).
-        found = (await manager_get(tenant, f"{API_PATH}/workloads")).json()["items"]
-        return found or None
+        found = await manager_get(tenant, f"{API_PATH}/workloads")
+        return (found.json()["items"] or None) if found.status_code == 200 else None
 
     rows = await eventually(visible, timeout=30, what="the tenant's workloads")
     assert {(r["namespace"], r["name"]) for r in rows} == {(relay.namespace, "mine")}
@@ -191,3 +197,77 @@ async def test_the_dashboard_is_served_through_the_manager(
     assert "script-src 'self'" in page.headers["content-security-policy"]
     script = await manager_get(admin, f"{API_PATH}/dashboard/app.js")
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+
+
+INTRUDER = "intruder-panel"
+
+
+async def test_a_crowd_of_watches_that_may_list_nothing_is_refused_and_others_are_served(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str], granted: ApiClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:  # fmt: skip
+    """200 watches at once from an identity through the panel's gate that may list no
+    workloads: each is 403 (none holds a place), and meanwhile another user's list
+    answers 200 within 2 s."""
+    await relay.submit(job_manifest("crowded"))
+    intruder = user_kubeconfig(relay_fleet, tmp_path_factory.mktemp("intruder"), INTRUDER)
+    await granted.create(CLUSTER_ROLES, {"metadata": {"name": "panel-gate"}, "rules": [{
+        "apiGroups": ["api.jobrelay.dev"], "resources": ["dashboard", "fleet", "queues", "workloads"],
+        "verbs": ["get", "list", "watch"]}]})  # fmt: skip
+    gate = binding("panel-gate", "ClusterRole", "panel-gate")
+    gate["subjects"][0]["name"] = INTRUDER
+    await granted.create(CLUSTER_ROLE_BINDINGS, gate)
+    admin = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    path = f"{API_PATH}/workloads"
+
+    async def gate_open() -> bool | None:
+        # The binding reaches the manager's authorizer: the controller refuses, not it.
+        found = await manager_get(intruder, path)
+        return (found.status_code == 403 and "namespace that has workloads" in found.text) or None
+
+    await eventually(gate_open, timeout=30, what="the panel's gate open to the intruder")
+    # One HTTP/2 connection carries the crowd: the test's own TLS handshakes are not
+    # what is measured.
+    crowd_client = await manager_client(intruder, http2=True)
+    async with crowd_client as http, await manager_client(admin) as other:
+
+        async def watch() -> tuple[int, dict[str, Any]]:
+            async with http.stream("GET", path, params={"watch": "true"}) as response:
+                return response.status_code, json.loads(await response.aread())
+
+        crowd = [asyncio.create_task(watch()) for _ in range(200)]
+        await asyncio.sleep(0)
+        started = time.monotonic()
+        answer = await other.get(path)
+        elapsed = time.monotonic() - started
+        refused = await asyncio.gather(*crowd)
+    assert answer.status_code == 200, answer.text
+    assert "crowded" in {row["name"] for row in answer.json()["items"]}
+    assert elapsed < 2.0, f"another user's list took {elapsed:.2f} s"
+    assert {code for code, _ in refused} == {403}, refused[:3]
+    assert {status["reason"] for _, status in refused} == {"Forbidden"}
+    assert all(f'user "{INTRUDER}" cannot list' in status["message"] for _, status in refused)
+
+
+async def test_one_user_holds_at_most_its_share_of_the_watches(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    """The default --api-max-watches-per-user (20): the 21st watch of one user is 429,
+    while another user still opens one."""
+    admin = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    tenant = relay_fleet.kubeconfig("manager")  # the admin's certificate: another user name
+    path = f"{API_PATH}/namespaces/{relay.namespace}/workloads"
+    async with contextlib.AsyncExitStack() as stack:
+        http = await stack.enter_async_context(await manager_client(admin, http2=True))
+        for _ in range(ApiSettings().max_watches_per_user):
+            response = await stack.enter_async_context(
+                http.stream("GET", path, params={"watch": "true"}, timeout=60)
+            )
+            assert response.status_code == 200
+        refused = await http.get(path, params={"watch": "true"})
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["reason"] == "TooManyRequests"
+        assert "panel watches open, the most one user may" in refused.json()["message"]
+        other = await stack.enter_async_context(await manager_client(tenant))
+        async with other.stream("GET", path, params={"watch": "true"}, timeout=60) as response:
+            assert response.status_code == 200

@@ -57,7 +57,7 @@ async def test_a_worker_quota_shows_as_failed_create_and_blocked_until_it_goes(
         lambda e: (
             e.get("type") == "Warning"
             and e.get("reason") == "FailedCreate"
-            and str(e.get("message")).startswith(f"{cluster}: ")
+            and str(e.get("message")).startswith(f"worker {cluster}: ")
         ),
         timeout=10,
         what=f"a Warning FailedCreate from {cluster} on the management Job",
@@ -92,7 +92,7 @@ async def test_a_failed_pod_and_the_backoff_limit_show_on_the_manager(relay: Rel
         timeout=10,
         what="the worker's BackoffLimitExceeded on the management Job",
     )
-    assert event["message"].startswith(f"{done.cluster}: "), event["message"]
+    assert event["message"].startswith(f"worker {done.cluster}: "), event["message"]
 
 
 STORM_REASON = "SimulatedWarning"
@@ -139,7 +139,7 @@ async def test_a_storm_of_1000_worker_events_is_a_handful_on_the_manager(
     storm = await eventually(counted, timeout=60, what="1000 occurrences counted on the manager")
     assert len(storm) <= 3, [(e["metadata"]["name"], e.get("count")) for e in storm]
     assert sum(int(e.get("count") or 1) for e in storm) == 1000
-    assert {e["message"] for e in storm} == {f"{cluster}: {STORM_MESSAGE}"}
+    assert {e["message"] for e in storm} == {f"worker {cluster}: {STORM_MESSAGE}"}
     assert {e["type"] for e in storm} == {"Warning"}
     everything = await relay.events(uid)
     assert len(everything) <= 6, [(e.get("reason"), e.get("count")) for e in everything]

@@ -131,6 +131,13 @@ _OPTIONS = [
         type=click.IntRange(1),
         help="Panel watches (the dashboard's live fleet, queues and workloads) open at once.",
     ),
+    click.option(
+        "--api-max-watches-per-user",
+        default=_DEFAULTS.max_watches_per_user,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Panel watches one user may hold open at once (a dashboard holds three).",
+    ),
 ]
 
 
@@ -155,6 +162,7 @@ def api_options(func: Any) -> Any:
             follow_rate=kwargs.pop("api_follow_rate"),
             write_timeout=kwargs.pop("api_write_timeout"),
             max_watches=kwargs.pop("api_max_watches"),
+            max_watches_per_user=kwargs.pop("api_max_watches_per_user"),
         )
         return func(*args, **kwargs)
 

@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
-from jobrelay.controller.copy_sweep import sweep_orphan_copies
 from jobrelay.controller.lanes import resync_keys
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.workers import WorkerPool
@@ -66,7 +65,7 @@ async def resync(
 ) -> None:
     """Reconcile, every ``interval`` seconds and in the BACKGROUND lane, every key that
     could need work without a watch event (see :func:`lanes.resync_keys`), from the
-    caches alone; then sweep the orphaned dependency copies.
+    caches alone (unused dependency copies are the copy janitor's, copy_sweep.py).
 
     Events drive everything; this bounds what a lost event could cost,
     e.g. how long an orphaned mirror can outlive its management object.
@@ -81,4 +80,3 @@ async def resync(
         )
         for key in resync_keys(objects, pool.mirror_keys()):
             queue.add(key, Lane.BACKGROUND)
-        await sweep_orphan_copies(pool)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from jobrelay.admission.workload_reads import slim_namespace
+from jobrelay.controller.copy_sweep import CopyJanitor
 from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
 from jobrelay.controller.http_serving import ApiListener, ProbeListeners
 from jobrelay.controller.http_serving import Listener as Listener
@@ -96,6 +97,7 @@ class Controller:
         kinds: list[WorkloadKind],
         *,
         election_client: ApiClient | None = None,
+        review_client: ApiClient | None = None,
         identity: str | None = None,
     ) -> None:
         if problem := origin_problem(options.origin):
@@ -114,6 +116,10 @@ class Controller:
         manager.on_watch_restart = self.instruments.watch_hook(MANAGER)
         if election_client is not None:
             election_client.on_request = self.instruments.manager_hook()
+        # The API's SubjectAccessReviews go through a client of their own (relayapi).
+        self.review_client = review_client
+        if review_client is not None:
+            review_client.on_request = self.instruments.manager_hook()
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(options.queue)
         self.kinds = {
             kind.name: KindRuntime(
@@ -326,9 +332,9 @@ class Controller:
     def _leader_only(self) -> list[Runnable]:
         """The leader's work, in start order: the start-up sweep, the reconcile workers
         (drained at a stop), the API registration (a standby's would be a write), the
-        resync and the held pass. At a stop asked for (not a lost lease), the APIService
-        goes once the workers have drained, then pending Events are written while the
-        lease is still held."""
+        resync, the copy janitor and the held pass. At a stop asked for (not a lost
+        lease), the APIService goes once the workers have drained, then pending Events
+        are written while the lease is still held."""
         api = bool(self.options.api.address) and self.options.api.register
         interval = self.options.gc_interval
         return [
@@ -339,6 +345,9 @@ class Controller:
             LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
             *([LoopRunnable("API registration", self._register)] if api else []),
             LoopRunnable("resync", lambda: resync(interval, self.kinds, self.pool, self.queue)),
+            LoopRunnable(
+                "copy janitor", CopyJanitor(self.pool, self.sources.referencing, self.kinds).run
+            ),
             LoopRunnable(
                 "held pass", lambda: place_held(self.capacity_changed, self.reconciler, self.queue)
             ),
@@ -363,6 +372,7 @@ class Controller:
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
+                reviewer=self.review_client,
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
@@ -437,12 +447,18 @@ class Controller:
 
 
 async def run(
-    manager: ApiClient, options: ControllerOptions, *, election_client: ApiClient | None = None
+    manager: ApiClient,
+    options: ControllerOptions,
+    *,
+    election_client: ApiClient | None = None,
+    review_client: ApiClient | None = None,
 ) -> None:
     """Run until SIGTERM or SIGINT; raises LeadershipLost when the lease could not be renewed.
 
     ``election_client`` (a second client of the manager) carries the Lease
-    requests, so that renewals never wait behind the controller's own.
+    requests, so that renewals never wait behind the controller's own;
+    ``review_client`` (a third) the API's SubjectAccessReviews, so that a crowd of
+    viewers never queues the informers' and the status writes' requests.
     """
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -460,7 +476,9 @@ async def run(
             options = dataclasses.replace(options, origin=origin)
         _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,
                   ORIGIN_LABEL, options.origin, extra={"event": "origin"})  # fmt: skip
-        controller = Controller(manager, options, kinds, election_client=election_client)
+        controller = Controller(
+            manager, options, kinds, election_client=election_client, review_client=review_client
+        )
         await controller.run(stop)
     except LeadershipLost as lost:
         _log.error(
@@ -477,4 +495,6 @@ async def run(
         await manager.aclose()
         if election_client is not None:
             await election_client.aclose()
+        if review_client is not None:
+            await review_client.aclose()
         _log.info("stopped")

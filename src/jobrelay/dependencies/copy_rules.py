@@ -11,18 +11,24 @@ this module says, for one of them:
 - its digest and size (what the caches keep: never a whole Secret in memory);
 - why it is never copied (:func:`refusal`): a ServiceAccount token Secret (a credential
   of the manager), or content over Kubernetes' 1 MiB object limit;
-- the copy's body (:func:`copy_body`): the content, jobrelay's marks (a copy label and
-  the origin, the source's UID, the digest) and the owner references to the mirrors
-  that use it, so that the worker's garbage collector removes the copy with its last mirror.
+- the copy's body (:func:`copy_body`): the content and jobrelay's marks (a copy label
+  and the origin, the source's UID, the digest); no owner references: one per mirror
+  made every new mirror rewrite the whole copy (a 1 MiB Secret shared by 2,000 Jobs
+  was 2 GiB of writes, and the list outgrew the object limit). A copy is written
+  when its content changes, never because another mirror uses it;
+- whether a copy is still used on its worker (:func:`in_use`, from the mirrors that
+  exist and the workloads placed there: never from memory, so a restart loses
+  nothing), and which unused copies have stayed unused long enough to be deleted
+  (:func:`settled_unused`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from jobrelay.dependencies.template_references import Dependency, DependencyKind
 from jobrelay.vocabulary.json_types import JsonObj
@@ -41,17 +47,19 @@ __all__ = [
     "RESOURCES",
     "SERVICE_ACCOUNT_TOKEN",
     "Copy",
+    "CopyUser",
     "Source",
     "content_of",
     "copy_body",
     "copy_of",
     "digest",
+    "in_use",
     "is_our_copy",
     "refusal",
+    "settled_unused",
     "slim_copy",
     "slim_source",
     "source_of",
-    "with_owner",
 ]
 
 RESOURCES: Mapping[DependencyKind, Resource] = {
@@ -178,36 +186,11 @@ def is_our_copy(obj: JsonObj | None, controller_name: str, origin: str) -> bool:
     )
 
 
-def owner_reference(api_version: str, kind: str, name: str, uid: str) -> JsonObj:
-    """An owner reference to a mirror: the garbage collector deletes the copy when its last
-    owner goes; blockOwnerDeletion off (deleting a mirror never waits for a copy)."""
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "name": name,
-        "uid": uid,
-        "blockOwnerDeletion": False,
-    }
-
-
-def with_owner(owners: Iterable[Mapping[str, Any]], owner: JsonObj | None) -> list[JsonObj]:
-    """``owners`` plus ``owner`` (by UID, once), in their order."""
-    kept = [dict(o) for o in owners if isinstance(o, dict)]
-    if owner is not None and all(o.get("uid") != owner.get("uid") for o in kept):
-        kept.append(dict(owner))
-    return kept
-
-
 def copy_body(
-    dependency: Dependency,
-    source: JsonObj,
-    *,
-    controller_name: str,
-    origin: str,
-    owners: Iterable[Mapping[str, Any]] = (),
+    dependency: Dependency, source: JsonObj, *, controller_name: str, origin: str
 ) -> JsonObj:
-    """The worker object copying ``source`` (the manager's, read whole): its content, our
-    marks, and ``owners``."""
+    """The worker object copying ``source`` (the manager's, read whole): its content and
+    our marks; no owners (its lifetime is the copy janitor's, controller/copy_sweep.py)."""
     ref = RESOURCES[dependency.kind]
     meta = Meta(source)
     content = content_of(dependency.kind, source)
@@ -217,9 +200,6 @@ def copy_body(
         "labels": {COPY_LABEL: controller_label_value(controller_name), ORIGIN_LABEL: origin},
         "annotations": {SOURCE_UID_ANNOTATION: meta.uid, DIGEST_ANNOTATION: digest(content)},
     }
-    owner_list = with_owner(owners, None)
-    if owner_list:
-        metadata["ownerReferences"] = owner_list
     return {"apiVersion": ref.api_version, "kind": ref.kind, "metadata": metadata, **content}
 
 
@@ -229,7 +209,8 @@ class Copy:
 
     uid: str
     digest: str
-    # The UIDs of the mirrors that own it.
+    # The UIDs of the mirrors that own it: only copies made before issue 33 have any
+    # (the worker's garbage collector still removes those with their last mirror).
     owners: frozenset[str]
     created: str = ""
 
@@ -269,3 +250,39 @@ def copy_of(slim: JsonObj | None) -> Copy | None:
         owners=frozenset(str(o.get("uid")) for o in meta.owner_references),
         created=meta.creation_timestamp,
     )
+
+
+# -- how long a copy lives ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CopyUser:
+    """A workload whose pod templates name a copy's source, as it stands toward the
+    copy's worker."""
+
+    # Its mirror is in that worker's cache.
+    mirrored_here: bool
+    # The manager's object is placed on that worker now (its mirror may be on its way).
+    placed_here: bool
+    # It finished: its mirror, if any, is about to go.
+    finished: bool = False
+
+
+def in_use(users: Iterable[CopyUser]) -> bool:
+    """Whether a copy is still needed on its worker: a mirror there uses it, or a
+    workload placed there and not finished will (its mirror is being created)."""
+    return any(u.mirrored_here or (u.placed_here and not u.finished) for u in users)
+
+
+_Copy = TypeVar("_Copy", bound=Hashable)
+
+
+def settled_unused(
+    unused: Iterable[_Copy], since: Mapping[_Copy, float], now: float, settle: float
+) -> tuple[list[_Copy], dict[_Copy, float]]:
+    """Of the copies found unused now, those unused since ``settle`` seconds ago at least
+    (to delete), and since when each one found unused now has been (the next call's
+    ``since``): a copy used again, or not looked at, starts over. A copy is never deleted
+    on one look alone (a cache may not show yet the mirror or placement that uses it)."""
+    seen = {copy: since.get(copy, now) for copy in unused}
+    return [copy for copy, first in seen.items() if now - first >= settle], seen

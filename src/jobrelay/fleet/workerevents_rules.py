@@ -11,8 +11,10 @@ remotely:
   names hears of it (its ``speaks_for``);
 * :class:`WorkerEventRelay` decides what to relay: only occurrences newer than the
   mirror and not relayed yet (a relist or a reconnection replays nothing; the first
-  list after start-up is history), the same reason and type as on the worker, the
-  message prefixed with the worker's name; per workload, a token bucket lets
+  list after start-up is history), the same type and reason as on the worker (the
+  reason cut to letters and digits), the message marked as the worker's (``worker
+  <name>: ...``: worker text is never read as jobrelay's own), stripped of control
+  characters and bounded (:func:`worker_text`); per workload, a token bucket lets
   through a handful of *distinct* messages a minute (repeats of one already relayed
   pass, since the recorder folds them into one Event's count) and the rest is told
   by one summary Event per interval;
@@ -29,6 +31,7 @@ nothing to what the copied status and jobrelay's own ``Dispatched`` and
 from __future__ import annotations
 
 import collections
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,12 +42,15 @@ from jobrelay.vocabulary.meta import Meta
 
 __all__ = [
     "FAILED_CREATE",
+    "MAX_RELAYED_MESSAGE",
     "SUMMARY_REASON",
     "BlockedTracker",
     "Outgoing",
     "RelayLimits",
     "WorkerEventRelay",
     "blocked_value",
+    "worker_reason",
+    "worker_text",
 ]
 
 FAILED_CREATE = "FailedCreate"
@@ -52,6 +58,35 @@ FAILED_CREATE = "FailedCreate"
 SUMMARY_REASON = "WorkerEventsSuppressed"
 # Annotations are small; a worker's message can be long (a quota's full refusal).
 _MAX_BLOCKED = 512
+# A relayed message's characters at most (Kubernetes' own recorder cuts at 1 KiB too).
+MAX_RELAYED_MESSAGE = 1024
+# A relayed reason's characters at most (Kubernetes' are short CamelCase words).
+_MAX_REASON = 64
+# Characters a worker's text brings along only as a space: Unicode's "other" (controls:
+# a terminal's escapes, line breaks that fake a second line; format characters: bidi
+# overrides that reorder what is shown; surrogates, private and unassigned ones) and
+# separators (any space, line or paragraph break).
+_AS_SPACE = ("C", "Z")
+
+
+def worker_text(text: str, limit: int = MAX_RELAYED_MESSAGE) -> str:
+    """Text a worker wrote, fit to show on the manager: unsafe characters as spaces,
+    whitespace runs as one space, at most ``limit`` characters (``...`` when cut)."""
+    safe = "".join(" " if unicodedata.category(ch).startswith(_AS_SPACE) else ch for ch in text)
+    joined = " ".join(safe.split())
+    return joined if len(joined) <= limit else joined[: max(limit - 3, 0)] + "..."
+
+
+def worker_reason(text: str) -> str:
+    """A worker Event's reason as relayed: its ASCII letters and digits (a CamelCase
+    word, as Kubernetes' are), bounded; ``Unknown`` when none is left."""
+    kept = "".join(ch for ch in text if ch.isascii() and ch.isalnum())[:_MAX_REASON]
+    return kept or "Unknown"
+
+
+def _from_worker(worker: str, text: str) -> str:
+    """``text`` marked as the worker's: never read as jobrelay's own words."""
+    return worker_text(f"worker {worker}: {text}")
 
 
 # -- what to relay ---------------------------------------------------------------------------
@@ -153,13 +188,13 @@ class WorkerEventRelay:
         new = count - (before or 0)
         if new <= 0:
             return []
-        message = str(event.get("message") or "").strip()
-        prefix = f"{worker}: {target.subject}: " if target.subject else f"{worker}: "
+        message = str(event.get("message") or "")
+        subject = f"{target.subject}: " if target.subject else ""
         outgoing = Outgoing(
             target.key,
             "Warning" if event.get("type") != "Normal" else "Normal",
-            str(event.get("reason") or "Unknown"),
-            prefix + message,
+            worker_reason(str(event.get("reason") or "")),
+            _from_worker(worker, subject + message),
             new,
         )
         return [outgoing] if self._admit(worker, outgoing, now) else []
@@ -178,7 +213,9 @@ class WorkerEventRelay:
                         key,
                         "Warning",
                         SUMMARY_REASON,
-                        f"{worker}: {total} more events not shown (rate limit): {detail}",
+                        _from_worker(
+                            worker, f"{total} more events not shown (rate limit): {detail}"
+                        ),
                     )
                 )
             state.held.clear()
@@ -234,9 +271,7 @@ class WorkerEventRelay:
 
 def blocked_value(worker: str, reason: str, message: str) -> str:
     """The ``jobrelay.dev/blocked`` annotation: ``worker-1: FailedCreate: <message>``."""
-    text = " ".join(message.split())
-    value = f"{worker}: {reason}: {text}"
-    return value if len(value) <= _MAX_BLOCKED else value[: _MAX_BLOCKED - 3] + "..."
+    return worker_text(f"{worker}: {reason}: {message}", _MAX_BLOCKED)
 
 
 @dataclass(frozen=True, slots=True)

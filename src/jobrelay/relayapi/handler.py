@@ -132,6 +132,7 @@ class RelayApi:
         controller_name: str,
         origin: str,
         front_proxy: Callable[[], trust_rules.FrontProxy | None],
+        reviewer: ApiClient | None = None,
         queues: Callable[[], Iterable[Mapping[str, Any]]] = tuple,
         queue_of: Callable[[str, str], str] = lambda _namespace, named: named,
         unrecorded: Callable[[str, str, str], tuple[int, str] | None] = (
@@ -153,10 +154,14 @@ class RelayApi:
             per_worker=limits.max_streams_per_worker,
             overall=limits.max_streams,
         )
-        self.reviews = AccessReviews(lambda body: manager.review(SUBJECT_ACCESS_REVIEWS, body))
+        # Reviews go through a client of their own (the runner's ``reviewer``): a flood of
+        # them never queues the informers' and the status writes' requests.
+        reviews_by = reviewer if reviewer is not None else manager
+        self.reviews = AccessReviews(lambda body: reviews_by.review(SUBJECT_ACCESS_REVIEWS, body))
         # The panel's views, built from the caches the controller already keeps.
         self.panel = PanelFeed(kinds, pool.registrations, queues, queue_of=queue_of,
-                               max_watches=limits.max_watches)  # fmt: skip
+                               max_watches=limits.max_watches,
+                               max_watches_per_user=limits.max_watches_per_user)  # fmt: skip
         self._panel = PanelRoutes(
             self.panel,
             manager,

@@ -19,7 +19,8 @@ import collections
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
@@ -29,7 +30,7 @@ from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Row, WatchCh
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
 
-__all__ = ["Access", "PanelFeed", "TooManyWatches", "WorkloadCache"]
+__all__ = ["Access", "PanelFeed", "TooManyWatches", "WatchStream", "WorkloadCache"]
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ HEARTBEAT = 30.0
 REVIEWS_AT_ONCE = 8
 # A watch ends after this long (the client reconnects), as the apiserver's own do.
 WATCH_LIFETIME = 1800.0
+# The scopes (kind, namespace) that have workloads are counted again at most this often.
+SCOPES_MAX_AGE = 1.0
 
 
 class WorkloadCache(Protocol):
@@ -100,6 +103,8 @@ class Access:
         # review cache's, access_reviews.py, and expire there).
         self._shown: set[str] = set()
         self._asking: dict[str, asyncio.Task[None]] = {}
+        # Scopes whose review could not be made (the manager did not answer it).
+        self._unanswered: set[str] = set()
         self._reviews = asyncio.Semaphore(REVIEWS_AT_ONCE)
         self.on_granted: Callable[[str], None] | None = None
 
@@ -134,9 +139,11 @@ class Access:
                 granted = await self._check(plural, namespace)
         except Exception as error:  # the review could not be made: asked again next time
             _log.info("panel: cannot tell whether rows of %s may be shown: %s", scope, error)
+            self._unanswered.add(scope)
             return
         finally:
             self._asking.pop(scope, None)
+        self._unanswered.discard(scope)
         if not granted:
             self._shown.discard(scope)
         elif scope not in self._shown:
@@ -151,6 +158,17 @@ class Access:
         if self._asking:
             await asyncio.gather(*self._asking.values(), return_exceptions=True)
 
+    async def any_visible(self, scopes: Iterable[str]) -> bool | None:
+        """Whether rows of any of ``scopes`` may be shown (each decided first); None when
+        none may as far as the manager answered, but some review could not be made."""
+        wanted = set(scopes)
+        if self._everywhere and not self._only_namespace:
+            return True
+        await self.settle(wanted)
+        if any(self.visible(scope) for scope in wanted):
+            return True
+        return None if self._unanswered & wanted else False
+
     def close(self) -> None:
         for task in self._asking.values():
             task.cancel()
@@ -159,9 +177,11 @@ class Access:
 class Watcher:
     """One viewer's watch: the lines it has not taken yet, bounded."""
 
-    def __init__(self, view: str, access: Access | None) -> None:
+    def __init__(self, view: str, access: Access | None, user: str = "") -> None:
         self.view = view
         self.access = access
+        self.user = user
+        self.ended = False
         self._lines: collections.deque[bytes] = collections.deque()
         self._behind = 0
         self._ready = asyncio.Event()
@@ -208,8 +228,29 @@ class Watcher:
         _log.info("ended a panel watch of %s that fell behind", self.view)
 
 
+class WatchStream:
+    """A watch's chunks (an async iterator): closing it ends the watch, read or not, so
+    that a watch the server never started to send still gives its place back."""
+
+    def __init__(self, chunks: AsyncGenerator[bytes, None], end: Callable[[], None]) -> None:
+        self._chunks = chunks
+        self.end = end
+
+    def __aiter__(self) -> WatchStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        return await self._chunks.__anext__()
+
+    async def aclose(self) -> None:
+        try:
+            await self._chunks.aclose()
+        finally:
+            self.end()
+
+
 class PanelFeed:
-    """The panel's views and their watchers."""
+    """The panel's views and their watchers, bounded in all and per user."""
 
     def __init__(
         self,
@@ -220,6 +261,8 @@ class PanelFeed:
         queue_of: Callable[[str, str], str] = lambda _namespace, named: named,
         interval: float = 1.0,
         max_watches: int = 200,
+        max_watches_per_user: int = 20,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         # A workload's RelayQueue, by its namespace and its label: the controller hands
         # admission's own rule (admission.queue_choice.queue_name, as `jobrelay get` says it).
@@ -229,6 +272,12 @@ class PanelFeed:
         self._queues = queues
         self._interval = interval
         self._max_watches = max_watches
+        self._max_watches_per_user = max_watches_per_user
+        # Watches open by user name.
+        self._per_user: collections.Counter[str] = collections.Counter()
+        self._clock = clock
+        # The scopes that have workloads, and when they were counted.
+        self._scopes: tuple[float, frozenset[str]] | None = None
         # Each workload's row and what it was built from (resourceVersion, queue).
         self._workload_rows: dict[tuple[str, str], tuple[tuple[str, str], Row]] = {}
         self._published: dict[str, dict[str, Row]] = {}
@@ -291,20 +340,48 @@ class PanelFeed:
         self._workload_rows = seen
         return rows
 
+    def scopes(self) -> frozenset[str]:
+        """Every scope (``plural/namespace``) that has workloads now, counted at most once
+        per :data:`SCOPES_MAX_AGE` (however many requests ask)."""
+        now = self._clock()
+        if self._scopes is None or now - self._scopes[0] >= SCOPES_MAX_AGE:
+            found = frozenset(
+                f"{runtime.kind.ref.plural}/{key.partition('/')[0]}"
+                for runtime in self._kinds.values()
+                for key, _obj in runtime.objects.items()
+            )
+            self._scopes = (now, found)
+        return self._scopes[1]
+
     # -- watches ----------------------------------------------------------------------
 
     @property
     def watching(self) -> int:
         return sum(len(watchers) for watchers in self._watchers.values())
 
+    def watching_for(self, user: str) -> int:
+        return self._per_user[user]
+
     def watch(
-        self, view: str, access: Access | None, lifetime: float = WATCH_LIFETIME
-    ) -> AsyncIterator[bytes]:
-        """A new watch of ``view``: its current rows as ADDED, then every change."""
+        self,
+        view: str,
+        access: Access | None,
+        lifetime: float = WATCH_LIFETIME,
+        *,
+        user: str = "",
+    ) -> WatchStream:
+        """A new watch of ``view`` for ``user``: its current rows as ADDED, then every
+        change. One user holds at most ``max_watches_per_user`` of all the watches, so
+        that no one identity takes every place."""
         if self.watching >= self._max_watches:
             raise TooManyWatches(f"{self._max_watches} panel watches are open; try again later")
+        if self._per_user[user] >= self._max_watches_per_user:
+            raise TooManyWatches(
+                f'user "{user}" has {self._per_user[user]} panel watches open, the most one '
+                "user may: close one, or try again later"
+            )
         self._publish(view)  # the others are brought up to now before this one starts
-        watcher = Watcher(view, access)
+        watcher = Watcher(view, access, user)
         watcher.send(
             self._added_line(view, row_id, row)
             for row_id, row in self._published[view].items()
@@ -317,9 +394,22 @@ class PanelFeed:
                 if scope_of(row_id) == scope
             )
         self._watchers[view].add(watcher)
+        self._per_user[user] += 1
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._loop(), name="panel-feed")
-        return self._stream(watcher, lifetime)
+        return WatchStream(self._stream(watcher, lifetime), functools.partial(self._end, watcher))
+
+    def _end(self, watcher: Watcher) -> None:
+        """The watch is over (once, however it ended): its place is free again."""
+        if watcher.ended:
+            return
+        watcher.ended = True
+        self._watchers[watcher.view].discard(watcher)
+        self._per_user[watcher.user] -= 1
+        if self._per_user[watcher.user] <= 0:
+            del self._per_user[watcher.user]
+        if watcher.access is not None:
+            watcher.access.close()
 
     def _added_line(self, view: str, row_id: str, row: Row) -> bytes:
         """The row's ADDED line, encoded once while the row stays the same."""
@@ -330,14 +420,12 @@ class PanelFeed:
             lines[row_id] = cached
         return cached[1]
 
-    async def _stream(self, watcher: Watcher, lifetime: float) -> AsyncIterator[bytes]:
+    async def _stream(self, watcher: Watcher, lifetime: float) -> AsyncGenerator[bytes, None]:
         try:
             async for chunk in watcher.chunks(lifetime):
                 yield chunk
         finally:
-            self._watchers[watcher.view].discard(watcher)
-            if watcher.access is not None:
-                watcher.access.close()
+            self._end(watcher)
 
     async def _loop(self) -> None:
         while self.watching:

@@ -3,8 +3,10 @@ both sides, and the dashboard's files.
 
 Who may see what is asked of the manager (SubjectAccessReviews, remembered briefly):
 the fleet needs ``get workerclusters``, the queues ``get relayqueues``; workloads are
-shown in the namespaces (per kind) where the user may ``list`` them; a workload's
-Events need ``get`` on it. The dashboard's files need nothing beyond the front
+shown in the namespaces (per kind) where the user may ``list`` them, and a user who
+may list them nowhere (no kind everywhere, none in any namespace that has workloads)
+gets 403, not an empty list or watch; a workload's Events need ``get`` on it.
+Watches are bounded in all and per user (``PanelFeed.watch``: 429 beyond). The dashboard's files need nothing beyond the front
 proxy: the manager's apiserver already authorised ``get dashboard``.
 """
 
@@ -94,10 +96,12 @@ class PanelRoutes:
         if watch:
             lifetime = _lifetime(params.get("timeoutSeconds"))
             try:
-                chunks = self._feed.watch(route.what, access, lifetime)
+                chunks = self._feed.watch(route.what, access, lifetime, user=user.name)
             except TooManyWatches as error:
+                if access is not None:
+                    access.close()
                 raise Refusal(429, str(error), "TooManyRequests") from None
-            return Stream(chunks, content_type="application/json")
+            return Stream(chunks, done=chunks.end, content_type="application/json")
         rows = self._feed.rows(route.what)
         if access is not None:
             await access.settle({scope_of(row_id) for row_id in rows})
@@ -146,7 +150,24 @@ class PanelRoutes:
                 )
             return Access(allowed, may_list, known, only_namespace=namespace)
         everywhere = [p for p in plurals if await may_list(p, "")]
-        return Access(everywhere, may_list, known)
+        access = Access(everywhere, may_list, known)
+        if everywhere:
+            return access
+        # Only where it may: a user who may list no kind in any namespace that has
+        # workloads is told so (an empty answer would hold a watch for nothing).
+        found = await access.any_visible(self._feed.scopes())
+        if found:
+            return access
+        access.close()
+        if found is None:
+            raise Refusal(503, "cannot check permissions now; try again", "ServiceUnavailable")
+        raise Refusal(
+            403,
+            f'user "{user.name}" cannot list {", ".join(sorted(plurals))} in any namespace '
+            "that has workloads on the management cluster (ask for one namespace's: "
+            ".../namespaces/NS/workloads)",
+            "Forbidden",
+        )
 
     # -- a workload's Events -----------------------------------------------------------
 

@@ -89,8 +89,10 @@ class Limits:
     follow_rate: int = 1024 * 1024
     # A caller that takes longer than this to accept each write is dropped (its streams end).
     write_timeout: float = 30.0
-    # Panel watches (the dashboard's live views) open at once in all.
+    # Panel watches (the dashboard's live views) open at once in all, and per user name
+    # (a dashboard holds three: about six tabs of one user).
     max_watches: int = 200
+    max_watches_per_user: int = 20
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,10 @@ class ApiSettings:
     follow_rate: int = 1024 * 1024
     # Seconds a client may take to accept each write before it is dropped.
     write_timeout: float = 30.0
-    # Panel watches (fleet, queues, workloads) open at once in all.
+    # Panel watches (fleet, queues, workloads) open at once in all, and per user: no one
+    # identity takes every place (a dashboard holds three).
     max_watches: int = 200
+    max_watches_per_user: int = 20
 
     @property
     def limits(self) -> Limits:
@@ -59,4 +61,5 @@ class ApiSettings:
             follow_rate=self.follow_rate,
             write_timeout=self.write_timeout,
             max_watches=self.max_watches,
+            max_watches_per_user=self.max_watches_per_user,
         )

@@ -7,8 +7,11 @@ user in headers. What to trust is what the apiserver publishes in
 here as a :class:`FrontProxy`; :func:`identify` is the check every request
 passes, as Kubernetes' request-header authenticator makes it: a certificate
 that verified against ``requestheader-client-ca-file`` (the TLS layer's work),
-its CN among ``requestheader-allowed-names`` (none listed: any), and then the
-user, groups and extras from the named headers. Anything else is 401.
+its one CN (a subject with several is refused: readers disagree on which counts)
+among ``requestheader-allowed-names`` (none listed: any), and then the user,
+groups and extras from the headers the ConfigMap names (the user from
+``requestheader-username-headers`` only, never from the certificate). Anything
+else is 401.
 """
 
 from __future__ import annotations
@@ -84,12 +87,20 @@ def front_proxy(data: Mapping[str, Any] | None) -> FrontProxy | str:
 
 def common_name(peercert: Mapping[str, Any] | None) -> str | None:
     """The subject CN of a client certificate the TLS layer verified (``getpeercert()``);
-    None without one."""
-    for rdn in (peercert or {}).get("subject") or ():
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
+    None without a certificate; ``""`` when its subject has no CN or several.
+
+    Several CNs are never read as one: Go's x509 (the apiserver's) takes the last,
+    another reader the first, so a subject ``CN=front-proxy-client, CN=someone`` would
+    pass as whichever an allowed name is. Such a certificate names no front proxy."""
+    if not peercert:
+        return None
+    names = [
+        str(value)
+        for rdn in peercert.get("subject") or ()
+        for key, value in rdn
+        if key == "commonName"
+    ]
+    return names[0] if len(names) == 1 else ""
 
 
 def _first(headers: Sequence[tuple[str, str]], names: Sequence[str]) -> str:
@@ -136,6 +147,8 @@ def identify(
             "only the manager's apiserver may call this API: send the request through it "
             "(kubectl get --raw /apis/api.jobrelay.dev/v1alpha1/...)"
         )
+    if not verified_cn:
+        return "the client certificate does not name exactly one CN: it is no front proxy"
     if trust.allowed_names and verified_cn not in trust.allowed_names:
         return f'the client certificate "{verified_cn}" is not an allowed front proxy'
     name = _first(headers, trust.username_headers)

@@ -18,15 +18,23 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> list[ControllerOptions]:
     seen: list[ControllerOptions] = []
 
     async def fake_run(
-        manager: Any, options: ControllerOptions, *, election_client: Any = None
+        manager: Any,
+        options: ControllerOptions,
+        *,
+        election_client: Any = None,
+        review_client: Any = None,
     ) -> None:
         seen.append(options)
         # Leader election gets a client of its own; without it, none.
         assert (election_client is not None) == options.leader_election.enabled
         assert election_client is not manager
+        # So do the API's SubjectAccessReviews, when it serves.
+        assert (review_client is not None) == bool(options.api.address)
+        assert review_client is None or review_client not in (manager, election_client)
         await manager.aclose()
-        if election_client is not None:
-            await election_client.aclose()
+        for client in (election_client, review_client):
+            if client is not None:
+                await client.aclose()
 
     monkeypatch.setattr(run_command.runner, "run", fake_run)
     monkeypatch.setattr(run_command, "setup_logging", lambda *_args: None)
@@ -174,7 +182,9 @@ def test_unsafe_timings_do_not_matter_without_election(
 def test_lost_leadership_exits_with_code_1(
     monkeypatch: pytest.MonkeyPatch, kubeconfig: str
 ) -> None:
-    async def losing_run(manager: Any, options: Any, *, election_client: Any = None) -> None:
+    async def losing_run(
+        manager: Any, options: Any, *, election_client: Any = None, review_client: Any = None
+    ) -> None:
         await manager.aclose()
         await election_client.aclose()
         raise LeadershipLost("lease jobrelay-system/jobrelay-relay not renewed within 10s")

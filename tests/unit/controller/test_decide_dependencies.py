@@ -98,7 +98,7 @@ def test_proceeds_once_it_exists_copied_before_its_mirror() -> None:
     assert kinds_of(plan) == ["Place", "CopyDependencies", "CreateMirror", "RecordEvent"]
     [copy] = copies(plan)
     # The optional one that is missing is fine, and not copied.
-    assert copy == CopyDependencies("w1", "team-a", (SETTINGS,), None)
+    assert copy == CopyDependencies("w1", "team-a", (SETTINGS,))
     assert plan.held is None
 
 
@@ -148,12 +148,11 @@ def _running(copy: Copy | None) -> Snapshot:
     [
         (None, True),  # deleted behind jobrelay's back: made again
         (Copy("c-1", "old", frozenset({"m-1"})), True),  # edited on the manager
-        (Copy("c-1", PRESENT.digest, frozenset()), True),  # not owned by the mirror yet
-        (Copy("c-1", PRESENT.digest, frozenset({"m-0"})), True),  # owned by another only
-        (Copy("c-1", PRESENT.digest, frozenset({"m-1"})), False),  # current and owned
+        (Copy("c-1", PRESENT.digest, frozenset()), False),  # current: shared as it is
+        (Copy("c-1", PRESENT.digest, frozenset({"m-0"})), False),  # another's mirror's: too
     ],
 )
-def test_its_copies_follow_the_manager_and_are_owned_by_the_mirror(
+def test_its_copies_follow_the_manager_never_rewritten_for_one_more_mirror(
     copy: Copy | None, synced: bool
 ) -> None:
     plan = decide(_running(copy))
@@ -163,10 +162,6 @@ def test_its_copies_follow_the_manager_and_are_owned_by_the_mirror(
         return
     [action] = found
     assert action.dependencies == (SETTINGS,)
-    assert action.owner == {
-        "apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "m-1",
-        "blockOwnerDeletion": False,
-    }  # fmt: skip
 
 
 def test_a_source_gone_while_it_runs_leaves_the_run_alone() -> None:

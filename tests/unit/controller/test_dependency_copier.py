@@ -1,5 +1,6 @@
-"""CopyDependencies against in-memory apiservers: a copy is created, brought up to date
-and owned; someone else's object of that name is never written."""
+"""CopyDependencies against in-memory apiservers: a copy is created and brought up to
+date, written only when its content changes (never once per mirror that uses it);
+someone else's object of that name is never written."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import COPY_LABEL, DIGEST_ANNOTATION, ORIGIN_LABEL
 
 SETTINGS = Dependency("configmap", "settings")
-OWNER = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "m-1",
-         "blockOwnerDeletion": False}  # fmt: skip
 
 
 @dataclass
@@ -33,8 +32,8 @@ class Env:
     executor: Executor
     memory: RelayMemory
 
-    async def copy(self, *dependencies: Dependency, owner: JsonObj | None = None) -> Any:
-        action = CopyDependencies("w1", "team-a", dependencies, owner)
+    async def copy(self, *dependencies: Dependency) -> Any:
+        action = CopyDependencies("w1", "team-a", dependencies)
         return await self.executor.apply(key_of(JOB), JOB, job(), Plan((action,)))
 
     def on_worker(self, name: str = "settings") -> JsonObj | None:
@@ -70,35 +69,48 @@ async def test_a_missing_copy_is_created_with_our_marks(env: Env) -> None:
     assert "ownerReferences" not in copy["metadata"]
 
 
-async def test_an_edit_on_the_manager_and_the_mirror_as_owner_reach_the_copy(env: Env) -> None:
+async def test_an_edit_on_the_manager_reaches_the_copy(env: Env) -> None:
     await env.copy(SETTINGS)
     before = env.on_worker()
     assert before is not None
     env.manager.objects[("configmaps", "team-a", "settings")]["data"] = {"mode": "careful"}
-    assert await env.copy(SETTINGS, owner=OWNER) is None
+    assert await env.copy(SETTINGS) is None
     after = env.on_worker()
     assert after is not None
     assert after["data"] == {"mode": "careful"}
-    assert after["metadata"]["ownerReferences"] == [OWNER]
+    assert "ownerReferences" not in after["metadata"]
     assert after["metadata"]["uid"] == before["metadata"]["uid"]  # replaced, not re-created
-    # Another mirror using it joins the owners; the first stays.
-    second = {**OWNER, "name": "other", "uid": "m-2"}
-    await env.copy(SETTINGS, owner=second)
-    owned = env.on_worker()
-    assert owned is not None and owned["metadata"]["ownerReferences"] == [OWNER, second]
 
 
-async def test_a_current_owned_copy_is_not_written(env: Env) -> None:
-    await env.copy(SETTINGS, owner=OWNER)
+async def test_a_current_copy_is_never_written_again_however_many_use_it(env: Env) -> None:
+    await env.copy(SETTINGS)
     writes = len([r for r in env.worker.requests if r[0] != "GET"])
-    assert await env.copy(SETTINGS, owner=OWNER) is None
-    assert len([r for r in env.worker.requests if r[0] != "GET"]) == writes
+    for _ in range(200):  # 200 mirrors sharing it: reads, no writes
+        assert await env.copy(SETTINGS) is None
+    assert len([r for r in env.worker.requests if r[0] != "GET"]) == writes == 1
+
+
+async def test_a_copy_owned_by_mirrors_before_is_written_without_owners_once_edited(
+    env: Env,
+) -> None:
+    """A copy made before issue 33 keeps its owners until its content changes."""
+    await env.copy(SETTINGS)
+    stored = env.worker.objects[("configmaps", "team-a", "settings")]
+    stored["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "train", "uid": "m-1"}]  # fmt: skip
+    assert await env.copy(SETTINGS) is None
+    kept = env.on_worker()
+    assert kept is not None and kept["metadata"]["ownerReferences"]
+    env.manager.objects[("configmaps", "team-a", "settings")]["data"] = {"mode": "careful"}
+    assert await env.copy(SETTINGS) is None
+    edited = env.on_worker()
+    assert edited is not None and "ownerReferences" not in edited["metadata"]
 
 
 async def test_someone_elses_object_of_that_name_is_never_written(env: Env) -> None:
     theirs = env.worker.put("configmaps", source({"owner": "them"}))
     version = theirs["metadata"]["resourceVersion"]
-    stopped = await env.copy(SETTINGS, owner=OWNER)
+    stopped = await env.copy(SETTINGS)
     assert isinstance(stopped, Retry) and "was not made by jobrelay" in stopped.why
     kept = env.on_worker()
     assert kept is not None and kept["metadata"]["resourceVersion"] == version
@@ -125,8 +137,9 @@ async def test_copies_are_counted_for_the_metrics(env: Env) -> None:
     instruments = Instruments()
     env.executor.copier.copied = instruments.dependency_copied
     await env.copy(SETTINGS)
-    await env.copy(SETTINGS, owner=OWNER)
-    await env.copy(SETTINGS, owner=OWNER)  # current: nothing written, nothing counted
+    env.manager.objects[("configmaps", "team-a", "settings")]["data"] = {"mode": "careful"}
+    await env.copy(SETTINGS)
+    await env.copy(SETTINGS)  # current: nothing written, nothing counted
     for action in ("created", "updated"):
         assert value(instruments, "jobrelay_dependency_copies_total", worker="w1",
                      action=action) == 1.0  # fmt: skip

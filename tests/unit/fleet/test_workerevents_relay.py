@@ -158,7 +158,7 @@ async def test_a_storm_of_identical_events_is_one_event_with_a_count() -> None:
         await recorder.aclose()
     [created] = manager.events()
     assert (created["reason"], created["type"]) == ("FailedCreate", "Warning")
-    assert created["message"] == f"worker-1: {QUOTA}"
+    assert created["message"] == f"worker worker-1: {QUOTA}"
     assert created["involvedObject"]["uid"] == "j-1"
     assert manager.counts() == 1000
     assert len(manager.requests) <= 10  # one create, then a few count patches
@@ -186,7 +186,7 @@ async def test_distinct_events_are_limited_then_summarised() -> None:
     reasons = [e["reason"] for e in manager.events()]
     assert reasons == ["BackOff", "BackOff", SUMMARY_REASON]
     assert manager.events()[-1]["message"] == (
-        "worker-1: 48 more events not shown (rate limit): BackOff 48"
+        "worker worker-1: 48 more events not shown (rate limit): BackOff 48"
     )
     # The metrics are told as much (jobrelay_worker_events_relayed/suppressed_total).
     assert sum(r for _, r, _ in counted) == 2 and sum(s for _, _, s in counted) == 48
@@ -255,7 +255,7 @@ async def test_a_standby_writes_nothing() -> None:
         await relay.stop()
         await recorder.aclose()
     [created] = manager.events()
-    assert (created["message"], created["count"]) == ("worker-1: m3", 1)
+    assert (created["message"], created["count"]) == ("worker worker-1: m3", 1)
 
 
 async def test_a_stale_annotation_is_removed_only_once_the_workers_events_have_listed() -> None:
@@ -381,7 +381,7 @@ async def test_a_pod_the_mirror_owns_is_relayed(genuine: dict[str, Any]) -> None
     )
     manager, _ = await relayed(worker, pod_event("train-a"))
     [created] = manager.events()
-    assert created["message"] == "worker-1: pod train-a: MountVolume.SetUp failed"
+    assert created["message"] == "worker worker-1: pod train-a: MountVolume.SetUp failed"
 
 
 async def test_blocked_lands_only_on_the_object_whose_uid_the_mirror_names() -> None:

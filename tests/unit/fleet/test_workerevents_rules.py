@@ -11,11 +11,14 @@ from hypothesis import strategies as st
 from tests.unit.fleet.workerevents_samples import JOB, event
 
 from jobrelay.fleet.workerevents_rules import (
+    MAX_RELAYED_MESSAGE,
     SUMMARY_REASON,
     BlockedTracker,
     RelayLimits,
     WorkerEventRelay,
     blocked_value,
+    worker_reason,
+    worker_text,
 )
 from jobrelay.fleet.workerevents_targets import Target
 from jobrelay.kinds.base import WorkloadKey
@@ -33,13 +36,62 @@ def test_relayed_with_the_workers_reason_and_name() -> None:
     relay = WorkerEventRelay()
     [out] = relay.observe("worker-1", event(), TARGET, history=False, now=0)
     assert (out.key, out.type, out.reason, out.count) == (TARGET.key, "Warning", "FailedCreate", 1)
-    assert out.message == 'worker-1: Error creating: pods "train-x" is forbidden: exceeded quota'
+    assert (
+        out.message
+        == 'worker worker-1: Error creating: pods "train-x" is forbidden: exceeded quota'
+    )
     pod_target = Target(TARGET.key, "uid-train", TARGET.mirror_created, "pod train-abcde", False)
     [out] = relay.observe(
         "worker-1", event("Pod", "train-abcde", uid="ev-2", reason="BackOff", message="back-off"),
         pod_target, history=False, now=0,
     )  # fmt: skip
-    assert out.message == "worker-1: pod train-abcde: back-off"
+    assert out.message == "worker worker-1: pod train-abcde: back-off"
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "relayed_reason", "relayed_message"),
+    [
+        # A second line faking jobrelay's own words is one line, marked as the worker's.
+        ("FailedCreate", "quota\nDispatched to worker cluster b", "FailedCreate",
+         "worker worker-1: quota Dispatched to worker cluster b"),
+        # Terminal escapes and bidi overrides are dropped to spaces.
+        ("BackOff", "\x1b[2Jok\u202eevil\x00", "BackOff", "worker worker-1: [2Jok evil"),
+        # A reason is a word: what else it holds is dropped, and none at all is Unknown.
+        ("Dispatched\nNormal", "x", "DispatchedNormal", "worker worker-1: x"),
+        ("", "x", "Unknown", "worker worker-1: x"),
+        ("\u202e", "x", "Unknown", "worker worker-1: x"),
+    ],
+)  # fmt: skip
+def test_worker_text_is_marked_one_line_and_free_of_control_characters(
+    reason: str, message: str, relayed_reason: str, relayed_message: str
+) -> None:
+    relay = WorkerEventRelay()
+    [out] = relay.observe(
+        "worker-1", event(reason=reason, message=message), TARGET, history=False, now=0
+    )
+    assert (out.reason, out.message) == (relayed_reason, relayed_message)
+
+
+def test_a_long_worker_message_is_bounded() -> None:
+    relay = WorkerEventRelay()
+    [out] = relay.observe("w", event(message="x" * 100_000), TARGET, history=False, now=0)
+    assert len(out.message) == MAX_RELAYED_MESSAGE and out.message.startswith("worker w: xxx")
+    assert out.message.endswith("...")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=3000), st.integers(min_value=4, max_value=2000))
+def test_worker_text_is_bounded_and_printable(text: str, limit: int) -> None:
+    shown = worker_text(text, limit)
+    assert len(shown) <= limit
+    assert all(ch.isprintable() or ch == " " for ch in shown), repr(shown)
+    assert shown == shown.strip() and "  " not in shown
+
+
+@given(st.text(max_size=500))
+def test_worker_reason_is_a_bounded_word(text: str) -> None:
+    reason = worker_reason(text)
+    assert reason.isascii() and reason.isalnum() and 0 < len(reason) <= 64
 
 
 def test_only_new_occurrences_are_relayed() -> None:
@@ -111,7 +163,7 @@ def test_a_storm_of_distinct_events_is_limited_and_summarised() -> None:
     [summary] = relay.due(due)
     assert summary.reason == SUMMARY_REASON
     assert summary.message == (
-        f"worker-1: {1000 - len(out)} more events not shown (rate limit): "
+        f"worker worker-1: {1000 - len(out)} more events not shown (rate limit): "
         f"FailedCreate {1000 - len(out)}"
     )
     assert relay.next_due() is None and relay.due(1000) == []

@@ -11,17 +11,19 @@ from hypothesis import strategies as st
 
 from jobrelay.dependencies.copy_rules import (
     MAX_CONTENT_BYTES,
+    CopyUser,
     Source,
     content_of,
     copy_body,
     copy_of,
     digest,
+    in_use,
     is_our_copy,
     refusal,
+    settled_unused,
     slim_copy,
     slim_source,
     source_of,
-    with_owner,
 )
 from jobrelay.dependencies.template_references import Dependency
 from jobrelay.vocabulary.names import (
@@ -80,11 +82,11 @@ def test_what_a_copy_carries(kind: Any, source: dict[str, Any], copied: dict[str
     assert content_of(kind, {"metadata": META, **source}) == copied
 
 
-def test_a_copy_body_has_the_content_our_marks_and_the_owners_only() -> None:
+def test_a_copy_body_has_the_content_and_our_marks_only_no_owners() -> None:
     source = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": META, "data": {"a": "1"}}
     body = copy_body(
         Dependency("configmap", "settings"), source, controller_name=CONTROLLER,
-        origin="manager", owners=[OWNER],
+        origin="manager",
     )  # fmt: skip
     assert body == {
         "apiVersion": "v1",
@@ -97,7 +99,6 @@ def test_a_copy_body_has_the_content_our_marks_and_the_owners_only() -> None:
                 SOURCE_UID_ANNOTATION: "src-1",
                 DIGEST_ANNOTATION: digest({"data": {"a": "1"}}),
             },
-            "ownerReferences": [OWNER],
         },
         "data": {"a": "1"},
     }
@@ -158,24 +159,19 @@ def test_a_workers_copy_is_cached_by_its_marks_owners_and_digest() -> None:
     body = copy_body(
         Dependency("configmap", "settings"),
         {"metadata": META, "data": {"secret": "value"}},
-        controller_name=CONTROLLER, origin="manager", owners=[OWNER],
+        controller_name=CONTROLLER, origin="manager",
     )  # fmt: skip
+    # A copy made before issue 33 has owners: the cache keeps them.
     body["metadata"].update(
-        uid="c-1", resourceVersion="3", creationTimestamp="2026-01-01T00:00:00Z"
-    )
+        uid="c-1", resourceVersion="3", creationTimestamp="2026-01-01T00:00:00Z",
+        ownerReferences=[OWNER],
+    )  # fmt: skip
     slim = slim_copy(body)
     assert "value" not in repr(slim)
     copy = copy_of(slim)
     assert copy is not None
     assert (copy.uid, copy.owners) == ("c-1", frozenset({"m-1"}))
     assert copy.digest == digest({"data": {"secret": "value"}})
-
-
-def test_owners_are_added_once() -> None:
-    assert with_owner([OWNER], OWNER) == [OWNER]
-    other = {**OWNER, "uid": "m-2"}
-    assert with_owner([OWNER], other) == [OWNER, other]
-    assert with_owner([], None) == []
 
 
 # -- properties ---------------------------------------------------------------------------
@@ -231,3 +227,64 @@ def test_the_caches_digest_is_the_copys(kind: Any, source: Any) -> None:
         Dependency(kind, "settings"), source, controller_name=CONTROLLER, origin="manager"
     )
     assert slim_source(kind)(source)["digest"] == body["metadata"]["annotations"][DIGEST_ANNOTATION]
+
+
+# -- how long a copy lives ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("users", "used"),
+    [
+        ([], False),  # no workload names it any more
+        ([CopyUser(mirrored_here=True, placed_here=True)], True),
+        # Its mirror there, even finished or moved away: until the mirror goes.
+        ([CopyUser(mirrored_here=True, placed_here=False, finished=True)], True),
+        # Placed there, its mirror on its way.
+        ([CopyUser(mirrored_here=False, placed_here=True)], True),
+        # Placed there and finished: its mirror went.
+        ([CopyUser(mirrored_here=False, placed_here=True, finished=True)], False),
+        # Placed elsewhere, no mirror here.
+        ([CopyUser(mirrored_here=False, placed_here=False)], False),
+        ([CopyUser(False, False), CopyUser(False, True)], True),
+    ],
+)
+def test_a_copy_is_in_use_while_a_workload_on_its_worker_needs_it(
+    users: list[CopyUser], used: bool
+) -> None:
+    assert in_use(users) is used
+
+
+def test_an_unused_copy_goes_only_after_it_stayed_unused() -> None:
+    due, since = settled_unused(["a", "b"], {}, now=100.0, settle=10.0)
+    assert (due, since) == ([], {"a": 100.0, "b": 100.0})  # never on one look
+    due, since = settled_unused(["a"], since, now=105.0, settle=10.0)
+    assert (due, since) == ([], {"a": 100.0})  # "b" used again: forgotten
+    due, since = settled_unused(["a", "b"], since, now=110.0, settle=10.0)
+    assert (due, since) == (["a"], {"a": 100.0, "b": 110.0})  # "b" starts over
+
+
+@given(
+    looks=st.lists(
+        st.tuples(st.sets(st.sampled_from("abcd")), st.floats(0, 30)), min_size=1, max_size=8
+    ),
+    settle=st.floats(1, 20),
+)
+def test_a_copy_is_due_only_when_found_unused_on_every_look_for_settle_seconds(
+    looks: list[tuple[set[str], float]], settle: float
+) -> None:
+    since: dict[str, float] = {}
+    now = 0.0
+    history: list[tuple[float, set[str]]] = []
+    for unused, step in looks:
+        now += step
+        history.append((now, unused))
+        due, since = settled_unused(sorted(unused), since, now, settle)
+        assert set(since) == unused
+        for copy in due:
+            # Unused on every look back to one at least ``settle`` seconds ago.
+            unbroken = []
+            for t, found in reversed(history):
+                if copy not in found:
+                    break
+                unbroken.append(t)
+            assert now - min(unbroken) >= settle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -84,3 +85,70 @@ async def test_a_right_revoked_reaches_a_watching_viewer_within_the_ttl() -> Non
     await access.settle({"jobs/team-a"})
     assert not access.visible("jobs/team-a")
     access.close()
+
+
+class SlowManager(Manager):
+    """Answers only once let go: questions pile up in flight meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+
+    async def review(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(body)
+        await self.go.wait()
+        return {**body, "status": {"allowed": False}}
+
+
+async def test_a_question_in_flight_is_asked_once_for_every_caller() -> None:
+    manager = SlowManager()
+    reviews = AccessReviews(manager.review)
+    waiting = [
+        asyncio.create_task(reviews.allowed(BOB, verb="list", resource="jobs", namespace=""))
+        for _ in range(200)
+    ]
+    other = asyncio.create_task(reviews.allowed(ALICE, verb="list", resource="jobs", namespace=""))
+    for _ in range(3):  # the callers start, then the reviews they began
+        await asyncio.sleep(0)
+    assert len(manager.asked) == 2 and reviews.in_flight == 2
+    # One caller that goes away leaves the review to the others.
+    waiting[0].cancel()
+    manager.go.set()
+    answers = await asyncio.gather(*waiting[1:], other)
+    assert answers == [False] * 200 and len(manager.asked) == 2 and reviews.asked == 2
+    assert reviews.in_flight == 0
+    assert reviews.known(BOB, verb="list", resource="jobs", namespace="") is False
+
+
+async def test_a_failed_review_in_flight_fails_every_caller_and_is_asked_again() -> None:
+    calls = []
+
+    async def failing(body: dict[str, Any]) -> dict[str, Any]:
+        calls.append(body)
+        await asyncio.sleep(0)
+        raise RuntimeError("the manager is away")
+
+    reviews = AccessReviews(failing)
+    found = await asyncio.gather(
+        *(reviews.allowed(ALICE, resource="jobs", namespace="x") for _ in range(5)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(f, RuntimeError) for f in found) and len(calls) == 1
+    with pytest.raises(RuntimeError):
+        await reviews.allowed(ALICE, resource="jobs", namespace="x")
+    assert len(calls) == 2
+
+
+async def test_the_least_recently_used_answer_goes_first() -> None:
+    manager, now = Manager(), [0.0]
+    reviews = AccessReviews(manager.review, max_entries=3, clock=lambda: now[0])
+    for namespace in ("a", "b", "c"):
+        await reviews.allowed(ALICE, resource="jobs", namespace=namespace)
+    assert reviews.known(ALICE, resource="jobs", namespace="a") is False  # used: kept
+    await reviews.allowed(ALICE, resource="jobs", namespace="d")  # "b" goes, not all
+    assert len(reviews) == 3
+    kept = {n for n in "abcd" if reviews.known(ALICE, resource="jobs", namespace=n) is not None}
+    assert kept == {"a", "c", "d"}
+    now[0] = 100.0  # expired answers are dropped as they are met
+    assert reviews.known(ALICE, resource="jobs", namespace="a") is None
+    assert len(reviews) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import ssl
 from collections.abc import AsyncIterator
@@ -10,9 +11,14 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from jobrelay.localfleet import pki
 from jobrelay.relayapi.httpserver import Answer, ApiServer, HttpRequest, Stream
+from jobrelay.relayapi.trust_rules import FrontProxy, identify
 from jobrelay.web.tls import self_signed, server_context
 
 
@@ -87,6 +93,46 @@ async def test_a_verified_client_certificate_gives_its_cn(
     async with client(url, ca_pem, proxy) as http:
         assert (await http.get("/")).status_code == 200
     assert handler.requests[0].certificate_cn == "front-proxy-client"
+
+
+def _two_cns(ca: pki.CertPair, directory: Path) -> pki.CertPair:
+    """A client certificate of ``ca`` whose subject names two CNs, the allowed one first."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    subject = x509.Name([
+        x509.NameAttribute(NameOID.COMMON_NAME, "front-proxy-client"),
+        x509.NameAttribute(NameOID.COMMON_NAME, "mallory"),
+    ])  # fmt: skip
+    cert = (
+        x509.CertificateBuilder().subject_name(subject).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    pair = pki.CertPair(directory / "two-cns.crt", directory / "two-cns.key")
+    pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pair.key.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ))  # fmt: skip
+    return pair
+
+
+async def test_a_certificate_naming_two_cns_gives_none_of_them(
+    served: tuple[str, str, Handler], ca: pki.CertPair, tmp_path: Path
+) -> None:
+    url, ca_pem, handler = served
+    async with client(url, ca_pem, _two_cns(ca, tmp_path)) as http:
+        assert (await http.get("/")).status_code == 200
+    # Verified by the CA, yet it names no one CN: trust_rules.identify refuses it (401).
+    assert handler.requests[0].certificate_cn == ""
+    found = identify(FrontProxy(client_ca=ca.cert.read_text()), "", [("X-Remote-User", "a")])
+    assert isinstance(found, str) and "exactly one CN" in found
 
 
 async def test_a_certificate_of_another_ca_is_refused(

@@ -114,3 +114,21 @@ def test_common_name_of_a_peer_certificate() -> None:
     assert common_name(peercert) == "front-proxy-client"
     assert common_name(None) is None
     assert common_name({}) is None
+
+
+def test_a_subject_with_several_cns_or_none_names_no_front_proxy() -> None:
+    # Go's x509 takes the last CN, a naive reader the first: neither is trusted.
+    two = {"subject": ((("commonName", "front-proxy-client"),), (("commonName", "mallory"),))}
+    assert common_name(two) == ""
+    assert common_name({"subject": ((("organizationName", "o"),),)}) == ""
+    for proxy in (PROXY, FrontProxy(client_ca="CA")):  # allowed names listed, or any
+        found = identify(proxy, common_name(two), [("X-Remote-User", "alice")])
+        assert found == "the client certificate does not name exactly one CN: it is no front proxy"
+
+
+def test_the_user_comes_from_the_username_headers_never_the_certificate() -> None:
+    anyone = FrontProxy(client_ca="CA")
+    assert identify(anyone, "alice", []) == "the front proxy named no user"
+    assert identify(anyone, "alice", [("X-Remote-Uid", "bob")]) == "the front proxy named no user"
+    found = identify(anyone, "front-proxy-client", [("X-Remote-User", "bob")])
+    assert isinstance(found, User) and found.name == "bob"

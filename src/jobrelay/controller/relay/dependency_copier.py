@@ -4,9 +4,12 @@ ServiceAccount from the manager onto a worker.
 Each is read whole from the manager (its informer keeps only a digest), its copy's
 body built by dependencies/copy_rules.py, and the worker's object of that name read
 fresh: absent, it is created; ours, it is replaced (resourceVersion precondition)
-when its content or owners differ; someone else's, it is never written: remembered
-as foreign on that worker (the relay's memory), and the plan stops so that the
-workload is decided again, elsewhere.
+only when its content differs (never because one more mirror uses it: however many
+workloads share a copy, it is written once per change of its source); someone
+else's, it is never written: remembered as foreign on that worker (the relay's
+memory), and the plan stops so that the workload is decided again, elsewhere.
+Copies carry no owners: the copy janitor (controller/copy_sweep.py) deletes one
+once no mirror there uses it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from jobrelay.dependencies.copy_rules import (
     refusal,
     slim_source,
     source_of,
-    with_owner,
 )
 from jobrelay.dependencies.template_references import Dependency
 from jobrelay.fleet import refusals
@@ -73,7 +75,7 @@ class DependencyCopier:
             return Retry(f"{dependency} changed and may not be copied")  # decided again
         existing = await _read(worker, dependency, namespace)
         if existing is None:
-            body = self._body(dependency, source, with_owner((), action.owner))
+            body = self._body(dependency, source)
             try:
                 await worker.create(ref, body, namespace=namespace)
             except ApiError as error:
@@ -93,13 +95,10 @@ class DependencyCopier:
             )
             _log.warning("%s", message, extra={"cluster": action.cluster})
             return Retry(message)
-        owners = with_owner(Meta(existing).owner_references, action.owner)
-        body = self._body(dependency, source, owners)
+        body = self._body(dependency, source)
         current = Meta(existing).annotations.get(DIGEST_ANNOTATION)
-        if current == body["metadata"]["annotations"][DIGEST_ANNOTATION] and len(owners) == len(
-            Meta(existing).owner_references
-        ):
-            return None
+        if current == body["metadata"]["annotations"][DIGEST_ANNOTATION]:
+            return None  # its content is current: one more user costs no write
         body["metadata"]["resourceVersion"] = Meta(existing).resource_version
         try:
             await worker.replace(ref, body, namespace=namespace)
@@ -110,11 +109,10 @@ class DependencyCopier:
         self._done(action, dependency, "updated")
         return None
 
-    def _body(self, dependency: Dependency, source: JsonObj, owners: list[JsonObj]) -> JsonObj:
+    def _body(self, dependency: Dependency, source: JsonObj) -> JsonObj:
         return copy_body(
-            dependency, source, controller_name=self.controller_name, origin=self.origin,
-            owners=owners,
-        )  # fmt: skip
+            dependency, source, controller_name=self.controller_name, origin=self.origin
+        )
 
     def _done(self, action: CopyDependencies, dependency: Dependency, how: str) -> None:
         if self.copied is not None:

@@ -92,14 +92,12 @@ class CreateMirror:
 @dataclass(frozen=True, slots=True)
 class CopyDependencies:
     """Copy these dependencies from the manager into ``namespace`` on ``cluster`` (created
-    or brought up to date; the namespace too, like a mirror's), each owned by ``owner``
-    (an ownerReference to the mirror that uses them) when given. A worker object of one
+    or brought up to date; the namespace too, like a mirror's). A worker object of one
     of these names that jobrelay did not make is never written: the plan stops there."""
 
     cluster: str
     namespace: str
     dependencies: tuple[Dependency, ...]
-    owner: JsonObj | None = None
     if_refused: IfRefused = DEPENDENCY_NOT_COPIED
 
 

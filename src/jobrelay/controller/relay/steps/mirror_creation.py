@@ -20,7 +20,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.refusal_wording import DEPENDENCY_NOT_COPIED, MIRROR_REJECTED
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
-from jobrelay.controller.relay.steps.facts import name, namespace, uid
+from jobrelay.controller.relay.steps.facts import namespace, uid
 from jobrelay.controller.relay.steps.holds import BEFORE_CREATING, first_hold
 from jobrelay.controller.relay.steps.moving import Leave, move
 from jobrelay.controller.relay.steps.placement_search import (
@@ -32,7 +32,7 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import place, warning
 from jobrelay.controller.relay.steps.status_writes import end_of_run, vanished_mirror
-from jobrelay.dependencies.copy_rules import owner_reference, refusal
+from jobrelay.dependencies.copy_rules import refusal
 from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.placement import mirror_records, placements_of, without_records_from
@@ -90,7 +90,7 @@ def create(
         # created, so that a restart between the create and its record adopts the new one.
         actions.append(Annotate(without_records_from(obj, run)))
     # Its ConfigMaps, Secrets and ServiceAccount first: its pods need them at once.
-    actions.extend(copies(s, worker, owner=None))
+    actions.extend(copies(s, worker))
     actions.append(CreateMirror(cluster, body, uid(obj) or "", run, if_refused=MIRROR_REJECTED))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
     return Plan(tuple(actions), Done())
@@ -118,15 +118,11 @@ def _not_here(
     return None
 
 
-def copies(s: Snapshot, worker: WorkerSnapshot, *, owner: JsonObj | None) -> Iterator[Action]:
-    """Copy what its pods need onto ``worker`` where our copy is missing, differs from the
-    manager's, or (with ``owner``, its mirror) is not owned by the mirror yet."""
+def copies(s: Snapshot, worker: WorkerSnapshot) -> Iterator[Action]:
+    """Copy what its pods need onto ``worker`` where our copy is missing or differs from
+    the manager's (a copy another workload made is shared as it is: never rewritten)."""
     if not s.dependencies or s.obj is None:
         return
-    reference = None
-    if owner is not None:
-        ref = s.kind.ref
-        reference = owner_reference(ref.api_version, ref.kind, name(owner), uid(owner) or "")
     stale = []
     for needed in s.dependencies:
         source = needed.source
@@ -135,15 +131,11 @@ def copies(s: Snapshot, worker: WorkerSnapshot, *, owner: JsonObj | None) -> Ite
         if str(needed.dependency) in worker.foreign_dependencies:
             continue  # someone else's there (a mirror made before jobrelay copied): left alone
         copy = worker.copies.get(str(needed.dependency))
-        if (
-            copy is None
-            or copy.digest != source.digest
-            or (reference is not None and reference["uid"] not in copy.owners)
-        ):
+        if copy is None or copy.digest != source.digest:
             stale.append(needed.dependency)
     if stale:
         yield CopyDependencies(
-            worker.name, namespace(s.obj), tuple(stale), reference, if_refused=DEPENDENCY_NOT_COPIED
+            worker.name, namespace(s.obj), tuple(stale), if_refused=DEPENDENCY_NOT_COPIED
         )
 
 

@@ -94,10 +94,10 @@ class MirrorStep:
             return Stop(
                 create(s, obj, worker, run, placed_now=placed_now, actions=progress.actions)
             )
-        # While it runs, its copies follow the manager's objects and are owned by it: last
-        # in the plan, so that a copy the worker refuses never holds up its status.
+        # While it runs, its copies follow the manager's objects: last in the plan, so
+        # that a copy the worker refuses never holds up its status.
         progress.mirror = seen
-        progress.sync = tuple(copies(s, worker, owner=seen))
+        progress.sync = tuple(copies(s, worker))
         return _follow_spec(s, progress, seen)
 
 
