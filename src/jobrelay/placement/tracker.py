@@ -55,6 +55,9 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 _FINISHED = frozenset({"Succeeded", "Failed"})
 # In a slim pod: why its requests could not be read (it then counts as no requests).
 UNUSABLE_QUANTITY = "unusableQuantity"
+# The slim pod's owners, (name, UID) sorted, found once when it is slimmed: the tracker
+# reads them on every event of the pod (what it counts, and for whom).
+SLIM_OWNERS = "owners"
 _STARTED = frozenset({"Running", "Succeeded", "Failed"})
 
 # A pod's requests as sorted (resource, units) pairs, shared by every pod asking the
@@ -184,6 +187,7 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         slim["metadata"]["ownerReferences"] = controllers
     if since is not None:
         slim["unschedulableSince"] = since
+    slim[SLIM_OWNERS] = tuple(sorted(pod_owners(slim)))
     return slim
 
 
@@ -264,7 +268,10 @@ def _owner_labels(labels: Any) -> dict[str, str]:
 
 def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     namespace = pod["metadata"].get("namespace", "")
-    return [(namespace, name, uid) for name, uid in sorted(pod_owners(pod))]
+    owners = pod.get(SLIM_OWNERS)
+    if owners is None:  # not slimmed here
+        owners = sorted(pod_owners(pod))
+    return [(namespace, name, uid) for name, uid in owners]
 
 
 class CapacityTracker:

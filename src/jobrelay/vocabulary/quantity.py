@@ -18,6 +18,7 @@ scheduler can count it), and so is text longer than :data:`MAX_LENGTH` character
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -111,6 +112,13 @@ def read_quantity(raw: object) -> Decimal | Unusable:
         raw = repr(raw)
     if len(raw) > MAX_LENGTH:
         return Unusable(raw, f"is longer than {MAX_LENGTH} characters")
+    return _read_text(raw)
+
+
+# The same few texts ("10m", "16Mi") come with every pod event: each is parsed once.
+# Bounded: at most this many texts of at most MAX_LENGTH characters, whoever writes them.
+@functools.lru_cache(maxsize=4096)
+def _read_text(raw: str) -> Decimal | Unusable:
     try:
         return _parse(raw.strip(_SPACE), raw)
     except (ArithmeticError, ValueError):  # pragma: no cover - the checks above prevent it

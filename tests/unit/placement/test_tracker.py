@@ -167,6 +167,7 @@ def test_slim_objects_keep_only_what_placement_reads() -> None:
         "phase": "Pending",
         "requests": (("cpu", 1000), ("memory", GI), ("pods", 1)),
         "unschedulableSince": "2026-01-01T00:00:00Z",
+        "owners": (("j", "uid-j"),),  # found once, read on every event of the pod
     }
     assert slim_pod(pod_obj("done", "n1", phase="Succeeded")) is None
     assert slim_pod(pod_obj("failed", "n1", phase="Failed")) is None
