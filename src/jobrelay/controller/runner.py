@@ -22,10 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal
 
 from jobrelay.admission.workload_reads import slim_namespace
@@ -41,6 +40,7 @@ from jobrelay.controller.lanes import lane_of_change
 from jobrelay.controller.leader_passes import known_keys, place_held, resync
 from jobrelay.controller.lease_election import elector_for
 from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.readiness import CACHE_SYNC_BOUND, StartupCaches
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
@@ -49,7 +49,6 @@ from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.runnables import (
     CacheRunnable,
-    Campaign,
     ListingRunnable,
     LoopRunnable,
     Runnable,
@@ -108,6 +107,7 @@ class Controller:
             identity=self.identity,
         )  # fmt: skip
         self.synced = False
+        self.startup = StartupCaches()  # the start-up caches, once run() declares them
         # Metrics: the manager's requests counted as "manager", each worker's by its name.
         self.instruments = Instruments(self.metrics_state)
         manager.on_request = self.instruments.manager_hook()
@@ -256,10 +256,14 @@ class Controller:
         return self.elector is None or self.elector.holds_lease()
 
     def health(self) -> Health:
+        """Ready once the start-up is done and every cache synced; else which cache waits
+        and why (controller/readiness.py)."""
+        waiting = self.startup.waiting()
+        ready = self.synced and not waiting
         if self.elector is None:
-            return Health("leader", self.synced, self.identity, self.identity)
+            return Health("leader", ready, self.identity, self.identity, waiting)
         role: Literal["leader", "standby"] = "leader" if self.elector.is_leader else "standby"
-        return Health(role, self.synced, self.elector.leader, self.identity)
+        return Health(role, ready, self.elector.leader, self.identity, waiting)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop``: the runnables of :meth:`_every_replica` in order, each waited
@@ -268,11 +272,16 @@ class Controller:
         self._add_handlers()
         group = RunnableGroup(self._every_replica(), self._leader_only())
         elector = self.elector
-        campaign: Campaign | None = None
-        if elector is not None:
-            campaign = functools.partial(
-                elector.run, stop, on_stopped_leading=self._stopped_leading
-            )
+
+        async def campaign(lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+            # Leading (or campaigning for it) only on complete caches.
+            if not await self.startup.synced_or(stop):
+                return
+            if elector is None:
+                await lead()
+            else:
+                await elector.run(stop, lead, on_stopped_leading=self._stopped_leading)
+
         await group.run(stop, on_synced=self._synced, campaign=campaign)
 
     def _add_handlers(self) -> None:
@@ -292,6 +301,14 @@ class Controller:
         is placed on the strength of an empty cache)."""
         bound = self.options.workers.sync_timeout
         pool, sources = self.pool, self.sources
+        self.startup = StartupCaches([
+            *(CacheRunnable(f"{name} cache", r.objects, CACHE_SYNC_BOUND, (r.objects,))
+              for name, r in self.kinds.items()),
+            CacheRunnable("namespaces", self.namespaces, CACHE_SYNC_BOUND, (self.namespaces,)),
+            CacheRunnable("queue admission", self.queue_admission, CACHE_SYNC_BOUND,
+                          self.queue_admission.informers),
+            CacheRunnable("relay queues", self.queues, CACHE_SYNC_BOUND, (self.queues,)),
+        ])  # fmt: skip
         return [
             ProbeListeners(
                 self.options.metrics_address, self.options.health_address, self.health,
@@ -300,10 +317,7 @@ class Controller:
             *self._api_listener(),
             StepsRunnable("write fence", on_start=self._fence),
             StepsRunnable("event recorder", on_stop=self.events.aclose),
-            *(CacheRunnable(f"{name} cache", r.objects) for name, r in self.kinds.items()),
-            CacheRunnable("namespaces", self.namespaces),
-            CacheRunnable("queue admission", self.queue_admission),
-            CacheRunnable("relay queues", self.queues),
+            *self.startup.caches,
             ListingRunnable(
                 "dependency sources", lambda: sources.start(self.queue.add, bound), sources.stop
             ),
@@ -370,6 +384,8 @@ class Controller:
 
     def _synced(self) -> None:
         self.synced = True
+        if self.startup.went_on_without():
+            return
         _log.info(
             "caches synced: %s; workers: %s",
             ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
