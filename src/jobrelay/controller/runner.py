@@ -245,7 +245,7 @@ class Controller:
             self._state_gauges = StateGauges(
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
                 leader=lambda: self.elector is None or self.elector.is_leader,
-                ready=lambda: self.synced, queue_specs=self.queue_admission.specs,
+                ready=lambda: self.health().ready, queue_specs=self.queue_admission.specs,
             )  # fmt: skip
         return self._state_gauges()
 
