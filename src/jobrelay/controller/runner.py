@@ -267,8 +267,9 @@ class Controller:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop``: the runnables of :meth:`_every_replica` in order, each waited
-        on until synced; then, leading, those of :meth:`_leader_only`; every one started
-        is stopped in reverse order (controller/runnables.py)."""
+        on until synced (a cache at most CACHE_SYNC_BOUND); once every cache has synced,
+        leading, those of :meth:`_leader_only`; every one started is stopped in reverse
+        order (controller/runnables.py, controller/readiness.py)."""
         self._add_handlers()
         group = RunnableGroup(self._every_replica(), self._leader_only())
         elector = self.elector
@@ -294,9 +295,9 @@ class Controller:
     def _every_replica(self) -> list[Runnable]:
         """Leader and standby alike, in start order (stopped in reverse): the HTTP
         listeners; the one start-up write (the Lease's namespace), then the write fence;
-        the Event recorder (closed last); the caches, each kind's first (an unsynced one
-        would make every mirror look orphaned), the namespaces, the queue admission's, the
-        RelayQueues', the dependency sources' (bounded); the worker Event relay; the
+        the Event recorder (closed last); the caches (each waited on for a bounded time;
+        leading waits for all), each kind's first, the namespaces, the queue admission's,
+        the RelayQueues', the dependency sources' (bounded); the worker Event relay; the
         worker pool (each worker given a bounded time to list its mirrors, so that nothing
         is placed on the strength of an empty cache)."""
         bound = self.options.workers.sync_timeout
