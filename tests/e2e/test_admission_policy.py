@@ -332,3 +332,73 @@ async def test_the_controller_creates_pods_only_as_a_dry_run(
     with pytest.raises(ApiError) as missing:
         await clients["manager"].get(PODS, "judged", namespace=namespace)
     assert missing.value.is_not_found
+
+
+# -- how big a delegated workload may be (issue 33) ------------------------------------
+
+SIZE_REFUSAL = "jobrelay takes for a delegated workload"
+
+
+def refused_for_size(error: ApiError) -> bool:
+    # The policy's reason, RequestEntityTooLarge, answers 413.
+    return error.code == 413 and SIZE_REFUSAL in error.message
+
+
+def with_env(job: dict[str, Any], characters: int) -> dict[str, Any]:
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [*container.get("env", []), {"name": "BULK", "value": "<" * characters}]
+    return job
+
+
+@pytest.fixture
+async def size_policy(
+    clients: dict[str, ApiClient], user: ApiClient, namespace: str
+) -> AsyncIterator[None]:
+    async def refused() -> bool:
+        try:
+            await user.create(
+                JOBS, with_env(managed_job("size-probe"), 300_000), namespace=namespace,
+                dry_run=True,
+            )  # fmt: skip
+        except ApiError as error:
+            if refused_for_size(error):
+                return True
+            raise
+        return False
+
+    async with applied(clients["manager"], "jobrelay-workload-size", TEST_CONTROLLER, refused):
+        yield
+
+
+async def test_a_delegated_workload_over_256_kib_of_text_is_refused(
+    size_policy: None, user: ApiClient, clients: dict[str, ApiClient], namespace: str
+) -> None:
+    # Under the limit, in any of the counted fields: taken.
+    await user.create(JOBS, with_env(managed_job("env-under"), 250_000), namespace=namespace,
+                      dry_run=True)  # fmt: skip
+    # Over it: in an env value, or summed over the fields counted (annotations alone may
+    # hold 256 KiB: the apiserver's own limit).
+    over = [
+        with_env(managed_job("env-over"), 262_145),
+        with_env(managed_job("template-over", template_annotations={"b": "<" * 200_000}), 70_000),
+        with_env(managed_job("annotations-over", {"bulk": "<" * 200_000}), 70_000),
+    ]
+    for job in over:
+        with pytest.raises(ApiError) as refused:
+            await user.create(JOBS, job, namespace=namespace, dry_run=True)
+        assert refused_for_size(refused.value), refused.value
+        assert f"Job {job['metadata']['name']} holds " in refused.value.message
+    # Grown past it later, through the object or its status subresource: refused too.
+    small = with_env(managed_job("grows"), 100_000)
+    small["spec"]["suspend"] = True
+    await user.create(JOBS, small, namespace=namespace)
+    grow = {"metadata": {"annotations": {"bulk": "<" * 200_000}}}
+    for subresource in (None, "status"):
+        with pytest.raises(ApiError) as refused:
+            await user.patch(JOBS, "grows", grow, namespace=namespace, subresource=subresource)
+        assert refused_for_size(refused.value), refused.value
+    # Jobs jobrelay does not manage are none of its business; the controller is not held
+    # to it (it writes only what the workload already carries).
+    unmanaged = with_env(job_manifest("unmanaged-big", suspend=True), 300_000)
+    await user.create(JOBS, unmanaged, namespace=namespace, dry_run=True)
+    await clients["manager"].create(JOBS, over[0], namespace=namespace, dry_run=True)

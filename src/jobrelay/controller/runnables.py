@@ -31,6 +31,7 @@ __all__ = [
     "Runnable",
     "RunnableGroup",
     "StepsRunnable",
+    "SyncState",
     "SyncedCache",
 ]
 
@@ -84,17 +85,47 @@ class SyncedCache(Protocol):
     async def stop(self) -> None: ...
 
 
+class SyncState(Protocol):
+    """What readiness reads of one informer: whether it has listed, and what failed last."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def has_synced(self) -> bool: ...
+
+    @property
+    def last_error(self) -> Exception | None: ...
+
+
 @dataclass
 class CacheRunnable:
-    """A cache: started, synced when its first list is in, stopped."""
+    """A cache: started, synced when its first list is in, stopped. ``watched`` are its
+    informers, for readiness to say which one has not synced and why."""
 
     name: str
     cache: SyncedCache
     # None: the group waits until it has synced.
     sync_timeout: float | None = None
+    watched: Sequence[SyncState] = ()
+    started_at: float | None = field(default=None, init=False)
 
     async def start(self) -> None:
+        self.started_at = asyncio.get_running_loop().time()
         self.cache.start()
+
+    def waiting(self, now: float) -> str | None:
+        """Why it is not synced yet (None: synced, or not started); ``now`` is the loop's
+        time. Its informers' last errors say why: a list that keeps failing, say."""
+        if self.started_at is None:
+            return None
+        behind = [informer for informer in self.watched if not informer.has_synced]
+        if not behind:
+            return None
+        said = "; ".join(
+            f"{informer.name}: {informer.last_error or 'listing'}" for informer in behind
+        )
+        return f"not synced after {now - self.started_at:.0f}s: {said}"
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         return await _within(_bound(self.sync_timeout, timeout), self.cache.wait_synced)

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal
 
 from jobrelay.admission.workload_reads import slim_namespace
+from jobrelay.controller.change_routing import ChangeRouting
 from jobrelay.controller.copy_sweep import CopyJanitor
 from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
 from jobrelay.controller.http_serving import ApiListener, ProbeListeners
@@ -38,10 +38,10 @@ from jobrelay.controller.instrument import Instruments
 from jobrelay.controller.kind_resolution import ConfigurationError as ConfigurationError
 from jobrelay.controller.kind_resolution import managed_by as managed_by
 from jobrelay.controller.kind_resolution import resolve_kinds as resolve_kinds
-from jobrelay.controller.lanes import lane_of_change
 from jobrelay.controller.leader_passes import known_keys, place_held, resync
 from jobrelay.controller.lease_election import elector_for
 from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.readiness import CACHE_SYNC_BOUND, StartupCaches
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Executor
@@ -50,7 +50,6 @@ from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.runnables import (
     CacheRunnable,
-    Campaign,
     ListingRunnable,
     LoopRunnable,
     Runnable,
@@ -69,13 +68,12 @@ from jobrelay.kube.election.elector import LeadershipLost, new_identity
 from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import Lane, WorkQueue, run_workers
 from jobrelay.kube.resources import NAMESPACES
-from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.kube.watching import Informer
 from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.trust import FrontProxyTrust
-from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.probe_server import Health as Health
 
@@ -110,6 +108,7 @@ class Controller:
             identity=self.identity,
         )  # fmt: skip
         self.synced = False
+        self.startup = StartupCaches()  # the start-up caches, once run() declares them
         # Metrics: the manager's requests counted as "manager", each worker's by its name.
         self.instruments = Instruments(self.metrics_state)
         manager.on_request = self.instruments.manager_hook()
@@ -142,7 +141,7 @@ class Controller:
         self.capacity_changed = asyncio.Event()
         # The fleet's queues (RelayQueues): a change may admit held workloads.
         self.queues = RelayQueueCache(
-            manager, may_write=self.may_write, on_change=self._queues_changed,
+            manager, may_write=self.may_write, on_change=lambda: self.routing.queues_changed(),
             figures=lambda: self.queue_admission.figures(),
         )  # fmt: skip
         # Events name the replica that wrote them (reportingInstance).
@@ -157,7 +156,7 @@ class Controller:
         self.pool = WorkerPool(
             manager,
             kinds,
-            self._mirror_changed,
+            lambda key: self.routing.mirror_changed(key),
             # Workers' clients write (mirrors) only while this replica may.
             dataclasses.replace(
                 options.workers,
@@ -206,28 +205,12 @@ class Controller:
             sources=self.sources,
             queue_admission=self.queue_admission,
         )
-
-    def _enqueue(self, kind: str) -> Callable[[InformerEvent], None]:
-        def enqueue(event: InformerEvent) -> None:
-            key = WorkloadKey(kind, event.key)
-            self.sources.workload_changed(key, self.kinds[kind].kind, event.new)
-            if event.new is None:
-                self.queue_admission.forget(key)
-            if event.old is not None and self.queue_admission.released(
-                self.kinds[kind].kind, event.old, event.new
-            ):
-                self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
-            mirrored = self.pool.has_mirror(key)
-            lane = lane_of_change(
-                self.kinds[kind].kind,
-                event.old,
-                event.new,
-                mirrored=mirrored,
-                placed_here=self.memory.reservations.cluster_of(key),
-            )
-            self.queue.add(key, lane)
-
-        return enqueue
+        self.routing = ChangeRouting(
+            kinds=self.kinds, queue=self.queue, pool=self.pool, memory=memory,
+            sources=self.sources, queue_admission=self.queue_admission,
+            reconciler=self.reconciler, instruments=self.instruments,
+            capacity_changed=self.capacity_changed, may_write=self.may_write,
+        )  # fmt: skip
 
     def _unrecorded(self, kind: str, key: str, worker: str) -> tuple[int, str] | None:
         """The mirror of ``key`` this replica created on ``worker``, while unrecorded."""
@@ -237,11 +220,6 @@ class Controller:
     def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
         runtime = self.kinds.get(key.kind)
         return runtime.objects.get(key.key) if runtime is not None else None
-
-    def _mirror_changed(self, key: WorkloadKey) -> None:
-        if self.may_write():  # a standby copies nothing: its clocks would only go stale
-            self.instruments.mirror_changed(key)
-        self.queue.add(key, Lane.STATUS)
 
     def _worker_client(
         self, kubeconfig: Mapping[str, Any], context: str | None, name: str, api: ApiOptions
@@ -257,7 +235,7 @@ class Controller:
             self._state_gauges = StateGauges(
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
                 leader=lambda: self.elector is None or self.elector.is_leader,
-                ready=lambda: self.synced,
+                ready=lambda: self.health().ready, queue_specs=self.queue_admission.specs,
             )  # fmt: skip
         return self._state_gauges()
 
@@ -268,42 +246,60 @@ class Controller:
         return self.elector is None or self.elector.holds_lease()
 
     def health(self) -> Health:
+        """Ready once the start-up is done and every cache synced; else which cache waits
+        and why (controller/readiness.py)."""
+        waiting = self.startup.waiting()
+        ready = self.synced and not waiting
         if self.elector is None:
-            return Health("leader", self.synced, self.identity, self.identity)
+            return Health("leader", ready, self.identity, self.identity, waiting)
         role: Literal["leader", "standby"] = "leader" if self.elector.is_leader else "standby"
-        return Health(role, self.synced, self.elector.leader, self.identity)
+        return Health(role, ready, self.elector.leader, self.identity, waiting)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop``: the runnables of :meth:`_every_replica` in order, each waited
-        on until synced; then, leading, those of :meth:`_leader_only`; every one started
-        is stopped in reverse order (controller/runnables.py)."""
+        on until synced (a cache at most CACHE_SYNC_BOUND); once every cache has synced,
+        leading, those of :meth:`_leader_only`; every one started is stopped in reverse
+        order (controller/runnables.py, controller/readiness.py)."""
         self._add_handlers()
         group = RunnableGroup(self._every_replica(), self._leader_only())
         elector = self.elector
-        campaign: Campaign | None = None
-        if elector is not None:
-            campaign = functools.partial(
-                elector.run, stop, on_stopped_leading=self._stopped_leading
-            )
+
+        async def campaign(lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
+            # Leading (or campaigning for it) only on complete caches.
+            if not await self.startup.synced_or(stop):
+                return
+            if elector is None:
+                await lead()
+            else:
+                await elector.run(stop, lead, on_stopped_leading=self._stopped_leading)
+
         await group.run(stop, on_synced=self._synced, campaign=campaign)
 
     def _add_handlers(self) -> None:
         """What the management caches' events set going (before they start)."""
         for name, runtime in self.kinds.items():
-            runtime.objects.add_handler(self._enqueue(name))
+            runtime.objects.add_handler(self.routing.workload_handler(name))
             runtime.objects.add_handler(self.instruments.object_seen(runtime.kind))
-        self.namespaces.add_handler(self._namespace_changed)
+        self.namespaces.add_handler(self.routing.namespace_changed)
 
     def _every_replica(self) -> list[Runnable]:
         """Leader and standby alike, in start order (stopped in reverse): the HTTP
         listeners; the one start-up write (the Lease's namespace), then the write fence;
-        the Event recorder (closed last); the caches, each kind's first (an unsynced one
-        would make every mirror look orphaned), the namespaces, the queue admission's, the
-        RelayQueues', the dependency sources' (bounded); the worker Event relay; the
+        the Event recorder (closed last); the caches (each waited on for a bounded time;
+        leading waits for all), each kind's first, the namespaces, the queue admission's,
+        the RelayQueues', the dependency sources' (bounded); the worker Event relay; the
         worker pool (each worker given a bounded time to list its mirrors, so that nothing
         is placed on the strength of an empty cache)."""
         bound = self.options.workers.sync_timeout
         pool, sources = self.pool, self.sources
+        self.startup = StartupCaches([
+            *(CacheRunnable(f"{name} cache", r.objects, CACHE_SYNC_BOUND, (r.objects,))
+              for name, r in self.kinds.items()),
+            CacheRunnable("namespaces", self.namespaces, CACHE_SYNC_BOUND, (self.namespaces,)),
+            CacheRunnable("queue admission", self.queue_admission, CACHE_SYNC_BOUND,
+                          self.queue_admission.informers),
+            CacheRunnable("relay queues", self.queues, CACHE_SYNC_BOUND, (self.queues,)),
+        ])  # fmt: skip
         return [
             ProbeListeners(
                 self.options.metrics_address, self.options.health_address, self.health,
@@ -312,10 +308,7 @@ class Controller:
             *self._api_listener(),
             StepsRunnable("write fence", on_start=self._fence),
             StepsRunnable("event recorder", on_stop=self.events.aclose),
-            *(CacheRunnable(f"{name} cache", r.objects) for name, r in self.kinds.items()),
-            CacheRunnable("namespaces", self.namespaces),
-            CacheRunnable("queue admission", self.queue_admission),
-            CacheRunnable("relay queues", self.queues),
+            *self.startup.caches,
             ListingRunnable(
                 "dependency sources", lambda: sources.start(self.queue.add, bound), sources.stop
             ),
@@ -386,6 +379,8 @@ class Controller:
 
     def _synced(self) -> None:
         self.synced = True
+        if self.startup.went_on_without():
+            return
         _log.info(
             "caches synced: %s; workers: %s",
             ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
@@ -425,25 +420,6 @@ class Controller:
         # Lost (or released, when nothing is pending any more): what is still
         # queued must not be written.
         self.events.abandon()
-
-    def _namespace_changed(self, event: InformerEvent) -> None:
-        namespace = event.key.rpartition("/")[2]
-        obj = event.new
-        annotations = None if obj is None else Meta(obj).annotations
-        self.reconciler.policy_changed(namespace, annotations)
-        self.queue_admission.namespace_changed(namespace, None if obj is None else Meta(obj).labels)
-        # Its held workloads may now go somewhere (or must go elsewhere than planned).
-        for key in self.reconciler.held():
-            if key.namespace == namespace:
-                self.queue.add(key, Lane.FRESH)  # a placement
-
-    def _queues_changed(self) -> None:
-        """A RelayQueue changed: a pass, and those held on a queue that did not exist or
-        did not take their namespace are looked at again."""
-        self.capacity_changed.set()
-        for key in self.reconciler.held():
-            if (self.memory.held(key) or "").startswith(("QueueNotFound|", "QueueNotAllowed|")):
-                self.queue.add(key, Lane.FRESH)
 
 
 async def run(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from jobrelay.admission.planner import AdmissionPlan
+from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.workers import WorkerView
@@ -28,9 +29,19 @@ from jobrelay.observe.metrics import (
     WorkerLiveness,
 )
 from jobrelay.placement.capacity import WorkerCapacity
-from jobrelay.placement.units import CPU
+from jobrelay.placement.units import CPU, MEMORY
 
-__all__ = ["HELD_REASONS", "StateGauges", "capacity_figures", "held_reason"]
+__all__ = [
+    "HELD_REASONS",
+    "OTHER_RESOURCES",
+    "StateGauges",
+    "capacity_figures",
+    "held_reason",
+    "labelled_resources",
+]
+
+# The resource label of the amounts of resources no queue's quota names, summed.
+OTHER_RESOURCES = "other"
 
 # Why a workload is held, as its Warning Event's reason says it.
 HELD_REASONS = (
@@ -63,6 +74,23 @@ def _base_units(resource: str, amount: int) -> float:
     return amount / 1000 if resource == CPU else float(amount)
 
 
+def labelled_resources(amounts: Mapping[str, int], named: Iterable[str]) -> dict[str, float]:
+    """``amounts`` in base units under a label an admin chose: CPU, memory and the
+    resources ``named`` (a queue's quota) keep theirs; the rest, names tenants chose in
+    their requests, are summed under ``other``, so that a tenant cannot make a series
+    per made-up name."""
+    kept = {CPU, MEMORY, *named}
+    labelled: dict[str, float] = {}
+    for resource, amount in amounts.items():
+        label = resource if resource in kept else OTHER_RESOURCES
+        labelled[label] = labelled.get(label, 0.0) + _base_units(resource, amount)
+    return labelled
+
+
+def _quota_names(spec: QueueSpec | None) -> set[str]:
+    return set() if spec is None else {*spec.nominal, *spec.borrowing_limit}
+
+
 def capacity_figures(worker: str, capacity: WorkerCapacity) -> WorkerCapacityFigures:
     """A worker's allocatable and requested resources, summed over its nodes."""
     allocatable: Counter[str] = Counter()
@@ -70,10 +98,12 @@ def capacity_figures(worker: str, capacity: WorkerCapacity) -> WorkerCapacityFig
     for node in capacity.nodes:
         allocatable.update(node.allocatable)
         requested.update(node.requested)
+    # Nodes (an admin's) name the resources; a pod bound past the scheduler may ask for
+    # any name, summed as ``other``.
     return WorkerCapacityFigures(
         worker,
         {r: _base_units(r, q) for r, q in allocatable.items()},
-        {r: _base_units(r, q) for r, q in requested.items()},
+        labelled_resources(requested, allocatable),
     )
 
 
@@ -93,6 +123,7 @@ class StateGauges:
         pool: _Pool,
         leader: Callable[[], bool],
         ready: Callable[[], bool],
+        queue_specs: Callable[[], Mapping[str, QueueSpec]] = dict,
     ) -> None:
         self._kinds = kinds
         self._queue = queue
@@ -100,6 +131,8 @@ class StateGauges:
         self._pool = pool
         self._leader = leader
         self._ready = ready
+        # The RelayQueues' specs: the resources their quotas name label the queue gauges.
+        self._queue_specs = queue_specs
         # Each object's state by (kind, key), with the resourceVersion it was computed at.
         self._states: dict[tuple[str, str], tuple[str, State]] = {}
 
@@ -131,12 +164,12 @@ class StateGauges:
         versions = {name: runtime.objects.resource_version for name, runtime in self._kinds.items()}
         return {name: int(version) for name, version in versions.items() if version.isdigit()}
 
-    @staticmethod
-    def _queue_figures(last: AdmissionPlan | None) -> tuple[QueueGaugeFigures, ...] | None:
+    def _queue_figures(self, last: AdmissionPlan | None) -> tuple[QueueGaugeFigures, ...] | None:
         """Each queue's figures from the last admission plan (None before one, or without
-        queues)."""
+        queues); resources its quota does not name are summed as ``other``."""
         if last is None or last.fairness_error is None:
             return None
+        specs = self._queue_specs()
         return tuple(
             QueueGaugeFigures(
                 queue=name,
@@ -144,8 +177,8 @@ class StateGauges:
                 actual_share=figures.actual_share,
                 pending=figures.pending,
                 admitted=figures.admitted,
-                demand={r: _base_units(r, q) for r, q in figures.demand.items()},
-                usage={r: _base_units(r, q) for r, q in figures.usage.items()},
+                demand=labelled_resources(figures.demand, _quota_names(specs.get(name))),
+                usage=labelled_resources(figures.usage, _quota_names(specs.get(name))),
             )
             for name, figures in sorted(last.figures.items())
         )

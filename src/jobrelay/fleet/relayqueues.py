@@ -94,6 +94,15 @@ class RelayQueueCache:
     def has_synced(self) -> bool:
         return self._informer.has_synced
 
+    @property
+    def name(self) -> str:
+        return self._informer.name
+
+    @property
+    def last_error(self) -> Exception | None:
+        """Why its informer's last list or watch failed (readiness says it)."""
+        return self._informer.last_error
+
     def _changed(self, event: InformerEvent) -> None:
         name = event.key
         if event.new is None:

@@ -31,6 +31,7 @@ nothing to what the copied status and jobrelay's own ``Dispatched`` and
 from __future__ import annotations
 
 import collections
+import hashlib
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -125,7 +126,7 @@ class _Workload:
     tokens: float
     refilled_at: float
     # Messages relayed, when last: a repeat within the window passes without a token.
-    relayed: collections.OrderedDict[tuple[str, str, str], float] = field(
+    relayed: collections.OrderedDict[tuple[str, str, bytes], float] = field(
         default_factory=collections.OrderedDict
     )
     # Held back since the last summary: by worker, occurrences by reason.
@@ -235,7 +236,9 @@ class WorkerEventRelay:
             while len(self._workloads) > limits.max_workloads:
                 self._workloads.popitem(last=False)
         self._workloads.move_to_end(outgoing.key)
-        signature = (outgoing.type, outgoing.reason, outgoing.message)
+        # A worker's message may be long and is its tenants' text: remembered by digest.
+        digest = hashlib.sha256(outgoing.message.encode()).digest()
+        signature = (outgoing.type, outgoing.reason, digest)
         relayed_at = state.relayed.get(signature)
         if relayed_at is not None and now - relayed_at < limits.repeat_window:
             state.relayed[signature] = now

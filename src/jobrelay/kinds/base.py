@@ -17,6 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION
 from jobrelay.kinds.pod_ownership import OwnerHop, PodOwnerLabels, names_a_uid
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
@@ -112,11 +113,22 @@ class WorkloadKind(abc.ABC):
     # -- caching ----------------------------------------------------------------
 
     def slim_local(self, obj: JsonObj) -> JsonObj:
-        """The management object as cached: managedFields dropped (often half its bytes)."""
+        """The management object as cached: what jobrelay never reads dropped, managedFields
+        (often half its bytes) and ``kubectl apply``'s record of the whole object (a copy
+        of its spec: a big workload's bulk twice; no mirror carries it either)."""
         metadata = obj.get("metadata")
-        if metadata and "managedFields" in metadata:
-            obj = {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
-        return obj
+        if not metadata:
+            return obj
+        annotations = metadata.get("annotations")
+        applied = isinstance(annotations, Mapping) and LAST_APPLIED_ANNOTATION in annotations
+        if "managedFields" not in metadata and not applied:
+            return obj
+        slim = {k: v for k, v in metadata.items() if k != "managedFields"}
+        if applied:
+            slim["annotations"] = {
+                k: v for k, v in annotations.items() if k != LAST_APPLIED_ANNOTATION
+            }
+        return {**obj, "metadata": slim}
 
     @abc.abstractmethod
     def slim_mirror(self, obj: JsonObj) -> JsonObj:

@@ -27,7 +27,7 @@ from jobrelay.kube.connecting import (
     kubeconfig_file,
     kubeconfig_of,
 )
-from jobrelay.kube.errors import ApiError
+from jobrelay.kube.errors import ApiError, ResponseTooLarge
 from jobrelay.kube.requesting import Requester, RequestRecord
 from jobrelay.kube.resources import PODS, VERSION, resource_path
 from jobrelay.kube.streams import (
@@ -200,6 +200,12 @@ class ApiClient(Requester):
         them inside lists), so a listed object looks like a fetched one.
         ``transform`` slims (or, returning None, drops) each item as its page
         arrives, so a large list never holds every full object at once.
+
+        A page longer than ApiOptions' body cap (tenants' big objects: Go writes
+        ``<`` as six bytes) is asked again with half the ``limit``, down to 1, from
+        the same continue token; the rest of the list keeps the smaller pages. Only
+        one object past the cap on its own (impossible with the defaults: etcd keeps
+        at most ~1.5 MiB per object) is ResponseTooLarge, saying where it stopped.
         """
         params: dict[str, str] = {}
         if label_selector:
@@ -210,6 +216,8 @@ class ApiClient(Requester):
         items: list[dict[str, Any]] = []
         metadata: dict[str, Any] = {}
         continue_token = ""
+        paged_limit = limit_asked = limit  # the page size once pages have shrunk
+        whole_allowed = True  # the one-page fallback, until it proved too long
         while True:
             page_params = dict(params)
             if limit > 0:
@@ -218,8 +226,22 @@ class ApiClient(Requester):
                 page_params["continue"] = continue_token
             try:
                 page = await self._call("list", "GET", resource, path, params=page_params)
+            except ResponseTooLarge as exc:
+                if limit == 0 and paged_limit > 0:
+                    # The one-page fallback after an expired token is too long too:
+                    # a fresh paged list, in pages of the size that was read last.
+                    items, continue_token, limit, whole_allowed = [], "", paged_limit, False
+                    continue
+                if limit <= 1:
+                    raise ResponseTooLarge(
+                        exc.code, f"one {resource.kind} on its own (after {len(items)} "
+                        f"listed{' in ' + namespace if namespace else ''})",
+                        self._options.max_body_bytes,
+                    ) from exc  # fmt: skip
+                limit = paged_limit = limit // 2
+                continue
             except ApiError as exc:
-                if not (continue_token and exc.is_gone):
+                if not (continue_token and exc.is_gone and whole_allowed):
                     raise
                 # The continue token outlived etcd compaction mid-pagination; like
                 # client-go's pager, fall back to one consistent unpaginated list.
@@ -240,6 +262,12 @@ class ApiClient(Requester):
             continue_token = metadata.get("continue") or ""
             if not continue_token:
                 break
+        if 0 < paged_limit < limit_asked:
+            _log.info(
+                "%s: listed %d %s in pages of %d: pages of %d passed the body cap",
+                self.cluster, len(items), resource.plural, paged_limit, limit_asked,
+                extra={"cluster": self.cluster},
+            )  # fmt: skip
         return ListResult(items=items, resource_version=str(metadata.get("resourceVersion", "")))
 
     async def review(self, resource: Resource, review: Mapping[str, Any]) -> dict[str, Any]:

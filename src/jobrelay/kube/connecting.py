@@ -64,7 +64,9 @@ class ApiOptions:
     write_fence: Callable[[], bool] | None = None
     # The longest answer read (a page of a LIST, a GET, an error's body) and the longest
     # line of a watch: a worker's apiserver that sends without end fails that request
-    # (ResponseTooLarge) instead of filling memory. An object is at most ~1.5 MiB in etcd.
+    # (ResponseTooLarge) instead of filling memory. An object is at most ~1.5 MiB in etcd
+    # (~9 MiB as JSON, where Go writes "<" as six bytes): a LIST page past the cap is asked
+    # again in smaller pages (ApiClient.list), so tenants' big objects cannot stop a list.
     max_body_bytes: int = 64 * 1024 * 1024
     max_watch_line_bytes: int = 16 * 1024 * 1024
 

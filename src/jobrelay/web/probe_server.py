@@ -9,7 +9,9 @@ connection carries one request and is closed, as probes expect.
 - ``/readyz``: 200 once the caches have synced, leader or standby; 503 before.
 
 Both bodies say the same: ``{"role": "leader"|"standby", "ready": bool,
-"leader": "<holder identity>", "identity": "<this replica>"}``.
+"leader": "<holder identity>", "identity": "<this replica>"}``, and while a cache
+has not synced, ``"waiting": {"<cache>": "not synced after 31s: <its informer>:
+<its last error>"}``: which one holds readiness back, and why.
 
 - ``/metrics`` (when the server has a ``metrics`` page): Prometheus' text format.
 """
@@ -20,8 +22,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import h11
@@ -47,9 +49,14 @@ class Health:
     ready: bool
     leader: str  # the lease holder's identity as last seen ("" unknown)
     identity: str  # this replica's
+    # Each cache not synced yet, and why (only in the body while there is one).
+    waiting: Mapping[str, str] = field(default_factory=dict)
 
     def body(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        said = asdict(self)
+        if not self.waiting:
+            del said["waiting"]
+        return json.dumps(said).encode()
 
 
 def parse_address(text: str) -> tuple[str | None, int]:

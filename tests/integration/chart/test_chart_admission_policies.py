@@ -25,7 +25,10 @@ from tests.chart_render import CHART, by_kind_and_name, chart_tools, render
 pytestmark = pytest.mark.integration
 
 DATA = yaml.safe_load((CHART / "files" / "admission-policies.yaml").read_text())
-OBJECTS = ("placementPolicy", "placementBinding", "podsPolicy", "podsBinding")
+OBJECTS = (
+    "placementPolicy", "placementBinding", "podsPolicy", "podsBinding", "sizePolicy",
+    "sizeBinding",
+)  # fmt: skip
 RELAY = "object.?spec.?managedBy.orValue('') == 'jobrelay.dev/relay'"
 
 
@@ -107,11 +110,13 @@ def expected(case: Case) -> dict[tuple[str, str], dict[str, Any]]:
         "delegated": case.delegated,
     }
     objects = [fill(DATA[key], values) for key in OBJECTS]
-    objects[0]["spec"]["matchConstraints"]["resourceRules"] = [
+    rules = [
         {"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
          "resources": [plural, f"{plural}/status"]}
         for group, plural in case.rules
     ]  # fmt: skip
+    for policy in (objects[0], objects[OBJECTS.index("sizePolicy")]):
+        policy["spec"]["matchConstraints"]["resourceRules"] = rules
     return {(doc["kind"], doc["metadata"]["name"]): doc for doc in objects}
 
 

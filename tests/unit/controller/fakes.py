@@ -305,6 +305,10 @@ class FakeInformer:
         self.objects: dict[str, JsonObj] = dict(objects or {})
         # What the real Informer says of its list+watch: the last resourceVersion seen.
         self.resource_version = ""
+        # What readiness reads of the real Informer: listed, nothing failed.
+        self.name = "fake"
+        self.has_synced = True
+        self.last_error: Exception | None = None
 
     def get(self, key: str) -> JsonObj | None:
         return self.objects.get(key)

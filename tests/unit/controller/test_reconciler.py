@@ -42,8 +42,9 @@ from tests.unit.controller.fakes import (
 )
 
 from jobrelay.controller.instrument import Instruments
+from jobrelay.controller.relay import admission as admission_module
 from jobrelay.controller.relay import reconciler as reconciler_module
-from jobrelay.controller.relay.admission import Admission
+from jobrelay.controller.relay.admission import Admission, probe_digest
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Plan, ReadFresh
@@ -452,6 +453,27 @@ async def test_jobs_alike_are_asked_about_once_until_their_namespace_changes_or_
     env.submit(other)
     await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/other-pods"))
     assert len(env.manager.dry_runs()) == 4
+
+
+async def test_jobs_alike_are_remembered_by_a_digest_in_a_bounded_cache(env: Env) -> None:
+    # A tenant's pods may be large: the cache holds their SHA-256, never their bytes, and
+    # at most _ALIKE_REMEMBERED of them.
+    big = job()
+    big["metadata"].update(name="big", uid="uid-big")
+    big["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "X", "value": "<" * 200_000}
+    ]
+    env.submit(big)
+    await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/big"))
+    remembered = env.admission._allowed_alike
+    assert remembered and all(len(digest) == 32 for _, digest in remembered)
+    first = next(iter(remembered))
+    for number in range(admission_module._ALIKE_REMEMBERED + 5):
+        env.admission._remember_alike((NAMESPACE, probe_digest({"n": number})))
+    assert len(remembered) == admission_module._ALIKE_REMEMBERED
+    assert first not in remembered  # the oldest went first
+    # Key order does not matter to the digest: the canonical JSON is sorted.
+    assert probe_digest({"a": 1, "b": 2}) == probe_digest({"b": 2, "a": 1})
 
 
 async def test_a_refusal_is_not_remembered_for_jobs_alike(env: Env) -> None:

@@ -218,13 +218,13 @@ def test_the_controller_is_built_from_the_options(controller: runner.Controller)
 
 
 async def test_informer_events_enqueue_the_kinds_key(controller: runner.Controller) -> None:
-    handler = controller._enqueue(JOB.name)
+    handler = controller.routing.workload_handler(JOB.name)
     handler(InformerEvent(Change.ADDED, "team-a/train", None, job()))
     assert await controller.queue.get() == WorkloadKey(JOB.name, "team-a/train")
 
 
 def test_a_workload_that_finishes_wakes_the_admission_pass(controller: runner.Controller) -> None:
-    handler = controller._enqueue(JOB.name)
+    handler = controller.routing.workload_handler(JOB.name)
     handler(InformerEvent(Change.UPDATED, "team-a/train", job(), job()))
     assert not controller.capacity_changed.is_set()
     done = {**job(), "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
@@ -366,7 +366,7 @@ async def test_resync_requeues_in_the_background_the_keys_that_may_need_work(
 
 
 def test_watch_events_go_to_the_lane_their_change_needs(controller: runner.Controller) -> None:
-    handler = controller._enqueue(JOB.name)
+    handler = controller.routing.workload_handler(JOB.name)
     placed = job(placed="w1", history=("w1",))
     handler(InformerEvent(Change.ADDED, "team-a/new", None, job()))
     handler(InformerEvent(Change.ADDED, "team-a/running", None, placed))
@@ -382,7 +382,7 @@ def test_watch_events_go_to_the_lane_their_change_needs(controller: runner.Contr
 
 
 def test_mirror_changes_are_status_copies(controller: runner.Controller) -> None:
-    controller._mirror_changed(WorkloadKey(JOB.name, "team-a/train"))
+    controller.routing.mirror_changed(WorkloadKey(JOB.name, "team-a/train"))
     assert controller.queue.waiting_in(Lane.STATUS) == 1
 
 
@@ -487,10 +487,10 @@ async def test_a_namespace_policy_change_requeues_its_held_workloads(
     held = [WorkloadKey(JOB.name, "team-a/one"), WorkloadKey(JOB.name, "team-b/two")]
     controller.memory._held = dict.fromkeys(held, "NotPlaced|")
     policy = {"metadata": {"name": "team-a", "annotations": {"jobrelay.dev/clusters": "w2"}}}
-    controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, policy))
+    controller.routing.namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, policy))
     assert controller.queue.waiting_in(Lane.FRESH) == 1
     assert controller.memory.policy("team-a").clusters == ("w2",)  # type: ignore[union-attr]
-    controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
+    controller.routing.namespace_changed(InformerEvent(Change.DELETED, "team-a", policy, None))
     assert "team-a" not in controller.memory._policies
 
 
@@ -500,7 +500,7 @@ def test_a_relayqueue_change_looks_again_at_what_waits_on_a_queue(
     lost, refused, full = (WorkloadKey(JOB.name, f"team-a/{n}") for n in ("a", "b", "c"))
     controller.memory._held = {lost: "QueueNotFound|x", refused: "QueueNotAllowed|y",
                                full: "NotPlaced|"}  # fmt: skip
-    controller._queues_changed()
+    controller.routing.queues_changed()
     assert controller.capacity_changed.is_set()  # a pass: the quotas may have changed
     assert controller.queue.waiting_in(Lane.FRESH) == 2
 
@@ -509,9 +509,9 @@ async def test_a_namespace_change_gives_queue_admission_its_labels(
     controller: runner.Controller,
 ) -> None:
     labelled = {"metadata": {"name": "team-a", "labels": {"team": "a"}}}
-    controller._namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, labelled))
+    controller.routing.namespace_changed(InformerEvent(Change.UPDATED, "team-a", None, labelled))
     assert controller.queue_admission._labels["team-a"] == {"team": "a"}
-    controller._namespace_changed(InformerEvent(Change.DELETED, "team-a", labelled, None))
+    controller.routing.namespace_changed(InformerEvent(Change.DELETED, "team-a", labelled, None))
     assert "team-a" not in controller.queue_admission._labels
 
 

@@ -10,8 +10,14 @@ from tests.unit.admission.support import figures
 from tests.unit.controller.builders import COMPLETE, JOB, RUNNING, job
 
 from jobrelay.admission.planner import AdmissionPlan
+from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.controller.relay.memory import QueueMemory
-from jobrelay.controller.state_gauges import StateGauges, capacity_figures, held_reason
+from jobrelay.controller.state_gauges import (
+    StateGauges,
+    capacity_figures,
+    held_reason,
+    labelled_resources,
+)
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.queueing import WorkQueue
 from jobrelay.observe.metrics import Metrics
@@ -152,6 +158,30 @@ def test_capacity_is_summed_over_nodes_in_base_units() -> None:
     figures = capacity_figures("w1", WorkerCapacity(nodes))
     assert figures.allocatable == {"cpu": 8.0, "memory": 2.0**34, "pods": 220.0}
     assert figures.requested == {"cpu": 1.5, "pods": 2.0, "memory": 2.0**30}
+
+
+def test_resources_no_queue_quota_names_are_one_other_series() -> None:
+    """Issue 33: a tenant's made-up extended resources made a series each."""
+    leader, _ = _gauges(leader=True)
+    made_up = {f"example.com/r{n}": 1 for n in range(500)}
+    leader._memory.queues.last = AdmissionPlan(
+        figures={"team-a": figures(demand={"cpu": 2000, "example.com/gpu": 3, **made_up})},
+        fairness_error=0.0,
+    )
+    leader._queue_specs = lambda: {
+        "team-a": QueueSpec("team-a", nominal={"cpu": 4000, "example.com/gpu": 4})
+    }
+    queue = ("queue", "team-a")
+    demand = {
+        dict(labels)["resource"]: value
+        for (name, labels), value in _samples(leader).items()
+        if name == "jobrelay_queue_demand" and queue in labels
+    }
+    assert demand == {"cpu": 2.0, "example.com/gpu": 3, "other": 500}
+    # Without a spec (a queue just deleted), CPU and memory keep their names.
+    assert labelled_resources({"cpu": 500, "memory": 7, "x/y": 2}, ()) == {
+        "cpu": 0.5, "memory": 7.0, "other": 2.0,
+    }  # fmt: skip
 
 
 def test_queue_gauges_come_from_the_last_admission_plan_in_base_units() -> None:

@@ -169,6 +169,22 @@ def test_a_storm_of_distinct_events_is_limited_and_summarised() -> None:
     assert relay.next_due() is None and relay.due(1000) == []
 
 
+def test_relayed_messages_are_remembered_by_digest_not_text() -> None:
+    """Issue 33: a worker's message is its tenants' text, of any length; what the relay
+    remembers per workload costs a digest each, and repeats still pass."""
+    relay = WorkerEventRelay()
+    long = "<" * 100_000
+    out = [
+        o
+        for n in range(3)
+        for o in relay.observe("w", event(uid=f"ev-{n}", message=long), TARGET, history=False,
+                               now=float(n))
+    ]  # fmt: skip
+    assert len(out) == 3, "a repeat within the window passes (the recorder counts it)"
+    (state,) = relay._workloads.values()
+    assert [len(digest) for _, _, digest in state.relayed] == [32]
+
+
 def test_the_limit_is_per_workload() -> None:
     relay = WorkerEventRelay(RelayLimits(burst=1, per_minute=1))
     other = Target(WorkloadKey(JOB.name, "ns/other"), "uid-o", None)

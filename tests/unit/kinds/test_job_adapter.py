@@ -8,6 +8,7 @@ import pytest
 
 from jobrelay.kinds.base import Finish, PodSet
 from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import MIRROR_LABEL, ORIGIN_UID_LABEL
 
@@ -73,6 +74,19 @@ def test_slim_local_drops_managed_fields() -> None:
     assert "managedFields" in obj["metadata"]  # the input is left alone
     typed = job()
     assert KIND.slim_local(typed) is typed  # nothing to drop: no copy
+
+
+def test_slim_local_drops_kubectl_applys_copy_of_the_object_and_builds_the_same_mirror() -> None:
+    """Issue 33: the cache keeps what jobrelay reads; ``kubectl apply``'s record of the
+    whole object (its spec again) is never read, and no mirror carries it."""
+    obj = job()
+    obj["metadata"]["annotations"] = {LAST_APPLIED_ANNOTATION: "{...}", "team": "a"}
+    slim = KIND.slim_local(obj)
+    assert slim["metadata"]["annotations"] == {"team": "a"}
+    assert LAST_APPLIED_ANNOTATION in obj["metadata"]["annotations"]  # the input is left alone
+    made = {"controller_name": "jobrelay.dev/relay", "origin": "hq"}
+    assert KIND.build_mirror(slim, **made) == KIND.build_mirror(obj, **made)
+    assert KIND.spec_patch(slim, KIND.build_mirror(obj, **made)) is None
 
 
 def test_slim_mirror_keeps_identity_spec_scheduling_and_status() -> None:

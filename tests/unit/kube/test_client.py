@@ -13,7 +13,7 @@ import pytest
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.connecting import ApiOptions
-from jobrelay.kube.errors import ApiError, WriteFenced
+from jobrelay.kube.errors import ApiError, ResponseTooLarge, WriteFenced
 from jobrelay.kube.requesting import RequestRecord
 from jobrelay.kube.resources import JOBS, NODES, WORKER_CLUSTERS
 from jobrelay.vocabulary.resource import Resource
@@ -292,6 +292,88 @@ async def test_list_falls_back_to_one_page_when_the_continue_token_expires() -> 
         result = await client.list(NODES, limit=2)
     assert [i["metadata"]["name"] for i in result.items] == ["n0", "n1", "n2", "n3", "n4"]
     assert "limit" not in seen[-1].url.params and "continue" not in seen[-1].url.params
+
+
+def sized_lister(sizes: list[int], cap: int) -> Handler:
+    """Items of ``sizes`` bytes; a page whose body would pass ``cap`` is cut off as the
+    client's cap would cut it (the MockTransport body is read whole, so: 413-free 200
+    with a body of cap + 1 bytes)."""
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        params = request.url.params
+        start = int(params.get("continue") or 0)
+        limit = int(params.get("limit") or 0) or len(sizes)
+        names = range(start, min(start + limit, len(sizes)))
+        metadata = {"resourceVersion": "9"}
+        if start + limit < len(sizes):
+            metadata["continue"] = str(start + limit)
+        items = [{"metadata": {"name": f"n{i}"}, "data": {"x": "<" * sizes[i]}} for i in names]
+        return json_response(200, {"metadata": metadata, "items": items})
+
+    return handler
+
+
+@contextlib.asynccontextmanager
+async def capped_api(handler: Handler, cap: int) -> AsyncIterator[tuple[ApiClient, list[Any]]]:
+    seen: list[httpx2.Request] = []
+
+    def record(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return handler(request)
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(record), base_url="https://api")
+    options = ApiOptions(max_body_bytes=cap)
+    async with ApiClient(http, cluster="c1", options=options) as client:
+        yield client, seen
+
+
+async def test_a_page_past_the_body_cap_is_read_again_in_smaller_pages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "jobrelay.kube.client")
+    # Eight objects of 1,000 bytes (with their envelope) under a 3,000-byte cap: pages
+    # of 8 and 4 are too long, pages of 2 fit; the rest of the list keeps pages of 2.
+    async with capped_api(sized_lister([1000] * 8, 3000), 3000) as (client, seen):
+        result = await client.list(NODES, limit=8)
+    assert [i["metadata"]["name"] for i in result.items] == [f"n{i}" for i in range(8)]
+    assert [r.url.params.get("limit") for r in seen] == ["8", "4", "2", "2", "2", "2"]
+    assert [r.url.params.get("continue") for r in seen] == [None, None, None, "2", "4", "6"]
+    assert "in pages of 2" in caplog.text
+
+
+async def test_a_big_object_among_small_ones_shrinks_only_the_pages_from_it_on() -> None:
+    sizes = [10, 10, 10, 10, 2500, 400, 400]
+    async with capped_api(sized_lister(sizes, 3000), 3000) as (client, seen):
+        result = await client.list(NODES, limit=4)
+    assert len(result.items) == 7
+    limits = [(r.url.params.get("continue"), r.url.params.get("limit")) for r in seen]
+    assert limits == [(None, "4"), ("4", "4"), ("4", "2"), ("4", "1"), ("5", "1"), ("6", "1")]
+
+
+async def test_one_object_past_the_cap_on_its_own_is_an_error_that_says_where() -> None:
+    async with capped_api(sized_lister([10, 5000, 10], 3000), 3000) as (client, seen):
+        with pytest.raises(ResponseTooLarge) as caught:
+            await client.list(NODES, limit=2)
+    assert "one Node on its own (after 1 listed)" in caught.value.message
+    # Bounded: down to pages of 1, then the one that does not fit ends the list.
+    assert [r.url.params.get("limit") for r in seen] == ["2", "1", "1"]
+
+
+async def test_a_whole_list_fallback_too_long_is_paged_again_from_the_start() -> None:
+    lister = sized_lister([1000] * 4, 3000)
+    expired = [False]
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get("continue") and not expired[0]:
+            expired[0] = True
+            return json_response(410, status(410, "Expired", "continue token expired"))
+        return lister(request)
+
+    async with capped_api(handler, 3000) as (client, seen):
+        result = await client.list(NODES, limit=2)
+    assert len(result.items) == 4
+    # 2 ok, continue expired, whole list too long, then pages of 2 from the start.
+    assert [r.url.params.get("limit") for r in seen] == ["2", "2", None, "2", "2"]
 
 
 # -- watch --------------------------------------------------------------------------------

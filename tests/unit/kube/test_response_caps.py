@@ -38,6 +38,7 @@ class Endless:
 
     sent: dict[str, int] = field(default_factory=dict)
     lists: int = 0
+    relists: int = 0  # the lists' first pages (each relist then halves its pages to 1)
     watches: int = 0
 
     async def forever(self, request: web.Request, head: bytes) -> web.StreamResponse:
@@ -62,6 +63,7 @@ class Endless:
                                                               "resourceVersion": "2"}}}  # fmt: skip
             return await self.forever(request, msgspec.json.encode(event) + b'\n{"type":"')
         self.lists += 1
+        self.relists += request.query.get("limit") == "500"
         if self.lists == 1:  # the informer's first list works
             return web.json_response({"metadata": {"resourceVersion": "1"}, "items": []})
         return await self.forever(request, b'{"items":[')
@@ -171,9 +173,11 @@ async def test_an_informer_relists_with_a_growing_backoff_not_a_hot_loop(
             await asyncio.sleep(2.0)
             assert isinstance(informer.last_error, ResponseTooLarge)
     # Backoff 0.1, 0.2, 0.4, 0.8 (jitter halves at most): at most 6 attempts in 2 s,
-    # each a relist (the endless LIST fails too); a reset backoff would make ~20.
+    # each a relist (the endless LIST fails too, in pages of 500 down to 1: 9 requests);
+    # a reset backoff would make ~20.
     assert endless.watches == 1, "after the oversized line it relists, not watches again"
-    assert 2 <= endless.lists <= 7
+    assert 2 <= endless.relists <= 7
+    assert endless.lists <= 1 + 9 * endless.relists
 
 
 @pytest.mark.parametrize("cut", [1, 7, 1000])

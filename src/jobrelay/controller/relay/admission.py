@@ -7,8 +7,8 @@ created in its namespace on the manager as a dry run. What is remembered, so
 that asking stays cheap:
 
 - an allowed (uid, generation): placement retries of it do not ask again;
-- an allowed probe pod, by namespace and bytes, for ``ALIKE_ALLOWED_FOR``
-  seconds: a burst of workloads from one template is asked about once, not once
+- an allowed probe pod, by namespace and a digest of its bytes (a tenant's pod may
+  be large: the cache holds 32 bytes of it), for ``ALIKE_ALLOWED_FOR`` seconds: a burst of workloads from one template is asked about once, not once
   each. A change of the namespace's labels asks again at once; a new LimitRange,
   quota or webhook is seen within that bound.
 
@@ -17,6 +17,7 @@ A refusal is never remembered: the next placement attempt asks again.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 
@@ -35,13 +36,19 @@ from jobrelay.placement.admission_probes import (
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 
-__all__ = ["ALIKE_ALLOWED_FOR", "Admission"]
+__all__ = ["ALIKE_ALLOWED_FOR", "Admission", "probe_digest"]
 
 # Allowed (uid, generation) pairs kept: enough for a burst of new workloads.
 _ADMITTED_REMEMBERED = 10_000
 # How long an allowed probe pod answers for identical ones in its namespace (seconds).
 ALIKE_ALLOWED_FOR = 10.0
 _ALIKE_REMEMBERED = 1024
+
+
+def probe_digest(pod: JsonObj) -> bytes:
+    """The key of a probe pod in the cache: SHA-256 of its canonical JSON (keys sorted),
+    so that a tenant's big pod costs the cache a fixed 32 bytes."""
+    return hashlib.sha256(msgspec.json.encode(pod, order="sorted")).digest()
 
 
 class Admission:
@@ -54,7 +61,8 @@ class Admission:
         self._monotonic = monotonic
         # (uid, generation) of workloads whose pods were allowed, oldest first.
         self._admitted: dict[tuple[str, object], None] = {}
-        # Probe pods allowed, by namespace and their bytes, with when (monotonic).
+        # Probe pods allowed, by namespace and the digest of their bytes, with when
+        # (monotonic), oldest first; at most _ALIKE_REMEMBERED.
         self._allowed_alike: dict[tuple[str, bytes], float] = {}
 
     def namespace_changed(self, namespace: str) -> None:
@@ -72,7 +80,7 @@ class Admission:
             return ALLOWED
         namespace = meta.namespace
         for pod in probe_pods(kind.pod_templates(obj), namespace):
-            alike = (namespace, msgspec.json.encode(pod))
+            alike = (namespace, probe_digest(pod))
             allowed_at = self._allowed_alike.get(alike)
             if allowed_at is not None and self._monotonic() - allowed_at < ALIKE_ALLOWED_FOR:
                 continue
@@ -84,11 +92,15 @@ class Admission:
                     raise  # not an answer about admission (a time-out, a 5xx): retried
                 if not verdict.allowed:
                     return verdict
-            self._allowed_alike.pop(alike, None)
-            self._allowed_alike[alike] = self._monotonic()
-            while len(self._allowed_alike) > _ALIKE_REMEMBERED:
-                self._allowed_alike.pop(next(iter(self._allowed_alike)))
+            self._remember_alike(alike)
         self._admitted[remembered] = None
         while len(self._admitted) > _ADMITTED_REMEMBERED:
             self._admitted.pop(next(iter(self._admitted)))
         return ALLOWED
+
+    def _remember_alike(self, alike: tuple[str, bytes]) -> None:
+        """``alike`` allowed now, the newest; the oldest forgotten past the bound."""
+        self._allowed_alike.pop(alike, None)
+        self._allowed_alike[alike] = self._monotonic()
+        while len(self._allowed_alike) > _ALIKE_REMEMBERED:
+            self._allowed_alike.pop(next(iter(self._allowed_alike)))

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from bench.held_memory import job_object, main
+from click.testing import CliRunner
+
+from jobrelay.kinds.mirrors import LAST_APPLIED_ANNOTATION
+
+
+def test_the_held_workload_memory_benchmark_runs_and_reports() -> None:
+    result = CliRunner().invoke(main, ["--workloads", "20", "--bulk", "1000"])
+    assert result.exit_code == 0, result.output
+    assert "20 held Jobs of " in result.output and "(bulk 1000)" in result.output
+    assert "KiB each kept (tracemalloc)" in result.output
+
+
+def test_its_jobs_carry_what_an_applied_job_carries() -> None:
+    job = job_object(3, bulk=10)
+    assert LAST_APPLIED_ANNOTATION in job["metadata"]["annotations"]
+    assert job["metadata"]["managedFields"]
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[-1] == {"name": "BULK", "value": "<" * 10}
