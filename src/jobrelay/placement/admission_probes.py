@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.quantity import parse_quantity
 
 # Probe pods are named by the apiserver from this prefix (the answer quotes the name).
 PROBE_NAME_PREFIX = "jobrelay-admission-probe-"
@@ -34,13 +35,14 @@ POD_SECURITY_VIOLATION = "PodSecurityViolation"
 ADMISSION_REFUSED = "PodAdmissionRefused"
 ADMISSION_UNCHECKED = "PodAdmissionUnchecked"
 
-# Pod fields that name a PriorityClass, which may exist on the workers only: the
-# admission plugin that resolves it runs before Pod Security and would refuse the
-# probe for its sake. Pod Security does not look at them. The ServiceAccount is
-# judged: a workload may name only one that exists in its namespace on the manager
-# (its ServiceAccount admission refuses the probe otherwise), so a tenant cannot
-# borrow a worker namespace's ServiceAccount the manager never let it use.
-_UNJUDGED_FIELDS = ("priorityClassName", "priority")
+# The pod's PriorityClass is judged as the pod's would be: its name is kept, so the
+# manager's Priority admission resolves it (a class unknown on the manager is refused)
+# and its ResourceQuotas' PriorityClass scopes apply (how Kubernetes confines critical
+# classes). Only the integer the Priority admission computes is dropped (a template
+# that states it is refused unless it matches). The ServiceAccount is judged too: a
+# workload may name only one that exists in its namespace on the manager, so a tenant
+# cannot borrow a worker namespace's ServiceAccount the manager never let it use.
+_UNJUDGED_FIELDS = ("priority",)
 
 _FORBIDDEN_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
 # ResourceQuota's own refusal, whole (k8s.io/apiserver admission/plugin/resourcequota):
@@ -116,7 +118,19 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
         )
     if is_quota_refusal(code, reason, message, resource="pods", name_prefix=PROBE_NAME_PREFIX):
         # The manager's ResourceQuota counts its own pods; these will run on a worker.
-        # Quota is checked after every policy, so the policies admitted it.
+        # Quota is checked after every policy, so the policies admitted it; but a quota
+        # that one pod alone exceeds (a PriorityClass scope with `pods: 0`, how
+        # Kubernetes confines critical classes) would refuse every pod of it, anywhere.
+        if _alone_exceeds(message):
+            return AdmissionVerdict(
+                allowed=False,
+                reason=ADMISSION_REFUSED,
+                message=(
+                    "the management cluster's ResourceQuota refuses even one of this "
+                    f"workload's pods (its PriorityClass or another scope), so it runs on no "
+                    f"worker cluster: {text}"
+                )[:_MAX_MESSAGE],
+            )
         return ALLOWED
     service_account = _SERVICE_ACCOUNT_REFUSAL.match(text) if code == 403 else None
     if service_account is not None:
@@ -158,6 +172,26 @@ def is_quota_refusal(
         and (not resource or found["resource"] == resource)
         and found["name"].startswith(name_prefix)
     )
+
+
+_AMOUNTS = re.compile(r"requested: (?P<requested>\S+), used: \S+, limited: (?P<limited>\S+)$")
+
+
+def _alone_exceeds(message: str) -> bool:
+    """Whether a quota refusal's ``requested`` alone is above its ``limited`` in a
+    resource (it would be refused with nothing else in the namespace)."""
+    found = _AMOUNTS.search(message)
+    if found is None:
+        return False
+    try:
+        requested, limited = (
+            {name: parse_quantity(value) for name, value in (
+                pair.split("=", 1) for pair in found[part].split(","))}
+            for part in ("requested", "limited")
+        )  # fmt: skip
+    except (ValueError, TypeError):
+        return False
+    return any(value > limited[name] for name, value in requested.items() if name in limited)
 
 
 def _service_account_refused(namespace: str, name: str, cause: str) -> AdmissionVerdict:

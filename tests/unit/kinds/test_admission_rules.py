@@ -42,10 +42,12 @@ def test_a_probe_pod_is_the_template_in_the_namespace_less_what_only_workers_may
         "labels": {"app": "train"},
         "annotations": {"a": "b"},
     }
-    # The ServiceAccount is judged (it must exist on the manager); the PriorityClass not.
+    # The ServiceAccount and the PriorityClass are judged (they must exist on the
+    # manager, and the class's ResourceQuota scopes apply); the computed integer is not.
     assert pod["spec"] == {
         "serviceAccountName": "trainer",
         "serviceAccount": "trainer",
+        "priorityClassName": "high",
         "restartPolicy": "Never",
         "containers": TEMPLATE["spec"]["containers"],
     }
@@ -81,6 +83,19 @@ def test_every_pod_template_of_a_jobset_is_judged() -> None:
             'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: pods, '
             "requested: pods=1, used: pods=10, limited: pods=10",
             "", True,
+        ),
+        # One pod alone is above the quota (a PriorityClass scope with pods: 0): never.
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: critical, '
+            "requested: pods=1, used: pods=0, limited: pods=0",
+            ADMISSION_REFUSED, False,
+        ),
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: q, '
+            "requested: pods=1,requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m",
+            ADMISSION_REFUSED, False,
         ),
         (
             403, "Forbidden",
