@@ -27,6 +27,7 @@ from jobrelay.admission.preemption_rules import (
     preempting_candidates,
     preempting_notice,
 )
+from jobrelay.admission.priority_classes import priority_class_refusal
 from jobrelay.admission.queue_choice import QueueChoice, Queued, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
@@ -184,6 +185,8 @@ def _sort(view: AdmissionView) -> _Sorted:
             choice = queue_for(read.named, namespace, labels, view.specs)
             choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
+        if not admitted and priority_class_refusal(read.priority_classes, view.specs.get(queue)):
+            continue  # refused (its reconcile says why): it neither waits nor preempts
         leaving = admitted and (bool(read.preempted_by) or key in preempting)
         entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
         found.built[key] = entry

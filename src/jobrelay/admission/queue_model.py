@@ -93,6 +93,9 @@ class QueueSpec:
     borrowing_limit: Resources = field(default_factory=dict)
     reclaim: Reclaim = Reclaim.NEVER
     within_queue: WithinQueue = WithinQueue.NEVER
+    # ``spec.allowedPriorityClasses``: the PriorityClasses its workloads may name (None:
+    # any the manager has, but a ``system-`` one).
+    allowed_priority_classes: frozenset[str] | None = None
 
     def ceiling(self, resource: str) -> int | None:
         """The most this queue may use of ``resource`` (None: no limit)."""

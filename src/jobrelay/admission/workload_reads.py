@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobrelay.admission.priority_classes import stated_priority_classes
 from jobrelay.admission.queue_model import Entry, Fleet
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.placement.capacity import WorkerCapacity
@@ -196,6 +197,8 @@ class WorkloadRead:
     # The workload that preempted it (its mark), and whether it asks to run at most once.
     preempted_by: str = ""
     at_most_once: bool = False
+    # The PriorityClasses its pod templates name (each once).
+    priority_classes: tuple[str, ...] = ()
 
     @property
     def placed(self) -> bool:
@@ -219,9 +222,11 @@ def read_for_admission(
     if isinstance(workload, Invalid):
         return said
     try:
-        priority = priority_of(kind.pod_templates(obj), priorities)
+        templates = kind.pod_templates(obj)
+        priority = priority_of(templates, priorities)
+        classes = stated_priority_classes(templates)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError):
-        priority = 0
+        priority, classes = 0, ()
     try:
         limits = limits_of(kind, obj)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError):
@@ -235,7 +240,7 @@ def read_for_admission(
         requests=workload.demand,
         limits=limits,
     )
-    return dataclasses.replace(said, workload=workload, entry=entry)
+    return dataclasses.replace(said, workload=workload, entry=entry, priority_classes=classes)
 
 
 def released(kind: WorkloadKind, old: JsonObj, new: JsonObj | None) -> bool:

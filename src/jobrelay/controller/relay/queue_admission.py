@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
 from jobrelay.admission.planner import AdmissionView, Candidate, Fits, PreemptionRoom, plan
-from jobrelay.admission.queue_choice import queue_for, queue_name, refusal
+from jobrelay.admission.priority_classes import priority_class_refusal, stated_priority_classes
+from jobrelay.admission.queue_choice import Queued, queue_for, queue_name, refusal
 from jobrelay.admission.queue_model import Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures
 from jobrelay.admission.verdicts import bound, queue_verdict
@@ -199,15 +200,32 @@ class QueueAdmission:
         """The verdict, and the workload as read when admission bounds it (None: it
         does not: no queue takes it and its namespace has no quota, nothing is read)."""
         labels = self._labels.get(key.namespace, {})
-        choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace, labels, self.specs())
+        specs = self.specs()
+        choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace, labels, specs)
+        refused = refusal(choice)
+        if refused is None:
+            queue = specs.get(choice.queue) if isinstance(choice, Queued) else None
+            refused = self._class_refusal(kind, obj, queue)
+            if refused is not None:
+                return refused, None  # whatever its queue or quota: never placed
         limits = self._hard_by_namespace().get(key.namespace)
-        if refusal(choice) is None and not bound(choice, limits):
+        if refused is None and not bound(choice, limits):
             return None, None  # placed as it comes: not worth reading its templates
         read = self._read(key, kind, obj, keep=keep)
         memory = self.memory
         hold = queue_verdict(key, read, choice, last=memory.last, limits=limits,
                              admitting=memory.admitting)  # fmt: skip
         return hold, read
+
+    @staticmethod
+    def _class_refusal(kind: WorkloadKind, obj: JsonObj, queue: QueueSpec | None
+                       ) -> QueueHold | None:  # fmt: skip
+        """Its PriorityClasses refused (system ones, or not in its queue's list)."""
+        try:
+            classes = stated_priority_classes(kind.pod_templates(obj))
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+            return None  # templates placement cannot read: it says why
+        return priority_class_refusal(classes, queue)
 
     # -- the pass -----------------------------------------------------------------------
 
