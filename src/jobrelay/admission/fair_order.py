@@ -15,7 +15,7 @@ at it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -239,6 +239,22 @@ def _serve_one(line: _Line, done: _Pass) -> bool:
     return line.next < len(line.pending)
 
 
+def _serve_first(lines: dict[str, _Line], first: Collection[str], done: _Pass) -> dict[str, _Line]:
+    """Admits the entries of ``first`` that may be admitted and fit, in their queues'
+    order; the lines left with pending entries."""
+    for line in lines.values():
+        if line.queue.weight <= 0:
+            continue
+        taken = []
+        for entry in line.pending:
+            if entry.key in first and done.why_not(line, entry) is None and done.fits(entry):
+                done.admit(line, entry)
+                taken.append(entry)
+        if taken:
+            line.pending = [e for e in line.pending if e not in taken]
+    return {name: line for name, line in lines.items() if line.pending}
+
+
 def admission_pass(
     queues: Mapping[str, QueueSpec],
     entries: Iterable[Entry],
@@ -246,6 +262,7 @@ def admission_pass(
     *,
     fits: Callable[[Entry], bool],
     namespace_quotas: Mapping[str, NamespaceLimits] | None = None,
+    first: Collection[str] = (),
 ) -> AdmissionPass:
     """Which of the pending ``entries`` to admit now, in order, and why the others wait.
 
@@ -254,10 +271,14 @@ def admission_pass(
     nothing (the CRD refuses one). ``namespace_quotas``: the manager ResourceQuotas'
     hard values by namespace; every admitted entry of such a namespace counts against
     them (whatever its queue: pass the namespace's unqueued admitted workloads too, under
-    a queue name that is no queue), and so does each one this pass admits."""
+    a queue name that is no queue), and so does each one this pass admits. ``first``:
+    keys served before the fair order, each if its quotas allow and it fits (winners
+    whose victims are leaving or have left: the room they made is theirs)."""
     limits = namespace_quotas or {}
     done = _Pass(fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits})
     lines = _lines(queues, entries, fleet, done.namespaces)
+    if first:
+        lines = _serve_first(lines, first, done)
     admitted, holding = done.admitted, done.holding
     heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)

@@ -22,10 +22,12 @@ from typing import NamedTuple
 from jobrelay.admission.fair_order import AdmissionPass, admission_pass
 from jobrelay.admission.namespace_quota import NamespaceLimits, quota_verdict
 from jobrelay.admission.preemption_rules import (
+    marks_of,
     plan_preemptions,
     preempted_notice,
     preempting_candidates,
     preempting_notice,
+    winner_mark,
 )
 from jobrelay.admission.priority_classes import priority_class_refusal
 from jobrelay.admission.queue_choice import QueueChoice, Queued, queue_for, refusal
@@ -84,6 +86,10 @@ class AdmissionView:
     # Each workload's entry as the last plan built it (reused while nothing of it changed:
     # most passes change nothing of most entries).
     built: Mapping[WorkloadKey, Entry] = field(default_factory=dict)
+    # The marks of victims that left a moment ago (their winners): the room they freed
+    # may not show free yet, so nobody is preempted in this pass (else the same room is
+    # made twice).
+    settling: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +173,8 @@ class _Sorted:
     built: dict[WorkloadKey, Entry] = field(default_factory=dict)
     # The queued entries leaving (being preempted), by whom ("": not known any more).
     leaving_for: dict[str, str] = field(default_factory=dict)
+    # The marks of the pending ones preempted (back in their queues): their winners.
+    requeued_by: set[str] = field(default_factory=set)
 
 
 def _sort(view: AdmissionView) -> _Sorted:
@@ -197,6 +205,8 @@ def _sort(view: AdmissionView) -> _Sorted:
             found.keys[entry.key] = key
             if not admitted:
                 found.pending[entry.key] = (key, read.workload)
+                if read.preempted_by:
+                    found.requeued_by.add(read.preempted_by)
             elif leaving:
                 earlier = preempting.get(key)
                 found.leaving_for[entry.key] = read.preempted_by or (earlier.by if earlier else "")
@@ -230,8 +240,12 @@ def plan(view: AdmissionView) -> AdmissionPlan:
     queue_of: dict[str, str] = {}
     if found.pending:
         pending = found.pending
+        # Winners whose victims are leaving or have left come first: the room is theirs.
+        marks = {*found.leaving_for.values(), *found.requeued_by}
+        nominated = set(_winners_by_mark(found.entries, marks).values())
         fair = admission_pass(view.specs, found.entries, view.fleet,
-                              fits=lambda e: admit(e, *pending[e.key]))  # fmt: skip
+                              fits=lambda e: admit(e, *pending[e.key]),
+                              first=nominated)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = {e.key: e.queue for e in found.entries}
         if view.room is not None:
@@ -269,10 +283,13 @@ def _preempt(
     """Whom to preempt now (told to the victims' reconciles); the winners, their own
     victims leaving, are held as ``Preempting``."""
     entries, keys = found.entries, found.keys
+    # Victims' marks name their winners (or, across namespaces, only their queue and a
+    # digest): each mark read back as its winner's key.
+    winner_of = _winners_by_mark(entries, set(found.leaving_for.values()))
     by_winner: dict[str, list[str]] = {}
-    for leaving, winner in found.leaving_for.items():
-        by_winner.setdefault(winner, []).append(leaving)
-    waiting = preempting_candidates(view.specs, entries, fair)
+    for leaving, mark in found.leaving_for.items():
+        by_winner.setdefault(winner_of.get(mark, mark), []).append(leaving)
+    waiting = [] if view.settling else preempting_candidates(view.specs, entries, fair)
     victims: dict[WorkloadKey, Preempt] = {}
     if waiting:
         # Planned for those that wait now, after those this pass admitted took room.
@@ -283,10 +300,12 @@ def _preempt(
             return could_take(at, workload)
 
         for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
-                                       clusters_for=clusters_for):  # fmt: skip
+                                       clusters_for=clusters_for,
+                                       admitted_now=frozenset(fair.admitted)):  # fmt: skip
             for victim in chosen.victims:
                 notice = preempted_notice(victim, chosen.winner)
-                victims[keys[victim.key]] = Preempt(chosen.winner.key, notice.message)
+                by = winner_mark(chosen.winner, victim)
+                victims[keys[victim.key]] = Preempt(by, notice.message)
                 by_winner.setdefault(chosen.winner.key, []).append(victim.key)
     named = {entry.key: entry for entry in _winners(entries, by_winner)}
     for winner, its_victims in by_winner.items():
@@ -294,6 +313,21 @@ def _preempt(
             notice = preempting_notice(named[winner], its_victims)
             told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
     return victims
+
+
+def _winners_by_mark(entries: Sequence[Entry], marks: set[str]) -> dict[str, str]:
+    """Each of ``marks`` that names a pending entry, as that entry's key (a digest is
+    worked out only when some mark is not a key itself)."""
+    if not marks:
+        return {}
+    pending = [entry for entry in entries if not entry.admitted]
+    found = {entry.key: entry.key for entry in pending if entry.key in marks}
+    if len(found) < len(marks):
+        for entry in pending:
+            unnamed = marks_of(entry)[1]
+            if unnamed in marks:
+                found[unnamed] = entry.key
+    return found
 
 
 def _winners(entries: Sequence[Entry], by_winner: Mapping[str, object]) -> Iterator[Entry]:

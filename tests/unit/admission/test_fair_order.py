@@ -184,3 +184,21 @@ def test_a_namespace_quota_holds_across_one_pass() -> None:
     assert waiting.reason == NAMESPACE_QUOTA_EXCEEDED
     assert waiting.message.startswith("namespace lab: 2500m of 2 cpu requests")
     assert result.holding["Job lab/huge"].reason == EXCEEDS_NAMESPACE_QUOTA
+
+
+def test_those_served_first_take_the_room_before_the_fair_order_within_their_quotas() -> None:
+    # a (at its nominal 2) has an older Job back in its queue; b's winner made the room.
+    known = queues(queue("a", nominal={"cpu": "2"}),
+                   queue("b", nominal={"cpu": "2"}, borrowing={"cpu": "0"}))  # fmt: skip
+    waiting = [entry("a0", "a", created=0), entry("b-big", "b", cpu="4", created=1),
+               entry("b0", "b", created=2)]  # fmt: skip
+    plain = admission_pass(known, waiting, fleet(), fits=room(1))
+    assert plain.admitted == ("Job a/a0",)  # b's head asks past its ceiling: a goes first
+    first = admission_pass(known, waiting, fleet(), fits=room(1), first={"Job b/b0"})
+    assert first.admitted == ("Job b/b0",) and first.positions == {"Job a/a0": 1,
+                                                                    "Job b/b-big": 1}  # fmt: skip
+    # Never past its queue's ceiling, nor into room that is not there.
+    over = admission_pass(known, waiting, fleet(), fits=room(8), first={"Job b/b-big"})
+    assert "Job b/b-big" not in over.admitted
+    none = admission_pass(known, waiting, fleet(), fits=room(0), first={"Job b/b0"})
+    assert none.admitted == ()

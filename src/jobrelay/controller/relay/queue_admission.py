@@ -242,6 +242,7 @@ class QueueAdmission:
         victims to preempt."""
         memory = self.memory
         workloads: list[Candidate] = []
+        requeued: dict[WorkloadKey, str] = {}
         for key, kind, obj in objects:
             read = self._read(key, kind, obj)
             if read.entry is None or read.workload is None:
@@ -249,6 +250,8 @@ class QueueAdmission:
             admitted = self._admitted(key, read)
             if admitted is not None:
                 workloads.append(Candidate(key, read, admitted))
+                if not admitted and read.preempted_by:
+                    requeued[key] = read.preempted_by  # a victim back in its queue
         memory.expire()
         last = memory.last
         view = AdmissionView(
@@ -262,6 +265,7 @@ class QueueAdmission:
             room=room,
             preempting={key: told for key, (_since, told) in memory.preempting.items()},
             built=last.entries if last is not None else {},
+            settling=memory.settling(requeued),
         )
         made = memory.last = plan(view)
         memory.chose(made.victims)
