@@ -26,11 +26,13 @@ from jobrelay.placement.units import Resources, format_units
 
 __all__ = [
     "EXCEEDS_QUEUE_QUOTA",
+    "NOMINAL_QUOTA_EXCEEDED",
     "QUEUED_BEHIND",
     "QUEUE_QUOTA_EXCEEDED",
     "WAITING_FOR_ROOM",
     "AdmissionPass",
     "admission_pass",
+    "beyond_nominal",
     "positions",
     "queue_order",
     "quota_excess",
@@ -40,6 +42,9 @@ __all__ = [
 QUEUE_QUOTA_EXCEEDED: Final = "QueueQuotaExceeded"  # its queue is at its ceiling now
 EXCEEDS_QUEUE_QUOTA: Final = "ExceedsQueueQuota"  # it asks more than the ceiling, ever
 QUEUED_BEHIND: Final = "QueuedBehind"  # a StrictFIFO queue waits for its head
+# It may not be preempted (redispatch: never), so it never borrows: its queue's nominal
+# quota is used up now.
+NOMINAL_QUOTA_EXCEEDED: Final = "NominalQuotaExceeded"
 WAITING_FOR_ROOM: Final = "WaitingForRoom"  # no cluster fits it now
 
 
@@ -101,6 +106,32 @@ def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Que
             f"{queue.name}: {format_units(resource, total)} of "
             f"{format_units(resource, ceiling)} {resource} {limits}",
         )
+    return None
+
+
+def beyond_nominal(queue: QueueSpec, usage: Resources, requests: Resources) -> QueueHold | None:
+    """Why a workload that may not be preempted waits: ``requests`` on top of ``usage``
+    would take ``queue`` above its nominal quota (it would borrow, and a borrower must be
+    reclaimable); None when it stays within."""
+    for resource in sorted(requests):
+        asked = requests[resource]
+        nominal = queue.nominal.get(resource, 0)
+        if asked <= 0 or usage.get(resource, 0) + asked <= nominal:
+            continue
+        shown = format_units(resource, nominal)
+        why = (
+            f"{queue.name}: it asks to run at most once (jobrelay.dev/redispatch: never), so "
+            f"it may not be preempted and runs only within its queue's nominal quota, never "
+            f"on borrowed capacity: "
+        )
+        if asked > nominal:
+            return QueueHold(
+                NOMINAL_QUOTA_EXCEEDED,
+                why + f"it asks {format_units(resource, asked)} {resource}, more than the "
+                f"nominal {shown}: ask less, drop the annotation, or ask an admin for more",
+            )
+        total = format_units(resource, usage.get(resource, 0) + asked)
+        return QueueHold(NOMINAL_QUOTA_EXCEEDED, why + f"{total} of nominal {shown} {resource}")
     return None
 
 
@@ -204,6 +235,8 @@ class _Pass:
         """Why ``entry`` may not be admitted now: its queue's ceiling, then its
         namespace's ResourceQuota (None: it may, if a cluster fits it)."""
         why = quota_excess(line.queue, line.usage, entry.requests)
+        if why is None and not entry.preemptible:
+            why = beyond_nominal(line.queue, line.usage, entry.requests)
         if why is None and entry.namespace in self.limits:
             why = quota_check(self.limits[entry.namespace], self.namespaces[entry.namespace], entry)
         return why
