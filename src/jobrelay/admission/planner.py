@@ -90,6 +90,8 @@ class AdmissionView:
     # may not show free yet, so nobody is preempted in this pass (else the same room is
     # made twice).
     settling: frozenset[str] = frozenset()
+    # The winners the last plan made or found room for (its ``nominated``).
+    nominated: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,9 @@ class AdmissionPlan:
     # Each queue's figures, and the fleet's fairness error (None: no queue).
     figures: Mapping[str, QueueFigures] = field(default_factory=dict)
     fairness_error: float | None = None
+    # The winners (entry keys) it made room for, or found room for: served first by the
+    # next pass, so that the room is theirs.
+    nominated: frozenset[str] = frozenset()
 
     def waits(self, entry_key: str) -> bool:
         """Whether this pass judged the pending entry and held it."""
@@ -238,18 +243,19 @@ def plan(view: AdmissionView) -> AdmissionPlan:
     victims: dict[WorkloadKey, Preempt] = {}
     fair = AdmissionPass()
     queue_of: dict[str, str] = {}
+    roomed: set[str] = set()  # the winners given room (victims, or room there already)
     if found.pending:
         pending = found.pending
         # Winners whose victims are leaving or have left come first: the room is theirs.
         marks = {*found.leaving_for.values(), *found.requeued_by}
-        nominated = set(_winners_by_mark(found.entries, marks).values())
+        nominated = {*_winners_by_mark(found.entries, marks).values(), *view.nominated}
         fair = admission_pass(view.specs, found.entries, view.fleet,
                               fits=lambda e: admit(e, *pending[e.key]),
                               first=nominated)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = {e.key: e.queue for e in found.entries}
         if view.room is not None:
-            victims = _preempt(view, found, fair, view.room, told)
+            victims = _preempt(view, found, fair, view.room, told, roomed)
     unqueued = []
     for held_key in view.held:
         waiting = found.unqueued.get(held_key)
@@ -270,6 +276,7 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         entries=found.built,
         figures=figures,
         fairness_error=fairness_error(figures) if view.specs else None,
+        nominated=frozenset(roomed),
     )
 
 
@@ -279,9 +286,10 @@ def _preempt(
     fair: AdmissionPass,
     room: PreemptionRoom,
     told: dict[str, QueueHold],
+    roomed: set[str],
 ) -> dict[WorkloadKey, Preempt]:
     """Whom to preempt now (told to the victims' reconciles); the winners, their own
-    victims leaving, are held as ``Preempting``."""
+    victims leaving, are held as ``Preempting``; ``roomed`` gets every winner given room."""
     entries, keys = found.entries, found.keys
     # Victims' marks name their winners (or, across namespaces, only their queue and a
     # digest): each mark read back as its winner's key.
@@ -301,12 +309,14 @@ def _preempt(
 
         for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
                                        clusters_for=clusters_for,
-                                       admitted_now=frozenset(fair.admitted)):  # fmt: skip
+                                       admitted_now=frozenset(fair.admitted),
+                                       took_room=roomed):  # fmt: skip
             for victim in chosen.victims:
                 notice = preempted_notice(victim, chosen.winner)
                 by = winner_mark(chosen.winner, victim)
                 victims[keys[victim.key]] = Preempt(by, notice.message)
                 by_winner.setdefault(chosen.winner.key, []).append(victim.key)
+            roomed.add(chosen.winner.key)
     named = {entry.key: entry for entry in _winners(entries, by_winner)}
     for winner, its_victims in by_winner.items():
         if winner in told or winner in fair.holding:

@@ -331,6 +331,7 @@ def plan_preemptions(
     free: Mapping[str, Mapping[str, int]],
     clusters_for: Callable[[Entry], Collection[str]] | None = None,
     admitted_now: Collection[str] = (),
+    took_room: set[str] | None = None,
 ) -> list[Preemption]:
     """Whom to preempt for the ``waiting`` workloads (their queues' order, each with what
     it lacks), each victim taken once.
@@ -342,8 +343,10 @@ def plan_preemptions(
     winner does not count on the same room. ``clusters_for(winner)``: the clusters it
     could go to at all were they empty (its placement rules; default: every cluster in
     ``free``). ``admitted_now``: the keys this pass admitted (pending in ``entries``):
-    they count in their queues' usage and are never taken. A winner whose queue allows
-    no preemption, or for whom no allowed set makes room, is left out. Each choice reads only the candidates it may take, in
+    they count in their queues' usage and are never taken. ``took_room`` gets the keys
+    of the winners that found room already (they need no victims, and take it). A
+    winner whose queue allows no preemption, or for whom no allowed set makes room, is
+    left out. Each choice reads only the candidates it may take, in
     order, and stops once they cover the need."""
     del fleet
     room = {cluster: dict(values) for cluster, values in free.items()}
@@ -374,6 +377,8 @@ def plan_preemptions(
             continue
         if found.victims:
             chosen.append(found)
+        elif took_room is not None:
+            took_room.add(winner.key)
         # Its room (made, or there already) is its own now: the next winner counts
         # neither that room nor its queue's usage without it.
         standing.take(found.victims, winner)

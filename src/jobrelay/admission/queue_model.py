@@ -63,6 +63,11 @@ class LabelSelector:
     # (key, operator In|NotIn|Exists|DoesNotExist, values)
     match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
+    @property
+    def selects_all(self) -> bool:
+        """The empty selector: every namespace (a catch-all queue's)."""
+        return not self.match_labels and not self.match_expressions
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(key) != value for key, value in self.match_labels.items()):
             return False

@@ -30,6 +30,7 @@ class Fleet:
     workloads: dict[WorkloadKey, Candidate]
     lag: int  # passes before a victim's room shows free once it left
     gone_at: dict[WorkloadKey, int] = dataclasses.field(default_factory=dict)
+    nominated: frozenset[str] = frozenset()
     preempted: set[WorkloadKey] = dataclasses.field(default_factory=set)
     requeued_since: dict[WorkloadKey, int] = dataclasses.field(default_factory=dict)
 
@@ -53,8 +54,9 @@ class Fleet:
         room.free = free
         seen = view(*self.workloads.values(), specs=specs, room=lambda: (
             {"w1": {"cpu": room.free}}, lambda _k, _w: ("w1",)),
-            settling=self.settling(now))  # fmt: skip
+            settling=self.settling(now), nominated=self.nominated)  # fmt: skip
         made = plan(dataclasses.replace(seen, fits=room.fits))
+        self.nominated = made.nominated
         # Victims marked a pass ago leave now (their mirrors gone, unplaced).
         for at, c in list(self.workloads.items()):
             if c.admitted and c.read.preempted_by:
@@ -124,7 +126,7 @@ def test_a_winner_of_another_namespace_is_matched_by_its_mark() -> None:
     )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=12), st.integers(0, 3),
        st.sampled_from([1, 2]))  # fmt: skip
 def test_a_reclaim_frees_no_more_than_b_needs_up_to_its_nominal(

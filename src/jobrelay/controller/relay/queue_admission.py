@@ -266,6 +266,7 @@ class QueueAdmission:
             preempting={key: told for key, (_since, told) in memory.preempting.items()},
             built=last.entries if last is not None else {},
             settling=memory.settling(requeued),
+            nominated=last.nominated if last is not None else frozenset(),
         )
         made = memory.last = plan(view)
         memory.chose(made.victims)
