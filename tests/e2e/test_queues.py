@@ -169,6 +169,26 @@ async def test_a_queue_that_does_not_take_the_namespace_holds_with_queue_not_all
     assert not placement(await relay.get("refused"))
 
 
+async def test_a_catch_all_queue_is_no_way_out_of_a_team_queue(
+    relay: Relay, make_queue: QueueMaker
+) -> None:
+    team = await make_queue(relay.namespace, nominalQuota={"cpu": "1"},
+                            borrowingLimit={"cpu": "0"})  # fmt: skip
+    catch_all = await make_queue(relay.namespace, namespaceSelector={})  # every namespace
+    job = await relay.submit(cpu_job("escape", "100m", "1s", **{QUEUE_LABEL: catch_all}))
+    event = await relay.wait_event(
+        job["metadata"]["uid"],
+        lambda e: e.get("type") == "Warning" and e.get("reason") == "QueueNotAllowed",
+        what="a Warning QueueNotAllowed",
+    )
+    assert f"{catch_all} is a catch-all" in event["message"] and team in event["message"]
+    assert not placement(await relay.get("escape"))
+    # Without the label, the team's queue takes it, whatever the catch-all's name.
+    plain = await relay.submit(cpu_job("plain", "100m", "1s"))
+    done = await relay.wait_finished("plain", timeout=60)
+    assert placement(done) and plain["metadata"]["uid"] == done["metadata"]["uid"]
+
+
 async def test_the_managers_resource_quota_bounds_delegated_work(
     relay: Relay, clients: dict[str, ApiClient]
 ) -> None:
