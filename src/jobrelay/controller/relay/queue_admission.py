@@ -279,11 +279,12 @@ class QueueAdmission:
         if read.gone:
             self.memory.not_placed(key)  # it takes nothing any more
             return None
-        if read.placed or self._mirrored(key):
+        if self._mirrored(key) or (read.placed and not read.preset):
             self.memory.not_placed(key)  # the cache shows it: counted as placed
             return True
         if read.suspended:
             return None
+        # A preset placement (no mirror yet) is pending: admission judges it as unplaced.
         return key in self.memory.admitting
 
     # -- reading ---------------------------------------------------------------------------
