@@ -16,6 +16,7 @@ for victims in one pass: :func:`preempting_candidates` (a few per queue, its hea
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -398,8 +399,13 @@ def winner_mark(winner: Entry, victim: Entry) -> str:
 
 
 def _unnamed(winner: Entry) -> str:
-    digest = hashlib.sha256(winner.key.encode()).hexdigest()[:12]
-    return f"a workload of queue {winner.queue} ({digest})"
+    return _unnamed_of(winner.key, winner.queue)
+
+
+@functools.lru_cache(maxsize=16384)  # read back for every pending entry in some passes
+def _unnamed_of(key: str, queue: str) -> str:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"a workload of queue {queue} ({digest})"
 
 
 def marks_of(winner: Entry) -> tuple[str, str]:
