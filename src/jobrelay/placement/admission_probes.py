@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.vocabulary.json_types import JsonObj
-from jobrelay.vocabulary.quantity import parse_quantity
 
 # Probe pods are named by the apiserver from this prefix (the answer quotes the name).
 PROBE_NAME_PREFIX = "jobrelay-admission-probe-"
@@ -118,19 +117,9 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
         )
     if is_quota_refusal(code, reason, message, resource="pods", name_prefix=PROBE_NAME_PREFIX):
         # The manager's ResourceQuota counts its own pods; these will run on a worker.
-        # Quota is checked after every policy, so the policies admitted it; but a quota
-        # that one pod alone exceeds (a PriorityClass scope with `pods: 0`, how
-        # Kubernetes confines critical classes) would refuse every pod of it, anywhere.
-        if _alone_exceeds(message):
-            return AdmissionVerdict(
-                allowed=False,
-                reason=ADMISSION_REFUSED,
-                message=(
-                    "the management cluster's ResourceQuota refuses even one of this "
-                    f"workload's pods (its PriorityClass or another scope), so it runs on no "
-                    f"worker cluster: {text}"
-                )[:_MAX_MESSAGE],
-            )
+        # Quota is checked after every policy, so the policies admitted it. (A quota's
+        # PriorityClass scope that refuses a class outright is the apiserver's
+        # limitedResources: "insufficient quota to match these scopes", refused below.)
         return ALLOWED
     service_account = _SERVICE_ACCOUNT_REFUSAL.match(text) if code == 403 else None
     if service_account is not None:
@@ -172,26 +161,6 @@ def is_quota_refusal(
         and (not resource or found["resource"] == resource)
         and found["name"].startswith(name_prefix)
     )
-
-
-_AMOUNTS = re.compile(r"requested: (?P<requested>\S+), used: \S+, limited: (?P<limited>\S+)$")
-
-
-def _alone_exceeds(message: str) -> bool:
-    """Whether a quota refusal's ``requested`` alone is above its ``limited`` in a
-    resource (it would be refused with nothing else in the namespace)."""
-    found = _AMOUNTS.search(message)
-    if found is None:
-        return False
-    try:
-        requested, limited = (
-            {name: parse_quantity(value) for name, value in (
-                pair.split("=", 1) for pair in found[part].split(","))}
-            for part in ("requested", "limited")
-        )  # fmt: skip
-    except (ValueError, TypeError):
-        return False
-    return any(value > limited[name] for name, value in requested.items() if name in limited)
 
 
 def _service_account_refused(namespace: str, name: str, cause: str) -> AdmissionVerdict:

@@ -84,17 +84,11 @@ def test_every_pod_template_of_a_jobset_is_judged() -> None:
             "requested: pods=1, used: pods=10, limited: pods=10",
             "", True,
         ),
-        # One pod alone is above the quota (a PriorityClass scope with pods: 0): never.
+        # A class that only namespaces with a matching quota may use (limitedResources).
         (
             403, "Forbidden",
-            'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: critical, '
-            "requested: pods=1, used: pods=0, limited: pods=0",
-            ADMISSION_REFUSED, False,
-        ),
-        (
-            403, "Forbidden",
-            'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: q, '
-            "requested: pods=1,requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1500m",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: insufficient quota to match '
+            "these scopes: [{PriorityClass In [system-node-critical system-cluster-critical]}]",
             ADMISSION_REFUSED, False,
         ),
         (
