@@ -21,7 +21,12 @@ import pytest
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import JOBS, PODS, PRIORITY_CLASSES, RELAY_QUEUES, RESOURCE_QUOTAS
-from jobrelay.vocabulary.names import NOT_PLACED_ANNOTATION, QUEUE_LABEL
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    NOT_PLACED_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+    QUEUE_LABEL,
+)
 from tests.e2e.support import Relay, placement
 from tests.kubetools import finished, job_manifest
 
@@ -167,6 +172,52 @@ async def test_a_queue_that_does_not_take_the_namespace_holds_with_queue_not_all
                            lambda e: e.get("type") == "Warning" and e.get("reason") == "QueueNotAllowed",
                            what="a Warning QueueNotAllowed")  # fmt: skip
     assert not placement(await relay.get("refused"))
+
+
+async def test_a_catch_all_queue_is_no_way_out_of_a_team_queue(
+    relay: Relay, make_queue: QueueMaker
+) -> None:
+    team = await make_queue(relay.namespace, nominalQuota={"cpu": "1"},
+                            borrowingLimit={"cpu": "0"})  # fmt: skip
+    catch_all = await make_queue(relay.namespace, namespaceSelector={})  # every namespace
+    job = await relay.submit(cpu_job("escape", "100m", "1s", **{QUEUE_LABEL: catch_all}))
+    event = await relay.wait_event(
+        job["metadata"]["uid"],
+        lambda e: e.get("type") == "Warning" and e.get("reason") == "QueueNotAllowed",
+        what="a Warning QueueNotAllowed",
+    )
+    assert f"{catch_all} is a catch-all" in event["message"] and team in event["message"]
+    assert not placement(await relay.get("escape"))
+    # Without the label, the team's queue takes it, whatever the catch-all's name.
+    plain = await relay.submit(cpu_job("plain", "100m", "1s"))
+    done = await relay.wait_finished("plain", timeout=60)
+    assert placement(done) and plain["metadata"]["uid"] == done["metadata"]["uid"]
+
+
+async def test_a_job_created_already_placed_still_waits_in_its_queue(
+    relay: Relay, make_queue: QueueMaker
+) -> None:
+    queue = await make_queue(relay.namespace, nominalQuota={"cpu": "1"},
+                             borrowingLimit={"cpu": "0"})  # fmt: skip
+    await relay.submit(cpu_job("first", "1", "15s", **{QUEUE_LABEL: queue}))
+    await relay.wait_placed("first")
+    # No admission policy here: a tenant presets jobrelay's placement annotation.
+    jumper = cpu_job("jumper", "1", "1s", **{QUEUE_LABEL: queue})
+    jumper["metadata"]["annotations"] = {
+        **jumper["metadata"].get("annotations", {}),
+        CLUSTER_ANNOTATION: relay.workers[0],
+    }
+    created = await relay.submit(jumper)
+    await relay.wait_event(created["metadata"]["uid"],
+                           lambda e: e.get("reason") == "QueueQuotaExceeded",
+                           what="a Warning QueueQuotaExceeded on the preset Job")  # fmt: skip
+    first = await relay.get("first")
+    assert not finished(first), "the preset Job was judged only once the queue had room"
+    for worker in relay.workers:
+        assert relay.jobs_named("jumper", worker) == [], f"it reached {worker}"
+    done = await relay.wait_finished("jumper", timeout=90)
+    assert finished(await relay.get("first"))  # it ran only once the queue had room
+    assert done["metadata"]["annotations"][PLACEMENTS_ANNOTATION]  # placed by jobrelay
 
 
 async def test_the_managers_resource_quota_bounds_delegated_work(

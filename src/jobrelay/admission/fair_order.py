@@ -15,7 +15,7 @@ at it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -26,11 +26,13 @@ from jobrelay.placement.units import Resources, format_units
 
 __all__ = [
     "EXCEEDS_QUEUE_QUOTA",
+    "NOMINAL_QUOTA_EXCEEDED",
     "QUEUED_BEHIND",
     "QUEUE_QUOTA_EXCEEDED",
     "WAITING_FOR_ROOM",
     "AdmissionPass",
     "admission_pass",
+    "beyond_nominal",
     "positions",
     "queue_order",
     "quota_excess",
@@ -40,6 +42,9 @@ __all__ = [
 QUEUE_QUOTA_EXCEEDED: Final = "QueueQuotaExceeded"  # its queue is at its ceiling now
 EXCEEDS_QUEUE_QUOTA: Final = "ExceedsQueueQuota"  # it asks more than the ceiling, ever
 QUEUED_BEHIND: Final = "QueuedBehind"  # a StrictFIFO queue waits for its head
+# It may not be preempted (redispatch: never), so it never borrows: its queue's nominal
+# quota is used up now.
+NOMINAL_QUOTA_EXCEEDED: Final = "NominalQuotaExceeded"
 WAITING_FOR_ROOM: Final = "WaitingForRoom"  # no cluster fits it now
 
 
@@ -101,6 +106,32 @@ def quota_excess(queue: QueueSpec, usage: Resources, requests: Resources) -> Que
             f"{queue.name}: {format_units(resource, total)} of "
             f"{format_units(resource, ceiling)} {resource} {limits}",
         )
+    return None
+
+
+def beyond_nominal(queue: QueueSpec, usage: Resources, requests: Resources) -> QueueHold | None:
+    """Why a workload that may not be preempted waits: ``requests`` on top of ``usage``
+    would take ``queue`` above its nominal quota (it would borrow, and a borrower must be
+    reclaimable); None when it stays within."""
+    for resource in sorted(requests):
+        asked = requests[resource]
+        nominal = queue.nominal.get(resource, 0)
+        if asked <= 0 or usage.get(resource, 0) + asked <= nominal:
+            continue
+        shown = format_units(resource, nominal)
+        why = (
+            f"{queue.name}: it asks to run at most once (jobrelay.dev/redispatch: never), so "
+            f"it may not be preempted and runs only within its queue's nominal quota, never "
+            f"on borrowed capacity: "
+        )
+        if asked > nominal:
+            return QueueHold(
+                NOMINAL_QUOTA_EXCEEDED,
+                why + f"it asks {format_units(resource, asked)} {resource}, more than the "
+                f"nominal {shown}: ask less, drop the annotation, or ask an admin for more",
+            )
+        total = format_units(resource, usage.get(resource, 0) + asked)
+        return QueueHold(NOMINAL_QUOTA_EXCEEDED, why + f"{total} of nominal {shown} {resource}")
     return None
 
 
@@ -204,6 +235,8 @@ class _Pass:
         """Why ``entry`` may not be admitted now: its queue's ceiling, then its
         namespace's ResourceQuota (None: it may, if a cluster fits it)."""
         why = quota_excess(line.queue, line.usage, entry.requests)
+        if why is None and not entry.preemptible:
+            why = beyond_nominal(line.queue, line.usage, entry.requests)
         if why is None and entry.namespace in self.limits:
             why = quota_check(self.limits[entry.namespace], self.namespaces[entry.namespace], entry)
         return why
@@ -239,6 +272,22 @@ def _serve_one(line: _Line, done: _Pass) -> bool:
     return line.next < len(line.pending)
 
 
+def _serve_first(lines: dict[str, _Line], first: Collection[str], done: _Pass) -> dict[str, _Line]:
+    """Admits the entries of ``first`` that may be admitted and fit, in their queues'
+    order; the lines left with pending entries."""
+    for line in lines.values():
+        if line.queue.weight <= 0:
+            continue
+        taken = []
+        for entry in line.pending:
+            if entry.key in first and done.why_not(line, entry) is None and done.fits(entry):
+                done.admit(line, entry)
+                taken.append(entry)
+        if taken:
+            line.pending = [e for e in line.pending if e not in taken]
+    return {name: line for name, line in lines.items() if line.pending}
+
+
 def admission_pass(
     queues: Mapping[str, QueueSpec],
     entries: Iterable[Entry],
@@ -246,6 +295,7 @@ def admission_pass(
     *,
     fits: Callable[[Entry], bool],
     namespace_quotas: Mapping[str, NamespaceLimits] | None = None,
+    first: Collection[str] = (),
 ) -> AdmissionPass:
     """Which of the pending ``entries`` to admit now, in order, and why the others wait.
 
@@ -254,10 +304,14 @@ def admission_pass(
     nothing (the CRD refuses one). ``namespace_quotas``: the manager ResourceQuotas'
     hard values by namespace; every admitted entry of such a namespace counts against
     them (whatever its queue: pass the namespace's unqueued admitted workloads too, under
-    a queue name that is no queue), and so does each one this pass admits."""
+    a queue name that is no queue), and so does each one this pass admits. ``first``:
+    keys served before the fair order, each if its quotas allow and it fits (winners
+    whose victims are leaving or have left: the room they made is theirs)."""
     limits = namespace_quotas or {}
     done = _Pass(fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits})
     lines = _lines(queues, entries, fleet, done.namespaces)
+    if first:
+        lines = _serve_first(lines, first, done)
     admitted, holding = done.admitted, done.holding
     heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)

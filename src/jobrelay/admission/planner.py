@@ -22,11 +22,14 @@ from typing import NamedTuple
 from jobrelay.admission.fair_order import AdmissionPass, admission_pass
 from jobrelay.admission.namespace_quota import NamespaceLimits, quota_verdict
 from jobrelay.admission.preemption_rules import (
+    marks_of,
     plan_preemptions,
     preempted_notice,
     preempting_candidates,
     preempting_notice,
+    winner_mark,
 )
+from jobrelay.admission.priority_classes import priority_class_refusal
 from jobrelay.admission.queue_choice import QueueChoice, Queued, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
@@ -83,6 +86,12 @@ class AdmissionView:
     # Each workload's entry as the last plan built it (reused while nothing of it changed:
     # most passes change nothing of most entries).
     built: Mapping[WorkloadKey, Entry] = field(default_factory=dict)
+    # The marks of victims that left a moment ago (their winners): the room they freed
+    # may not show free yet, so nobody is preempted in this pass (else the same room is
+    # made twice).
+    settling: frozenset[str] = frozenset()
+    # The winners the last plan made or found room for (its ``nominated``).
+    nominated: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +122,9 @@ class AdmissionPlan:
     # Each queue's figures, and the fleet's fairness error (None: no queue).
     figures: Mapping[str, QueueFigures] = field(default_factory=dict)
     fairness_error: float | None = None
+    # The winners (entry keys) it made room for, or found room for: served first by the
+    # next pass, so that the room is theirs.
+    nominated: frozenset[str] = frozenset()
 
     def waits(self, entry_key: str) -> bool:
         """Whether this pass judged the pending entry and held it."""
@@ -166,6 +178,8 @@ class _Sorted:
     built: dict[WorkloadKey, Entry] = field(default_factory=dict)
     # The queued entries leaving (being preempted), by whom ("": not known any more).
     leaving_for: dict[str, str] = field(default_factory=dict)
+    # The marks of the pending ones preempted (back in their queues): their winners.
+    requeued_by: set[str] = field(default_factory=set)
 
 
 def _sort(view: AdmissionView) -> _Sorted:
@@ -184,6 +198,8 @@ def _sort(view: AdmissionView) -> _Sorted:
             choice = queue_for(read.named, namespace, labels, view.specs)
             choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
+        if not admitted and priority_class_refusal(read.priority_classes, view.specs.get(queue)):
+            continue  # refused (its reconcile says why): it neither waits nor preempts
         leaving = admitted and (bool(read.preempted_by) or key in preempting)
         entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
         found.built[key] = entry
@@ -194,6 +210,8 @@ def _sort(view: AdmissionView) -> _Sorted:
             found.keys[entry.key] = key
             if not admitted:
                 found.pending[entry.key] = (key, read.workload)
+                if read.preempted_by:
+                    found.requeued_by.add(read.preempted_by)
             elif leaving:
                 earlier = preempting.get(key)
                 found.leaving_for[entry.key] = read.preempted_by or (earlier.by if earlier else "")
@@ -225,14 +243,19 @@ def plan(view: AdmissionView) -> AdmissionPlan:
     victims: dict[WorkloadKey, Preempt] = {}
     fair = AdmissionPass()
     queue_of: dict[str, str] = {}
+    roomed: set[str] = set()  # the winners given room (victims, or room there already)
     if found.pending:
         pending = found.pending
+        # Winners whose victims are leaving or have left come first: the room is theirs.
+        marks = {*found.leaving_for.values(), *found.requeued_by}
+        nominated = {*_winners_by_mark(found.entries, marks).values(), *view.nominated}
         fair = admission_pass(view.specs, found.entries, view.fleet,
-                              fits=lambda e: admit(e, *pending[e.key]))  # fmt: skip
+                              fits=lambda e: admit(e, *pending[e.key]),
+                              first=nominated)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = {e.key: e.queue for e in found.entries}
         if view.room is not None:
-            victims = _preempt(view, found, fair, view.room, told)
+            victims = _preempt(view, found, fair, view.room, told, roomed)
     unqueued = []
     for held_key in view.held:
         waiting = found.unqueued.get(held_key)
@@ -253,6 +276,7 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         entries=found.built,
         figures=figures,
         fairness_error=fairness_error(figures) if view.specs else None,
+        nominated=frozenset(roomed),
     )
 
 
@@ -262,14 +286,18 @@ def _preempt(
     fair: AdmissionPass,
     room: PreemptionRoom,
     told: dict[str, QueueHold],
+    roomed: set[str],
 ) -> dict[WorkloadKey, Preempt]:
     """Whom to preempt now (told to the victims' reconciles); the winners, their own
-    victims leaving, are held as ``Preempting``."""
+    victims leaving, are held as ``Preempting``; ``roomed`` gets every winner given room."""
     entries, keys = found.entries, found.keys
+    # Victims' marks name their winners (or, across namespaces, only their queue and a
+    # digest): each mark read back as its winner's key.
+    winner_of = _winners_by_mark(entries, set(found.leaving_for.values()))
     by_winner: dict[str, list[str]] = {}
-    for leaving, winner in found.leaving_for.items():
-        by_winner.setdefault(winner, []).append(leaving)
-    waiting = preempting_candidates(view.specs, entries, fair)
+    for leaving, mark in found.leaving_for.items():
+        by_winner.setdefault(winner_of.get(mark, mark), []).append(leaving)
+    waiting = [] if view.settling else preempting_candidates(view.specs, entries, fair)
     victims: dict[WorkloadKey, Preempt] = {}
     if waiting:
         # Planned for those that wait now, after those this pass admitted took room.
@@ -280,17 +308,36 @@ def _preempt(
             return could_take(at, workload)
 
         for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
-                                       clusters_for=clusters_for):  # fmt: skip
+                                       clusters_for=clusters_for,
+                                       admitted_now=frozenset(fair.admitted),
+                                       took_room=roomed):  # fmt: skip
             for victim in chosen.victims:
                 notice = preempted_notice(victim, chosen.winner)
-                victims[keys[victim.key]] = Preempt(chosen.winner.key, notice.message)
+                by = winner_mark(chosen.winner, victim)
+                victims[keys[victim.key]] = Preempt(by, notice.message)
                 by_winner.setdefault(chosen.winner.key, []).append(victim.key)
+            roomed.add(chosen.winner.key)
     named = {entry.key: entry for entry in _winners(entries, by_winner)}
     for winner, its_victims in by_winner.items():
         if winner in told or winner in fair.holding:
             notice = preempting_notice(named[winner], its_victims)
             told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
     return victims
+
+
+def _winners_by_mark(entries: Sequence[Entry], marks: set[str]) -> dict[str, str]:
+    """Each of ``marks`` that names a pending entry, as that entry's key (a digest is
+    worked out only when some mark is not a key itself)."""
+    if not marks:
+        return {}
+    pending = [entry for entry in entries if not entry.admitted]
+    found = {entry.key: entry.key for entry in pending if entry.key in marks}
+    if len(found) < len(marks):
+        for entry in pending:
+            unnamed = marks_of(entry)[1]
+            if unnamed in marks:
+                found[unnamed] = entry.key
+    return found
 
 
 def _winners(entries: Sequence[Entry], by_winner: Mapping[str, object]) -> Iterator[Entry]:

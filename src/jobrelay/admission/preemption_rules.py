@@ -16,6 +16,8 @@ for victims in one pass: :func:`preempting_candidates` (a few per queue, its hea
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -34,12 +36,14 @@ __all__ = [
     "Notice",
     "Preemption",
     "Shortfall",
+    "marks_of",
     "plan_preemptions",
     "preempted_notice",
     "preempting_candidates",
     "preempting_notice",
     "preemptions",
     "victims_for",
+    "winner_mark",
 ]
 
 # The reasons of the Events on the victim (Warning) and on the winner (Normal).
@@ -99,11 +103,21 @@ class _Standing:
     and winners admitted, so each choice reads only the candidates it may take, in order,
     and stops once they cover the need."""
 
-    def __init__(self, queues: Mapping[str, QueueSpec], entries: Iterable[Entry]) -> None:
+    def __init__(
+        self,
+        queues: Mapping[str, QueueSpec],
+        entries: Iterable[Entry],
+        admitted_now: Collection[str] = (),
+    ) -> None:
         self.queues = queues
         self.usage: dict[str, dict[str, int]] = {}
         takeable: list[Entry] = []
         for entry in entries:
+            if entry.key in admitted_now and not entry.admitted:
+                # Admitted by this pass, being placed: its queue's usage, never a victim
+                # (else a queue's next winners would reclaim past its nominal quota).
+                add_into(self.usage.setdefault(entry.queue, {}), entry.requests)
+                continue
             if not entry.admitted:
                 continue
             add_into(self.usage.setdefault(entry.queue, {}), entry.requests)
@@ -296,12 +310,13 @@ def _for_room(
     clusters: Collection[str],
 ) -> Preemption | None:
     """The fewest victims that make room for it on one of ``clusters`` (then the
-    cluster's name); none when one has the room already (what is leaving frees it)."""
+    cluster's name); none (a Preemption without victims, on that cluster) when one has
+    the room already (what is leaving frees it): it waits for that room, and takes it."""
     best: Preemption | None = None
     for cluster in sorted(c for c in free if c in clusters):
         need = _minus(winner.requests, free[cluster])
         if not need:
-            return None  # room there already: it waits for it, nobody is preempted
+            return Preemption(winner, (), cluster)
         victims = standing.victims(winner, need, cluster)
         if victims and (best is None or len(victims) < len(best.victims)):
             best = Preemption(winner, victims, cluster)
@@ -316,6 +331,8 @@ def plan_preemptions(
     *,
     free: Mapping[str, Mapping[str, int]],
     clusters_for: Callable[[Entry], Collection[str]] | None = None,
+    admitted_now: Collection[str] = (),
+    took_room: set[str] | None = None,
 ) -> list[Preemption]:
     """Whom to preempt for the ``waiting`` workloads (their queues' order, each with what
     it lacks), each victim taken once.
@@ -326,8 +343,11 @@ def plan_preemptions(
     given victims counts as admitted on their cluster, taking its room, so the next
     winner does not count on the same room. ``clusters_for(winner)``: the clusters it
     could go to at all were they empty (its placement rules; default: every cluster in
-    ``free``). A winner whose queue allows no preemption, or for whom no allowed set
-    makes room, is left out. Each choice reads only the candidates it may take, in
+    ``free``). ``admitted_now``: the keys this pass admitted (pending in ``entries``):
+    they count in their queues' usage and are never taken. ``took_room`` gets the keys
+    of the winners that found room already (they need no victims, and take it). A
+    winner whose queue allows no preemption, or for whom no allowed set makes room, is
+    left out. Each choice reads only the candidates it may take, in
     order, and stops once they cover the need."""
     del fleet
     room = {cluster: dict(values) for cluster, values in free.items()}
@@ -338,11 +358,14 @@ def plan_preemptions(
                 add_into(room[entry.cluster], entry.requests)
             entry = dataclasses.replace(entry, admitted=False)
         current.append(entry)
-    standing = _Standing(queues, current)
+    now_admitted = admitted_now if isinstance(admitted_now, set | frozenset) else set(admitted_now)
+    standing = _Standing(queues, current, now_admitted)
     chosen: list[Preemption] = []
     for winner, shortfall in waiting:
         queue = queues.get(winner.queue)
         if queue is None or winner.admitted or winner.key in standing.taken:
+            continue
+        if winner.key in now_admitted:
             continue
         if queue.reclaim is Reclaim.NEVER and queue.within_queue is WithinQueue.NEVER:
             continue
@@ -353,7 +376,12 @@ def plan_preemptions(
             found = _for_room(winner, standing, room, allowed)
         if found is None:
             continue
-        chosen.append(found)
+        if found.victims:
+            chosen.append(found)
+        elif took_room is not None:
+            took_room.add(winner.key)
+        # Its room (made, or there already) is its own now: the next winner counts
+        # neither that room nor its queue's usage without it.
         standing.take(found.victims, winner)
         for victim in found.victims:
             if victim.cluster in room:
@@ -363,19 +391,53 @@ def plan_preemptions(
     return chosen
 
 
+def winner_mark(winner: Entry, victim: Entry) -> str:
+    """What a victim is told of its winner (its mark ``jobrelay.dev/preempted-by`` and
+    its Warning): the winner's key when it is of the victim's namespace; else its queue
+    and a digest of its key only, so that no tenant learns another's workload names."""
+    return winner.key if winner.namespace == victim.namespace else _unnamed(winner)
+
+
+def _unnamed(winner: Entry) -> str:
+    return _unnamed_of(winner.key, winner.queue)
+
+
+@functools.lru_cache(maxsize=16384)  # read back for every pending entry in some passes
+def _unnamed_of(key: str, queue: str) -> str:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"a workload of queue {queue} ({digest})"
+
+
+def marks_of(winner: Entry) -> tuple[str, str]:
+    """The marks a victim of ``winner`` may carry (:func:`winner_mark`'s two forms)."""
+    return winner.key, _unnamed(winner)
+
+
 def preempted_notice(victim: Entry, winner: Entry) -> Notice:
-    """The Warning on a preempted workload: by whom and why."""
+    """The Warning on a preempted workload: by whom (:func:`winner_mark`) and why."""
     if victim.queue != winner.queue:
         why = f"to reclaim {winner.queue}'s nominal quota"
     else:
         why = f"of higher priority ({winner.priority} over {victim.priority}) in {victim.queue}"
-    return Notice(PREEMPTED, f"preempted by {winner.key} {why}; it waits in {victim.queue} again")
+    by = winner_mark(winner, victim)
+    return Notice(PREEMPTED, f"preempted by {by} {why}; it waits in {victim.queue} again")
 
 
 def preempting_notice(winner: Entry, victims: Iterable[str]) -> Notice:
-    """The Event on the winner: whom it displaces."""
-    names = sorted(victims)
+    """The Event on the winner: whom it displaces (``Kind namespace/name`` keys); those
+    of other namespaces counted, never named."""
+    own: list[str] = []
+    others = 0
+    for victim in victims:
+        if victim.partition(" ")[2].startswith(f"{winner.namespace}/"):
+            own.append(victim)
+        else:
+            others += 1
+    names = sorted(own)
     shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    if others:
+        elsewhere = f"{others} workload{'s' if others > 1 else ''} of other namespaces"
+        shown = f"{shown} and {elsewhere}" if shown else elsewhere
     return Notice(PREEMPTING, f"preempting {shown} to make room in {winner.queue}")
 
 

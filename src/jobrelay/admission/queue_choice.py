@@ -1,10 +1,16 @@
 """Which RelayQueue a workload belongs to.
 
-The label ``jobrelay.dev/queue`` names it; without the label, the queue whose
-``namespaceSelector`` matches the workload's namespace (several: the first by name, so
-the answer never depends on the order queues were read); none: the workload is not
-queued and is placed as before queues existed. A name that is no queue, or a queue that
-does not admit the namespace, holds the workload with a Warning saying what to do.
+A namespace's queues are those whose ``namespaceSelector`` selects it. Its *own* queues
+are those among them that select namespaces by label (a team's queue); a catch-all
+queue (empty selector: every namespace) is a namespace's queue only when no own queue
+selects it, so it can never be used to leave a team queue's ceiling.
+
+The label ``jobrelay.dev/queue`` chooses among the namespace's queues: one of its own
+when it has any, else a catch-all. Without the label, the first by name of its own
+queues, else of the catch-alls (so the answer never depends on the order queues were
+read); none: the workload is not queued and is placed as before queues existed. A name
+that is no queue, or a queue that may not take the namespace, holds the workload with a
+Warning saying what to do.
 """
 
 from __future__ import annotations
@@ -62,11 +68,21 @@ class QueueNotAllowed:
 
     name: str
     namespace: str
+    # When the queue is a catch-all and the namespace has queues of its own: those.
+    own: tuple[str, ...] = ()
 
     reason: ClassVar[str] = QUEUE_NOT_ALLOWED
 
     @property
     def message(self) -> str:
+        if self.own:
+            listed = ", ".join(self.own[:5]) + (" ..." if len(self.own) > 5 else "")
+            return (
+                f"RelayQueue {self.name} is a catch-all (it selects every namespace) and "
+                f"takes only namespaces no other queue selects; namespace {self.namespace} "
+                f"has its own: {listed}: name one of those in the label {QUEUE_LABEL}, or "
+                f"remove the label"
+            )
         return (
             f"RelayQueue {self.name} does not admit namespace {self.namespace} (its "
             f"namespaceSelector does not match the namespace's labels): name another queue "
@@ -89,18 +105,36 @@ def queue_for(
     queues: Mapping[str, QueueSpec],
 ) -> QueueChoice:
     """The queue of a workload whose ``jobrelay.dev/queue`` label is ``named`` (None or
-    empty: no label) in ``namespace`` (labelled ``namespace_labels``)."""
+    empty: no label) in ``namespace`` (labelled ``namespace_labels``): see the module doc."""
     if named:
         queue = queues.get(named)
         if queue is None:
             return QueueNotFound(named)
         if not queue.namespace_selector.matches(namespace_labels):
             return QueueNotAllowed(named, namespace)
+        if queue.namespace_selector.selects_all:
+            own = _own_queues(namespace_labels, queues)
+            if own:
+                return QueueNotAllowed(named, namespace, own)
         return Queued(named)
-    for name in sorted(queues):
-        if queues[name].namespace_selector.matches(namespace_labels):
-            return Queued(name)
-    return Unqueued()
+    own = _own_queues(namespace_labels, queues)
+    if own:
+        return Queued(own[0])
+    catch_alls = sorted(
+        name for name, queue in queues.items() if queue.namespace_selector.selects_all
+    )
+    return Queued(catch_alls[0]) if catch_alls else Unqueued()
+
+
+def _own_queues(labels: Mapping[str, str], queues: Mapping[str, QueueSpec]) -> tuple[str, ...]:
+    """The queues that select the namespace by its labels (not catch-alls), by name."""
+    return tuple(
+        sorted(
+            name
+            for name, queue in queues.items()
+            if not queue.namespace_selector.selects_all and queue.namespace_selector.matches(labels)
+        )
+    )
 
 
 def queue_name(

@@ -63,6 +63,11 @@ class LabelSelector:
     # (key, operator In|NotIn|Exists|DoesNotExist, values)
     match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
+    @property
+    def selects_all(self) -> bool:
+        """The empty selector: every namespace (a catch-all queue's)."""
+        return not self.match_labels and not self.match_expressions
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(key) != value for key, value in self.match_labels.items()):
             return False
@@ -93,6 +98,9 @@ class QueueSpec:
     borrowing_limit: Resources = field(default_factory=dict)
     reclaim: Reclaim = Reclaim.NEVER
     within_queue: WithinQueue = WithinQueue.NEVER
+    # ``spec.allowedPriorityClasses``: the PriorityClasses its workloads may name (None:
+    # any the manager has, but a ``system-`` one).
+    allowed_priority_classes: frozenset[str] | None = None
 
     def ceiling(self, resource: str) -> int | None:
         """The most this queue may use of ``resource`` (None: no limit)."""

@@ -24,7 +24,13 @@ from jobrelay.admission.queue_model import (
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.quantity import QuantityError, shown
 
-__all__ = ["OPERATORS", "InvalidQueue", "read_queue", "read_selector"]
+__all__ = [
+    "MAX_ALLOWED_PRIORITY_CLASSES",
+    "OPERATORS",
+    "InvalidQueue",
+    "read_queue",
+    "read_selector",
+]
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -64,6 +70,7 @@ def read_queue(obj: Mapping[str, Any]) -> QueueSpec | InvalidQueue:
             borrowing_limit=_quantities(spec, "borrowingLimit"),
             reclaim=_enum(_preemption(spec), "reclaimWithinFleet", Reclaim, Reclaim.NEVER, "preemption."),
             within_queue=_enum(_preemption(spec), "withinQueue", WithinQueue, WithinQueue.NEVER, "preemption."),
+            allowed_priority_classes=_class_names(spec.get("allowedPriorityClasses")),
         )  # fmt: skip
     except _Refused as refused:
         return InvalidQueue(name, str(refused))
@@ -112,6 +119,22 @@ def _quantities(spec: Mapping[str, Any], field: str) -> dict[str, int]:
         raise _Refused(f"spec.{field}.{error}") from None
     except TypeError:
         raise _Refused(f"spec.{field} holds a value that is not a quantity") from None
+
+
+# At most this many names in spec.allowedPriorityClasses (the CRD says the same).
+MAX_ALLOWED_PRIORITY_CLASSES = 64
+
+
+def _class_names(raw: object) -> frozenset[str] | None:
+    """``spec.allowedPriorityClasses`` (absent: None, any class but a system one)."""
+    if raw is None:
+        return None
+    where = "spec.allowedPriorityClasses"
+    if not isinstance(raw, list) or not all(isinstance(name, str) and name for name in raw):
+        raise _Refused(f"{where} is not a list of PriorityClass names")
+    if len(raw) > MAX_ALLOWED_PRIORITY_CLASSES:
+        raise _Refused(f"{where} lists more than {MAX_ALLOWED_PRIORITY_CLASSES} names")
+    return frozenset(raw)
 
 
 def read_selector(raw: object) -> LabelSelector:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobrelay.admission.priority_classes import stated_priority_classes
 from jobrelay.admission.queue_model import Entry, Fleet
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.placement.capacity import WorkerCapacity
@@ -22,12 +23,13 @@ from jobrelay.placement.workload import Invalid, Workload, read_workload
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
+    PLACEMENTS_ANNOTATION,
     PREEMPTED_BY_ANNOTATION,
     QUEUE_LABEL,
     REDISPATCH_ANNOTATION,
     REDISPATCH_NEVER,
 )
-from jobrelay.vocabulary.placement import placement_of
+from jobrelay.vocabulary.placement import mirror_records, placement_of
 
 __all__ = [
     "MAX_NAMESPACE_LABELS",
@@ -36,6 +38,7 @@ __all__ = [
     "entry_key",
     "fleet_of",
     "limits_of",
+    "preset_placement",
     "priority_of",
     "read_for_admission",
     "released",
@@ -196,6 +199,10 @@ class WorkloadRead:
     # The workload that preempted it (its mark), and whether it asks to run at most once.
     preempted_by: str = ""
     at_most_once: bool = False
+    # The PriorityClasses its pod templates name (each once).
+    priority_classes: tuple[str, ...] = ()
+    # Placed by whoever created it, not by jobrelay (:func:`preset_placement`).
+    preset: bool = False
 
     @property
     def placed(self) -> bool:
@@ -214,14 +221,17 @@ def read_for_admission(
         named=meta.label(QUEUE_LABEL),
         preempted_by=(meta.annotation(PREEMPTED_BY_ANNOTATION) or "").strip(),
         at_most_once=(meta.annotation(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER,
+        preset=preset_placement(obj),
     )  # fmt: skip
     workload = read_workload(kind, obj)
     if isinstance(workload, Invalid):
         return said
     try:
-        priority = priority_of(kind.pod_templates(obj), priorities)
+        templates = kind.pod_templates(obj)
+        priority = priority_of(templates, priorities)
+        classes = stated_priority_classes(templates)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError):
-        priority = 0
+        priority, classes = 0, ()
     try:
         limits = limits_of(kind, obj)
     except (AttributeError, TypeError, ValueError, KeyError, IndexError):
@@ -235,7 +245,21 @@ def read_for_admission(
         requests=workload.demand,
         limits=limits,
     )
-    return dataclasses.replace(said, workload=workload, entry=entry)
+    return dataclasses.replace(said, workload=workload, entry=entry, priority_classes=classes)
+
+
+def preset_placement(obj: JsonObj | None) -> bool:
+    """Whether the object's placement is a preset, not jobrelay's: its cluster annotation
+    is set without the placement history jobrelay writes with every placement, and no
+    mirror was ever recorded. (Whether a mirror runs is the caller's to ask: an object
+    placed before the history was kept has one.) A preset passes admission like an
+    unplaced workload before any mirror is created: queue, quota, priority, policy."""
+    meta = Meta(obj)
+    return (
+        bool(placement_of(obj))
+        and meta.annotation(PLACEMENTS_ANNOTATION) is None
+        and not mirror_records(obj)
+    )
 
 
 def released(kind: WorkloadKind, old: JsonObj, new: JsonObj | None) -> bool:

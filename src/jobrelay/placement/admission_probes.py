@@ -34,13 +34,14 @@ POD_SECURITY_VIOLATION = "PodSecurityViolation"
 ADMISSION_REFUSED = "PodAdmissionRefused"
 ADMISSION_UNCHECKED = "PodAdmissionUnchecked"
 
-# Pod fields that name a PriorityClass, which may exist on the workers only: the
-# admission plugin that resolves it runs before Pod Security and would refuse the
-# probe for its sake. Pod Security does not look at them. The ServiceAccount is
-# judged: a workload may name only one that exists in its namespace on the manager
-# (its ServiceAccount admission refuses the probe otherwise), so a tenant cannot
-# borrow a worker namespace's ServiceAccount the manager never let it use.
-_UNJUDGED_FIELDS = ("priorityClassName", "priority")
+# The pod's PriorityClass is judged as the pod's would be: its name is kept, so the
+# manager's Priority admission resolves it (a class unknown on the manager is refused)
+# and its ResourceQuotas' PriorityClass scopes apply (how Kubernetes confines critical
+# classes). Only the integer the Priority admission computes is dropped (a template
+# that states it is refused unless it matches). The ServiceAccount is judged too: a
+# workload may name only one that exists in its namespace on the manager, so a tenant
+# cannot borrow a worker namespace's ServiceAccount the manager never let it use.
+_UNJUDGED_FIELDS = ("priority",)
 
 _FORBIDDEN_PREFIX = re.compile(r'^pods? "[^"]*" is forbidden: ')
 # ResourceQuota's own refusal, whole (k8s.io/apiserver admission/plugin/resourcequota):
@@ -116,7 +117,9 @@ def verdict_of_refusal(code: int, reason: str, message: str) -> AdmissionVerdict
         )
     if is_quota_refusal(code, reason, message, resource="pods", name_prefix=PROBE_NAME_PREFIX):
         # The manager's ResourceQuota counts its own pods; these will run on a worker.
-        # Quota is checked after every policy, so the policies admitted it.
+        # Quota is checked after every policy, so the policies admitted it. (A quota's
+        # PriorityClass scope that refuses a class outright is the apiserver's
+        # limitedResources: "insufficient quota to match these scopes", refused below.)
         return ALLOWED
     service_account = _SERVICE_ACCOUNT_REFUSAL.match(text) if code == 403 else None
     if service_account is not None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.unit.admission.support import entry, fleet, queue, queues
 
 from jobrelay.admission.fair_order import (
     EXCEEDS_QUEUE_QUOTA,
+    NOMINAL_QUOTA_EXCEEDED,
     QUEUE_QUOTA_EXCEEDED,
     QUEUED_BEHIND,
     WAITING_FOR_ROOM,
@@ -184,3 +188,64 @@ def test_a_namespace_quota_holds_across_one_pass() -> None:
     assert waiting.reason == NAMESPACE_QUOTA_EXCEEDED
     assert waiting.message.startswith("namespace lab: 2500m of 2 cpu requests")
     assert result.holding["Job lab/huge"].reason == EXCEEDS_NAMESPACE_QUOTA
+
+
+def test_those_served_first_take_the_room_before_the_fair_order_within_their_quotas() -> None:
+    # a (at its nominal 2) has an older Job back in its queue; b's winner made the room.
+    known = queues(queue("a", nominal={"cpu": "2"}),
+                   queue("b", nominal={"cpu": "2"}, borrowing={"cpu": "0"}))  # fmt: skip
+    waiting = [entry("a0", "a", created=0), entry("b-big", "b", cpu="4", created=1),
+               entry("b0", "b", created=2)]  # fmt: skip
+    plain = admission_pass(known, waiting, fleet(), fits=room(1))
+    assert plain.admitted == ("Job a/a0",)  # b's head asks past its ceiling: a goes first
+    first = admission_pass(known, waiting, fleet(), fits=room(1), first={"Job b/b0"})
+    assert first.admitted == ("Job b/b0",) and first.positions == {"Job a/a0": 1,
+                                                                    "Job b/b-big": 1}  # fmt: skip
+    # Never past its queue's ceiling, nor into room that is not there.
+    over = admission_pass(known, waiting, fleet(), fits=room(8), first={"Job b/b-big"})
+    assert "Job b/b-big" not in over.admitted
+    none = admission_pass(known, waiting, fleet(), fits=room(0), first={"Job b/b0"})
+    assert none.admitted == ()
+
+
+@pytest.mark.parametrize(
+    ("nominal", "borrowing", "used", "asked", "admitted", "words"),
+    [
+        ("4", None, 0, "2", True, ""),
+        ("4", None, 2, "2", True, ""),  # exactly its nominal
+        ("4", None, 3, "2", False, "q: it asks to run at most once"),  # would borrow
+        ("4", "8", 3, "2", False, "5 of nominal 4 cpu"),  # may borrow, but not it
+        ("4", None, 0, "6", False, "it asks 6 cpu, more than the nominal 4"),
+        (None, None, 0, "1", False, "more than the nominal 0"),  # a queue guaranteeing nothing
+    ],
+)
+def test_a_workload_that_may_not_be_preempted_never_borrows(
+    nominal: str | None, borrowing: str | None, used: int, asked: str, admitted: bool, words: str
+) -> None:
+    known = queues(queue("q", nominal={"cpu": nominal} if nominal else None,
+                         borrowing={"cpu": borrowing} if borrowing else None))  # fmt: skip
+    running = [entry(f"r{i}", "q", admitted=True) for i in range(used)]
+    once = dataclasses.replace(entry("once", "q", cpu=asked, created=9), preemptible=False)
+    made = admission_pass(known, [*running, once], fleet(), fits=room(100))
+    assert ("Job q/once" in made.admitted) == admitted
+    if not admitted:
+        held = made.holding["Job q/once"]
+        assert held.reason == NOMINAL_QUOTA_EXCEEDED and words in held.message, held.message
+    # A preemptible one of the same size borrows as its queue allows.
+    free = dataclasses.replace(once, preemptible=True)
+    again = admission_pass(known, [*running, free], fleet(), fits=room(100))
+    if borrowing is None and nominal is not None:
+        assert "Job q/once" in again.admitted
+
+
+@given(st.integers(0, 8), st.integers(0, 8), st.lists(st.integers(1, 4), max_size=8))
+def test_what_may_not_be_preempted_keeps_its_queue_within_nominal(
+    nominal: int, used: int, asks: list[int]
+) -> None:
+    known = queues(queue("q", nominal={"cpu": str(nominal)}))
+    running = [entry(f"r{i}", "q", admitted=True) for i in range(used)]
+    waiting = [dataclasses.replace(entry(f"o{i}", "q", cpu=str(c), created=i), preemptible=False)
+               for i, c in enumerate(asks)]  # fmt: skip
+    made = admission_pass(known, [*running, *waiting], fleet(), fits=room(100))
+    taken = sum(c for i, c in enumerate(asks) if f"Job q/o{i}" in made.admitted)
+    assert not made.admitted or used + taken <= nominal

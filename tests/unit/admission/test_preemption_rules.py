@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 from tests.unit.admission.support import entry, fleet, queue, queues
 
 from jobrelay.admission.preemption_rules import (
+    marks_of,
     preempted_notice,
     preempting_notice,
     preemptions,
     victims_for,
+    winner_mark,
 )
 from jobrelay.admission.queue_model import Entry, QueueSpec, Reclaim, WithinQueue
 from jobrelay.admission.shares import usage_by_queue
@@ -109,17 +111,29 @@ def test_never_a_victim_that_frees_nothing_needed() -> None:
     assert victims_for(winner, known, [*running, winner], fleet(), need={"cpu": 0}) == ()
 
 
-def test_the_events_say_by_whom_and_why() -> None:
+def test_the_events_say_by_whom_and_why_never_naming_another_tenants_workload() -> None:
     victim = entry("a31", "team-a", admitted=True)
-    winner = entry("x", "team-b")
+    winner = entry("x", "team-b")  # of namespace team-b
     preempted = preempted_notice(victim, winner)
     assert preempted.reason == "Preempted"
-    assert "preempted by Job team-b/x to reclaim team-b's nominal quota" in preempted.message
+    assert "preempted by a workload of queue team-b (" in preempted.message
+    assert "to reclaim team-b's nominal quota" in preempted.message
+    assert "team-b/x" not in preempted.message
+    assert winner_mark(winner, victim) == marks_of(winner)[1] != winner.key
+    near = entry("y", "team-b", namespace="team-a")  # another queue, the victim's namespace
+    assert "preempted by Job team-a/y to reclaim" in preempted_notice(victim, near).message
+    assert winner_mark(near, victim) == near.key == marks_of(near)[0]
     same = preempted_notice(victim, entry("y", "team-a", priority=7))
-    assert "higher priority (7 over 0) in team-a" in same.message
-    preempting = preempting_notice(winner, [f"Job team-a/{i}" for i in range(7)])
+    assert "preempted by Job team-a/y of higher priority (7 over 0) in team-a" in same.message
+    own = entry("w", "team-b", namespace="team-a")
+    preempting = preempting_notice(own, [f"Job team-a/{i}" for i in range(7)])
     assert preempting.reason == "Preempting"
     assert "preempting Job team-a/0" in preempting.message and "and 2 more" in preempting.message
+    mixed = preempting_notice(own, ["Job team-a/1", "Job team-c/secret", "Job team-d/x"])
+    assert mixed.message == (
+        "preempting Job team-a/1 and 2 workloads of other namespaces to make room in team-b"
+    )
+    assert "secret" not in preempting_notice(winner, ["Job team-c/secret"]).message
 
 
 running_entries = st.lists(

@@ -34,6 +34,7 @@ def test_the_issues_example_reads_whole() -> None:
                 "nominalQuota": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"},
                 "borrowingLimit": {"cpu": 16},
                 "preemption": {"reclaimWithinFleet": "Any", "withinQueue": "LowerPriority"},
+                "allowedPriorityClasses": ["batch-low", "batch-high"],
             }
         )
     )
@@ -46,6 +47,7 @@ def test_the_issues_example_reads_whole() -> None:
         borrowing_limit={"cpu": 16_000},
         reclaim=Reclaim.ANY,
         within_queue=WithinQueue.LOWER_PRIORITY,
+        allowed_priority_classes=frozenset({"batch-low", "batch-high"}),
     )
 
 
@@ -76,6 +78,9 @@ def test_an_empty_spec_takes_the_crds_defaults() -> None:
         ({"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "In"}]}}, "'t' In needs values"),
         ({"namespaceSelector": {"matchExpressions": [{"key": "t", "operator": "Exists", "values": ["a"]}]}}, "'t' Exists takes no values"),
         ({"namespaceSelector": {"matchExpressions": [{"operator": "Exists"}]}}, "holds an entry without a key"),
+        ({"allowedPriorityClasses": "batch"}, "spec.allowedPriorityClasses is not a list of PriorityClass names"),
+        ({"allowedPriorityClasses": ["batch", ""]}, "spec.allowedPriorityClasses is not a list of PriorityClass names"),
+        ({"allowedPriorityClasses": [f"c{i}" for i in range(65)]}, "lists more than 64 names"),
         ("everything", "spec is not an object"),
     ],
 )  # fmt: skip

@@ -137,7 +137,10 @@ def job(
         "labels": {"team": "a"},
     }
     if placed is not None:
+        # As jobrelay places (a cluster without its history is a preset placement).
         metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+        if placed:
+            metadata["annotations"][PLACEMENTS_ANNOTATION] = placed
     if history:
         metadata.setdefault("annotations", {})[PLACEMENTS_ANNOTATION] = ",".join(history)
     if annotations:
@@ -177,6 +180,8 @@ def jobset(
     metadata: JsonObj = {"name": NAME, "namespace": NAMESPACE, "uid": uid, "resourceVersion": RV}
     if placed is not None:
         metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+        if placed:
+            metadata["annotations"][PLACEMENTS_ANNOTATION] = placed
     obj: JsonObj = {
         "apiVersion": JOBSET.ref.api_version,
         "kind": "JobSet",
@@ -208,6 +213,8 @@ def widget(
     metadata: JsonObj = {"name": NAME, "namespace": NAMESPACE, "uid": uid, "resourceVersion": RV}
     if placed is not None:
         metadata["annotations"] = {CLUSTER_ANNOTATION: placed}
+        if placed:
+            metadata["annotations"][PLACEMENTS_ANNOTATION] = placed
     obj: JsonObj = {
         "apiVersion": "example.com/v1",
         "kind": "Widget",

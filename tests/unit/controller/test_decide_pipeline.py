@@ -101,7 +101,7 @@ def held(s: Snapshot, rules: tuple[HoldRule, ...] = BEFORE_PLACING) -> Hold | No
 
 def test_the_hold_lists() -> None:
     assert [type(r) for r in BEFORE_PLACING] == [HeldByQueue, HeldByDependencies, HeldByAdmission]
-    assert [type(r) for r in BEFORE_CREATING] == [HeldByDependencies, HeldByAdmission]
+    assert [type(r) for r in BEFORE_CREATING] == [HeldByQueue, HeldByDependencies, HeldByAdmission]
     assert [type(r) for r in BEFORE_NEW_PODS] == [HeldByAdmission]
 
 
@@ -111,7 +111,11 @@ def test_the_queue_is_asked_before_the_admission() -> None:
     s = dataclasses.replace(s, queue_hold=QUOTA)
     hold = held(s)
     assert hold is not None and hold.held is not None and hold.held.startswith(QUOTA.reason)
-    # Before a mirror is created the queue is not asked again: it admitted the workload.
+    # Before a mirror is created the queue is asked too: the snapshot says its verdict
+    # only of a workload jobrelay has not placed (unplaced, or a preset placement).
+    creating = held(s, BEFORE_CREATING)
+    assert creating is not None and creating.held == hold.held
+    s = dataclasses.replace(s, queue_hold=None)
     assert held(s, BEFORE_CREATING) == Hold((), ReadFresh(admission=True))
 
 

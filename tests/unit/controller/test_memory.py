@@ -279,3 +279,20 @@ def test_admissions_soft_state_expires_and_is_forgotten() -> None:
     queues.admit(placing, Entry(f"Job {placing.key}", "", NAMESPACE, 0, "", {}))
     queues.forget(placing)
     assert queues.admitting == {} and queues.admitting_since == {} and placing not in queues.reads
+
+
+def test_victims_back_in_their_queue_settle_for_a_moment_each_from_when_first_seen() -> None:
+    from jobrelay.controller.relay.memory import SETTLE_FOR, QueueMemory
+
+    now = [0.0]
+    queues = QueueMemory(lambda: now[0])
+    a, b = WorkloadKey("Job.v1.batch", "ns/a"), WorkloadKey("Job.v1.batch", "ns/b")
+    assert queues.settling({}) == frozenset()
+    assert queues.settling({a: "Job ns/w"}) == {"Job ns/w"}
+    now[0] = SETTLE_FOR - 0.5
+    assert queues.settling({a: "Job ns/w", b: "Job ns/v"}) == {"Job ns/w", "Job ns/v"}
+    now[0] = SETTLE_FOR + 0.1
+    assert queues.settling({a: "Job ns/w", b: "Job ns/v"}) == {"Job ns/v"}  # a settled
+    now[0] = 2 * SETTLE_FOR
+    assert queues.settling({a: "Job ns/w"}) == frozenset() and b not in queues.requeued
+    assert queues.settling({a: "Job ns/x"}) == {"Job ns/x"}  # preempted again: anew

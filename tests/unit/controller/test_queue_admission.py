@@ -3,14 +3,18 @@ the figures handed to the status writer, idleness without queues or quotas."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tests.unit.admission.support import figures, queue
 
 from jobrelay.admission.planner import AdmissionPlan
+from jobrelay.admission.priority_classes import PRIORITY_CLASS_NOT_ALLOWED
 from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.relay.queue_admission import QueueAdmission
+from jobrelay.kinds.base import WorkloadKey
+from jobrelay.kinds.job.adapter import JobKind
 
 
 class Listed:
@@ -84,3 +88,35 @@ async def test_watching_starts_and_stops_informers_of_its_own() -> None:
     assert started == ["start", "start", "done", "done", "done", "done"]
     made.needed()
     assert woken == [1]
+
+
+def _job(priority_class: str, queue_label: str = "") -> dict[str, Any]:
+    labels = {"jobrelay.dev/queue": queue_label} if queue_label else {}
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "resourceVersion": "1", "labels": labels},
+        "spec": {"template": {"spec": {"priorityClassName": priority_class,
+                                       "containers": [{"name": "c", "image": "x"}]}}},
+    }  # fmt: skip
+
+
+def test_a_system_priority_class_is_refused_with_or_without_queues_or_quotas() -> None:
+
+    kind, at = JobKind(), WorkloadKey("Job.v1.batch", "ns/j")
+    for made in (admission(), admission(queue("team-a"))):
+        hold = made.verdict(at, kind, _job("system-node-critical"))
+        assert hold is not None and hold.reason == PRIORITY_CLASS_NOT_ALLOWED
+        assert made.admit(at, kind, _job("system-node-critical")) == hold
+        assert at not in made.memory.admitting  # never marked being placed
+    assert admission().verdict(at, kind, _job("batch")) is None  # no queue: placed as it comes
+
+
+def test_a_queue_listing_its_classes_refuses_any_other() -> None:
+
+    listed = dataclasses.replace(queue("team-a"), allowed_priority_classes=frozenset({"batch"}))
+    made = admission(listed)
+    kind, at = JobKind(), WorkloadKey("Job.v1.batch", "ns/j")
+    hold = made.verdict(at, kind, _job("urgent", "team-a"))
+    assert hold is not None and hold.reason == PRIORITY_CLASS_NOT_ALLOWED
+    assert "RelayQueue team-a does not allow PriorityClass 'urgent'" in hold.message
+    allowed = made.verdict(at, kind, _job("batch", "team-a"))
+    assert allowed is None or allowed.reason != PRIORITY_CLASS_NOT_ALLOWED

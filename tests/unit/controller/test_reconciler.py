@@ -333,14 +333,14 @@ async def test_a_new_job_is_placed_only_after_the_managers_admission_admits_its_
     env.submit(with_pod_spec(job(), serviceAccountName="trainer", priorityClassName="high"))
     assert await env.reconcile() == DONE
     (probe,) = env.manager.dry_runs()
-    # A Pod of the template, in the Job's namespace, less the PriorityClass (which may
-    # exist on the workers only); its ServiceAccount is judged: it must exist here.
+    # A Pod of the template, in the Job's namespace; its ServiceAccount and PriorityClass
+    # are judged: they must exist here (and the class's quota scopes apply).
     assert probe["metadata"] == {
         "generateName": "jobrelay-admission-probe-",
         "namespace": NAMESPACE,
     }
     assert probe["spec"]["serviceAccountName"] == "trainer"
-    assert "priorityClassName" not in probe["spec"]
+    assert probe["spec"]["priorityClassName"] == "high"
     assert probe["spec"]["containers"] == job()["spec"]["template"]["spec"]["containers"]
     assert env.placement() == "w2" and env.mirror_on("w2") is not None
 

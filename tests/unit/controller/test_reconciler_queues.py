@@ -383,3 +383,54 @@ async def test_a_victim_chosen_is_told_to_its_reconcile_until_marked(qenv: Queue
     )
     memory.expire()  # not read as placed: nothing to preempt any more
     assert qenv.admission.preemption(key("x")) is None
+
+
+def preset(obj: JsonObj, cluster: str = "w1") -> JsonObj:
+    """Created with jobrelay's cluster annotation already set (no admission policy stops it)."""
+    obj["metadata"].setdefault("annotations", {})[CLUSTER_ANNOTATION] = cluster
+    return obj
+
+
+def mirrored(qenv: QueueEnv, name: str) -> bool:
+    return qenv.env.workers["w1"].cluster.get("jobs", f"{NAMESPACE}/{name}") is not None
+
+
+async def test_a_preset_placement_waits_in_its_queue_and_gets_no_mirror_past_its_quota(
+    qenv: QueueEnv,
+) -> None:
+    names = [f"j{i}" for i in range(4)]
+    qenv.submit(*(asking(n) for n in names))
+    assert qenv.passed() == names
+    await qenv.reconcile(*names)
+    assert qenv.placed() == names  # the queue's 4 CPUs are taken
+    qenv.submit(preset(asking("jump", created="2026-03-01T11:00:00Z")))
+    assert qenv.passed() == []  # judged as pending: the queue is full
+    await qenv.reconcile("jump", "jump")
+    said = qenv.said("jump")
+    assert said is not None and said.startswith("QueueQuotaExceeded: team-a: 5 of 4 cpu")
+    assert not mirrored(qenv, "jump")
+    assert "QueueQuotaExceeded" in qenv.env.events.reasons()
+
+
+async def test_a_preset_placement_admitted_is_placed_by_jobrelay_before_its_mirror(
+    qenv: QueueEnv,
+) -> None:
+    qenv.submit(preset(asking("early")))
+    assert qenv.passed() == ["early"]
+    await qenv.reconcile("early")
+    placed = qenv.env.manager.get("jobs", f"{NAMESPACE}/early")
+    assert placed is not None
+    annotations = placed["metadata"]["annotations"]
+    assert annotations["jobrelay.dev/placements"] == "w1"  # jobrelay's placement now
+    await qenv.reconcile("early")
+    assert mirrored(qenv, "early")
+
+
+async def test_a_preset_placement_naming_a_system_priority_class_gets_no_mirror(
+    qenv: QueueEnv,
+) -> None:
+    qenv.submit(preset(asking("critical", queue=None, priorityClassName="system-node-critical")))
+    await qenv.reconcile("critical", "critical")
+    said = qenv.said("critical")
+    assert said is not None and said.startswith("PriorityClassNotAllowed: ")
+    assert not mirrored(qenv, "critical")

@@ -42,10 +42,12 @@ def test_a_probe_pod_is_the_template_in_the_namespace_less_what_only_workers_may
         "labels": {"app": "train"},
         "annotations": {"a": "b"},
     }
-    # The ServiceAccount is judged (it must exist on the manager); the PriorityClass not.
+    # The ServiceAccount and the PriorityClass are judged (they must exist on the
+    # manager, and the class's ResourceQuota scopes apply); the computed integer is not.
     assert pod["spec"] == {
         "serviceAccountName": "trainer",
         "serviceAccount": "trainer",
+        "priorityClassName": "high",
         "restartPolicy": "Never",
         "containers": TEMPLATE["spec"]["containers"],
     }
@@ -81,6 +83,13 @@ def test_every_pod_template_of_a_jobset_is_judged() -> None:
             'pods "jobrelay-admission-probe-abcde" is forbidden: exceeded quota: pods, '
             "requested: pods=1, used: pods=10, limited: pods=10",
             "", True,
+        ),
+        # A class that only namespaces with a matching quota may use (limitedResources).
+        (
+            403, "Forbidden",
+            'pods "jobrelay-admission-probe-abcde" is forbidden: insufficient quota to match '
+            "these scopes: [{PriorityClass In [system-node-critical system-cluster-critical]}]",
+            ADMISSION_REFUSED, False,
         ),
         (
             403, "Forbidden",

@@ -176,6 +176,12 @@ def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
     return tuple(left)
 
 
+# How long the room a preempted workload freed may take to show free once it is back in
+# its queue (its pods gone from the worker's pod cache after its mirror from the Jobs'):
+# nobody is preempted meanwhile, so the same room is never made twice.
+SETTLE_FOR = 3.0
+
+
 @dataclass(slots=True)
 class QueueMemory:
     """Admission's soft state (see the module doc). Reconciles write ``admitting``
@@ -192,6 +198,21 @@ class QueueMemory:
     preempting: dict[WorkloadKey, tuple[float, Preempt]] = dataclasses.field(default_factory=dict)
     # Each workload as admission read it, by key (its version says when to read again).
     reads: dict[WorkloadKey, WorkloadRead] = dataclasses.field(default_factory=dict)
+    # Victims seen back in their queues (unplaced, marked), since when, and their mark:
+    # for SETTLE_FOR the room they freed may not show free yet.
+    requeued: dict[WorkloadKey, tuple[float, str]] = dataclasses.field(default_factory=dict)
+
+    def settling(self, seen: Mapping[WorkloadKey, str]) -> frozenset[str]:
+        """``seen``: the victims back in their queues now, with their marks; the marks of
+        those seen so for less than SETTLE_FOR (the others are kept, not counted)."""
+        now = self.monotonic()
+        for key in [key for key in self.requeued if key not in seen]:
+            del self.requeued[key]
+        for key, mark in seen.items():
+            if self.requeued.get(key, (0.0, ""))[1] != mark:
+                self.requeued[key] = (now, mark)
+        return frozenset(mark for since, mark in self.requeued.values()
+                         if now - since < SETTLE_FOR)  # fmt: skip
 
     def admit(self, key: WorkloadKey, entry: Entry) -> None:
         """A reconcile decided to place ``key``: it counts as admitted until it shows."""

@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
 from jobrelay.admission.planner import AdmissionView, Candidate, Fits, PreemptionRoom, plan
-from jobrelay.admission.queue_choice import queue_for, queue_name, refusal
+from jobrelay.admission.priority_classes import priority_class_refusal, stated_priority_classes
+from jobrelay.admission.queue_choice import Queued, queue_for, queue_name, refusal
 from jobrelay.admission.queue_model import Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures
 from jobrelay.admission.verdicts import bound, queue_verdict
@@ -199,15 +200,32 @@ class QueueAdmission:
         """The verdict, and the workload as read when admission bounds it (None: it
         does not: no queue takes it and its namespace has no quota, nothing is read)."""
         labels = self._labels.get(key.namespace, {})
-        choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace, labels, self.specs())
+        specs = self.specs()
+        choice = queue_for(Meta(obj).label(QUEUE_LABEL), key.namespace, labels, specs)
+        refused = refusal(choice)
+        if refused is None:
+            queue = specs.get(choice.queue) if isinstance(choice, Queued) else None
+            refused = self._class_refusal(kind, obj, queue)
+            if refused is not None:
+                return refused, None  # whatever its queue or quota: never placed
         limits = self._hard_by_namespace().get(key.namespace)
-        if refusal(choice) is None and not bound(choice, limits):
+        if refused is None and not bound(choice, limits):
             return None, None  # placed as it comes: not worth reading its templates
         read = self._read(key, kind, obj, keep=keep)
         memory = self.memory
         hold = queue_verdict(key, read, choice, last=memory.last, limits=limits,
                              admitting=memory.admitting)  # fmt: skip
         return hold, read
+
+    @staticmethod
+    def _class_refusal(kind: WorkloadKind, obj: JsonObj, queue: QueueSpec | None
+                       ) -> QueueHold | None:  # fmt: skip
+        """Its PriorityClasses refused (system ones, or not in its queue's list)."""
+        try:
+            classes = stated_priority_classes(kind.pod_templates(obj))
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError):
+            return None  # templates placement cannot read: it says why
+        return priority_class_refusal(classes, queue)
 
     # -- the pass -----------------------------------------------------------------------
 
@@ -224,6 +242,7 @@ class QueueAdmission:
         victims to preempt."""
         memory = self.memory
         workloads: list[Candidate] = []
+        requeued: dict[WorkloadKey, str] = {}
         for key, kind, obj in objects:
             read = self._read(key, kind, obj)
             if read.entry is None or read.workload is None:
@@ -231,6 +250,8 @@ class QueueAdmission:
             admitted = self._admitted(key, read)
             if admitted is not None:
                 workloads.append(Candidate(key, read, admitted))
+                if not admitted and read.preempted_by:
+                    requeued[key] = read.preempted_by  # a victim back in its queue
         memory.expire()
         last = memory.last
         view = AdmissionView(
@@ -244,6 +265,8 @@ class QueueAdmission:
             room=room,
             preempting={key: told for key, (_since, told) in memory.preempting.items()},
             built=last.entries if last is not None else {},
+            settling=memory.settling(requeued),
+            nominated=last.nominated if last is not None else frozenset(),
         )
         made = memory.last = plan(view)
         memory.chose(made.victims)
@@ -256,11 +279,12 @@ class QueueAdmission:
         if read.gone:
             self.memory.not_placed(key)  # it takes nothing any more
             return None
-        if read.placed or self._mirrored(key):
+        if self._mirrored(key) or (read.placed and not read.preset):
             self.memory.not_placed(key)  # the cache shows it: counted as placed
             return True
         if read.suspended:
             return None
+        # A preset placement (no mirror yet) is pending: admission judges it as unplaced.
         return key in self.memory.admitting
 
     # -- reading ---------------------------------------------------------------------------

@@ -23,13 +23,13 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from jobrelay.admission.planner import ClustersFor
-from jobrelay.admission.workload_reads import fleet_of
+from jobrelay.admission.workload_reads import fleet_of, preset_placement
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.decide import decide
 from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
-from jobrelay.controller.relay.plan import Outcome, Place, Plan, ReadFresh, Retry
+from jobrelay.controller.relay.plan import CreateMirror, Outcome, Place, Plan, ReadFresh, Retry
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.snapshot import (
     Needed,
@@ -275,8 +275,9 @@ class Reconciler:
         return found
 
     def _bound(self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None) -> bool:
-        """Whether admission judges the workload: before its first placement only."""
-        if obj is None or placement_of(obj) or Meta(obj).deleting:
+        """Whether admission judges the workload: before its first placement only (a
+        preset placement is none: judged before its first mirror is created)."""
+        if obj is None or (placement_of(obj) and not preset_placement(obj)) or Meta(obj).deleting:
             return False
         finished = kind.is_finished(obj) or kind.is_suspended(obj)
         return not finished and not self._pool.has_mirror(key)
@@ -302,7 +303,7 @@ class Reconciler:
         hold = snapshot.queue_hold
         if hold is not None and not hold.settled:
             gate.needed()
-        if not any(isinstance(action, Place) for action in plan.actions):
+        if not any(isinstance(action, Place | CreateMirror) for action in plan.actions):
             return None
         if not self._bound(key, kind, obj):
             return None

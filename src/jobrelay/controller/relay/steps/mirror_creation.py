@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from jobrelay.admission.workload_reads import preset_placement
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
@@ -35,6 +36,7 @@ from jobrelay.controller.relay.steps.status_writes import end_of_run, vanished_m
 from jobrelay.dependencies.copy_rules import refusal
 from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
 from jobrelay.vocabulary.placement import mirror_records, placements_of, without_records_from
 
 
@@ -62,6 +64,8 @@ def create(
     hold = first_hold(BEFORE_CREATING, s, obj)
     if hold is not None:
         return Plan((*actions, *hold.actions), hold.outcome, held=hold.held)
+    if not placed_now and preset_placement(obj):
+        return _placed_anew(s, obj, actions)
     elsewhere = _not_here(s, obj, worker, placed_now=placed_now, actions=actions)
     if elsewhere is not None:
         return elsewhere
@@ -93,6 +97,21 @@ def create(
     actions.extend(copies(s, worker))
     actions.append(CreateMirror(cluster, body, uid(obj) or "", run, if_refused=MIRROR_REJECTED))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
+    return Plan(tuple(actions), Done())
+
+
+def _placed_anew(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan:
+    """A preset placement (set by whoever created the workload, not by jobrelay), its
+    queue's admission passed: placed as jobrelay places any workload (the namespace's
+    placement policy, the filters), never just where the preset says; the mirror is
+    created once the placement is jobrelay's."""
+    placed = placement(s, obj, foreign_holders(s), actions)
+    if isinstance(placed, Plan):
+        return placed
+    if isinstance(placed, Unplaceable):
+        actions.append(Annotate({CLUSTER_ANNOTATION: None}))  # the preset is no placement
+        return not_placed(s, placed, actions)
+    actions.append(place(obj, placed.cluster, (placed.cluster,), placed.demand))
     return Plan(tuple(actions), Done())
 
 

@@ -28,8 +28,9 @@ __all__ = [
 # Before a first placement: its queue admits it, what its pods need is there, and the
 # manager's admission admits its pods.
 BEFORE_PLACING: tuple[HoldRule, ...] = (HeldByQueue(), HeldByDependencies(), HeldByAdmission())
-# Before any mirror is created (whoever set the placement: a user may preset or edit it).
-BEFORE_CREATING: tuple[HoldRule, ...] = (HeldByDependencies(), HeldByAdmission())
+# Before any mirror is created (whoever set the placement: a user may preset or edit it;
+# a preset is judged by its queue too, as an unplaced workload is).
+BEFORE_CREATING: tuple[HoldRule, ...] = (HeldByQueue(), HeldByDependencies(), HeldByAdmission())
 # Before a pod-template change reaches a mirror: new pods, judged like a first run's.
 BEFORE_NEW_PODS: tuple[HoldRule, ...] = (HeldByAdmission(),)
 
