@@ -72,6 +72,10 @@ class ControllerProcess:
             "--metrics-address",
             "127.0.0.1:0",
             "--install-crds",  # the local fleet's admin: the CRD of the code measured
+            # No aggregated API (auto would serve and register it on the loopback fleet):
+            # the controller measured stays the one measured before.
+            "--api-register",
+            "never",
             *self.extra_args,
         ]
 

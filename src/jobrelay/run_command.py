@@ -9,6 +9,7 @@ loads it only when one of them runs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,11 @@ from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
+from jobrelay.relayapi.auto_register_rules import choose_api_serving
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.web.probe_server import parse_address
+
+_log = logging.getLogger(__name__)
 
 # A Lease's name: an RFC 1123 subdomain.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -67,6 +71,20 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
         except ValueError as error:
             raise click.BadParameter(str(error)) from error
     return value
+
+
+def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings:
+    """``api`` with the address it is served at and whether it is registered, as
+    ``--api-register mode`` decides for this manager (relayapi/auto_register_rules.py)."""
+    choice = choose_api_serving(mode, api.address, manager_server)
+    if choice.address or mode != "auto":
+        _log.info(
+            "aggregated API: %s%s (%s)",
+            f"served at {choice.address}" if choice.address else "not served",
+            ", registered by the leader" if choice.register else ", not registered",
+            choice.why, extra={"event": "api-choice"},
+        )  # fmt: skip
+    return dataclasses.replace(api, address=choice.address, register=choice.register)
 
 
 @click.command()
@@ -216,6 +234,7 @@ def run(
     health_address: str,
     metrics_address: str,
     api: ApiSettings,
+    api_register: str,
     allow_exec_credentials: bool,
     install_crds: bool,
     log_format: str,
@@ -239,6 +258,8 @@ def run(
     if leader_elect and problems:
         raise click.UsageError("leader election: " + "; ".join(problems))
     setup_logging("json" if log_format == "json" else "text", log_level)
+    manager = manager_client(kubeconfig, context)
+    api = _api_served(api, api_register, manager.server)
     kind_settings = KindSettings()
     claims = [parse_kind_flag(text) for text in kinds]
     options = ControllerOptions(
@@ -283,7 +304,6 @@ def run(
         api=api,
         install_crds=install_crds,
     )
-    manager = manager_client(kubeconfig, context)
     election_client = manager_client(kubeconfig, context) if leader_elect else None
     review_client = manager_client(kubeconfig, context) if api.address else None
     try:

@@ -85,6 +85,7 @@ class ControllerProcess:
         workers: Sequence[str],
         extra_args: Sequence[str] = (),
         install_crds: bool = True,
+        api_register: str | None = "never",
     ) -> None:
         self.argv = [
             sys.executable, "-m", "jobrelay", "run",
@@ -94,6 +95,10 @@ class ControllerProcess:
             "--metrics-address", "127.0.0.1:0",
             # The fleet's admin keeps the CRD current with the code under test.
             *(["--install-crds"] if install_crds else []),
+            # The API only where a module asks for it (aggregated.API_ARGS): on the
+            # loopback fleet `--api-register auto` (the default) would serve and register
+            # it in every test. None: the default, as a user's plain `jobrelay run`.
+            *(["--api-register", api_register] if api_register else []),
             *extra_args,
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig

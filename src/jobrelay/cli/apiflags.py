@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from jobrelay.relayapi.auto_register_rules import ALWAYS, AUTO, REGISTER_MODES
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.web.probe_server import parse_address
 
@@ -41,11 +42,16 @@ _OPTIONS = [
     ),
     click.option(
         "--api-register",
-        is_flag=True,
-        default=_DEFAULTS.register,
-        help="The leader registers APIService v1alpha1.api.jobrelay.dev and Service "
-        "<--namespace>/jobrelay-api reaching this replica, with its certificate's CA: for a "
-        "controller run outside the manager (the local fleet); the chart registers its own.",
+        type=click.Choice(REGISTER_MODES),
+        default=AUTO,
+        show_default=True,
+        is_flag=False,
+        flag_value=ALWAYS,
+        help="Whether the leader registers APIService v1alpha1.api.jobrelay.dev and Service "
+        "<--namespace>/jobrelay-api reaching this replica, with its certificate's CA. auto: "
+        "when the manager's URL is on loopback (127.0.0.0/8, ::1, localhost: the local "
+        "fleet), then serving on 127.0.0.1:0 if --api-address names none; never otherwise "
+        "(the chart registers its own). --api-register alone: always (needs --api-address).",
     ),
     click.option(
         "--api-cert-file",
@@ -142,14 +148,17 @@ _OPTIONS = [
 
 
 def api_options(func: Any) -> Any:
-    """Adds the --api-* flags; the command receives them as one ``api: ApiSettings``."""
+    """Adds the --api-* flags; the command receives them as one ``api: ApiSettings`` and
+    ``api_register``, the mode (auto_register_rules) that settles its address and
+    ``register`` once the manager's URL is known."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         kwargs["api"] = ApiSettings(
             address=kwargs.pop("api_address"),
             url=kwargs.pop("api_url"),
-            register=kwargs.pop("api_register"),
+            # Decided by `jobrelay run` once it knows the manager's URL (api_register).
+            register=False,
             cert_file=kwargs.pop("api_cert_file"),
             key_file=kwargs.pop("api_key_file"),
             ca_file=kwargs.pop("api_ca_file"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -45,24 +46,84 @@ def _invoke(*args: str, kubeconfig: str) -> Any:
     return CliRunner().invoke(run_command.run, ["--kubeconfig", kubeconfig, *args])
 
 
-@pytest.fixture
-def kubeconfig(tmp_path: Any) -> str:
-    path = tmp_path / "kubeconfig"
+def _kubeconfig_file(tmp_path: Any, server: str, name: str) -> str:
+    path = tmp_path / name
     path.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        f"clusters: [{{name: k, cluster: {{server: '{server}'}}}}]\n"
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
     return str(path)
 
 
+@pytest.fixture
+def kubeconfig(tmp_path: Any) -> str:
+    """A manager on loopback, as the local fleet's."""
+    return _kubeconfig_file(tmp_path, "https://127.0.0.1:1", "kubeconfig")
+
+
+@pytest.fixture
+def remote_kubeconfig(tmp_path: Any) -> str:
+    """A manager elsewhere (an in-cluster controller's, a cloud's)."""
+    return _kubeconfig_file(tmp_path, "https://10.96.0.1:443", "remote.kubeconfig")
+
+
 def test_without_flags_the_options_are_the_defaults(
-    captured: list[ControllerOptions], kubeconfig: str
+    captured: list[ControllerOptions], remote_kubeconfig: str
 ) -> None:
-    result = _invoke(kubeconfig=kubeconfig)
+    result = _invoke(kubeconfig=remote_kubeconfig)
     assert result.exit_code == 0, result.output
     assert captured == [ControllerOptions()]
+
+
+def test_without_flags_a_loopback_manager_gets_the_api_served_and_registered(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    # The README's first hour: a plain `jobrelay run` on the local fleet serves
+    # `jobrelay logs` and the dashboard (--api-register auto).
+    result = _invoke(kubeconfig=kubeconfig)
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert (options.api.address, options.api.register) == ("127.0.0.1:0", True)
+    assert dataclasses.replace(options, api=ControllerOptions().api) == ControllerOptions()
+
+
+@pytest.mark.parametrize(
+    ("args", "loopback", "served"),
+    [
+        # The explicit forms `make demo` and the tests write keep working.
+        (["--api-address", "127.0.0.1:0", "--api-register"], True, ("127.0.0.1:0", True)),
+        (["--api-register", "--api-address", "127.0.0.1:0"], False, ("127.0.0.1:0", True)),
+        (["--api-address", ":8443", "--api-register=always"], False, (":8443", True)),
+        (["--api-address", ":8443", "--api-register", "auto"], False, (":8443", False)),
+        (["--api-address", ":8443"], True, (":8443", True)),
+        (["--api-register", "never"], True, ("", False)),
+        (["--api-address", ":8443", "--api-register", "never"], True, (":8443", False)),
+        # Registering needs something served: as before, nothing without an address.
+        (["--api-register"], True, ("", False)),
+    ],
+)  # fmt: skip
+def test_api_register_forms(
+    captured: list[ControllerOptions],
+    kubeconfig: str,
+    remote_kubeconfig: str,
+    args: list[str],
+    loopback: bool,
+    served: tuple[str, bool],
+) -> None:
+    result = _invoke(*args, kubeconfig=kubeconfig if loopback else remote_kubeconfig)
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert (options.api.address, options.api.register) == served
+
+
+def test_an_unknown_api_register_mode_is_refused(
+    captured: list[ControllerOptions], kubeconfig: str
+) -> None:
+    result = _invoke("--api-register", "sometimes", kubeconfig=kubeconfig)
+    assert result.exit_code == 2
+    assert "auto" in result.output and captured == []
 
 
 def test_every_flag_reaches_its_setting(captured: list[ControllerOptions], kubeconfig: str) -> None:
