@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 __all__ = [
-    "AUTO",
     "ALWAYS",
+    "AUTO",
     "LOOPBACK_API_ADDRESS",
     "NEVER",
     "REGISTER_MODES",
