@@ -67,6 +67,10 @@ def workload_named(text: str, kind: str | None) -> tuple[str | None, str]:
 
 def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     """What to tell the user about a refusal, and the exit code."""
+    # The API itself missing (not registered) or down (not available): before the 404s
+    # and 503s of a workload, whose codes these share.
+    if error.reason in ("NoAPI", "APIUnavailable"):
+        return f"error: {error.message}", EXIT_FAILED
     if error.code == 401:
         return (
             f"error: your credentials were not accepted ({error.message}); check your "
@@ -87,8 +91,6 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
         }
         return f"error: {error.message}{hints.get(error.reason, '')}", EXIT_NOT_FOUND
     if error.code == 0:
-        return f"error: {error.message}", EXIT_FAILED
-    if error.reason in ("NoAPI", "APIUnavailable"):
         return f"error: {error.message}", EXIT_FAILED
     return f"error: {error.reason}: {error.message}", EXIT_FAILED
 

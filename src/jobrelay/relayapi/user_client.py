@@ -3,8 +3,8 @@
 The user's own kubeconfig reaches the manager's apiserver, as for every other
 verb (and as kubectl does): the apiserver authenticates them and forwards the
 request to the controller as ``/apis/api.jobrelay.dev/v1alpha1/...``. Nothing is
-sent anywhere else. An APIService that is not available is said in one line,
-with what to check.
+sent anywhere else. An API that is not registered, or registered but not available,
+is said in one line, with what to do.
 """
 
 from __future__ import annotations
@@ -21,30 +21,45 @@ from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
 from jobrelay.relayapi.route_rules import API_PATH, MIRROR, RelayError, job_path, plural_of
 from jobrelay.vocabulary.resource import Resource
 
-__all__ = ["RelayClient", "RelayError", "connect", "fetch_mirror"]
+__all__ = ["NOT_REGISTERED", "RelayClient", "RelayError", "connect", "fetch_mirror"]
 
 # What the requests are recorded as (the aggregated group's subresources).
 _API = Resource("api.jobrelay.dev", "v1alpha1", "", "APIResourceList", namespaced=True)
 _CHECK = f"check `kubectl get apiservice {API_SERVICE_NAME}`"
+# What the manager answers for a group nobody registered: a plain-text 404 from its
+# mux ("404 page not found"), or a Status naming no object.
+_UNSERVED_404 = ("404 page not found", "the server could not find the requested resource")
+NOT_REGISTERED = (
+    f"the jobrelay API is not registered on this cluster (no APIService {API_SERVICE_NAME}): "
+    "run the controller with --api-register (the default, auto, does it when the manager "
+    "is on this host, as the local fleet's) or install the chart (charts/jobrelay), which "
+    "registers it"
+)
+
+
+def _not_available(detail: str) -> str:
+    return (
+        f"the jobrelay API is registered but not available ({detail}): the controller "
+        f"serving it is not running or not reachable from the manager; {_CHECK} (its "
+        "Available condition says why) and the controller's log"
+    )
 
 
 def _relay_error(error: ApiError) -> RelayError:
     """An apiserver's answer as the CLI tells it; the aggregator's own failures (the
-    APIService not there or not available) say what to check."""
+    APIService not there or not available) say which, and what to do."""
     if error.code == 0:
         where = error.details.get("server") or "the manager"
         cause = error.details.get("cause") or error.message
         return RelayError(0, "Unreachable", f"cannot connect to {where} ({cause}): check "
                           "--kubeconfig and --context")  # fmt: skip
-    if (
-        error.code == 404
-        and error.reason == "NotFound"
-        and "the server could not find" in (error.message)
-    ):
-        return RelayError(404, "NoAPI", f"the manager does not serve {API_PATH}: {_CHECK}")
+    # The controller's own 404s carry a reason of their own (NotPlaced, NoPods...) or
+    # name the object; the manager's for an unknown group name nothing.
+    unserved = any(text in error.message for text in _UNSERVED_404)
+    if error.code == 404 and error.reason == "NotFound" and unserved:
+        return RelayError(404, "NoAPI", NOT_REGISTERED)
     if error.code == 503 and error.reason in ("ServiceUnavailable", ""):
-        return RelayError(503, "APIUnavailable", f"the jobrelay API is not available "
-                          f"({error.message}): {_CHECK} and the controller's log")  # fmt: skip
+        return RelayError(503, "APIUnavailable", _not_available(error.message))
     return RelayError(error.code, error.reason, error.message)
 
 
