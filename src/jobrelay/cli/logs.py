@@ -10,20 +10,21 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
 from jobrelay.kinds.catalog import DEFAULT_KIND
+from jobrelay.relayapi.log_refusal_rules import PodRefusal, RefusalFilter
 from jobrelay.relayapi.route_rules import LOG, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
 EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
 EXIT_NOT_FOUND = 3  # no such workload, not placed yet, no pods yet
 EXIT_UNAUTHORIZED = 4  # credentials missing or not valid on the manager (401)
-EXIT_FORBIDDEN = 5  # valid credentials, no right to read pods/log there (403)
+EXIT_FORBIDDEN = 5  # no right to read pods/log there (403), or its worker refused the log
 
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
@@ -95,6 +96,24 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
     return f"error: {error.reason}: {error.message}", EXIT_FAILED
 
 
+def explain_refusals(refusals: Sequence[PodRefusal], namespace: str) -> tuple[str, int]:
+    """What to tell the user of the pods whose logs their worker refused mid-answer, and
+    the exit code: a refusal of the worker's credential (403) is the controller's
+    worker role lacking pods/log there, not the user's right on the manager."""
+    lines = []
+    for refusal in refusals:
+        if refusal.forbidden:
+            lines.append(
+                f"error: the worker refused to read the log of pod {refusal.pod} (Forbidden): "
+                f"the identity jobrelay holds on that worker may not get pods/log in "
+                f"namespace {namespace}; its admin can grant it (docs/add-a-worker.md)"
+            )
+        else:
+            lines.append(f"error: the log of pod {refusal.pod} could not be read: {refusal.why}")
+    forbidden = any(refusal.forbidden for refusal in refusals)
+    return "\n".join(lines), EXIT_FORBIDDEN if forbidden else EXIT_FAILED
+
+
 @click.command()
 @manager_options
 @click.argument("job", metavar="[KIND/]NAME")
@@ -164,11 +183,16 @@ def logs(
             async with client.stream(job_path(namespace, plural, job, LOG), params) as chunks:
                 await _copy(chunks)
 
+    refusals = RefusalFilter()
+
     async def _copy(chunks: AsyncIterator[bytes]) -> None:
         out = sys.stdout.buffer
         async for chunk in chunks:
-            out.write(chunk)
-            out.flush()
+            if printed := refusals.feed(chunk):
+                out.write(printed)
+                out.flush()
+        out.write(refusals.flush())
+        out.flush()
 
     try:
         asyncio.run(go())
@@ -178,3 +202,8 @@ def logs(
         raise click.exceptions.Exit(code) from None
     except KeyboardInterrupt:
         raise click.exceptions.Exit(130) from None
+    if refusals.refusals:
+        # The other pods' logs are printed; the refused ones are errors, not output.
+        message, code = explain_refusals(refusals.refusals, namespace)
+        click.echo(message, err=True)
+        raise click.exceptions.Exit(code)

@@ -16,6 +16,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS
+from jobrelay.relayapi.log_refusal_rules import pod_refusal_line
 from jobrelay.relayapi.route_rules import scrub
 from jobrelay.relayapi.stream_rules import MAX_LINE_BYTES, LineSplitter, RateBudget
 from jobrelay.vocabulary.meta import Meta
@@ -51,7 +52,8 @@ async def pod_log(
     idle: float,
     ended: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """One pod's log; a refusal or a broken stream ends it with one line saying why.
+    """One pod's log; a refusal or a broken stream ends it with one line saying why
+    (``log_refusal_rules``: the client's error).
     A follow also ends soon after ``ended`` returns (the request's pod watch says so)."""
     try:
         async with client.pod_log(namespace, pod, params, follow_idle_timeout=idle) as chunks:
@@ -69,7 +71,8 @@ async def pod_log(
             return
         # The worker's own words only when they are about the request, never addresses.
         message = scrub(error.message) if error.code in (400, 404) else error.reason
-        yield f"[jobrelay: pod {pod}: {message}]\n".encode()
+        # A line `jobrelay logs` takes for an error (log_refusal_rules): exit non-zero.
+        yield pod_refusal_line(pod, message)
 
 
 _TERMINAL_PHASES = frozenset(("Succeeded", "Failed"))

@@ -1,6 +1,8 @@
 """`jobrelay logs` and `describe` when the aggregated API is not registered (the manager
 answers 404 for its group) or registered but not available (503): one line saying which
-and what to do, a non-zero exit, never `404 page not found`, never a traceback."""
+and what to do, a non-zero exit, never `404 page not found`, never a traceback. And a
+worker's refusal of a pod's log inside the answer: an error on stderr and a non-zero
+exit, the other pods' logs still printed."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 
-from jobrelay.cli.logs import EXIT_FAILED, EXIT_NOT_FOUND, logs
+from jobrelay.cli.logs import EXIT_FAILED, EXIT_FORBIDDEN, EXIT_NOT_FOUND, logs
 from jobrelay.kube.client import ApiClient
 from jobrelay.relayapi import user_client
 from jobrelay.relayapi.route_rules import RelayError
@@ -117,3 +119,31 @@ async def test_describe_says_the_same_of_the_worker_side(
     with pytest.raises(RelayError) as raised:
         await user_client.fetch_mirror("team-a", "t", "Job", kubeconfig=kubeconfig)
     assert raised.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    ("body", "printed", "words", "code"),
+    [
+        (b"[pod/t-0] hello\n[pod/t-1] [jobrelay: pod t-1: Forbidden]\n[pod/t-2] bye\n",
+         "[pod/t-0] hello\n[pod/t-2] bye\n", "may not get pods/log in namespace team-a",
+         EXIT_FORBIDDEN),
+        (b"[jobrelay: pod t-0: Forbidden]\n", "", "refused to read the log of pod t-0",
+         EXIT_FORBIDDEN),
+        (b"hello\n[jobrelay: pod t-0: InternalError]\n", "hello\n",
+         "the log of pod t-0 could not be read: InternalError", EXIT_FAILED),
+    ],
+)  # fmt: skip
+def test_a_workers_refusal_is_an_error_never_a_line_of_output(
+    answer: Any, body: bytes, printed: str, words: str, code: int
+) -> None:
+    kubeconfig = answer(httpx2.Response(200, headers=_PLAIN, content=body))
+    result = CliRunner().invoke(logs, ["--kubeconfig", kubeconfig, "t", "--all-pods"])
+    assert result.exit_code == code
+    assert result.stdout == printed
+    assert words in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_clean_answer_exits_0(answer: Any) -> None:
+    kubeconfig = answer(httpx2.Response(200, headers=_PLAIN, content=b"a\n[b]\nc"))
+    result = CliRunner().invoke(logs, ["--kubeconfig", kubeconfig, "t"])
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "a\n[b]\nc", "")
