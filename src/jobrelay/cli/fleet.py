@@ -145,15 +145,19 @@ def up(
 
 
 @fleet.command()
-def build() -> None:
+@click.option("--fleet-only", is_flag=True,
+              help="Only what a fleet runs (`make demo`): not the tests' helm builds, "
+                   "third-party CRDs and promtool (`make test` builds them).")  # fmt: skip
+def build(fleet_only: bool) -> None:
     """Build (or find in the cache) the Kubernetes, etcd, kwok and JobSet binaries the fleet
     runs, and the helm builds, third-party CRDs and promtool the chart's and alerts' tests use."""
     try:
-        found = resolver.resolve(_progress)
-        tools = resolver.resolve_tools(_progress)
+        found = vars(resolver.resolve(_progress))
+        if not fleet_only:
+            found |= vars(resolver.resolve_tools(_progress))
     except BinaryError as error:
         raise click.ClickException(str(error)) from error
-    for name, path in (vars(found) | vars(tools)).items():
+    for name, path in found.items():
         click.echo(f"{name:<24} {path}")
 
 
