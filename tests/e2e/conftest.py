@@ -5,7 +5,9 @@ Design
 * ``controller`` is **module-scoped**: each test module gets its own
   ``python -m jobrelay run --kubeconfig <manager> --log-format json`` process,
   with the extra arguments the module lists in ``CONTROLLER_ARGS`` (default:
-  none, i.e. the default mode in which finished mirrors are deleted). Only one
+  none, i.e. the default mode in which finished mirrors are deleted), and
+  ``--api-register never`` unless the module sets ``CONTROLLER_API_REGISTER``
+  (None: the default, auto, as a user's plain `jobrelay run`). Only one
   controller runs at a time: pytest finishes a module's fixtures before the
   next module starts, and two controllers of the same name on one manager
   would fight over the same Jobs.
@@ -88,7 +90,12 @@ async def controller(
     module = request.module.__name__.rsplit(".", 1)[-1]
     log_path = tmp_path_factory.mktemp(f"jobrelay-{module}") / "controller.log"
     process = ControllerProcess(
-        fleet.kubeconfig("manager"), log_path, workers=fleet.workers, extra_args=extra_args
+        fleet.kubeconfig("manager"),
+        log_path,
+        workers=fleet.workers,
+        extra_args=extra_args,
+        # "never" unless the module says otherwise (None: `jobrelay run`'s own default).
+        api_register=getattr(request.module, "CONTROLLER_API_REGISTER", "never"),
     )
     manager = fleet.client("manager")
     try:
