@@ -31,7 +31,7 @@ _OPTIONS = [
         metavar="HOST:PORT",
         help="Serve the aggregated API api.jobrelay.dev (`jobrelay logs`) here, to the "
         "manager's front proxy only (e.g. :8443; port 0 picks a free one, logged) "
-        "[default: none].",
+        "[default: none; 127.0.0.1:0 with --api-register auto on a loopback manager].",
     ),
     click.option(
         "--api-url",
