@@ -188,6 +188,7 @@ class Controller:
             observer=self.instruments,
             origin=relay.origin,
             controller_name=relay.controller_name,
+            manager_namespace_uid=self._namespace_uid,
         )
         self.reconciler = Reconciler(
             self.kinds,
@@ -221,6 +222,10 @@ class Controller:
         """The mirror of ``key`` this replica created on ``worker``, while unrecorded."""
         found = self.memory.unrecorded(worker, WorkloadKey(kind, key))
         return None if found is None else (found.run, found.uid)
+
+    def _namespace_uid(self, namespace: str) -> str | None:
+        cached = self.namespaces.get(namespace)
+        return (Meta(cached).uid or None) if cached is not None else None
 
     def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
         runtime = self.kinds.get(key.kind)
