@@ -131,7 +131,9 @@ class Controller:
         # Namespaces carry the placement policy their admin set (annotations), and the
         # labels queues select them by.
         self.namespaces = Informer(manager, NAMESPACES, transform=slim_namespace)
-        self.sources = DependencySources(manager)
+        self.sources = DependencySources(
+            manager, secret_namespaces=options.dependency_secret_namespaces
+        )
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
         # The fleet's queues (RelayQueues): a change may admit held workloads.

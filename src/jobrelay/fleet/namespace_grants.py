@@ -20,10 +20,11 @@ Two things, both about a worker namespace that carries this manager's origin:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 
-from jobrelay.fleet.serviceaccount import ROLE_BINDINGS
+from jobrelay.fleet.serviceaccount import ROLE_BINDINGS, SELF_SUBJECT_ACCESS_REVIEWS
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.manifests import worker_access
@@ -41,6 +42,8 @@ _log = logging.getLogger(__name__)
 # On a worker namespace jobrelay created: the UID of the manager namespace it serves.
 MANAGER_NAMESPACE_UID = "jobrelay.dev/manager-namespace-uid"
 _SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+# How long a new RoleBinding may take to be in force on the worker before the copy goes on.
+BINDING_WAIT = 5.0
 
 
 def service_account_of(username: str | None) -> tuple[str, str] | None:
@@ -108,4 +111,27 @@ class NamespaceGrants:
         else:
             _log.info("worker %s: bound ClusterRole %s in namespace %s", client.cluster,
                       binding["roleRef"]["name"], namespace, extra={"cluster": client.cluster})  # fmt: skip
+            await _until_in_force(client, namespace)
         self.bound.add(key)
+
+
+async def _until_in_force(client: ApiClient, namespace: str) -> None:
+    """Until the worker's authorizer (which learns a new RoleBinding through an informer)
+    lets the credential read Secrets in ``namespace``, for at most :data:`BINDING_WAIT`
+    seconds: the copy that follows would otherwise meet a stale 403."""
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "secrets",
+                                        "namespace": namespace}},
+    }  # fmt: skip
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BINDING_WAIT
+    while loop.time() < deadline:
+        try:
+            answer = await client.review(SELF_SUBJECT_ACCESS_REVIEWS, review)
+        except ApiError:
+            return  # the copy says what the worker answers
+        if (answer.get("status") or {}).get("allowed"):
+            return
+        await asyncio.sleep(0.05)  # the authorizer's informer catching up

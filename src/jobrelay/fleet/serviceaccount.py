@@ -68,6 +68,10 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", names
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+    namespaced=False,
+)  # fmt: skip
 ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True
 )

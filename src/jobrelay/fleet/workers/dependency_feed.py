@@ -28,6 +28,7 @@ from typing import ClassVar, Protocol
 
 from jobrelay.dependencies.copy_rules import RESOURCES, slim_copy
 from jobrelay.dependencies.template_references import DependencyKind
+from jobrelay.fleet.serviceaccount import SELF_SUBJECT_ACCESS_REVIEWS
 from jobrelay.fleet.workers.feed_base import Apply, CopyChanged, FeedWiring, WorkerFeed
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -41,10 +42,6 @@ __all__ = ["CopyChanged", "DependencyFeed", "OpenedNamespaces", "may_read_everyw
 
 _log = logging.getLogger(__name__)
 
-SELF_SUBJECT_ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
-    namespaced=False,
-)  # fmt: skip
 # An informer lists, then watches: both must be allowed everywhere for one informer per kind.
 _VERBS = ("list", "watch")
 # The key of the cluster-wide informers.
@@ -62,7 +59,7 @@ async def may_read_everywhere(client: ApiClient) -> bool:
             "spec": {"resourceAttributes": {"verb": verb, "resource": ref.plural}},
         }
         try:
-            answer = await client.create(SELF_SUBJECT_ACCESS_REVIEWS, review)
+            answer = await client.review(SELF_SUBJECT_ACCESS_REVIEWS, review)
         except ApiError:
             return False
         return bool((answer.get("status") or {}).get("allowed"))

@@ -91,7 +91,8 @@ class NamespaceFeed(WorkerFeed):
         # Advisory (the worker's admission policy is the guard): any answer but a clear
         # one leaves it unknown.
         with contextlib.suppress(ApiError, ValueError, TypeError, AttributeError):
-            review = await client.create(
+            # A review stores nothing: asked by a standby too (a write would be fenced).
+            review = await client.review(
                 SELF_SUBJECT_REVIEWS,
                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
             )
