@@ -289,6 +289,15 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             with pytest.raises(ApiError) as refused:
                 await worker.create(CONFIGMAPS, stray_map, namespace=namespace)
             assert refused.value.code in (403, 422), refused.value
+            # Nor its namespaced ClusterRole bound there (it would read Secrets there).
+            with pytest.raises(ApiError) as refused:
+                await worker.create(
+                    ROLE_BINDINGS,
+                    worker_access.namespace_binding(name, "jobrelay-system", origin, namespace),
+                    namespace=namespace,
+                )
+            assert refused.value.code in (403, 422), refused.value
+            assert "jobrelay" in str(refused.value), refused.value
 
 
 async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
