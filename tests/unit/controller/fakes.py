@@ -368,6 +368,9 @@ class FakeCopyFeed:
     def copy(self, kind: str, namespace: str, name: str) -> JsonObj | None:
         return None
 
+    def granted(self, namespace: str) -> None:
+        """Its informers there would open (nothing to do: none cached)."""
+
 
 @dataclass
 class FakeClaimFeed:

@@ -5,6 +5,7 @@ stop; refusals say which informer failed and why; the four feeds share it as the
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -157,13 +158,23 @@ def _namespace(name: str, origin: str | None) -> InformerEvent:
 
 async def test_copies_are_watched_only_where_opened_and_told_one_by_one() -> None:
     """The least-privilege credential reads copies only in namespaces opened to its origin:
-    one informer per kind there, opened and closed with the label; each change told, never
-    placement's news."""
+    one informer per kind there once it may read there (its review says so, or the relay
+    bound its role there), closed with the label; each change told, never placement's news."""
     copies: list[tuple[str, str]] = []
-    unasked = httpx2.MockTransport(lambda request: httpx2.Response(500))
+    readable = {"team-a"}
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/selfsubjectaccessreviews"):
+            asked = json.loads(request.content)["spec"]["resourceAttributes"]["namespace"]
+            return httpx2.Response(201, json={"status": {"allowed": asked in readable}})
+        return httpx2.Response(500)  # the informers' lists: never answered here
+
     feed = DependencyFeed("w", NamespaceFeed("w"))
     told = FeedWiring(
-        ApiClient(httpx2.AsyncClient(transport=unasked, base_url="https://w"), cluster="w"),
+        ApiClient(
+            httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w"),
+            cluster="w",
+        ),
         InformerOptions(),
         changed=lambda: copies.append(("placement", "")),
         copy_selector="x=y",
@@ -173,18 +184,27 @@ async def test_copies_are_watched_only_where_opened_and_told_one_by_one() -> Non
     assert list(feed._open(told)) == []
     feed.everywhere = False
     feed._namespace_changed(_namespace("team-a", "m"))
-    feed._namespace_changed(_namespace("team-b", "other-manager"))
-    feed._namespace_changed(_namespace("team-c", None))
+    feed._namespace_changed(_namespace("team-b", "m"))  # opened, not bound yet
+    feed._namespace_changed(_namespace("team-c", "other-manager"))
+    feed._namespace_changed(_namespace("team-d", None))
+    await asyncio.gather(*feed.pending)
+    assert feed.opened == {"team-a", "team-b"}
     assert sorted(feed.by_key) == [(kind, "team-a") for kind in sorted(RESOURCES)]
     assert all("in team-a" in informer.name for informer in feed.by_key.values())
+    # The relay bound its role in team-b: watched too; never where not opened.
+    feed.granted("team-b")
+    feed.granted("team-c")
+    assert sorted({namespace for _, namespace in feed.by_key}) == ["team-a", "team-b"]
     event = InformerEvent(Change.ADDED, "team-a/c", None, {"metadata": {}})
-    for informer in feed.by_key.values():
-        for handler in informer._handlers:
-            handler(event)
+    for (_, namespace), informer in feed.by_key.items():
+        if namespace == "team-a":
+            for handler in informer._handlers:
+                handler(event)
     assert sorted(copies) == [(kind, "team-a/c") for kind in sorted(RESOURCES)]
     # Closed (the label taken off): its informers stop.
     feed._namespace_changed(_namespace("team-a", None))
-    assert feed.by_key == {}
+    feed._namespace_changed(_namespace("team-b", None))
+    assert feed.by_key == {} and feed.opened == set()
     await feed.stop()
     await told.client.aclose()
 

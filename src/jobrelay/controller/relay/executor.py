@@ -268,6 +268,7 @@ class Executor:
             worker.client, action.namespace, worker.namespace_feed.username,
             everywhere=worker.dependency_feed.everywhere,
         )  # fmt: skip
+        worker.dependency_feed.granted(action.namespace)
         return await self.copier.copy(worker.client, action)
 
     def _made_for_another(self, worker: Worker, cluster: str, namespace: str) -> Retry | None:

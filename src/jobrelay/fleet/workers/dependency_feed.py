@@ -12,7 +12,8 @@ kind and verb, once per connection). The least-privilege worker credential reads
 kinds only in the namespaces opened to its origin (charts/jobrelay-worker/files/
 worker-access.yaml, ``namespaceRole``): then one informer per kind per opened namespace,
 opened and closed as the namespace feed sees namespaces labelled with the origin come and
-go. A credential that may list them everywhere (a worker admin's) keeps one cluster-wide
+go, once the credential may read there (a review per namespace, or the relay's word that
+it bound the namespaced ClusterRole there: :meth:`DependencyFeed.granted`). A credential that may list them everywhere (a worker admin's) keeps one cluster-wide
 informer per kind, as fewer watches.
 """
 
@@ -38,7 +39,13 @@ from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 from jobrelay.vocabulary.resource import Resource
 
-__all__ = ["CopyChanged", "DependencyFeed", "OpenedNamespaces", "may_read_everywhere"]
+__all__ = [
+    "CopyChanged",
+    "DependencyFeed",
+    "OpenedNamespaces",
+    "may_read_everywhere",
+    "may_read_in",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -48,15 +55,16 @@ _VERBS = ("list", "watch")
 _EVERYWHERE = ""
 
 
-async def may_read_everywhere(client: ApiClient) -> bool:
-    """Whether the credential may list and watch every copied kind in every namespace (an
-    error counts as no: the namespaced informers work for every credential)."""
+async def may_read_in(client: ApiClient, namespace: str = "") -> bool:
+    """Whether the credential may list and watch every copied kind in ``namespace`` ("":
+    in every namespace). An error counts as no."""
 
     async def allowed(ref: Resource, verb: str) -> bool:
+        attributes = {"verb": verb, "resource": ref.plural, "namespace": namespace}
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",
-            "spec": {"resourceAttributes": {"verb": verb, "resource": ref.plural}},
+            "spec": {"resourceAttributes": attributes},
         }
         try:
             answer = await client.review(SELF_SUBJECT_ACCESS_REVIEWS, review)
@@ -68,6 +76,12 @@ async def may_read_everywhere(client: ApiClient) -> bool:
         *(allowed(ref, verb) for ref in RESOURCES.values() for verb in _VERBS)
     )
     return all(answers)
+
+
+async def may_read_everywhere(client: ApiClient) -> bool:
+    """Whether the credential may list and watch every copied kind in every namespace (no:
+    the namespaced informers work for every credential)."""
+    return await may_read_in(client)
 
 
 class OpenedNamespaces(Protocol):
@@ -94,8 +108,11 @@ class DependencyFeed(WorkerFeed):
     wiring: FeedWiring | None = None
     # Whether it watches cluster-wide (None: not known yet).
     everywhere: bool | None = None
-    # Informers being stopped (a namespace closed), kept until they have.
+    # The namespaces opened to the origin, as the namespace feed shows them.
+    opened: set[str] = field(default_factory=set)
+    # Informers being stopped (a namespace closed), and reviews asked, kept until done.
     stopping: set[asyncio.Task[None]] = field(default_factory=set)
+    pending: set[asyncio.Task[None]] = field(default_factory=set)
 
     def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
         self.wiring = wiring
@@ -119,14 +136,36 @@ class DependencyFeed(WorkerFeed):
         wiring = self.wiring
         if wiring is None:
             return
+        namespace = event.key
         opened = event.new is not None and Meta(event.new).labels.get(ORIGIN_LABEL) == (
             wiring.origin
         )
+        if not opened:
+            self.opened.discard(namespace)
+            for kind in RESOURCES:
+                self._unwatch(kind, namespace)
+            return
+        if namespace in self.opened:
+            return
+        self.opened.add(namespace)
+        # Watched once the credential may read there: a namespace opened by its label alone
+        # has no RoleBinding until the relay makes one before its first copy (granted).
+        task = asyncio.get_running_loop().create_task(self._watch_if_allowed(namespace))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def _watch_if_allowed(self, namespace: str) -> None:
+        wiring = self.wiring
+        if wiring is not None and await may_read_in(wiring.client, namespace):
+            self.granted(namespace)
+
+    def granted(self, namespace: str) -> None:
+        """The credential may read the copied kinds in ``namespace`` now (the relay bound
+        its namespaced ClusterRole there): watch them, if the namespace is opened."""
+        if self.everywhere or namespace not in self.opened:
+            return
         for kind in RESOURCES:
-            if opened:
-                self._watch(kind, event.key)
-            else:
-                self._unwatch(kind, event.key)
+            self._watch(kind, namespace)
 
     def _watch(self, kind: DependencyKind, namespace: str) -> None:
         wiring = self.wiring
@@ -180,8 +219,10 @@ class DependencyFeed(WorkerFeed):
                     yield kind, obj
 
     async def stop(self) -> None:
+        for task in list(self.pending):
+            task.cancel()
         await super().stop()
-        for task in list(self.stopping):
+        for task in [*self.stopping, *self.pending]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
