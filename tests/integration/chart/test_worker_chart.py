@@ -182,7 +182,8 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
     name: str, worker: ApiClient
 ) -> None:
     """The v1.35 apiserver validates each object (schemas, RBAC escalation, CEL); only the
-    account's namespace is made for real (a dry run of a namespaced object needs it)."""
+    account's namespace and the namespaces opened are made for real (a dry run of a
+    namespaced object, such as an opened namespace's RoleBinding, needs its namespace)."""
     values = {
         **VALUE_SETS[name],
         "origin": f"{VALUE_SETS[name]['origin'][:50]}-{uuid.uuid4().hex[:6]}",
@@ -196,10 +197,12 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
         rendered = render(WORKER_CHART, values, namespace=release_namespace)
         assert rendered
         for obj in rendered:
-            stored = await worker.create(RESOURCES[obj["kind"]], obj, dry_run=True)
+            opened = obj["kind"] == "Namespace"
+            stored = await worker.create(RESOURCES[obj["kind"]], obj, dry_run=not opened)
             # (A policy's CEL expressions are compiled by this create: one that does not
             # compile is a 422 here.)
             assert stored["metadata"]["name"] == obj["metadata"]["name"]
     finally:
-        with contextlib.suppress(ApiError):
-            await worker.delete(NAMESPACES, release_namespace)
+        for made in [release_namespace, *values["namespaces"]]:
+            with contextlib.suppress(ApiError):
+                await worker.delete(NAMESPACES, made)
