@@ -64,6 +64,21 @@ def _lease_name(_ctx: click.Context, _param: click.Parameter, value: str | None)
     return value
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _namespace_list(value: str | None) -> tuple[str, ...] | None:
+    """``a,b`` as ("a", "b"); "" as none; None (not given) as None."""
+    if value is None:
+        return None
+    names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+    for name in names:
+        if not _DNS_LABEL.fullmatch(name):
+            raise click.BadParameter(f"{name!r} is not a namespace name",
+                                     param_hint="--dependency-secret-namespaces")  # fmt: skip
+    return names
+
+
 def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     if value:
         try:
@@ -114,6 +129,11 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
 @click.option(
     "--keep-finished-mirrors", is_flag=True, help="Leave finished mirrors on the workers."
 )
+@click.option("--dependency-secret-namespaces", metavar="NS[,NS...]", default=None,
+              callback=lambda _ctx, _param, value: _namespace_list(value),
+              help="Read Secrets (to copy them to workers) only in these namespaces, each "
+                   "opened to Secret copying by an admin (a Role there); \"\" reads none. "
+                   "Default: every namespace the credential may read.")  # fmt: skip
 @click.option("--no-create-namespaces", is_flag=True,
               help="Do not create a workload's namespace on a worker that lacks it (report it instead).")  # fmt: skip
 @click.option("--worker-sync-timeout", default=_default("workers.sync_timeout"), show_default=True,
@@ -211,6 +231,7 @@ def run(
     finished_conditions: tuple[str, ...],
     namespace: str,
     keep_finished_mirrors: bool,
+    dependency_secret_namespaces: tuple[str, ...] | None,
     no_create_namespaces: bool,
     worker_sync_timeout: float,
     worker_status_interval: float,
@@ -303,6 +324,7 @@ def run(
         metrics_address=metrics_address,
         api=api,
         install_crds=install_crds,
+        dependency_secret_namespaces=dependency_secret_namespaces,
     )
     election_client = manager_client(kubeconfig, context) if leader_elect else None
     review_client = manager_client(kubeconfig, context) if api.address else None

@@ -64,6 +64,7 @@ from jobrelay.kube.resources import (
     NAMESPACES,
     PODS,
     SECRETS,
+    SUBJECT_ACCESS_REVIEWS,
 )
 from jobrelay.localfleet import ports
 from jobrelay.localfleet.binaries import BinaryError, resolver
@@ -86,6 +87,7 @@ from tests.e2e.test_admission_policy import (
 from tests.e2e.test_jobset import JOBSETS, jobset_finished, jobset_manifest
 from tests.e2e.test_pod_security import RESTRICTED, compliant_job, privileged_job
 from tests.e2e.test_remote_logs import logs_path
+from tests.e2e.test_worker_service_account import kubectl_can_i
 from tests.kubetools import eventually, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
@@ -719,3 +721,45 @@ async def test_without_its_seccomp_profile_the_pod_is_refused(
     assert refused.value.code == 403, refused.value
     assert 'violates PodSecurity "restricted' in refused.value.message
     assert "seccompProfile" in refused.value.message
+
+
+async def test_the_controller_may_not_read_secrets_everywhere(
+    installed: Installed,
+    rendered: Rendered,
+    service_account_token: str,
+    fleet: FleetHandle,
+    clients: dict[str, ApiClient],
+) -> None:
+    """Issue 33: the chart's ServiceAccount (default values) reads Secrets only in its own
+    namespace (worker kubeconfigs): no list across namespaces, none in kube-system, as the
+    manager's authorizer answers it and as `kubectl auth can-i` says."""
+    user = f"system:serviceaccount:{CHART_NAMESPACE}:{rendered.service_account}"
+
+    async def allowed(verb: str, namespace: str) -> bool:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": ["system:serviceaccounts", "system:authenticated"],
+                     "resourceAttributes": {"verb": verb, "resource": "secrets",
+                                            "namespace": namespace}},
+        }  # fmt: skip
+        answer = await clients["manager"].review(SUBJECT_ACCESS_REVIEWS, review)
+        return bool(answer["status"].get("allowed"))
+
+    # The chart's RBAC is applied (the fixture waits for nothing: RBAC may lag a moment).
+    await eventually(
+        lambda: allowed("list", CHART_NAMESPACE), timeout=30, what="the chart's Role in force"
+    )
+    assert not await allowed("list", "")
+    assert not await allowed("watch", "")
+    assert not await allowed("get", "kube-system")
+    ca, host, port = manager_ca_and_address(fleet)
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "m", "cluster": {
+            "server": f"https://{host}:{port}",
+            "certificate-authority-data": base64.b64encode(ca).decode()}}],
+        "users": [{"name": "sa", "user": {"token": service_account_token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "m", "user": "sa"}}],
+    }  # fmt: skip
+    assert kubectl_can_i(config, "list", "secrets", "--all-namespaces") == "no"
+    assert kubectl_can_i(config, "list", "secrets", "-n", CHART_NAMESPACE) == "yes"

@@ -3,10 +3,13 @@
 worker-1 is registered again from its admin kubeconfig with
 --create-service-account: jobrelay then reaches it only with the token of the
 ServiceAccount made there, places a Job on it (worker-2 cordoned), creating
-the Job's namespace, and the Job completes. What the token may do, as the
-worker's own authorizer reports it (SelfSubjectRulesReview), is the documented
-Role (fleet/serviceaccount.py worker_rules, which charts/jobrelay-worker renders too) and
-what every authenticated user may do.
+the Job's namespace, and the Job completes with the Secret and ConfigMap it uses copied
+there. What the token may do, as the worker's own authorizer reports it
+(SelfSubjectRulesReview), is the documented cluster-wide ClusterRole
+(fleet/serviceaccount.py worker_rules and the bind rules, which charts/jobrelay-worker
+renders too) and what every authenticated user may do: no Secret anywhere but in the
+namespaces opened to it (issue 33: `get secrets -n kube-system` and `list secrets
+--all-namespaces` are 403, `kubectl auth can-i list secrets --all-namespaces` is no).
 worker-1 is registered with its admin kubeconfig again afterwards.
 """
 
@@ -14,8 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,10 +29,16 @@ import pytest
 import yaml
 
 from jobrelay.fleet import workerclusters
-from jobrelay.fleet.serviceaccount import WorkerAccount, account_name, worker_rules
+from jobrelay.fleet.serviceaccount import (
+    ROLE_BINDINGS,
+    WorkerAccount,
+    account_name,
+    worker_rules,
+)
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CONFIGMAPS, JOBS, SECRETS
+from jobrelay.manifests import worker_access
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.conftest import NamespaceFactory
@@ -80,8 +92,27 @@ def triples(rules: list[dict[str, Any]]) -> set[Triple]:
     }
 
 
-def documented_rules() -> list[dict[str, Any]]:
-    return worker_rules([JOBS], create_namespaces=True)
+def documented_rules(name: str) -> list[dict[str, Any]]:
+    """The cluster-wide ClusterRole's rules: worker_rules, then the bind rules."""
+    rules = worker_rules([JOBS], create_namespaces=True)
+    made: list[dict[str, Any]] = worker_access.account_objects(name, "jobrelay-system", rules)[
+        "clusterRole"
+    ]["rules"]
+    return made
+
+
+def kubectl_can_i(kubeconfig: dict[str, Any], *args: str) -> str:
+    """`kubectl auth can-i ARGS` with ``kubeconfig``: "yes" or "no"."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "the e2e tests need kubectl on the PATH"
+    with tempfile.NamedTemporaryFile("w", suffix=".kubeconfig") as handle:
+        yaml.safe_dump(kubeconfig, handle)
+        handle.flush()
+        done = subprocess.run(
+            [kubectl, "--kubeconfig", handle.name, "auth", "can-i", *args],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    return done.stdout.strip()
 
 
 async def stored_kubeconfig(manager: ApiClient) -> dict[str, Any]:
@@ -143,7 +174,7 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
     account = WorkerAccount(name=name)
     for line in (
         "Namespace jobrelay-system", f"ServiceAccount jobrelay-system/{name}",
-        f"ClusterRole {name}", f"ClusterRoleBinding {name}",
+        f"ClusterRole {name}", f"ClusterRoleBinding {name}", f"ClusterRole {name}-namespaced",
         f"ValidatingAdmissionPolicy {name}", f"ValidatingAdmissionPolicyBinding {name}",
         f"Secret jobrelay-system/{name}-token",
         f"registered worker cluster {WORKER} as {account.username}",
@@ -164,17 +195,42 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
              "spec": {"namespace": "default"}},
         )  # fmt: skip
         rules = review["status"]["resourceRules"]
-        assert not any(rule.get("resourceNames") for rule in rules)
-        assert triples(rules) - EVERYONE == triples(documented_rules())
+        # One rule names its object: the one ClusterRole it may bind.
+        assert [rule["resourceNames"] for rule in rules if rule.get("resourceNames")] == [
+            [f"{name}-namespaced"]
+        ]
+        assert triples(rules) - EVERYONE == triples(documented_rules(name))
 
-        async def allowed(verb: str, group: str, resource: str) -> bool:
+        async def allowed(
+            verb: str, group: str, resource: str, namespace: str = "default", named: str = ""
+        ) -> bool:
+            attributes = {"verb": verb, "group": group, "resource": resource,
+                          "namespace": namespace, "name": named}  # fmt: skip
             answer = await worker.create(
                 ACCESS_REVIEWS,
                 {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                 "spec": {"resourceAttributes": {"verb": verb, "group": group,
-                                                 "resource": resource, "namespace": "default"}}},
+                 "spec": {"resourceAttributes": attributes}},
             )  # fmt: skip
             return bool(answer["status"]["allowed"])
+
+        # No Secret of the worker's own, nor any listed everywhere: 403 from the worker, and
+        # what kubectl says of the credential.
+        for read in (
+            worker.get(SECRETS, "any", namespace="kube-system"),
+            worker.list(SECRETS, namespace="kube-system"),
+            worker.list(SECRETS),
+        ):
+            with pytest.raises(ApiError) as refused:
+                await read
+            assert refused.value.code == 403, refused.value
+        assert not await allowed("list", "", "secrets", namespace="")
+        assert kubectl_can_i(stored, "list", "secrets", "--all-namespaces") == "no"
+        assert kubectl_can_i(stored, "get", "secrets", "-n", "kube-system") == "no"
+        # It binds only its namespaced ClusterRole, and escalates nothing.
+        binds = ("bind", "rbac.authorization.k8s.io", "clusterroles", "")
+        assert await allowed(*binds, named=f"{name}-namespaced")
+        assert not await allowed(*binds, named="cluster-admin")
+        assert not await allowed("escalate", "rbac.authorization.k8s.io", "clusterroles")
 
         table = {
             ("create", "batch", "jobs"): True,
@@ -186,15 +242,19 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             ("update", "", "namespaces"): False,
             ("delete", "", "namespaces"): False,
             # The ConfigMaps, Secrets and ServiceAccounts workloads reference are copied
-            # (docs/dependencies.md): RBAC grants them everywhere, the admission policy
-            # keeps the writes to its own copies in opened namespaces.
-            ("get", "", "secrets"): True,
-            ("update", "", "configmaps"): True,
-            ("create", "", "serviceaccounts"): True,
+            # (docs/dependencies.md) only into namespaces opened to it, through a
+            # RoleBinding there: none in "default".
+            ("get", "", "secrets"): False,
+            ("list", "", "secrets"): False,
+            ("update", "", "configmaps"): False,
+            ("create", "", "serviceaccounts"): False,
             ("create", "", "serviceaccounts/token"): False,
             ("create", "", "pods"): False,
             ("get", "", "pods"): False,
             ("get", "", "pods/log"): False,
+            # The RoleBinding of an opened namespace (the admission policy keeps it there).
+            ("create", "rbac.authorization.k8s.io", "rolebindings"): True,
+            ("update", "rbac.authorization.k8s.io", "rolebindings"): False,
             # Capacity for placement: its Nodes and Pods are watched, never changed.
             ("list", "", "nodes"): True,
             ("watch", "", "pods"): True,
@@ -229,6 +289,15 @@ async def test_registered_with_a_service_account_token_and_never_the_admins(
             with pytest.raises(ApiError) as refused:
                 await worker.create(CONFIGMAPS, stray_map, namespace=namespace)
             assert refused.value.code in (403, 422), refused.value
+            # Nor its namespaced ClusterRole bound there (it would read Secrets there).
+            with pytest.raises(ApiError) as refused:
+                await worker.create(
+                    ROLE_BINDINGS,
+                    worker_access.namespace_binding(name, "jobrelay-system", origin, namespace),
+                    namespace=namespace,
+                )
+            assert refused.value.code in (403, 422), refused.value
+            assert "jobrelay" in str(refused.value), refused.value
 
 
 async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
@@ -245,18 +314,37 @@ async def test_a_job_runs_on_a_worker_reached_only_with_the_token(
     namespace = await make_namespace(["manager"])
     on_manager = await make_relay(namespace)
     others = [worker for worker in relay.workers if worker != WORKER]
-    # With a ConfigMap its pods mount: copied with the token's rights, within the policy.
+    # With a ConfigMap its pods mount and a Secret its env reads: copied with the token's
+    # rights, into the namespace jobrelay created and bound its namespaced ClusterRole in.
     await clients["manager"].create(
         CONFIGMAPS,
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
          "data": {"mode": "fast"}},
         namespace=namespace,
     )  # fmt: skip
+    await clients["manager"].create(
+        SECRETS,
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token"},
+         "stringData": {"value": "s3cret"}},
+        namespace=namespace,
+    )  # fmt: skip
     manifest = job_manifest("with-token")
-    manifest["spec"]["template"]["spec"]["volumes"] = [
-        {"name": "settings", "configMap": {"name": "settings"}}
+    pod = manifest["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "settings", "configMap": {"name": "settings"}}]
+    pod["containers"][0]["env"] = [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "token", "key": "value"}}}
     ]
     async with cordoned(clients["manager"], others):
         await on_manager.submit(manifest)
         done = await on_manager.verify("with-token", outcome="Complete")
     assert done.cluster == WORKER
+    # Copied with the token's rights before the mirror was created (the copies go with the
+    # finished mirror: the worker's garbage collector removes them).
+    copied = {record.get("msg") for record in relay.controller.run_records()}
+    for dependency in ("secret/token", "configmap/settings"):
+        assert f"created copy of {dependency} in {namespace} on {WORKER}" in copied, dependency
+    worker = clients[WORKER]
+    origin = await workerclusters.default_origin(clients["manager"])
+    name = account_name(origin)
+    binding = await worker.get(ROLE_BINDINGS, name, namespace=namespace)
+    assert binding["roleRef"]["name"] == f"{name}-namespaced"

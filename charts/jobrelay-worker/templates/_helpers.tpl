@@ -107,7 +107,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{/* The objects of files/worker-access.yaml (the one source: `jobrelay clusters add
      --create-service-account` applies the same file, filled in for its flags) filled in for
      these values, with the release's labels: a JSON map of serviceAccount, tokenSecret,
-     clusterRole, clusterRoleBinding, admissionPolicy and admissionPolicyBinding. */}}
+     clusterRole, clusterRoleBinding, namespaceRole, admissionPolicy and
+     admissionPolicyBinding. */}}
 {{- define "jobrelay-worker.objects" -}}
 {{- $data := .Files.Get "files/worker-access.yaml" | fromYaml -}}
 {{- $namespace := include "jobrelay-worker.namespace" . -}}
@@ -118,12 +119,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
   "origin" $origin
   "originLiteral" (toJson $origin)
   "namespaceLiteral" (toJson $namespace)
-  "usernameLiteral" (toJson (include "jobrelay-worker.username" .)) -}}
+  "usernameLiteral" (toJson (include "jobrelay-worker.username" .))
+  "nameLiteral" (toJson (include "jobrelay-worker.accountName" .))
+  "namespaceRoleLiteral" (toJson (printf "%s-namespaced" (include "jobrelay-worker.accountName" .))) -}}
 {{- $rules := list -}}
 {{- $policyRules := list -}}
 {{- range include "jobrelay-worker.resources" . | fromJsonArray -}}
 {{- $rules = concat $rules (include "jobrelay-worker.fill" (dict "data" $data.mirrorRules "values" .) | fromJsonArray) -}}
 {{- $policyRules = append $policyRules (include "jobrelay-worker.fill" (dict "data" $data.mirrorPolicyRule "values" .) | fromJson) -}}
+{{- end -}}
+{{- range include "jobrelay-worker.hops" (dict "data" $data "kinds" .Values.kinds) | fromJsonArray -}}
+{{- $rules = append $rules (include "jobrelay-worker.fill" (dict "data" $data.hopRule "values" .) | fromJson) -}}
 {{- end -}}
 {{- range $data.clusterRole.rules -}}
 {{- if and $.Values.createNamespaces (eq (toJson .resources) (toJson (list "namespaces"))) -}}
@@ -133,10 +139,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end -}}
 {{- $labels := include "jobrelay-worker.labels" . | fromYaml -}}
 {{- $objects := dict -}}
-{{- range $key := list "serviceAccount" "tokenSecret" "clusterRole" "clusterRoleBinding" "admissionPolicy" "admissionPolicyBinding" -}}
+{{- range $key := list "serviceAccount" "tokenSecret" "clusterRole" "clusterRoleBinding" "namespaceRole" "admissionPolicy" "admissionPolicyBinding" -}}
 {{- $object := include "jobrelay-worker.fill" (dict "data" (get $data $key) "values" $values) | fromJson -}}
 {{- $_ := set $object.metadata "labels" (merge (dict) $labels $object.metadata.labels) -}}
 {{- $_ := set $objects $key $object -}}
+{{- end -}}
+{{- if .Values.admissionPolicy.enabled -}}
+{{- $rules = concat $rules (include "jobrelay-worker.fill" (dict "data" $data.bindRules "values" $values) | fromJsonArray) -}}
 {{- end -}}
 {{- $_ := set $objects.clusterRole "rules" $rules -}}
 {{- $constraints := $objects.admissionPolicy.spec.matchConstraints -}}
@@ -145,4 +154,41 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- $_ := set $objects.serviceAccount.metadata "annotations" . -}}
 {{- end -}}
 {{- toJson $objects -}}
+{{- end -}}
+
+{{/* The owner hops of .kinds (files/worker-access.yaml ownerHops, by Kind.group) as a JSON
+     list of {group, plural}, each once, in order (manifests/worker_access.py access_rules). */}}
+{{- define "jobrelay-worker.hops" -}}
+{{- $seen := dict -}}
+{{- $hops := list -}}
+{{- range .kinds -}}
+{{- $parts := regexSplit "\\." .name 3 -}}
+{{- $group := "" -}}
+{{- if eq (len $parts) 3 -}}
+{{- $group = index $parts 2 -}}
+{{- end -}}
+{{- range (get $.data.ownerHops (printf "%s.%s" (index $parts 0) $group)) | default list -}}
+{{- $key := printf "%s/%s" .group .plural -}}
+{{- if not (hasKey $seen $key) -}}
+{{- $_ := set $seen $key true -}}
+{{- $hops = append $hops (dict "group" .group "plural" .plural) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $hops -}}
+{{- end -}}
+
+{{/* The RoleBinding of the namespaced ClusterRole in namespace .opened (files/worker-access.yaml
+     namespaceBinding), with the release's labels, as JSON. */}}
+{{- define "jobrelay-worker.namespaceBinding" -}}
+{{- $data := .root.Files.Get "files/worker-access.yaml" | fromYaml -}}
+{{- $values := dict
+  "name" (include "jobrelay-worker.accountName" .root)
+  "namespace" (include "jobrelay-worker.namespace" .root)
+  "origin" (include "jobrelay-worker.origin" .root)
+  "opened" .opened -}}
+{{- $object := include "jobrelay-worker.fill" (dict "data" $data.namespaceBinding "values" $values) | fromJson -}}
+{{- $labels := include "jobrelay-worker.labels" .root | fromYaml -}}
+{{- $_ := set $object.metadata "labels" (merge (dict) $labels $object.metadata.labels) -}}
+{{- toJson $object -}}
 {{- end -}}

@@ -54,8 +54,8 @@ _MAX_LABEL_LENGTH = 317  # a prefixed key (253 + / + 63) or a value (63)
 
 
 def slim_namespace(obj: JsonObj) -> JsonObj:
-    """A Namespace as the cache keeps it: its name, jobrelay's annotations (its placement
-    policy) and its labels (queues' namespace selectors), bounded."""
+    """A Namespace as the cache keeps it: its name and UID, jobrelay's annotations (its
+    placement policy) and its labels (queues' namespace selectors), bounded."""
     metadata = obj.get("metadata") or {}
     annotations = {
         k: v
@@ -68,7 +68,7 @@ def slim_namespace(obj: JsonObj) -> JsonObj:
             break
         if isinstance(k, str) and isinstance(v, str) and len(k) + len(v) <= _MAX_LABEL_LENGTH:
             labels[k] = v
-    kept = {k: metadata.get(k) for k in ("name", "resourceVersion")}
+    kept = {k: metadata.get(k) for k in ("name", "resourceVersion", "uid")}
     return {"metadata": {**kept, "annotations": annotations, "labels": labels}}
 
 

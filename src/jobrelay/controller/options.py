@@ -155,6 +155,11 @@ class ControllerOptions:
     # crds/ ship it and the controller needs no cluster-wide write on CRDs; it checks
     # the CRD is served and stops with what to do when it is not.
     install_crds: bool = False
+    # The namespaces whose Secrets the controller reads, to copy them to workers
+    # (docs/dependencies.md): an admin opened each to Secret copying (the chart's Role
+    # there). None reads them in every namespace (`jobrelay run` with an admin's
+    # kubeconfig); a workload elsewhere that needs a Secret is held (MissingDependency).
+    dependency_secret_namespaces: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # One name, one value: the controller's identity is the pool's and the relay's.

@@ -136,7 +136,9 @@ class Controller:
         # Namespaces carry the placement policy their admin set (annotations), and the
         # labels queues select them by.
         self.namespaces = Informer(manager, NAMESPACES, transform=slim_namespace)
-        self.sources = DependencySources(manager)
+        self.sources = DependencySources(
+            manager, secret_namespaces=options.dependency_secret_namespaces
+        )
         # Set when a worker's capacity changes: held workloads are looked at again.
         self.capacity_changed = asyncio.Event()
         # The fleet's queues (RelayQueues): a change may admit held workloads.
@@ -193,6 +195,7 @@ class Controller:
             observer=self.instruments,
             origin=relay.origin,
             controller_name=relay.controller_name,
+            manager_namespace_uid=self._namespace_uid,
         )
         self.reconciler = Reconciler(
             self.kinds,
@@ -216,6 +219,10 @@ class Controller:
         """The mirror of ``key`` this replica created on ``worker``, while unrecorded."""
         found = self.memory.unrecorded(worker, WorkloadKey(kind, key))
         return None if found is None else (found.run, found.uid)
+
+    def _namespace_uid(self, namespace: str) -> str | None:
+        cached = self.namespaces.get(namespace)
+        return (Meta(cached).uid or None) if cached is not None else None
 
     def _local(self, key: WorkloadKey) -> dict[str, Any] | None:
         runtime = self.kinds.get(key.kind)

@@ -6,34 +6,37 @@ ServiceAccount, a ClusterRole with exactly the rules below, a binding and a
 token Secret; the worker is then registered with that token (and the admin's
 server and CA), never with the admin's credentials.
 
-What jobrelay does on a worker, and so all its Role allows. The objects are written once,
+What jobrelay does on a worker, and so all its roles allow. The objects are written once,
 in charts/jobrelay-worker/files/worker-access.yaml: that chart renders them, and this
-module applies them (``jobrelay.manifests.worker_access`` fills them in):
+module applies them (``jobrelay.manifests.worker_access`` fills them in). Cluster-wide (the
+ClusterRole ``jobrelay-worker-<origin>`` and its ClusterRoleBinding):
 
 * each kind's mirrors: list and watch (the pool's informers), get (the reconciler
   reads one back), create, patch (suspend, spec changes) and delete (garbage
   collection, `clusters remove`); the status subresource read;
+* the objects a kind's operator makes from a mirror (owner hops: a RayJob's RayCluster,
+  an MPIJob's launcher Job), listed and watched;
 * Events read, to tell what happened to a mirror;
-* Nodes and Pods listed and watched (never read one by one, never written): the
-  worker's capacity that placement weighs (allocatable per node, the requests of
-  the pods bound to each, pending pods of its mirrors);
+* Nodes and Pods listed and watched: the worker's capacity that placement weighs
+  (allocatable per node, the requests of the pods bound to each, pending pods of its
+  mirrors). Every pod counts, so every pod is listed (docs/security.md says what that
+  exposes);
 * PersistentVolumeClaims listed and watched (never read one by one, never written):
   a workload that mounts a claim is placed only where that claim is Bound;
-* the ConfigMaps, Secrets and ServiceAccounts workloads reference: their copies
-  (labelled with the origin) listed and watched, read, created, updated and deleted
-  (docs/dependencies.md); RBAC grants them in every namespace, the admission policy
-  keeps the writes in opened namespaces and the updates and deletes to jobrelay's own;
 * namespaces listed and watched (and read one by one, when a create meets one made
   meanwhile): a mirror goes only into a namespace labelled `jobrelay.dev/origin:
   <this manager's origin>`; created (with that label) only when jobrelay creates a
   workload's namespace on a worker that lacks it (`jobrelay run` without
-  --no-create-namespaces).
+  --no-create-namespaces);
+* RoleBindings created, and the one ClusterRole ``jobrelay-worker-<origin>-namespaced``
+  bound (``bind`` with resourceNames; never ``escalate``).
 
-RBAC cannot say "only in namespaces labelled so": a ValidatingAdmissionPolicy bound
-to the account does (`admission_policy`): its writes of mirrors, and its namespace
-creates, only in namespaces labelled with its manager's origin, never in `kube-*`
-nor in its own namespace. The account's name carries the origin
-(`account_name`), so that two managers never share one credential.
+Only in namespaces opened to the origin, through a RoleBinding of
+``jobrelay-worker-<origin>-namespaced`` there (the worker chart makes it for the namespaces
+it opens; the relay makes it before it copies anything into a namespace it created or
+found opened): the ConfigMaps, Secrets and ServiceAccounts workloads reference, copied
+beside their mirrors (docs/dependencies.md), and a pod read one by one with its logs. No
+Secret is readable anywhere else.
 
 The health probe (GET /version) and API discovery are open to every
 authenticated user and need no rule.
@@ -64,6 +67,13 @@ TOKEN_TIMEOUT = 60.0
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", namespaced=True)
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
+    namespaced=False,
+)  # fmt: skip
+ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True
 )
 CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
@@ -112,8 +122,8 @@ def admission_policy(
 
 @dataclass(frozen=True)
 class WorkerAccount:
-    """Where jobrelay's identity lives on a worker; the ClusterRole and its binding share
-    the ServiceAccount's name."""
+    """Where jobrelay's identity lives on a worker; the ClusterRole and its bindings share
+    the ServiceAccount's name (the ClusterRole of opened namespaces adds ``-namespaced``)."""
 
     namespace: str = DEFAULT_NAMESPACE
     name: str = DEFAULT_ACCOUNT
@@ -126,6 +136,11 @@ class WorkerAccount:
     def token_secret(self) -> str:
         return worker_access.token_secret_name(self.name)
 
+    @property
+    def namespace_role(self) -> str:
+        """The ClusterRole bound in each namespace opened to it."""
+        return worker_access.namespace_role_name(self.name)
+
 
 def manifests(
     account: WorkerAccount,
@@ -135,12 +150,17 @@ def manifests(
     """The objects to apply on the worker, in order (the Secret names the ServiceAccount,
     which must exist first for the token controller to fill it; the admission policy
     comes before anything the account could write with)."""
-    made = worker_access.account_objects(account.name, account.namespace, rules)
+    # Without the admission policy, nothing would keep its RoleBindings in opened
+    # namespaces: a worker admin binds each one instead.
+    made = worker_access.account_objects(
+        account.name, account.namespace, rules, bind_namespaces=policy is not None
+    )
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": account.namespace}}
     return [
         *(policy or []),
         (NAMESPACES, namespace),
         (SERVICE_ACCOUNTS, made["serviceAccount"]),
+        (CLUSTER_ROLES, made["namespaceRole"]),
         (CLUSTER_ROLES, made["clusterRole"]),
         (CLUSTER_ROLE_BINDINGS, made["clusterRoleBinding"]),
         (SECRETS, made["tokenSecret"]),

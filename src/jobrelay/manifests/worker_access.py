@@ -1,11 +1,12 @@
 """jobrelay's least-privilege identity on a worker, as objects to apply.
 
 One source: the worker chart's ``files/worker-access.yaml`` holds the ServiceAccount, its
-token Secret, the ClusterRole and its binding, and the ValidatingAdmissionPolicy and its
+token Secret, the cluster-wide ClusterRole and its binding, the ClusterRole bound only in
+opened namespaces (and that RoleBinding), and the ValidatingAdmissionPolicy and its
 binding. The chart's templates and this module (for `jobrelay clusters add
---create-service-account`, through ``fleet/serviceaccount.py``) fill in the same parts:
-each kind's rules, the namespace create verb, the account's name and namespace, and the
-manager's origin.
+--create-service-account`, through ``fleet/serviceaccount.py``, and for the relay that binds
+an opened namespace) fill in the same parts: each kind's rules and its owner hops', the
+namespace create verb, the account's name and namespace, and the manager's origin.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from jobrelay.vocabulary.resource import Resource
 __all__ = [
     "access_rules",
     "account_objects",
+    "namespace_binding",
+    "namespace_role_name",
+    "owner_hops",
     "policy_objects",
     "token_secret_name",
 ]
@@ -44,13 +48,29 @@ def _account(name: str, namespace: str) -> dict[str, str]:
     return {"name": name, "namespace": namespace}
 
 
+def owner_hops(kinds: Iterable[Resource]) -> dict[str, list[dict[str, str]]]:
+    """The shipped table of owner hops, by ``Kind.group`` (only those of ``kinds``)."""
+    table: dict[str, list[dict[str, str]]] = _data()["ownerHops"]
+    wanted = {f"{ref.kind}.{ref.group}" for ref in kinds}
+    return {key: hops for key, hops in table.items() if key in wanted}
+
+
 def access_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[dict[str, Any]]:
-    """The ClusterRole's rules for a worker that runs mirrors of ``kinds``: each kind's
-    (each group and plural once), then the rest; namespaces created only when allowed."""
+    """The cluster-wide ClusterRole's rules for a worker that runs mirrors of ``kinds``: each
+    kind's (each group and plural once), their owner hops' (each once), then the rest;
+    namespaces created only when allowed. (:func:`account_objects` adds the bind rules.)"""
     data = _data()
+    kinds = list(kinds)
     rules: list[dict[str, Any]] = [
         fill(rule, kind) for kind in _each_once(kinds) for rule in data["mirrorRules"]
     ]
+    table = data["ownerHops"]
+    hops: dict[tuple[str, str], None] = dict.fromkeys(
+        (hop["group"], hop["plural"])
+        for ref in kinds
+        for hop in table.get(f"{ref.kind}.{ref.group}", ())
+    )
+    rules += [fill(data["hopRule"], {"group": g, "plural": p}) for g, p in hops]
     for rule in data["clusterRole"]["rules"]:
         if create_namespaces and rule["resources"] == ["namespaces"]:
             rule["verbs"] += data["namespaceCreateVerbs"]
@@ -59,18 +79,38 @@ def access_rules(kinds: Iterable[Resource], *, create_namespaces: bool) -> list[
 
 
 def account_objects(
-    name: str, namespace: str, rules: list[dict[str, Any]]
+    name: str, namespace: str, rules: list[dict[str, Any]], *, bind_namespaces: bool = True
 ) -> dict[str, dict[str, Any]]:
     """The ServiceAccount (``serviceAccount``), its token Secret (``tokenSecret``), the
-    ClusterRole with ``rules`` (``clusterRole``) and its binding (``clusterRoleBinding``)."""
+    cluster-wide ClusterRole with ``rules`` (``clusterRole``) and its binding
+    (``clusterRoleBinding``), and the ClusterRole of opened namespaces (``namespaceRole``).
+    ``bind_namespaces``: the account may bind that one itself (the admission policy keeps it
+    to opened namespaces)."""
     data = _data()
     values = _account(name, namespace)
     objects = {
         key: fill(data[key], values)
-        for key in ("serviceAccount", "tokenSecret", "clusterRole", "clusterRoleBinding")
-    }
-    objects["clusterRole"]["rules"] = rules
+        for key in (
+            "serviceAccount", "tokenSecret", "clusterRole", "clusterRoleBinding", "namespaceRole"
+        )
+    }  # fmt: skip
+    bind = fill(data["bindRules"], values) if bind_namespaces else []
+    objects["clusterRole"]["rules"] = [*rules, *bind]
     return objects
+
+
+def namespace_role_name(name: str) -> str:
+    """The ClusterRole bound in each opened namespace, for ServiceAccount ``name``."""
+    role_name: str = fill(_data()["namespaceRole"]["metadata"]["name"], {"name": name})
+    return role_name
+
+
+def namespace_binding(name: str, namespace: str, origin: str, opened: str) -> dict[str, Any]:
+    """The RoleBinding that grants ServiceAccount ``namespace/name`` the ClusterRole of opened
+    namespaces in ``opened`` (a namespace opened to ``origin``)."""
+    values = {**_account(name, namespace), "origin": origin, "opened": opened}
+    binding: dict[str, Any] = fill(_data()["namespaceBinding"], values)
+    return binding
 
 
 def token_secret_name(name: str) -> str:
@@ -92,6 +132,8 @@ def policy_objects(
         "originLiteral": _cel(origin),
         "namespaceLiteral": _cel(namespace),
         "usernameLiteral": _cel(username),
+        "nameLiteral": _cel(name),
+        "namespaceRoleLiteral": _cel(namespace_role_name(name)),
     }
     policy = fill(data["admissionPolicy"], values)
     policy["spec"]["matchConstraints"]["resourceRules"][:0] = [

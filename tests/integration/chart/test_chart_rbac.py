@@ -64,7 +64,11 @@ INSTALLS = [
     Install(
         "other",
         "ops",
-        {"fullnameOverride": "jr", "kinds": [{"name": "JobSet.v1alpha2.jobset.x-k8s.io"}]},
+        {
+            "fullnameOverride": "jr",
+            "kinds": [{"name": "JobSet.v1alpha2.jobset.x-k8s.io"}],
+            "dependencies": {"secretNamespaces": ["team-a", "team-b"]},
+        },
         "jr",
         ("JobSet.v1alpha2.jobset.x-k8s.io",),
     ),
@@ -112,10 +116,16 @@ def needed(install: Install) -> list[Request]:
             Request("", "configmaps", verb, namespace="kube-system", name=AUTHENTICATION)
             for verb in ("list", "watch")
         ),
-        # Dependencies follow the workload: what its templates name, in any namespace.
+        # Dependencies follow the workload: what its templates name, in any namespace, but
+        # Secrets: only in the namespaces opened to Secret copying.
         *(
             Request("", resource, verb)
-            for resource in ("configmaps", "secrets", "serviceaccounts")
+            for resource in ("configmaps", "serviceaccounts")
+            for verb in ("get", "list", "watch")
+        ),
+        *(
+            Request("", "secrets", verb, namespace=opened)
+            for opened in install.values.get("dependencies", {}).get("secretNamespaces", [])
             for verb in ("get", "list", "watch")
         ),
         # Fleet-wide queues: priorities and the manager's ResourceQuotas, read.
@@ -176,7 +186,12 @@ def controller_grants(install: Install) -> list[Grant]:
     assert [(d["metadata"]["name"], d["metadata"]["namespace"]) for d in accounts] == [
         controller[1:]
     ]
-    roles = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs if "rules" in doc}
+    # A Role by its namespace too: one of a name in each namespace opened to Secret copying.
+    roles = {
+        (doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace")): doc
+        for doc in docs
+        if "rules" in doc
+    }
     grants = []
     for doc in docs:
         if doc["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
@@ -193,9 +208,7 @@ def controller_grants(install: Install) -> list[Grant]:
         if ref in BUILT_IN:
             grants += [Grant(rule, where, built_in=True) for rule in BUILT_IN[ref]]
             continue
-        role = roles[ref]
-        if doc["kind"] == "RoleBinding":
-            assert role["metadata"]["namespace"] == doc["metadata"]["namespace"]
+        role = roles[(*ref, where if ref[0] == "Role" else None)]
         grants += [Grant(rule, where) for rule in role["rules"]]
     return grants
 
@@ -258,3 +271,22 @@ def test_the_aggregated_api_is_bound_as_kubernetes_asks(install: Install) -> Non
         (None, ("tokenreviews",)), (None, ("subjectaccessreviews",)),
         ("kube-system", ("configmaps",)),
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("install", INSTALLS, ids=lambda i: i.namespace)
+def test_no_secret_is_read_cluster_wide(install: Install) -> None:
+    """Issue 33: Secrets only in the controller's namespace (worker kubeconfigs) and the
+    namespaces opened to Secret copying; the flag says the same namespaces."""
+    opened = install.values.get("dependencies", {}).get("secretNamespaces", [])
+    where = {
+        grant.namespace
+        for grant in controller_grants(install)
+        if "secrets" in grant.rule["resources"]
+    }
+    assert where == {install.namespace, *opened}
+    docs = render(
+        chart_tools().helm, install.values, release=install.release, namespace=install.namespace
+    )
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"--dependency-secret-namespaces={','.join(opened)}" in args

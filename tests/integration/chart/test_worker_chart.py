@@ -18,6 +18,7 @@ from jobrelay.fleet import serviceaccount
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
+from jobrelay.manifests import worker_access
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 from tests.conftest import FleetHandle
 from tests.integration.chart.workerchart import (
@@ -88,7 +89,8 @@ def test_the_chart_fills_in_its_objects_as_clusters_add_does(name: str) -> None:
         token=values.get("tokenSecret", {}).get("create", True),
     )
     namespaces = [obj for obj in rendered if obj["kind"] == "Namespace"]
-    ours = {_id(obj): obj for obj in rendered if obj["kind"] != "Namespace"}
+    bindings = [obj for obj in rendered if obj["kind"] == "RoleBinding"]
+    ours = {_id(obj): obj for obj in rendered if obj["kind"] not in ("Namespace", "RoleBinding")}
     assert sorted(ours) == sorted(_id(obj) for obj in expected)
     for obj in expected:
         chart_obj = ours[_id(obj)]
@@ -103,6 +105,17 @@ def test_the_chart_fills_in_its_objects_as_clusters_add_does(name: str) -> None:
     for ns in namespaces:
         assert ns["metadata"]["labels"][ORIGIN_LABEL] == values["origin"]
         assert ns["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    # Each bound to the namespaced ClusterRole, as the relay binds a namespace it opens.
+    assert [b["metadata"]["namespace"] for b in bindings] == values.get("namespaces", [])
+    for binding in bindings:
+        made = worker_access.namespace_binding(
+            inputs.account.name, inputs.account.namespace, inputs.origin,
+            binding["metadata"]["namespace"],
+        )  # fmt: skip
+        chart_binding = without_release_labels(binding)
+        for key in values.get("commonLabels") or {}:
+            chart_binding["metadata"]["labels"].pop(key)
+        assert chart_binding == made
 
 
 def test_each_kind_gets_its_rules_once_and_namespaces_are_created_only_when_allowed() -> None:
@@ -169,7 +182,8 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
     name: str, worker: ApiClient
 ) -> None:
     """The v1.35 apiserver validates each object (schemas, RBAC escalation, CEL); only the
-    account's namespace is made for real (a dry run of a namespaced object needs it)."""
+    account's namespace and the namespaces opened are made for real (a dry run of a
+    namespaced object, such as an opened namespace's RoleBinding, needs its namespace)."""
     values = {
         **VALUE_SETS[name],
         "origin": f"{VALUE_SETS[name]['origin'][:50]}-{uuid.uuid4().hex[:6]}",
@@ -183,10 +197,12 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
         rendered = render(WORKER_CHART, values, namespace=release_namespace)
         assert rendered
         for obj in rendered:
-            stored = await worker.create(RESOURCES[obj["kind"]], obj, dry_run=True)
+            opened = obj["kind"] == "Namespace"
+            stored = await worker.create(RESOURCES[obj["kind"]], obj, dry_run=not opened)
             # (A policy's CEL expressions are compiled by this create: one that does not
             # compile is a 422 here.)
             assert stored["metadata"]["name"] == obj["metadata"]["name"]
     finally:
-        with contextlib.suppress(ApiError):
-            await worker.delete(NAMESPACES, release_namespace)
+        for made in [release_namespace, *values["namespaces"]]:
+            with contextlib.suppress(ApiError):
+                await worker.delete(NAMESPACES, made)

@@ -30,7 +30,8 @@ RESOURCES = {
     resource.kind: resource
     for resource in (
         NAMESPACES, SECRETS, serviceaccount.SERVICE_ACCOUNTS, serviceaccount.CLUSTER_ROLES,
-        serviceaccount.CLUSTER_ROLE_BINDINGS, serviceaccount.VALIDATING_POLICIES,
+        serviceaccount.CLUSTER_ROLE_BINDINGS, serviceaccount.ROLE_BINDINGS,
+        serviceaccount.VALIDATING_POLICIES,
         serviceaccount.VALIDATING_POLICY_BINDINGS,
     )
 }  # fmt: skip

@@ -70,7 +70,7 @@ def test_the_namespace_cache_keeps_labels_bounded() -> None:
     slim = slim_namespace({"metadata": {"name": "n", "labels": labels, "uid": "u"}})
     kept = slim["metadata"]["labels"]
     assert len(kept) == MAX_NAMESPACE_LABELS and "long" not in kept
-    assert set(slim["metadata"]) == {"name", "resourceVersion", "annotations", "labels"}
+    assert set(slim["metadata"]) == {"name", "resourceVersion", "uid", "annotations", "labels"}
 
 
 @given(st.dictionaries(st.text(max_size=80), st.text(max_size=80), max_size=200))

@@ -329,3 +329,27 @@ def test_bad_claims_are_usage_errors(
     result = _invoke(*flags, kubeconfig=kubeconfig)
     assert result.exit_code == 2 and message in result.output
     assert captured == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "namespaces"),
+    [
+        ((), None),  # not given: Secrets read wherever the kubeconfig may (an admin's run)
+        (("--dependency-secret-namespaces", ""), ()),  # the chart's default: none
+        (("--dependency-secret-namespaces", "team-a, team-b,team-a"), ("team-a", "team-b")),
+    ],
+)
+def test_the_namespaces_opened_to_secret_copying_reach_the_options(
+    captured: list[ControllerOptions],
+    kubeconfig: str,
+    flag: tuple[str, ...],
+    namespaces: tuple[str, ...] | None,
+) -> None:
+    result = _invoke(*flag, kubeconfig=kubeconfig)
+    assert result.exit_code == 0, result.output
+    assert captured[0].dependency_secret_namespaces == namespaces
+
+
+def test_a_secret_namespace_that_is_no_namespace_name_is_refused(kubeconfig: str) -> None:
+    result = _invoke("--dependency-secret-namespaces", "team-a,Team_B", kubeconfig=kubeconfig)
+    assert result.exit_code == 2 and "'Team_B' is not a namespace name" in result.output

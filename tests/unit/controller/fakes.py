@@ -76,6 +76,8 @@ class FakeCluster:
     pod_admission: tuple[int, str, str] | None = None
     # Labels of namespaces, by name (a namespace without an entry has none).
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Annotations of namespaces, by name (a namespace's GET answers its uid too).
+    namespace_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- test side -------------------------------------------------------------
@@ -141,7 +143,10 @@ class FakeCluster:
             if rest[1] not in self.namespaces:
                 return _answer(404, status_body(404, "NotFound", f'namespaces "{rest[1]}"'))
             labels = self.namespace_labels.get(rest[1], {})
-            return _answer(200, {"metadata": {"name": rest[1], "labels": labels}})
+            metadata = {"name": rest[1], "uid": f"{self.name}-ns-{rest[1]}", "labels": labels}
+            if annotations := self.namespace_annotations.get(rest[1]):
+                metadata["annotations"] = annotations
+            return _answer(200, {"metadata": metadata})
         if request.method == "GET" and (
             len(rest) == 1 or (len(rest) == 3 and rest[0] == "namespaces")
         ):
@@ -227,6 +232,7 @@ class FakeCluster:
             return _answer(409, status_body(409, "AlreadyExists", f'namespaces "{name}"'))
         self.namespaces.add(name)
         self.namespace_labels[name] = dict(body["metadata"].get("labels") or {})
+        self.namespace_annotations[name] = dict(body["metadata"].get("annotations") or {})
         return _answer(201, body)
 
     def _create(self, plural: str, namespace: str, body: JsonObj) -> httpx2.Response:
@@ -340,6 +346,12 @@ class FakeNamespaceFeed:
     listed: bool = True
     origins: dict[str, str | None] = field(default_factory=dict)
     credential: str | None = None
+    username: str | None = None
+    # The manager namespace UID each worker namespace was made for (fleet/namespace_grants.py).
+    made: dict[str, str] = field(default_factory=dict)
+
+    def made_for(self, namespace: str) -> str | None:
+        return self.made.get(namespace)
 
     def open_to(self, origin: str, namespace: str) -> bool:
         return not self.judged or (self.listed and self.origins.get(namespace) == origin)
@@ -348,6 +360,20 @@ class FakeNamespaceFeed:
         if not self.judged:
             return None
         return WorkerNamespaces(origin, create, self.listed, dict(self.origins), self.credential)
+
+
+@dataclass
+class FakeCopyFeed:
+    """A worker's feed of our copies (fleet/workers/dependency_feed.py): a credential that
+    reads them everywhere, none cached (the copier reads the worker)."""
+
+    everywhere: bool | None = True
+
+    def copy(self, kind: str, namespace: str, name: str) -> JsonObj | None:
+        return None
+
+    def granted(self, namespace: str) -> None:
+        """Its informers there would open (nothing to do: none cached)."""
 
 
 @dataclass
@@ -390,6 +416,7 @@ class FakeWorker:
     tracker: CapacityTracker = field(default_factory=CapacityTracker)
     namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
     claim_feed: FakeClaimFeed = field(default_factory=FakeClaimFeed)
+    dependency_feed: FakeCopyFeed = field(default_factory=lambda: FakeCopyFeed())
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()

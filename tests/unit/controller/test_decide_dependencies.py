@@ -267,3 +267,21 @@ def test_a_copy_comes_after_its_running_mirrors_status_and_never_over_a_foreign_
     w1 = _foreign(worker("w1", mirror=running))
     plan = decide(needing(snapshot(obj, w1), (SETTINGS, PRESENT), (CREDS, PRESENT)))
     assert [a.dependencies for a in copies(plan)] == [(CREDS,)]
+
+
+def test_a_secret_in_a_namespace_not_opened_to_secret_copying_is_held_saying_why() -> None:
+    """The controller reads Secrets only where an admin opened the namespace: a workload
+    elsewhere that requires one is held (MissingDependency) with what the admin must do;
+    an optional one is not copied."""
+    s = snapshot(job(), worker("w1"))
+    closed = (Needed(CREDS, None, closed=True), Needed(SETTINGS, PRESENT))
+    plan = decide(dataclasses.replace(s, dependencies=closed))
+    event = plan.actions[1]
+    assert isinstance(event, RecordEvent) and event.reason == "MissingDependency"
+    assert event.message.startswith("secret/creds cannot be copied: namespace team-a is not "
+                                    "opened to Secret copying")  # fmt: skip
+    assert "dependencies.secretNamespaces" in event.message
+    assert "--dependency-secret-namespaces" in event.message
+    optional = Dependency("secret", "extra", optional=True)
+    plan = decide(dataclasses.replace(s, dependencies=(Needed(optional, None, closed=True),)))
+    assert "MissingDependency" not in [getattr(a, "reason", None) for a in plan.actions]

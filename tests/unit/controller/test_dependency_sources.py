@@ -59,3 +59,31 @@ def test_a_foreign_object_is_believed_there_for_a_while() -> None:
     assert memory.foreign_copies("w1", "team-b", names) == ()
     now[0] = FOREIGN_COPY_TTL + 1
     assert memory.foreign_copies("w1", "team-a", names) == ()
+
+
+def secret_env(name: str) -> Any:
+    obj = job()
+    obj["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "T", "valueFrom": {"secretKeyRef": {"name": name, "key": "k"}}}
+    ]
+    return obj
+
+
+def test_secrets_are_read_only_in_the_namespaces_opened_to_secret_copying() -> None:
+    """With --dependency-secret-namespaces, one Secret informer per namespace opened and a
+    Secret elsewhere is closed (never read); ConfigMaps and ServiceAccounts everywhere."""
+    client = FakeCluster("manager").client()
+    opened = DependencySources(client, secret_namespaces=["team-b", "team-c"])
+    assert sorted(opened.informers) == [
+        ("configmap", ""), ("secret", "team-b"), ("secret", "team-c"), ("serviceaccount", ""),
+    ]  # fmt: skip
+    assert opened.closed("secret", "team-a") and not opened.closed("secret", "team-b")
+    assert not opened.closed("configmap", "team-a")
+    [needed] = opened.needed(JOB, secret_env("creds"))  # job() is in team-a
+    assert needed.closed and needed.source is None
+    none = DependencySources(client, secret_namespaces=[])
+    assert none.closed("secret", "team-b")
+    everywhere = DependencySources(client)
+    assert ("secret", "") in everywhere.informers and not everywhere.closed("secret", "team-a")
+    [needed] = everywhere.needed(JOB, secret_env("creds"))
+    assert not needed.closed

@@ -41,6 +41,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
+from jobrelay.fleet.namespace_grants import MANAGER_NAMESPACE_UID
 from jobrelay.kube.errors import ApiError
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
@@ -210,6 +211,35 @@ async def test_a_namespace_created_on_a_worker_carries_the_managers_pod_security
         "pod-security.kubernetes.io/warn": "restricted",
         ORIGIN_LABEL: "manager",  # open to this manager alone
     }
+
+
+async def test_a_namespace_created_on_a_worker_records_the_manager_namespace_it_serves(
+    env: Env,
+) -> None:
+    env.worker.cluster.namespaces.clear()
+    assert await env.run(create_action(env)) is None
+    assert env.worker.cluster.namespace_annotations[NAMESPACE] == {
+        MANAGER_NAMESPACE_UID: f"manager-ns-{NAMESPACE}"
+    }
+
+
+async def test_a_namespace_made_for_an_earlier_manager_namespace_gets_nothing(env: Env) -> None:
+    """A manager namespace deleted and made again (another UID) inherits nothing of the
+    worker namespace made for the old one: no mirror, no copy there."""
+    env.executor.manager_namespace_uid = lambda namespace: "new-uid"
+    env.worker.namespace_feed = FakeNamespaceFeed(made={NAMESPACE: "old-uid"})
+    retry = await env.run(create_action(env))
+    assert isinstance(retry, Retry) and "made for an earlier namespace" in retry.why
+    # Found so by the create (the cache did not know yet): the same.
+    env.worker.namespace_feed = FakeNamespaceFeed(judged=True, origins={})
+    env.worker.cluster.namespace_labels[NAMESPACE] = {ORIGIN_LABEL: "manager"}
+    env.worker.cluster.namespace_annotations[NAMESPACE] = {MANAGER_NAMESPACE_UID: "old-uid"}
+    retry = await env.run(create_action(env))
+    assert isinstance(retry, Retry) and "kubectl delete namespace" in retry.why
+    assert env.worker.cluster.get("jobs", KEY.key) is None
+    # The same namespace (its UID recorded): fine.
+    env.executor.manager_namespace_uid = lambda namespace: "old-uid"
+    assert await env.run(create_action(env)) is None
 
 
 async def test_a_namespace_created_meanwhile_with_our_label_is_fine(env: Env) -> None:

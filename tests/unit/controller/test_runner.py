@@ -475,7 +475,7 @@ def test_namespaces_are_cached_with_jobrelays_annotations_and_their_labels() -> 
     }  # fmt: skip
     assert slim_namespace(namespace) == {
         "metadata": {
-            "name": "team-a", "resourceVersion": "7",
+            "name": "team-a", "resourceVersion": "7", "uid": "u",
             "annotations": {"jobrelay.dev/clusters": "w1"}, "labels": {"a": "b"},
         }
     }  # fmt: skip

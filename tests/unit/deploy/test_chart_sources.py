@@ -51,7 +51,7 @@ def test_every_placeholder_of_the_data_files_is_one_the_cli_fills_in() -> None:
         },
         chart_sources.WORKER_ACCESS: {
             "group", "plural", "name", "namespace", "origin", "originLiteral",
-            "namespaceLiteral", "usernameLiteral",
+            "namespaceLiteral", "usernameLiteral", "nameLiteral", "namespaceRoleLiteral", "opened",
         },
     }  # fmt: skip
     for name, known in placeholders.items():

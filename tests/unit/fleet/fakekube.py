@@ -107,6 +107,8 @@ class FakeKube:
             return _answer(200, {"gitVersion": "v1.35.4"})
         if path.endswith("/selfsubjectreviews"):  # an apiserver older than 1.28
             return _answer(404, _status(404, "NotFound", "the server could not find it"))
+        if path.endswith("/selfsubjectaccessreviews"):  # a worker admin's reach, by default
+            return _answer(201, {"status": {"allowed": not self.forbid_lists}})
         if request.method == "GET" and path in self.forbidden:
             message = f'User "nobody" cannot list resource "{path.rsplit("/", 1)[1]}"'
             return _answer(403, _status(403, "Forbidden", message))

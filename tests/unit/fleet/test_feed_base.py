@@ -5,6 +5,7 @@ stop; refusals say which informer failed and why; the four feeds share it as the
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -12,9 +13,10 @@ from typing import Any, ClassVar
 import httpx2
 import pytest
 
+from jobrelay.dependencies.copy_rules import RESOURCES
 from jobrelay.fleet.workers.capacity_feed import CapacityFeed
 from jobrelay.fleet.workers.claim_feed import ClaimFeed
-from jobrelay.fleet.workers.dependency_feed import DependencyFeed
+from jobrelay.fleet.workers.dependency_feed import DependencyFeed, may_read_everywhere
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.fleet.workers.hop_feed import HopFeed
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
@@ -23,6 +25,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, Informer, InformerEvent, InformerOptions
 from jobrelay.placement.tracker import CapacityTracker
+from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 
 class StandInInformer:
@@ -134,7 +137,8 @@ def test_refusals_name_the_informer_that_has_not_listed_and_why() -> None:
 
 
 @pytest.mark.parametrize("feed", [CapacityFeed("w"), ClaimFeed("w"), NamespaceFeed("w"),
-                                  DependencyFeed("w"), HopFeed("w", CapacityTracker())])  # fmt: skip
+                                  DependencyFeed("w", NamespaceFeed("w")),
+                                  HopFeed("w", CapacityTracker())])  # fmt: skip
 def test_every_worker_feed_shares_the_base(feed: WorkerFeed) -> None:
     assert isinstance(feed, WorkerFeed) and not feed.listed and feed.task is None
     assert all(informer is None for informer in feed.informers())
@@ -147,24 +151,86 @@ async def test_capacity_listed_tells_placement_and_the_status() -> None:
     assert told == ["changed", "status"]
 
 
-async def test_copies_are_told_one_by_one_and_never_placements_news() -> None:
+def _namespace(name: str, origin: str | None) -> InformerEvent:
+    labels = {ORIGIN_LABEL: origin} if origin is not None else {}
+    return InformerEvent(Change.ADDED, name, None, {"metadata": {"name": name, "labels": labels}})
+
+
+async def test_copies_are_watched_only_where_opened_and_told_one_by_one() -> None:
+    """The least-privilege credential reads copies only in namespaces opened to its origin:
+    one informer per kind there once it may read there (its review says so, or the relay
+    bound its role there), closed with the label; each change told, never placement's news."""
     copies: list[tuple[str, str]] = []
-    # Never asked: the informers are made, not started.
-    unasked = httpx2.MockTransport(lambda request: httpx2.Response(500))
-    feed = DependencyFeed("w")
+    readable = {"team-a"}
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if request.url.path.endswith("/selfsubjectaccessreviews"):
+            asked = json.loads(request.content)["spec"]["resourceAttributes"]["namespace"]
+            return httpx2.Response(201, json={"status": {"allowed": asked in readable}})
+        return httpx2.Response(500)  # the informers' lists: never answered here
+
+    feed = DependencyFeed("w", NamespaceFeed("w"))
     told = FeedWiring(
-        ApiClient(httpx2.AsyncClient(transport=unasked, base_url="https://w"), cluster="w"),
+        ApiClient(
+            httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w"),
+            cluster="w",
+        ),
         InformerOptions(),
         changed=lambda: copies.append(("placement", "")),
         copy_selector="x=y",
         copy_changed=lambda kind, key: copies.append((kind, key)),
+        origin="m",
     )
-    opened = feed._open(told)
-    await told.client.aclose()
-    assert [informer for informer, _ in opened] == list(feed.informers())
+    assert list(feed._open(told)) == []
+    feed.everywhere = False
+    feed._namespace_changed(_namespace("team-a", "m"))
+    feed._namespace_changed(_namespace("team-b", "m"))  # opened, not bound yet
+    feed._namespace_changed(_namespace("team-c", "other-manager"))
+    feed._namespace_changed(_namespace("team-d", None))
+    await asyncio.gather(*feed.pending)
+    assert feed.opened == {"team-a", "team-b"}
+    assert sorted(feed.by_key) == [(kind, "team-a") for kind in sorted(RESOURCES)]
+    assert all("in team-a" in informer.name for informer in feed.by_key.values())
+    # The relay bound its role in team-b: watched too; never where not opened.
+    feed.granted("team-b")
+    feed.granted("team-c")
+    assert sorted({namespace for _, namespace in feed.by_key}) == ["team-a", "team-b"]
     event = InformerEvent(Change.ADDED, "team-a/c", None, {"metadata": {}})
-    assert not any([apply(event) for _, apply in opened])
-    assert copies == [(kind, "team-a/c") for kind in feed.by_kind]
+    for (_, namespace), informer in feed.by_key.items():
+        if namespace == "team-a":
+            for handler in informer._handlers:
+                handler(event)
+    assert sorted(copies) == [(kind, "team-a/c") for kind in sorted(RESOURCES)]
+    # Closed (the label taken off): its informers stop.
+    feed._namespace_changed(_namespace("team-a", None))
+    feed._namespace_changed(_namespace("team-b", None))
+    assert feed.by_key == {} and feed.opened == set()
+    await feed.stop()
+    await told.client.aclose()
+
+
+@pytest.mark.parametrize(("allowed", "everywhere"), [(True, True), (False, False), (None, False)])
+async def test_a_credential_that_may_list_copies_everywhere_keeps_one_informer_per_kind(
+    allowed: bool | None, everywhere: bool
+) -> None:
+    """A worker admin's credential may: one cluster-wide informer per kind (fewer watches);
+    a refusal or an error means the namespaced informers."""
+    asked: list[str] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request.url.path)
+        if allowed is None:
+            return httpx2.Response(403, json={"kind": "Status", "code": 403, "reason": "Forbidden"})
+        return httpx2.Response(201, json={"status": {"allowed": allowed}})
+
+    client = ApiClient(
+        httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w"),
+        cluster="w",
+    )
+    assert await may_read_everywhere(client) is everywhere
+    assert set(asked) == {"/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"}
+    assert len(asked) == 2 * len(RESOURCES)
+    await client.aclose()
 
 
 def test_namespaces_count_as_listed_once_the_credential_was_asked_for_too() -> None:

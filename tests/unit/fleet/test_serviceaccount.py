@@ -16,22 +16,37 @@ from jobrelay.fleet import serviceaccount
 from jobrelay.fleet.serviceaccount import WorkerAccount, worker_rules
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
+from jobrelay.kinds.kubeflow import MPIJobKind
+from jobrelay.kinds.ray import RayJobKind
+from jobrelay.manifests import worker_access
 from jobrelay.vocabulary.resource import Resource
 
 JOB = JobKind.ref
 JOBSET = JobSetKind.ref
+RAYJOB = RayJobKind.ref
+MPIJOB = MPIJobKind.ref
+
+
+BASE = {"/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}
 
 
 @pytest.mark.parametrize(
     ("kinds", "create_namespaces", "resources"),
     [
-        ([JOB], True, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
-        ([JOB], False, {"batch/jobs", "batch/jobs/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"}),
+        ([JOB], True, {"batch/jobs", "batch/jobs/status", *BASE}),
+        ([JOB], False, {"batch/jobs", "batch/jobs/status", *BASE}),
         (
             [JOB, JOBSET, JOB],
             False,
             {"batch/jobs", "batch/jobs/status", "jobset.x-k8s.io/jobsets",
-             "jobset.x-k8s.io/jobsets/status", "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces", "/configmaps"},
+             "jobset.x-k8s.io/jobsets/status", *BASE},
+        ),
+        # Owner hops: a RayJob's RayCluster and submitter Job, an MPIJob's launcher Job.
+        (
+            [RAYJOB, MPIJOB],
+            False,
+            {"ray.io/rayjobs", "ray.io/rayjobs/status", "kubeflow.org/mpijobs",
+             "kubeflow.org/mpijobs/status", "ray.io/rayclusters", "batch/jobs", *BASE},
         ),
     ],
 )  # fmt: skip
@@ -43,20 +58,40 @@ def test_rules_by_kind_and_namespace_creation(
     assert len(named) == len(set(named)) and set(named) == resources
 
 
-@given(st.lists(st.sampled_from([JOB, JOBSET]), max_size=4), st.booleans())
-def test_no_rule_grants_more_than_the_controller_does(
+def test_the_shipped_owner_hops_are_the_kinds_own() -> None:
+    """files/worker-access.yaml `ownerHops` (the chart reads it too) says what each kind's
+    adapter names: a kind with hops the worker credential could not list counts fewer pods."""
+    catalog = [RayJobKind(), MPIJobKind(), JobKind(), JobSetKind()]
+    table = worker_access.owner_hops([kind.ref for kind in catalog])
+    for kind in catalog:
+        shipped = table.get(f"{kind.ref.kind}.{kind.ref.group}", [])
+        assert [(h["group"], h["plural"]) for h in shipped] == [
+            (ref.group, ref.plural) for ref in kind.owner_hop_refs
+        ], kind.ref.kind
+
+
+def _objects(*, policy: bool) -> dict[tuple[str, str], dict[str, Any]]:
+    account = WorkerAccount("jobrelay-system", "jobrelay-worker-m")
+    made = serviceaccount.admission_policy(account, "m", [JOB]) if policy else None
+    rules = worker_rules([JOB], create_namespaces=True)
+    return {
+        (manifest["kind"], manifest["metadata"]["name"]): manifest
+        for _, manifest in serviceaccount.manifests(account, rules, made)
+    }
+
+
+@given(st.lists(st.sampled_from([JOB, JOBSET, RAYJOB, MPIJOB]), max_size=4), st.booleans())
+def test_no_cluster_wide_rule_reads_secrets_or_grants_more_than_the_controller_does(
     kinds: list[Resource], create_namespaces: bool
 ) -> None:
-    """Never a wildcard, pods only counted, never a write to what is not a mirror or a copy
-    of a workload's ConfigMaps, Secrets and ServiceAccount (never a token, nor RBAC)."""
+    """Never a wildcard, pods only counted, never a ConfigMap, Secret or ServiceAccount
+    cluster-wide, never a write to what is not a mirror, never escalate nor impersonate."""
     for rule in worker_rules(kinds, create_namespaces=create_namespaces):
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
         assert not {"pods/exec", "pods/log", "serviceaccounts/token"} & set(rule["resources"])
+        assert not {"secrets", "configmaps", "serviceaccounts"} & set(rule["resources"])
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
-        if {"secrets", "configmaps", "serviceaccounts"} & set(rule["resources"]):
-            assert rule["apiGroups"] == [""]
-            assert rule["resources"] == ["configmaps", "secrets", "serviceaccounts"]
-        elif rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
+        if rule["resources"][0] in ("nodes", "pods", "persistentvolumeclaims"):
             # Capacity and data: never a write, never a get.
             assert rule["verbs"] == ["list", "watch"]
         elif rule["resources"][0] in ("namespaces",):
@@ -64,6 +99,40 @@ def test_no_rule_grants_more_than_the_controller_does(
             assert rule["verbs"] == ["get", "list", "watch", *(["create"] * create_namespaces)]
         elif rule["resources"][0].endswith("/status") or rule["resources"][0] == "events":
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
+
+
+def test_the_account_binds_only_its_namespaced_role_and_only_with_the_policy() -> None:
+    """bind with resourceNames (never escalate); Secrets only in the namespaced ClusterRole,
+    which no ClusterRoleBinding grants; without the admission policy, no bind at all."""
+    made = _objects(policy=True)
+    cluster_rules = made["ClusterRole", "jobrelay-worker-m"]["rules"]
+    rbac = [r for r in cluster_rules if r["apiGroups"] == ["rbac.authorization.k8s.io"]]
+    assert rbac == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"],
+         "verbs": ["create"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "resourceNames": ["jobrelay-worker-m-namespaced"], "verbs": ["bind"]},
+    ]  # fmt: skip
+    namespaced = made["ClusterRole", "jobrelay-worker-m-namespaced"]["rules"]
+    assert {"secrets", "pods/log"} <= {r for rule in namespaced for r in rule["resources"]}
+    assert all("escalate" not in rule["verbs"] for rule in namespaced + cluster_rules)
+    bound = [m for m in made.values() if m["kind"] == "ClusterRoleBinding"]
+    assert [m["roleRef"]["name"] for m in bound] == ["jobrelay-worker-m"]
+    without = _objects(policy=False)["ClusterRole", "jobrelay-worker-m"]["rules"]
+    assert all(r["apiGroups"] != ["rbac.authorization.k8s.io"] for r in without)
+
+
+def test_the_namespace_binding_grants_the_namespaced_role_to_the_account_alone() -> None:
+    binding = worker_access.namespace_binding("jobrelay-worker-m", "ops", "m", "team-a")
+    assert binding["metadata"]["namespace"] == "team-a"
+    assert binding["metadata"]["labels"]["jobrelay.dev/origin"] == "m"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+        "name": "jobrelay-worker-m-namespaced",
+    }  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "jobrelay-worker-m", "namespace": "ops"}
+    ]
 
 
 def token_secret(token: bytes | None, account: str = "jobrelay-worker") -> dict[str, Any]:
@@ -155,6 +224,11 @@ def test_the_policy_binds_to_the_account_and_names_the_origin_and_every_kind() -
     resources = {r for rule in policy["spec"]["matchConstraints"]["resourceRules"]
                  for r in rule["resources"]}  # fmt: skip
     assert resources == {"jobs", "jobs/status", "jobsets", "jobsets/status", "namespaces",
-                         "configmaps", "secrets", "serviceaccounts"}  # fmt: skip
-    assert all('"manager-a"' in v["expression"] for v in policy["spec"]["validations"][2:])
+                         "configmaps", "secrets", "serviceaccounts", "rolebindings"}  # fmt: skip
+    # Each names the origin, or (the RoleBinding's) the one ClusterRole it may bind.
+    assert all(
+        '"manager-a"' in v["expression"]
+        or '"jobrelay-worker-manager-a-namespaced"' in v["expression"]
+        for v in policy["spec"]["validations"][2:]
+    )
     assert '"ops"' in policy["spec"]["validations"][1]["expression"]

@@ -1,9 +1,15 @@
 """The manager's ConfigMaps, Secrets and ServiceAccounts that workloads reference, and
 which workloads reference each.
 
-Three informers of the management cluster, slimmed to name, UID, version and the
+Informers of the management cluster, slimmed to name, UID, version and the
 digest, size and type of what a copy would carry (dependencies/copy_rules.py):
-never a Secret's data in memory. An index from (namespace, kind, name) to the
+never a Secret's data in memory. ConfigMaps and ServiceAccounts are watched everywhere;
+Secrets only in the namespaces an admin opened to Secret copying
+(``--dependency-secret-namespaces``, the chart's ``dependencies.secretNamespaces``, each
+with a Role that lets the controller read Secrets there), one informer each, or everywhere
+when no list is given (`jobrelay run` with an admin's kubeconfig). A workload elsewhere
+that needs a Secret is held, saying the namespace is not opened (steps/holds/
+by_dependencies.py). An index from (namespace, kind, name) to the
 workloads whose pod templates name it, kept as the workloads' own caches change,
 so that a referenced object that appears, changes or goes brings back exactly
 those workloads (a held one proceeds; a running one's copies follow).
@@ -14,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from jobrelay.controller.relay.snapshot import Needed
 from jobrelay.dependencies.copy_rules import RESOURCES, slim_source, source_of
@@ -34,11 +40,21 @@ _Ref = tuple[str, DependencyKind, str]
 class DependencySources:
     """The manager's referenced objects, and who references them."""
 
-    def __init__(self, manager: ApiClient) -> None:
-        self.informers: dict[DependencyKind, Informer] = {
-            kind: Informer(manager, ref, transform=slim_source(kind))
-            for kind, ref in RESOURCES.items()
-        }
+    def __init__(
+        self, manager: ApiClient, *, secret_namespaces: Iterable[str] | None = None
+    ) -> None:
+        # None: Secrets read everywhere.
+        self.secret_namespaces = None if secret_namespaces is None else frozenset(secret_namespaces)
+        # By (kind, namespace); "" for one informer of every namespace.
+        self.informers: dict[tuple[DependencyKind, str], Informer] = {}
+        for kind, ref in RESOURCES.items():
+            where = [""]
+            if kind == "secret" and self.secret_namespaces is not None:
+                where = sorted(self.secret_namespaces)
+            for namespace in where:
+                self.informers[kind, namespace] = Informer(
+                    manager, ref, namespace=namespace or None, transform=slim_source(kind)
+                )
         self._by_ref: dict[_Ref, set[WorkloadKey]] = {}
         self._of_key: dict[WorkloadKey, frozenset[_Ref]] = {}
         self._enqueue: Callable[[WorkloadKey, Lane], None] | None = None
@@ -77,13 +93,25 @@ class DependencySources:
 
     # -- what the manager has ----------------------------------------------------------------
 
+    def closed(self, kind: DependencyKind, namespace: str) -> bool:
+        """Whether the controller does not read ``kind`` in ``namespace``."""
+        return self._informer(kind, namespace) is None
+
+    def _informer(self, kind: DependencyKind, namespace: str) -> Informer | None:
+        everywhere = self.informers.get((kind, ""))  # (an empty Informer is falsy)
+        return everywhere if everywhere is not None else self.informers.get((kind, namespace))
+
     def needed(self, kind: WorkloadKind, obj: JsonObj) -> tuple[Needed, ...]:
-        """What ``obj``'s pods need, each with the manager's (None: missing)."""
+        """What ``obj``'s pods need, each with the manager's (None: missing, or closed)."""
         namespace = str((obj.get("metadata") or {}).get("namespace") or "")
-        return tuple(
-            Needed(d, source_of(self.informers[d.kind].get(f"{namespace}/{d.name}")))
-            for d in dependencies(kind.pod_templates(obj))
-        )
+        found = []
+        for d in dependencies(kind.pod_templates(obj)):
+            informer = self._informer(d.kind, namespace)
+            if informer is None:
+                found.append(Needed(d, None, closed=True))
+            else:
+                found.append(Needed(d, source_of(informer.get(f"{namespace}/{d.name}"))))
+        return tuple(found)
 
     @property
     def listed(self) -> bool:
@@ -97,7 +125,7 @@ class DependencySources:
         A change of a referenced object queues the workloads that reference it (FRESH: a
         held one may be placed now)."""
         self._enqueue = enqueue
-        for kind, informer in self.informers.items():
+        for (kind, _), informer in self.informers.items():
             informer.add_handler(functools.partial(self._tell, kind, Lane.FRESH))
             informer.start()
         with contextlib.suppress(TimeoutError):

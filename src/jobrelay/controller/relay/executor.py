@@ -17,6 +17,7 @@ sorts an apiserver's answer into a :class:`RefusalAnswer` and fills in the facts
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,7 +40,8 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
-from jobrelay.fleet.workers import WorkerPool
+from jobrelay.fleet.namespace_grants import MANAGER_NAMESPACE_UID, NamespaceGrants, stale_namespace
+from jobrelay.fleet.workers import Worker, WorkerPool
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -95,8 +97,13 @@ class Executor:
     # This manager's origin: mirrors go only into worker namespaces labelled with it.
     origin: str = ""
     controller_name: str = DEFAULT_CONTROLLER_NAME
+    # The UID of a manager namespace, as cached (None: not known): a worker namespace made
+    # for an earlier one of that name is not used (fleet/namespace_grants.py).
+    manager_namespace_uid: Callable[[str], str | None] = lambda namespace: None
     # Copies a workload's ConfigMaps, Secrets and ServiceAccount (dependency_copier.py).
     copier: DependencyCopier = field(init=False)
+    # The RoleBindings that let the worker credential copy into an opened namespace.
+    grants: NamespaceGrants = field(init=False)
 
     def __post_init__(self) -> None:
         self.copier = DependencyCopier(
@@ -105,6 +112,7 @@ class Executor:
             # The metrics' (controller/instrument.py), when the observer counts copies.
             copied=getattr(self.observer, "dependency_copied", None),
         )  # fmt: skip
+        self.grants = NamespaceGrants(self.origin)
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
         """Tell the user what only they can fix (a Warning Event on the object, when it is
@@ -203,6 +211,8 @@ class Executor:
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
         namespace_ensured = not self.create_namespaces
+        if (stale := self._made_for_another(worker, action.cluster, key.namespace)) is not None:
+            return stale
         if not worker.namespace_feed.open_to(self.origin, key.namespace):
             # The decision saw it open (or absent) in a cache; what the worker says now
             # decides: a namespace made meanwhile by someone else is not ours to use.
@@ -248,11 +258,30 @@ class Executor:
         worker = self.pool.get(action.cluster)
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
+        if (stale := self._made_for_another(worker, action.cluster, action.namespace)) is not None:
+            return stale
         if not worker.namespace_feed.open_to(self.origin, action.namespace):
             closed = await self._open_namespace(worker.client, action.cluster, action.namespace)
             if closed is not None:
                 return closed
+        await self.grants.ensure(
+            worker.client, action.namespace, worker.namespace_feed.username,
+            everywhere=worker.dependency_feed.everywhere,
+        )  # fmt: skip
+        worker.dependency_feed.granted(action.namespace)
         return await self.copier.copy(worker.client, action)
+
+    def _made_for_another(self, worker: Worker, cluster: str, namespace: str) -> Retry | None:
+        """A Retry when the worker's namespace was made for an earlier manager namespace of
+        that name (a re-created one inherits nothing of it)."""
+        message = stale_namespace(
+            namespace, cluster, worker.namespace_feed.made_for(namespace),
+            self.manager_namespace_uid(namespace),
+        )  # fmt: skip
+        if message is None:
+            return None
+        _log.warning("%s", message, extra={"cluster": cluster})
+        return Retry(message)
 
     def _rejected(
         self, action: CreateMirror, key: WorkloadKey, kind: WorkloadKind, error: ApiError
@@ -395,7 +424,12 @@ class Executor:
                 return None  # the mirror's create says so (namespace creation is off)
             raise
         if Meta(existing).labels.get(ORIGIN_LABEL) == self.origin:
-            return None
+            recorded = Meta(existing).annotations.get(MANAGER_NAMESPACE_UID)
+            stale = stale_namespace(
+                namespace, cluster, recorded if isinstance(recorded, str) else None,
+                self.manager_namespace_uid(namespace),
+            )  # fmt: skip
+            return None if stale is None else Retry(stale)
         message = (
             f"namespace {namespace} on worker cluster {cluster} exists there and is not "
             f"open to this manager ({opt_in_hint(self.origin)})"
@@ -409,8 +443,11 @@ class Executor:
         (its default, with no label, is privileged). One that exists is left as it is:
         it is the worker admin's. Labelled with this manager's origin: open to it alone.
         True when it was created here."""
-        labels = pod_security_labels(Meta(await self.manager.get(NAMESPACES, namespace)).labels)
+        made_for = Meta(await self.manager.get(NAMESPACES, namespace))
+        labels = pod_security_labels(made_for.labels)
         metadata: JsonObj = {"name": namespace, "labels": {**labels, ORIGIN_LABEL: self.origin}}
+        if made_for.uid:
+            metadata["annotations"] = {MANAGER_NAMESPACE_UID: made_for.uid}
         try:
             await client.create(
                 NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}

@@ -147,10 +147,13 @@ def placement_cluster(worker: WorkerSnapshot) -> Cluster:
 @dataclass(frozen=True, slots=True)
 class Needed:
     """One object the workload's pods need in their namespace, and the manager's (None:
-    missing there)."""
+    missing there, or ``closed``)."""
 
     dependency: Dependency
     source: Source | None
+    # The controller does not read that kind in that namespace (a Secret in a namespace no
+    # admin opened to Secret copying): it cannot know it, nor copy it.
+    closed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

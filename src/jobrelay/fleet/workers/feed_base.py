@@ -51,6 +51,8 @@ class FeedWiring:
     # For the feed of our dependency copies: which are ours, and who hears of a change.
     copy_selector: str = ""
     copy_changed: CopyChanged | None = None
+    # This manager's origin: the copies are watched in the namespaces labelled with it.
+    origin: str = ""
     # The kinds configured: the hop feed watches the objects their operators make.
     kinds: Sequence[WorkloadKind] = ()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from jobrelay.fleet.namespace_grants import MANAGER_NAMESPACE_UID
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -32,12 +33,16 @@ _log = logging.getLogger(__name__)
 
 
 def slim_namespace(obj: dict[str, Any]) -> dict[str, Any]:
-    """A Namespace as the feed keeps it: its name, version and origin label only."""
+    """A Namespace as the feed keeps it: its name, version, origin label and the UID of
+    the manager namespace it was made for (fleet/namespace_grants.py), only."""
     meta = Meta(obj)
     metadata: dict[str, Any] = {"name": meta.name, "resourceVersion": meta.resource_version}
     origin = meta.labels.get(ORIGIN_LABEL)
     if isinstance(origin, str):
         metadata["labels"] = {ORIGIN_LABEL: origin}
+    made_for = meta.annotations.get(MANAGER_NAMESPACE_UID)
+    if isinstance(made_for, str):
+        metadata["annotations"] = {MANAGER_NAMESPACE_UID: made_for[:64]}
     return {"metadata": metadata}
 
 
@@ -52,6 +57,8 @@ class NamespaceFeed(WorkerFeed):
     # Each namespace and its origin label (None: none), kept by the informer's handler.
     origins: dict[str, str | None] = field(default_factory=dict)
     credential: str | None = None
+    # The credential's user name there (None: not known).
+    username: str | None = None
     # The credential's namespace was asked for (known or not, the answer is in).
     asked: bool = False
 
@@ -84,12 +91,14 @@ class NamespaceFeed(WorkerFeed):
         # Advisory (the worker's admission policy is the guard): any answer but a clear
         # one leaves it unknown.
         with contextlib.suppress(ApiError, ValueError, TypeError, AttributeError):
-            review = await client.create(
+            # A review stores nothing: asked by a standby too (a write would be fenced).
+            review = await client.review(
                 SELF_SUBJECT_REVIEWS,
                 {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
             )
             user = ((review.get("status") or {}).get("userInfo") or {}).get("username")
             self.credential = credential_namespace(user) if isinstance(user, str) else None
+            self.username = user if isinstance(user, str) else None
         self.asked = True
         if self.credential is not None:
             _log.info("worker %s: jobrelay's credential there lives in namespace %s",
@@ -102,6 +111,13 @@ class NamespaceFeed(WorkerFeed):
     def open_to(self, origin: str, namespace: str) -> bool:
         """Whether the cache shows ``namespace`` there carrying ``origin``."""
         return self.listed and self.origins.get(namespace) == origin
+
+    def made_for(self, namespace: str) -> str | None:
+        """The UID of the manager namespace ``namespace`` there was made for, as cached
+        (None: not made by jobrelay, or not known)."""
+        cached = self.informer.get(namespace) if self.informer is not None else None
+        recorded = Meta(cached).annotations.get(MANAGER_NAMESPACE_UID) if cached else None
+        return recorded if isinstance(recorded, str) else None
 
     def view(self, origin: str, *, create: bool) -> WorkerNamespaces:
         """The namespaces as placement reads them (not copied: a decision is synchronous)."""

@@ -376,6 +376,7 @@ class WorkerPool:
                 status_changed=lambda: self._queue.add(worker.name),
                 copy_selector=copy_selector(self._options.controller_name, self._options.origin),
                 copy_changed=self._on_copy_change,
+                origin=self._options.origin,
                 kinds=self._kinds,
             )
         )  # fmt: skip

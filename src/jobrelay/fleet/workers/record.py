@@ -109,7 +109,7 @@ class Worker:
         self.capacity_feed = CapacityFeed(self.name)
         self.hop_feed = HopFeed(self.name, self.capacity_feed.tracker)
         self.namespace_feed = NamespaceFeed(self.name)
-        self.dependency_feed = DependencyFeed(self.name)
+        self.dependency_feed = DependencyFeed(self.name, self.namespace_feed)
         self.claim_feed = ClaimFeed(self.name)
 
     @property

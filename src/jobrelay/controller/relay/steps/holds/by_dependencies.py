@@ -44,8 +44,20 @@ class HeldByDependencies:
 
 
 def _missing(s: Snapshot, obj: JsonObj) -> tuple[str, str] | None:
-    """The required ones the manager does not have: the reason and message that say so."""
+    """The required ones the manager does not have, or does not read: the reason and
+    message that say so."""
     assert s.dependencies is not None
+    closed = [n.dependency for n in s.dependencies if n.closed and not n.dependency.optional]
+    if closed:
+        names = ", ".join(str(d) for d in closed)
+        return (
+            "MissingDependency",
+            f"{names} cannot be copied: namespace {namespace(obj)} is not opened to Secret "
+            f"copying, so jobrelay does not read its Secrets. An admin opens it (the chart's "
+            "dependencies.secretNamespaces, or a Role and RoleBinding that let the controller "
+            "get, list and watch Secrets there and --dependency-secret-namespaces; "
+            f"docs/dependencies.md); this {s.kind.ref.kind} waits until then",
+        )
     missing = [
         n.dependency for n in s.dependencies if n.source is None and not n.dependency.optional
     ]
