@@ -74,6 +74,7 @@ from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.trust import FrontProxyTrust
+from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
 from jobrelay.web.probe_server import Health as Health
 
