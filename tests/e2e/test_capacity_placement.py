@@ -75,12 +75,17 @@ async def wait_held(relay: Relay, name: str, reason: str = "NotPlaced") -> str:
 
 
 async def delete_jobs(relay: Relay, *names: str) -> None:
+    """Delete the Jobs and wait until their pods are gone from every worker too: the
+    next test's placements must not meet a deleted Job's pods still holding room (under
+    load a worker takes seconds to remove them)."""
     for name in names:
         await relay.manager.delete(
             JOBS, name, namespace=relay.namespace, propagation_policy="Background"
         )
     for name in names:
         await relay.wait_gone(name)
+        for worker in relay.workers:
+            await pods_gone(relay.clients[worker], relay.namespace, name)
 
 
 async def test_gpu_jobs_land_only_where_gpus_are_free(relay: Relay) -> None:
