@@ -13,6 +13,10 @@ renewed it, and stops writing ``renew_deadline`` seconds later unless a renewal
 succeeded meanwhile (:func:`leading_until`). Every other candidate saw that
 renewal after it was committed, so after it was sent, and waits
 ``lease_duration > renew_deadline`` from then: the two intervals never overlap.
+
+:func:`lease_freshness` is a reader's verdict (the CLI's "does a controller lead?"), never
+a candidate's: one read, no history, so it compares ``renewTime`` with the reader's wall
+clock, with slack for skew; it only decides whether to warn a user.
 """
 
 from __future__ import annotations
