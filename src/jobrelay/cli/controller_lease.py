@@ -53,7 +53,8 @@ def controller_lease_warning(
         return safe(
             f"warning: no jobrelay controller has run against this manager (no Lease "
             f"{lease_ref}): workloads are not dispatched; if it runs in another namespace or "
-            f"under another name, pass {namespace_flag} and --controller-name"
+            f"under another name, pass {namespace_flag} and --controller-name (one run with "
+            "--no-leader-elect writes no Lease)"
         )
     where = lease_state_text(freshness, lease_ref, now)
     return safe(

@@ -60,7 +60,8 @@ def stale(manager: FakeApiserver, minutes: int = 5) -> None:
         (LeaseFreshness(LeaseState.ABSENT),
          f"warning: no jobrelay controller has run against this manager (no Lease {REF}): "
          "workloads are not dispatched; if it runs in another namespace or under another "
-         "name, pass --controller-namespace and --controller-name"),
+         "name, pass --controller-namespace and --controller-name (one run with "
+         "--no-leader-elect writes no Lease)"),
     ],
 )  # fmt: skip
 def test_the_warning_line(freshness: LeaseFreshness | None, expected: str | None) -> None:
