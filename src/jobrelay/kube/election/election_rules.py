@@ -224,7 +224,7 @@ def lease_body(
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # junk, NaN, 1e400 read as infinity
         return 0
 
 
