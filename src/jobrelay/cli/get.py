@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from click.shell_completion import CompletionItem
@@ -32,6 +33,12 @@ from jobrelay.cli.output_rules import label_columns, parse_output, sort_key_path
 from jobrelay.cli.queue_positions import read_places
 from jobrelay.cli.types_rules import ArgumentsError, requests_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from jobrelay.kube.client import ApiClient
+    from jobrelay.kube.election.election_rules import LeaseFreshness
 
 DEFAULT_LEASE_NAMESPACE = "jobrelay-system"  # `jobrelay run --namespace`
 
@@ -158,37 +165,61 @@ def get(
     from jobrelay.vocabulary.leases import lease_name_for  # not at start-up: --help is quick
 
     async def go() -> Listed:
+        import asyncio
+
+        from jobrelay.cli.controller_lease import read_lease_freshness
+
         async with manager_client(kubeconfig, context) as client:
-            claims: dict[str, str] = {}
-            resolved = await resolve(
-                client, requests, controller_namespace, lease_name_for(controller_name), claims
+            # Read beside the listing (one GET), told before the first rows; --watch: once.
+            lease_name = lease_name_for(controller_name)
+            started = datetime.now(UTC)
+            lease_read = asyncio.create_task(
+                read_lease_freshness(client, controller_namespace, lease_name, started)
             )
-            queries = [
-                WorkloadQuery(kinds, where, selector, request.names, controller_name,
-                      explicit=request.type.lower() != "all", claims=claims)
-                for request, kinds in resolved
-            ]  # fmt: skip
-            listed = Listed()
-            for query in queries:
-                part = await fetch(client, query)
-                listed.found += part.found
-                listed.missing += part.missing
-                listed.refused += part.refused
-                listed.versions.update(part.versions)
-            for kind in listed.refused:
-                click.echo(f"(left out: {kind.ref.plural}, which you may not list)", err=True)
-            if table and listed.found:
-                listed.warnings = await latest_warnings(client, where)
-                printer.warnings = listed.warnings
-            if printer.output != "name" and listed.found:
-                printer.queue_view = await read_places(client, queries, listed.found)
-            printer.first(listed.found, single=len(named) == 1)
-            if not listed.found and not named and not watch and table:
-                scope = "in any namespace" if where is None else f"in {where} namespace"
-                click.echo(f"No resources found {scope}.", err=True)
-            if watch:
-                await follow(client, queries[0], listed, printer)
-            return listed
+            try:
+                return await listing(client, lease_name, lease_read)
+            finally:
+                lease_read.cancel()
+
+    async def listing(
+        client: ApiClient, lease_name: str, lease_read: asyncio.Task[LeaseFreshness | None]
+    ) -> Listed:
+        claims: dict[str, str] = {}
+        resolved = await resolve(client, requests, controller_namespace, lease_name, claims)
+        queries = [
+            WorkloadQuery(kinds, where, selector, request.names, controller_name,
+                          explicit=request.type.lower() != "all", claims=claims)
+            for request, kinds in resolved
+        ]  # fmt: skip
+        listed = Listed()
+        for query in queries:
+            part = await fetch(client, query)
+            listed.found += part.found
+            listed.missing += part.missing
+            listed.refused += part.refused
+            listed.versions.update(part.versions)
+        for kind in listed.refused:
+            click.echo(f"(left out: {kind.ref.plural}, which you may not list)", err=True)
+        if table and listed.found:
+            listed.warnings = await latest_warnings(client, where)
+            printer.warnings = listed.warnings
+        if printer.output != "name" and listed.found:
+            printer.queue_view = await read_places(client, queries, listed.found)
+        from jobrelay.cli.controller_lease import controller_lease_warning
+
+        warning = controller_lease_warning(
+            await lease_read, f"{controller_namespace}/{lease_name}", datetime.now(UTC),
+            "--controller-namespace",
+        )  # fmt: skip
+        if warning:
+            click.echo(warning, err=True)
+        printer.first(listed.found, single=len(named) == 1)
+        if not listed.found and not named and not watch and table:
+            scope = "in any namespace" if where is None else f"in {where} namespace"
+            click.echo(f"No resources found {scope}.", err=True)
+        if watch:
+            await follow(client, queries[0], listed, printer)
+        return listed
 
     listed = run_command(go())
     if listed.missing:

@@ -8,6 +8,7 @@ renewal (``jobrelay.dev/version``, next to ``jobrelay.dev/kinds``): the Lease na
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from jobrelay.vocabulary.names import (
 
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
+    from jobrelay.kube.election.election_rules import LeaseFreshness
 
 
 # What is read of the Lease: a version or holder is short, the kinds a few dozen at most.
@@ -41,9 +43,13 @@ class Leader:
     holder: str  # "" when no one holds it
     version: str  # "" when the leader records none (older than this)
     kinds: tuple[str, ...]  # Kind.version.group; () when not recorded
+    # Whether its holder still renews it, judged at the read (None: not judged).
+    freshness: LeaseFreshness | None = None
 
     @classmethod
-    def of(cls, lease: dict[str, Any]) -> Leader:
+    def of(cls, lease: dict[str, Any], now: datetime | None = None) -> Leader:
+        from jobrelay.kube.election.election_rules import lease_freshness
+
         metadata = lease.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
         # Whoever may update the Lease writes these: bounded before anything reads them.
@@ -53,6 +59,7 @@ class Leader:
             str((lease.get("spec") or {}).get("holderIdentity") or "")[:_FIELD_CHARS],
             str(annotations.get(VERSION_ANNOTATION) or "")[:_FIELD_CHARS],
             tuple(kind for kind in kinds.split(",") if kind)[:_MAX_KINDS],
+            None if now is None else lease_freshness(lease, now),
         )
 
 
@@ -60,7 +67,10 @@ class NoLease(click.ClickException):
     """No Lease where `jobrelay run` would hold it."""
 
 
-async def read_leader(client: ApiClient, namespace: str, lease_name: str) -> Leader:
+async def read_leader(
+    client: ApiClient, namespace: str, lease_name: str, now: datetime | None = None
+) -> Leader:
+    """The leader's Lease; its freshness judged at ``now`` when given. NoLease on a 404."""
     from jobrelay.kube.errors import ApiError
     from jobrelay.kube.resources import LEASES
 
@@ -69,11 +79,12 @@ async def read_leader(client: ApiClient, namespace: str, lease_name: str) -> Lea
     except ApiError as error:
         if error.is_not_found:
             raise NoLease(
-                f"no Lease {namespace}/{lease_name}: is `jobrelay run` running with leader "
-                "election on this manager (else pass its --namespace and --controller-name)?"
+                f"no Lease {namespace}/{lease_name}: no jobrelay controller has run against "
+                "this manager, so workloads are not dispatched; is `jobrelay run` running "
+                "with leader election here (else pass its --namespace and --controller-name)?"
             ) from None
         raise
-    return Leader.of(lease)
+    return Leader.of(lease, now)
 
 
 def lease_options(func: Any) -> Any:
@@ -104,6 +115,10 @@ def document(leader: Leader | None) -> dict[str, Any]:
             "lease": leader.lease,
             "kinds": list(leader.kinds),
         }
+        if leader.freshness is not None:
+            renewed = leader.freshness.renewed_at
+            answer["serverVersion"]["leaseState"] = str(leader.freshness.state)
+            answer["serverVersion"]["renewTime"] = None if renewed is None else renewed.isoformat()
     return answer
 
 
@@ -117,8 +132,18 @@ def dump(answer: dict[str, Any], output: str) -> str:
     return yaml.safe_dump(answer, sort_keys=False).rstrip("\n")
 
 
-def server_line(leader: Leader) -> str:
+def server_line(leader: Leader, now: datetime | None = None) -> str:
+    """``Server Version: V (leader H, Lease NS/NAME)``; when the Lease is stale, which
+    controller last held it and when, as `jobrelay get` warns."""
+    from jobrelay.kube.election.election_rules import LeaseState
+
     version = leader.version or "unknown (its leader does not record it: an older jobrelay)"
+    freshness = leader.freshness
+    if freshness is not None and now is not None and freshness.state is LeaseState.STALE:
+        from jobrelay.cli.controller_lease import lease_state_text
+
+        stale = lease_state_text(freshness, leader.lease, now)
+        return safe(f"Server Version: {version} (stale: no controller leads now; {stale})")
     who = f"leader {leader.holder}" if leader.holder else "no leader now"
     return safe(f"Server Version: {version} ({who}, Lease {leader.lease})")
 
@@ -146,12 +171,15 @@ def version(
             click.echo(f"Client Version: {jobrelay.__version__}")
         return
 
+    from jobrelay.cli.controller_lease import controller_lease_warning
     from jobrelay.vocabulary.leases import lease_name_for  # not at start-up: --help is quick
+
+    now = datetime.now(UTC)
 
     async def go() -> Leader:
         async with manager_client(kubeconfig, context) as client:
             return await read_leader(
-                client, lease_namespace, lease_name or lease_name_for(controller_name)
+                client, lease_namespace, lease_name or lease_name_for(controller_name), now
             )
 
     if not output:
@@ -165,4 +193,8 @@ def version(
     if output:
         click.echo(dump(document(leader), output))
     else:
-        click.echo(server_line(leader))
+        click.echo(server_line(leader, now))
+    # stdout keeps its two lines (scripts read them); the warning is `get`'s, on stderr.
+    warning = controller_lease_warning(leader.freshness, leader.lease, now, "--namespace")
+    if warning:
+        click.echo(warning, err=True)

@@ -17,6 +17,7 @@ import itertools
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx2
@@ -25,9 +26,11 @@ from tests.unit.controller.fakes import _answer, status_body
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.vocabulary.merge_patch import apply_merge_patch
+from jobrelay.vocabulary.timestamps import micro_time
 
 _revisions = itertools.count(100)
 WORKER_CLUSTERS_PATH = "jobrelay.dev/v1alpha1/workerclusters"
+LEASES_PATH = "coordination.k8s.io/v1/leases"
 
 
 @dataclass
@@ -71,6 +74,29 @@ class FakeApiserver:
         metadata["resourceVersion"] = str(next(_revisions))
         self.objects[(path, metadata.get("namespace", ""), metadata["name"])] = obj
         return obj
+
+    def lead(
+        self,
+        holder: str = "pod-a",
+        *,
+        renewed: datetime | None = None,
+        lease_seconds: int = 15,
+        namespace: str = "jobrelay-system",
+        name: str = "jobrelay-relay",
+        annotations: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """The controller's leader Lease, renewed at ``renewed`` (now when None): fresh."""
+        stamp = micro_time(renewed or datetime.now(UTC))
+        return self.put(
+            LEASES_PATH,
+            {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": namespace,
+                             "annotations": annotations or {}},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": lease_seconds,
+                         "acquireTime": stamp, "renewTime": stamp},
+            },
+        )  # fmt: skip
 
     def get(self, path: str, name: str, namespace: str = "") -> dict[str, Any] | None:
         return self.objects.get((path, namespace, name))

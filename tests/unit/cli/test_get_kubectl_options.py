@@ -32,6 +32,7 @@ def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
             "batch/v1": [{"name": "jobs", "singularName": "job", "kind": "Job", "namespaced": True}],
         },
     )  # fmt: skip
+    fake.lead()  # a controller leads: no warning on stderr
     monkeypatch.setattr(get_cli, "manager_client", lambda *_args: fake.client())
     monkeypatch.setattr(describe_cli, "manager_client", lambda *_args: fake.client())
     put_job(fake, "b-job", labels={"team": "blue", "app.kubernetes.io/name": "trainer"},
@@ -42,11 +43,7 @@ def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
 
 
 def lease(manager: FakeApiserver, kinds: str) -> None:
-    manager.put(LEASES, {
-        "metadata": {"name": "jobrelay-relay", "namespace": "jobrelay-system",
-                     "annotations": {"jobrelay.dev/kinds": kinds, "jobrelay.dev/version": "1.2.3"}},
-        "spec": {"holderIdentity": "pod-a"},
-    })  # fmt: skip
+    manager.lead(annotations={"jobrelay.dev/kinds": kinds, "jobrelay.dev/version": "1.2.3"})
 
 
 def rayjob(manager: FakeApiserver, name: str) -> None:

@@ -24,6 +24,7 @@ MANAGED = "jobrelay.dev/relay"
 @pytest.fixture
 def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
     fake = FakeApiserver("manager")
+    fake.lead()  # a controller leads: no warning on stderr
     monkeypatch.setattr(get_cli, "manager_client", lambda *_args: fake.client())
     return fake
 

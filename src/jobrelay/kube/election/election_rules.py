@@ -13,6 +13,10 @@ renewed it, and stops writing ``renew_deadline`` seconds later unless a renewal
 succeeded meanwhile (:func:`leading_until`). Every other candidate saw that
 renewal after it was committed, so after it was sent, and waits
 ``lease_duration > renew_deadline`` from then: the two intervals never overlap.
+
+:func:`lease_freshness` is a reader's verdict (the CLI's "does a controller lead?"), never
+a candidate's: one read, no history, so it compares ``renewTime`` with the reader's wall
+clock, with slack for skew; it only decides whether to warn a user.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from jobrelay.vocabulary.meta import Meta
@@ -219,5 +224,67 @@ def lease_body(
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # junk, NaN, 1e400 read as infinity
         return 0
+
+
+class LeaseState(StrEnum):
+    """Whether a controller holds the Lease, as a reader (the CLI) can tell."""
+
+    FRESH = "fresh"  # held and renewed within its duration
+    STALE = "stale"  # expired, or released: no controller leads now
+    ABSENT = "absent"  # no Lease: no controller ever ran here (or it uses another namespace)
+    UNKNOWN = "unknown"  # the reader may not read Leases
+
+
+# How far the reader's wall clock may run ahead of the leader's before a fresh lease looks
+# expired: a reader has no monotonic observation, so it gives the leader this much slack.
+CLOCK_SKEW_GRACE_SECONDS = 10.0
+# leaseDurationSeconds when a record has none (client-go's and `jobrelay run`'s default).
+DEFAULT_LEASE_SECONDS = 15
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFreshness:
+    """What a read of the leader's Lease tells of the controller, at ``now``."""
+
+    state: LeaseState
+    holder: str = ""  # the identity that last held it ("" when released or unknown)
+    renewed_at: datetime | None = None  # its last renewTime, when it has a readable one
+    expired_for: float = 0.0  # STALE: seconds since it expired (0 when not known)
+
+
+def lease_freshness(
+    lease: Mapping[str, Any] | None, now: datetime, *, readable: bool = True
+) -> LeaseFreshness:
+    """Fresh, stale, absent (``lease`` None: a 404) or unknown (``readable`` False: a 403).
+
+    Judged against the reader's wall clock (all it has) with :data:`CLOCK_SKEW_GRACE_SECONDS`
+    of slack. A released lease (no holder) is stale at once: its holder let it go.
+    """
+    if not readable:
+        return LeaseFreshness(LeaseState.UNKNOWN)
+    if lease is None:
+        return LeaseFreshness(LeaseState.ABSENT)
+    record = LeaseRecord.from_lease(lease)
+    renewed_at = _parse_micro_time(record.renew_time or record.acquire_time)
+    if not record.holder:
+        since = 0.0 if renewed_at is None else max(0.0, (now - renewed_at).total_seconds())
+        return LeaseFreshness(LeaseState.STALE, "", renewed_at, since)
+    if renewed_at is None:  # held, never renewed that we can read: malformed, say stale
+        return LeaseFreshness(LeaseState.STALE, record.holder, None, 0.0)
+    duration = record.lease_seconds if record.lease_seconds > 0 else DEFAULT_LEASE_SECONDS
+    expired_for = (now - renewed_at).total_seconds() - duration
+    if expired_for <= CLOCK_SKEW_GRACE_SECONDS:
+        return LeaseFreshness(LeaseState.FRESH, record.holder, renewed_at, 0.0)
+    return LeaseFreshness(LeaseState.STALE, record.holder, renewed_at, expired_for)
+
+
+def _parse_micro_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
