@@ -22,6 +22,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -306,7 +307,9 @@ async def test_any_signed_in_user_reads_the_leaders_version(
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": lease_name, "annotations": {
             VERSION_ANNOTATION: "9.8.7", KINDS_ANNOTATION: "Job.v1.batch"}},
-        "spec": {"holderIdentity": "people-version-leader", "leaseDurationSeconds": 15},
+        # Renewed now and for long: a fresh leader (a stale one adds a warning).
+        "spec": {"holderIdentity": "people-version-leader", "leaseDurationSeconds": 3600,
+                 "renewTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")},
     }  # fmt: skip
     tenant = people.kubeconfigs["tenant"]
     version = ("version", "--controller-name", VERSION_CONTROLLER, "-o", "json")
