@@ -20,6 +20,9 @@ _LINE = re.compile(rb"^(?:\[pod/[^\] ]+\] )?\[jobrelay: pod ([^\s:\]]+): (.+)\]\
 # A line this long is no refusal line: passed on without waiting for its end (a pod
 # name is at most 253 bytes, the reason a short sentence).
 _MAX_REFUSAL_LINE = 4096
+# Refusals kept per stream: a pod's own output may look like one, and must not grow
+# the reader's memory (the rest are counted, not kept).
+MAX_REFUSALS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class RefusalFilter:
 
     def __init__(self) -> None:
         self.refusals: list[PodRefusal] = []
+        self.refusals_dropped = 0  # past MAX_REFUSALS_KEPT
         self._held = b""  # the start of a line that may be a refusal
         self._passing = False  # inside a line known to be output
 
@@ -90,5 +94,8 @@ class RefusalFilter:
         if found is None:
             return line + end
         pod, why = (part.decode("utf-8", "replace") for part in found.groups())
-        self.refusals.append(PodRefusal(pod, why))
+        if len(self.refusals) < MAX_REFUSALS_KEPT:
+            self.refusals.append(PodRefusal(pod, why))
+        else:
+            self.refusals_dropped += 1
         return b""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 
-__all__ = ["micro_time", "rfc3339", "seconds_since", "utc_now"]
+__all__ = ["micro_time", "parse_time", "rfc3339", "seconds_since", "utc_now"]
 
 
 def rfc3339(moment: datetime.datetime | float) -> str:
@@ -29,13 +29,22 @@ def utc_now() -> str:
     return rfc3339(datetime.datetime.now(datetime.UTC))
 
 
+def parse_time(value: object) -> datetime.datetime | None:
+    """A Time or MicroTime as an aware datetime; None for anything else (a worker or a
+    user may write anything there)."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
 def seconds_since(timestamp: str, now: datetime.datetime | None = None) -> float | None:
     """Seconds from an RFC 3339 ``timestamp`` to ``now`` (the wall clock when None);
     None when it is not one."""
-    try:
-        then = datetime.datetime.fromisoformat(timestamp)
-    except ValueError:
-        return None
-    if then.tzinfo is None:
+    then = parse_time(timestamp)
+    if then is None:
         return None
     return ((now or datetime.datetime.now(datetime.UTC)) - then).total_seconds()

@@ -6,7 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.relayapi.log_refusal_rules import PodRefusal, RefusalFilter, pod_refusal_line
+from jobrelay.relayapi.log_refusal_rules import (
+    MAX_REFUSALS_KEPT,
+    PodRefusal,
+    RefusalFilter,
+    pod_refusal_line,
+)
 
 
 def _filtered(chunks: list[bytes]) -> tuple[bytes, list[PodRefusal]]:
@@ -81,3 +86,12 @@ def test_however_the_stream_is_cut_the_result_is_the_same(
     # Nothing but the refusal lines is ever dropped.
     kept = [line for line in lines if _filtered([line + b"\n"])[1] == []]
     assert whole[0] == b"".join(line + b"\n" for line in kept)
+
+
+def test_lines_that_look_like_refusals_do_not_grow_the_reader_without_bound() -> None:
+    # A pod's own output may print refusal-shaped lines: kept up to a bound, then counted.
+    stream = RefusalFilter()
+    lines = b"".join(pod_refusal_line(f"p{i}", "Forbidden") for i in range(200))
+    assert stream.feed(lines) == b""
+    assert len(stream.refusals) == MAX_REFUSALS_KEPT
+    assert stream.refusals_dropped == 200 - MAX_REFUSALS_KEPT

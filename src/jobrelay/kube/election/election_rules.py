@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Any
 
 from jobrelay.vocabulary.meta import Meta
-from jobrelay.vocabulary.timestamps import micro_time
+from jobrelay.vocabulary.timestamps import micro_time, parse_time
 
 # How much later than the retry period a candidate may try again (client-go jitters too),
 # so that two standbys do not poll in lockstep.
@@ -267,7 +267,7 @@ def lease_freshness(
     if lease is None:
         return LeaseFreshness(LeaseState.ABSENT)
     record = LeaseRecord.from_lease(lease)
-    renewed_at = _parse_micro_time(record.renew_time or record.acquire_time)
+    renewed_at = parse_time(record.renew_time or record.acquire_time)
     if not record.holder:
         since = 0.0 if renewed_at is None else max(0.0, (now - renewed_at).total_seconds())
         return LeaseFreshness(LeaseState.STALE, "", renewed_at, since)
@@ -278,13 +278,3 @@ def lease_freshness(
     if expired_for <= CLOCK_SKEW_GRACE_SECONDS:
         return LeaseFreshness(LeaseState.FRESH, record.holder, renewed_at, 0.0)
     return LeaseFreshness(LeaseState.STALE, record.holder, renewed_at, expired_for)
-
-
-def _parse_micro_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
