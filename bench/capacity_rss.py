@@ -24,7 +24,8 @@ import msgspec
 
 from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL
 from jobrelay.kube.watching import object_key
-from jobrelay.placement.tracker import CapacityTracker, slim_node, slim_pod
+from jobrelay.placement.slim_objects import slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker
 
 TARGET_MIB = 200.0
 _MANAGED = [

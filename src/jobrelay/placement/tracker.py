@@ -1,6 +1,6 @@
 """One worker's live capacity, kept from the informer events of its Nodes and Pods.
 
-The informers store the slim objects of :func:`slim_node` and :func:`slim_pod` (only
+The informers store the slim objects of :mod:`.slim_objects` (only
 what placement reads, strings interned and equal requests shared), and hand every
 change to a :class:`CapacityTracker`, which adjusts only the sums of the node the pod
 is bound to. :meth:`CapacityTracker.capacity` builds the immutable
@@ -18,210 +18,28 @@ never move or hold a workload.
 Some kinds' pods are made by an object their operator makes from the mirror (a
 RayJob's RayCluster and submitter Job, an MPIJob's launcher Job, a TrainJob's JobSet:
 each kind's ``owner_hops``). The worker's hop feed hands the tracker those objects,
-slim (:func:`slim_hop`: identity and controller), and the pods of each count as its
+slim (:func:`~jobrelay.placement.slim_objects.slim_hop`: identity and controller), and the pods of each count as its
 controller's too, one hop deep, and only while the hop's controller reference names
 the mirror's UID: a namesake someone else made there speaks for nobody.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobrelay.kinds.mirror_pods import OWNER_LABELS, pod_owners
+from jobrelay.kinds.mirror_pods import pod_owners
 from jobrelay.kinds.pod_ownership import controller_refs
-from jobrelay.kinds.pods import pod_requests
 from jobrelay.placement.capacity import Node, WorkerCapacity, node_of
-from jobrelay.placement.units import PODS, resources_of
+from jobrelay.placement.slim_objects import SLIM_OWNERS, UNUSABLE_QUANTITY
 from jobrelay.vocabulary.meta import Meta
 
-__all__ = [
-    "OWNER_LABELS",
-    "POD_FIELD_SELECTOR",
-    "UNUSABLE_QUANTITY",
-    "CapacityTracker",
-    "OwnedPods",
-    "effective_requests",
-    "pod_owners",
-    "slim_hop",
-    "slim_node",
-    "slim_pod",
-]
+__all__ = ["CapacityTracker", "OwnedPods", "OwnerKey"]
 
-# What the pod informer asks the apiserver for: finished pods hold nothing on a node.
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-_FINISHED = frozenset({"Succeeded", "Failed"})
-# In a slim pod: why its requests could not be read (it then counts as no requests).
-UNUSABLE_QUANTITY = "unusableQuantity"
-# The slim pod's owners, (name, UID) sorted, found once when it is slimmed: the tracker
-# reads them on every event of the pod (what it counts, and for whom).
-SLIM_OWNERS = "owners"
 _STARTED = frozenset({"Running", "Succeeded", "Failed"})
-
-# A pod's requests as sorted (resource, units) pairs, shared by every pod asking the
-# same (the pods of one Job all do); bounded so that odd workloads cannot grow it forever.
-Requests = tuple[tuple[str, int], ...]
 # Whom pods are counted for: (namespace, name, UID).
 OwnerKey = tuple[str, str, str]
-_shared_requests: dict[Requests, Requests] = {}
-_SHARED_REQUESTS_MAX = 65536
-
-
-def _share(requests: Requests) -> Requests:
-    shared = _shared_requests.get(requests)
-    if shared is None:
-        if len(_shared_requests) >= _SHARED_REQUESTS_MAX:
-            _shared_requests.clear()
-        shared = _shared_requests[requests] = requests
-    return shared
-
-
-def _intern(value: Any) -> str:
-    return sys.intern(str(value)) if value else ""
-
-
-# -- slim objects: what the informers cache -------------------------------------------
-
-
-def slim_node(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A Node with only what :func:`~jobrelay.placement.capacity.node_of` reads
-    (allocatable, labels, taints, unschedulable, the Ready condition)."""
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    ready = [
-        {"type": "Ready", "status": _intern(c.get("status"))}
-        for c in status.get("conditions") or []
-        if c.get("type") == "Ready"
-    ]
-    return {
-        "metadata": {
-            "name": metadata.get("name", ""),
-            "resourceVersion": metadata.get("resourceVersion", ""),
-            "labels": {_intern(k): _intern(v) for k, v in (metadata.get("labels") or {}).items()},
-        },
-        "spec": {
-            "taints": spec.get("taints") or [],
-            "unschedulable": bool(spec.get("unschedulable")),
-        },
-        "status": {"allocatable": status.get("allocatable") or {}, "conditions": ready},
-    }
-
-
-def effective_requests(pod_spec: Mapping[str, Any]) -> Requests:
-    """What one pod takes on its node, in placement units, with ``pods: 1``: containers,
-    init containers by the Kubernetes rule, pod-level resources where set, overhead.
-    An unusable quantity counts as nothing (see :func:`_effective`)."""
-    return _effective(pod_spec)[0]
-
-
-def _effective(pod_spec: Mapping[str, Any]) -> tuple[Requests, str | None]:
-    """:func:`effective_requests`, and why a quantity was unusable (then the pod counts as
-    ``pods: 1`` only: a worker's odd pod must not stop the count of the others)."""
-    spec = dict(pod_spec)
-    unusable = None
-    try:
-        requests = resources_of(pod_requests(spec))
-        pod_level = (spec.get("resources") or {}).get("requests") or {}
-        if pod_level:
-            # Pod-level resources (KEP-2837) replace the containers' sum where set.
-            overhead = resources_of(spec.get("overhead") or {})
-            for resource, quantity in resources_of(pod_level).items():
-                requests[resource] = quantity + overhead.get(resource, 0)
-    except (ValueError, TypeError, AttributeError) as error:
-        requests, unusable = {}, str(error)[:300]
-    requests[PODS] = 1
-    return _share(tuple(sorted((_intern(r), q) for r, q in requests.items() if q))), unusable
-
-
-def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A Pod with only what the tracker reads, or None for a finished one (it holds
-    nothing: the informer then drops it as if deleted).
-
-    Keeps ``metadata`` (name, namespace, resourceVersion, the owner labels),
-    ``nodeName``, ``phase``, ``requests`` (:func:`effective_requests`) and
-    ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable).
-    """
-    metadata = Meta(obj).raw
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    phase = status.get("phase") or ""
-    if phase in _FINISHED:
-        return None
-    owners = {
-        _intern(name): _intern(uid) for name, uid in _owner_labels(metadata.get("labels")).items()
-    }
-    controllers = [
-        {"name": _intern(name), "uid": _intern(uid), "controller": True}
-        for name, uid in controller_refs(obj)
-    ]
-    since = next(
-        (
-            str(c.get("lastTransitionTime") or "")
-            for c in status.get("conditions") or []
-            if c.get("type") == "PodScheduled"
-            and c.get("status") == "False"
-            and c.get("reason") == "Unschedulable"
-        ),
-        None,
-    )
-    requests, unusable = _effective(spec)
-    slim: dict[str, Any] = {
-        "metadata": {
-            "name": Meta(obj).name,
-            "namespace": _intern(Meta(obj).namespace),
-            "uid": Meta(obj).uid,
-            "resourceVersion": metadata.get("resourceVersion", ""),
-        },
-        "nodeName": _intern(spec.get("nodeName")),
-        "phase": _intern(phase),
-        "requests": requests,
-    }
-    if unusable is not None:
-        slim[UNUSABLE_QUANTITY] = unusable
-    if owners:
-        slim["metadata"]["labels"] = owners
-    if controllers:
-        slim["metadata"]["ownerReferences"] = controllers
-    if since is not None:
-        slim["unschedulableSince"] = since
-    slim[SLIM_OWNERS] = tuple(sorted(pod_owners(slim)))
-    return slim
-
-
-def slim_hop(
-    obj: Mapping[str, Any], controllers: Collection[tuple[str, str]]
-) -> dict[str, Any] | None:
-    """An object that makes a mirror's pods (an owner hop), with only its identity and its
-    controller reference; None unless one of ``controllers`` (API group, kind) controls
-    it: the hop informer then leaves it out (a worker's other Jobs are none of ours)."""
-    meta = Meta(obj)
-    if not meta.name or not meta.uid:
-        return None
-    for ref in meta.owner_references:
-        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
-        name, uid = ref.get("name"), ref.get("uid")
-        if (
-            ref.get("controller") is True
-            and (group, ref.get("kind")) in controllers
-            and isinstance(name, str)
-            and isinstance(uid, str)
-            and name
-            and uid
-        ):
-            owner = {"name": _intern(name), "uid": _intern(uid), "controller": True}
-            return {
-                "metadata": {
-                    "name": _intern(meta.name),
-                    "namespace": _intern(meta.namespace),
-                    "uid": _intern(meta.uid),
-                    "resourceVersion": meta.resource_version,
-                    "ownerReferences": [owner],
-                }
-            }
-    return None
 
 
 def _tie_of(hop: Mapping[str, Any]) -> tuple[OwnerKey, OwnerKey] | None:
@@ -259,13 +77,6 @@ class _Owner:
     unschedulable: dict[str, str] | None = None
 
 
-def _owner_labels(labels: Any) -> dict[str, str]:
-    """The owner labels among ``labels`` that hold a text (a worker may send anything)."""
-    if not isinstance(labels, Mapping):
-        return {}
-    return {k: v for k in OWNER_LABELS if isinstance(v := labels.get(k), str) and v}
-
-
 def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     namespace = pod["metadata"].get("namespace", "")
     owners = pod.get(SLIM_OWNERS)
@@ -293,10 +104,15 @@ class CapacityTracker:
         self._hops: dict[str, tuple[OwnerKey, OwnerKey]] = {}
         self._controller_of: dict[OwnerKey, OwnerKey] = {}
         self._hops_of: dict[OwnerKey, set[OwnerKey]] = {}
+        # The UIDs under which each (namespace, name) owns pods or controls hops: a
+        # workload's pods found by its name once its mirror (and so its UID) is gone.
+        self._uids_named: dict[tuple[str, str], dict[str, int]] = {}
         self._built: dict[str, Node] = {}  # the nodes of the last capacity(), by name
         self._dirty: set[str] = set()  # node names whose built Node is stale
         self._capacity: WorkerCapacity | None = None
         self._unusable: str | None = None  # the last unusable quantity seen, not yet told
+        # Moves whenever what a pod counts for changes (a reservation pass keyed by it).
+        self.pods_version = 0
 
     # -- feeding -------------------------------------------------------------------
 
@@ -321,7 +137,7 @@ class CapacityTracker:
         return True
 
     def set_pod(self, key: str, pod: Mapping[str, Any] | None) -> bool:
-        """A pod added or changed (slim, as :func:`slim_pod` makes it); None: it finished."""
+        """A pod added or changed (slim, as :func:`~jobrelay.placement.slim_objects.slim_pod` makes it); None: it finished."""
         if pod is None:
             return self.delete_pod(key)
         old = self._pods.get(key)
@@ -354,16 +170,21 @@ class CapacityTracker:
         if self._hops.get(key) == tie:
             return False
         self.delete_hop(key)
+        self.pods_version += 1
         hop_owner, controller = tie
         self._hops[key] = tie
         self._controller_of[hop_owner] = controller
-        self._hops_of.setdefault(controller, set()).add(hop_owner)
+        hops = self._hops_of.setdefault(controller, set())
+        if not hops:
+            self._name(controller, +1)
+        hops.add(hop_owner)
         return True
 
     def delete_hop(self, key: str) -> bool:
         tie = self._hops.pop(key, None)
         if tie is None:
             return False
+        self.pods_version += 1
         hop_owner, controller = tie
         self._controller_of.pop(hop_owner, None)
         hops = self._hops_of.get(controller)
@@ -371,6 +192,7 @@ class CapacityTracker:
             hops.discard(hop_owner)
             if not hops:
                 del self._hops_of[controller]
+                self._name(controller, -1)
         return True
 
     def take_unusable(self) -> str | None:
@@ -417,6 +239,26 @@ class CapacityTracker:
             since,
         )
 
+    def holds_pods_named(self, namespace: str, name: str) -> bool:
+        """Whether unfinished pods of a workload ``namespace/name`` (under any UID, its
+        hops' included) are counted here: the room a run of it holds, gone or not."""
+        uids = self._uids_named.get((namespace, name))
+        return bool(uids) and any(
+            self.pods_of(namespace, name, uid).total > 0 for uid in list(uids or ())
+        )
+
+    def _name(self, key: OwnerKey, sign: int) -> None:
+        """Counts (sign +1) or uncounts an owner or a hops' controller under its name."""
+        namespace, name, uid = key
+        uids = self._uids_named.setdefault((namespace, name), {})
+        left = uids.get(uid, 0) + sign
+        if left > 0:
+            uids[uid] = left
+        else:
+            uids.pop(uid, None)
+            if not uids:
+                del self._uids_named[(namespace, name)]
+
     def unschedulable(self) -> list[OwnerKey]:
         """The (namespace, owner name, owner UID) of every workload with a pod no node
         will take (a hop's pod: the hop's controller), each once."""
@@ -442,6 +284,7 @@ class CapacityTracker:
         self._capacity = None
 
     def _count(self, key: str, pod: Mapping[str, Any], sign: int) -> None:
+        self.pods_version += 1
         node_name = pod.get("nodeName") or ""
         if node_name:
             sums = self._requested.setdefault(node_name, {})
@@ -458,7 +301,10 @@ class CapacityTracker:
         started = bool(node_name) or pod.get("phase") in _STARTED
         since = pod.get("unschedulableSince")
         for owner_key in _owners_of(pod):
-            owner = self._owners.setdefault(owner_key, _Owner())
+            owner = self._owners.get(owner_key)
+            if owner is None:
+                owner = self._owners[owner_key] = _Owner()
+                self._name(owner_key, +1)
             owner.total += sign
             owner.bound += sign if node_name else 0
             owner.started += sign if started else 0
@@ -470,6 +316,7 @@ class CapacityTracker:
                     owner.unschedulable.pop(key, None)
             if owner.total <= 0:
                 del self._owners[owner_key]
+                self._name(owner_key, -1)
 
 
 def _counted(pod: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -417,6 +417,7 @@ class FakeWorker:
     namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
     claim_feed: FakeClaimFeed = field(default_factory=FakeClaimFeed)
     dependency_feed: FakeCopyFeed = field(default_factory=lambda: FakeCopyFeed())
+    pods_version: int = 0
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()
@@ -426,6 +427,9 @@ class FakeWorker:
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
         return self.pods.get((namespace, name), OwnedPods())
+
+    def holds_pods_named(self, namespace: str, name: str) -> bool | None:
+        return self.pods.get((namespace, name), OwnedPods()).total > 0
 
     def mirror(self, key: WorkloadKey) -> JsonObj | None:
         return self.cache.get(key)
@@ -473,6 +477,9 @@ class FakePool:
 
     def has_mirror(self, key: WorkloadKey) -> bool:
         return any(w.mirror(key) is not None for w in self._workers.values())
+
+    def pods_counted(self, key: WorkloadKey) -> bool:
+        return any(w.holds_pods_named(key.namespace, key.name) for w in self._workers.values())
 
     async def aclose(self) -> None:
         for worker in self._workers.values():

@@ -38,6 +38,7 @@ class Worker:
     name: str
     unfinished: set[WorkloadKey] = field(default_factory=set)
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
+    pods_version: int = 0
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
         return self.pods.get((namespace, name))
@@ -281,18 +282,40 @@ def test_admissions_soft_state_expires_and_is_forgotten() -> None:
     assert queues.admitting == {} and queues.admitting_since == {} and placing not in queues.reads
 
 
-def test_victims_back_in_their_queue_settle_for_a_moment_each_from_when_first_seen() -> None:
-    from jobrelay.controller.relay.memory import SETTLE_FOR, QueueMemory
+def test_victims_back_in_their_queue_settle_while_their_pods_are_counted() -> None:
+    from jobrelay.controller.relay.memory import SETTLE_AT_MOST, QueueMemory
 
     now = [0.0]
     queues = QueueMemory(lambda: now[0])
     a, b = WorkloadKey("Job.v1.batch", "ns/a"), WorkloadKey("Job.v1.batch", "ns/b")
-    assert queues.settling({}) == frozenset()
-    assert queues.settling({a: "Job ns/w"}) == {"Job ns/w"}
-    now[0] = SETTLE_FOR - 0.5
-    assert queues.settling({a: "Job ns/w", b: "Job ns/v"}) == {"Job ns/w", "Job ns/v"}
-    now[0] = SETTLE_FOR + 0.1
-    assert queues.settling({a: "Job ns/w", b: "Job ns/v"}) == {"Job ns/v"}  # a settled
-    now[0] = 2 * SETTLE_FOR
-    assert queues.settling({a: "Job ns/w"}) == frozenset() and b not in queues.requeued
-    assert queues.settling({a: "Job ns/x"}) == {"Job ns/x"}  # preempted again: anew
+    held = {a, b}
+    assert queues.settling({}, held.__contains__) == frozenset()
+    assert queues.settling({a: "Job ns/w"}, held.__contains__) == {"Job ns/w"}
+    now[0] = 30.0  # however long it takes (a loaded machine), while its pods are there
+    both = {a: "Job ns/w", b: "Job ns/v"}
+    assert queues.settling(both, held.__contains__) == {"Job ns/w", "Job ns/v"}
+    held.discard(a)  # a's pods went: its room shows free
+    assert queues.settling(both, held.__contains__) == {"Job ns/v"}
+    now[0] = 29.9 + SETTLE_AT_MOST  # b's worker never says: not forever (seen at 30 s)
+    assert queues.settling(both, held.__contains__) == {"Job ns/v"}
+    now[0] = 30.0 + SETTLE_AT_MOST
+    assert queues.settling(both, held.__contains__) == frozenset()
+    assert queues.settling({a: "Job ns/w"}, held.__contains__) == frozenset()
+    assert b not in queues.requeued  # back in place, or gone: forgotten
+    held.add(a)
+    assert queues.settling({a: "Job ns/x"}, held.__contains__) == {"Job ns/x"}  # again: anew
+
+
+def test_a_pod_bound_within_the_second_is_never_counted_twice() -> None:
+    """A reservation's pods, once bound, count in the worker's capacity: the look at the
+    reservations is taken again then, or the room would show less than it is (and a
+    preemption would make room that is there already)."""
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY})
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    memory.reservations.mirror_visible(KEY)
+    assert [r.key for r in memory.reserved_on(worker)] == [KEY.key]
+    worker.pods[(NAMESPACE, "train")] = OwnedPods(total=2, bound=2, started=True)
+    worker.pods_version += 1  # within the same second
+    assert memory.reserved_on(worker) == ()

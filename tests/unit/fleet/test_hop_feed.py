@@ -38,7 +38,8 @@ from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES, PODS
 from jobrelay.kube.watching import InformerEvent, InformerOptions
-from jobrelay.placement.tracker import OwnedPods, slim_hop, slim_pod
+from jobrelay.placement.slim_objects import slim_hop, slim_pod
+from jobrelay.placement.tracker import OwnedPods
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
 
 KINDS = {kind.ref.kind: kind for kind in DEDICATED.values()}

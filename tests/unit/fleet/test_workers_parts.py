@@ -28,7 +28,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.placement.tracker import slim_node, slim_pod
+from jobrelay.placement.slim_objects import slim_node, slim_pod
 from jobrelay.vocabulary.timestamps import rfc3339
 
 NOW = 10_000.0

@@ -13,7 +13,8 @@ import pytest
 from jobrelay.fleet.workers import capacity_feed as capacity_module
 from jobrelay.fleet.workers.capacity_feed import CapacityFeed
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.placement.tracker import CapacityTracker, slim_node, slim_pod
+from jobrelay.placement.slim_objects import slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker
 
 UNUSABLE = ["1e999999", "1e1000000", "9" * 100_000, "-4", "١٢", "1e2147483648"]
 

@@ -14,7 +14,8 @@ from tests.unit.fuzz.hostile import anything, counted, fuzz, numbers, odd_text
 
 from jobrelay.cli.clusters import capacity_text
 from jobrelay.cli.fleetview import usage
-from jobrelay.placement.tracker import CapacityTracker, slim_node, slim_pod
+from jobrelay.placement.slim_objects import slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker
 from jobrelay.placement.workload import Invalid, Workload, read_workload
 from jobrelay.vocabulary.quantity import INT64_MAX, Unusable, read_quantity
 

@@ -20,7 +20,8 @@ from jobrelay.fleet.workerevents_targets import (
 )
 from jobrelay.kinds import kinds_from_names
 from jobrelay.kinds.catalog import DEDICATED
-from jobrelay.placement.tracker import pod_owners, slim_pod
+from jobrelay.kinds.mirror_pods import pod_owners
+from jobrelay.placement.slim_objects import slim_pod
 from jobrelay.vocabulary.names import ORIGIN_UID_LABEL
 
 KINDS = {kind.name: kind for kind in kinds_from_names(DEDICATED)}

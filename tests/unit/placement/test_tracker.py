@@ -8,14 +8,9 @@ from hypothesis import strategies as st
 
 from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
 from jobrelay.kinds.jobset import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
-from jobrelay.placement.tracker import (
-    CapacityTracker,
-    OwnedPods,
-    effective_requests,
-    pod_owners,
-    slim_node,
-    slim_pod,
-)
+from jobrelay.kinds.mirror_pods import pod_owners
+from jobrelay.placement.slim_objects import effective_requests, slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 
 GI = 2**30
 

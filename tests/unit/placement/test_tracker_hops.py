@@ -16,7 +16,8 @@ from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
 from jobrelay.kinds.jobset import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 from jobrelay.kinds.ray import RAY_CLUSTER_LABEL
-from jobrelay.placement.tracker import CapacityTracker, OwnedPods, slim_hop, slim_pod
+from jobrelay.placement.slim_objects import slim_hop, slim_pod
+from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 from jobrelay.vocabulary.resource import Resource
 
 BY_KIND = {kind.ref.kind: kind.ref for kind in DEDICATED.values()}
@@ -302,6 +303,10 @@ def test_pods_of_and_unschedulable_match_a_count_from_scratch(ops: list[Any]) ->
         len(mine), sum(bound for bound, _ in mine), any(bound for bound, _ in mine),
         min(stuck, default=None),
     )  # fmt: skip
+    for name in ("train", "x", "train-x8k2p"):  # by name, under any UID (a run gone)
+        counted = any(name in (whose(owner)[1], POD_OWNERS[owner][1])  # its own, or a hop's
+                      for owner, _bound, _since in pods.values())  # fmt: skip
+        assert tracker.holds_pods_named(NS, name) is counted, name
     expected = {whose(owner) for owner, bound, since in pods.values() if since and not bound}
     found = tracker.unschedulable()
     assert len(found) == len(set(found)) and set(found) == expected
@@ -311,6 +316,5 @@ def test_pods_of_and_unschedulable_match_a_count_from_scratch(ops: list[Any]) ->
     for index in HOPS:
         tracker.delete_hop(hop_key(HOPS[index][0], _hop_obj(index, "gone")))
     assert len(tracker) == 0 and tracker.unschedulable() == []
-    assert (tracker._owners, tracker._hops, tracker._controller_of, tracker._hops_of) == (
-        {}, {}, {}, {},
-    )  # fmt: skip
+    assert (tracker._owners, tracker._hops, tracker._controller_of, tracker._hops_of,
+            tracker._uids_named) == ({}, {}, {}, {}, {})  # fmt: skip

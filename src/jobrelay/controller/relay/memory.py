@@ -81,10 +81,11 @@ class Reserved:
 
 @dataclass(frozen=True)
 class ReservationPass:
-    """One look at a worker's reservations: at which (version, second), what each still
-    reserves, and which reserve nothing any more (the pruning step releases those)."""
+    """One look at a worker's reservations: at which (reservations' version, pods'
+    version, second), what each still reserves, and which reserve nothing any more (the
+    pruning step releases those)."""
 
-    stamp: tuple[int, int]
+    stamp: tuple[int, int, int]
     reserved: tuple[Reservation, ...]
     spent: tuple[WorkloadKey, ...]
 
@@ -162,6 +163,10 @@ class WorkerPods(Protocol):
     name: str
     unfinished: set[WorkloadKey]
 
+    # Moves whenever a pod it counts changes (one is bound, say).
+    @property
+    def pods_version(self) -> int: ...
+
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None: ...
 
 
@@ -176,10 +181,12 @@ def _less(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:
     return tuple(left)
 
 
-# How long the room a preempted workload freed may take to show free once it is back in
-# its queue (its pods gone from the worker's pod cache after its mirror from the Jobs'):
-# nobody is preempted meanwhile, so the same room is never made twice.
-SETTLE_FOR = 3.0
+# The room a preempted workload freed shows free only once its pods are gone from its
+# worker's pod cache (after its mirror from the Jobs' cache, which is what puts it back
+# in its queue): nobody is preempted while a requeued victim's pods are still counted, so
+# the same room is never made twice. At most this long: a worker that stops answering
+# never says they went.
+SETTLE_AT_MOST = 60.0
 
 
 @dataclass(slots=True)
@@ -199,20 +206,26 @@ class QueueMemory:
     # Each workload as admission read it, by key (its version says when to read again).
     reads: dict[WorkloadKey, WorkloadRead] = dataclasses.field(default_factory=dict)
     # Victims seen back in their queues (unplaced, marked), since when, and their mark:
-    # for SETTLE_FOR the room they freed may not show free yet.
+    # the room they freed may not show free while their pods are still counted.
     requeued: dict[WorkloadKey, tuple[float, str]] = dataclasses.field(default_factory=dict)
 
-    def settling(self, seen: Mapping[WorkloadKey, str]) -> frozenset[str]:
+    def settling(
+        self, seen: Mapping[WorkloadKey, str], still_held: Callable[[WorkloadKey], bool]
+    ) -> frozenset[str]:
         """``seen``: the victims back in their queues now, with their marks; the marks of
-        those seen so for less than SETTLE_FOR (the others are kept, not counted)."""
+        those whose pods are still counted on a worker (``still_held``), for at most
+        SETTLE_AT_MOST since they were seen back."""
         now = self.monotonic()
         for key in [key for key in self.requeued if key not in seen]:
             del self.requeued[key]
         for key, mark in seen.items():
             if self.requeued.get(key, (0.0, ""))[1] != mark:
                 self.requeued[key] = (now, mark)
-        return frozenset(mark for since, mark in self.requeued.values()
-                         if now - since < SETTLE_FOR)  # fmt: skip
+        return frozenset(
+            mark
+            for key, (since, mark) in self.requeued.items()
+            if now - since < SETTLE_AT_MOST and still_held(key)
+        )
 
     def admit(self, key: WorkloadKey, entry: Entry) -> None:
         """A reconcile decided to place ``key``: it counts as admitted until it shows."""
@@ -420,7 +433,7 @@ class RelayMemory:
         # What reserved nothing is gone, what is reserved is as it was: the pass stands
         # for the version releasing moved on to.
         self._passes[worker.name] = ReservationPass(
-            (self.reservations.version(worker.name), looked.stamp[1]), looked.reserved, ()
+            (self.reservations.version(worker.name), *looked.stamp[1:]), looked.reserved, ()
         )
 
     def with_reservations(self, worker: WorkerPods, capacity: WorkerCapacity) -> WorkerCapacity:
@@ -444,9 +457,15 @@ class RelayMemory:
 
     def _reservation_pass(self, worker: WorkerPods) -> ReservationPass:
         """One look at each reservation on ``worker`` (changing nothing), kept until they
-        change or a second passes: a burst of placements looks once per placement, and
+        or the worker's pods change, or a second passes: a burst of placements looks once per placement, and
         both the snapshot's capacity and the pruning step read the same look."""
-        stamp = (self.reservations.version(worker.name), int(self._monotonic()))
+        # The pods' version too: a pod bound since counts in the worker's capacity, so
+        # its reservation must not count as well (room would show less than it is).
+        stamp = (
+            self.reservations.version(worker.name),
+            worker.pods_version,
+            int(self._monotonic()),
+        )
         looked = self._passes.get(worker.name)
         if looked is not None and looked.stamp == stamp:
             return looked

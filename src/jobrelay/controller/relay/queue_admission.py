@@ -235,11 +235,13 @@ class QueueAdmission:
         held: Iterable[WorkloadKey],
         fits: Fits,
         fleet: Fleet,
-        room: PreemptionRoom | None = None,
+        room: PreemptionRoom | None,
+        still_held: Callable[[WorkloadKey], bool],
     ) -> list[WorkloadKey]:
         """One admission pass (:func:`jobrelay.admission.planner.plan`) over the caches;
         the plan kept. The keys to look at now: those to place, in order, and the
-        victims to preempt."""
+        victims to preempt. ``still_held(key)``: whether pods of a run of ``key`` are
+        still counted on some worker (a requeued victim's room not free yet)."""
         memory = self.memory
         workloads: list[Candidate] = []
         requeued: dict[WorkloadKey, str] = {}
@@ -265,7 +267,7 @@ class QueueAdmission:
             room=room,
             preempting={key: told for key, (_since, told) in memory.preempting.items()},
             built=last.entries if last is not None else {},
-            settling=memory.settling(requeued),
+            settling=memory.settling(requeued, still_held),
             nominated=last.nominated if last is not None else frozenset(),
         )
         made = memory.last = plan(view)

@@ -259,7 +259,8 @@ class Reconciler:
             for name, runtime in self._kinds.items()
             for key, obj in runtime.objects.items()
         )
-        return self.queue_admission.run_pass(objects, held, fits, fleet, room)
+        still_held = self._pool.pods_counted  # a requeued victim's room: not free yet
+        return self.queue_admission.run_pass(objects, held, fits, fleet, room, still_held)
 
     def _held_workloads(self, held: list[WorkloadKey]) -> list[tuple[WorkloadKey, Workload]]:
         """The held workloads placement can read, as it reads them."""

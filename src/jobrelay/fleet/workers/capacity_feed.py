@@ -19,13 +19,8 @@ from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kube.resources import NODES, PODS
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.placement.capacity import WorkerCapacity
-from jobrelay.placement.tracker import (
-    POD_FIELD_SELECTOR,
-    CapacityTracker,
-    OwnedPods,
-    slim_node,
-    slim_pod,
-)
+from jobrelay.placement.slim_objects import POD_FIELD_SELECTOR, slim_node, slim_pod
+from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 
 __all__ = ["CAPACITY_DEBOUNCE", "CapacityCalls", "CapacityFeed"]
 
@@ -150,6 +145,13 @@ class CapacityFeed(WorkerFeed):
         """Its credentials may not list its Nodes or Pods: placement there goes without a
         fit check (blind) rather than never. Other errors (it does not answer) wait."""
         return any(refusal.reason == "Forbidden" for refusal in self.refusals())
+
+    def holds_pods_named(self, namespace: str, name: str) -> bool | None:
+        """Whether unfinished pods of the workload ``namespace/name`` (any UID) are cached
+        here; None until its Pods have listed."""
+        if self.pods is None or not self.pods.has_synced:
+            return None
+        return self.tracker.holds_pods_named(namespace, name)
 
     def pods_of(self, namespace: str, name: str, uid: str) -> OwnedPods | None:
         """The unfinished pods of the workload ``namespace/name`` whose UID is ``uid`` here,

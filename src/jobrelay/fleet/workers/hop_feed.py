@@ -3,7 +3,7 @@ each kind's ``owner_hops``), so that the capacity tracker counts their pods as t
 
 One informer per hop resource the configured kinds name (``WorkloadKind.owner_hop_refs``),
 cluster-wide, keeping only the objects that one of those kinds controls, slimmed to their
-identity and controller (placement/tracker.py ``slim_hop``), each handed to the
+identity and controller (placement/slim_objects.py ``slim_hop``), each handed to the
 connection's capacity tracker. A worker whose credential may not list one is said so once
 (:meth:`HopFeed.tell_refusals`): the pods of the hops it cannot see then count only where
 they name the mirror itself, as before there were hops.
@@ -20,7 +20,8 @@ from typing import ClassVar
 from jobrelay.fleet.workers.feed_base import Apply, FeedWiring, WorkerFeed
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.watching import Informer, InformerEvent
-from jobrelay.placement.tracker import CapacityTracker, slim_hop
+from jobrelay.placement.slim_objects import slim_hop
+from jobrelay.placement.tracker import CapacityTracker
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["HopFeed", "hop_controllers"]

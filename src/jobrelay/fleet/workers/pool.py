@@ -166,6 +166,14 @@ class WorkerPool:
         """Whether some worker's cache holds a mirror of ``key`` (cheap: one lookup a worker)."""
         return any(worker.mirror(key) is not None for worker in self.workers())
 
+    def pods_counted(self, key: WorkloadKey) -> bool:
+        """Whether some worker still counts pods of a run of ``key`` (under any UID, its
+        mirror gone or not), or has not listed its pods yet: its room is not known free."""
+        return any(
+            worker.holds_pods_named(key.namespace, key.name) is not False
+            for worker in self.workers()
+        )
+
     def views(self) -> list[WorkerView]:
         """Every registered worker, connected or not, with how close it is to being lost."""
         now = time.time()

@@ -255,6 +255,16 @@ class Worker:
         return self.capacity_feed.pods_of(namespace, name, "")
 
     @property
+    def pods_version(self) -> int:
+        """Moves whenever a pod counted here changes."""
+        return self.capacity_feed.tracker.pods_version
+
+    def holds_pods_named(self, namespace: str, name: str) -> bool | None:
+        """Whether pods of a run of ``namespace/name`` are still cached here, its mirror
+        gone or not (None: its Pods have not listed)."""
+        return self.capacity_feed.holds_pods_named(namespace, name)
+
+    @property
     def tracker(self) -> CapacityTracker:
         return self.capacity_feed.tracker
 
