@@ -373,7 +373,7 @@ class Controller:
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
-                reviewer=self.review_client,
+                reviewer=self.review_client, finished_mirrors=self.options.relay.finished_mirrors,
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
