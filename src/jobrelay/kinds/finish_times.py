@@ -7,10 +7,11 @@ from __future__ import annotations
 import datetime
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.finished_mirrors import FinishedMirrorTtl, kept_for, time_left
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.timestamps import parse_time
 
-__all__ = ["finished_at", "finished_for"]
+__all__ = ["finished_at", "finished_for", "mirror_still_kept"]
 
 
 def finished_at(kind: WorkloadKind, obj: JsonObj | None) -> datetime.datetime | None:
@@ -26,3 +27,12 @@ def finished_for(kind: WorkloadKind, obj: JsonObj | None, now: str) -> float | N
     if then is None or moment is None:
         return None
     return (moment - then).total_seconds()
+
+
+def mirror_still_kept(kind: WorkloadKind, obj: JsonObj, ttl: FinishedMirrorTtl, now: str) -> bool:
+    """Whether ``obj`` finished and its mirror is still kept at ``now`` (its deletion at
+    the deadline already waits in the queue), not being deleted."""
+    if (obj.get("metadata") or {}).get("deletionTimestamp") or not kind.is_finished(obj):
+        return False
+    left = time_left(kept_for(kind, obj, ttl), finished_for(kind, obj, now))
+    return left is None or left > 0

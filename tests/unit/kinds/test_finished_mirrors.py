@@ -145,3 +145,17 @@ def test_the_setting_reads_back_as_its_flag() -> None:
     assert FinishedMirrorTtl(20).flag == "--finished-mirror-ttl 20s"
     assert FinishedMirrorTtl(0).flag == "--finished-mirror-ttl 0s"
     assert FinishedMirrorTtl(20, forever=True).flag == "--keep-finished-mirrors"
+
+
+def test_mirror_still_kept() -> None:
+    from jobrelay.kinds.finish_times import mirror_still_kept
+
+    kind = JobKind()
+    failed: JsonObj = {"metadata": {}, "status": {"conditions": [_condition("Failed")]}}
+    assert mirror_still_kept(kind, failed, FinishedMirrorTtl(3600), "2026-03-01T12:10:00Z")
+    assert not mirror_still_kept(kind, failed, FinishedMirrorTtl(60), "2026-03-01T12:10:00Z")
+    assert not mirror_still_kept(kind, failed, FinishedMirrorTtl(0), "2026-03-01T12:05:00Z")
+    assert mirror_still_kept(kind, failed, FinishedMirrorTtl(0, forever=True), T)
+    deleting = {**failed, "metadata": {"deletionTimestamp": T}}
+    assert not mirror_still_kept(kind, deleting, FinishedMirrorTtl(3600), T)
+    assert not mirror_still_kept(kind, {"metadata": {}, "status": {}}, FinishedMirrorTtl(3600), T)
