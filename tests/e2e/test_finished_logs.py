@@ -15,8 +15,9 @@ import time
 import pytest
 
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
+from jobrelay.relayapi.route_rules import API_PATH
 from tests.conftest import FleetHandle
-from tests.e2e.aggregated import API_ARGS, api_available
+from tests.e2e.aggregated import API_ARGS, api_available, manager_get
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_remote_logs import jobrelay_logs, lines
 from tests.kubetools import job_manifest
@@ -46,6 +47,7 @@ async def test_a_failed_jobs_logs_are_read_until_the_ttl_then_told_removed(
         for c in job["status"].get("conditions") or []
     ), job["status"]
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    panel_log = f"{API_PATH}/namespaces/{relay.namespace}/jobs/flaky/log"
 
     # Within the ttl: its mirror is kept, and so are its failed pods with their logs.
     code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "flaky")
@@ -54,6 +56,10 @@ async def test_a_failed_jobs_logs_are_read_until_the_ttl_then_told_removed(
     assert code == 0, err
     assert {line.split("] ", 1)[1] for line in out.splitlines()} == set(SIMULATED_LOG)
     assert "waits for a worker" not in out + err
+    # The dashboard's own request (a follow of every pod): it reads them, and ends.
+    panel = await manager_get(user, panel_log, follow="true", allPods="true", tailLines="500")
+    assert panel.status_code == 200, panel.text
+    assert {line.split("] ", 1)[1] for line in panel.text.splitlines()} == set(SIMULATED_LOG)
 
     # Then the relay deletes it (one look at finish + ttl), no sooner.
     await relay.wait_mirror_gone(job["metadata"]["uid"], timeout=TTL + 40)
@@ -65,3 +71,7 @@ async def test_a_failed_jobs_logs_are_read_until_the_ttl_then_told_removed(
     assert "its pods were removed at " in err
     assert "(--finished-mirror-ttl 20s; set it longer to keep logs longer)" in err
     assert "waits for a worker" not in err
+    # The API (and the dashboard, which shows its message) says the same.
+    panel = await manager_get(user, panel_log, follow="true", allPods="true", tailLines="500")
+    assert panel.status_code == 404 and panel.json()["reason"] == "PodsRemoved", panel.text
+    assert panel.json()["message"] == err.strip()
