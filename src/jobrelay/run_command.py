@@ -41,6 +41,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
 from jobrelay.relayapi.auto_register_rules import choose_api_serving
 from jobrelay.relayapi.settings import ApiSettings
+from jobrelay.vocabulary.go_durations import go_duration_text, parse_go_duration
 from jobrelay.web.probe_server import parse_address
 
 _log = logging.getLogger(__name__)
@@ -88,6 +89,13 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     return value
 
 
+def _ttl(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+    try:
+        return parse_go_duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+
+
 def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings:
     """``api`` with the address it is served at and whether it is registered, as
     ``--api-register mode`` decides for this manager (relayapi/auto_register_rules.py)."""
@@ -126,9 +134,16 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
                    f"(repeatable); default: {', '.join(_default('kinds.finished_conditions'))}.")  # fmt: skip
 @click.option("--namespace", default=_default("workers.namespace"), show_default=True,
               help="Namespace of the worker kubeconfig Secrets.")  # fmt: skip
+@click.option("--finished-mirror-ttl", show_default=True,
+              default=go_duration_text(_default("relay.finished_mirror_ttl")), metavar="DURATION",
+              callback=_ttl,
+              help="How long a finished workload's mirror and its pods (with their logs) stay "
+                   "on its worker after it finished (e.g. 20s, 1h; 0 deletes it at once); "
+                   "never longer than the workload's own ttlSecondsAfterFinished.")  # fmt: skip
 @click.option(
-    "--keep-finished-mirrors", is_flag=True, help="Leave finished mirrors on the workers."
-)
+    "--keep-finished-mirrors", is_flag=True,
+    help="Leave finished mirrors on the workers for ever (beats --finished-mirror-ttl).",
+)  # fmt: skip
 @click.option("--dependency-secret-namespaces", metavar="NS[,NS...]", default=None,
               callback=lambda _ctx, _param, value: _namespace_list(value),
               help="Read Secrets (to copy them to workers) only in these namespaces, each "
@@ -230,6 +245,7 @@ def run(
     managed_by_fields: tuple[str, ...],
     finished_conditions: tuple[str, ...],
     namespace: str,
+    finished_mirror_ttl: float,
     keep_finished_mirrors: bool,
     dependency_secret_namespaces: tuple[str, ...] | None,
     no_create_namespaces: bool,
@@ -307,6 +323,7 @@ def run(
         relay=dataclasses.replace(
             DEFAULTS.relay,
             keep_finished_mirrors=keep_finished_mirrors,
+            finished_mirror_ttl=finished_mirror_ttl,
             unplaceable_retry=unplaceable_retry,
             pending_timeout=pending_timeout,
             status_batch_period=status_batch_period,

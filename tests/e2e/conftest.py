@@ -5,7 +5,8 @@ Design
 * ``controller`` is **module-scoped**: each test module gets its own
   ``python -m jobrelay run --kubeconfig <manager> --log-format json`` process,
   with the extra arguments the module lists in ``CONTROLLER_ARGS`` (default:
-  none, i.e. the default mode in which finished mirrors are deleted), and
+  none, and ``--finished-mirror-ttl 0`` unless the module says how finished
+  mirrors are kept: finished mirrors are deleted at once), and
   ``--api-register never`` unless the module sets ``CONTROLLER_API_REGISTER``
   (None: the default, auto, as a user's plain `jobrelay run`). Only one
   controller runs at a time: pytest finishes a module's fixtures before the

@@ -99,6 +99,9 @@ class ControllerProcess:
             # loopback fleet `--api-register auto` (the default) would serve and register
             # it in every test. None: the default, as a user's plain `jobrelay run`.
             *(["--api-register", api_register] if api_register else []),
+            # Finished mirrors go at once, as the relay fixture checks (wait_mirror_gone),
+            # unless the module keeps them its own way.
+            *([] if _keeps_finished(extra_args) else ["--finished-mirror-ttl", "0"]),
             *extra_args,
         ]  # fmt: skip
         self.manager_kubeconfig = manager_kubeconfig
@@ -789,6 +792,11 @@ class Relay:
         else:
             await self.wait_mirror_gone(uid)
         return Relayed(job, cluster, mirror)
+
+
+def _keeps_finished(args: Sequence[str]) -> bool:
+    """Whether ``args`` say how finished mirrors are kept (else the e2e default: not)."""
+    return any(a.startswith(("--finished-mirror-ttl", "--keep-finished-mirrors")) for a in args)
 
 
 async def outlast(since: float, seconds: float, *, margin: float = 1.0) -> None:

@@ -17,11 +17,12 @@ import click
 
 from jobrelay.cli.common import kubeconfig_namespace, manager_options
 from jobrelay.kinds.catalog import DEFAULT_KIND
+from jobrelay.relayapi.finished_logs_rules import PODS_REMOVED
 from jobrelay.relayapi.log_refusal_rules import PodRefusal, RefusalFilter
 from jobrelay.relayapi.route_rules import LOG, RelayError, job_path, log_params
 
 # Exit codes scripts can rely on (besides 0, and click's 2 for a usage error).
-EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected
+EXIT_FAILED = 1  # anything else: the API unreachable, a worker not connected, its pods removed
 EXIT_NOT_FOUND = 3  # no such workload, not placed yet, no pods yet
 EXIT_UNAUTHORIZED = 4  # credentials missing or not valid on the manager (401)
 EXIT_FORBIDDEN = 5  # no right to read pods/log there (403), or its worker refused the log
@@ -85,6 +86,10 @@ def explain(error: RelayError, namespace: str, name: str) -> tuple[str, int]:
             "the chart adds to the built-in view role)",
             EXIT_FORBIDDEN,
         )
+    if error.reason == PODS_REMOVED:
+        # Finished, its pods gone with its mirror: said as the API says it (when, and the
+        # setting that keeps them longer), never as a workload waiting for a worker.
+        return error.message, EXIT_FAILED
     if error.code == 404:
         hints = {
             "NotPlaced": " (it waits for a worker: see `kubectl describe job`)",

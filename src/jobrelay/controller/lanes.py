@@ -9,7 +9,7 @@ nothing, since only a watch event can give such a Job work to do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.queueing import Lane
@@ -77,14 +77,20 @@ def needs_resync(kind: WorkloadKind, obj: JsonObj, *, mirrored: bool) -> bool:
 
 
 def resync_keys(
-    objects: Iterable[tuple[WorkloadKey, WorkloadKind, JsonObj]], mirrored: Set[WorkloadKey]
+    objects: Iterable[tuple[WorkloadKey, WorkloadKind, JsonObj]],
+    mirrored: Set[WorkloadKey],
+    kept: Callable[[WorkloadKind, JsonObj], bool] = lambda _kind, _obj: False,
 ) -> set[WorkloadKey]:
     """The keys a resync queues: every key with a mirror on some worker (orphans, drift),
-    and every cached management object that :func:`needs_resync`."""
+    and every cached management object that :func:`needs_resync`; but not a finished
+    workload whose mirror is ``kept`` for its logs: its one look at the deadline is
+    queued already (an hour of finished Jobs would otherwise cost a reconcile each, every
+    pass), and a new leader's start-up sweep queues it again."""
     keys = set(mirrored)
-    keys.update(
-        key
-        for key, kind, obj in objects
-        if key not in mirrored and needs_resync(kind, obj, mirrored=False)
-    )
+    for key, kind, obj in objects:
+        if key in mirrored:
+            if kept(kind, obj):
+                keys.discard(key)
+        elif needs_resync(kind, obj, mirrored=False):
+            keys.add(key)
     return keys

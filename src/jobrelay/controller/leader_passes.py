@@ -5,14 +5,16 @@ reconciles decide."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from jobrelay.controller.lanes import resync_keys
 from jobrelay.controller.relay.reconciler import KindRuntime
 from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds import WorkloadKey
+from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.queueing import Lane, WorkQueue
+from jobrelay.vocabulary.json_types import JsonObj
 
 __all__ = ["HELD_PASS_INTERVAL", "HeldWork", "known_keys", "place_held", "resync"]
 
@@ -62,6 +64,7 @@ async def resync(
     kinds: Mapping[str, KindRuntime],
     pool: WorkerPool,
     queue: WorkQueue[WorkloadKey],
+    kept: Callable[[WorkloadKind, JsonObj], bool] = lambda _kind, _obj: False,
 ) -> None:
     """Reconcile, every ``interval`` seconds and in the BACKGROUND lane, every key that
     could need work without a watch event (see :func:`lanes.resync_keys`), from the
@@ -78,5 +81,5 @@ async def resync(
             for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
             if (obj := runtime.objects.get(key)) is not None
         )
-        for key in resync_keys(objects, pool.mirror_keys()):
+        for key in resync_keys(objects, pool.mirror_keys(), kept):
             queue.add(key, Lane.BACKGROUND)

@@ -70,9 +70,12 @@ def relay_defaults() -> Settings:
     return Settings(
         controller_name=DEFAULT_CONTROLLER_NAME,
         origin="",
-        # Keep finished mirrors on the workers (for debugging); by default they are
-        # deleted once their final status has been copied.
+        # Keep finished mirrors (and their pods, with their logs) on the workers for
+        # ever; by default each is deleted this many seconds after its workload finished
+        # (0: once its final status has been copied), or sooner when the workload's own
+        # ttlSecondsAfterFinished asks.
         keep_finished_mirrors=False,
+        finished_mirror_ttl=3600.0,
         # Retry pacing for a workload no worker can take now.
         unplaceable_retry=15.0,
         # Seconds a mirror's pods may stay unschedulable before it moves elsewhere (0: never).

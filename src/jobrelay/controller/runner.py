@@ -62,6 +62,7 @@ from jobrelay.fleet.relayqueues import RelayQueueCache
 from jobrelay.fleet.workerevents_relay import EventRelay
 from jobrelay.fleet.workers import WorkerPool, client_from_kubeconfig
 from jobrelay.kinds import WorkloadKey, WorkloadKind
+from jobrelay.kinds.finish_times import mirror_still_kept
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.election.elector import LeadershipLost, new_identity
@@ -74,8 +75,10 @@ from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.trust import FrontProxyTrust
+from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
+from jobrelay.vocabulary.timestamps import utc_now
 from jobrelay.web.probe_server import Health as Health
 
 _log = logging.getLogger(__name__)
@@ -345,7 +348,10 @@ class Controller:
             StepsRunnable("start-up sweep", on_start=self._sweep),
             LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
             *([LoopRunnable("API registration", self._register)] if api else []),
-            LoopRunnable("resync", lambda: resync(interval, self.kinds, self.pool, self.queue)),
+            LoopRunnable(
+                "resync",
+                lambda: resync(interval, self.kinds, self.pool, self.queue, self._mirror_kept),
+            ),
             LoopRunnable(
                 "copy janitor", CopyJanitor(self.pool, self.sources.referencing, self.kinds).run
             ),
@@ -362,6 +368,10 @@ class Controller:
         """The aggregated API while it serves."""
         return self._api.running if self._api is not None else None
 
+    def _mirror_kept(self, kind: WorkloadKind, obj: JsonObj) -> bool:
+        """A finished workload's mirror kept for its logs: the resync leaves it be."""
+        return mirror_still_kept(kind, obj, self.options.relay.finished_mirrors, utc_now())
+
     def _api_listener(self) -> list[Runnable]:
         settings = self.options.api
         if not settings.address:
@@ -373,7 +383,7 @@ class Controller:
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
-                reviewer=self.review_client,
+                reviewer=self.review_client, finished_mirrors=self.options.relay.finished_mirrors,
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)

@@ -54,11 +54,14 @@ class PodSet:
 
 @dataclass(frozen=True, slots=True)
 class Finish:
-    """How a workload ended: ``succeeded`` or not, with the condition's reason and message."""
+    """How a workload ended: ``succeeded`` or not, with the condition's reason and message,
+    and when (``at``: the time its status gives, RFC 3339; "" when it gives none; not
+    part of how it ended, so two finishes compare by the rest)."""
 
     succeeded: bool
     reason: str = ""
     message: str = ""
+    at: str = field(default="", compare=False)
 
 
 # Where a kind keeps its managedBy: most at spec.managedBy; Kubeflow's v1 jobs and
@@ -97,6 +100,8 @@ class WorkloadKind(abc.ABC):
     ref: Resource  # where the kind is served; the API client takes it as it is
     # Where the kind's objects name the controller that runs them.
     managed_by_field: tuple[str, ...] = SPEC_MANAGED_BY
+    # Where the kind's objects ask to be deleted some seconds after they finish.
+    ttl_after_finished_field: tuple[str, ...] = ("spec", "ttlSecondsAfterFinished")
     # The only managedBy values the kind's CRD accepts (a validation rule in it); ()
     # when it takes any value.
     crd_managed_by_values: tuple[str, ...] = ()
@@ -199,6 +204,14 @@ class WorkloadKind(abc.ABC):
 
     def is_finished(self, obj: JsonObj) -> bool:
         return self.finish(obj) is not None
+
+    def ttl_after_finished(self, obj: JsonObj) -> int | None:
+        """The seconds after its finish the object asks to be deleted (its own
+        ``ttlSecondsAfterFinished``; None when it asks for nothing)."""
+        value = read_path(obj, self.ttl_after_finished_field)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        )
 
     @abc.abstractmethod
     def is_suspended(self, obj: JsonObj) -> bool:

@@ -94,6 +94,7 @@ def finish_by_conditions(obj: JsonObj, success: str, failure: str) -> Finish | N
                 succeeded=condition_type == success,
                 reason=str(found.get("reason") or condition_type),
                 message=str(found.get("message") or ""),
+                at=str(found.get("lastTransitionTime") or ""),
             )
     return None
 

@@ -88,6 +88,7 @@ class GenericKind(WorkloadKind):
                     succeeded=condition.get("type") not in FAILURE_CONDITIONS,
                     reason=str(condition.get("reason") or condition.get("type")),
                     message=str(condition.get("message") or ""),
+                    at=str(condition.get("lastTransitionTime") or ""),
                 )
         return None
 

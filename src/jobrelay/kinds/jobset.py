@@ -215,6 +215,7 @@ class JobSetKind(WorkloadKind):
                     succeeded=condition_type == COMPLETED,
                     reason=str(found.get("reason") or ""),
                     message=str(found.get("message") or ""),
+                    at=str(found.get("lastTransitionTime") or ""),
                 )
         return None
 

@@ -74,6 +74,7 @@ class KubeflowJobKind(WorkloadKind):
     """A Kubeflow job whose pods are described by ``spec.<replica_specs>``."""
 
     managed_by_field = RUN_POLICY_MANAGED_BY
+    ttl_after_finished_field = ("spec", "runPolicy", "ttlSecondsAfterFinished")
     replica_specs: str
     pod_index_labels = (REPLICA_INDEX_LABEL,)
     pod_selector_labels = (KUBEFLOW_JOB_NAME_LABEL,)

@@ -220,6 +220,7 @@ class RayJobKind(_RayKind):
             succeeded=succeeded,
             reason=str(status.get("reason") or job_status or deployment),
             message=str(status.get("message") or ""),
+            at=str(status.get("endTime") or ""),
         )
 
     def has_run(self, obj: JsonObj) -> bool:

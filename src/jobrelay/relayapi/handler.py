@@ -15,6 +15,7 @@ management caches (:class:`DispatchedKind`) and its workers by name
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import logging
@@ -23,13 +24,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.finished_mirrors import FinishedMirrorTtl
 from jobrelay.kinds.mirror_pods import mirror_pod_uids, pods_of_mirror
 from jobrelay.kinds.pod_ownership import OwnerHop
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import PODS, SUBJECT_ACCESS_REVIEWS
 from jobrelay.kube.watching import InformerEvent
-from jobrelay.relayapi import panel_rules, route_rules, trust_rules
+from jobrelay.relayapi import finished_logs_rules, panel_rules, route_rules, trust_rules
 from jobrelay.relayapi.access_reviews import AccessReviews
 from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
 from jobrelay.relayapi.logstreams import (
@@ -50,6 +52,9 @@ from jobrelay.vocabulary.meta import Meta
 __all__ = ["DispatchedKind", "ObjectCache", "Placed", "RelayApi", "WorkerLink", "Workers"]
 
 _log = logging.getLogger(__name__)
+
+# The controller's default keeping of finished mirrors (the runner passes its own).
+_AN_HOUR = FinishedMirrorTtl(3600.0)
 
 
 class ObjectCache(Protocol):
@@ -138,6 +143,7 @@ class RelayApi:
         unrecorded: Callable[[str, str, str], tuple[int, str] | None] = (
             lambda _kind, _key, _worker: None
         ),
+        finished_mirrors: FinishedMirrorTtl = _AN_HOUR,
     ) -> None:
         self._manager = manager
         self._front_proxy = front_proxy
@@ -148,6 +154,8 @@ class RelayApi:
         # (kind, namespace/name, worker) -> the (run, UID) of the mirror the relay created
         # there and has not recorded yet: the API follows what the relay follows.
         self._unrecorded = unrecorded
+        # How long the relay keeps a finished mirror: what to tell once it is gone.
+        self._finished_mirrors = finished_mirrors
         self.limits = limits
         self.streams = StreamBudget(
             per_user=limits.max_streams_per_user,
@@ -281,6 +289,10 @@ class RelayApi:
             created=lambda worker: self._unrecorded(kind.name, key, worker),
         )
         if found is None:
+            now = datetime.datetime.now(datetime.UTC)
+            gone = finished_logs_rules.pods_removed(kind, obj, self._finished_mirrors, now=now)
+            if gone is not None:  # finished: it waits for no worker, its pods went
+                raise Refused(404, gone, finished_logs_rules.PODS_REMOVED)
             raise Refused(
                 404, f'{kind.ref.kind} "{route.name}" has no mirror on a worker now', "NotPlaced"
             )
@@ -355,6 +367,9 @@ class RelayApi:
         placed = await self._placed(runtime, route)
         cluster, client = placed.worker.name, placed.worker.streams
         if not placed.pods:
+            gone = finished_logs_rules.no_pods_left(runtime.kind, placed.mirror)
+            if gone is not None:
+                raise Refused(404, gone, finished_logs_rules.PODS_REMOVED)
             raise Refused(404, f'no pods of "{route.name}" on its worker yet', "NoPods")
         chosen = route_rules.choose_pods(
             placed.pods, index=query.index, all_pods=query.all_pods, index_of=runtime.kind.pod_index

@@ -39,6 +39,9 @@ def test_bad_durations(text: str) -> None:
         (RelayError(404, "NotPlaced", 'Job "t" is not placed on a worker yet'), "waits",
          EXIT_NOT_FOUND),
         (RelayError(404, "NoPods", 'no pods of "t"'), "not created yet", EXIT_NOT_FOUND),
+        (RelayError(404, "PodsRemoved", "Job team-a/t finished at 2026-03-01T12:05:00Z; its pods "
+                    "were removed at 2026-03-01T13:05:00Z (--finished-mirror-ttl 1h; set it "
+                    "longer to keep logs longer)"), "removed at 2026-03-01T13:05:00Z", EXIT_FAILED),
         (RelayError(0, "Unreachable", "cannot connect to https://m:6443 (refused)"),
          "cannot connect", EXIT_FAILED),
         (RelayError(503, "APIUnavailable", "the jobrelay API is not available (x): check "
@@ -50,6 +53,8 @@ def test_bad_durations(text: str) -> None:
 def test_refusals_are_explained(error: RelayError, words: str, code: int) -> None:
     message, exit_code = explain(error, "team-a", "t")
     assert words in message and exit_code == code
+    if error.reason == "PodsRemoved":  # finished: it waits for nothing
+        assert "waits for a worker" not in message and message == error.message
 
 
 @pytest.mark.parametrize(

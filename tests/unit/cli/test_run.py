@@ -162,6 +162,30 @@ def test_every_flag_reaches_its_setting(captured: list[ControllerOptions], kubec
         assert (part.controller_name, part.origin) == ("example.com/relay", "east")
 
 
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [([], 3600.0), (["--finished-mirror-ttl", "20s"], 20.0), (["--finished-mirror-ttl", "0"], 0.0),
+     (["--finished-mirror-ttl=1h30m"], 5400.0)],
+)  # fmt: skip
+def test_the_finished_mirror_ttl_is_a_go_duration(
+    captured: list[ControllerOptions], kubeconfig: str, args: list[str], seconds: float
+) -> None:
+    result = _invoke(*args, kubeconfig=kubeconfig)
+    assert result.exit_code == 0, result.output
+    (options,) = captured
+    assert options.relay.finished_mirror_ttl == seconds
+    assert not options.relay.keep_finished_mirrors
+
+
+@pytest.mark.parametrize("text", ["20", "-5s", "an hour"])
+def test_a_finished_mirror_ttl_that_is_no_duration_is_refused(
+    captured: list[ControllerOptions], kubeconfig: str, text: str
+) -> None:
+    result = _invoke("--finished-mirror-ttl", text, kubeconfig=kubeconfig)
+    assert result.exit_code == 2
+    assert "--finished-mirror-ttl" in result.output and captured == []
+
+
 def test_a_badly_written_kind_is_refused_with_the_form_to_use(
     captured: list[ControllerOptions], kubeconfig: str
 ) -> None:

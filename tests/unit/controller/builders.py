@@ -65,6 +65,8 @@ SETTINGS = Settings(
     controller_name=CONTROLLER,
     origin="manager",
     keep_finished_mirrors=False,
+    # Most rule tables read a finished mirror deleted at once (ttl tables set their own).
+    finished_mirror_ttl=0.0,
     unplaceable_retry=15.0,
     pending_timeout=300.0,
     status_batch_period=0.0,

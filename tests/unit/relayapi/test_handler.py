@@ -288,6 +288,43 @@ async def test_refusals(
     assert refusal(await api.handle(req)) == expected
 
 
+_FAILED_AT = "2026-01-01T00:01:00Z"
+_FAILED = {"conditions": [{"type": "Failed", "status": "True", "lastTransitionTime": _FAILED_AT}]}
+
+
+async def test_a_finished_workloads_kept_mirror_is_read(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, _, worker = setup
+    key = ("Job.v1.batch", "team-a/train")
+    worker.mirrors[key] = {**worker.mirrors[key], "status": _FAILED}
+    api._kinds["Job.v1.batch"].objects["team-a/train"] = {  # type: ignore[attr-defined]
+        **_job("train", "worker-a"),
+        "status": _FAILED,
+    }
+    answer = await api.handle(request(LOGS))
+    assert (await body(answer)).startswith(b"one\nmo")  # its newest pod, as any log
+
+
+async def test_a_finished_workload_whose_mirror_went_says_when_and_which_setting(
+    setup: tuple[RelayApi, Manager, WorkerClient, Worker],
+) -> None:
+    api, _, _, worker = setup
+    worker.mirrors.clear()  # the relay deleted it at its finish + the ttl
+    api._kinds["Job.v1.batch"].objects["team-a/train"] = {  # type: ignore[attr-defined]
+        **_job("train", "worker-a"),
+        "status": _FAILED,
+    }
+    answer = await api.handle(request(LOGS))
+    assert refusal(answer) == (404, "PodsRemoved")
+    message = json.loads(answer.body)["message"]  # type: ignore[union-attr]
+    assert message == (
+        "Job team-a/train finished at 2026-01-01T00:01:00Z; its pods were removed at "
+        "2026-01-01T01:01:00Z (--finished-mirror-ttl 1h; set it longer to keep logs longer)"
+    )
+    assert "waits for a worker" not in message
+
+
 async def test_the_forwarded_user_is_authorised_by_one_subject_access_review(
     setup: tuple[RelayApi, Manager, WorkerClient, Worker],
 ) -> None:

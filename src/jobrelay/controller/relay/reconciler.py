@@ -43,6 +43,7 @@ from jobrelay.controller.relay.steps.mirror_record import awaiting_record
 from jobrelay.dependencies.copy_rules import Copy, copy_of
 from jobrelay.fleet.workers import Worker, WorkerPool, WorkerView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.finish_times import finished_for
 from jobrelay.kinds.mirrors import is_mirror_of
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
@@ -343,7 +344,7 @@ class Reconciler:
         """What the caches and the memory say now (changing neither); ``like`` carries
         over fresh reads made this reconcile."""
         obj = like.obj if like is not None and like.fresh else runtime.objects.get(key.key)
-        memory = self._memory
+        memory, now = self._memory, self._clock()
         uid = str(((obj or {}).get("metadata") or {}).get("uid"))
         workers = []
         deleting = set()
@@ -376,7 +377,8 @@ class Reconciler:
             settings=self._settings,
             obj=obj,
             workers=tuple(workers),
-            now=self._clock(),
+            now=now,
+            finished_for=finished_for(runtime.kind, obj, now),
             fresh=like.fresh if like is not None else False,
             deleting=frozenset(deleting),
             probed=like.probed if like is not None else False,

@@ -15,6 +15,7 @@ from jobrelay.admission.queue_model import Preempt, QueueHold
 from jobrelay.dependencies.copy_rules import Copy, Source
 from jobrelay.dependencies.template_references import Dependency
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.kinds.finished_mirrors import FinishedMirrorTtl
 from jobrelay.placement.admission_probes import AdmissionVerdict
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.claims import WorkerClaims
@@ -38,7 +39,10 @@ class Settings:
 
     controller_name: str
     origin: str
+    # A finished mirror is kept for ever, or this many seconds after its workload
+    # finished (0: deleted at once): kinds/finished_mirrors.py.
     keep_finished_mirrors: bool
+    finished_mirror_ttl: float
     # Requeue delay, in seconds, for a workload no worker can take now.
     unplaceable_retry: float
     # Seconds a mirror's pods may stay unschedulable before it moves to a cluster
@@ -50,6 +54,11 @@ class Settings:
     # retry pacing (seconds) of a mirror a worker rejects.
     create_namespaces: bool
     rejected_retry: float
+
+    @property
+    def finished_mirrors(self) -> FinishedMirrorTtl:
+        """How long a finished mirror is kept (both flags in one)."""
+        return FinishedMirrorTtl(self.finished_mirror_ttl, forever=self.keep_finished_mirrors)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +204,9 @@ class Snapshot:
     queue_hold: QueueHold | None = None
     # A placed workload an admission pass chose to preempt (None: none did).
     preempt: Preempt | None = None
+    # Seconds since the management object finished, by the time its status gives
+    # (None: not finished, or no time given): when its kept mirror goes.
+    finished_for: float | None = None
 
     def worker(self, name: str) -> WorkerSnapshot | None:
         return next((w for w in self.workers if w.name == name), None)

@@ -59,10 +59,14 @@ class JobKind(WorkloadKind):
         final = conditions.finished_condition(obj)
         if final is None:
             return None
+        succeeded = final.get("type") == conditions.COMPLETE
+        # A complete Job's completionTime; a failed one's has none (its condition's time).
+        completed = (obj.get("status") or {}).get("completionTime") if succeeded else None
         return Finish(
-            succeeded=final.get("type") == conditions.COMPLETE,
+            succeeded=succeeded,
             reason=str(final.get("reason") or ""),
             message=str(final.get("message") or ""),
+            at=str(completed or final.get("lastTransitionTime") or ""),
         )
 
     def is_suspended(self, obj: JsonObj) -> bool:

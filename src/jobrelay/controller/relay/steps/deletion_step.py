@@ -1,9 +1,11 @@
 """First step: the mirrors that go. Pure.
 
 A workload that is gone (or being deleted) takes all its mirrors with it, and one
-that finished needs them no more (the one that finished it is kept on request):
-either ends the decision. Otherwise every mirror of an earlier object of its name,
-or of an earlier run on a worker it left, is deleted, and the decision goes on.
+that finished needs them no more: the one that finished it is kept, with its pods
+and their logs, until ``--finished-mirror-ttl`` after the finish time its status
+gives (kinds/finished_mirrors.py), and looked at again then. Either ends the
+decision. Otherwise every mirror of an earlier object of its name, or of an
+earlier run on a worker it left, is deleted, and the decision goes on.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from jobrelay.controller.relay.mirror_standing import Standing, standing
-from jobrelay.controller.relay.plan import DeleteMirror, Done
+from jobrelay.controller.relay.plan import DeleteMirror, Done, RequeueAfter
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.facts import meta, uid
 from jobrelay.controller.relay.steps.plan_parts import delete
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer
+from jobrelay.kinds.finished_mirrors import kept_for, time_left
 from jobrelay.kinds.mirrors import origin_uid
+from jobrelay.vocabulary.outcome import Lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,12 +42,28 @@ class DeletionStep:
             return progress.plan(Done(), release=True)
         if s.kind.is_finished(obj):
             # The final status is on the management object: the mirror has served its
-            # purpose (kept on request if it is the finished run's own).
-            keep = Keep(finished_only=True) if s.settings.keep_finished_mirrors else None
-            progress.actions.extend(deletions(s, keep=keep))
-            return progress.plan(Done(), release=True)
+            # purpose, but for its pods' logs (the finished run's own is kept a while).
+            left = time_left(kept_for(s.kind, obj, s.settings.finished_mirrors), s.finished_for)
+            keep = Keep(finished_only=True) if left is None or left > 0 else None
+            going = list(deletions(s, keep=keep))
+            progress.actions.extend(going)
+            kept = left is not None and left > 0 and _spares_one(s, going)
+            # Time, not an event, ends the keeping: one look then, not a poll.
+            outcome = RequeueAfter(left, Lane.BACKGROUND) if kept and left else Done()
+            return progress.plan(outcome, release=True)
         progress.actions.extend(deletions(s, keep=Keep()))
         return Continue()
+
+
+def _spares_one(s: Snapshot, going: list[DeleteMirror]) -> bool:
+    """Whether a cached mirror of this key stays after ``going`` (one kept, to delete later)."""
+    deleted = {action.uid for action in going} | s.deleting
+    return any(
+        w.mirror is not None
+        and not meta(w.mirror).get("deletionTimestamp")
+        and str(meta(w.mirror).get("uid")) not in deleted
+        for w in s.workers
+    )
 
 
 def deletions(s: Snapshot, *, keep: Keep | None) -> Iterator[DeleteMirror]:

@@ -2,7 +2,8 @@
 
 Never a status the kind's rules refuse (Terminal instead). A passing step waits
 a moment to be copied with the next (the status batch period). A finished run
-ends the workload: a finish Event, and its mirror goes unless kept on request.
+ends the workload: a finish Event, and its mirror goes, or is kept (with its pods'
+logs) until ``--finished-mirror-ttl`` has passed (looked at again then).
 Otherwise it is looked at again when its unschedulable pods' pending timeout
 runs out (no watch event says that time has passed).
 """
@@ -14,7 +15,9 @@ from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.plan_parts import delete, finish_event
 from jobrelay.controller.relay.steps.status_writes import status_write
 from jobrelay.controller.relay.steps.step_types import Progress, StepAnswer, Stop
+from jobrelay.kinds.finished_mirrors import kept_for
 from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.outcome import Lane
 
 
 class StatusStep:
@@ -41,11 +44,16 @@ class StatusStep:
             finish = s.kind.finish({**obj, "status": write.status})
             if finish is not None:
                 actions.append(finish_event(finish, cluster))
-                if not s.settings.keep_finished_mirrors:
+                finished = {**obj, "status": write.status}
+                kept = kept_for(s.kind, finished, s.settings.finished_mirrors)
+                if kept is not None and (kept <= 0 or not finish.at):  # as the deletion step
                     why = f"its {s.kind.ref.kind} has finished"
                     actions.append(delete(cluster, mirror, why))
                 progress.record = None  # finished: its mirror needs no record any more
-                return progress.plan(Done(), release=True)
+                # Kept: it finished just now, so it goes ``kept`` from now (the deletion
+                # step of the next look counts from the finish time its status gives).
+                until = RequeueAfter(kept, Lane.BACKGROUND) if kept and finish.at else Done()
+                return progress.plan(until, release=True)
         return Stop(Plan((*actions, *sync), _until_pending_timeout(s, worker), release=True))
 
 
