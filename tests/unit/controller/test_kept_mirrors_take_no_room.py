@@ -14,7 +14,7 @@ from jobrelay.controller.relay.snapshot import WorkerSnapshot, placement_cluster
 from jobrelay.fleet.workers.record import Worker
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kube.watching import Change, InformerEvent
-from jobrelay.placement.tracker import slim_pod
+from jobrelay.placement.slim_objects import slim_pod
 from jobrelay.placement.workload import PodGroup
 
 KEY = WorkloadKey(JOB.name, f"{NAMESPACE}/train")
