@@ -73,6 +73,7 @@ from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.managedby_webhook_rules import ManagedByDefault, managed_by_default
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import ORIGIN_LABEL, origin_problem
@@ -373,7 +374,7 @@ class Controller:
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
-                reviewer=self.review_client,
+                reviewer=self.review_client, defaults=self._defaults(),
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
@@ -416,9 +417,18 @@ class Controller:
         reconcile = self.instruments.reconcile(self.reconciler.reconcile)
         await run_workers(self.queue, self.options.concurrency, reconcile, name="relay")
 
+    def _defaults(self) -> list[ManagedByDefault]:
+        """Each kind's managedBy default (the value it claims), for the webhook."""
+        claimed = self.options.kinds.claimed
+        name = self.options.controller_name
+        return [managed_by_default(r.kind, claimed(r.kind.name, name)) for r in self.kinds.values()]
+
     async def _register(self) -> None:
         if self.api is not None:
-            await relayapi.register(self.manager, self.options.workers.namespace, self.api)
+            await relayapi.register(
+                self.manager, self.options.workers.namespace, self.api, self._defaults(),
+                self.options.api.webhook_failure_policy,
+            )  # fmt: skip
 
     async def _deregister(self) -> None:
         if self.api is not None:
