@@ -13,9 +13,10 @@ address, its serving CA as caBundle, failurePolicy Fail). Then, on the local fle
 - a Job labelled ``jobrelay.dev/relay: disabled`` in an enabled namespace runs on the
   manager.
 
-A RayJob's borrowed value and the Kubeflow kinds' ``spec.runPolicy.managedBy`` are
-covered by ``unit/relayapi/test_managedby_webhook_rules.py`` (this fleet has no such
-CRDs); the chart's own configuration by ``integration/chart/test_chart_webhook.py``.
+A RayJob's borrowed value and a PyTorchJob's ``spec.runPolicy.managedBy`` are shown
+where those kinds run, ``e2e/test_logs_every_kind.py``; the chart's own configuration,
+served by the controller run as its pod, by ``e2e/test_deploy_as_shipped.py`` (and
+rendered by ``integration/chart/test_chart_webhook.py``).
 """
 
 from __future__ import annotations
