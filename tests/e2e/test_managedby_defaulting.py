@@ -12,6 +12,9 @@ address, its serving CA as caBundle, failurePolicy Fail). Then, on the local fle
   relayed;
 - a Job labelled ``jobrelay.dev/relay: disabled`` in an enabled namespace runs on the
   manager.
+- while no controller answers (stopped cleanly: the webhook stays registered), a plain
+  Job in an enabled namespace is refused, never run on the manager; once a controller
+  registers again it is created and relayed.
 
 A RayJob's borrowed value and a PyTorchJob's ``spec.runPolicy.managedBy`` are shown
 where those kinds run, ``e2e/test_logs_every_kind.py``; the chart's own configuration,
@@ -46,7 +49,7 @@ from jobrelay.vocabulary.names import QUEUE_LABEL
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available
 from tests.e2e.support import ControllerProcess, Relay, placement
-from tests.kubetools import is_true, job_manifest
+from tests.kubetools import eventually, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -184,3 +187,39 @@ async def test_a_job_with_its_own_managed_by_keeps_it(
     body["spec"]["managedBy"] = "example.com/another"
     created = await relay.submit(body, managed=False)
     assert created["spec"]["managedBy"] == "example.com/another"
+
+
+async def test_while_no_controller_answers_a_job_it_would_default_is_refused(
+    registered: dict[str, Any],
+    relay: Relay,
+    controller: ControllerProcess,
+    relay_fleet: FleetHandle,
+) -> None:
+    """failurePolicy Fail: stopped cleanly, the controller leaves its webhook registered,
+    and a plain Job in an enabled namespace is refused, never run on the manager; once a
+    controller registers again, the same Job is created and relayed. (Last: it restarts
+    the module's controller.)"""
+    await label_namespace(relay.manager, relay.namespace, RELAY_ENABLED)
+    await controller.stop()
+    try:
+        with pytest.raises(ApiError) as refused:
+            await relay.submit(plain_job("waits"), managed=False)
+        assert 'failed calling webhook "namespaces.managedby.jobrelay.dev"' in str(refused.value)
+        assert (await relay.manager.list(relay.resource, namespace=relay.namespace)).items == []
+    finally:
+        await controller.start(relay.manager)
+        await controller.wait_ready(relay.manager)
+    await api_available(controller, relay_fleet)
+
+    async def created() -> dict[str, Any] | None:
+        # The apiserver reads the new registration (this run's address) within moments.
+        try:
+            return await relay.submit(plain_job("waits"), managed=False)
+        except ApiError as error:
+            if "failed calling webhook" in str(error):
+                return None
+            raise
+
+    job = await eventually(created, timeout=30, what="the Job created through the new webhook")
+    assert job["spec"]["managedBy"] == RELAY
+    await assert_relayed(relay, "waits")
