@@ -1,6 +1,7 @@
 """The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
-It parses the request, reads the CN of the client certificate TLS verified
+It parses the request (a POST's body too, up to ``max_body_bytes``: a 413 beyond,
+unread), reads the CN of the client certificate TLS verified
 (against the context's CA: ``trust.py`` swaps it during the handshake), hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
