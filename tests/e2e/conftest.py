@@ -47,8 +47,9 @@ import pytest
 from jobrelay.fleet.workerclusters import default_origin
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NAMESPACES
+from jobrelay.kube.resources import MUTATING_WEBHOOK_CONFIGURATIONS, NAMESPACES
 from jobrelay.localfleet.cluster_files import Credential
+from jobrelay.relayapi.managedby_webhook_rules import WEBHOOK_CONFIGURATION
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay, Replica
@@ -113,6 +114,10 @@ async def controller(
     finally:
         if process.running:  # stop() failed half way: never leave it behind
             await process.kill()
+        # A registered managedBy webhook outlives its controller (failurePolicy Fail: what
+        # it would default is refused meanwhile): gone before the next module's.
+        with contextlib.suppress(ApiError):
+            await manager.delete(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIGURATION)
         await manager.aclose()
 
 

@@ -21,7 +21,9 @@ chart's certificate: the chart's APIService (caBundle: the Secret's ca.crt) beco
 Available once the chart's Service reaches the sandbox (an FQDN EndpointSlice naming
 127.0.0.1, as `jobrelay run --api-register` makes), and a user's logs request through
 the manager's apiserver is served; straight to the port without the front-proxy
-certificate it is refused. Any 403 in its log is an RBAC gap of the chart;
+certificate it is refused. Through the chart's managedBy webhook (the same Service
+and CA), a plain Job in a namespace labelled ``jobrelay.dev/relay: enabled`` is
+relayed. Any 403 in its log is an RBAC gap of the chart;
 the chart's admission policies are in force and act on the identity they name.
 
 The chart's ports are set to free ones (the sandbox shares the host's network,
@@ -61,6 +63,7 @@ from jobrelay.kube.resources import (
     ENDPOINT_SLICES,
     JOBS,
     LEASES,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
     NAMESPACES,
     PODS,
     SECRETS,
@@ -68,6 +71,7 @@ from jobrelay.kube.resources import (
 )
 from jobrelay.localfleet import ports
 from jobrelay.localfleet.binaries import BinaryError, resolver
+from jobrelay.relayapi.managedby_webhook_rules import RELAY_ENABLED, RELAY_LABEL
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME, local_endpoints
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
@@ -569,6 +573,24 @@ async def test_the_controller_runs_as_its_pod_would(
         assert status == 401  # straight to the port: no front-proxy certificate
         await user.delete(JOBS, "moved", namespace=namespace)
         await relay.wait_gone("moved")
+
+        # The chart's managedBy webhook (the API's Service and CA, failurePolicy Fail),
+        # served by the pod: a plain Job in a namespace labelled enabled is relayed.
+        webhooks = await manager.get(
+            MUTATING_WEBHOOK_CONFIGURATIONS, f"{RELEASE}-jobrelay-managedby"
+        )
+        assert {w["failurePolicy"] for w in webhooks["webhooks"]} == {"Fail"}
+        enabled = {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
+        await manager.patch(NAMESPACES, namespace, enabled)
+        try:
+            created = await relay.submit(job_manifest("plain"), managed=False)
+            assert created["spec"]["managedBy"] == DEFAULT_CONTROLLER_NAME
+            await relay.verify("plain", outcome="Complete")
+        finally:
+            # Once the pod stops, Fail refuses the Jobs of an enabled namespace: the
+            # teardown's policy probes create some here.
+            unlabelled = {"metadata": {"labels": {RELAY_LABEL: None}}}
+            await manager.patch(NAMESPACES, namespace, unlabelled)
 
     # A JobSet too: its rules (jobsets, jobsets/status) are granted as well.
     async with Relay(

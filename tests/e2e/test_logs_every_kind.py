@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.resources import PODS
+from jobrelay.kube.resources import NAMESPACES, PODS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
+from jobrelay.relayapi.managedby_webhook_rules import RELAY_ENABLED, RELAY_LABEL
 from jobrelay.relayapi.route_rules import API_PATH, POD_HEADER
 from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available, manager_get
@@ -36,7 +37,7 @@ from tests.e2e.test_ecosystem_kinds import (
     standin_operators,
     submit,
 )
-from tests.ecosystem import BY_KIND, ecosystem_kinds
+from tests.ecosystem import BY_KIND, ecosystem_kinds, manifest
 from tests.kubetools import eventually
 
 pytestmark = pytest.mark.e2e
@@ -173,3 +174,23 @@ async def test_a_rayjob_that_is_not_there_is_said(
         "rayjob/nothing-here",
     )  # fmt: skip
     assert code == 3 and "not found" in err, err
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_in_an_enabled_namespace_a_kind_gets_its_borrowed_managed_by(
+    kind: str,
+    relay_for: RelayFor,
+    clients: dict[str, ApiClient],
+    registered: dict[str, str],
+) -> None:
+    """The webhook registered with the API (issue 34): written without managedBy, a RayJob
+    gets the value `--kind` borrows at spec.managedBy, a PyTorchJob at
+    spec.runPolicy.managedBy, and each is relayed."""
+    relay: Relay = await relay_for(kind)
+    enabled = {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
+    await clients["manager"].patch(NAMESPACES, relay.namespace, enabled)
+    created = await relay.submit(manifest(kind, "defaulted"), managed=False)
+    place = created["spec"]["runPolicy"] if kind == "PyTorchJob" else created["spec"]
+    assert place["managedBy"] == BORROWED
+    await relay.wait_placed("defaulted", timeout=60)
+    await relay.wait_mirror(created["metadata"]["uid"])

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from jobrelay.relayapi.auto_register_rules import ALWAYS, AUTO, REGISTER_MODES
+from jobrelay.relayapi.managedby_webhook_rules import FAILURE_POLICIES
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.web.probe_server import parse_address
 
@@ -52,6 +53,17 @@ _OPTIONS = [
         "when the manager's URL is on loopback (127.0.0.0/8, ::1, localhost: the local "
         "fleet), then serving on 127.0.0.1:0 if --api-address names none; never otherwise "
         "(the chart registers its own). --api-register alone: always (needs --api-address).",
+    ),
+    click.option(
+        "--webhook-failure-policy",
+        type=click.Choice(FAILURE_POLICIES),
+        default=_DEFAULTS.webhook_failure_policy,
+        show_default=True,
+        help="The failurePolicy of the managedBy defaulting webhook registered with the "
+        "APIService (MutatingWebhookConfiguration jobrelay-managedby). Fail: a workload it "
+        "would default (in a namespace labelled jobrelay.dev/relay=enabled, or labelled "
+        "jobrelay.dev/queue) is refused while no controller answers, never run on the "
+        "manager; Ignore: it is created unchanged then.",
     ),
     click.option(
         "--api-cert-file",
@@ -172,6 +184,7 @@ def api_options(func: Any) -> Any:
             write_timeout=kwargs.pop("api_write_timeout"),
             max_watches=kwargs.pop("api_max_watches"),
             max_watches_per_user=kwargs.pop("api_max_watches_per_user"),
+            webhook_failure_policy=kwargs.pop("webhook_failure_policy"),
         )
         return func(*args, **kwargs)
 

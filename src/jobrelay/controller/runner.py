@@ -74,6 +74,7 @@ from jobrelay.observe.logging import loop_exception_handler
 from jobrelay.observe.metrics import CONTENT_TYPE, MANAGER, ControllerState
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.managedby_webhook_rules import ManagedByDefault, managed_by_default
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
@@ -384,6 +385,7 @@ class Controller:
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
                 queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
                 reviewer=self.review_client, finished_mirrors=self.options.relay.finished_mirrors,
+                defaults=self._defaults(),
             )  # fmt: skip
 
         self._api = ApiListener(self.manager, settings, handler, self.options.workers.namespace)
@@ -399,16 +401,11 @@ class Controller:
         self.synced = True
         if self.startup.went_on_without():
             return
-        _log.info(
-            "caches synced: %s; workers: %s",
-            ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
-            ", ".join(
-                f"{w.name}({'connected' if w.connected else 'not connected'})"
-                for w in self.pool.workers()
-            )
-            or "none registered",
-            extra={"event": "synced"},
-        )
+        workers = [f"{w.name}({'connected' if w.connected else 'not connected'})"
+                   for w in self.pool.workers()]  # fmt: skip
+        _log.info("caches synced: %s; workers: %s",
+                  ", ".join(f"{len(r.objects)} {r.kind.ref.kind}" for r in self.kinds.values()),
+                  ", ".join(workers) or "none registered", extra={"event": "synced"})  # fmt: skip
 
     def _sweep(self) -> None:
         """Leading: every known key is reconciled once, in the BACKGROUND lane (the watch
@@ -426,9 +423,18 @@ class Controller:
         reconcile = self.instruments.reconcile(self.reconciler.reconcile)
         await run_workers(self.queue, self.options.concurrency, reconcile, name="relay")
 
+    def _defaults(self) -> list[ManagedByDefault]:
+        """Each kind's managedBy default (the value it claims), for the webhook."""
+        claimed = self.options.kinds.claimed
+        name = self.options.controller_name
+        return [managed_by_default(r.kind, claimed(r.kind.name, name)) for r in self.kinds.values()]
+
     async def _register(self) -> None:
         if self.api is not None:
-            await relayapi.register(self.manager, self.options.workers.namespace, self.api)
+            await relayapi.register(
+                self.manager, self.options.workers.namespace, self.api, self._defaults(),
+                self.options.api.webhook_failure_policy,
+            )  # fmt: skip
 
     async def _deregister(self) -> None:
         if self.api is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "EVENTS",
     "JOBS",
     "LEASES",
+    "MUTATING_WEBHOOK_CONFIGURATIONS",
     "NAMESPACES",
     "NODES",
     "PERSISTENT_VOLUME_CLAIMS",
@@ -78,6 +79,11 @@ ENDPOINT_SLICES = Resource(
     "discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", namespaced=True
 )
 API_SERVICES = Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False)
+# Registered with it: the managedBy defaulting webhook (relayapi/managedby_webhook_rules.py).
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", False,
+)  # fmt: skip
 # Not a resource: /version, named so that request records and counts can show it.
 VERSION = Resource("", "", "version", "Version", namespaced=False)
 

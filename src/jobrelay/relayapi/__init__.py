@@ -11,6 +11,8 @@ the user on the manager, then reads from the worker with its own credentials.
 - ``trust_rules``: pure: the front proxy (``requestheader-*``) and the user it forwards
 - ``registration_rules``: pure: the APIService, and ``--api-register``'s Service and
   EndpointSlice
+- ``managedby_webhook_rules``: pure: the managedBy defaulting webhook (the patch, the
+  AdmissionReview answer, the MutatingWebhookConfiguration ``--api-register`` writes)
 - ``stream_rules``: pure: the bounded line splitter, a follow's rate budget, the count of
   open pod streams per user, per worker and overall
 - ``settings``: pure: ``ApiSettings`` (the ``--api-*`` flags of ``jobrelay run``)

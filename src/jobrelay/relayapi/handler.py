@@ -44,6 +44,11 @@ from jobrelay.relayapi.logstreams import (
     prefixed,
     watched,
 )
+from jobrelay.relayapi.managedby_webhook_rules import (
+    WEBHOOK_PATH,
+    ManagedByDefault,
+    admission_answer,
+)
 from jobrelay.relayapi.panel import PanelFeed
 from jobrelay.relayapi.panel_routes import PanelRoutes, Refusal
 from jobrelay.relayapi.stream_rules import StreamBudget
@@ -144,8 +149,11 @@ class RelayApi:
             lambda _kind, _key, _worker: None
         ),
         finished_mirrors: FinishedMirrorTtl = _AN_HOUR,
+        defaults: Sequence[ManagedByDefault] = (),
     ) -> None:
         self._manager = manager
+        # Each kind's managedBy default, which the admission webhook adds.
+        self._defaults = tuple(defaults)
         self._front_proxy = front_proxy
         self._pool = pool
         self._kinds = kinds
@@ -181,6 +189,13 @@ class RelayApi:
         )
 
     async def handle(self, request: HttpRequest) -> Answer | Stream:
+        if request.path == WEBHOOK_PATH:
+            # The manager's apiserver calls it with no front-proxy certificate (none is
+            # configured for webhooks): it answers a patch of the object it is sent and
+            # reads nothing, so anyone may ask.
+            if request.method != "POST":
+                return Answer(405, route_rules.status_body(405, "only POST"))
+            return Answer(*admission_answer(request.body, self._defaults))
         try:
             user = self._authenticate(request)
             if request.method != "GET":

@@ -1,6 +1,7 @@
 """The logs API's HTTPS server: h11 on asyncio streams with TLS, one request per connection.
 
-It parses the request, reads the CN of the client certificate TLS verified
+It parses the request (a POST's body too, up to ``max_body_bytes``: a 413 beyond,
+unread), reads the CN of the client certificate TLS verified
 (against the context's CA: ``trust.py`` swaps it during the handshake), hands
 the request to a handler and writes its answer: a JSON body, or a stream of
 chunks (chunked transfer) that ends when the handler's chunks end or the
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +34,8 @@ _log = logging.getLogger(__name__)
 # A client gets this long to complete TLS and send its request.
 REQUEST_TIMEOUT = 10.0
 _MAX_REQUEST_BYTES = 32 * 1024
+# A POST's body is read up to this (the admission webhook's reviews); more is a 413.
+MAX_BODY_BYTES = 3 * 1024 * 1024 + 64 * 1024
 # A client gets this long to accept each write of an answer (--api-write-timeout).
 WRITE_TIMEOUT = 30.0
 
@@ -45,6 +49,8 @@ class HttpRequest:
     certificate_cn: str | None  # of the client certificate the TLS layer verified
     # Every header line as sent (a header may come several times: X-Remote-Group).
     header_lines: tuple[tuple[str, str], ...] = ()
+    # A POST's body (at most the server's max_body_bytes; GET: empty).
+    body: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +84,10 @@ class ApiServer:
         handler: Handler,
         *,
         write_timeout: float = WRITE_TIMEOUT,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self._host, self._port = parse_address(address)
+        self._max_body_bytes = max_body_bytes
         # A client that takes longer to accept a write is dropped (its streams end).
         self._write_timeout = write_timeout
         self._tls = tls
@@ -131,11 +139,19 @@ class ApiServer:
             if event is None:
                 return
             request = _request(event, writer.get_extra_info("peercert"))
-            try:
-                answer = await self._handler(request)
-            except Exception:
-                _log.exception("API request %s %s failed", request.method, request.path)
-                answer = Answer(500, status_body(500, "internal error; see the controller's log"))
+            answer: Answer | Stream
+            if request.method == "POST":
+                async with asyncio.timeout(REQUEST_TIMEOUT):
+                    body = await _read_body(connection, reader, request, self._max_body_bytes)
+                if body is None:
+                    answer = Answer(413, status_body(
+                        413, f"a request body of at most {self._max_body_bytes} bytes",
+                        "RequestEntityTooLarge",
+                    ))  # fmt: skip
+                else:
+                    answer = await self._answer(dataclasses.replace(request, body=body))
+            else:
+                answer = await self._answer(request)
             if isinstance(answer, Answer):
                 async with asyncio.timeout(self._write_timeout):
                     await _write_answer(connection, writer, answer)
@@ -153,6 +169,37 @@ class ApiServer:
             with contextlib.suppress(ConnectionError, ssl.SSLError, TimeoutError):
                 async with asyncio.timeout(1):
                     await writer.wait_closed()
+
+    async def _answer(self, request: HttpRequest) -> Answer | Stream:
+        try:
+            return await self._handler(request)
+        except Exception:
+            _log.exception("API request %s %s failed", request.method, request.path)
+            return Answer(500, status_body(500, "internal error; see the controller's log"))
+
+
+async def _read_body(
+    connection: h11.Connection, reader: asyncio.StreamReader, request: HttpRequest, limit: int
+) -> bytes | None:
+    """The request's body; None once it is over ``limit`` bytes (the rest is not read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        event = connection.next_event()
+        if event is h11.NEED_DATA:
+            connection.receive_data(await reader.read(65536))
+        elif isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > limit:
+                return None
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(parts)
+        else:  # the client closed half way
+            raise h11.RemoteProtocolError("the request body ended early")
 
 
 def _request(event: h11.Request, peercert: Any) -> HttpRequest:

@@ -4,8 +4,12 @@ The server's certificate is given (the chart's Secret) or self-signed at start
 for every name the controller may be reached by (the Service name the
 aggregator verifies among them). Callers are trusted as the front proxy that
 ``trust.py`` keeps current. With ``--api-register`` the leader registers the
-APIService and a Service reaching this replica (``registration_rules.py``):
-for a controller run outside the manager; the chart registers its own.
+APIService and a Service reaching this replica (``registration_rules.py``), and
+the managedBy defaulting webhook at this replica's own address
+(``managedby_webhook_rules.py``): for a controller run outside the manager; the
+chart registers its own. A clean stop removes the APIService but leaves the
+webhook: with failurePolicy Fail, what it would default is refused while no
+controller answers, never run on the manager.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,9 +27,21 @@ from cryptography.exceptions import InvalidSignature
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import API_SERVICES, ENDPOINT_SLICES, SERVICES
+from jobrelay.kube.resources import (
+    API_SERVICES,
+    ENDPOINT_SLICES,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    SERVICES,
+)
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
+from jobrelay.relayapi.managedby_webhook_rules import (
+    FAIL,
+    WEBHOOK_CONFIGURATION,
+    ManagedByDefault,
+    url_client_config,
+    webhook_configuration,
+)
 from jobrelay.relayapi.registration_rules import (
     API_SERVICE_NAME,
     LOCAL_SERVICE,
@@ -134,9 +150,16 @@ def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:
     raise ValueError("the API certificate is not signed by --api-ca-file's CA")
 
 
-async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
+async def register(
+    manager: ApiClient,
+    namespace: str,
+    api: RunningApi,
+    defaults: Sequence[ManagedByDefault] = (),
+    failure_policy: str = FAIL,
+) -> None:
     """The leader's registration of this replica (``--api-register``): the Service, its
-    EndpointSlice and the APIService, retried until written or cancelled."""
+    EndpointSlice, the APIService and the managedBy webhook of the kinds ``defaults``
+    names, retried until written or cancelled."""
     host, port = api.bound[0], api.bound[1]
     try:
         address = reachable_address(host)
@@ -144,6 +167,10 @@ async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
         _log.warning("not registering APIService %s: %s", API_SERVICE_NAME, error)
         return
     registration = api_service(namespace, LOCAL_SERVICE, SERVICE_PORT, api.ca_pem)
+    # The apiserver dials a webhook's URL itself (no aggregator routing): this address.
+    webhooks = webhook_configuration(
+        defaults, url_client_config(address, port, api.ca_pem), failure_policy
+    ) if defaults else None  # fmt: skip
     delay = 1.0
     while True:
         try:
@@ -159,6 +186,11 @@ async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
                 API_SERVICES, API_SERVICE_NAME, registration,
                 patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
             )  # fmt: skip
+            if webhooks is not None:
+                await manager.patch(
+                    MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIGURATION, webhooks,
+                    patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True,
+                )  # fmt: skip
         except ApiError as error:
             _log.warning("cannot register APIService %s: %s %s; retrying", API_SERVICE_NAME,
                          error.reason, error.message)  # fmt: skip
@@ -166,8 +198,11 @@ async def register(manager: ApiClient, namespace: str, api: RunningApi) -> None:
             delay = min(delay * 2, 30.0)
             continue
         _log.info(
-            "registered APIService %s -> %s/%s (%s:%d)", API_SERVICE_NAME, namespace,
-            LOCAL_SERVICE, address, port, extra={"event": "api-registered"},
+            "registered APIService %s -> %s/%s (%s:%d)%s", API_SERVICE_NAME, namespace,
+            LOCAL_SERVICE, address, port,
+            f" and MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION} (failurePolicy "
+            f"{failure_policy})" if webhooks is not None else "",
+            extra={"event": "api-registered"},
         )  # fmt: skip
         return
 

@@ -47,6 +47,10 @@ class ApiSettings:
     # identity takes every place (a dashboard holds three).
     max_watches: int = 200
     max_watches_per_user: int = 20
+    # The failurePolicy of the managedBy webhook it registers with the APIService: Fail
+    # refuses a workload it would default while the webhook does not answer (never run
+    # on the manager by mistake); Ignore lets it through unchanged.
+    webhook_failure_policy: str = "Fail"
 
     @property
     def limits(self) -> Limits:

@@ -8,6 +8,7 @@ tests/e2e/test_remote_logs.py.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -24,6 +25,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Change, InformerEvent
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
+from jobrelay.relayapi.managedby_webhook_rules import WEBHOOK_PATH, ManagedByDefault
 from jobrelay.relayapi.route_rules import API_PATH, Limits
 from jobrelay.relayapi.trust_rules import FrontProxy
 
@@ -812,3 +814,30 @@ async def test_a_follow_of_a_rayjobs_pods_watches_them_by_each_selector(
     await answer.chunks.aclose()  # type: ignore[attr-defined]
     answer.done()
     assert api.streams.open() == 0
+
+
+async def test_the_managed_by_webhook_answers_the_apiserver_without_a_front_proxy() -> None:
+    """The manager's apiserver sends no client certificate to a webhook: the review is
+    answered all the same (it reads nothing, it only computes a patch)."""
+    default = ManagedByDefault("batch", "v1", "jobs", ("spec", "managedBy"), CONTROLLER)
+    api = RelayApi(
+        Manager(), Pool(), {}, Limits(), controller_name=CONTROLLER, origin=ORIGIN,  # type: ignore[arg-type]
+        front_proxy=lambda: None, defaults=[default],
+    )  # fmt: skip
+    review = {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "CREATE", "object": {"spec": {}},
+                    "resource": {"group": "batch", "version": "v1", "resource": "jobs"}},
+    }  # fmt: skip
+    posted = HttpRequest("POST", WEBHOOK_PATH, {}, {}, None, (), json.dumps(review).encode())
+    answer = await api.handle(posted)
+    assert isinstance(answer, Answer) and answer.code == 200
+    response = json.loads(answer.body)["response"]
+    assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(response["patch"]))
+    assert patch == [{"op": "add", "path": "/spec/managedBy", "value": CONTROLLER}]
+    assert refusal(await api.handle(HttpRequest("GET", WEBHOOK_PATH, {}, {}, None))) == (
+        405, "MethodNotAllowed",
+    )  # fmt: skip
+    bad = await api.handle(HttpRequest("POST", WEBHOOK_PATH, {}, {}, None, (), b"{"))
+    assert refusal(bad) == (400, "BadRequest")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,7 +13,8 @@ import pytest
 from tests.unit.controller.fakes import FakeCluster
 
 from jobrelay.localfleet import pki
-from jobrelay.relayapi.serving import RunningApi, start_api
+from jobrelay.relayapi.managedby_webhook_rules import ManagedByDefault
+from jobrelay.relayapi.serving import RunningApi, register, start_api
 from jobrelay.relayapi.settings import ApiSettings
 
 
@@ -90,3 +92,29 @@ async def test_a_ca_that_does_not_fit_is_refused_at_start(tmp_path: Path, proble
     async with FakeCluster("manager").client() as manager:
         with pytest.raises(ValueError, match="--api-ca-file"):
             await _start(manager, settings)
+
+
+class _RecordingManager:
+    """Records the server-side applies register makes."""
+
+    def __init__(self) -> None:
+        self.applied: dict[str, dict[str, Any]] = {}
+
+    async def patch(self, resource: Any, name: str, body: dict[str, Any], **_: Any) -> None:
+        self.applied[f"{resource.plural}/{name}"] = body
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+async def test_the_webhook_is_registered_with_the_apiservice_at_this_replicas_address(
+    policy: str,
+) -> None:
+    manager = _RecordingManager()
+    api = RunningApi(None, None, ("127.0.0.1", 40123), "PEM")  # type: ignore[arg-type]
+    job = ManagedByDefault("batch", "v1", "jobs", ("spec", "managedBy"), "jobrelay.dev/relay")
+    await register(manager, "jobrelay-system", api, [job], policy)  # type: ignore[arg-type]
+    assert "apiservices/v1alpha1.api.jobrelay.dev" in manager.applied
+    config = manager.applied["mutatingwebhookconfigurations/jobrelay-managedby"]
+    for webhook in config["webhooks"]:
+        assert webhook["clientConfig"]["url"] == "https://127.0.0.1:40123/mutate/managedby"
+        assert webhook["clientConfig"]["caBundle"] == base64.b64encode(b"PEM").decode()
+        assert webhook["failurePolicy"] == policy
