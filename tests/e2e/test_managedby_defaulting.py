@@ -206,6 +206,13 @@ async def test_while_no_controller_answers_a_job_it_would_default_is_refused(
             await relay.submit(plain_job("waits"), managed=False)
         assert 'failed calling webhook "namespaces.managedby.jobrelay.dev"' in str(refused.value)
         assert (await relay.manager.list(relay.resource, namespace=relay.namespace)).items == []
+        # A workload that says who runs it is never sent (the webhooks' matchConditions),
+        # so it is not refused: queue-labelled, in an enabled namespace, with its managedBy.
+        own = plain_job("says-who-runs-it", **{QUEUE_LABEL: "any-queue"})
+        own["spec"]["managedBy"] = RELAY
+        kept = await relay.submit(own, managed=False)
+        assert kept["spec"]["managedBy"] == RELAY
+        await relay.manager.delete(relay.resource, "says-who-runs-it", namespace=relay.namespace)
     finally:
         await controller.start(relay.manager)
         await controller.wait_ready(relay.manager)

@@ -35,6 +35,7 @@ __all__ = [
     "RELAY_LABEL",
     "WEBHOOK_CONFIGURATION",
     "WEBHOOK_PATH",
+    "WITHOUT_MANAGED_BY",
     "ManagedByDefault",
     "admission_answer",
     "managed_by_default",
@@ -58,6 +59,13 @@ FAILURE_POLICIES = (FAIL, IGNORE)
 MAX_REVIEW_BYTES = 3 * 1024 * 1024 + 64 * 1024
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _TIMEOUT_SECONDS = 5
+# Sent only what has no managedBy of its own (at either kind's field): a workload that
+# says who runs it is never refused while no controller answers the webhook.
+WITHOUT_MANAGED_BY = {
+    "name": "without-managed-by",
+    "expression": "!has(object.spec) || !(has(object.spec.managedBy) || "
+    "(has(object.spec.runPolicy) && has(object.spec.runPolicy.managedBy)))",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +208,7 @@ def webhook_configuration(
             "clientConfig": dict(client_config),
             "rules": rules,
             **selectors,
+            "matchConditions": [dict(WITHOUT_MANAGED_BY)],
             "failurePolicy": failure_policy,
             "matchPolicy": "Equivalent",
             "sideEffects": "None",
