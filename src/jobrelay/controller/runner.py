@@ -383,7 +383,7 @@ class Controller:
                 self.manager, self.pool, self.kinds, settings.limits,
                 controller_name=self.options.controller_name, origin=self.options.origin,
                 front_proxy=lambda: trust.current, queues=self.queues.objects,
-                queue_of=self.queue_admission.queue_of, unrecorded=self._unrecorded,
+                admission=self.queue_admission, unrecorded=self._unrecorded,
                 reviewer=self.review_client, finished_mirrors=self.options.relay.finished_mirrors,
                 defaults=self._defaults(),
             )  # fmt: skip

@@ -51,10 +51,14 @@ from jobrelay.relayapi.managedby_webhook_rules import (
 )
 from jobrelay.relayapi.panel import PanelFeed
 from jobrelay.relayapi.panel_routes import PanelRoutes, Refusal
+from jobrelay.relayapi.pending_routes import PendingRoutes
+from jobrelay.relayapi.pending_rules import PendingPlan, match_pending_route
 from jobrelay.relayapi.stream_rules import StreamBudget
 from jobrelay.vocabulary.meta import Meta
 
-__all__ = ["DispatchedKind", "ObjectCache", "Placed", "RelayApi", "WorkerLink", "Workers"]
+__all__ = [
+    "DispatchedKind", "ObjectCache", "Placed", "QueueReads", "RelayApi", "WorkerLink", "Workers",
+]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 
@@ -120,6 +124,20 @@ class Placed:
     selectors: Mapping[str, str]
 
 
+class QueueReads(Protocol):
+    """What the API reads of the controller's queue admission (``QueueAdmission``)."""
+
+    def queue_of(self, namespace: str, named: str) -> str: ...
+
+    @property
+    def memory(self) -> _LastPlan: ...
+
+
+class _LastPlan(Protocol):
+    @property
+    def last(self) -> PendingPlan | None: ...
+
+
 class Refused(Exception):
     """A request the handler turns down: answered as a Kubernetes ``Status``."""
 
@@ -150,7 +168,10 @@ class RelayApi:
         ),
         finished_mirrors: FinishedMirrorTtl = _AN_HOUR,
         defaults: Sequence[ManagedByDefault] = (),
+        admission: QueueReads | None = None,
     ) -> None:
+        if admission is not None:  # its last plan: the positions a tenant reads
+            queue_of = admission.queue_of
         self._manager = manager
         # Each kind's managedBy default, which the admission webhook adds.
         self._defaults = tuple(defaults)
@@ -187,6 +208,9 @@ class RelayApi:
             self._placed_by,
             known=self.reviews.known,
         )
+        self._pending = PendingRoutes(self._review, lambda: {
+            r.kind.ref.kind: (r.kind.ref.plural, r.kind.ref.group) for r in kinds.values()
+        }, lambda: admission.memory.last if admission is not None else None, queues)  # fmt: skip
 
     async def handle(self, request: HttpRequest) -> Answer | Stream:
         if request.path == WEBHOOK_PATH:
@@ -204,8 +228,12 @@ class RelayApi:
             if document is not None:
                 return Answer(200, json.dumps(document).encode())
             panel_route = panel_rules.match_panel_route(request.path)
-            if panel_route is not None:
+            pending_in = match_pending_route(request.path)
+            if panel_route is not None or pending_in is not None:
                 try:
+                    if pending_in is not None:
+                        return await self._pending.serve(user, pending_in)
+                    assert panel_route is not None
                     return await self._panel.serve(user, panel_route, request.params)
                 except Refusal as refusal:
                     raise Refused(refusal.code, refusal.message, refusal.reason) from None

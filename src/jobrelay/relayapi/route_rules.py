@@ -166,6 +166,9 @@ def discovery(path: str, plurals: Sequence[tuple[str, str]]) -> dict[str, Any] |
         for plural, kind in sorted(set(plurals))
         for sub in (LOG, MIRROR)
     ]
+    # A namespace's waiting workloads, their queues and positions (pending_rules).
+    resources.append({"name": "pendingworkloads", "singularName": "", "namespaced": True,
+                      "kind": "PendingWorkload", "verbs": ["list"]})  # fmt: skip
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

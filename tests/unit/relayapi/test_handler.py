@@ -345,7 +345,7 @@ async def test_discovery_needs_the_front_proxy_only(
     answer = await api.handle(request(API_PATH, user="system:kube-aggregator"))
     assert isinstance(answer, Answer) and answer.code == 200
     names = [r["name"] for r in json.loads(answer.body)["resources"]]
-    assert names == ["jobs/log", "jobs/mirror"]
+    assert names == ["jobs/log", "jobs/mirror", "pendingworkloads"]
     for path in ("/apis", "/apis/api.jobrelay.dev"):
         found = await api.handle(request(path))
         assert isinstance(found, Answer) and found.code == 200

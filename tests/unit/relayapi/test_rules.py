@@ -338,9 +338,11 @@ def test_discovery_of_the_group_and_version() -> None:
     assert version is not None and version["kind"] == "APIResourceList"
     assert version["groupVersion"] == "api.jobrelay.dev/v1alpha1"
     assert [r["name"] for r in version["resources"]] == [
-        "jobs/log", "jobs/mirror", "jobsets/log", "jobsets/mirror",
+        "jobs/log", "jobs/mirror", "jobsets/log", "jobsets/mirror", "pendingworkloads",
     ]  # fmt: skip
-    assert all(r["verbs"] == ["get"] and r["namespaced"] for r in version["resources"])
+    assert all(r["namespaced"] for r in version["resources"])
+    assert all(r["verbs"] == ["get"] for r in version["resources"][:-1])
+    assert version["resources"][-1]["verbs"] == ["list"]
     assert discovery(f"{API_PATH}/namespaces", KINDS) is None
     assert discovery("/api", KINDS) is None
 
