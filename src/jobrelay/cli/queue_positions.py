@@ -4,12 +4,17 @@ each), and, when the listing was narrower than the queues (one namespace, a sele
 names), the queued kinds across namespaces once, to count what waits ahead. The rules
 are :mod:`jobrelay.admission.queue_places`' (the controller's); whatever the user may not read
 is left out.
+
+When the controller's aggregated API answers (``.../namespaces/NS/pendingworkloads``), a
+waiting workload's queue and position are the controller's, counted over every workload
+whatever the user may read (a tenant with a namespace RoleBinding alone sees its true
+place); else they are counted here, as before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobrelay.admission.queue_model import QueueSpec
@@ -115,22 +120,68 @@ class QueueView:
     # Some workload listed is in a queue: the default table shows QUEUE and POSITION.
     shown: bool = False
     _places: dict[str, QueuePlace] | None = None
+    # The controller's places of the waiting workloads (by entry key), in the namespaces
+    # it answered for (pendingworkloads): its word over the count here.
+    served: dict[str, QueuePlace] = field(default_factory=dict)
+    served_namespaces: frozenset[str] = frozenset()
 
     def place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> QueuePlace | None:
         if not self.shown:
             return None
+        metadata = obj.get("metadata") or {}
+        key = f"{kind.ref.kind} {metadata.get('namespace')}/{metadata.get('name')}"
+        if key in self.served:
+            return self.served[key]
         if self._places is None:
             self._places = places(self.counted.values(), self.known)
-        metadata = obj.get("metadata") or {}
-        return self._places.get(
-            f"{kind.ref.kind} {metadata.get('namespace')}/{metadata.get('name')}"
-        )
+        found = self._places.get(key)
+        if found is not None and metadata.get("namespace") in self.served_namespaces:
+            return QueuePlace(found.queue)  # the controller holds it in no queue's order now
+        return found
 
     def seen(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> None:
         """A watch's new version of a workload: every position is counted again."""
         if self.shown and self.managed(kind, obj):
             self.counted[_key(kind, obj)] = (kind, obj)
             self._places = None
+            if not is_pending(kind, obj):
+                _, namespace, name = _key(kind, obj)
+                self.served.pop(f"{kind.ref.kind} {namespace}/{name}", None)
+
+
+# Namespaces asked of the controller at most (more: counted here, as before).
+_MAX_SERVED_NAMESPACES = 20
+
+
+async def read_served(
+    client: ApiClient, namespaces: Sequence[str]
+) -> tuple[dict[str, QueuePlace], frozenset[str]] | None:
+    """The controller's places of the waiting workloads of ``namespaces`` (its
+    pendingworkloads), None when it cannot tell them all: the API not registered or not
+    available, not allowed, no plan yet, or a list cut short."""
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.relayapi.pending_rules import PENDING_KIND, PENDING_WORKLOADS, pending_path
+    from jobrelay.relayapi.route_rules import API_GROUP, API_VERSION
+    from jobrelay.vocabulary.resource import Resource
+
+    if not namespaces or len(namespaces) > _MAX_SERVED_NAMESPACES:
+        return None
+    resource = Resource(API_GROUP, API_VERSION, PENDING_WORKLOADS, PENDING_KIND)
+    served: dict[str, QueuePlace] = {}
+    for namespace in namespaces:
+        try:
+            body = await client.get_subresource(resource, pending_path(namespace), {})
+        except ApiError:
+            return None
+        if not body.get("planned") or body.get("truncated"):
+            return None
+        for item in body.get("items") or []:
+            if isinstance(item, Mapping) and item.get("queue"):
+                position = item.get("position")
+                served[f"{item.get('kind')} {namespace}/{item.get('name')}"] = QueuePlace(
+                    str(item["queue"]), position if isinstance(position, int) else None
+                )
+    return served, frozenset(namespaces)
 
 
 async def read_places(
@@ -152,9 +203,16 @@ async def read_places(
     counted = {_key(kind, obj): (kind, obj) for kind, obj in found if managed(kind, obj)}
     known = await read_known(client)
     view = QueueView(known, managed, counted)
-    view.shown = any(queue_of(obj, known) for _, obj in counted.values())
-    if not any(is_pending(kind, obj) and queue_of(obj, known) for kind, obj in counted.values()):
-        return view  # no position to count: no more lists
+    # The controller is asked when queues may hold them: some queue, or none readable.
+    waiting = sorted({key[1] for key, (kind, obj) in counted.items() if is_pending(kind, obj)})
+    served = await read_served(client, waiting) if known.queues != {} else None
+    if served is not None:
+        view.served, view.served_namespaces = served
+    view.shown = bool(view.served) or any(queue_of(obj, known) for _, obj in counted.values())
+    if served is not None or not any(
+        is_pending(kind, obj) and queue_of(obj, known) for kind, obj in counted.values()
+    ):
+        return view  # the controller's positions, or none to count: no more lists
     complete = {
         kind.name for asked in queries if asked.namespace is None and not asked.selector
         and not asked.names for kind in asked.kinds

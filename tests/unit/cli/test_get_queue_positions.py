@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 from click.testing import CliRunner, Result
 from tests.unit.cli.fakes import FakeApiserver
+from tests.unit.controller.fakes import status_body
 
 from jobrelay.cli import get as get_cli
 from jobrelay.cli.main import cli
+from jobrelay.relayapi.pending_rules import match_pending_route as pending_namespace
 
 JOBS = "batch/v1/jobs"
 QUEUES = "jobrelay.dev/v1alpha1/relayqueues"
@@ -282,3 +285,51 @@ def test_workloads_not_listable_across_namespaces_count_what_was_listed(
     result = invoke("-n", "team-a")
     assert columns(result) == {"mine": ("shared", "1")}  # theirs is not the tenant's to see
     assert "Forbidden" not in result.output
+
+
+class ServingApiserver(FakeApiserver):
+    """A manager whose controller's aggregated API answers pendingworkloads."""
+
+    pending: dict[str, list[dict[str, Any]]]
+
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        namespace = pending_namespace(path)
+        if namespace is None:
+            return await super().__call__(request)
+        self.requests.append((request.method, path, {}, None))
+        if namespace not in self.pending:
+            return httpx2.Response(403, json=status_body(403, "Forbidden", "you may not"))
+        items = self.pending[namespace]
+        return httpx2.Response(200, json={"planned": True, "truncated": False, "items": items})
+
+
+def test_the_controllers_positions_when_its_api_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = ServingApiserver("manager")
+    fake.lead()
+    monkeypatch.setattr(get_cli, "manager_client", lambda *_args: fake.client())
+    # The tenant may not read RelayQueues; two Jobs of another namespace wait ahead.
+    fake.forbidden = {"relayqueues"}
+    put_job(fake, "mine", queue="shared", created=5)
+    put_job(fake, "running", queue="shared", created=0, placed="worker-1")
+    fake.pending = {"team-a": [
+        {"kind": "Job", "name": "mine", "queue": "shared", "position": 3, "aheadNotShown": 2},
+    ]}  # fmt: skip
+    result = invoke("-n", "team-a")
+    assert result.exit_code == 0, result.output
+    assert columns(result) == {"mine": ("shared", "3"), "running": ("shared", "-")}
+    gets = [path for method, path, _, _ in fake.requests if method == "GET"]
+    assert "/apis/batch/v1/jobs" not in gets  # no count across namespaces
+
+
+def test_counted_here_when_the_api_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = ServingApiserver("manager")
+    fake.lead()
+    monkeypatch.setattr(get_cli, "manager_client", lambda *_args: fake.client())
+    fake.pending = {}
+    put_queue(fake, "shared")
+    put_job(fake, "theirs", namespace="team-b", queue="shared", created=1)
+    put_job(fake, "mine", queue="shared", created=2)
+    assert columns(invoke("-n", "team-a")) == {"mine": ("shared", "2")}
+    gets = [path for method, path, _, _ in fake.requests if method == "GET"]
+    assert "/apis/api.jobrelay.dev/v1alpha1/namespaces/team-a/pendingworkloads" in gets
