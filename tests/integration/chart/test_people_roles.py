@@ -92,6 +92,9 @@ def test_default_roles_aggregate_view_edit_and_admin() -> None:
     for sub in ("log", "mirror", "events"):
         assert verbs_on(by_name["relay-workloads-view"], api, f"jobs/{sub}") == {"get"}
     assert verbs_on(by_name["relay-workloads-view"], api, "workloads") == {"get", "list", "watch"}
+    assert verbs_on(by_name["relay-workloads-view"], api, "pendingworkloads") == {
+        "get", "list", "watch",
+    }  # fmt: skip
 
 
 def test_every_authenticated_user_reaches_the_dashboard_and_the_controller_decides_the_rest() -> (
@@ -100,7 +103,7 @@ def test_every_authenticated_user_reaches_the_dashboard_and_the_controller_decid
     panel = {o["kind"]: o for o in roles({}) if o["metadata"]["name"] == "relay-panel"}
     role = panel["ClusterRole"]
     assert not [key for key in role["metadata"]["labels"] if key.startswith(AGGREGATE)]
-    for resource in ("dashboard", "fleet", "queues", "workloads"):
+    for resource in ("dashboard", "fleet", "queues", "workloads", "pendingworkloads"):
         assert verbs_on(role, "api.jobrelay.dev", resource) == {"get", "list", "watch"}
     assert [rule["apiGroups"] for rule in role["rules"]] == [["api.jobrelay.dev"]]
     binding = panel["ClusterRoleBinding"]
