@@ -1,7 +1,8 @@
 """What a tenant may see, a tenant sees (issue 34): a tenant with only a RoleBinding in its
 namespace (no RelayQueue read, no right elsewhere) reads its waiting Job's true place in a
 queue it shares with another namespace, from the controller's aggregated API
-(``.../namespaces/NS/pendingworkloads``, by `kubectl get --raw` and by `jobrelay get`),
+(``.../namespaces/NS/pendingworkloads``, by `kubectl get --raw`, `jobrelay get` and
+`describe`),
 and never the other namespace's workload names."""
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ async def test_a_tenant_sees_its_true_position_and_no_other_namespaces_names(
     tenant = user_kubeconfig(relay_fleet, tmp_path, TENANT)
     await manager.create(ROLES, {"metadata": {"name": "tenant"}, "rules": [
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
         {"apiGroups": ["api.jobrelay.dev"], "resources": ["pendingworkloads"],
          "verbs": ["get", "list"]},
     ]}, namespace=relay.namespace)  # fmt: skip
@@ -108,3 +110,7 @@ async def test_a_tenant_sees_its_true_position_and_no_other_namespaces_names(
     shown = {row.split()[1]: (row.split()[at_queue], row.split()[at_position]) for row in rows}
     assert shown == {"blocker": (queue, "-"), "mine": (queue, "3")}
     assert "theirs" not in table.stdout + table.stderr
+    described = await run(relay_fleet, "describe", "job", "mine", "-n", relay.namespace,
+                          "--kubeconfig", str(tenant))  # fmt: skip
+    assert described.code == 0, described
+    assert f"Queue:            {queue} (position 3)" in described.stdout.splitlines()

@@ -259,8 +259,10 @@ def render(
     events: Sequence[Mapping[str, Any]],
     worker: WorkerSide | None,
     now: datetime,
+    place: tuple[str, int | None] | None = None,
 ) -> list[str]:
-    """The whole description; ``worker`` is None when it was never placed."""
+    """The whole description; ``worker`` is None when it was never placed; ``place``: its
+    queue and position there, as the controller's API says them (None: not said)."""
     meta = Meta(obj)
     where = workloads.standing(kind, obj)
     history = placements_of(obj)
@@ -277,6 +279,9 @@ def render(
     waits = _waits(where.state, where.reason, obj)
     if waits:
         lines.append(f"Waiting:          {waits}")
+    if place is not None:
+        queue, position = place
+        lines.append(f"Queue:            {queue}" + (f" (position {position})" if position else ""))
     lines.append(f"Cluster:          {placement_of(obj) or '-'}")
     if history:
         current = len(history)
@@ -383,9 +388,19 @@ def describe(
         raise click.UsageError(f"describe {arguments[0]} needs a NAME or -l SELECTOR")
     where = namespace or kubeconfig_namespace(kubeconfig, context)
 
+    served: dict[str, tuple[str, int | None]] = {}
+
     async def go() -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
+        from jobrelay.admission.queue_places import is_pending
+        from jobrelay.cli.queue_positions import read_served
+
         async with manager_client(kubeconfig, context) as client:
-            return await described(client, requests, where, selector)
+            found = await described(client, requests, where, selector)
+            # A waiting one's queue and position, when the controller's API tells them.
+            if any(is_pending(kind, obj) for kind, obj, _ in found):
+                places = await read_served(client, [where])
+                served.update(places[0] if places is not None else {})
+            return found
 
     found = run_command(go())
     if not found:
@@ -399,5 +414,6 @@ def describe(
             )
         if index:
             click.echo("")
-        for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC))):
+        place = served.get(f"{kind.ref.kind} {where}/{name}")
+        for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC), place)):
             click.echo(line)

@@ -184,3 +184,11 @@ def test_describe_a_missing_job_exits_3(manager: FakeApiserver) -> None:
 
 def test_describe_an_unknown_type_exits_2(manager: FakeApiserver) -> None:
     assert invoke("pod", "x").exit_code == 2
+
+
+def test_a_waiting_job_shows_the_queue_and_position_the_controller_says() -> None:
+    held = job({}, {"conditions": []})
+    lines = render(JOB, held, [], None, NOW, ("gpu", 3))
+    assert "Queue:            gpu (position 3)" in lines
+    assert not [line for line in render(JOB, held, [], None, NOW) if line.startswith("Queue:")]
+    assert "Queue:            gpu" in render(JOB, held, [], None, NOW, ("gpu", None))
