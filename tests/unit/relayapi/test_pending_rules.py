@@ -198,3 +198,24 @@ async def test_served_per_namespace_to_who_may_list_there() -> None:
     refused = await _answer(plan, "alice", "other")
     assert refused.code == 403 and b"cannot list jobs" in refused.body
     assert (await _answer(plan, "mallory", "team-a")).code == 403
+
+
+_DNS = st.from_regex(r"[a-z0-9][-a-z0-9]{0,10}", fullmatch=True)
+
+
+@given(_DNS, _DNS, st.sampled_from(["Job", "JobSet", "RayJob"]))
+def test_no_message_names_a_workload_of_another_namespace(
+    namespace: str, name: str, kind: str
+) -> None:
+    behind = QueueHold("QueuedBehind", f"gpu: behind {kind} {namespace}/{name} (StrictFIFO)")
+    plan = AdmissionPlan(holding={"Job team-a/mine": behind}, positions={"Job team-a/mine": 2},
+                         queue_of={"Job team-a/mine": "gpu"})  # fmt: skip
+    (row,) = pending_rows(plan, "team-a", {"Job"})
+    assert (f"{kind} {namespace}/{name}" in row.message) == (namespace == "team-a")
+
+
+async def test_a_controller_with_no_plan_says_so() -> None:
+    answer = await _answer(None, "alice", "team-a")
+    assert answer.code == 200
+    body = json.loads(answer.body)
+    assert body["planned"] is False and body["items"] == []
