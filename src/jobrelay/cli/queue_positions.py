@@ -29,6 +29,7 @@ __all__ = [
     "POSITION_ANNOTATION",
     "QUEUE_ANNOTATION",
     "QueueView",
+    "read_counted",
     "read_estimates",
     "read_known",
     "read_places",
@@ -232,32 +233,24 @@ def with_place(obj: Mapping[str, Any], place: QueuePlace | None) -> dict[str, An
     return {**obj, "metadata": {**metadata, "annotations": annotations}}
 
 
-async def read_estimates(
+async def read_counted(
     client: ApiClient,
-    found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
-    now: datetime,
+    kinds: Sequence[WorkloadKind],
+    namespaces: Sequence[str],
     *,
     controller_name: str,
-    extra: Sequence[tuple[WorkloadKind, Mapping[str, Any]]] = (),
-) -> dict[str, StartEstimate]:
-    """The estimated start of each waiting workload of ``found`` and ``extra`` (not
-    submitted: `jobrelay simulate`'s), by entry key: the queues, the workers' room and the
-    workloads of the same kinds the controller runs, across namespaces when the user may
-    list them, else in the namespaces of ``found``."""
+) -> list[tuple[WorkloadKind, Mapping[str, Any]]]:
+    """The workloads of ``kinds`` the controller runs, across namespaces when the user may
+    list them, else in ``namespaces``."""
     from jobrelay.kube.errors import ApiError
 
-    known = await read_known(client)
-    workers = await read_workers(client)
-    kinds = {kind.name: kind for kind, _ in (*found, *extra)}
-    kinds.update({name: DEDICATED[name] for name in _BUILT_IN if name in kinds})
     counted: dict[tuple[str, str, str], tuple[WorkloadKind, Mapping[str, Any]]] = {}
-    namespaces = {str((obj.get("metadata") or {}).get("namespace")) for _, obj in (*found, *extra)}
-    for kind in kinds.values():
+    for kind in {kind.name: kind for kind in kinds}.values():
         try:
             pages = [(await client.list(kind.ref, transform=_slim)).items]
         except ApiError:
             pages = []
-            for namespace in sorted(namespaces):
+            for namespace in sorted(set(namespaces)):
                 try:
                     pages.append((await client.list(kind.ref, namespace=namespace)).items)
                 except ApiError:
@@ -266,6 +259,24 @@ async def read_estimates(
             for obj in items:
                 if kind.managed_by(dict(obj)) == controller_name:
                     counted[_key(kind, obj)] = (kind, obj)
+    return list(counted.values())
+
+
+async def read_estimates(
+    client: ApiClient,
+    found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
+    now: datetime,
+    *,
+    controller_name: str,
+) -> dict[str, StartEstimate]:
+    """The estimated start of each waiting workload of ``found``, by entry key: the
+    queues, the workers' room and the workloads of the same kinds (:func:`read_counted`)."""
+    known = await read_known(client)
+    workers = await read_workers(client)
+    namespaces = [str((obj.get("metadata") or {}).get("namespace")) for _, obj in found]
+    listed = await read_counted(client, [kind for kind, _ in found], namespaces,
+                                controller_name=controller_name)  # fmt: skip
+    counted = {_key(kind, obj): (kind, obj) for kind, obj in listed}
     for kind, named in found:
         counted.setdefault(_key(kind, named), (kind, named))
-    return estimated_starts(list(counted.values()), known, workers, now, extra=extra)
+    return estimated_starts(list(counted.values()), known, workers, now)

@@ -28,6 +28,8 @@ from jobrelay.admission.start_estimate import (
 from jobrelay.admission.workload_reads import entry_key, priority_of
 from jobrelay.fleet.maintenance_rules import WorkerClusterView
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
+from jobrelay.placement.capacity import Node, WorkerCapacity
+from jobrelay.placement.model import Cluster
 from jobrelay.placement.units import resources_of
 from jobrelay.placement.workload import Invalid, Workload, read_workload
 from jobrelay.vocabulary.meta import Meta
@@ -39,8 +41,10 @@ __all__ = [
     "estimate_line",
     "estimate_words",
     "estimated_starts",
+    "estimated_time",
     "observed_run_times",
     "run_time_of",
+    "summed_clusters",
     "worker_figures",
 ]
 
@@ -230,3 +234,37 @@ def estimated_time(estimate: StartEstimate | None) -> str | None:
     if estimate is None or estimate.start is None:
         return None
     return rfc3339(datetime.fromtimestamp(estimate.start, UTC))
+
+
+def summed_clusters(registrations: Iterable[Mapping[str, Any]]) -> list[Cluster]:
+    """The WorkerClusters as placement judges them, from their status alone (`jobrelay
+    simulate`, which reads no worker): each worker's capacity figures as one node of the
+    summed allocatable, the summed requested and reserved taken (node-level fit, labels and
+    taints are the controller's: a summed node is kinder than the real ones)."""
+    clusters = []
+    for registration in registrations:
+        view = WorkerClusterView.of(registration)
+        status = registration.get("status")
+        capacity = status.get("capacity") if isinstance(status, Mapping) else None
+        summed = None
+        if isinstance(capacity, Mapping) and capacity.get("allocatable"):
+            try:
+                figures = worker_figures([registration]).figures
+                allocatable = resources_of(capacity.get("allocatable") or {})
+            except (ValueError, TypeError, AttributeError):
+                figures, allocatable = (), {}
+            used = figures[0].used if figures else {}
+            if allocatable:
+                summed = WorkerCapacity((Node(f"{view.name}-summed", allocatable, used),))
+        clusters.append(
+            Cluster(
+                view.name,
+                dict(Meta(registration).labels),
+                connected=view.connected == "True",
+                lost=view.lost_time is not None,
+                cordoned=view.cordoned,
+                draining=view.drain is not None,
+                capacity=summed,
+            )
+        )
+    return clusters
