@@ -7,12 +7,13 @@ and says the answer in words (`jobrelay get -o wide`, `describe`, `simulate`, th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jobrelay.admission.queue_places import QueueKnowledge, is_pending, queue_of
+from jobrelay.admission.queue_model import QueueSpec
+from jobrelay.admission.queue_places import QueueKnowledge, queue_of
 from jobrelay.admission.start_estimate import (
     EXPECTED_DURATION_ANNOTATION,
     RunningWork,
@@ -31,19 +32,21 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.placement.capacity import Node, WorkerCapacity
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.units import resources_of
-from jobrelay.placement.workload import Invalid, Workload, read_workload
+from jobrelay.placement.workload import Choice, Invalid, read_workload
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.placement import placement_of
 from jobrelay.vocabulary.timestamps import parse_time, rfc3339
 
 __all__ = [
+    "EstimateRead",
     "EstimatedWorkers",
     "estimate_line",
     "estimate_words",
     "estimated_starts",
     "estimated_time",
+    "estimates_of",
     "observed_run_times",
-    "run_time_of",
+    "read_for_estimate",
     "summed_clusters",
     "worker_figures",
 ]
@@ -102,21 +105,68 @@ def _times(obj: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
     return started, finished
 
 
-def observed_run_times(
-    workloads: Iterable[tuple[WorkloadKind, Mapping[str, Any]]], known: QueueKnowledge
-) -> dict[str, RunTime]:
+QueueOf = Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateRead:
+    """One workload as the estimate reads it (a cache may keep it per resourceVersion)."""
+
+    key: str  # its entry key, ``Kind namespace/name``
+    namespace: str
+    queue: str
+    waiting: bool  # pending: not placed, not finished, not suspended, not going
+    worker: str  # placed there and not finished ("": not running)
+    demand: Mapping[str, int]
+    choice: Choice
+    started: datetime | None
+    ran: float | None  # finished: how long it ran (None: not finished, or not known)
+    declared: RunTime | None
+    priority: int
+    created: str
+
+
+def read_for_estimate(
+    kind: WorkloadKind, obj: Mapping[str, Any], queue: str, known: QueueKnowledge
+) -> EstimateRead | None:
+    """``obj`` as the estimate reads it; None for what neither waits, runs nor finished
+    (going, suspended, unreadable templates)."""
+    body = dict(obj)
+    meta = Meta(obj)
+    if meta.deletion_timestamp:
+        return None
+    spec = obj.get("spec")
+    deadline = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
+    declared = declared_run_time(meta.annotation(EXPECTED_DURATION_ANNOTATION), deadline)
+    started, finished = _times(obj)
+    key = _key(kind, obj)
+    if kind.is_finished(body):
+        ran = None
+        if started is not None and finished is not None:
+            ran = max(0.0, (finished - started).total_seconds())
+        return EstimateRead(key, meta.namespace, queue, False, "", {}, Choice(), started, ran,
+                            declared, 0, "")  # fmt: skip
+    workload = read_workload(kind, body)
+    if isinstance(workload, Invalid):
+        return None
+    # Pending (queue_places.is_pending), its finish already asked: not placed, not suspended.
+    waiting = not placement_of(obj) and not kind.is_suspended(body)
+    worker = placement_of(obj) if not waiting else ""
+    if not waiting and not worker:
+        return None  # suspended before its first placement
+    return EstimateRead(
+        key, meta.namespace, queue, waiting, worker, workload.demand, workload.choice, started,
+        None, declared, _priority(kind, body, known) if waiting else 0,
+        str(meta.creation_timestamp or ""),
+    )  # fmt: skip
+
+
+def observed_run_times(reads: Iterable[EstimateRead]) -> dict[str, RunTime]:
     """The median run time of the finished workloads of each ``namespace/queue``."""
     seen: dict[str, list[float]] = {}
-    for kind, obj in workloads:
-        if not kind.is_finished(dict(obj)):
-            continue
-        started, finished = _times(obj)
-        queue = queue_of(obj, known)
-        if started is None or finished is None or not queue:
-            continue
-        seen.setdefault(f"{Meta(obj).namespace}/{queue}", []).append(
-            max(0.0, (finished - started).total_seconds())
-        )
+    for read in reads:
+        if read.ran is not None and read.queue:
+            seen.setdefault(f"{read.namespace}/{read.queue}", []).append(read.ran)
     found = {}
     for where, values in seen.items():
         middle = median(values)
@@ -125,19 +175,14 @@ def observed_run_times(
     return found
 
 
-def run_time_of(obj: Mapping[str, Any], queue: str, observed: Mapping[str, RunTime]) -> RunTime:
+def _run_time(read: EstimateRead, observed: Mapping[str, RunTime]) -> RunTime:
     """Its declared run time, else the one observed in its namespace and queue, else unknown."""
-    meta = Meta(obj)
-    spec = obj.get("spec")
-    deadline = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
-    declared = declared_run_time(meta.annotation(EXPECTED_DURATION_ANNOTATION), deadline)
-    if declared is not None:
-        return declared
-    return observed.get(f"{meta.namespace}/{queue}", RunTime())
+    if read.declared is not None:
+        return read.declared
+    return observed.get(f"{read.namespace}/{read.queue}", RunTime())
 
 
-def _workers_for(workload: Workload, workers: EstimatedWorkers) -> frozenset[str] | None:
-    choice = workload.choice
+def _workers_for(choice: Choice, workers: EstimatedWorkers) -> frozenset[str] | None:
     if choice.clusters is None and choice.selector is None:
         return None
     return frozenset(
@@ -150,6 +195,37 @@ def _key(kind: WorkloadKind, obj: Mapping[str, Any]) -> str:
     return entry_key(WorkloadKey(kind.name, f"{meta.namespace}/{meta.name}"), kind)
 
 
+def estimates_of(
+    reads: Sequence[EstimateRead],
+    specs: Mapping[str, QueueSpec],
+    workers: EstimatedWorkers | None,
+    now: datetime,
+    *,
+    extra: Sequence[EstimateRead] = (),
+) -> dict[str, StartEstimate]:
+    """The estimate of every waiting one of ``reads`` and ``extra`` (not submitted: they
+    wait after the others), by entry key. ``workers`` None: their room is not known."""
+    observed = observed_run_times(reads)
+    running: list[RunningWork] = []
+    waiting: list[tuple[tuple[int, int, str, str], WaitingWork]] = []
+    for order, listed in enumerate((reads, extra)):
+        for read in listed:
+            if read.worker:
+                since = (read.started or now).timestamp()
+                running.append(RunningWork(read.key, read.queue, read.demand, read.worker, since,
+                                           _run_time(read, observed)))  # fmt: skip
+            elif read.waiting:
+                allowed = None if workers is None else _workers_for(read.choice, workers)
+                work = WaitingWork(read.key, read.queue, read.demand, _run_time(read, observed),
+                                   allowed)  # fmt: skip
+                created = read.created or rfc3339(now)
+                waiting.append(((order, -read.priority, created, read.key), work))
+    waiting.sort(key=lambda item: item[0])
+    # No worker's figures at all (none written yet): their room is not known.
+    figures = workers.figures if workers is not None and workers.figures else None
+    return estimate_starts(specs, running, [w for _, w in waiting], figures, now.timestamp())
+
+
 def estimated_starts(
     workloads: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
     known: QueueKnowledge,
@@ -160,39 +236,13 @@ def estimated_starts(
 ) -> dict[str, StartEstimate]:
     """The estimate of every waiting workload of ``workloads`` and ``extra`` (workloads not
     submitted, `jobrelay simulate`'s, waiting after the others), by entry key
-    (``Kind namespace/name``). ``workers`` None: their room is not known."""
-    observed = observed_run_times(workloads, known)
-    specs = known.queues or {}
-    running: list[RunningWork] = []
-    waiting: list[tuple[tuple[int, int, str, str], WaitingWork]] = []
-    for order, listed in enumerate((workloads, extra)):
-        for kind, obj in listed:
-            body = dict(obj)
-            meta = Meta(obj)
-            if meta.deletion_timestamp or kind.is_finished(body):
-                continue
-            workload = read_workload(kind, body)
-            if isinstance(workload, Invalid):
-                continue
-            queue = queue_of(obj, known)
-            run_time = run_time_of(obj, queue, observed)
-            key = _key(kind, obj)
-            if placement_of(obj) and not is_pending(kind, obj):
-                started, _ = _times(obj)
-                since = (started or now).timestamp()
-                running.append(
-                    RunningWork(key, queue, workload.demand, placement_of(obj), since, run_time)
-                )
-            elif is_pending(kind, obj):
-                allowed = None if workers is None else _workers_for(workload, workers)
-                work = WaitingWork(key, queue, workload.demand, run_time, allowed)
-                priority = _priority(kind, body, known)
-                created = str(meta.creation_timestamp or rfc3339(now))
-                waiting.append(((order, -priority, created, key), work))
-    waiting.sort(key=lambda item: item[0])
-    # No worker's figures at all (none written yet): their room is not known.
-    figures = workers.figures if workers is not None and workers.figures else None
-    return estimate_starts(specs, running, [w for _, w in waiting], figures, now.timestamp())
+    (``Kind namespace/name``), each workload's queue as ``known`` tells."""
+
+    def reads(listed: Sequence[tuple[WorkloadKind, Mapping[str, Any]]]) -> list[EstimateRead]:
+        found = (read_for_estimate(kind, obj, queue_of(obj, known), known) for kind, obj in listed)
+        return [read for read in found if read is not None]
+
+    return estimates_of(reads(workloads), known.queues or {}, workers, now, extra=reads(extra))
 
 
 def _priority(kind: WorkloadKind, obj: dict[str, Any], known: QueueKnowledge) -> int:
