@@ -142,4 +142,5 @@ async def test_the_fifth_of_a_full_queue_is_estimated_within_a_quarter(
 
     await relay.wait_placed("fifth", timeout=120)
     real = time.monotonic() - asked
+    print(f"estimated start in {estimated:.0f} s, real start in {real:.1f} s")
     assert abs(estimated - real) <= 0.25 * real, (estimated, real)

@@ -30,6 +30,7 @@ from jobrelay.cli.queue_positions import read_counted, read_known
 from jobrelay.cli.simulate_input import (
     BadManifest,
     SimulatedWorkload,
+    check_shape,
     kind_for,
     read_manifests,
     verdict_document,
@@ -217,6 +218,8 @@ def simulate(
     text, source = _read_input(filename)
     try:
         objects = read_manifests(text, source)
+        for obj in objects:
+            check_shape(obj, source)
     except BadManifest as error:
         raise click.UsageError(str(error)) from None
     where = namespace or kubeconfig_namespace(kubeconfig, context)

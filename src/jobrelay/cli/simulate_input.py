@@ -22,6 +22,7 @@ __all__ = [
     "MAX_WORKLOADS",
     "BadManifest",
     "SimulatedWorkload",
+    "check_shape",
     "kind_for",
     "read_manifests",
     "verdict_document",
@@ -67,18 +68,29 @@ def read_manifests(text: str, source: str) -> list[dict[str, Any]]:
     return found
 
 
-def kind_for(obj: Mapping[str, Any], kinds: Sequence[WorkloadKind], source: str) -> WorkloadKind:
-    """The kind jobrelay runs that ``obj`` is; BadManifest when it runs no such kind."""
+# Core kinds that are never a workload jobrelay runs: refused before asking the manager.
+_NOT_WORKLOADS = frozenset({"Pod", "ConfigMap", "Secret", "Service", "Namespace",
+                            "PersistentVolumeClaim", "ServiceAccount"})  # fmt: skip
+
+
+def check_shape(obj: Mapping[str, Any], source: str) -> tuple[str, str, str]:
+    """``obj``'s kind, apiVersion and name; BadManifest when one is missing, or for a core
+    kind that is no workload (told before anything is asked of the manager)."""
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
-    name = (
-        (obj.get("metadata") or {}).get("name")
-        if isinstance(obj.get("metadata"), Mapping)
-        else None
-    )
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(kind, str) or not kind or not isinstance(api_version, str):
         raise BadManifest(f"{source}: an object without apiVersion and kind")
     if not isinstance(name, str) or not name:
         raise BadManifest(f"{source}: a {kind} without metadata.name")
+    if kind in _NOT_WORKLOADS and api_version == "v1":
+        raise BadManifest(f"{source}: {kind} {name} ({api_version}) is not a kind jobrelay runs")
+    return kind, api_version, name
+
+
+def kind_for(obj: Mapping[str, Any], kinds: Sequence[WorkloadKind], source: str) -> WorkloadKind:
+    """The kind jobrelay runs that ``obj`` is; BadManifest when it runs no such kind."""
+    kind, api_version, name = check_shape(obj, source)
     for candidate in kinds:
         if candidate.ref.kind == kind and candidate.ref.api_version == api_version:
             return candidate
