@@ -22,6 +22,8 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
+from jobrelay.admission.queue_places import is_pending
+from jobrelay.admission.start_estimate import StartEstimate
 from jobrelay.cli import workloads
 from jobrelay.cli.common import (
     NotFound,
@@ -32,6 +34,7 @@ from jobrelay.cli.common import (
 )
 from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE, complete_names, complete_types
 from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND, resolve
+from jobrelay.cli.queue_positions import read_estimates
 from jobrelay.cli.terminal import safe_lines
 from jobrelay.cli.types_rules import ArgumentsError, TypeRequest, requests_of
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
@@ -39,6 +42,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
+from jobrelay.readmodel.estimate_reads import estimate_line
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from jobrelay.vocabulary.placement import placement_of, placements_of
@@ -259,8 +263,11 @@ def render(
     events: Sequence[Mapping[str, Any]],
     worker: WorkerSide | None,
     now: datetime,
+    *,
+    estimate: StartEstimate | None = None,
 ) -> list[str]:
-    """The whole description; ``worker`` is None when it was never placed."""
+    """The whole description; ``worker`` is None when it was never placed; ``estimate``:
+    when it is likely to start, while it waits."""
     meta = Meta(obj)
     where = workloads.standing(kind, obj)
     history = placements_of(obj)
@@ -277,6 +284,9 @@ def render(
     waits = _waits(where.state, where.reason, obj)
     if waits:
         lines.append(f"Waiting:          {waits}")
+    if estimate is not None:
+        lines.append(f"{'Waiting:' if not waits else '':18}estimated start: "
+                     f"{estimate_line(estimate, now)}")  # fmt: skip
     lines.append(f"Cluster:          {placement_of(obj) or '-'}")
     if history:
         current = len(history)
@@ -383,11 +393,19 @@ def describe(
         raise click.UsageError(f"describe {arguments[0]} needs a NAME or -l SELECTOR")
     where = namespace or kubeconfig_namespace(kubeconfig, context)
 
-    async def go() -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
-        async with manager_client(kubeconfig, context) as client:
-            return await described(client, requests, where, selector)
+    Found = list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]
 
-    found = run_command(go())
+    async def go() -> tuple[Found, dict[str, StartEstimate]]:
+        async with manager_client(kubeconfig, context) as client:
+            found = await described(client, requests, where, selector)
+            waiting = [(kind, obj) for kind, obj, _ in found if is_pending(kind, obj)]
+            estimates = {}
+            if waiting:
+                estimates = await read_estimates(client, waiting, datetime.now(UTC),
+                                                 controller_name=DEFAULT_CONTROLLER_NAME)  # fmt: skip
+            return found, estimates
+
+    found, estimates = run_command(go())
     if not found:
         click.echo(f"No resources found in {where} namespace.", err=True)
     for index, (kind, obj, events) in enumerate(found):
@@ -399,5 +417,8 @@ def describe(
             )
         if index:
             click.echo("")
-        for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC))):
+        meta = Meta(obj)
+        estimate = estimates.get(f"{kind.ref.kind} {meta.namespace}/{meta.name}")
+        lines = render(kind, obj, events, worker, datetime.now(UTC), estimate=estimate)
+        for line in safe_lines(lines):
             click.echo(line)
