@@ -21,7 +21,6 @@ is bounded (``max_events`` ends simulated, ``max_checks`` fits tried); beyond, u
 from __future__ import annotations
 
 import heapq
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -29,6 +28,7 @@ from typing import Final
 
 from jobrelay.admission.queue_model import QueueingStrategy, QueueSpec
 from jobrelay.placement.units import Resources
+from jobrelay.vocabulary.go_durations import parse_go_duration as go_duration_seconds
 
 __all__ = [
     "EXPECTED_DURATION_ANNOTATION",
@@ -49,32 +49,18 @@ __all__ = [
 EXPECTED_DURATION_ANNOTATION: Final = "jobrelay.dev/expected-duration"
 MAX_SIMULATED_EVENTS: Final = 10_000
 MAX_FIT_CHECKS: Final = 2_000_000
-# A Go duration is at most this long as text (a longer one is refused, not parsed).
-_MAX_DURATION_TEXT = 64
-
-_GO_UNITS: Final = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
-    "h": 3600.0,
-}  # fmt: skip
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 def parse_go_duration(text: object) -> float | None:
-    """A Go ``time.ParseDuration`` text (``90s``, ``1h30m``, ``1.5h``) in seconds; None
-    for anything else, and for a negative one (a run time is never negative)."""
-    if not isinstance(text, str) or not text or len(text) > _MAX_DURATION_TEXT:
+    """A Go duration text (``90s``, ``1h30m``, ``1.5h``) in seconds; None for anything else
+    (a run time is never negative: :func:`~jobrelay.vocabulary.go_durations.parse_go_duration`
+    refuses those)."""
+    if not isinstance(text, str) or text != text.strip():
         return None
-    body = text[1:] if text[0] == "+" else text
-    if body == "0":
-        return 0.0
-    total, at = 0.0, 0
-    while at < len(body):
-        found = _GO_PART.match(body, at)
-        if found is None:
-            return None
-        total += float(found.group(1)) * _GO_UNITS[found.group(2)]
-        at = found.end()
-    return total if at else None
+    try:
+        return go_duration_seconds(text)
+    except ValueError:
+        return None
 
 
 class RunTimeBasis(StrEnum):
