@@ -1,4 +1,5 @@
-"""``python -m bench``: run jobrelay's benchmarks (``python -m bench fairshare``: fair share)."""
+"""``python -m bench``: run jobrelay's benchmarks (``python -m bench fairshare``: fair share;
+``python -m bench estimate``: the estimated start replayed over a synthetic trace, pure)."""
 
 import sys
 
@@ -6,6 +7,10 @@ if sys.argv[1:2] == ["fairshare"]:  # its own fleet shape and flags: a command o
     from bench.fair_share import main
 
     main(args=sys.argv[2:], prog_name="python -m bench fairshare")
+elif sys.argv[1:2] == ["estimate"]:  # pure: no fleet
+    from bench.start_estimate_replay import main as estimate_main
+
+    estimate_main(args=sys.argv[2:], prog_name="python -m bench estimate")
 else:
     from bench.cli import main
 

@@ -31,6 +31,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS, JOBS, WORKER_CLUSTERS
 from jobrelay.localfleet import processes
 from jobrelay.localfleet.orchestration import LocalFleet
+from jobrelay.vocabulary.go_durations import parse_go_duration
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
@@ -108,7 +109,6 @@ class ControllerProcess:
         self.log_path = log_path
         CONTROLLER_LOGS.append(log_path)  # the session's secret scan reads every log
         self.workers = list(workers)
-        self.keep_finished_mirrors = "--keep-finished-mirrors" in extra_args
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self._run_offset = 0  # where the current run's output begins in the log
@@ -225,6 +225,20 @@ class ControllerProcess:
         self.mark(f"start #{self.starts}: {' '.join(self.argv)}")
         self._run_offset = self.log_size()
         self.process = self._spawn()
+
+    @property
+    def keep_finished_mirrors(self) -> bool:
+        """Whether its command keeps finished mirrors (for ever, or for a ttl above 0: the
+        chart's default is an hour), as the relay fixture checks after a Job ends."""
+        args = iter(self.argv)
+        for arg in args:
+            if arg == "--keep-finished-mirrors":
+                return True
+            if arg.startswith("--finished-mirror-ttl"):
+                value = arg.partition("=")[2] if "=" in arg else next(args, "0")
+                if parse_go_duration(value) > 0:
+                    return True
+        return False
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

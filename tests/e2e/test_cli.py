@@ -136,7 +136,9 @@ async def test_get_every_format(
     assert sorted(names.stdout.split()) == sorted(f"job.batch/{n}" for n in workloads)
 
     wide = await run(relay_fleet, "get", "jobs", "-n", ns, "-o", "wide")
-    assert wide.stdout.splitlines()[0].split()[-4:] == ["PLACEMENTS", "ACTIVE", "FAILED", "REASON"]
+    assert wide.stdout.splitlines()[0].split()[-6:] == [
+        "PLACEMENTS", "ACTIVE", "FAILED", "ESTIMATED", "START", "REASON",
+    ]  # fmt: skip
 
     selected = await run(relay_fleet, "get", "-A", "-l", "cli-test=running", "-o", "name")
     assert selected.stdout.split() == ["job.batch/runs"]

@@ -22,6 +22,8 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
+from jobrelay.admission.queue_places import is_pending
+from jobrelay.admission.start_estimate import StartEstimate
 from jobrelay.cli import workloads
 from jobrelay.cli.common import (
     NotFound,
@@ -32,6 +34,7 @@ from jobrelay.cli.common import (
 )
 from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE, complete_names, complete_types
 from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND, resolve
+from jobrelay.cli.queue_positions import read_estimates, read_served
 from jobrelay.cli.terminal import safe_lines
 from jobrelay.cli.types_rules import ArgumentsError, TypeRequest, requests_of
 from jobrelay.cli.workloads import State, human_duration, parse_time, table
@@ -39,6 +42,7 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import EVENTS
+from jobrelay.readmodel.estimate_reads import estimate_line
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 from jobrelay.vocabulary.placement import placement_of, placements_of
@@ -259,10 +263,13 @@ def render(
     events: Sequence[Mapping[str, Any]],
     worker: WorkerSide | None,
     now: datetime,
+    *,
+    estimate: StartEstimate | None = None,
     place: tuple[str, int | None] | None = None,
 ) -> list[str]:
-    """The whole description; ``worker`` is None when it was never placed; ``place``: its
-    queue and position there, as the controller's API says them (None: not said)."""
+    """The whole description; ``worker`` is None when it was never placed; ``estimate``:
+    when it is likely to start, while it waits; ``place``: its queue and position there,
+    as the controller's API says them (None: not said)."""
     meta = Meta(obj)
     where = workloads.standing(kind, obj)
     history = placements_of(obj)
@@ -282,6 +289,9 @@ def render(
     if place is not None:
         queue, position = place
         lines.append(f"Queue:            {queue}" + (f" (position {position})" if position else ""))
+    if estimate is not None:
+        lines.append(f"{'Waiting:' if not waits else '':18}estimated start: "
+                     f"{estimate_line(estimate, now)}")  # fmt: skip
     lines.append(f"Cluster:          {placement_of(obj) or '-'}")
     if history:
         current = len(history)
@@ -388,21 +398,23 @@ def describe(
         raise click.UsageError(f"describe {arguments[0]} needs a NAME or -l SELECTOR")
     where = namespace or kubeconfig_namespace(kubeconfig, context)
 
+    Found = list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]
     served: dict[str, tuple[str, int | None]] = {}
 
-    async def go() -> list[tuple[WorkloadKind, dict[str, Any], list[dict[str, Any]]]]:
-        from jobrelay.admission.queue_places import is_pending
-        from jobrelay.cli.queue_positions import read_served
-
+    async def go() -> tuple[Found, dict[str, StartEstimate]]:
         async with manager_client(kubeconfig, context) as client:
             found = await described(client, requests, where, selector)
-            # A waiting one's queue and position, when the controller's API tells them.
-            if any(is_pending(kind, obj) for kind, obj, _ in found):
+            waiting = [(kind, obj) for kind, obj, _ in found if is_pending(kind, obj)]
+            estimates = {}
+            if waiting:
+                estimates = await read_estimates(client, waiting, datetime.now(UTC),
+                                                 controller_name=DEFAULT_CONTROLLER_NAME)  # fmt: skip
+                # Its queue and position, when the controller's API tells them.
                 places = await read_served(client, [where])
                 served.update(places[0] if places is not None else {})
-            return found
+            return found, estimates
 
-    found = run_command(go())
+    found, estimates = run_command(go())
     if not found:
         click.echo(f"No resources found in {where} namespace.", err=True)
     for index, (kind, obj, events) in enumerate(found):
@@ -414,6 +426,9 @@ def describe(
             )
         if index:
             click.echo("")
-        place = served.get(f"{kind.ref.kind} {where}/{name}")
-        for line in safe_lines(render(kind, obj, events, worker, datetime.now(UTC), place)):
+        meta = Meta(obj)
+        key = f"{kind.ref.kind} {meta.namespace}/{meta.name}"
+        lines = render(kind, obj, events, worker, datetime.now(UTC), estimate=estimates.get(key),
+                       place=served.get(key))  # fmt: skip
+        for line in safe_lines(lines):
             click.echo(line)

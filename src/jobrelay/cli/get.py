@@ -140,6 +140,7 @@ def get(
     singular or short name) or Kind.version.group; TYPE NAME... or TYPE/NAME... as kubectl.
     REASON is why it waits or how it ended, else the latest Warning Event about it.
     QUEUE and POSITION: its RelayQueue and, while it waits there, its place (1 = next).
+    -o wide: ESTIMATED START, when a waiting one is likely to start (`describe` says why).
     Named workloads are shown whoever manages them; missing ones exit 3. `jobrelay jobs`
     is the same command.
     """
@@ -204,7 +205,9 @@ def get(
             listed.warnings = await latest_warnings(client, where)
             printer.warnings = listed.warnings
         if printer.output != "name" and listed.found:
-            printer.queue_view = await read_places(client, queries, listed.found)
+            printer.queue_view = await read_places(
+                client, queries, listed.found, estimating=printer.output == "wide"
+            )
         from jobrelay.cli.controller_lease import controller_lease_warning
 
         warning = controller_lease_warning(

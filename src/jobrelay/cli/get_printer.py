@@ -29,6 +29,7 @@ from jobrelay.cli.output_rules import (
 from jobrelay.cli.queue_positions import QueueView, with_place
 from jobrelay.cli.terminal import safe
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.readmodel.estimate_reads import estimate_words
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["Printer", "resource_name"]
@@ -135,7 +136,13 @@ class Printer:
     def _row(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> workloads.Row:
         warning = self.warnings.get(Meta(obj).uid, "")
         place = self._place(kind, obj)
-        return workloads.row(kind, obj, self.now(), warning=warning, place=place)
+        now = self.now()
+        estimated = "-"
+        if self.output == "wide" and self.queue_view is not None:
+            estimated = estimate_words(self.queue_view.estimate(kind, obj, now), now)
+        return workloads.row(
+            kind, obj, now, warning=warning, place=place, estimated_start=estimated
+        )
 
     def _fingerprint(self, r: workloads.Row, obj: Mapping[str, Any]) -> object:
         """What must differ for a watch to print the object again: what the table shows of

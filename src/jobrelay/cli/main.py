@@ -76,6 +76,12 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "run": Subcommand(
         "jobrelay.run_command", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
     ),
+    "simulate": Subcommand(
+        "jobrelay.cli.simulate", "simulate",
+        "Where and when workloads would run, were they submitted now: the queue each would "
+        "join, whether it would be admitted now, the worker it would go to or why each "
+        "worker refuses, and its estimated start.",
+    ),
     "top": Subcommand(
         "jobrelay.cli.top", "top",
         "The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory "

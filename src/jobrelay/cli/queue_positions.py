@@ -15,20 +15,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.admission.queue_places import QueueKnowledge, QueuePlace, is_pending, places, queue_of
 from jobrelay.admission.queue_specs import read_queue
+from jobrelay.admission.start_estimate import StartEstimate
 from jobrelay.admission.workload_reads import Priorities
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import DEDICATED
+from jobrelay.readmodel.estimate_reads import EstimatedWorkers, estimated_starts, worker_figures
 
 if TYPE_CHECKING:
     from jobrelay.kube.client import ApiClient
 
 __all__ = [
-    "POSITION_ANNOTATION", "QUEUE_ANNOTATION", "QueueView", "read_known", "read_places",
+    "POSITION_ANNOTATION",
+    "QUEUE_ANNOTATION",
+    "QueueView",
+    "read_counted",
+    "read_estimates",
+    "read_known",
+    "read_places",
+    "read_workers",
     "with_place",
 ]  # fmt: skip
 
@@ -124,6 +134,25 @@ class QueueView:
     # it answered for (pendingworkloads): its word over the count here.
     served: dict[str, QueuePlace] = field(default_factory=dict)
     served_namespaces: frozenset[str] = frozenset()
+    # `-o wide`: the workers' room, read for the ESTIMATED START column (None: not
+    # readable, only the queues' quotas count).
+    estimating: bool = False
+    workers: EstimatedWorkers | None = None
+    _estimates: dict[str, StartEstimate] | None = None
+
+    def estimate(
+        self, kind: WorkloadKind, obj: Mapping[str, Any], now: datetime
+    ) -> StartEstimate | None:
+        """A waiting workload's estimated start (None: not waiting, or not estimated)."""
+        if not self.estimating:
+            return None
+        if self._estimates is None:
+            self._estimates = estimated_starts(list(self.counted.values()), self.known,
+                                               self.workers, now)  # fmt: skip
+        metadata = obj.get("metadata") or {}
+        return self._estimates.get(
+            f"{kind.ref.kind} {metadata.get('namespace')}/{metadata.get('name')}"
+        )
 
     def place(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> QueuePlace | None:
         if not self.shown:
@@ -141,12 +170,24 @@ class QueueView:
 
     def seen(self, kind: WorkloadKind, obj: Mapping[str, Any]) -> None:
         """A watch's new version of a workload: every position is counted again."""
-        if self.shown and self.managed(kind, obj):
+        if (self.shown or self.estimating) and self.managed(kind, obj):
             self.counted[_key(kind, obj)] = (kind, obj)
             self._places = None
+            self._estimates = None
             if not is_pending(kind, obj):
                 _, namespace, name = _key(kind, obj)
                 self.served.pop(f"{kind.ref.kind} {namespace}/{name}", None)
+
+
+async def read_workers(client: ApiClient) -> EstimatedWorkers | None:
+    """The WorkerClusters' capacity figures (None: the user may not list them)."""
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import WORKER_CLUSTERS
+
+    try:
+        return worker_figures((await client.list(WORKER_CLUSTERS)).items)
+    except ApiError:
+        return None
 
 
 # Namespaces asked of the controller at most (more: counted here, as before).
@@ -188,9 +229,12 @@ async def read_places(
     client: ApiClient,
     queries: Sequence[PositionQuery],
     found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
+    *,
+    estimating: bool = False,
 ) -> QueueView:
     """What places each workload in ``found`` in its queue; nothing more is read when
-    none of them is in one, and no workload across namespaces when none waits."""
+    none of them is in one, and no workload across namespaces when none waits.
+    ``estimating`` (`-o wide`): the workers' room too, when some workload waits."""
     from jobrelay.kube.errors import ApiError
 
     query = queries[0]
@@ -209,10 +253,13 @@ async def read_places(
     if served is not None:
         view.served, view.served_namespaces = served
     view.shown = bool(view.served) or any(queue_of(obj, known) for _, obj in counted.values())
-    if served is not None or not any(
+    if estimating and any(is_pending(kind, obj) for kind, obj in counted.values()):
+        view.estimating = True
+        view.workers = await read_workers(client)
+    if (served is not None and not view.estimating) or not any(
         is_pending(kind, obj) and queue_of(obj, known) for kind, obj in counted.values()
     ):
-        return view  # the controller's positions, or none to count: no more lists
+        return view  # the controller's positions (no estimate to make), or none to count
     complete = {
         kind.name for asked in queries if asked.namespace is None and not asked.selector
         and not asked.names for kind in asked.kinds
@@ -242,3 +289,52 @@ def with_place(obj: Mapping[str, Any], place: QueuePlace | None) -> dict[str, An
     if place.position is not None:
         annotations[POSITION_ANNOTATION] = str(place.position)
     return {**obj, "metadata": {**metadata, "annotations": annotations}}
+
+
+async def read_counted(
+    client: ApiClient,
+    kinds: Sequence[WorkloadKind],
+    namespaces: Sequence[str],
+    *,
+    controller_name: str,
+) -> list[tuple[WorkloadKind, Mapping[str, Any]]]:
+    """The workloads of ``kinds`` the controller runs, across namespaces when the user may
+    list them, else in ``namespaces``."""
+    from jobrelay.kube.errors import ApiError
+
+    counted: dict[tuple[str, str, str], tuple[WorkloadKind, Mapping[str, Any]]] = {}
+    for kind in {kind.name: kind for kind in kinds}.values():
+        try:
+            pages = [(await client.list(kind.ref, transform=_slim)).items]
+        except ApiError:
+            pages = []
+            for namespace in sorted(set(namespaces)):
+                try:
+                    pages.append((await client.list(kind.ref, namespace=namespace)).items)
+                except ApiError:
+                    continue  # not readable there: counted without it
+        for items in pages:
+            for obj in items:
+                if kind.managed_by(dict(obj)) == controller_name:
+                    counted[_key(kind, obj)] = (kind, obj)
+    return list(counted.values())
+
+
+async def read_estimates(
+    client: ApiClient,
+    found: Sequence[tuple[WorkloadKind, Mapping[str, Any]]],
+    now: datetime,
+    *,
+    controller_name: str,
+) -> dict[str, StartEstimate]:
+    """The estimated start of each waiting workload of ``found``, by entry key: the
+    queues, the workers' room and the workloads of the same kinds (:func:`read_counted`)."""
+    known = await read_known(client)
+    workers = await read_workers(client)
+    namespaces = [str((obj.get("metadata") or {}).get("namespace")) for _, obj in found]
+    listed = await read_counted(client, [kind for kind, _ in found], namespaces,
+                                controller_name=controller_name)  # fmt: skip
+    counted = {_key(kind, obj): (kind, obj) for kind, obj in listed}
+    for kind, named in found:
+        counted.setdefault(_key(kind, named), (kind, named))
+    return estimated_starts(list(counted.values()), known, workers, now)

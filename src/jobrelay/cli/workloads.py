@@ -135,10 +135,12 @@ class Row:
     # Its RelayQueue ("-" for none) and, while it waits there, its place (1 = next).
     queue: str = "-"
     position: str = "-"
+    # While it waits: when it is likely to start ("in about 4m", "unknown"); "-" otherwise.
+    estimated_start: str = "-"
 
     COLUMNS = ("NAMESPACE", "NAME", "KIND", "CLUSTER", "STATE", "COMPLETIONS", "AGE", "DURATION")
     QUEUE_COLUMNS = ("QUEUE", "POSITION")
-    WIDE_COLUMNS = (*COLUMNS, *QUEUE_COLUMNS, "PLACEMENTS", "ACTIVE", "FAILED")
+    WIDE_COLUMNS = (*COLUMNS, *QUEUE_COLUMNS, "PLACEMENTS", "ACTIVE", "FAILED", "ESTIMATED START")
 
     def cells(self, *, wide: bool = False, queues: bool = False) -> tuple[str, ...]:
         """The table's cells; ``queues``: QUEUE and POSITION too (wide always has them)."""
@@ -147,14 +149,17 @@ class Row:
             self.completions, self.age, self.duration,
         )  # fmt: skip
         if wide:
-            return (*basic, self.queue, self.position, self.placements, self.active, self.failed)
+            return (
+                *basic, self.queue, self.position, self.placements, self.active, self.failed,
+                self.estimated_start,
+            )  # fmt: skip
         return (*basic, self.queue, self.position) if queues else basic
 
     def identity(self, *, wide: bool = False, queues: bool = False) -> tuple[str, ...]:
         """What a watch compares to decide whether a row changed: what the table shows of
-        it, its ages aside (they change every second)."""
+        it, its ages and its estimated start aside (they change every second)."""
         cells = self.cells(wide=wide, queues=queues)
-        return (*cells[:6], *cells[8:], self.reason)
+        return (*cells[:6], *cells[8 : -1 if wide else None], self.reason)
 
 
 def row(
@@ -164,10 +169,11 @@ def row(
     *,
     warning: str = "",
     place: tuple[str, int | None] | None = None,
+    estimated_start: str = "-",
 ) -> Row:
     """``warning`` (the latest Warning Event about it) is the reason of a workload whose state
     has none of its own; ``place``: its RelayQueue and, while it waits there, its position
-    (None: its label names the queue, as far as is known)."""
+    (None: its label names the queue, as far as is known); ``estimated_start``: in words."""
     shared = workload_row(kind, obj, queue=None if place is None else place[0])
     position = None if place is None else place[1]
     return Row(
@@ -185,6 +191,7 @@ def row(
         failed=shared.failed,
         queue=shared.queue or "-",
         position="-" if position is None else str(position),
+        estimated_start=estimated_start,
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import panel_rules
+from jobrelay.relayapi.panel_estimates import PanelEstimates
 from jobrelay.relayapi.panel_rules import FLEET, QUEUES, WORKLOADS, Row, WatchChange
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
@@ -263,6 +264,7 @@ class PanelFeed:
         max_watches: int = 200,
         max_watches_per_user: int = 20,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         # A workload's RelayQueue, by its namespace and its label: the controller hands
         # admission's own rule (admission.queue_choice.queue_name, as `jobrelay get` says it).
@@ -278,8 +280,10 @@ class PanelFeed:
         self._clock = clock
         # The scopes that have workloads, and when they were counted.
         self._scopes: tuple[float, frozenset[str]] | None = None
-        # Each workload's row and what it was built from (resourceVersion, queue).
-        self._workload_rows: dict[tuple[str, str], tuple[tuple[str, str], Row]] = {}
+        # Each workload's row and what it was built from (resourceVersion, queue, estimate).
+        self._workload_rows: dict[tuple[str, str], tuple[tuple[object, ...], Row]] = {}
+        # Each waiting workload's estimated start and its basis (``wall``: epoch seconds).
+        self._estimates = PanelEstimates(registrations, queues, queue_of, clock=clock, wall=wall)
         self._published: dict[str, dict[str, Row]] = {}
         # Each published row's ADDED line, encoded once for every viewer that joins.
         self._added: dict[str, dict[str, tuple[Row, bytes]]] = {}
@@ -318,20 +322,27 @@ class PanelFeed:
         """The workload's row, rebuilt only when its object changed."""
         meta = Meta(obj)
         # A queue is defined or a namespace relabelled without the workload changing.
-        built = (
-            meta.resource_version,
-            self._queue_of(meta.namespace, meta.label(QUEUE_LABEL) or ""),
-        )
+        queue = self._queue_of(meta.namespace, meta.label(QUEUE_LABEL) or "")
+        estimate = self._estimates.current.get((kind, key))
+        built = (meta.resource_version, queue, estimate)
         cached = self._workload_rows.get((kind, key))
         if cached is None or cached[0] != built:
-            row = panel_rules.workload_row(self._kinds[kind].kind, obj, queue=built[1])
+            row = panel_rules.workload_row(
+                self._kinds[kind].kind, obj, queue=queue, estimate=estimate
+            )
             cached = (built, row)
             self._workload_rows[(kind, key)] = cached
         return cached[1]
 
+    def _refresh_estimates(self) -> None:
+        changed = self._estimates.refresh(self._kinds)
+        if changed and WORKLOADS in self._published:
+            self._dirty.update(changed)  # looked at again by the next pass
+
     def _workloads(self) -> dict[str, Row]:
+        self._refresh_estimates()
         rows: dict[str, Row] = {}
-        seen: dict[tuple[str, str], tuple[tuple[str, str], Row]] = {}
+        seen: dict[tuple[str, str], tuple[tuple[object, ...], Row]] = {}
         for name, runtime in self._kinds.items():
             for key, obj in runtime.objects.items():
                 row = self._row(name, key, obj)
@@ -458,6 +469,7 @@ class PanelFeed:
     def _workload_changes(self, published: dict[str, Row]) -> list[WatchChange]:
         """What changed among the workloads the informers named since the last pass
         (``published`` is brought up to date in place)."""
+        self._refresh_estimates()
         dirty, self._dirty = self._dirty, set()
         before: dict[str, Row] = {}
         after: dict[str, Row] = {}

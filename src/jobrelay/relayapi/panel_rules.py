@@ -182,11 +182,19 @@ def queue_row(queue: Mapping[str, Any]) -> Row:
     }
 
 
-def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | None = None) -> Row:
+def workload_row(
+    kind: WorkloadKind,
+    obj: Mapping[str, Any],
+    *,
+    queue: str | None = None,
+    estimate: tuple[str | None, str] | None = None,
+) -> Row:
     """A managed workload as the panel shows it: its state (the one every command
     says), why, where it runs and where it ran, its RelayQueue (``queue``, as admission
-    chose it; else its label)."""
+    chose it; else its label); while it waits, its estimated start (``estimate``: RFC 3339
+    or None when unknown, and its basis; None: not waiting)."""
     row = workload_rows.workload_row(kind, obj, queue=queue)
+    start, basis = estimate if estimate is not None else (None, None)
     return {
         "key": f"{row.plural}/{row.namespace}/{row.name}",
         "kind": row.kind,
@@ -201,6 +209,8 @@ def workload_row(kind: WorkloadKind, obj: Mapping[str, Any], *, queue: str | Non
         "queue": row.queue,
         "created": row.created,
         "completions": row.completions,
+        "estimatedStart": start,
+        "estimateBasis": basis,
     }
 
 

@@ -11,14 +11,23 @@ import re
 
 __all__ = ["go_duration_text", "parse_go_duration"]
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {
+    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0,
+    "h": 3600.0,
+}  # fmt: skip
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+# A duration is at most this long as text (a longer one is refused, not parsed).
+_MAX_TEXT = 64
 
 
 def parse_go_duration(text: str) -> float:
     """Seconds in ``text``, a Go duration (a sequence of number-unit parts, ``0`` alone
     needing none); ValueError for anything else. Negative durations are refused."""
     stripped = text.strip()
+    if len(stripped) > _MAX_TEXT:
+        raise ValueError(
+            f"a duration of more than {_MAX_TEXT} characters: {stripped[:_MAX_TEXT]!r}..."
+        )
     if stripped in ("0", "+0"):
         return 0.0
     body = stripped[1:] if stripped.startswith("+") else stripped

@@ -188,7 +188,35 @@ def test_describe_an_unknown_type_exits_2(manager: FakeApiserver) -> None:
 
 def test_a_waiting_job_shows_the_queue_and_position_the_controller_says() -> None:
     held = job({}, {"conditions": []})
-    lines = render(JOB, held, [], None, NOW, ("gpu", 3))
+    lines = render(JOB, held, [], None, NOW, place=("gpu", 3))
     assert "Queue:            gpu (position 3)" in lines
     assert not [line for line in render(JOB, held, [], None, NOW) if line.startswith("Queue:")]
-    assert "Queue:            gpu" in render(JOB, held, [], None, NOW, ("gpu", None))
+    assert "Queue:            gpu" in render(JOB, held, [], None, NOW, place=("gpu", None))
+
+
+def test_a_held_job_says_its_estimated_start(manager: FakeApiserver) -> None:
+    """Issue 34: no worker's room is known here, so the estimate says it is unknown and
+    why; a waiting workload always gets the line."""
+    manager.put(JOBS, job({"jobrelay.dev/not-placed": "NotPlaced: full"}))
+    result = invoke("job", "hello", "-n", "team-a")
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if "estimated start:" in x)
+    assert line.split("estimated start: ", 1)[1] == (
+        "unknown; basis: the workers' room is not known (their WorkerClusters cannot be read)"
+    )
+
+
+def test_render_says_the_estimate_in_words() -> None:
+    from jobrelay.admission.start_estimate import StartEstimate
+
+    held = job({"jobrelay.dev/not-placed": "NotPlaced: full"})
+    soon = StartEstimate(NOW.timestamp() + 240, "worker-2", "declared run times of 4 running ahead")
+    lines = render(JOB, held, [], None, NOW, estimate=soon)
+    assert any(
+        line.endswith("estimated start: in about 4m, on worker-2; basis: declared run times "
+                      "of 4 running ahead") for line in lines
+    )  # fmt: skip
+    unknown = StartEstimate(None, "", "no run time declared or observed for what runs ahead")
+    lines = render(JOB, held, [], None, NOW, estimate=unknown)
+    assert any(line.endswith("estimated start: unknown; basis: no run time declared or "
+                             "observed for what runs ahead") for line in lines)  # fmt: skip

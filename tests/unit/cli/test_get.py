@@ -107,8 +107,9 @@ def test_wide_adds_the_placements(manager: FakeApiserver) -> None:
     result = invoke("-n", "team-a", "-o", "wide")
     assert result.exit_code == 0, result.output
     header, line = result.output.splitlines()
-    assert header.split()[-4:] == ["PLACEMENTS", "ACTIVE", "FAILED", "REASON"]
-    assert line.split()[-3:] == ["worker-1>worker-2", "2", "1"]
+    assert header.split()[-6:] == ["PLACEMENTS", "ACTIVE", "FAILED", "ESTIMATED", "START",
+                                   "REASON"]  # fmt: skip
+    assert line.split()[-4:] == ["worker-1>worker-2", "2", "1", "-"]  # placed: no estimate
 
 
 def test_wide_shows_the_queue_a_workload_names(manager: FakeApiserver) -> None:

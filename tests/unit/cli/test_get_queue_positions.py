@@ -193,7 +193,7 @@ def test_wide_has_queue_and_position_before_the_placements(manager: FakeApiserve
     put_job(manager, "a", queue="q")
     result = invoke("-A", "-o", "wide")
     assert result.output.splitlines()[0].split()[8:] == [
-        "QUEUE", "POSITION", "PLACEMENTS", "ACTIVE", "FAILED", "REASON",
+        "QUEUE", "POSITION", "PLACEMENTS", "ACTIVE", "FAILED", "ESTIMATED", "START", "REASON",
     ]  # fmt: skip
     assert columns(result) == {"a": ("q", "1")}
 

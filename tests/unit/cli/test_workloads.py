@@ -180,7 +180,7 @@ def test_a_row_has_every_column() -> None:
     assert row.cells() == (
         "team-a", "hello", "Job", "worker-1", "Complete", "1/1", "4m5s", "60s"
     )  # fmt: skip
-    assert row.cells(wide=True)[-3:] == ("worker-1", "-", "-")
+    assert row.cells(wide=True)[-4:] == ("worker-1", "-", "-", "-")  # ESTIMATED START last
     running = workloads.row(
         JOB, job(PLACED, {"active": 1, "startTime": "2026-01-02T03:00:05Z"}), NOW
     )

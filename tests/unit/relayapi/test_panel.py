@@ -102,10 +102,12 @@ def test_a_workloads_row_is_rebuilt_only_when_its_object_changed() -> None:
     feed = feed_of(objects)
     CountingKind.looked = 0
     first = feed.rows("workloads")
-    assert CountingKind.looked == 2
+    # Once for its row and once for the estimated start (issue 34), per version.
+    assert CountingKind.looked == 4
     objects["team-a/b"] = job("b", version="2", **{"jobrelay.dev/cluster": "worker-1"})
+    feed._estimates._at = None  # as if ESTIMATES_EVERY passed
     second = feed.rows("workloads")
-    assert CountingKind.looked == 3
+    assert CountingKind.looked == 6
     assert second["jobs/team-a/a"] is first["jobs/team-a/a"]
     assert second["jobs/team-a/b"]["worker"] == "worker-1"
 
@@ -441,3 +443,29 @@ async def test_a_viewers_reviews_are_asked_a_few_at_a_time() -> None:
     await access.settle({f"jobs/team-{i}" for i in range(100)})
     assert most == panel.REVIEWS_AT_ONCE
     assert all(access.visible(f"jobs/team-{i}") for i in range(100))
+
+
+EXPECTED = "jobrelay.dev/expected-duration"
+
+
+def test_a_waiting_workloads_row_has_its_estimated_start() -> None:
+    """Issue 34: the aggregated API's workload rows carry ``estimatedStart`` (RFC 3339, or
+    null when unknown) and its basis; a running one has none."""
+    container = {"name": "c", "image": "b", "resources": {"requests": {"cpu": "2"}}}
+    running = job("a", **{"jobrelay.dev/cluster": "worker-1", EXPECTED: "60s"})
+    running["spec"]["template"] = {"spec": {"containers": [container]}}
+    running["status"] = {"active": 1, "startTime": "2026-11-28T06:00:00Z"}
+    waiting = job("b", **{EXPECTED: "60s"})
+    waiting["spec"]["template"] = {"spec": {"containers": [container]}}
+    worker = {
+        "metadata": {"name": "worker-1"}, "spec": {},
+        "status": {"conditions": [{"type": "Connected", "status": "True"}],
+                   "capacity": {"allocatable": {"cpu": "2"}, "requested": {"cpu": "2"}}},
+    }  # fmt: skip
+    feed = feed_of(Objects({"team-a/a": running, "team-a/b": waiting}), [worker])
+    feed._estimates._wall = lambda: 1_795_845_610.0  # 2026-11-28T06:00:10Z
+    rows = feed.rows("workloads")
+    assert rows["jobs/team-a/b"]["estimatedStart"] == "2026-11-28T06:01:00Z"
+    assert rows["jobs/team-a/b"]["estimateBasis"] == "declared run times of 1 running ahead"
+    assert rows["jobs/team-a/a"]["estimatedStart"] is None
+    assert rows["jobs/team-a/a"]["estimateBasis"] is None

@@ -28,3 +28,8 @@ def test_not_go_durations(text: str) -> None:
 @given(st.integers(0, 10**7))
 def test_a_duration_told_back_reads_the_same(seconds: int) -> None:
     assert parse_go_duration(go_duration_text(seconds)) == seconds
+
+
+def test_a_duration_text_is_bounded() -> None:
+    with pytest.raises(ValueError, match="more than 64 characters"):
+        parse_go_duration("9" * 80 + "s")

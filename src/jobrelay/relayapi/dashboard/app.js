@@ -521,6 +521,16 @@
     return `#/workload/${encodeURIComponent(w.plural)}/${encodeURIComponent(w.namespace)}/${encodeURIComponent(w.name)}`;
   }
 
+  /** Where it runs; while it waits, when it is likely to start (its basis in the title). */
+  function workerCell(w) {
+    if (w.worker || w.estimateBasis == null) return el('td', { text: w.worker || '—' });
+    const at = Date.parse(w.estimatedStart);
+    const text = Number.isFinite(at)
+      ? `starts ~${new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}`
+      : 'start unknown';
+    return el('td', { class: 'estimate', title: `estimated start; basis: ${w.estimateBasis}`, text });
+  }
+
   function workloadRow(w, now) {
     const cached = rowCache.get(w.key);
     if (cached && cached.row === w) { // watch events replace rows, so identity means unchanged
@@ -533,7 +543,7 @@
       el('td', { text: w.namespace }),
       el('th', { scope: 'row' }, el('a', { href: workloadHref(w), text: w.name })),
       el('td', { class: 'state', title: w.reason || null, text: w.state }),
-      el('td', { text: w.worker || '—' }),
+      workerCell(w),
       el('td', { text: w.queue || '—' }),
       el('td', { text: w.completions ?? '' }),
       ageCell);
