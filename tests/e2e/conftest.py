@@ -92,7 +92,7 @@ def relay_fleet(request: pytest.FixtureRequest, fleet: FleetHandle) -> Iterator[
     if getattr(request.module, "WORKERS_ADDED", "admin") != SERVICE_ACCOUNT:
         yield fleet
         return
-    with added_with_service_accounts(fleet):
+    with added_with_service_accounts(fleet, getattr(request.module, "WORKER_KINDS", ())):
         yield fleet
 
 

@@ -5,7 +5,8 @@ workers registered with `jobrelay clusters add NAME --kubeconfig ADMIN
 --create-service-account` before its controller starts (tests/e2e/conftest.py): the
 controller then reaches each worker only with the token of the least-privilege
 ServiceAccount made there. They are registered with their admin kubeconfigs again when
-the module ends, as the fleet's other modules expect.
+the module ends, as the fleet's other modules expect. ``WORKER_KINDS`` in the module
+(``Kind.version.group``, as `jobrelay run --kind`) are the kinds the account may run.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from tests.conftest import FleetHandle
 
@@ -38,11 +39,16 @@ def clusters_add(fleet: FleetHandle, worker: str, *extra: str) -> str:
 
 
 @contextlib.contextmanager
-def added_with_service_accounts(fleet: FleetHandle) -> Iterator[FleetHandle]:
-    """Every worker of ``fleet`` registered with --create-service-account while in use."""
+def added_with_service_accounts(
+    fleet: FleetHandle, kinds: Iterable[str] = ()
+) -> Iterator[FleetHandle]:
+    """Every worker of ``fleet`` registered with --create-service-account while in use,
+    its account granted ``kinds`` (``Kind.version.group``, as `jobrelay run --kind`;
+    none: the default, Jobs)."""
+    kind_args = [arg for kind in kinds for arg in ("--kind", kind)]
     try:
         for worker in fleet.workers:
-            clusters_add(fleet, worker, "--create-service-account")
+            clusters_add(fleet, worker, "--create-service-account", *kind_args)
         yield fleet
     finally:
         for worker in fleet.workers:
