@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from tests.e2e.test_examples import EXAMPLES, EXAMPLES_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +25,7 @@ def has_managed_by(doc: dict[str, Any]) -> bool:
 
 
 def test_every_example_is_applied_by_the_e2e_test() -> None:
-    assert FILES == sorted(EXAMPLES), "add the file to EXAMPLES in tests/e2e/test_examples.py"
+    assert sorted(EXAMPLES) == FILES, "add the file to EXAMPLES in tests/e2e/test_examples.py"
 
 
 @pytest.mark.parametrize("name", FILES)
