@@ -12,6 +12,10 @@ Design
   controller runs at a time: pytest finishes a module's fixtures before the
   next module starts, and two controllers of the same name on one manager
   would fight over the same Jobs.
+* ``WORKERS_ADDED = "service-account"`` in a module registers the fleet's workers with
+  `jobrelay clusters add --create-service-account` before its controller starts (and
+  with their admin kubeconfigs again after): every logs module does, so logs are read
+  with the least-privilege identity docs/add-a-worker.md recommends.
 * Before each start the WorkerClusters' status is cleared, so readiness is
   either this process's own readiness log line (``"msg": "jobrelay ready..."``
   or ``"event": "ready"``) or every worker showing ``Connected=True`` again.
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +57,7 @@ from jobrelay.relayapi.managedby_webhook_rules import WEBHOOK_CONFIGURATION
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 from tests.e2e.leakwatch import LeakWatch
 from tests.e2e.support import ControllerProcess, Relay, Replica
+from tests.e2e.worker_identity import SERVICE_ACCOUNT, added_with_service_accounts
 
 if TYPE_CHECKING:
     from tests.conftest import FleetHandle
@@ -77,6 +82,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     watch = terminalreporter.config.stash.get(_LEAK_WATCH, None)
     if watch is not None:
         terminalreporter.write_line(watch.summary())
+
+
+@pytest.fixture(scope="module")
+def relay_fleet(request: pytest.FixtureRequest, fleet: FleetHandle) -> Iterator[FleetHandle]:
+    """The standard ``fleet``; with ``WORKERS_ADDED = "service-account"`` in the module,
+    its workers registered with `clusters add --create-service-account` for the module
+    (tests/e2e/worker_identity.py), as docs/add-a-worker.md tells operators to."""
+    if getattr(request.module, "WORKERS_ADDED", "admin") != SERVICE_ACCOUNT:
+        yield fleet
+        return
+    with added_with_service_accounts(fleet, getattr(request.module, "WORKER_KINDS", ())):
+        yield fleet
 
 
 @pytest.fixture(scope="module")

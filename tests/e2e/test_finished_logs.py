@@ -20,9 +20,12 @@ from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available, manager_get
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_remote_logs import jobrelay_logs, lines
+from tests.e2e.worker_identity import SERVICE_ACCOUNT
 from tests.kubetools import job_manifest
 
 pytestmark = pytest.mark.e2e
+# Workers added as docs/add-a-worker.md says: the least-privilege identity reads the logs.
+WORKERS_ADDED = SERVICE_ACCOUNT
 
 TTL = 20.0
 CONTROLLER_ARGS = [*API_ARGS, "--finished-mirror-ttl", "20s"]

@@ -30,9 +30,12 @@ from jobrelay.relayapi.route_rules import POD_HEADER
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_remote_logs import logs_path, registered, running_pods
+from tests.e2e.worker_identity import SERVICE_ACCOUNT
 from tests.kubetools import eventually, job_manifest
 
 pytestmark = pytest.mark.e2e
+# Workers added as docs/add-a-worker.md says: the least-privilege identity reads the logs.
+WORKERS_ADDED = SERVICE_ACCOUNT
 
 __all__ = ["registered"]  # the module's fixture, shared with test_remote_logs
 

@@ -37,6 +37,7 @@ from tests.e2e.test_ecosystem_kinds import (
     standin_operators,
     submit,
 )
+from tests.e2e.worker_identity import SERVICE_ACCOUNT
 from tests.ecosystem import BY_KIND, ecosystem_kinds, manifest
 from tests.kubetools import eventually
 
@@ -49,6 +50,9 @@ CONTROLLER_ARGS = [
     *API_ARGS,
     *(arg for kind in KINDS for arg in ("--kind", f"{KIND_FLAGS[kind]}={BORROWED}")),
 ]
+# Workers added as docs/add-a-worker.md says, their accounts granted these kinds.
+WORKERS_ADDED = SERVICE_ACCOUNT
+WORKER_KINDS = ["Job.v1.batch", *(KIND_FLAGS[kind] for kind in KINDS)]
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 Obj = dict[str, Any]
 

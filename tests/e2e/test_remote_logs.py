@@ -45,10 +45,13 @@ from tests.conftest import FleetHandle
 from tests.e2e.aggregated import API_ARGS, api_available, available, manager_get, user_kubeconfig
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay
+from tests.e2e.worker_identity import SERVICE_ACCOUNT
 from tests.kubetools import eventually, job_manifest
 from tests.leakscan import Needles, scan
 
 pytestmark = pytest.mark.e2e
+# Workers added as docs/add-a-worker.md says: the least-privilege identity reads the logs.
+WORKERS_ADDED = SERVICE_ACCOUNT
 
 CONTROLLER_ARGS = API_ARGS
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"

@@ -3,10 +3,11 @@
 Two things, both about a worker namespace that carries this manager's origin:
 
 * its grant: the least-privilege worker credential reads and writes ConfigMaps, Secrets
-  and ServiceAccounts only where a RoleBinding of its namespaced ClusterRole says so
-  (charts/jobrelay-worker/files/worker-access.yaml, ``namespaceBinding``). Before the
-  first copy into a namespace it created or found opened, the relay makes that
-  RoleBinding (the worker's admission policy lets it, there alone, for itself alone), once
+  and ServiceAccounts, and reads a pod and its log, only where a RoleBinding of its
+  namespaced ClusterRole says so (charts/jobrelay-worker/files/worker-access.yaml,
+  ``namespaceBinding``). Before the first copy into a namespace it created or found
+  opened, and once the first mirror is created there (its pods' logs are read with that
+  grant, even when nothing was copied), the relay makes that RoleBinding (the worker's admission policy lets it, there alone, for itself alone), once
   per connection and namespace. A credential that reads those kinds everywhere (a worker
   admin's) needs none, and a user that is not a ServiceAccount gets none.
 * its incarnation: a namespace the relay creates records the UID of the manager namespace

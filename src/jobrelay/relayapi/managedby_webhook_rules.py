@@ -33,6 +33,7 @@ __all__ = [
     "RELAY_DISABLED",
     "RELAY_ENABLED",
     "RELAY_LABEL",
+    "SCHEMA_DEFAULTS",
     "WEBHOOK_CONFIGURATION",
     "WEBHOOK_PATH",
     "WITHOUT_MANAGED_BY",
@@ -59,12 +60,22 @@ FAILURE_POLICIES = (FAIL, IGNORE)
 MAX_REVIEW_BYTES = 3 * 1024 * 1024 + 64 * 1024
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _TIMEOUT_SECONDS = 5
-# Sent only what has no managedBy of its own (at either kind's field): a workload that
-# says who runs it is never refused while no controller answers the webhook.
+# The managedBy a kind's CRD schema writes itself when the field is left out: the
+# apiserver defaults it before admission, so such a value says nothing of who the
+# tenant wants: replaced like an absent field. Trainer's TrainJob.
+SCHEMA_DEFAULTS = {
+    ("trainer.kubeflow.org", "trainjobs"): "trainer.kubeflow.org/trainjob-controller"
+}
+# Sent only what has no managedBy of its own (at either kind's field; a schema's default
+# is none): a workload that says who runs it is never refused while no controller
+# answers the webhook.
 WITHOUT_MANAGED_BY = {
     "name": "without-managed-by",
     "expression": "!has(object.spec) || !(has(object.spec.managedBy) || "
-    "(has(object.spec.runPolicy) && has(object.spec.runPolicy.managedBy)))",
+    "(has(object.spec.runPolicy) && has(object.spec.runPolicy.managedBy))) || "
+    "(has(object.spec.managedBy) && object.spec.managedBy in ["
+    + ", ".join(f"'{value}'" for value in sorted(set(SCHEMA_DEFAULTS.values())))
+    + "])",
 }
 
 
@@ -77,12 +88,17 @@ class ManagedByDefault:
     plural: str
     field: tuple[str, ...]
     value: str
+    # What its CRD's schema writes there when left out (replaced like an absent field).
+    schema_default: str | None = None
 
 
 def managed_by_default(kind: WorkloadKind, value: str) -> ManagedByDefault:
     """The default of a configured kind claiming ``value``."""
     ref = kind.ref
-    return ManagedByDefault(ref.group, ref.version, ref.plural, kind.managed_by_field, value)
+    return ManagedByDefault(
+        ref.group, ref.version, ref.plural, kind.managed_by_field, value,
+        SCHEMA_DEFAULTS.get((ref.group, ref.plural)),
+    )  # fmt: skip
 
 
 def _pointer(path: Sequence[str]) -> str:
@@ -91,8 +107,9 @@ def _pointer(path: Sequence[str]) -> str:
 
 def managed_by_patch(obj: Mapping[str, Any], default: ManagedByDefault) -> list[dict[str, Any]]:
     """The JSONPatch that sets the default on ``obj``; empty when it must stay as it is:
-    it has a managedBy of its own, it is labelled ``jobrelay.dev/relay: disabled``, or its
-    field's parents are not objects (the apiserver's validation then speaks)."""
+    it has a managedBy of its own (its CRD schema's default is none), it is labelled
+    ``jobrelay.dev/relay: disabled``, or its field's parents are not objects (the
+    apiserver's validation then speaks)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, Mapping) or labels.get(RELAY_LABEL) == RELAY_DISABLED:
         return []
@@ -108,7 +125,9 @@ def managed_by_patch(obj: Mapping[str, Any], default: ManagedByDefault) -> list[
                 value = {inner: value}
             return [{"op": "add", "path": _pointer(default.field[: depth + 1]), "value": value}]
         node = below
-    return []  # a managedBy of its own (any value)
+    if default.schema_default is not None and node == default.schema_default:
+        return [{"op": "replace", "path": _pointer(default.field), "value": default.value}]
+    return []  # a managedBy of its own (any other value)
 
 
 def _review(uid: str, patch: list[dict[str, Any]]) -> bytes:

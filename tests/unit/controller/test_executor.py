@@ -20,6 +20,7 @@ from tests.unit.controller.builders import (
 )
 from tests.unit.controller.fakes import (
     FakeCluster,
+    FakeCopyFeed,
     FakeEvents,
     FakeNamespaceFeed,
     FakePool,
@@ -287,6 +288,40 @@ async def test_a_namespace_the_cache_shows_open_is_used_at_once(env: Env) -> Non
     assert [(m, p) for m, p, _ in env.worker.cluster.writes()] == [
         ("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("username", "everywhere", "bound"),
+    [
+        ("system:serviceaccount:jobrelay-system:jobrelay-worker-m", False, True),
+        ("system:serviceaccount:jobrelay-system:jobrelay-worker-m", None, True),
+        ("system:serviceaccount:jobrelay-system:jobrelay-worker-m", True, False),  # reads all
+        ("kubernetes-admin", False, False),  # not a ServiceAccount: nothing to bind
+    ],
+)
+async def test_a_mirror_binds_the_namespaced_role_its_pod_logs_are_read_with(
+    env: Env, username: str, everywhere: bool | None, bound: bool
+) -> None:
+    """A plain Job copies nothing; its pods' logs are still read with the namespace's
+    grant (pods/log is only in the namespaced ClusterRole): bound after the create, once."""
+    env.worker.namespace_feed = FakeNamespaceFeed(
+        judged=True, origins={NAMESPACE: "manager"}, username=username
+    )
+    env.worker.dependency_feed = FakeCopyFeed(everywhere=everywhere)
+    # The worker's authorizer answers the review the binding waits on (a 403: go on).
+    env.worker.cluster.fail("POST", "/selfsubjectaccessreviews", 403, "Forbidden", times=9)
+    assert await env.run(create_action(env)) is None
+    del env.worker.cluster.objects[("jobs", NAMESPACE, NAME)]
+    assert await env.run(create_action(env)) is None  # a second mirror there: bound already
+    posts = [p for m, p, _ in env.worker.cluster.writes() if m == "POST"]
+    binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings"
+    job_create = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
+    expected = [job_create, binding, job_create] if bound else [job_create, job_create]
+    assert [p for p in posts if not p.endswith("selfsubjectaccessreviews")] == expected
+    if bound:
+        stored = env.worker.cluster.get("rolebindings", f"{NAMESPACE}/jobrelay-worker-m")
+        assert stored is not None
+        assert stored["roleRef"]["name"] == "jobrelay-worker-m-namespaced"
 
 
 async def test_without_namespace_creation_an_unlabelled_namespace_gets_no_mirror(

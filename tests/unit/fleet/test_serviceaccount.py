@@ -18,6 +18,7 @@ from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kinds.jobset import JobSetKind
 from jobrelay.kinds.kubeflow import MPIJobKind
 from jobrelay.kinds.ray import RayJobKind
+from jobrelay.kinds.trainjob import TrainJobKind
 from jobrelay.manifests import worker_access
 from jobrelay.vocabulary.resource import Resource
 
@@ -61,7 +62,7 @@ def test_rules_by_kind_and_namespace_creation(
 def test_the_shipped_owner_hops_are_the_kinds_own() -> None:
     """files/worker-access.yaml `ownerHops` (the chart reads it too) says what each kind's
     adapter names: a kind with hops the worker credential could not list counts fewer pods."""
-    catalog = [RayJobKind(), MPIJobKind(), JobKind(), JobSetKind()]
+    catalog = [RayJobKind(), MPIJobKind(), JobKind(), JobSetKind(), TrainJobKind()]
     table = worker_access.owner_hops([kind.ref for kind in catalog])
     for kind in catalog:
         shipped = table.get(f"{kind.ref.kind}.{kind.ref.group}", [])

@@ -19,7 +19,9 @@ from jobrelay.relayapi.managedby_webhook_rules import (
     NAMESPACE_WEBHOOK,
     QUEUED_WEBHOOK,
     RELAY_LABEL,
+    SCHEMA_DEFAULTS,
     WEBHOOK_CONFIGURATION,
+    WITHOUT_MANAGED_BY,
     ManagedByDefault,
     admission_answer,
     managed_by_default,
@@ -34,7 +36,12 @@ PYTORCH = ManagedByDefault(
     "kubeflow.org", "v1", "pytorchjobs", ("spec", "runPolicy", "managedBy"), RELAY
 )
 RAYJOB = ManagedByDefault("ray.io", "v1", "rayjobs", ("spec", "managedBy"), MULTIKUEUE)
-DEFAULTS = (JOB, PYTORCH, RAYJOB)
+[TRAINJOB] = [
+    managed_by_default(kind, MULTIKUEUE)
+    for kind in kinds_from_names(["TrainJob.v1alpha1.trainer.kubeflow.org"])
+]
+TRAINER_OWN = "trainer.kubeflow.org/trainjob-controller"  # what its CRD schema defaults
+DEFAULTS = (JOB, PYTORCH, RAYJOB, TRAINJOB)
 
 
 def review(obj: Any, *, resource: tuple[str, str] = ("batch", "jobs"), **request: Any) -> bytes:
@@ -54,10 +61,11 @@ def review(obj: Any, *, resource: tuple[str, str] = ("batch", "jobs"), **request
 
 
 def apply_adds(obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-    """``patch`` (JSONPatch "add" operations, as the webhook writes) applied to a copy."""
+    """``patch`` (JSONPatch "add" or "replace" operations, as the webhook writes) applied
+    to a copy."""
     result = copy.deepcopy(obj)
     for op in patch:
-        assert op["op"] == "add"
+        assert op["op"] in ("add", "replace")
         steps = [s.replace("~1", "/").replace("~0", "~") for s in op["path"].split("/")[1:]]
         node = result
         for step in steps[:-1]:
@@ -108,6 +116,11 @@ def job(spec: dict[str, Any] | None = None, labels: dict[str, str] | None = None
          ("spec", "runPolicy", "managedBy"), RELAY),
         # Ray's borrowed value, as --kind RayJob.v1.ray.io=kueue.x-k8s.io/multikueue gives it.
         (job({"entrypoint": "x"}), ("ray.io", "rayjobs"), ("spec", "managedBy"), MULTIKUEUE),
+        # TrainJob's CRD schema writes its own controller before admission: no choice of
+        # the tenant's, replaced as if absent.
+        (job({"managedBy": TRAINER_OWN}), ("trainer.kubeflow.org", "trainjobs"),
+         ("spec", "managedBy"), MULTIKUEUE),
+        (job({}), ("trainer.kubeflow.org", "trainjobs"), ("spec", "managedBy"), MULTIKUEUE),
     ],
 )  # fmt: skip
 def test_a_workload_without_managed_by_gets_its_kinds_value(
@@ -135,6 +148,11 @@ def test_a_workload_without_managed_by_gets_its_kinds_value(
         (job({}, {RELAY_LABEL: "disabled", "jobrelay.dev/queue": "q"}), ("batch", "jobs")),
         (job({"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}),
          ("kubeflow.org", "pytorchjobs")),
+        # A schema's default is one only for its own kind.
+        (job({"managedBy": TRAINER_OWN}), ("batch", "jobs")),
+        (job({"managedBy": MULTIKUEUE}), ("trainer.kubeflow.org", "trainjobs")),
+        (job({"managedBy": TRAINER_OWN}, {RELAY_LABEL: "disabled"}),
+         ("trainer.kubeflow.org", "trainjobs")),
         # Not an object where the field goes: left to the apiserver's validation.
         (job({"runPolicy": "x"}), ("kubeflow.org", "pytorchjobs")),
         (job("nonsense"), ("batch", "jobs")),  # type: ignore[arg-type]
@@ -260,6 +278,7 @@ def test_the_configuration_selects_namespaces_and_queued_workloads_never_disable
         assert webhook["timeoutSeconds"] <= 10
         assert sorted((r["apiGroups"][0], *r["resources"]) for r in webhook["rules"]) == [
             ("batch", "jobs"), ("kubeflow.org", "pytorchjobs"), ("ray.io", "rayjobs"),
+            ("trainer.kubeflow.org", "trainjobs"),
         ]  # fmt: skip
         assert all(r["operations"] == ["CREATE"] for r in webhook["rules"])
 
@@ -271,3 +290,13 @@ def test_the_failure_policy_is_fail_or_ignore() -> None:
     )
     with pytest.raises(ValueError, match="Fail, Ignore"):
         webhook_configuration(DEFAULTS, client, "fail")
+
+
+def test_the_match_condition_sends_a_schema_default_to_be_replaced() -> None:
+    """What the apiserver sends is what the patch may change: every schema default is in
+    the condition, guarded so that a workload without spec.managedBy never errs."""
+    expression = WITHOUT_MANAGED_BY["expression"]
+    for value in SCHEMA_DEFAULTS.values():
+        assert f"'{value}'" in expression
+    assert "(has(object.spec.managedBy) && object.spec.managedBy in [" in expression
+    assert TRAINJOB.schema_default == TRAINER_OWN and JOB.schema_default is None

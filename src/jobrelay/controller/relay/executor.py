@@ -235,6 +235,12 @@ class Executor:
                 return closed
             namespace_ensured = True
         self.memory.created.expect((action.cluster, key, action.origin_uid))
+        # Its pods are read one by one and their logs (`jobrelay logs`) through the same
+        # grant as the copies: a least-privilege credential has it only where bound.
+        await self.grants.ensure(
+            worker.client, key.namespace, worker.namespace_feed.username,
+            everywhere=worker.dependency_feed.everywhere,
+        )  # fmt: skip
         if self.observer is not None:
             self.observer.mirror_created(key, action.cluster)
         _log.info(
