@@ -21,6 +21,7 @@ is bounded (``max_events`` ends simulated, ``max_checks`` fits tried); beyond, u
 from __future__ import annotations
 
 import heapq
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -92,13 +93,9 @@ def declared_run_time(annotation: object, active_deadline: object) -> RunTime | 
 
 
 def median(values: Iterable[float]) -> float | None:
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    middle = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[middle]
-    return (ordered[middle - 1] + ordered[middle]) / 2
+    """The median of ``values``; None for none."""
+    found = list(values)
+    return float(statistics.median(found)) if found else None
 
 
 @dataclass(frozen=True, slots=True)

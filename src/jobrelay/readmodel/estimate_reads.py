@@ -51,8 +51,6 @@ __all__ = [
     "worker_figures",
 ]
 
-_FINISHED = ("Complete", "Completed", "Failed", "Succeeded")
-
 
 @dataclass(frozen=True, slots=True)
 class EstimatedWorkers:
@@ -88,23 +86,6 @@ def worker_figures(registrations: Iterable[Mapping[str, Any]]) -> EstimatedWorke
     return EstimatedWorkers(tuple(figures), labels)
 
 
-def _times(obj: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """When it started and when it finished (None: not known)."""
-    status = obj.get("status") or {}
-    started = parse_time(status.get("startTime"))
-    finished = parse_time(status.get("completionTime"))
-    if finished is None:
-        for condition in status.get("conditions") or []:
-            if (
-                isinstance(condition, Mapping) and condition.get("status") == "True"
-                and condition.get("type") in _FINISHED
-            ):  # fmt: skip
-                finished = parse_time(condition.get("lastTransitionTime"))
-    if started is None and finished is not None:
-        started = parse_time(Meta(obj).creation_timestamp)
-    return started, finished
-
-
 QueueOf = Callable[[Mapping[str, Any]], str]
 
 
@@ -138,9 +119,14 @@ def read_for_estimate(
     spec = obj.get("spec")
     deadline = spec.get("activeDeadlineSeconds") if isinstance(spec, Mapping) else None
     declared = declared_run_time(meta.annotation(EXPECTED_DURATION_ANNOTATION), deadline)
-    started, finished = _times(obj)
+    # Its start from the status's startTime (Job, JobSet); its finish as its kind says it.
+    started = parse_time((obj.get("status") or {}).get("startTime"))
     key = _key(kind, obj)
-    if kind.is_finished(body):
+    finish = kind.finish(body)
+    if finish is not None:
+        finished = parse_time(finish.at) if finish.at else None
+        if started is None:
+            started = parse_time(meta.creation_timestamp)
         ran = None
         if started is not None and finished is not None:
             ran = max(0.0, (finished - started).total_seconds())
