@@ -105,6 +105,9 @@ class WorkloadKind(abc.ABC):
     # The only managedBy values the kind's CRD accepts (a validation rule in it); ()
     # when it takes any value.
     crd_managed_by_values: tuple[str, ...] = ()
+    # What the kind's CRD schema writes at managed_by_field when it is left out (the
+    # apiserver defaults it before admission: it says nothing of what the tenant wants).
+    crd_managed_by_default: str | None = None
 
     def managed_by(self, obj: JsonObj) -> str | None:
         """The object's managedBy value at the kind's field (None when unset or not a string)."""

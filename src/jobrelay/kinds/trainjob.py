@@ -66,6 +66,7 @@ def _spec(obj: JsonObj) -> JsonObj:
 class TrainJobKind(WorkloadKind):
     ref = Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob")
     crd_managed_by_values = (TRAINJOB_CONTROLLER, "kueue.x-k8s.io/multikueue")
+    crd_managed_by_default = TRAINJOB_CONTROLLER
     pod_owner_labels = (JOBSET_POD_OWNER,)
     pod_uid_labels = (JOBSET_UID_LABEL,)
     pod_index_labels = (COMPLETION_INDEX_LABEL,)

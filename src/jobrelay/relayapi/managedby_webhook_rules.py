@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
+from jobrelay.kinds.catalog import DEDICATED
 from jobrelay.vocabulary.names import QUEUE_LABEL
 
 __all__ = [
@@ -60,12 +61,12 @@ FAILURE_POLICIES = (FAIL, IGNORE)
 MAX_REVIEW_BYTES = 3 * 1024 * 1024 + 64 * 1024
 _REVIEW_VERSION = "admission.k8s.io/v1"
 _TIMEOUT_SECONDS = 5
-# The managedBy a kind's CRD schema writes itself when the field is left out: the
-# apiserver defaults it before admission, so such a value says nothing of who the
-# tenant wants: replaced like an absent field. Trainer's TrainJob.
-SCHEMA_DEFAULTS = {
-    ("trainer.kubeflow.org", "trainjobs"): "trainer.kubeflow.org/trainjob-controller"
-}
+# The managedBy the kinds' CRD schemas write themselves when the field is left out
+# (``WorkloadKind.crd_managed_by_default``: Trainer's TrainJob): such a value says
+# nothing of who the tenant wants, so it is replaced like an absent field.
+SCHEMA_DEFAULTS = tuple(sorted({
+    kind.crd_managed_by_default for kind in DEDICATED.values() if kind.crd_managed_by_default
+}))  # fmt: skip
 # Sent only what has no managedBy of its own (at either kind's field; a schema's default
 # is none): a workload that says who runs it is never refused while no controller
 # answers the webhook.
@@ -74,7 +75,7 @@ WITHOUT_MANAGED_BY = {
     "expression": "!has(object.spec) || !(has(object.spec.managedBy) || "
     "(has(object.spec.runPolicy) && has(object.spec.runPolicy.managedBy))) || "
     "(has(object.spec.managedBy) && object.spec.managedBy in ["
-    + ", ".join(f"'{value}'" for value in sorted(set(SCHEMA_DEFAULTS.values())))
+    + ", ".join(f"'{value}'" for value in SCHEMA_DEFAULTS)
     + "])",
 }
 
@@ -97,7 +98,7 @@ def managed_by_default(kind: WorkloadKind, value: str) -> ManagedByDefault:
     ref = kind.ref
     return ManagedByDefault(
         ref.group, ref.version, ref.plural, kind.managed_by_field, value,
-        SCHEMA_DEFAULTS.get((ref.group, ref.plural)),
+        kind.crd_managed_by_default,
     )  # fmt: skip
 
 

@@ -296,7 +296,7 @@ def test_the_match_condition_sends_a_schema_default_to_be_replaced() -> None:
     """What the apiserver sends is what the patch may change: every schema default is in
     the condition, guarded so that a workload without spec.managedBy never errs."""
     expression = WITHOUT_MANAGED_BY["expression"]
-    for value in SCHEMA_DEFAULTS.values():
+    for value in SCHEMA_DEFAULTS:
         assert f"'{value}'" in expression
     assert "(has(object.spec.managedBy) && object.spec.managedBy in [" in expression
     assert TRAINJOB.schema_default == TRAINER_OWN and JOB.schema_default is None
