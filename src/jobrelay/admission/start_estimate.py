@@ -33,6 +33,7 @@ from jobrelay.vocabulary.go_durations import parse_go_duration as go_duration_se
 
 __all__ = [
     "EXPECTED_DURATION_ANNOTATION",
+    "MAX_DECLARED_RUN_TIME",
     "MAX_SIMULATED_EVENTS",
     "RunTime",
     "RunTimeBasis",
@@ -50,6 +51,9 @@ __all__ = [
 EXPECTED_DURATION_ANNOTATION: Final = "jobrelay.dev/expected-duration"
 MAX_SIMULATED_EVENTS: Final = 10_000
 MAX_FIT_CHECKS: Final = 2_000_000
+# A declared run time longer than this is none an estimate can use (a tenant's annotation
+# or activeDeadlineSeconds may say anything up to 64 characters or an int64).
+MAX_DECLARED_RUN_TIME: Final = 366 * 86400.0
 
 
 def parse_go_duration(text: object) -> float | None:
@@ -89,7 +93,9 @@ def declared_run_time(annotation: object, active_deadline: object) -> RunTime | 
         and not isinstance(active_deadline, bool)
     ):
         seconds = float(active_deadline) if active_deadline > 0 else None
-    return None if seconds is None else RunTime(seconds, RunTimeBasis.DECLARED)
+    if seconds is None or seconds > MAX_DECLARED_RUN_TIME:
+        return None
+    return RunTime(seconds, RunTimeBasis.DECLARED)
 
 
 def median(values: Iterable[float]) -> float | None:

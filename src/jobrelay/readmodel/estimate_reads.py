@@ -269,7 +269,10 @@ def estimated_time(estimate: StartEstimate | None) -> str | None:
     """The estimate as RFC 3339 (the API's ``estimatedStart``), None when unknown."""
     if estimate is None or estimate.start is None:
         return None
-    return rfc3339(datetime.fromtimestamp(estimate.start, UTC))
+    try:
+        return rfc3339(datetime.fromtimestamp(estimate.start, UTC))
+    except (OverflowError, ValueError, OSError):
+        return None  # past what a calendar holds (thousands of year-long runs ahead)
 
 
 def summed_clusters(registrations: Iterable[Mapping[str, Any]]) -> list[Cluster]:

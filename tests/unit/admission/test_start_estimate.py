@@ -190,3 +190,15 @@ def test_without_the_workers_room_only_the_queue_quota_counts() -> None:
     assert found["w"].start == 60.0 and found["w"].worker == ""
     free = estimate_starts({"q": QUEUE}, [], [waiting("w")], None, now=0.0)
     assert free["w"].start is None and "room is not known" in free["w"].basis
+
+
+def test_a_declared_run_time_past_a_year_or_out_of_range_is_none() -> None:
+    """A tenant's annotation (up to 64 characters) or an int64 deadline never yields a
+    time no calendar holds: the API's rows and `jobrelay get` would fail on it."""
+    from jobrelay.admission.start_estimate import MAX_DECLARED_RUN_TIME, StartEstimate
+    from jobrelay.readmodel.estimate_reads import estimated_time
+
+    assert declared_run_time("9" * 62 + "h", None) is None
+    assert declared_run_time(None, 2**63 - 1) is None
+    assert declared_run_time(f"{int(MAX_DECLARED_RUN_TIME)}s", None) is not None
+    assert estimated_time(StartEstimate(1e66, "worker-1", "declared")) is None
