@@ -58,7 +58,10 @@ def pods_removed(
         )
     if at is None:
         return f"{who} {finished}; its pods were removed from its worker ({setting})"
-    removed = at + datetime.timedelta(seconds=kept)
+    try:
+        removed = at + datetime.timedelta(seconds=kept)
+    except OverflowError:  # a finish time near year 9999 (a status says what it likes)
+        removed = datetime.datetime.max.replace(tzinfo=datetime.UTC)
     if removed > now:
         return (
             f"{who} {finished}; its mirror was removed from its worker before "

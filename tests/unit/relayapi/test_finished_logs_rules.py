@@ -106,3 +106,8 @@ def test_a_kept_mirror_without_pods() -> None:
         "Job demo/flaky finished at 2026-03-01T12:05:00Z; none of its pods is left on its worker"
     )
     assert no_pods_left(JobKind(), _job(finished=False)) is None
+
+
+def test_a_finish_time_at_the_calendars_end_is_told_without_overflow() -> None:
+    told = pods_removed(JobKind(), _job(at="9999-12-31T23:00:00Z"), HOUR, now=LATER)
+    assert told is not None and "9999-12-31T23:00:00Z" in told
