@@ -9,17 +9,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import yaml
 
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import API_SERVICES
 from jobrelay.localfleet import pki
 from jobrelay.localfleet.cluster import write_kubeconfig
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME
+from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
 from tests.e2e.support import ControllerProcess
 from tests.kubetools import eventually
@@ -86,3 +89,24 @@ async def manager_get(kubeconfig: Path, path: str, **params: str) -> httpx2.Resp
     """One GET on the manager's apiserver as the kubeconfig's user."""
     async with await manager_client(kubeconfig) as http:
         return await http.get(path, params=params)
+
+
+async def webhook_in_force(
+    manager: ApiClient,
+    resource: Resource,
+    namespace: str,
+    probe: dict[str, Any],
+    defaulted: Callable[[dict[str, Any]], bool],
+) -> None:
+    """Until a dry-run create of ``probe`` in ``namespace`` comes back ``defaulted``: the
+    apiserver loads a new webhook configuration, and a namespace's new labels, through
+    informers, so a create just after either may still pass by the webhook."""
+
+    async def in_force() -> bool:
+        try:
+            made = await manager.create(resource, probe, namespace=namespace, dry_run=True)
+        except ApiError:
+            return False  # refused meanwhile (failurePolicy Fail): not yet
+        return defaulted(made)
+
+    await eventually(in_force, timeout=30, what="the managedBy webhook in force")

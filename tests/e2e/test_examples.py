@@ -37,7 +37,7 @@ from jobrelay.relayapi.managedby_webhook_rules import (
 )
 from jobrelay.vocabulary.resource import Resource
 from tests.conftest import FleetHandle
-from tests.e2e.aggregated import API_ARGS, api_available
+from tests.e2e.aggregated import API_ARGS, api_available, webhook_in_force
 from tests.e2e.support import ControllerProcess, placement
 from tests.e2e.test_data_placement import Volumes
 from tests.e2e.test_ecosystem_kinds import BORROWED, KIND_FLAGS
@@ -49,6 +49,12 @@ __all__ = ["ecosystem_kinds"]  # the session fixture: the CRDs on every cluster
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 RELAY = "jobrelay.dev/relay"
+
+
+def managed_by_relay(job: dict[str, Any]) -> bool:
+    return bool(job["spec"].get("managedBy") == RELAY)
+
+
 # Each file: the workloads it holds, (kind, name), and whether the local fleet runs them
 # to their end here. relayqueues.yaml holds none: it is applied by its own test.
 EXAMPLES: dict[str, tuple[tuple[str, str, bool], ...]] = {
@@ -127,21 +133,6 @@ async def registered(controller: ControllerProcess, relay_fleet: FleetHandle) ->
         await manager.get(MUTATING_WEBHOOK_CONFIGURATIONS, WEBHOOK_CONFIGURATION)
 
 
-async def webhook_in_force(manager: ApiClient, namespace: str) -> None:
-    """Until a dry-run create of a plain Job there shows the field (the apiserver loads a
-    new webhook configuration through an informer)."""
-
-    async def defaulted() -> bool:
-        probe = job_manifest("probe")
-        try:
-            made = await manager.create(JOBS, probe, namespace=namespace, dry_run=True)
-        except ApiError:
-            return False  # refused meanwhile (failurePolicy Fail): not yet
-        return bool(made["spec"].get("managedBy") == RELAY)
-
-    await eventually(defaulted, timeout=30, what="the managedBy webhook in force")
-
-
 async def test_every_example_is_accepted_and_relayed(
     registered: None,
     controller: ControllerProcess,
@@ -153,7 +144,7 @@ async def test_every_example_is_accepted_and_relayed(
     await manager.patch(
         NAMESPACES, namespace, {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
     )
-    await webhook_in_force(manager, namespace)
+    await webhook_in_force(manager, JOBS, namespace, job_manifest("probe"), managed_by_relay)
     data_worker = sorted(relay_fleet.workers)[-1]  # not where spread alone would go first
     volumes = Volumes(clients)
     try:

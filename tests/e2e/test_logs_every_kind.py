@@ -26,7 +26,7 @@ from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from jobrelay.relayapi.managedby_webhook_rules import RELAY_ENABLED, RELAY_LABEL
 from jobrelay.relayapi.route_rules import API_PATH, POD_HEADER
 from tests.conftest import FleetHandle
-from tests.e2e.aggregated import API_ARGS, api_available, manager_get
+from tests.e2e.aggregated import API_ARGS, api_available, manager_get, webhook_in_force
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_ecosystem_kinds import (
     BORROWED,
@@ -193,8 +193,14 @@ async def test_in_an_enabled_namespace_a_kind_gets_its_borrowed_managed_by(
     relay: Relay = await relay_for(kind)
     enabled = {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
     await clients["manager"].patch(NAMESPACES, relay.namespace, enabled)
+
+    def borrowed(made: dict[str, Any]) -> bool:
+        place = made["spec"]["runPolicy"] if kind == "PyTorchJob" else made["spec"]
+        return bool(place.get("managedBy") == BORROWED)
+
+    probe = manifest(kind, "probe")
+    await webhook_in_force(clients["manager"], relay.resource, relay.namespace, probe, borrowed)
     created = await relay.submit(manifest(kind, "defaulted"), managed=False)
-    place = created["spec"]["runPolicy"] if kind == "PyTorchJob" else created["spec"]
-    assert place["managedBy"] == BORROWED
+    assert borrowed(created), created["spec"]
     await relay.wait_placed("defaulted", timeout=60)
     await relay.wait_mirror(created["metadata"]["uid"])

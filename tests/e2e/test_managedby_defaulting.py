@@ -34,6 +34,7 @@ import pytest
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import (
+    JOBS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     NAMESPACES,
     PODS,
@@ -47,7 +48,7 @@ from jobrelay.relayapi.managedby_webhook_rules import (
 )
 from jobrelay.vocabulary.names import QUEUE_LABEL
 from tests.conftest import FleetHandle
-from tests.e2e.aggregated import API_ARGS, api_available
+from tests.e2e.aggregated import API_ARGS, api_available, webhook_in_force
 from tests.e2e.support import ControllerProcess, Relay, placement
 from tests.kubetools import eventually, is_true, job_manifest
 
@@ -71,6 +72,12 @@ async def registered(controller: ControllerProcess, relay_fleet: FleetHandle) ->
 
 async def label_namespace(manager: ApiClient, namespace: str, value: str) -> None:
     await manager.patch(NAMESPACES, namespace, {"metadata": {"labels": {RELAY_LABEL: value}}})
+    if value == RELAY_ENABLED:
+        await webhook_in_force(manager, JOBS, namespace, plain_job("probe"), managed_by_relay)
+
+
+def managed_by_relay(job: dict[str, Any]) -> bool:
+    return bool(job["spec"].get("managedBy") == RELAY)
 
 
 @pytest.fixture
