@@ -106,6 +106,14 @@ async def _check_claims(
         return
     served: set[str] = set()
     for version in await manager.group_versions(KUEUE_GROUP):
-        served |= {str(r.get("kind")) for r in await manager.discover(KUEUE_GROUP, version)}
+        try:
+            resources = await manager.discover(KUEUE_GROUP, version)
+        except ApiError as error:
+            if not error.is_not_found:
+                raise
+            # Listed by the group but not served yet (a CRD being installed or removed):
+            # nothing of it is served at this moment.
+            resources = []
+        served |= {str(r.get("kind")) for r in resources}
     if problem := multikueue_problem(claiming, served):
         raise ConfigurationError(problem)

@@ -639,6 +639,19 @@ async def test_the_borrowed_value_starts_where_multikueue_is_not_installed() -> 
     assert options.kinds.claimed("PyTorchJob.v1.kubeflow.org", "c") == "c"
 
 
+async def test_a_kueue_version_listed_but_not_served_yet_is_no_multikueue() -> None:
+    """The group lists a version whose path still answers 404 (a CRD being installed or
+    removed): nothing of it is served at that moment, and the start goes on."""
+    cluster, client = await ray_manager(multikueue=True)
+    cluster.fail("GET", "/apis/kueue.x-k8s.io/v1beta1", 404, "NotFound")
+    options = options_for(
+        "RayJob.v1.ray.io", managed_by=(("RayJob.v1.ray.io", "kueue.x-k8s.io/multikueue"),)
+    )
+    async with client:
+        kinds = await runner.resolve_kinds(client, options)
+    assert [k.name for k in kinds] == ["RayJob.v1.ray.io"]
+
+
 async def test_multikueue_installed_on_the_manager_stops_the_start() -> None:
     _, client = await ray_manager(multikueue=True)
     options = options_for(
