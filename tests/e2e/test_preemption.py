@@ -135,13 +135,18 @@ async def test_a_queue_below_its_nominal_reclaims_what_another_borrowed(
     jobs = {j["metadata"]["name"]: j for j in
             (await relay.manager.list(JOBS, namespace=relay.namespace)).items}  # fmt: skip
     assert not any(finished(jobs[n]) for n in flood), "B got room only as A's Jobs ended"
-    jobs = await all_complete(relay, flood + wanted, timeout=240)
-    preempted = [n for n in flood if runs(jobs[n]) > 1]
+    jobs = await all_complete(relay, wanted, timeout=60)
+    for name in wanted:
+        assert is_true(jobs[name], "Complete"), (name, jobs[name]["status"])
+    # B's Jobs are done, so B wants nothing more: the victims are all taken by now. (That a
+    # victim runs again and completes soundly is the priority tests' to show; waiting here
+    # for A's second wave would add a minute and prove nothing more.)
+    await relay.settled(*flood)
+    said = {name: await reasons(relay, jobs[name]) for name in flood}
+    preempted = [name for name in flood if any(r == "Preempted" for _, r, _ in said[name])]
     assert 1 <= len(preempted) <= len(wanted), preempted  # only as many as B needed
     for name in preempted:
-        await assert_completed_after_preemption(relay, jobs[name])
-    for name in flood + wanted:
-        assert is_true(jobs[name], "Complete"), (name, jobs[name]["status"])
+        assert not finished(jobs[name]), jobs[name]["status"]  # requeued, not ended
 
 
 async def test_a_controller_killed_once_a_victim_is_marked_goes_on_from_the_mark(
