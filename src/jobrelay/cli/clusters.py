@@ -18,6 +18,8 @@ from jobrelay.cli import fleetview
 from jobrelay.cli.clusters_add import add
 from jobrelay.cli.clusters_options import (
     allow_exec_option,
+    kind_option,
+    locate_for_verb,
     manager_flags,
     manager_kubeconfig,
     namespace_option,
@@ -35,7 +37,7 @@ from jobrelay.fleet.maintenance_rules import (
     RemovalPhase,
     WorkerClusterView,
 )
-from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError
+from jobrelay.kinds.catalog import KindError
 from jobrelay.kinds.managed_by_claims import parse_kind_flag
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
@@ -277,9 +279,7 @@ def drain_(
                    "--timeout), then remove it even if the worker cannot be reached.")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="With --force: seconds to wait at most for the drain before removing anyway.")  # fmt: skip
-@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
-              metavar="Kind.version.group",
-              help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
+@kind_option
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
 @click.option("--origin", default=None, callback=checked_origin,
@@ -296,14 +296,15 @@ def remove(
     controller_name: str,
     origin: str | None,
     allow_exec_credentials: bool,
-    namespace: str,
+    namespace: str | None,
     **_manager_flags: Any,
 ) -> None:
     """Unregister worker NAME, leaving no mirror behind.
 
     Refused while the worker has unfinished mirrors unless it was drained or
     --force is given. The mirrors left on it (finished ones, say) are deleted with
-    its own credentials, then its WorkerCluster and kubeconfig Secret.
+    its own credentials (of every kind the controller runs: its Lease says, unless --kind
+    is given), then its WorkerCluster and kubeconfig Secret.
     """
     try:  # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here
         kind_names = tuple(parse_kind_flag(kind_name).name for kind_name in kind_names)
@@ -312,14 +313,20 @@ def remove(
     manager = verb_manager()
     phase = [RemovalPhase.CHECKING]
     printer = _Printer()
+    where = [namespace or ""]
 
     async def go() -> None:
+        nonlocal kind_names
         async with manager_client(*manager) as client:
+            found, _ = await locate_for_verb(
+                client, namespace, kind_names, controller_name, need_kinds=False
+            )
+            where[0] = found
             try:
                 worker = await maintenance.get_worker(client, name)
             except workerclusters.RegistryError:
                 # A Secret may outlive a failed `clusters add`: nothing else to remove.
-                await workerclusters.unregister(client, name, namespace=namespace)
+                await workerclusters.unregister(client, name, namespace=found)
                 raise
             state = WorkerClusterView.of(worker)
             decision = maintenance_rules.decide_removal(state, force=force)
@@ -341,11 +348,12 @@ def remove(
                     client, name, maintenance_rules.cordon_patch()
                 )
             phase[0] = RemovalPhase.CLEANING
+            _, kind_names = await locate_for_verb(client, found, kind_names, controller_name)
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
                 mirrors_of = await workerclusters.default_origin(client)
             result = await maintenance.delete_mirrors(
-                client, worker, namespace=namespace, kind_names=kind_names,
+                client, worker, namespace=found, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
                 allow_exec=allow_exec_credentials,
             )  # fmt: skip
@@ -357,12 +365,12 @@ def remove(
                 raise click.ClickException(message)
             click.echo(message)
             phase[0] = RemovalPhase.UNREGISTERING
-            await workerclusters.unregister(client, name, namespace=namespace)
+            await workerclusters.unregister(client, name, namespace=found)
 
     run_verb(
         go(), lambda: maintenance_rules.removal_interrupted_message(name, phase[0], force=force)
     )
     click.echo(
         f"removed worker cluster {name} (its WorkerCluster and Secret "
-        f"{namespace}/{workerclusters.secret_name(name)})"
+        f"{where[0]}/{workerclusters.secret_name(name)})"
     )
