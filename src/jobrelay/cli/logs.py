@@ -252,7 +252,7 @@ def logs(
 
         async with manager_client(kubeconfig, context) as manager:
             lease = lease_name_for(DEFAULT_CONTROLLER_NAME)
-            found = []
+            found: list[tuple[str | None, str]] = []
             for _, kinds in await resolve(
                 manager, requests_of([target.kind or "jobs"]), None, lease
             ):
