@@ -9,6 +9,8 @@ from typing import Any
 import httpx2
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobrelay.cli.logs import LogsTarget, logs, logs_target
 from jobrelay.kube.client import ApiClient
@@ -173,3 +175,21 @@ def test_the_log_answer_is_json_free(manager: Any) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == "[pod/t-0/main] from t\n"
     assert json.dumps(seen)  # what was asked is plain data
+
+
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3, unique=True),
+                max_size=4), st.booleans(), st.booleans())  # fmt: skip
+def test_all_containers_reads_each_container_of_each_pod_once(
+    containers: list[list[str]], prefix: bool, all_pods: bool
+) -> None:
+    pods = [pod(f"p-{i}", *names) for i, names in enumerate(containers)]
+    query = LogQuery(all_containers=True, prefix=prefix, all_pods=all_pods)
+    sources = log_sources(pods, query)
+    assert [(s.pod, s.container) for s in sources] == [
+        (f"p-{i}", name) for i, names in enumerate(containers) for name in names
+    ]
+    for source in sources:
+        if prefix:
+            assert source.prefix == f"[pod/{source.pod}/{source.container}] ".encode()
+        else:
+            assert source.prefix == (f"[pod/{source.pod}] ".encode() if all_pods else b"")

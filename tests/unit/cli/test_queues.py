@@ -170,3 +170,19 @@ def test_queues_watch_as_json_prints_each_changed_object(manager: FakeApiserver)
         "relayqueue.jobrelay.dev/team-a",
         "relayqueue.jobrelay.dev/team-b",
     ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "name", "row"),
+    [
+        (["NAME  X", "team-a  1", "team-ab  2"], "team-ab", "team-ab  2"),
+        (["NAME  X", "team-a  1", "team-ab  2"], "team-a", "team-a  1"),
+        (["NAME  X", "other  1"], "gone", "other  1"),  # not found: the last row
+    ],
+)
+def test_a_watch_prints_the_row_of_the_changed_object(
+    lines: list[str], name: str, row: str
+) -> None:
+    from jobrelay.cli.object_watch import changed_row
+
+    assert changed_row(lines, name) == row
