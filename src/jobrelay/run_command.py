@@ -132,8 +132,9 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
 @click.option("--finished-condition", "finished_conditions", multiple=True, metavar="TYPE",
               help="A condition type that, once True, finishes a workload of a generic kind "
                    f"(repeatable); default: {', '.join(_default('kinds.finished_conditions'))}.")  # fmt: skip
-@click.option("--namespace", default=_default("workers.namespace"), show_default=True,
-              help="Namespace of the worker kubeconfig Secrets.")  # fmt: skip
+@click.option("-n", "--namespace", default=_default("workers.namespace"), show_default=True,
+              help="The controller's own namespace (its Lease, the worker kubeconfig Secrets), "
+                   "as `helm -n` names the release's; not a workload's.")  # fmt: skip
 @click.option("--finished-mirror-ttl", show_default=True,
               default=go_duration_text(_default("relay.finished_mirror_ttl")), metavar="DURATION",
               callback=_ttl,
@@ -362,7 +363,10 @@ def run(
 
 @click.command()
 @manager_options
-@click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True)
+@click.option("-n", "--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True,
+              envvar="JOBRELAY_NAMESPACE",
+              help="The controller's namespace to create ($JOBRELAY_NAMESPACE), as `helm -n` "
+                   "names the release's; not a workload's.")  # fmt: skip
 def install(kubeconfig: Path | None, context: str | None, namespace: str) -> None:
     """Install the WorkerCluster CRD and the controller's namespace on the management cluster."""
 

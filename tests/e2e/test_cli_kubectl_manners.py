@@ -77,7 +77,7 @@ async def test_version_with_an_unreachable_server_is_the_client_line_and_one_err
     assert code == 1
     assert out == f"Client Version: {VERSION}\n"
     assert err.splitlines() == [
-        f"Error: cannot connect to {server} (connection refused): check --kubeconfig and "
+        f"error: cannot connect to {server} (connection refused): check --kubeconfig and "
         "--context, and that its apiserver is up"
     ]
 

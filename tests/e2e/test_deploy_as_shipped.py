@@ -1,8 +1,8 @@
 """The chart installed as shipped, and the controller run the way its pod would run it.
 
 ``helm template`` of ``charts/jobrelay`` (a real Helm, the one ``jobrelay fleet build``
-builds) into the namespace ``jobrelay-shipped`` (not ``jobrelay-system``: nothing may
-name that by itself) with the Job and JobSet kinds. Every rendered object but the
+builds) into the namespace ``relay-ops`` (not ``jobrelay-system``: nothing may name
+that by itself; the CLI finds it with no flag) with the Job and JobSet kinds. Every rendered object but the
 Deployment is applied to the local manager as rendered (its CRDs too; kinds whose
 CRDs the manager lacks, the monitoring and cert-manager ones, are left out and
 named); the namespace is created as ``helm install --create-namespace`` would,
@@ -39,10 +39,12 @@ import base64
 import contextlib
 import copy
 import json
+import os
 import re
 import ssl
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -68,6 +70,7 @@ from jobrelay.kube.resources import (
     PODS,
     SECRETS,
     SUBJECT_ACCESS_REVIEWS,
+    WORKER_CLUSTERS,
 )
 from jobrelay.localfleet import ports
 from jobrelay.localfleet.binaries import BinaryError, resolver
@@ -99,7 +102,7 @@ pytestmark = pytest.mark.e2e
 CHART = Path(__file__).parents[2] / "charts" / "jobrelay"
 SOURCE = Path(__file__).parents[2] / "src"
 RELEASE = "shipped"
-CHART_NAMESPACE = "jobrelay-shipped"
+CHART_NAMESPACE = "relay-ops"
 KINDS = [
     {"name": "Job.v1.batch", "resource": "jobs"},
     {"name": JobSetKind.ref.name, "resource": JobSetKind.ref.plural},
@@ -571,6 +574,7 @@ async def test_the_controller_runs_as_its_pod_would(
         tls = ssl.create_default_context(cadata=secret_ca)
         status, _ = await http_get(rendered.api_port, logs, tls=tls, server_name=service)
         assert status == 401  # straight to the port: no front-proxy certificate
+        await cli_finds_the_controller_unaided(fleet, manager, namespace, "moved")
         await user.delete(JOBS, "moved", namespace=namespace)
         await relay.wait_gone("moved")
 
@@ -622,6 +626,68 @@ async def test_the_controller_runs_as_its_pod_would(
     refusals = refusals_in_log(process)
     assert not refusals, "the controller was refused:\n" + "\n".join(refusals[:20])
     assert service_account_token not in process.log_text()
+
+
+async def cli_finds_the_controller_unaided(
+    fleet: FleetHandle, manager: ApiClient, namespace: str, running: str
+) -> None:
+    """The operator's CLI with no --namespace and no $JOBRELAY_NAMESPACE: `clusters add`
+    re-adds a worker (its Secret as stored, its labels) and the Secret lands in the
+    chart's namespace, where the controller reads it; `version` reads the Lease there;
+    `get` and `logs` of the ``running`` Job work, the workload's namespace being the
+    kubeconfig context's."""
+    worker = fleet.workers[0]
+    registration = await manager.get(WORKER_CLUSTERS, worker)
+    labels = registration["metadata"].get("labels") or {}
+    stored = await manager.get(SECRETS, secret_name(worker), namespace=CHART_NAMESPACE)
+    assert "jobrelay.dev/worker" not in (stored["metadata"].get("labels") or {})  # the copy
+    manager_file = fleet.kubeconfig("manager")
+    document = yaml.safe_load(manager_file.read_text())
+    current = next(c for c in document["contexts"] if c["name"] == document["current-context"])
+    with tempfile.TemporaryDirectory() as directory:
+        worker_file = Path(directory) / "worker.kubeconfig"
+        worker_file.write_bytes(base64.b64decode(stored["data"]["kubeconfig"]))
+        # The operator's context names the workloads' namespace (kubectl's habit); the
+        # manager's file, after it, gives the cluster and the credentials.
+        overlay = Path(directory) / "context.kubeconfig"
+        overlay.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "ops",
+            "contexts": [{"name": "ops", "context": {**current["context"], "namespace": namespace}}],
+        }))  # fmt: skip
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("JOBRELAY_NAMESPACE", "JOBRELAY_KUBECONFIG")
+        }
+        env.update(PYTHONPATH=str(SOURCE), KUBECONFIG=f"{overlay}:{manager_file}")
+
+        async def jobrelay(*args: str) -> tuple[int, str, str]:
+            process = await asyncio.create_subprocess_exec(
+                *ENTRYPOINT, *args, env=env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            async with asyncio.timeout(60):
+                out, err = await process.communicate()
+            assert process.returncode is not None
+            return process.returncode, out.decode(), err.decode()
+
+        label_flags = [flag for k, v in labels.items() for flag in ("--label", f"{k}={v}")]
+        code, out, err = await jobrelay(
+            "clusters", "add", worker, "--worker-kubeconfig", str(worker_file), *label_flags
+        )
+        assert code == 0, out + err
+        assert f"Secret {CHART_NAMESPACE}/{secret_name(worker)}" in err, err
+        written = await manager.get(SECRETS, secret_name(worker), namespace=CHART_NAMESPACE)
+        assert written["metadata"]["labels"]["jobrelay.dev/worker"] == worker
+        await eventually(
+            lambda: workers_connected(manager, fleet.workers), timeout=60, what="workers Connected"
+        )
+        code, out, err = await jobrelay("version")
+        assert code == 0 and f"Lease {CHART_NAMESPACE}/{LEASE})" in out, out + err
+        code, out, err = await jobrelay("get", "job", running, "-o", "name")
+        assert (code, out, err) == (0, f"job.batch/{running}\n", ""), out + err
+        code, out, err = await jobrelay("logs", f"job/{running}")
+        assert code == 0 and out, out + err
 
 
 async def leading(rendered: Rendered) -> dict[str, Any] | None:

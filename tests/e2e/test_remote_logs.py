@@ -46,7 +46,7 @@ from tests.e2e.aggregated import API_ARGS, api_available, available, manager_get
 from tests.e2e.leakwatch import fleet_secrets, reference_secrets
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.worker_identity import SERVICE_ACCOUNT
-from tests.kubetools import eventually, job_manifest
+from tests.kubetools import eventually, job_manifest, jobrelay_cli
 from tests.leakscan import Needles, scan
 
 pytestmark = pytest.mark.e2e
@@ -255,6 +255,57 @@ async def test_previous_and_tail(
     )
     assert code == 0, err
     assert [line.split(" ", 1)[1] for line in out.splitlines()] == list(SIMULATED_LOG[-2:])
+
+
+async def test_kubectl_manners_logs_by_type_and_selector_queues_watch_and_top_of_a_namespace(
+    relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
+) -> None:
+    """`jobrelay logs job/NAME`, `logs job -l` with --prefix and --all-containers,
+    `queues -w` (its first frame, then still watching) and `top -n NS` (this namespace's
+    workloads only), on the running controller."""
+    manifest = job_manifest("labelled", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
+    manifest["metadata"]["labels"] = {"app": "cli-manners"}
+    await relay.submit(manifest)
+    worker = await relay.wait_placed("labelled")
+    (pod,) = await running_pods(relay, worker, "labelled", 1)
+    user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
+    ns = ("-n", relay.namespace)
+    code, out, err = await jobrelay_logs(user, *ns, "job/labelled")
+    assert (code, out) == (0, lines(*SIMULATED_LOG)), err
+    prefix = f"[pod/{pod['metadata']['name']}/main] "
+    for extra in ((), ("--all-containers",)):
+        code, out, err = await jobrelay_logs(
+            user, *ns, "job", "-l", "app=cli-manners", "--prefix", *extra
+        )
+        assert (code, out) == (0, lines(*(prefix + line for line in SIMULATED_LOG))), err
+    code, out, err = await jobrelay_logs(user, *ns, "-l", "app=nothing")
+    assert (code, out, err) == (0, "", f"No resources found in {relay.namespace} namespace.\n")
+
+    # `queues -w`: the first frame (this fleet has no RelayQueues), then it keeps watching.
+    watch = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jobrelay", "queues", "--kubeconfig", str(user), "-w",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert watch.stdout is not None
+    try:
+        async with asyncio.timeout(30):
+            first = await watch.stdout.readline()
+        assert first.startswith(b"no RelayQueues"), first
+        with pytest.raises(TimeoutError):  # watching: no exit of its own
+            async with asyncio.timeout(1):
+                await watch.wait()
+    finally:
+        if watch.returncode is None:
+            watch.terminate()
+        await watch.wait()
+
+    async def top_of_the_namespace() -> str | None:
+        code, out, err = await jobrelay_cli(user, "top", "--once", *ns)
+        assert code == 0, err
+        last = out.splitlines()[-1]  # the status written back may lag the pod
+        return last if last == "WORKLOADS 1: Running 1" else None
+
+    await eventually(top_of_the_namespace, timeout=30, what="top -n: this namespace's Job")
 
 
 async def test_not_placed_and_not_found(

@@ -131,7 +131,7 @@ async def registered_with_service_account(
     CLI's output. Registered with its admin kubeconfig again after."""
     args = (
         "clusters", "add", WORKER, "--kubeconfig", str(fleet.kubeconfig(WORKER)),
-        "--create-service-account", "--label", FLEET_LABEL,
+        "--create-service-account", "--label", FLEET_LABEL, "--kind", "Job.v1.batch",
         "--manager-kubeconfig", str(fleet.kubeconfig("manager")),
     )  # fmt: skip
     try:

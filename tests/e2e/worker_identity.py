@@ -45,7 +45,9 @@ def added_with_service_accounts(
     """Every worker of ``fleet`` registered with --create-service-account while in use,
     its account granted ``kinds`` (``Kind.version.group``, as `jobrelay run --kind`;
     none: the default, Jobs)."""
-    kind_args = [arg for kind in kinds for arg in ("--kind", kind)]
+    # Named even for the default: without --kind, `clusters add` takes the kinds a
+    # controller's Lease records, and an earlier module's may still be there.
+    kind_args = [arg for kind in tuple(kinds) or ("Job.v1.batch",) for arg in ("--kind", kind)]
     try:
         for worker in fleet.workers:
             clusters_add(fleet, worker, "--create-service-account", *kind_args)

@@ -7,7 +7,7 @@ and the running every verb shares in clusters_options.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,14 +18,22 @@ from jobrelay.cli import fleetview
 from jobrelay.cli.clusters_add import add
 from jobrelay.cli.clusters_options import (
     allow_exec_option,
+    kind_option,
+    locate_for_verb,
     manager_flags,
     manager_kubeconfig,
     namespace_option,
     run_verb,
     verb_manager,
 )
-from jobrelay.cli.common import checked_origin, given_manager_flags, manager_client, manager_options
-from jobrelay.cli.output_rules import as_list, dump
+from jobrelay.cli.common import (
+    EXIT_INTERRUPTED,
+    checked_origin,
+    given_manager_flags,
+    manager_client,
+    manager_options,
+)
+from jobrelay.cli.object_watch import list_output_option, watch_option
 from jobrelay.cli.terminal import safe, safe_lines
 from jobrelay.fleet import maintenance, maintenance_rules, workerclusters
 from jobrelay.fleet.maintenance_rules import (
@@ -35,24 +43,23 @@ from jobrelay.fleet.maintenance_rules import (
     RemovalPhase,
     WorkerClusterView,
 )
-from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError
+from jobrelay.kinds.catalog import KindError
 from jobrelay.kinds.managed_by_claims import parse_kind_flag
 from jobrelay.placement.capacity import Summary
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
-CLUSTER_OUTPUTS = ("wide", "json", "yaml", "name")
-
 
 @click.group(invoke_without_command=True)
-@click.option("-o", "--output", type=click.Choice(CLUSTER_OUTPUTS), default=None,
-              help="Without a subcommand: wide, json, yaml or name.")  # fmt: skip
+@list_output_option("Without a subcommand: ")
+@watch_option
 @manager_options
 @manager_kubeconfig
 @click.pass_context
 def clusters(
     ctx: click.Context,
     output: str | None,
+    watch: bool,
     kubeconfig: Path | None,
     context: str | None,
     manager_kubeconfig: Path | None,
@@ -65,35 +72,53 @@ def clusters(
     --worker-kubeconfig.
     """
     if ctx.invoked_subcommand is None:
-        _show_workers(output or "table", *given_manager_flags(ctx))
+        _show_workers(output, watch, fleet_table, *given_manager_flags(ctx))
 
 
 clusters.add_command(add)
 
 
-def _show_workers(output: str, kubeconfig: Path | None, context: str | None) -> None:
+def fleet_table(workers: Sequence[Mapping[str, Any]], wide: bool) -> list[str]:
+    """Bare `clusters`' table (and `clusters list -o wide`'s)."""
+    shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
+    return list(safe_lines(fleetview.cluster_table(shown, datetime.now(UTC), wide=wide)))
+
+
+def _show_workers(
+    output: str | None,
+    watch: bool,
+    lines: Callable[[Sequence[Mapping[str, Any]], bool], list[str]],
+    kubeconfig: Path | None,
+    context: str | None,
+) -> None:
     """The WorkerClusters as a kubectl-style table (``wide`` with labels and messages), a
-    List (``json``, ``yaml``) or ``workercluster.jobrelay.dev/NAME`` lines."""
+    List (``json``, ``yaml``), ``workercluster.jobrelay.dev/NAME`` lines, a template;
+    with ``watch`` each change after (cli/object_watch.py)."""
+    from jobrelay.cli.object_watch import ObjectPrinter, watch_objects
+    from jobrelay.kube.errors import ApiError
+    from jobrelay.kube.resources import WORKER_CLUSTERS
 
-    async def go() -> list[dict[str, Any]]:
+    printer = ObjectPrinter(
+        output, lines, "workercluster.jobrelay.dev",
+        empty="no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)",
+    )  # fmt: skip
+
+    async def go() -> None:
         async with manager_client(kubeconfig, context) as client:
-            return await workerclusters.list_workers(client)
+            try:
+                listed = await client.list(WORKER_CLUSTERS)
+            except ApiError as error:
+                if error.is_not_found:  # no CRD: said as `list_workers` says it
+                    await workerclusters.list_workers(client)
+                raise
+            printer.first(listed.items)
+            if watch:  # from the list's version: no change missed, none twice
+                await watch_objects(client, WORKER_CLUSTERS, listed.resource_version, printer)
 
-    workers = run_verb(go())
-    if output in ("json", "yaml"):
-        click.echo(dump(as_list(workers), output))
-    elif output == "name":
-        for worker in workers:
-            click.echo(f"workercluster.jobrelay.dev/{worker['metadata']['name']}")
-    elif not workers:
-        click.echo(
-            "no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)"
-        )
-    else:
-        shown = [(w, capacity_text((w.get("status") or {}).get("capacity"))) for w in workers]
-        table = fleetview.cluster_table(shown, datetime.now(UTC), wide=output == "wide")
-        for line in safe_lines(table):
-            click.echo(line)
+    try:
+        run_verb(go())
+    except KeyboardInterrupt:  # Ctrl-C ends a watch: exit 130, as a shell says it
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 
 # How `remove` reaches a worker (from its Secret's kubeconfig); unit tests swap it.
@@ -102,26 +127,19 @@ worker_connector = maintenance.connect_worker
 
 @clusters.command("list")
 @manager_flags
-@click.option("-o", "--output", type=click.Choice(CLUSTER_OUTPUTS), default=None,
-              help="wide, json, yaml or name, as bare `jobrelay clusters` [default: this table].")  # fmt: skip
-def list_(output: str | None, **_manager_flags: Any) -> None:
+@list_output_option("As bare `jobrelay clusters` [default: this table]: ")
+@watch_option
+def list_(output: str | None, watch: bool, **_manager_flags: Any) -> None:
     """List worker clusters: connection, unfinished mirrors, cordoned/draining/lost state,
-    capacity (schedulable/all nodes, requested/allocatable resources)."""
-    manager = verb_manager()
-    if output is not None:
-        _show_workers(output, *verb_manager())
-        return
+    capacity (schedulable/all nodes, requested/allocatable resources). -w prints each
+    worker's new row as it changes."""
+    _show_workers(output, watch, list_table, *verb_manager())
 
-    async def go() -> list[dict[str, Any]]:
-        async with manager_client(*manager) as client:
-            return await workerclusters.list_workers(client)
 
-    workers = run_verb(go())
-    if not workers:
-        click.echo(
-            "no worker clusters registered (jobrelay clusters add NAME --worker-kubeconfig FILE)"
-        )
-        return
+def list_table(workers: Sequence[Mapping[str, Any]], wide: bool) -> list[str]:
+    """`clusters list`'s table (``wide``: bare `clusters`' wide one)."""
+    if wide:
+        return fleet_table(workers, wide)
     rows = [("NAME", "CONNECTED", "ACTIVE", "STATE", "CAPACITY", "LABELS / MESSAGE")]
     for worker in workers:
         state = WorkerClusterView.of(worker)
@@ -140,10 +158,12 @@ def list_(output: str | None, **_manager_flags: Any) -> None:
             )
         )  # fmt: skip
     widths = [max(len(row[column]) for row in rows) for column in range(5)]
+    lines = []
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         cells[2] = row[2].rjust(widths[2])  # counts align right
-        click.echo(safe("  ".join([*cells, row[5]]).rstrip()))
+        lines.append(safe("  ".join([*cells, row[5]]).rstrip()))
+    return lines
 
 
 def capacity_text(capacity: Any) -> str:
@@ -277,9 +297,7 @@ def drain_(
                    "--timeout), then remove it even if the worker cannot be reached.")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=0), default=300.0, show_default=True,
               help="With --force: seconds to wait at most for the drain before removing anyway.")  # fmt: skip
-@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
-              metavar="Kind.version.group",
-              help="A kind whose mirrors to delete on the worker (repeatable), as `jobrelay run --kind`.")  # fmt: skip
+@kind_option
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
 @click.option("--origin", default=None, callback=checked_origin,
@@ -296,14 +314,15 @@ def remove(
     controller_name: str,
     origin: str | None,
     allow_exec_credentials: bool,
-    namespace: str,
+    namespace: str | None,
     **_manager_flags: Any,
 ) -> None:
     """Unregister worker NAME, leaving no mirror behind.
 
     Refused while the worker has unfinished mirrors unless it was drained or
     --force is given. The mirrors left on it (finished ones, say) are deleted with
-    its own credentials, then its WorkerCluster and kubeconfig Secret.
+    its own credentials (of every kind the controller runs: its Lease says, unless --kind
+    is given), then its WorkerCluster and kubeconfig Secret.
     """
     try:  # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here
         kind_names = tuple(parse_kind_flag(kind_name).name for kind_name in kind_names)
@@ -312,14 +331,20 @@ def remove(
     manager = verb_manager()
     phase = [RemovalPhase.CHECKING]
     printer = _Printer()
+    where = [namespace or ""]
 
     async def go() -> None:
+        nonlocal kind_names
         async with manager_client(*manager) as client:
+            found, _ = await locate_for_verb(
+                client, namespace, kind_names, controller_name, need_kinds=False
+            )
+            where[0] = found
             try:
                 worker = await maintenance.get_worker(client, name)
             except workerclusters.RegistryError:
                 # A Secret may outlive a failed `clusters add`: nothing else to remove.
-                await workerclusters.unregister(client, name, namespace=namespace)
+                await workerclusters.unregister(client, name, namespace=found)
                 raise
             state = WorkerClusterView.of(worker)
             decision = maintenance_rules.decide_removal(state, force=force)
@@ -341,11 +366,12 @@ def remove(
                     client, name, maintenance_rules.cordon_patch()
                 )
             phase[0] = RemovalPhase.CLEANING
+            _, kind_names = await locate_for_verb(client, found, kind_names, controller_name)
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
                 mirrors_of = await workerclusters.default_origin(client)
             result = await maintenance.delete_mirrors(
-                client, worker, namespace=namespace, kind_names=kind_names,
+                client, worker, namespace=found, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
                 allow_exec=allow_exec_credentials,
             )  # fmt: skip
@@ -357,12 +383,12 @@ def remove(
                 raise click.ClickException(message)
             click.echo(message)
             phase[0] = RemovalPhase.UNREGISTERING
-            await workerclusters.unregister(client, name, namespace=namespace)
+            await workerclusters.unregister(client, name, namespace=found)
 
     run_verb(
         go(), lambda: maintenance_rules.removal_interrupted_message(name, phase[0], force=force)
     )
     click.echo(
         f"removed worker cluster {name} (its WorkerCluster and Secret "
-        f"{namespace}/{workerclusters.secret_name(name)})"
+        f"{where[0]}/{workerclusters.secret_name(name)})"
     )

@@ -10,6 +10,8 @@ import click
 
 from jobrelay.cli.clusters_options import (
     allow_exec_option,
+    kind_option,
+    locate_for_verb,
     manager_kubeconfig,
     namespace_option,
     run_verb,
@@ -18,10 +20,11 @@ from jobrelay.cli.common import checked_origin, given_manager_flags, manager_cli
 from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
 from jobrelay.fleet import serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
-from jobrelay.kinds.catalog import DEFAULT_KINDS, KindError, kinds_from_names
+from jobrelay.kinds.catalog import KindError, kinds_from_names
 from jobrelay.kinds.managed_by_claims import parse_kind_flag
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 
 __all__ = ["add"]
 
@@ -58,10 +61,7 @@ __all__ = ["add"]
 @click.option("--create-namespaces/--no-create-namespaces", default=True, show_default=True,
               help="With --create-service-account: may jobrelay create workloads' namespaces "
                    "there (match `jobrelay run --no-create-namespaces`).")  # fmt: skip
-@click.option("--kind", "kind_names", multiple=True, default=DEFAULT_KINDS, show_default=True,
-              metavar="Kind.version.group",
-              help="With --create-service-account: a kind jobrelay runs there (repeatable), "
-                   "as `jobrelay run --kind`.")  # fmt: skip
+@kind_option
 @allow_exec_option
 @manager_kubeconfig
 @namespace_option
@@ -80,13 +80,17 @@ def add(
     kind_names: tuple[str, ...],
     allow_exec_credentials: bool,
     manager_kubeconfig: Path | None,
-    namespace: str,
+    namespace: str | None,
 ) -> None:
     """Register worker NAME from its kubeconfig, --worker-kubeconfig (stored, files
     inlined, in a Secret).
 
     Refused (exit 1, naming the field): tokenFile, auth-provider,
     insecure-skip-tls-verify, and exec plugins unless --allow-exec-credentials.
+
+    The Secret goes where the controller reads it: its namespace is found (see
+    -n). With --create-service-account, the worker's rights cover the kinds the
+    controller's leader records on its Lease, unless --kind is given.
     """
     group = click.get_current_context().parent
     group_kubeconfig, group_context = given_manager_flags(group) if group else (None, None)
@@ -114,7 +118,9 @@ def add(
         parsed[key] = value
     try:
         # `jobrelay run --kind`'s syntax: a claimed =VALUE changes nothing here.
-        kinds = [kind.ref for kind in kinds_from_names(parse_kind_flag(n).name for n in kind_names)]
+        kind_names = tuple(parse_kind_flag(n).name for n in kind_names)
+        if kind_names:
+            kinds_from_names(kind_names)
     except KindError as error:
         raise click.BadParameter(str(error), param_hint="--kind") from error
     try:
@@ -132,9 +138,22 @@ def add(
         service_account_namespace, service_account_name or serviceaccount.DEFAULT_ACCOUNT
     )
 
+    where = [namespace or ""]
+
     async def go() -> None:
         nonlocal stored, account
+        async with manager_client(*manager) as client:
+            where[0], found_kinds = await locate_for_verb(
+                client, namespace, kind_names, DEFAULT_CONTROLLER_NAME,
+                need_kinds=create_service_account,
+            )  # fmt: skip
         if create_service_account:
+            try:
+                kinds = [kind.ref for kind in kinds_from_names(found_kinds)]
+            except KindError as error:  # a kind of the Lease this jobrelay does not know
+                raise workerclusters.RegistryError(
+                    f"{error}: pass --kind for the kinds the worker runs"
+                ) from None
             mirrors_of = origin or None
             if mirrors_of is None:
                 async with manager_client(*manager) as client:
@@ -162,7 +181,7 @@ def add(
             stored = created.kubeconfig  # the admin's credentials go no further
         async with manager_client(*manager) as client:
             await workerclusters.install_crd(client)
-            await workerclusters.register(client, name, stored, labels=parsed, namespace=namespace)
+            await workerclusters.register(client, name, stored, labels=parsed, namespace=where[0])
 
     try:
         run_verb(go())
@@ -170,3 +189,8 @@ def add(
         raise click.ClickException(str(error)) from error
     as_whom = f" as {account.username}" if create_service_account else ""
     click.echo(f"registered worker cluster {name}{as_whom}")
+    click.echo(
+        f"its kubeconfig is in Secret {where[0]}/{workerclusters.secret_name(name)}, where "
+        "the controller reads it",
+        err=True,
+    )

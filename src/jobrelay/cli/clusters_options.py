@@ -14,11 +14,15 @@ from typing import Any, TypeVar
 import click
 
 from jobrelay.cli.common import given_manager_flags, manager_flags_options, unreachable_problem
+from jobrelay.cli.controller_namespace import namespace_default_help
 from jobrelay.fleet import workerclusters
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 
 __all__ = [
     "allow_exec_option",
+    "kind_option",
+    "locate_for_verb",
     "manager_flags",
     "manager_kubeconfig",
     "namespace_option",
@@ -52,8 +56,45 @@ allow_exec_option = click.option(
     help="Accept a worker kubeconfig whose user runs an exec credential plugin; the "
          "controller needs `jobrelay run --allow-exec-credentials` to use it too.",
 )  # fmt: skip
-namespace_option = click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True,
-                                help="Namespace of the kubeconfig Secrets.")  # fmt: skip
+namespace_option = click.option(
+    "-n", "--namespace", default=None,
+    help="The controller's namespace, where it reads the workers' kubeconfig Secrets "
+         f"[default: {namespace_default_help()}].",
+)  # fmt: skip
+kind_option = click.option(
+    "--kind", "kind_names", multiple=True, metavar="Kind.version.group",
+    help="A kind the controller runs (repeatable), as `jobrelay run --kind` [default: the "
+         "kinds its leader records on its Lease, else Job.v1.batch].",
+)  # fmt: skip
+
+
+async def locate_for_verb(
+    client: ApiClient,
+    namespace: str | None,
+    kind_names: tuple[str, ...],
+    controller_name: str,
+    *,
+    need_kinds: bool = True,
+) -> tuple[str, tuple[str, ...]]:
+    """The controller's namespace and the kinds a verb works with (``--namespace`` and
+    ``--kind`` when given, else found through its Lease; a warning when no Lease says)."""
+    from datetime import UTC, datetime
+
+    from jobrelay.cli.controller_namespace import kinds_for_verb, locate_controller, recorded_kinds
+    from jobrelay.kinds.catalog import DEFAULT_KINDS
+    from jobrelay.vocabulary.leases import lease_name_for
+
+    lease_name = lease_name_for(controller_name)
+    located = await locate_controller(client, namespace, lease_name, datetime.now(UTC))
+    if kind_names or not need_kinds:
+        return located.namespace, kind_names
+    recorded = await recorded_kinds(client, located, lease_name)
+    kinds, warning = kinds_for_verb(
+        kind_names, recorded, f"{located.namespace}/{lease_name}", DEFAULT_KINDS
+    )
+    if warning:
+        click.echo(warning, err=True)
+    return located.namespace, kinds
 
 
 def run_verb(coroutine: Coroutine[Any, Any, T], on_interrupt: Callable[[], str] | None = None) -> T:

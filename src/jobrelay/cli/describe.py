@@ -32,7 +32,7 @@ from jobrelay.cli.common import (
     manager_options,
     run_command,
 )
-from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE, complete_names, complete_types
+from jobrelay.cli.get import complete_names, complete_types
 from jobrelay.cli.get_kinds import JOB_KIND, JOBSET_KIND, resolve
 from jobrelay.cli.queue_positions import read_estimates, read_served
 from jobrelay.cli.terminal import safe_lines
@@ -353,9 +353,7 @@ async def described(
     from jobrelay.vocabulary.leases import lease_name_for
 
     found = []
-    resolved = await resolve(
-        client, requests, DEFAULT_LEASE_NAMESPACE, lease_name_for(DEFAULT_CONTROLLER_NAME)
-    )
+    resolved = await resolve(client, requests, None, lease_name_for(DEFAULT_CONTROLLER_NAME))
     for request, kinds in resolved:
         for kind in kinds:
             names = list(request.names)

@@ -25,6 +25,7 @@ from jobrelay.cli.common import (
     namespace_options,
     run_command,
 )
+from jobrelay.cli.controller_namespace import namespace_default_help
 from jobrelay.cli.get_kinds import JOB_KIND, RESOURCE_TYPES, resolve
 from jobrelay.cli.get_listing import Listed, WorkloadQuery, fetch, follow, latest_warnings
 from jobrelay.cli.get_printer import Printer
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 
     from jobrelay.kube.client import ApiClient
     from jobrelay.kube.election.election_rules import LeaseFreshness
-
-DEFAULT_LEASE_NAMESPACE = "jobrelay-system"  # `jobrelay run --namespace`
 
 OUTPUTS = ("wide", "json", "yaml", "name")
 TYPES_METAVAR = "[TYPE[,TYPE...]|TYPE/NAME]"
@@ -113,9 +112,9 @@ def _checked_sort_by(
 )
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="List workloads with this spec.managedBy.")  # fmt: skip
-@click.option("--controller-namespace", default=DEFAULT_LEASE_NAMESPACE, show_default=True,
+@click.option("--controller-namespace", default=None,
               help="The controller's namespace (`jobrelay run --namespace`): its Lease says "
-                   "which kinds it runs, for `all` and their names.")  # fmt: skip
+                   f"which kinds it runs, for `all` and their names [default: {namespace_default_help()}].")  # fmt: skip
 @manager_options
 def get(
     resource_type: str | None,
@@ -129,7 +128,7 @@ def get(
     label_columns_given: tuple[str, ...],
     watch: bool,
     controller_name: str,
-    controller_namespace: str,
+    controller_namespace: str | None,
     kubeconfig: Path | None,
     context: str | None,
 ) -> None:
@@ -169,24 +168,29 @@ def get(
         import asyncio
 
         from jobrelay.cli.controller_lease import read_lease_freshness
+        from jobrelay.cli.controller_namespace import locate_controller
 
         async with manager_client(kubeconfig, context) as client:
             # Read beside the listing (one GET), told before the first rows; --watch: once.
             lease_name = lease_name_for(controller_name)
             started = datetime.now(UTC)
+            located = await locate_controller(client, controller_namespace, lease_name, started)
             lease_read = asyncio.create_task(
-                read_lease_freshness(client, controller_namespace, lease_name, started)
+                read_lease_freshness(client, located.namespace, lease_name, started)
             )
             try:
-                return await listing(client, lease_name, lease_read)
+                return await listing(client, located.namespace, lease_name, lease_read)
             finally:
                 lease_read.cancel()
 
     async def listing(
-        client: ApiClient, lease_name: str, lease_read: asyncio.Task[LeaseFreshness | None]
+        client: ApiClient,
+        lease_namespace: str,
+        lease_name: str,
+        lease_read: asyncio.Task[LeaseFreshness | None],
     ) -> Listed:
         claims: dict[str, str] = {}
-        resolved = await resolve(client, requests, controller_namespace, lease_name, claims)
+        resolved = await resolve(client, requests, lease_namespace, lease_name, claims)
         queries = [
             WorkloadQuery(kinds, where, selector, request.names, controller_name,
                           explicit=request.type.lower() != "all", claims=claims)
@@ -211,7 +215,7 @@ def get(
         from jobrelay.cli.controller_lease import controller_lease_warning
 
         warning = controller_lease_warning(
-            await lease_read, f"{controller_namespace}/{lease_name}", datetime.now(UTC),
+            await lease_read, f"{lease_namespace}/{lease_name}", datetime.now(UTC),
             "--controller-namespace",
         )  # fmt: skip
         if warning:

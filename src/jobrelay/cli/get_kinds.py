@@ -39,14 +39,22 @@ RESOURCE_TYPES: dict[str, tuple[WorkloadKind, ...]] = {
 }
 
 
-async def known_kinds(client: ApiClient, namespace: str, lease_name: str) -> list[KindNames]:
+async def known_kinds(client: ApiClient, namespace: str | None, lease_name: str) -> list[KindNames]:
     """The kinds the controller runs (its leader records them on its Lease; Job and JobSet
-    when no Lease says), each with the names discovery gives it (plural, short names)."""
+    when no Lease says), each with the names discovery gives it (plural, short names).
+    ``namespace``: the controller's, None to find it (controller_namespace)."""
+    from datetime import UTC, datetime
+
+    from jobrelay.cli.controller_namespace import locate_controller
     from jobrelay.cli.version import NoLease, read_leader
     from jobrelay.kinds.managed_by_claims import parse_lease_entry
     from jobrelay.kube.errors import ApiError
 
     try:
+        if namespace is None:
+            namespace = (
+                await locate_controller(client, None, lease_name, datetime.now(UTC))
+            ).namespace
         recorded = (await read_leader(client, namespace, lease_name)).kinds or BUILT_IN
     except (NoLease, ApiError):  # no controller here, or Leases not readable by this user
         recorded = BUILT_IN
@@ -75,7 +83,7 @@ def workload_kinds(found: list[KindNames]) -> tuple[WorkloadKind, ...]:
 async def resolve(
     client: ApiClient,
     requests: list[TypeRequest],
-    namespace: str,
+    namespace: str | None,
     lease_name: str,
     claims: dict[str, str] | None = None,
 ) -> list[tuple[TypeRequest, tuple[WorkloadKind, ...]]]:

@@ -19,6 +19,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from jobrelay import __version__
+from jobrelay.cli.error_style import error_line
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "jobrelay.cli.top", "top",
         "The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory "
         "and GPUs used of allocatable, its unfinished mirrors and the workloads running "
-        "there; then the managed workloads by state.",
+        "there; then the managed workloads by state (-n: of one namespace).",
     ),
     "version": Subcommand(
         "jobrelay.cli.version", "version",
@@ -180,23 +181,20 @@ def _main(**settings: Any) -> None:
     except click.exceptions.NoArgsIsHelpError as error:  # a bare group: its help
         error.show()
         sys.exit(error.exit_code)
-    except click.UsageError as error:
-        # One line, as every other error: what is wrong, then where help is.
-        where = f" (see '{error.ctx.command_path} --help')" if error.ctx is not None else ""
-        click.echo(f"Error: {error.format_message()}{where}", err=True)
-        sys.exit(error.exit_code)
-    except click.ClickException as error:
+    except click.ClickException as error:  # usage errors too: one line (error_style)
         error.show()
         sys.exit(error.exit_code)
     except click.Abort:
-        click.echo("Aborted!", err=True)
+        click.echo(error_line("aborted"), err=True)
         sys.exit(1)
     except Exception as error:
         if os.environ.get("JOBRELAY_DEBUG"):
             raise
         click.echo(
-            f"Error: {type(error).__name__}: {error} (unexpected, a bug in jobrelay "
-            f"{__version__}: please report it; JOBRELAY_DEBUG=1 shows where)",
+            error_line(
+                f"{type(error).__name__}: {error} (unexpected, a bug in jobrelay "
+                f"{__version__}: please report it; JOBRELAY_DEBUG=1 shows where)"
+            ),
             err=True,
         )
         sys.exit(1)

@@ -4,8 +4,9 @@ NAME, WEIGHT, PENDING, ADMITTED, usage of nominal quota per resource (``40/32``:
 in use, 32 guaranteed; ``-``: nothing guaranteed), FAIR SHARE and ACTUAL SHARE (of the
 fleet, the resource each queue uses most). ``-o wide`` adds the strategy, the borrowing
 limits, the preemption settings and why a queue is ignored; ``-o json|yaml`` prints the
-RelayQueues as kubectl does (a ``v1 List``), ``-o name`` their names. The rows are pure
-(:func:`queue_rows`); the command only lists.
+RelayQueues as kubectl does (a ``v1 List``), ``-o name`` their names, ``-o jsonpath=``
+and ``custom-columns=`` as `get`; ``-w`` each change after. The rows are pure
+(:func:`queue_rows`); the command only lists and watches (cli/object_watch.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.cli.object_watch import list_output_option, watch_option
 from jobrelay.cli.workloads import table
 from jobrelay.readmodel.queue_rows import queue_row
 
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["queue_rows", "queues"]
 
-QUEUE_OUTPUTS = ("wide", "json", "yaml", "name")
 # Shown first, in this order; other resources follow by name.
 _FIRST = ("cpu", "memory", "nvidia.com/gpu")
 _NO_CRD = (
@@ -98,12 +99,14 @@ def queue_rows(queues: Sequence[Mapping[str, Any]], *, wide: bool) -> list[str]:
     return table(rows, header)
 
 
-async def list_queues(client: ApiClient) -> list[dict[str, Any]]:
+async def list_queues(client: ApiClient) -> tuple[list[dict[str, Any]], str]:
+    """The RelayQueues and the list's resourceVersion (where a watch starts)."""
     from jobrelay.kube.errors import ApiError
     from jobrelay.kube.resources import RELAY_QUEUES
 
     try:
-        return (await client.list(RELAY_QUEUES)).items
+        listed = await client.list(RELAY_QUEUES)
+        return listed.items, listed.resource_version
     except ApiError as error:
         if error.is_not_found:
             raise click.ClickException(_NO_CRD) from None
@@ -111,31 +114,35 @@ async def list_queues(client: ApiClient) -> list[dict[str, Any]]:
 
 
 @click.command()
-@click.option("-o", "--output", type=click.Choice(QUEUE_OUTPUTS), default=None,
-              help="wide, json, yaml or name.")  # fmt: skip
+@list_output_option()
+@watch_option
 @manager_options
-def queues(output: str | None, kubeconfig: Path | None, context: str | None) -> None:
+def queues(output: str | None, watch: bool, kubeconfig: Path | None, context: str | None) -> None:
     """The fleet's queues (RelayQueue objects): weight, pending and admitted workloads,
     usage of nominal quota per resource, fair and actual share of the fleet.
 
     The figures are the controller's (its leader writes each queue's status on change);
-    a queue it ignores says why in -o wide. See docs/queues.md.
+    a queue it ignores says why in -o wide. -w prints each queue's new row as its status
+    changes. See docs/queues.md.
     """
-    from jobrelay.cli.output_rules import as_list, dump
+    from jobrelay.cli.object_watch import ObjectPrinter, watch_objects
     from jobrelay.cli.terminal import safe_lines
 
-    async def go() -> list[dict[str, Any]]:
-        async with manager_client(kubeconfig, context) as client:
-            return await list_queues(client)
+    def rows(found: Sequence[Mapping[str, Any]], wide: bool) -> list[str]:
+        return list(safe_lines(queue_rows(found, wide=wide)))
 
-    found = run_command(go())
-    if output in ("json", "yaml"):
-        click.echo(dump(as_list(found), output))
-    elif output == "name":
-        for queue in found:
-            click.echo(f"relayqueue.jobrelay.dev/{_map(queue.get('metadata')).get('name')}")
-    elif not found:
-        click.echo("no RelayQueues: every workload is placed as it comes (docs/queues.md)")
-    else:
-        for line in safe_lines(queue_rows(found, wide=output == "wide")):
-            click.echo(line)
+    printer = ObjectPrinter(
+        output, rows, "relayqueue.jobrelay.dev",
+        empty="no RelayQueues: every workload is placed as it comes (docs/queues.md)",
+    )  # fmt: skip
+
+    async def go() -> None:
+        from jobrelay.kube.resources import RELAY_QUEUES
+
+        async with manager_client(kubeconfig, context) as client:
+            found, version = await list_queues(client)
+            printer.first(found)
+            if watch:
+                await watch_objects(client, RELAY_QUEUES, version, printer)
+
+    run_command(go())

@@ -24,7 +24,7 @@ from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
 from jobrelay.admission.queue_places import QueueKnowledge, is_pending, queue_of
 from jobrelay.admission.workload_reads import Priorities, read_for_admission
 from jobrelay.cli.common import kubeconfig_namespace, manager_client, manager_options, run_command
-from jobrelay.cli.get import DEFAULT_LEASE_NAMESPACE
+from jobrelay.cli.controller_namespace import namespace_default_help
 from jobrelay.cli.output_rules import dump
 from jobrelay.cli.queue_positions import read_counted, read_known
 from jobrelay.cli.simulate_input import (
@@ -125,7 +125,7 @@ async def judge_all(
     source: str,
     default_namespace: str,
     controller_name: str,
-    controller_namespace: str,
+    controller_namespace: str | None,
 ) -> list[SimulatedWorkload]:
     """Each workload of ``objects`` judged against what the manager holds now."""
     from jobrelay.cli.get_kinds import known_kinds, workload_kinds
@@ -196,15 +196,16 @@ async def judge_all(
               help="json|yaml: the verdicts as a List.")  # fmt: skip
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="The controller's spec.managedBy: whose workloads count as ahead.")  # fmt: skip
-@click.option("--controller-namespace", default=DEFAULT_LEASE_NAMESPACE, show_default=True,
-              help="The controller's namespace: its Lease says which kinds it runs.")  # fmt: skip
+@click.option("--controller-namespace", default=None,
+              help="The controller's namespace: its Lease says which kinds it runs "
+                   f"[default: {namespace_default_help()}].")  # fmt: skip
 @manager_options
 def simulate(
     filename: str,
     namespace: str | None,
     output: str | None,
     controller_name: str,
-    controller_namespace: str,
+    controller_namespace: str | None,
     kubeconfig: Path | None,
     context: str | None,
 ) -> None:

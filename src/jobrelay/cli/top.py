@@ -25,10 +25,15 @@ from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME
 _CLEAR = "\x1b[H\x1b[2J"
 
 
-async def snapshot(client: ApiClient, controller_name: str) -> list[str]:
-    """One frame: the WorkerClusters and every managed workload, from the manager."""
+async def snapshot(
+    client: ApiClient, controller_name: str, namespace: str | None = None
+) -> list[str]:
+    """One frame: the WorkerClusters and the managed workloads (of ``namespace``; None:
+    every namespace), from the manager."""
     workers = await workerclusters.list_workers(client)
-    query = WorkloadQuery((JOB_KIND, JOBSET_KIND), None, None, (), controller_name, explicit=False)
+    query = WorkloadQuery(
+        (JOB_KIND, JOBSET_KIND), namespace, None, (), controller_name, explicit=False
+    )
     listed = await fetch(client, query)
     left_out = [f"(left out: {kind.ref.plural}, which you may not list)" for kind in listed.refused]
     return fleetview.top_lines(workers, listed.found) + left_out
@@ -41,11 +46,12 @@ async def refresh(
     *,
     frames: int | None,
     show: Callable[[list[str]], None],
+    namespace: str | None = None,
 ) -> None:
     """Show a frame every ``interval`` seconds (``frames`` of them; None: until Ctrl-C)."""
     shown = 0
     while frames is None or shown < frames:
-        show(await snapshot(client, controller_name))
+        show(await snapshot(client, controller_name, namespace))
         shown += 1
         if frames is None or shown < frames:
             await asyncio.sleep(interval)
@@ -57,17 +63,25 @@ async def refresh(
 @click.option("--once", is_flag=True, help="Print one frame and exit (for scripts and tests).")
 @click.option("--controller-name", default=DEFAULT_CONTROLLER_NAME, show_default=True,
               help="Count workloads with this spec.managedBy.")  # fmt: skip
+@click.option("-n", "--namespace", default=None,
+              help="Count the workloads of this namespace only [default: every namespace].")  # fmt: skip
+@click.option("-A", "--all-namespaces", is_flag=True,
+              help="Every namespace's workloads (the default; overrides -n).")  # fmt: skip
 @manager_options
 def top(
     interval: float,
     once: bool,
     controller_name: str,
+    namespace: str | None,
+    all_namespaces: bool,
     kubeconfig: Path | None,
     context: str | None,
 ) -> None:
     """The fleet at a glance: per worker, whether it is connected, its nodes, CPU, memory
     and GPUs used of allocatable, its unfinished mirrors and the workloads running there;
-    then the managed workloads by state. Refreshes every --interval seconds until Ctrl-C."""
+    then the managed workloads by state (-n: of one namespace). Refreshes every --interval
+    seconds until Ctrl-C."""
+    where = None if all_namespaces else namespace
     clear = not once and sys.stdout.isatty()
 
     def show(lines: list[str]) -> None:
@@ -78,7 +92,10 @@ def top(
 
     async def go() -> Any:
         async with manager_client(kubeconfig, context) as client:
-            await refresh(client, controller_name, interval, frames=1 if once else None, show=show)
+            await refresh(
+                client, controller_name, interval, frames=1 if once else None, show=show,
+                namespace=where,
+            )  # fmt: skip
 
     try:
         run_command(go())

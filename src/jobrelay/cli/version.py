@@ -16,8 +16,8 @@ import click
 
 import jobrelay
 from jobrelay.cli.common import manager_client, manager_options, run_command
+from jobrelay.cli.controller_namespace import namespace_default_help
 from jobrelay.cli.terminal import safe
-from jobrelay.fleet.workerclusters import DEFAULT_NAMESPACE
 from jobrelay.vocabulary.names import (
     DEFAULT_CONTROLLER_NAME,
     KINDS_ANNOTATION,
@@ -99,8 +99,9 @@ def lease_options(func: Any) -> Any:
         help="The controller's name (`jobrelay run --controller-name`).",
     )(func)  # fmt: skip
     func = click.option(
-        "--namespace", "lease_namespace", default=DEFAULT_NAMESPACE, show_default=True,
-        help="The controller's namespace (`jobrelay run --namespace`).",
+        "-n", "--namespace", "lease_namespace", default=None,
+        help="The controller's namespace (`jobrelay run --namespace`), where its Lease is; "
+             f"not a workload's [default: {namespace_default_help()}].",
     )(func)  # fmt: skip
     return func
 
@@ -157,7 +158,7 @@ def server_line(leader: Leader, now: datetime | None = None) -> str:
 def version(
     client_only: bool,
     output: str | None,
-    lease_namespace: str,
+    lease_namespace: str | None,
     controller_name: str,
     lease_name: str | None,
     kubeconfig: Path | None,
@@ -177,10 +178,12 @@ def version(
     now = datetime.now(UTC)
 
     async def go() -> Leader:
+        from jobrelay.cli.controller_namespace import locate_controller
+
+        name = lease_name or lease_name_for(controller_name)
         async with manager_client(kubeconfig, context) as client:
-            return await read_leader(
-                client, lease_namespace, lease_name or lease_name_for(controller_name), now
-            )
+            located = await locate_controller(client, lease_namespace, name, now)
+            return await read_leader(client, located.namespace, name, now)
 
     if not output:
         click.echo(f"Client Version: {jobrelay.__version__}")

@@ -34,6 +34,7 @@ from jobrelay.kube.watching import InformerEvent
 from jobrelay.relayapi import finished_logs_rules, panel_rules, route_rules, trust_rules
 from jobrelay.relayapi.access_reviews import AccessReviews
 from jobrelay.relayapi.httpserver import Answer, HttpRequest, Stream
+from jobrelay.relayapi.log_source_rules import LogSource, log_sources
 from jobrelay.relayapi.logstreams import (
     PodWatch,
     bounded_follow,
@@ -422,18 +423,20 @@ class RelayApi:
                 404, f'no pod of "{route.name}" has completion index {query.index}', "NoPods"
             )
         names = [Meta(pod).name for pod in chosen]
+        sources = log_sources(chosen, query)
         watches = {placed.selectors[name] for name in names}
         # Pod streams held open at once: a follow reads every chosen pod at once (and
         # holds a watch of them per selector, on its worker's pool too); a plain read one
         # pod after another.
-        streams = len(chosen) + len(watches) if query.follow else 1
+        streams = len(sources) + len(watches) if query.follow else 1
         claim = self.streams.claim(user.name, cluster, streams)
         if isinstance(claim, str):
             raise Refused(429, claim, "TooManyRequests")
         try:
             chunks = self._log_chunks(
-                client, route.namespace, {name: placed.selectors[name] for name in names}, query
-            )
+                client, route.namespace, {name: placed.selectors[name] for name in names}, query,
+                sources,
+            )  # fmt: skip
         except BaseException:
             self.streams.release(claim)
             raise
@@ -452,9 +455,10 @@ class RelayApi:
         namespace: str,
         selectors: Mapping[str, str],
         query: route_rules.LogQuery,
+        sources: Sequence[LogSource],
     ) -> AsyncIterator[bytes]:
-        """The chunks of the pods ``selectors`` names (each pod's by the selector it was
-        listed by, which a follow watches it by)."""
+        """The chunks of ``sources``, of the pods ``selectors`` names (each pod's by the
+        selector it was listed by, which a follow watches it by)."""
         params = route_rules.kubelet_params(query)
         idle = self.limits.follow_idle_timeout
         names = list(selectors)
@@ -463,26 +467,28 @@ class RelayApi:
             for selector in dict.fromkeys(selectors.values())
         } if query.follow else {}  # fmt: skip
 
-        def one(name: str) -> AsyncIterator[bytes]:
+        def one(source: LogSource) -> AsyncIterator[bytes]:
+            name = source.pod
             watch = watches.get(selectors[name])
             ended = functools.partial(watch.ended, name) if watch is not None else None
-            chunks = pod_log(client, namespace, name, params, idle, ended)
+            asked = {**params, "container": source.container} if source.container else params
+            chunks = pod_log(client, namespace, name, asked, idle, ended)
             if query.follow:
                 chunks = bounded_follow(
                     chunks, self.limits.max_follow_bytes, self.limits.follow_rate
                 )
-            if query.all_pods:
-                chunks = prefixed(f"[pod/{name}] ".encode(), chunks)
+            if source.prefix:
+                chunks = prefixed(source.prefix, chunks)
             return chunks
 
-        sources = [one(name) for name in names]
+        streams = [one(source) for source in sources]
         if watches:
-            chunks = merged(sources) if len(sources) > 1 else sources[0]
+            chunks = merged(streams) if len(streams) > 1 else streams[0]
             for watch in watches.values():
                 chunks = watched(watch, chunks)
             return chunks
         limit = min(self.limits.max_bytes, query.limit_bytes or self.limits.max_bytes)
-        return capped(chained(sources), limit)
+        return capped(chained(streams), limit)
 
 
 def _created(pod: Mapping[str, Any]) -> str:

@@ -200,12 +200,14 @@ class LogQuery:
     timestamps: bool = False
     follow: bool = False
     limit_bytes: int | None = None
+    all_containers: bool = False  # every container of each pod (kubectl --all-containers)
+    prefix: bool = False  # each line after [pod/NAME/CONTAINER] (kubectl --prefix)
 
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False, "": True}
 _LOG_PARAMS = frozenset(
     ("container", "index", "allPods", "previous", "tailLines", "sinceSeconds",
-     "timestamps", "follow", "limitBytes")
+     "timestamps", "follow", "limitBytes", "allContainers", "prefix")
 )  # fmt: skip
 
 
@@ -247,7 +249,11 @@ def parse_log_query(params: Mapping[str, str]) -> LogQuery:
         timestamps=_bool(params, "timestamps"),
         follow=_bool(params, "follow"),
         limit_bytes=_count(params, "limitBytes", least=1),
+        all_containers=_bool(params, "allContainers"),
+        prefix=_bool(params, "prefix"),
     )
+    if query.all_containers and query.container:
+        raise BadRequest("container and allContainers exclude each other")
     if query.all_pods and query.index is not None:
         raise BadRequest("index and allPods exclude each other")
     if query.previous and query.follow:
@@ -261,6 +267,7 @@ def log_params(options: Mapping[str, Any]) -> dict[str, str]:
         "container": "container", "index": "index", "all_pods": "allPods",
         "previous": "previous", "tail": "tailLines", "since": "sinceSeconds",
         "timestamps": "timestamps", "follow": "follow", "limit_bytes": "limitBytes",
+        "all_containers": "allContainers", "prefix": "prefix",
     }  # fmt: skip
     params: dict[str, str] = {}
     for option, param in names.items():

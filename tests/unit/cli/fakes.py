@@ -47,6 +47,8 @@ class FakeApiserver:
     # one scripted event, "interrupt" raises KeyboardInterrupt (Ctrl-C), "gone" answers 410,
     # "delete" deletes the object (and sends the event).
     watch_mishaps: deque[str] = field(default_factory=deque)
+    # Events (type, object) the next watch sends as they are, then Ctrl-C ends the command.
+    watch_events: deque[tuple[str, dict[str, Any]]] = field(default_factory=deque)
     # An older CRD prunes spec fields it does not know.
     pruned_spec_fields: set[str] = field(default_factory=set)
     unreachable: bool = False
@@ -203,7 +205,16 @@ class FakeApiserver:
         if mishap == "gone":
             return _answer(410, status_body(410, "Expired", "too old resource version"))
         selected = params.get("fieldSelector", "").removeprefix("metadata.name=")
+        if self.watch_events:
+            return httpx2.Response(200, content=self._scripted())
         return httpx2.Response(200, content=self._stream(path, selected, mishap))
+
+    async def _scripted(self) -> AsyncIterator[bytes]:
+        while self.watch_events:
+            kind, obj = self.watch_events.popleft()
+            yield msgspec.json.encode({"type": kind, "object": obj}) + b"\n"
+            await asyncio.sleep(0)
+        raise KeyboardInterrupt  # the user stops the watch
 
     async def _stream(self, path: str, name: str, mishap: str) -> AsyncIterator[bytes]:
         if mishap == "interrupt":

@@ -118,7 +118,7 @@ def test_every_verb_on_an_unknown_worker_says_how_to_list_them(
     result = invoke(verb, "nope")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: no worker cluster named nope (`jobrelay clusters list` shows those registered)\n"
+        "error: no worker cluster named nope (`jobrelay clusters list` shows those registered)\n"
     )
 
 
@@ -127,7 +127,7 @@ def test_a_missing_crd_says_to_install_it(manager: FakeApiserver) -> None:
     result = invoke("cordon", "w1")
     assert result.exit_code == 1
     assert (
-        result.stderr == "Error: the WorkerCluster CRD is not installed: run `jobrelay install`\n"
+        result.stderr == "error: the WorkerCluster CRD is not installed: run `jobrelay install`\n"
     )
 
 
@@ -198,7 +198,7 @@ def test_drain_timeout_exits_1_and_leaves_the_drain_in_place(manager: FakeApiser
     result = invoke("drain", "w1", "--timeout", "0.05")
     assert result.exit_code == 1
     assert result.stderr == (
-        "Error: worker cluster w1 still has 2 unfinished mirrors after 0.05s; the drain "
+        "error: worker cluster w1 still has 2 unfinished mirrors after 0.05s; the drain "
         "(NotStarted) stays in place and the controller carries on: run `jobrelay clusters "
         "drain w1` to wait again, `jobrelay clusters drain w1 --force` to move running "
         "workloads too, or `jobrelay clusters uncordon w1` to cancel it\n"
@@ -256,7 +256,7 @@ def test_drain_of_a_worker_deleted_meanwhile_fails_clearly(manager: FakeApiserve
     manager.watch_mishaps.append("delete")
     result = invoke("drain", "w1")
     assert result.exit_code == 1
-    assert result.stderr == "Error: worker cluster w1 was deleted while draining\n"
+    assert result.stderr == "error: worker cluster w1 was deleted while draining\n"
 
 
 def test_ctrl_c_while_draining_leaves_the_drain_and_says_so(manager: FakeApiserver) -> None:
@@ -541,7 +541,7 @@ def test_an_unreachable_manager_says_what_to_check(manager: FakeApiserver) -> No
     manager.unreachable = True
     result = invoke("cordon", "w1")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: cannot connect to https://manager (connection refused)")
+    assert result.stderr.startswith("error: cannot connect to https://manager (connection refused)")
     assert "check --kubeconfig and --context" in result.stderr
 
 

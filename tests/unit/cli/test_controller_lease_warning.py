@@ -99,15 +99,32 @@ def test_get_warns_once_on_a_stale_lease_and_stdout_is_unchanged(
         assert json.loads(result.stdout)["items"][0]["metadata"]["name"] == "waiting"
 
 
+def test_get_finds_a_controller_in_another_namespace_by_its_lease(
+    manager: FakeApiserver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JOBRELAY_NAMESPACE", raising=False)
+    manager.lead(namespace="ops")  # the controller runs elsewhere: found there
+    result = run("get", "-n", "team-a")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    pointed = run("get", "-n", "team-a", "--controller-namespace", "ops")
+    assert pointed.stderr == "" and pointed.stdout == result.stdout
+    # Pointed elsewhere (the flag, or $JOBRELAY_NAMESPACE), it finds no Lease, and says which.
+    for elsewhere in (("--controller-namespace", "jobrelay-system"), ()):
+        if not elsewhere:
+            monkeypatch.setenv("JOBRELAY_NAMESPACE", "jobrelay-system")
+        missed = run("get", "-n", "team-a", *elsewhere)
+        (line,) = missed.stderr.splitlines()
+        assert line.startswith("warning: no jobrelay controller has run against this manager")
+        assert "--controller-namespace" in line and "jobrelay-system/jobrelay-relay" in line
+
+
 def test_get_names_the_namespace_option_when_no_lease_exists(manager: FakeApiserver) -> None:
-    manager.lead(namespace="ops")  # the controller runs elsewhere
     result = run("get", "-n", "team-a")
     assert result.exit_code == 0, result.output
     (line,) = result.stderr.splitlines()
     assert line.startswith("warning: no jobrelay controller has run against this manager")
     assert "--controller-namespace" in line
-    pointed = run("get", "-n", "team-a", "--controller-namespace", "ops")
-    assert pointed.stderr == "" and pointed.stdout == result.stdout
 
 
 def test_get_reads_the_lease_of_its_controller_name(manager: FakeApiserver) -> None:

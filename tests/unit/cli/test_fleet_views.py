@@ -157,3 +157,34 @@ def test_usage(capacity: dict[str, Any], shown: str) -> None:
 )
 def test_an_odd_capacity_status_is_a_dash(capacity: dict[str, Any]) -> None:
     assert clusters_cli.capacity_text(capacity) == "-"
+
+
+# -- kubectl's list manners: jsonpath, -w, top -n ------------------------------------------
+
+
+@pytest.mark.parametrize("verb", [["clusters"], ["clusters", "list"]])
+def test_clusters_take_jsonpath_and_watch(manager: FakeApiserver, verb: list[str]) -> None:
+    names = invoke(*verb, "-o", 'jsonpath={range .items[*]}{.metadata.name}{"\\n"}{end}')
+    assert (names.exit_code, names.output) == (0, "worker-1\nworker-2\n")
+    lost = worker_cluster("worker-2", active=0, connected="False", lost="2026-01-01T00:00:00Z")
+    manager.watch_events.append(("MODIFIED", lost))
+    watched = invoke(*verb, "-w")
+    assert watched.exit_code == 130
+    lines = watched.output.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("NAME")
+    assert lines[3].split()[0] == "worker-2" and lines[3] != lines[2]
+
+
+def test_top_counts_one_namespace_with_n(manager: FakeApiserver) -> None:
+    on_one = {"jobrelay.dev/cluster": "worker-1"}
+    manager.put(JOBS, job("a", on_one, {"active": 1}))
+    elsewhere = job("b", on_one, {"active": 1})
+    elsewhere["metadata"]["namespace"] = "team-b"
+    manager.put(JOBS, elsewhere)
+    assert invoke("top", "--once").output.splitlines()[-1] == "WORKLOADS 2: Running 2"
+    assert invoke("top", "--once", "-n", "team-b").output.splitlines()[-1] == (
+        "WORKLOADS 1: Running 1"
+    )
+    assert invoke("top", "--once", "-n", "team-b", "-A").output.splitlines()[-1] == (
+        "WORKLOADS 2: Running 2"
+    )

@@ -80,7 +80,7 @@ def test_all_namespaces_and_a_selector(manager: FakeApiserver) -> None:
     result = invoke("jobs", "-A", "-l", "team=x", "-o", "name")
     assert result.exit_code == 0, result.output
     assert result.output == "job.batch/a\njob.batch/b\n"
-    listings = [path for _, path, _, _ in manager.requests if "/leases/" not in path]
+    listings = [path for _, path, _, _ in manager.requests if "/leases" not in path]
     assert listings[0] == "/apis/batch/v1/jobs"
 
 

@@ -132,3 +132,57 @@ _values = st.recursive(
 def test_any_queue_objects_print_as_rows(objects: list[Any]) -> None:
     for wide in (False, True):
         assert len(queue_rows(objects, wide=wide)) == len(objects) + 1
+
+
+# -- kubectl's list manners: jsonpath, custom-columns, -w -----------------------------------
+
+
+def test_queues_take_jsonpath_and_custom_columns(manager: FakeApiserver) -> None:
+    manager.put(QUEUES_PATH, TEAM_A)
+    manager.put(QUEUES_PATH, TEAM_B)
+    names = invoke("queues", "-o", "jsonpath={.items[*].metadata.name}")
+    assert (names.exit_code, names.output) == (0, "team-a team-b")
+    columns = invoke("queues", "-o", "custom-columns=NAME:.metadata.name,WEIGHT:.spec.weight")
+    assert columns.output.splitlines() == ["NAME     WEIGHT", "team-a   1", "team-b   2"]
+    refused = invoke("queues", "-o", "jsonpath=")
+    assert refused.exit_code == 2 and refused.stderr.startswith("error: ")
+
+
+def test_queues_watch_prints_each_changed_row_until_ctrl_c(manager: FakeApiserver) -> None:
+    manager.put(QUEUES_PATH, TEAM_A)
+    busier = {**TEAM_A, "status": {**TEAM_A["status"], "pending": 99}}
+    manager.watch_events.extend([("MODIFIED", busier), ("ADDED", TEAM_B)])
+    result = invoke("queues", "-w")
+    assert result.exit_code == 130
+    header, first, changed, added = result.output.splitlines()
+    assert header.startswith("NAME") and first.split()[:3] == ["team-a", "1", "12"]
+    assert changed.split()[:3] == ["team-a", "1", "99"]
+    assert added.split()[0] == "team-b"
+    watched = [params for method, path, params, _ in manager.requests if params.get("watch")]
+    assert watched and watched[0]["resourceVersion"] == "1"  # from the list's version
+
+
+def test_queues_watch_as_json_prints_each_changed_object(manager: FakeApiserver) -> None:
+    manager.put(QUEUES_PATH, TEAM_A)
+    manager.watch_events.append(("MODIFIED", TEAM_B))
+    result = invoke("queues", "-w", "-o", "name")
+    assert result.output.splitlines() == [
+        "relayqueue.jobrelay.dev/team-a",
+        "relayqueue.jobrelay.dev/team-b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "name", "row"),
+    [
+        (["NAME  X", "team-a  1", "team-ab  2"], "team-ab", "team-ab  2"),
+        (["NAME  X", "team-a  1", "team-ab  2"], "team-a", "team-a  1"),
+        (["NAME  X", "other  1"], "gone", "other  1"),  # not found: the last row
+    ],
+)
+def test_a_watch_prints_the_row_of_the_changed_object(
+    lines: list[str], name: str, row: str
+) -> None:
+    from jobrelay.cli.object_watch import changed_row
+
+    assert changed_row(lines, name) == row

@@ -40,7 +40,7 @@ def test_local_fleet_verbs_say_in_one_line_that_it_is_not_installed(
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"Error: `jobrelay {verb[0]}` needs the local fleet (jobrelay.localfleet), which this "
+        f"error: `jobrelay {verb[0]}` needs the local fleet (jobrelay.localfleet), which this "
         "installation leaves out (the container image does): install the jobrelay package "
         "(pip or pipx) to run it"
     ]

@@ -37,7 +37,7 @@ def test_status_and_env_without_a_fleet_say_how_to_start_one(
     result = runner.invoke(fleet, [command, "--state-dir", str(tmp_path / "none")])
     assert result.exit_code == 1
     assert result.stderr == (
-        f"Error: no fleet in {tmp_path}/none: start one with "
+        f"error: no fleet in {tmp_path}/none: start one with "
         f"`jobrelay fleet up --state-dir {tmp_path}/none`\n"
     )
 
@@ -120,7 +120,7 @@ def test_status_of_a_stopped_fleet_says_up_restarts_it(
     result = runner.invoke(fleet, ["status", "--state-dir", str(state_dir)])
     assert result.exit_code == 1
     assert result.stderr == (
-        f"Error: the fleet in {state_dir} is stopped: `jobrelay fleet up --state-dir "
+        f"error: the fleet in {state_dir} is stopped: `jobrelay fleet up --state-dir "
         f"{state_dir}` starts it again with its data\n"
     )
     env = runner.invoke(fleet, ["env", "--state-dir", str(state_dir)])
