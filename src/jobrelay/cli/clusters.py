@@ -27,7 +27,7 @@ from jobrelay.cli.clusters_options import (
 from jobrelay.cli.common import checked_origin, given_manager_flags, manager_client, manager_options
 from jobrelay.cli.output_rules import as_list, dump
 from jobrelay.cli.terminal import safe, safe_lines
-from jobrelay.fleet import maintenance, maintenance_rules, workerclusters
+from jobrelay.fleet import maintenance, maintenance_rules, origin_record, workerclusters
 from jobrelay.fleet.maintenance_rules import (
     DrainMode,
     DrainProgress,
@@ -284,7 +284,8 @@ def drain_(
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
 @click.option("--origin", default=None, callback=checked_origin,
               help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
-                   "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
+                   "worker's status.origin, else the controller's recorded origin, else this management "
+                   "cluster's kube-system UID].")  # fmt: skip
 @allow_exec_option
 @manager_flags
 @namespace_option
@@ -343,7 +344,7 @@ def remove(
             phase[0] = RemovalPhase.CLEANING
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
-                mirrors_of = await workerclusters.default_origin(client)
+                mirrors_of = await origin_record.manager_origin(client, namespace, controller_name)
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=namespace, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,
