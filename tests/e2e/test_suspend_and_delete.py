@@ -1,4 +1,5 @@
-"""The user suspends, resumes and deletes management Jobs; the mirrors follow."""
+"""The user suspends, resumes and deletes management Jobs; the mirrors follow. And an
+admin restores them into the manager from a backup: they follow their mirrors again."""
 
 from __future__ import annotations
 
@@ -6,8 +7,13 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import JOBS, PODS
-from tests.e2e.support import CONTROLLER_UID_LABEL, Relay, placement
-from tests.kubetools import eventually, finished, is_true, job_manifest, wait_for
+from jobrelay.vocabulary.names import (
+    MIRRORS_ANNOTATION,
+    RESTORED_ANNOTATION,
+    RESTORED_HELD_ANNOTATION,
+)
+from tests.e2e.support import CONTROLLER_UID_LABEL, ControllerProcess, Relay, placement
+from tests.kubetools import Obj, eventually, finished, is_true, job_manifest, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -117,3 +123,125 @@ async def test_deleting_a_running_job_deletes_its_mirror_and_pods(
         what="the mirror's pods deleted with it",
     )
     await relay.wait_gone("endless")
+
+
+# -- a manager restored from a backup ------------------------------------------------------
+
+RESTORED_JOBS = ("restored-a", "restored-b", "restored-c")
+# Long enough to outlast a controller stop, a restore and a start.
+RESTORE_RUN = {"fleet.jobrelay.dev/duration": "25s"}
+
+
+def saved_manifest(job: Obj) -> Obj:
+    """A Job as a backup restores it: metadata (annotations, labels) kept, a new UID on
+    create, no status; Velero's Job action drops the selector and the controller-uid
+    labels, which the apiserver makes again for the new UID."""
+    metadata = job["metadata"]
+    generated = (CONTROLLER_UID_LABEL, "controller-uid")
+
+    def kept(labels: dict[str, str] | None) -> dict[str, str]:
+        return {k: v for k, v in (labels or {}).items() if k not in generated}
+
+    spec = {k: v for k, v in job["spec"].items() if k not in ("selector", "manualSelector")}
+    template = dict(spec["template"])
+    template["metadata"] = {
+        **(template.get("metadata") or {}),
+        "labels": kept((template.get("metadata") or {}).get("labels")),
+    }
+    spec["template"] = template
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "labels": kept(metadata.get("labels")),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+
+
+async def test_jobs_restored_into_the_manager_follow_their_running_mirrors_once_adopted(
+    relay: Relay, clients: dict[str, ApiClient], controller: ControllerProcess
+) -> None:
+    """The runbook's restore (docs/operations.md, Disaster recovery): Jobs deleted and
+    created again from their saved manifests while the controller is down (new UIDs,
+    their mirrors running on), held until annotated ``jobrelay.dev/restored=adopt``, then
+    each follows its mirror to Complete: no second mirror, its pods run once, no mirror
+    left behind."""
+    manager, namespace = relay.manager, relay.namespace
+    before: dict[str, tuple[Obj, str, str, str]] = {}  # saved, worker, mirror uid, old uid
+    for name in RESTORED_JOBS:
+        await relay.submit(job_manifest(name, annotations=RESTORE_RUN))
+    for name in RESTORED_JOBS:
+        job = await relay.wait(
+            name,
+            lambda j: (
+                MIRRORS_ANNOTATION in (j["metadata"].get("annotations") or {})
+                and (j.get("status") or {}).get("active", 0) > 0
+            ),
+            timeout=60,
+            what="running, its mirror recorded",
+        )
+        cluster, mirror = await relay.wait_mirror(job["metadata"]["uid"])
+        uid = job["metadata"]["uid"]
+        before[name] = (saved_manifest(job), cluster, mirror["metadata"]["uid"], uid)
+
+    await controller.stop()
+    try:
+        for name in RESTORED_JOBS:  # the manager lost them (no pods there: nothing else goes)
+            await manager.delete(JOBS, name, namespace=namespace)
+        for name in RESTORED_JOBS:
+            await relay.wait_gone(name)
+        restored = {
+            name: await manager.create(JOBS, saved, namespace=namespace)
+            for name, (saved, _, _, _) in before.items()
+        }
+    finally:
+        await controller.start(manager)
+    await controller.wait_ready(manager)
+
+    # Held: told once, with the command; nothing dispatched anew, no mirror deleted.
+    first = restored[RESTORED_JOBS[0]]
+    held = await relay.wait_event(
+        first["metadata"]["uid"],
+        lambda e: e.get("reason") == "RestoredMirror",
+        what="a RestoredMirror Event on the restored Job",
+    )
+    assert f"{RESTORED_ANNOTATION}=adopt" in held["message"], held["message"]
+    for name in RESTORED_JOBS:  # the documented step
+        await manager.patch(
+            JOBS, name, {"metadata": {"annotations": {RESTORED_ANNOTATION: "adopt"}}},
+            namespace=namespace,
+        )  # fmt: skip
+
+    for name, (_, cluster, mirror_uid, old_uid) in before.items():
+        job = await relay.wait_finished(name, timeout=90)
+        assert is_true(job, "Complete"), job.get("status")
+        assert job["metadata"]["uid"] == restored[name]["metadata"]["uid"]
+        assert placement(job) == cluster
+        await relay.wait(
+            name,
+            lambda j: (
+                not {RESTORED_ANNOTATION, RESTORED_HELD_ANNOTATION}
+                & set(j["metadata"].get("annotations") or {})
+            ),
+            timeout=30,
+            what="the restore annotations removed once adopted",
+        )
+        # One mirror ever, for the old UID and the new: the one that ran before.
+        ever = relay.mirror_uids(old_uid) | relay.mirror_uids(job["metadata"]["uid"])
+        assert ever == {(cluster, mirror_uid)}, f"{name}: mirrors {ever}"
+        for worker in relay.workers:
+            named = [obj["metadata"]["uid"] for obj in relay.jobs_named(name, worker)]
+            assert named == ([mirror_uid] if worker == cluster else []), f"{name} on {worker}"
+        pods = await clients[cluster].list(
+            PODS, namespace=namespace, label_selector=f"{CONTROLLER_UID_LABEL}={mirror_uid}"
+        )
+        assert [p["status"].get("phase") for p in pods.items] == ["Succeeded"], (
+            f"{name}: pods ran twice"
+        )
+        assert job["status"].get("succeeded") == 1, job["status"]
+    for name in RESTORED_JOBS:
+        await relay.wait_mirror_gone(restored[name]["metadata"]["uid"])
