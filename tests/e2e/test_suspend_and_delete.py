@@ -13,11 +13,20 @@ from jobrelay.vocabulary.names import (
     RESTORED_HELD_ANNOTATION,
 )
 from tests.e2e.support import CONTROLLER_UID_LABEL, ControllerProcess, Relay, placement
-from tests.kubetools import Obj, eventually, finished, is_true, job_manifest, wait_for
+from tests.kubetools import (
+    Obj,
+    WatchRecorder,
+    eventually,
+    finished,
+    is_true,
+    job_manifest,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
 RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 async def no_live_pods(client: ApiClient, namespace: str, mirror_uid: str) -> bool:
@@ -170,6 +179,24 @@ async def test_jobs_restored_into_the_manager_follow_their_running_mirrors_once_
     their mirrors running on), held until annotated ``jobrelay.dev/restored=adopt``, then
     each follows its mirror to Complete: no second mirror, its pods run once, no mirror
     left behind."""
+    namespace = relay.namespace
+    # Every pod ever made on each worker (jobrelay deletes a finished mirror, its pods too).
+    pods = {w: WatchRecorder(clients[w], PODS, namespace=namespace) for w in relay.workers}
+    for recorder in pods.values():
+        await recorder.start()
+    try:
+        await _restore_and_adopt(relay, clients, controller, pods)
+    finally:
+        for recorder in pods.values():
+            await recorder.stop()
+
+
+async def _restore_and_adopt(
+    relay: Relay,
+    clients: dict[str, ApiClient],
+    controller: ControllerProcess,
+    pods: dict[str, WatchRecorder],
+) -> None:
     manager, namespace = relay.manager, relay.namespace
     before: dict[str, tuple[Obj, str, str, str]] = {}  # saved, worker, mirror uid, old uid
     for name in RESTORED_JOBS:
@@ -236,12 +263,16 @@ async def test_jobs_restored_into_the_manager_follow_their_running_mirrors_once_
         for worker in relay.workers:
             named = [obj["metadata"]["uid"] for obj in relay.jobs_named(name, worker)]
             assert named == ([mirror_uid] if worker == cluster else []), f"{name} on {worker}"
-        pods = await clients[cluster].list(
-            PODS, namespace=namespace, label_selector=f"{CONTROLLER_UID_LABEL}={mirror_uid}"
-        )
-        assert [p["status"].get("phase") for p in pods.items] == ["Succeeded"], (
-            f"{name}: pods ran twice"
-        )
         assert job["status"].get("succeeded") == 1, job["status"]
     for name in RESTORED_JOBS:
         await relay.wait_mirror_gone(restored[name]["metadata"]["uid"])
+    for name, (_, cluster, mirror_uid, _) in before.items():
+        # Its pods ran once: one pod, of the one mirror, on its worker, and none elsewhere.
+        for worker, recorder in pods.items():
+            ran = {
+                (pod["metadata"]["name"], labels.get(CONTROLLER_UID_LABEL))
+                for _, pod in recorder.events
+                if (labels := pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name
+            }
+            assert len(ran) == (1 if worker == cluster else 0), f"{name} on {worker}: {ran}"
+            assert all(uid == mirror_uid for _, uid in ran), f"{name}: pods of another mirror"
