@@ -21,17 +21,32 @@ __all__ = ["is_restored_mirror"]
 
 
 def is_restored_mirror(
-    obj: JsonObj, where: str, mirror: JsonObj, *, controller_name: str, origin: str
+    obj: JsonObj,
+    where: str,
+    mirror: JsonObj,
+    *,
+    controller_name: str,
+    origin: str,
+    vouched: bool = False,
 ) -> bool:
     """Whether ``mirror``, seen on worker ``where``, is the current run's mirror of the
     object ``obj`` is a restored copy of: ours, made for another UID, and recorded by
-    ``obj`` itself (its run, on ``where``, with the mirror's own UID)."""
+    ``obj`` itself (its run, on ``where``, with the mirror's own UID).
+
+    A mirror is recorded only once it has run a while (controller/relay/steps/
+    mirror_record.py): a workload backed up younger has no record of it. ``vouched``
+    (an admin annotated the workload as restored) then stands for the record: the
+    current run's mirror on the worker it is placed on, when no record names another."""
     if not is_ours(mirror, controller_name, origin):
         return False
     made_for, uid, mirror_uid = origin_uid(mirror), Meta(obj).uid, Meta(mirror).uid
     if not made_for or not uid or not mirror_uid or made_for == uid:
         return False
-    run = len(placements_of(obj))
+    history = placements_of(obj)
+    run = len(history)
     if run == 0 or run_of(mirror) != run:
         return False
-    return mirror_records(obj).get(run) == RecordedMirror(where, mirror_uid)
+    record = mirror_records(obj).get(run)
+    if record is None:
+        return vouched and where == history[-1]
+    return record == RecordedMirror(where, mirror_uid)

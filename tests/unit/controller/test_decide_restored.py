@@ -97,6 +97,24 @@ CASES = {
         actions=(("Patch", "w1", PATCH), ("Event", "Normal", "MirrorAdopted"), ("Log", "info")),
         outcome=Done(),
     ),
+    "adopt, backed up before its mirror was recorded: the annotation vouches, adopted": Case(
+        obj=job(placed="w1", status=RUNNING, annotations={RESTORED_ANNOTATION: "adopt"}),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        fresh=True,
+        actions=(("Patch", "w1", PATCH), ("Event", "Normal", "MirrorAdopted"), ("Log", "info")),
+        outcome=Done(),
+    ),
+    "stop, backed up before its mirror was recorded: stopped": Case(
+        obj=job(placed="w1", status=RUNNING, annotations={RESTORED_ANNOTATION: "stop"}),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        fresh=True,
+        actions=(
+            ("Delete", "w1", "m-0"),
+            ("Event", "Normal", "RestoredMirrorStopped"),
+            ("Log", "info"),
+        ),
+        outcome=Retry(""),
+    ),
     "adopt while its worker does not answer: wait": Case(
         obj=restored(**{RESTORED_ANNOTATION: "adopt"}),
         workers=(worker("w1", mirror=OLD_RUN, connected=False),),
@@ -199,25 +217,28 @@ def test_a_restored_mirror_is_never_run_again_nor_deleted_unasked(
 
 
 @pytest.mark.parametrize(
-    ("obj", "seen", "expected"),
+    ("obj", "seen", "expected", "vouched"),
     [
-        (restored(), OLD_RUN, True),
-        (restored(), ADOPTED, False),  # its own: followed, not restored
-        (job(placed="w1"), OLD_RUN, False),  # no record
-        (job(history=("w1", "w2"), placed="w2", annotations=RECORD), OLD_RUN, False),  # earlier run
-        (job(annotations=RECORD), OLD_RUN, False),  # never placed
+        (restored(), OLD_RUN, True, True),
+        (restored(), ADOPTED, False, False),  # its own: followed, not restored
+        # No record (backed up young): only when an admin vouches for it.
+        (job(placed="w1"), OLD_RUN, False, True),
+        # An earlier run's, or never placed: never, vouched or not.
+        (job(history=("w1", "w2"), placed="w2", annotations=RECORD), OLD_RUN, False, False),
+        (job(annotations=RECORD), OLD_RUN, False, False),
+        # A record naming another mirror: never, vouched or not.
+        (job(placed="w1", annotations={MIRRORS_ANNOTATION: "1:w1:m-9"}), OLD_RUN, False, False),
     ],
 )
 def test_a_restored_mirror_is_the_recorded_one_of_the_current_run(
-    obj: JsonObj, seen: JsonObj, expected: bool
+    obj: JsonObj, seen: JsonObj, expected: bool, vouched: bool
 ) -> None:
-    found = is_restored_mirror(
-        obj, "w1", seen, controller_name="jobrelay.dev/relay", origin="manager"
-    )
-    assert found is expected
-    assert not is_restored_mirror(
-        obj, "w2", seen, controller_name="jobrelay.dev/relay", origin="manager"
-    )
-    assert not is_restored_mirror(
-        obj, "w1", seen, controller_name="jobrelay.dev/relay", origin="other"
-    )
+    def restored_there(where: str, *, origin: str = "manager", vouch: bool = False) -> bool:
+        return is_restored_mirror(
+            obj, where, seen, controller_name="jobrelay.dev/relay", origin=origin, vouched=vouch
+        )
+
+    assert restored_there("w1") is expected
+    assert restored_there("w1", vouch=True) is vouched
+    assert not restored_there("w2", vouch=True)
+    assert not restored_there("w1", origin="other", vouch=True)

@@ -13,7 +13,9 @@ the annotation ``jobrelay.dev/restored`` on the workload:
   its start (the mirror step forgets the gone mirror's record and creates one).
 
 Until then the workload is held: a Warning Event ``RestoredMirror`` and the annotation
-``jobrelay.dev/restored-held`` say which command to run. Once no such mirror is left,
+``jobrelay.dev/restored-held`` say which command to run. A workload backed up before its
+mirror was recorded (it had run less than 30 s) is recognised only when annotated, so
+the runbook annotates restored workloads before the controller starts. Once no such mirror is left,
 both annotations are removed. A deleted (or finished) workload's mirrors go as always.
 """
 
@@ -69,6 +71,7 @@ class RestoreStep:
                 seen,
                 controller_name=s.settings.controller_name,
                 origin=s.settings.origin,
+                vouched=decision in (RESTORED_ADOPT, RESTORED_STOP),
             )
         ]
         if not restored:
