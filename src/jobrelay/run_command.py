@@ -117,7 +117,9 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
 @click.option("--origin", default=_default("origin"), callback=checked_origin,
               help="This management cluster's identity, the label jobrelay.dev/origin on every "
                    "mirror: managers sharing a worker only touch mirrors of their own origin "
-                   "[default: the UID of the manager's kube-system namespace].")  # fmt: skip
+                   "[default: the origin recorded in the ConfigMap <lease name>-origin of "
+                   "--namespace, else the UID of the manager's kube-system namespace, then "
+                   "recorded].")  # fmt: skip
 @click.option("--kind", "kinds", multiple=True, callback=checked_kind_names, metavar="Kind.version.group[=VALUE]",
               help="A workload kind to dispatch (repeatable); default: "
                    f"{', '.join(_default('kinds.names'))}. =VALUE: the managedBy value its "

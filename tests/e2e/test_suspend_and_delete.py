@@ -1,4 +1,5 @@
-"""The user suspends, resumes and deletes management Jobs; the mirrors follow."""
+"""The user suspends, resumes and deletes management Jobs; the mirrors follow. And an
+admin restores them into the manager from a backup: they follow their mirrors again."""
 
 from __future__ import annotations
 
@@ -6,12 +7,25 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import JOBS, PODS
-from tests.e2e.support import CONTROLLER_UID_LABEL, Relay, placement
-from tests.kubetools import eventually, finished, is_true, job_manifest, wait_for
+from jobrelay.vocabulary.names import (
+    RESTORED_ANNOTATION,
+    RESTORED_HELD_ANNOTATION,
+)
+from tests.e2e.support import CONTROLLER_UID_LABEL, ControllerProcess, Relay, placement
+from tests.kubetools import (
+    Obj,
+    WatchRecorder,
+    eventually,
+    finished,
+    is_true,
+    job_manifest,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
 RUN_FOREVER = {"fleet.jobrelay.dev/outcome": "run-forever"}
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 async def no_live_pods(client: ApiClient, namespace: str, mirror_uid: str) -> bool:
@@ -117,3 +131,137 @@ async def test_deleting_a_running_job_deletes_its_mirror_and_pods(
         what="the mirror's pods deleted with it",
     )
     await relay.wait_gone("endless")
+
+
+# -- a manager restored from a backup ------------------------------------------------------
+
+RESTORED_JOBS = ("restored-a", "restored-b", "restored-c")
+# Long enough to outlast a controller stop, a restore and a start.
+RESTORE_RUN = {"fleet.jobrelay.dev/duration": "20s"}
+
+
+def saved_manifest(job: Obj) -> Obj:
+    """A Job as a backup restores it: metadata (annotations, labels) kept, a new UID on
+    create, no status; Velero's Job action drops the selector and the controller-uid
+    labels, which the apiserver makes again for the new UID."""
+    metadata = job["metadata"]
+    generated = (CONTROLLER_UID_LABEL, "controller-uid")
+
+    def kept(labels: dict[str, str] | None) -> dict[str, str]:
+        return {k: v for k, v in (labels or {}).items() if k not in generated}
+
+    spec = {k: v for k, v in job["spec"].items() if k not in ("selector", "manualSelector")}
+    template = dict(spec["template"])
+    template["metadata"] = {
+        **(template.get("metadata") or {}),
+        "labels": kept((template.get("metadata") or {}).get("labels")),
+    }
+    spec["template"] = template
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "labels": kept(metadata.get("labels")),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+
+
+async def test_jobs_restored_into_the_manager_follow_their_running_mirrors_once_adopted(
+    relay: Relay, clients: dict[str, ApiClient], controller: ControllerProcess
+) -> None:
+    """The runbook's restore (docs/operations.md, Disaster recovery): Jobs deleted and
+    created again from their saved manifests while the controller is down (new UIDs,
+    their mirrors running on, not yet recorded), annotated ``jobrelay.dev/restored=adopt``
+    before it starts; each follows its mirror to Complete: no second mirror, its pods run
+    once, no mirror left behind. (A recorded one, not annotated, is held: unit tests.)"""
+    namespace = relay.namespace
+    # Every pod ever made on each worker (jobrelay deletes a finished mirror, its pods too).
+    pods = {w: WatchRecorder(clients[w], PODS, namespace=namespace) for w in relay.workers}
+    for recorder in pods.values():
+        await recorder.start()
+    try:
+        await _restore_and_adopt(relay, clients, controller, pods)
+    finally:
+        for recorder in pods.values():
+            await recorder.stop()
+
+
+async def _restore_and_adopt(
+    relay: Relay,
+    clients: dict[str, ApiClient],
+    controller: ControllerProcess,
+    pods: dict[str, WatchRecorder],
+) -> None:
+    manager, namespace = relay.manager, relay.namespace
+    before: dict[str, tuple[Obj, str, str, str]] = {}  # saved, worker, mirror uid, old uid
+    for name in RESTORED_JOBS:
+        await relay.submit(job_manifest(name, annotations=RESTORE_RUN))
+    for name in RESTORED_JOBS:
+        # Backed up young: its mirror runs, and is not recorded yet (that takes 30 s).
+        job = await relay.wait_active(name)
+        cluster, mirror = await relay.wait_mirror(job["metadata"]["uid"])
+        uid = job["metadata"]["uid"]
+        before[name] = (saved_manifest(job), cluster, mirror["metadata"]["uid"], uid)
+
+    await controller.stop()
+    try:
+        for name in RESTORED_JOBS:  # the manager lost them (no pods there: nothing else goes)
+            await manager.delete(JOBS, name, namespace=namespace)
+        for name in RESTORED_JOBS:
+            await relay.wait_gone(name)
+        restored = {
+            name: await manager.create(JOBS, saved, namespace=namespace)
+            for name, (saved, _, _, _) in before.items()
+        }
+        for name in RESTORED_JOBS:  # the runbook's step, before the controller starts
+            await manager.patch(
+                JOBS, name, {"metadata": {"annotations": {RESTORED_ANNOTATION: "adopt"}}},
+                namespace=namespace,
+            )  # fmt: skip
+    finally:
+        await controller.start(manager)
+    await controller.wait_ready(manager)
+    for name in RESTORED_JOBS:
+        await relay.wait_event(
+            restored[name]["metadata"]["uid"],
+            lambda e: e.get("reason") == "MirrorAdopted",
+            what=f"{name}: a MirrorAdopted Event",
+        )
+
+    for name, (_, cluster, mirror_uid, old_uid) in before.items():
+        job = await relay.wait_finished(name, timeout=90)
+        assert is_true(job, "Complete"), job.get("status")
+        assert job["metadata"]["uid"] == restored[name]["metadata"]["uid"]
+        assert placement(job) == cluster
+        await relay.wait(
+            name,
+            lambda j: (
+                not {RESTORED_ANNOTATION, RESTORED_HELD_ANNOTATION}
+                & set(j["metadata"].get("annotations") or {})
+            ),
+            timeout=30,
+            what="the restore annotations removed once adopted",
+        )
+        # One mirror ever, for the old UID and the new: the one that ran before.
+        ever = relay.mirror_uids(old_uid) | relay.mirror_uids(job["metadata"]["uid"])
+        assert ever == {(cluster, mirror_uid)}, f"{name}: mirrors {ever}"
+        for worker in relay.workers:
+            named = [obj["metadata"]["uid"] for obj in relay.jobs_named(name, worker)]
+            assert named == ([mirror_uid] if worker == cluster else []), f"{name} on {worker}"
+        assert job["status"].get("succeeded") == 1, job["status"]
+    for name in RESTORED_JOBS:
+        await relay.wait_mirror_gone(restored[name]["metadata"]["uid"])
+    for name, (_, cluster, mirror_uid, _) in before.items():
+        # Its pods ran once: one pod, of the one mirror, on its worker, and none elsewhere.
+        for worker, recorder in pods.items():
+            ran = {
+                (pod["metadata"]["name"], labels.get(CONTROLLER_UID_LABEL))
+                for _, pod in recorder.events
+                if (labels := pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name
+            }
+            assert len(ran) == (1 if worker == cluster else 0), f"{name} on {worker}: {ran}"
+            assert all(uid == mirror_uid for _, uid in ran), f"{name}: pods of another mirror"

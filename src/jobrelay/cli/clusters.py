@@ -35,7 +35,7 @@ from jobrelay.cli.common import (
 )
 from jobrelay.cli.object_watch import list_output_option, watch_option
 from jobrelay.cli.terminal import safe, safe_lines
-from jobrelay.fleet import maintenance, maintenance_rules, workerclusters
+from jobrelay.fleet import maintenance, maintenance_rules, origin_record, workerclusters
 from jobrelay.fleet.maintenance_rules import (
     DrainMode,
     DrainProgress,
@@ -302,7 +302,8 @@ def drain_(
               help="Delete the mirrors of this controller (`jobrelay run --controller-name`).")  # fmt: skip
 @click.option("--origin", default=None, callback=checked_origin,
               help="Delete the mirrors of this origin (`jobrelay run --origin`) [default: the "
-                   "worker's status.origin, else this management cluster's kube-system UID].")  # fmt: skip
+                   "worker's status.origin, else the controller's recorded origin, else this management "
+                   "cluster's kube-system UID].")  # fmt: skip
 @allow_exec_option
 @manager_flags
 @namespace_option
@@ -369,7 +370,7 @@ def remove(
             _, kind_names = await locate_for_verb(client, found, kind_names, controller_name)
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
-                mirrors_of = await workerclusters.default_origin(client)
+                mirrors_of = await origin_record.manager_origin(client, namespace, controller_name)
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=found, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,

@@ -18,7 +18,7 @@ from jobrelay.cli.clusters_options import (
 )
 from jobrelay.cli.common import checked_origin, given_manager_flags, manager_client
 from jobrelay.cli.target_rules import GivenFlags, TargetError, add_targets
-from jobrelay.fleet import serviceaccount, workerclusters
+from jobrelay.fleet import origin_record, serviceaccount, workerclusters
 from jobrelay.fleet.credentials import KubeconfigRefused
 from jobrelay.kinds.catalog import KindError, kinds_from_names
 from jobrelay.kinds.managed_by_claims import parse_kind_flag
@@ -56,8 +56,9 @@ __all__ = ["add"]
                    "admission policy [default: jobrelay-worker-ORIGIN].")  # fmt: skip
 @click.option("--origin", default=None, callback=checked_origin,
               help="With --create-service-account: the manager's origin (`jobrelay run --origin`), "
-                   "the only one the worker's admission policy lets write there [default: this "
-                   "management cluster's kube-system UID].")  # fmt: skip
+                   "the only one the worker's admission policy lets write there [default: the "
+                   "origin the controller recorded, else this management cluster's kube-system "
+                   "UID].")  # fmt: skip
 @click.option("--create-namespaces/--no-create-namespaces", default=True, show_default=True,
               help="With --create-service-account: may jobrelay create workloads' namespaces "
                    "there (match `jobrelay run --no-create-namespaces`).")  # fmt: skip
@@ -157,7 +158,9 @@ def add(
             mirrors_of = origin or None
             if mirrors_of is None:
                 async with manager_client(*manager) as client:
-                    mirrors_of = await workerclusters.default_origin(client)
+                    mirrors_of = await origin_record.manager_origin(
+                        client, namespace, DEFAULT_CONTROLLER_NAME
+                    )
             if service_account_name is None:
                 name_of = serviceaccount.account_name(mirrors_of)
                 account = serviceaccount.WorkerAccount(service_account_namespace, name_of)

@@ -131,7 +131,8 @@ class ControllerOptions:
     controller_name: str = DEFAULT_CONTROLLER_NAME
     # Which management cluster this is, as the label jobrelay.dev/origin on every mirror:
     # only mirrors of this origin are watched, adopted, copied or deleted. "" means the
-    # UID of the manager's kube-system namespace, looked up at start.
+    # origin recorded in the controller's namespace, else (the first start) the UID of
+    # the manager's kube-system namespace, then recorded (fleet/origin_rules.py).
     origin: str = ""
     # Reconciles running at once; each is I/O-bound (waiting on one apiserver or
     # another). 32 kept a 2-core fleet's apiservers busy without queueing on them.

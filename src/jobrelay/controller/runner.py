@@ -41,6 +41,7 @@ from jobrelay.controller.kind_resolution import resolve_kinds as resolve_kinds
 from jobrelay.controller.leader_passes import known_keys, place_held, resync
 from jobrelay.controller.lease_election import elector_for
 from jobrelay.controller.options import ControllerOptions
+from jobrelay.controller.origin_startup import with_settled_origin
 from jobrelay.controller.readiness import CACHE_SYNC_BOUND, StartupCaches
 from jobrelay.controller.relay.admission import Admission
 from jobrelay.controller.relay.dependency_sources import DependencySources
@@ -468,12 +469,7 @@ async def run(
     try:
         await ensure_crds(manager, options)
         kinds = await resolve_kinds(manager, options)
-        if not options.origin:
-            try:
-                origin = await workerclusters.default_origin(manager)
-            except workerclusters.RegistryError as error:
-                raise ConfigurationError(str(error)) from error
-            options = dataclasses.replace(options, origin=origin)
+        options = await with_settled_origin(manager, options)
         _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,
                   ORIGIN_LABEL, options.origin, extra={"event": "origin"})  # fmt: skip
         controller = Controller(

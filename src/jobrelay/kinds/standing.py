@@ -15,6 +15,8 @@ from typing import Any
 
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.catalog import dedicated_by_kind
+from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import RESTORED_HELD_ANNOTATION
 from jobrelay.vocabulary.placement import blocked_reason, not_placed_reason, placement_of
 
 __all__ = ["Standing", "State", "completions", "standing"]
@@ -26,7 +28,9 @@ class State(enum.StrEnum):
     COMPLETE = "Complete"  # its kind's finish says succeeded
     FAILED = "Failed"  # its kind's finish says failed
     SUSPENDED = "Suspended"  # spec.suspend
-    BLOCKED = "Blocked"  # the worker cannot create its mirror's pods (BLOCKED_ANNOTATION)
+    # The worker cannot create its mirror's pods (BLOCKED_ANNOTATION), or a restored
+    # workload waits for its admin to adopt or stop its mirror (RESTORED_HELD_ANNOTATION).
+    BLOCKED = "Blocked"
     HELD = "Held"  # not placed: no cluster can take it now (NOT_PLACED_ANNOTATION)
     PENDING = "Pending"  # not placed, and the controller has not said why yet
     RUNNING = "Running"  # placed, and pods are active or have run
@@ -48,7 +52,7 @@ def standing(kind: WorkloadKind, obj: Mapping[str, Any]) -> Standing:
         return Standing(State.COMPLETE if finish.succeeded else State.FAILED, reason)
     if kind.is_suspended(body):
         return Standing(State.SUSPENDED)
-    blocked = blocked_reason(obj)
+    blocked = Meta(obj).annotation(RESTORED_HELD_ANNOTATION) or blocked_reason(obj)
     if blocked:
         return Standing(State.BLOCKED, blocked)
     if not placement_of(obj):

@@ -42,6 +42,15 @@ BLOCKED_ANNOTATION = "jobrelay.dev/blocked"
 # unrecorded one of the current run on its placed worker: objects placed before
 # the record was kept, a restart between create and record) is ever followed.
 MIRRORS_ANNOTATION = "jobrelay.dev/mirrors"
+# On a workload restored from a backup (a new UID, while its recorded mirror was made
+# for the old one): set by an admin, what to do with that mirror. "adopt": follow it
+# (its origin-uid label is moved to the new UID); "stop": delete it (its pods first)
+# and run the workload again. Removed by jobrelay once done (docs/operations.md).
+RESTORED_ANNOTATION = "jobrelay.dev/restored"
+RESTORED_ADOPT = "adopt"
+RESTORED_STOP = "stop"
+# On such a workload, written by jobrelay while it waits for that decision: why.
+RESTORED_HELD_ANNOTATION = "jobrelay.dev/restored-held"
 # The annotations that choose a workload's worker and the mirror it follows: only the
 # controller may set or change them (the chart's admission policies, the output of
 # jobrelay.manifests.admission_policy).

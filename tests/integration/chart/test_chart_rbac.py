@@ -109,6 +109,11 @@ def needed(install: Install) -> list[Request]:
         Request("coordination.k8s.io", "leases", "get", namespace=namespace, name=lease),
         Request("coordination.k8s.io", "leases", "update", namespace=namespace, name=lease),
         Request("coordination.k8s.io", "leases", "create", namespace=namespace),
+        # The origin record: read on every start, made on the first, replaced when the
+        # `origin` value names another origin.
+        Request("", "configmaps", "get", namespace=namespace, name=f"{lease}-origin"),
+        Request("", "configmaps", "patch", namespace=namespace, name=f"{lease}-origin"),
+        Request("", "configmaps", "create", namespace=namespace),
         # The aggregated API: a review of each forwarded user, and the front proxy it
         # trusts, followed by a list+watch of that one ConfigMap (by a field selector).
         Request("authorization.k8s.io", "subjectaccessreviews", "create"),

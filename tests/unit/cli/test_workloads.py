@@ -19,6 +19,7 @@ NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 PLACED = {"jobrelay.dev/cluster": "worker-1", "jobrelay.dev/placements": "worker-1"}
 HELD = {"jobrelay.dev/not-placed": "NotPlaced: worker-1: no node has 4 nvidia.com/gpu free"}
 BLOCKED = {**PLACED, "jobrelay.dev/blocked": "worker-1: FailedCreate: exceeded quota: pods=0"}
+RESTORED = {**PLACED, "jobrelay.dev/restored-held": "restored with a new UID ...: kubectl annotate"}
 
 
 def job(
@@ -68,6 +69,11 @@ FAILED = {
         # It ran (now between runs, say): still Running, not Dispatched.
         (job(PLACED, {"startTime": "2026-01-02T03:00:10Z"}), Standing(State.RUNNING)),
         (job(BLOCKED), Standing(State.BLOCKED, BLOCKED["jobrelay.dev/blocked"])),
+        # Restored from a backup, its running mirror not adopted yet: the note says how.
+        (
+            job(RESTORED, {"active": 1}),
+            Standing(State.BLOCKED, RESTORED["jobrelay.dev/restored-held"]),
+        ),
         # Blocked wins over Running: some pods run, the rest cannot be created.
         (job(BLOCKED, {"active": 1}), Standing(State.BLOCKED, BLOCKED["jobrelay.dev/blocked"])),
         (job(HELD, suspend=True), Standing(State.SUSPENDED)),

@@ -39,7 +39,16 @@ QUOTA = QueueHold("QueueQuotaExceeded", "over its quota")
 
 def test_the_steps_run_in_the_order_of_the_issue() -> None:
     names = [step.name for step in STEPS]
-    assert names == ["deletions", "conflicts", "holds", "placing", "moves", "mirror", "status"]
+    assert names == [
+        "restore",
+        "deletions",
+        "conflicts",
+        "holds",
+        "placing",
+        "moves",
+        "mirror",
+        "status",
+    ]
 
 
 @dataclass

@@ -434,7 +434,7 @@ class SignalledController:
 async def test_run_stops_on_sigterm_and_closes_the_manager(
     manager: tuple[FakeCluster, ApiClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _, client = manager
+    cluster, client = manager
     monkeypatch.setattr(runner, "Controller", SignalledController)
     SignalledController.built.clear()
     asked: list[ApiClient] = []
@@ -447,8 +447,11 @@ async def test_run_stops_on_sigterm_and_closes_the_manager(
     await runner.run(client, ControllerOptions())
     ((built_with, options, kinds),) = SignalledController.built
     assert built_with is client and [type(k) for k in kinds] == [JobKind]
-    # Without --origin, the management cluster is identified by its kube-system UID.
+    # Without --origin, the management cluster is identified by its kube-system UID,
+    # recorded in its namespace on this first start.
     assert options.origin == "kube-system-uid" and asked == [client]
+    record = cluster.get("configmaps", "jobrelay-system/jobrelay-relay-origin")
+    assert record is not None and record["data"] == {"origin": "kube-system-uid"}
     assert client._http.is_closed
     # The handlers are gone again.
     assert not asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)

@@ -10,7 +10,7 @@ import httpx2
 import msgspec
 import pytest
 
-from jobrelay.fleet import workerclusters
+from jobrelay.fleet import origin_record, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 
@@ -177,3 +177,65 @@ async def test_listing_workers_without_the_crd_says_to_install_it(
         await workerclusters.list_workers(
             connect(Manager({("GET", WORKERS_PATH): refusal(500, "InternalError")}))
         )
+
+
+RECORD_PATH = "/api/v1/namespaces/ns/configmaps/jobrelay-relay-origin"
+RECORDS_PATH = "/api/v1/namespaces/ns/configmaps"
+
+
+@pytest.mark.parametrize(
+    ("explicit", "answers", "origin", "writes"),
+    [
+        # First start: nothing recorded, kube-system read, the record created.
+        ("", {}, "ks-uid", [("POST", RECORDS_PATH)]),
+        # Restored or restarted: the record wins over a kube-system of another UID.
+        ("", {("GET", RECORD_PATH): (200, {"data": {"origin": "old-uid"}})}, "old-uid", []),
+        # --origin: recorded when absent, the record replaced when it differs.
+        ("hq", {}, "hq", [("POST", RECORDS_PATH)]),
+        ("hq", {("GET", RECORD_PATH): (200, {"data": {"origin": "hq"}})}, "hq", []),
+        ("hq", {("GET", RECORD_PATH): (200, {"data": {"origin": "old"}})}, "hq",
+         [("PATCH", RECORD_PATH)]),
+        # Another replica recorded first: its record is used.
+        ("", {("GET", RECORD_PATH): [refusal(404, "NotFound"), (200, {"data": {"origin": "won"}})],
+              ("POST", RECORDS_PATH): refusal(409, "AlreadyExists")}, "won",
+         [("POST", RECORDS_PATH)]),
+    ],
+)  # fmt: skip
+async def test_the_origin_is_settled_once_and_recorded(
+    connect: Callable[[Manager], ApiClient],
+    explicit: str,
+    answers: dict[tuple[str, str], Answer | list[Answer]],
+    origin: str,
+    writes: list[tuple[str, str]],
+) -> None:
+    answers = {
+        ("GET", "/api/v1/namespaces/kube-system"): (200, {"metadata": {"uid": "ks-uid"}}),
+        ("POST", RECORDS_PATH): (201, {}),
+        ("PATCH", RECORD_PATH): (200, {}),
+        **answers,
+    }
+    manager = Manager(answers)
+    client = connect(manager)
+    assert await origin_record.settle_origin(client, "ns", "jobrelay.dev/relay", explicit) == origin
+    assert [(m, p) for m, p, _ in manager.asked if m != "GET"] == writes
+    for method, _, body in manager.asked:
+        if method == "POST":
+            assert body["data"] == {"origin": origin if origin != "won" else "ks-uid"}
+
+
+async def test_an_unreadable_record_or_a_refused_write_names_the_fix(
+    connect: Callable[[Manager], ApiClient],
+) -> None:
+    forbidden = connect(Manager({("GET", RECORD_PATH): refusal(403, "Forbidden")}))
+    with pytest.raises(workerclusters.RegistryError, match="grant `get`"):
+        await origin_record.settle_origin(forbidden, "ns", "jobrelay.dev/relay", "hq")
+    refused = connect(Manager({("POST", RECORDS_PATH): refusal(403, "Forbidden")}))
+    with pytest.raises(workerclusters.RegistryError, match="grant `create`"):
+        await origin_record.settle_origin(refused, "ns", "jobrelay.dev/relay", "hq")
+    # The CLI: the record, else (no controller started yet) kube-system's UID.
+    recorded = connect(Manager({("GET", RECORD_PATH): (200, {"data": {"origin": "r"}})}))
+    assert await origin_record.manager_origin(recorded, "ns", "jobrelay.dev/relay") == "r"
+    fresh = connect(
+        Manager({("GET", "/api/v1/namespaces/kube-system"): (200, {"metadata": {"uid": "k"}})})
+    )
+    assert await origin_record.manager_origin(fresh, "ns", "jobrelay.dev/relay") == "k"

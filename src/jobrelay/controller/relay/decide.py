@@ -12,6 +12,8 @@ below (controller/relay/steps/), where a table test reaches it in microseconds:
   unfinished (a lagging cache must not resurrect a finished one);
 - a namesake on a worker that jobrelay did not create is never touched, and a
   mirror jobrelay did not create is never followed (mirror_standing.py);
+- a workload restored from a backup (a new UID) neither runs again nor loses its
+  running mirror until an admin adopts or stops that mirror (restore_step.py);
 - the management status follows the mirror's and is never written when the
   kind's rules would refuse it.
 
@@ -31,12 +33,14 @@ from jobrelay.controller.relay.steps.mirror_record import with_mirror_record
 from jobrelay.controller.relay.steps.mirror_step import MirrorStep
 from jobrelay.controller.relay.steps.move_step import MoveStep
 from jobrelay.controller.relay.steps.placing_step import PlacingStep
+from jobrelay.controller.relay.steps.restore_step import RestoreStep
 from jobrelay.controller.relay.steps.status_step import StatusStep
 from jobrelay.controller.relay.steps.step_types import DecideStep, Progress, Stop
 
 __all__ = ["STEPS", "decide"]
 
 STEPS: tuple[DecideStep, ...] = (
+    RestoreStep(),  # restored with a new UID while its mirror runs: held until an admin says
     DeletionStep(),  # gone or finished: its mirrors go; else those of earlier runs
     ConflictStep(),  # foreign mirrors, a mirror off its placement, an edited placement
     HoldStep(),  # not placed yet: its queue, what its pods need, the manager's admission
