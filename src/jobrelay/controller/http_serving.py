@@ -105,6 +105,12 @@ class ApiListener:
     async def wait_synced(self, timeout: float | None = None) -> bool:
         return True
 
+    async def keep_certificate(self) -> None:
+        """The leader's care of --api-cert-secret (renewal, caBundles) while it serves."""
+        running = self.running
+        if running is not None and running.self_certificate is not None:
+            await running.self_certificate.keep(self.settings.cert_reload_interval)
+
     async def stop(self, *, graceful: bool) -> None:
         running, self.running = self.running, None
         if running is not None:

@@ -1,6 +1,8 @@
 """Serving the aggregated API: its certificate, the front proxy it trusts, its registration.
 
-The server's certificate is given (the chart's Secret) or self-signed at start
+The server's certificate is given (files: a mounted Secret, re-read when it
+changes: ``certificate_files.py``), made and kept in a Secret by the controller
+itself (``--api-cert-secret``: ``self_certificate.py``), or self-signed at start
 for every name the controller may be reached by (the Service name the
 aggregator verifies among them). Callers are trusted as the front proxy that
 ``trust.py`` keeps current. With ``--api-register`` the leader registers the
@@ -15,8 +17,10 @@ controller answers, never run on the manager.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +56,8 @@ from jobrelay.relayapi.registration_rules import (
     reachable_address,
     service_host,
 )
+from jobrelay.relayapi.self_certificate import CertificateLifetimes, SelfCertificate
+from jobrelay.relayapi.self_certificate_rules import ServingMaterial, serving_hosts
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.names import FIELD_MANAGER
@@ -71,10 +77,14 @@ class RunningApi:
     trust: FrontProxyTrust
     bound: tuple[str, int]
     ca_pem: str
+    # The Secret it serves from, kept by the leader (--api-cert-secret); else None.
+    self_certificate: SelfCertificate | None = None
 
     async def close(self) -> None:
         await self.server.close()
         await self.trust.stop()
+        if self.self_certificate is not None:
+            await self.self_certificate.stop()
 
 
 def _own_address() -> str:
@@ -104,7 +114,22 @@ async def start_api(
     namespace: str,
 ) -> RunningApi:
     """Serve the API with the handler ``handler_for`` makes of the front proxy's trust."""
-    if settings.cert_file or settings.key_file:
+    kept: SelfCertificate | None = None
+    if settings.cert_secret:
+        if settings.cert_file or settings.key_file or settings.ca_file:
+            raise ValueError("--api-cert-secret makes its own certificate: not with "
+                             "--api-cert-file, --api-key-file or --api-ca-file")  # fmt: skip
+        lifetimes = CertificateLifetimes(
+            datetime.timedelta(seconds=settings.ca_validity),
+            datetime.timedelta(seconds=settings.cert_validity),
+        )
+        kept = SelfCertificate(
+            manager, namespace, settings.cert_secret, serving_hosts(settings.url, namespace),
+            lifetimes, settings.ca_bundle_webhook,
+        )  # fmt: skip
+        material = await kept.load()
+        cert_pem, key_pem = material.cert_pem, material.key_pem
+    elif settings.cert_file or settings.key_file:
         if not (settings.cert_file and settings.key_file):
             raise ValueError("--api-cert-file and --api-key-file go together")
         cert_pem = await asyncio.to_thread(Path(settings.cert_file).read_bytes)
@@ -114,12 +139,17 @@ async def start_api(
     if settings.ca_file and not settings.cert_file:
         raise ValueError("--api-ca-file is the CA of --api-cert-file: give both")
     # Every replica serves one certificate of one CA: the APIService's caBundle.
-    ca_pem = (
-        await asyncio.to_thread(Path(settings.ca_file).read_bytes) if settings.ca_file else cert_pem
-    )
+    if kept is not None:
+        ca_pem = material.ca_pem
+    elif settings.ca_file:
+        ca_pem = await asyncio.to_thread(Path(settings.ca_file).read_bytes)
+    else:
+        ca_pem = cert_pem
     _check_signed_by(cert_pem, ca_pem)
     trust = FrontProxyTrust(manager, cert_pem, key_pem)
     trust.start()
+    if kept is not None:
+        kept.follow(lambda renewed: _serve(trust, renewed))
     handler = handler_for(trust)
     server = ApiServer(settings.address, trust.context(), handler.handle,
                        write_timeout=settings.write_timeout)  # fmt: skip
@@ -128,7 +158,20 @@ async def start_api(
     except BaseException:
         await trust.stop()
         raise
-    return RunningApi(server, trust, bound[0], ca_pem.decode())
+    return RunningApi(server, trust, bound[0], ca_pem.decode(), kept)
+
+
+def _serve(trust: FrontProxyTrust, material: ServingMaterial) -> None:
+    """The Secret's certificate from the next handshake on, once it checks out."""
+    if trust.serving == material.cert_pem:
+        return
+    try:
+        _check_signed_by(material.cert_pem, material.ca_pem)
+        trust.serve(material.cert_pem, material.key_pem)
+    except (ssl.SSLError, ValueError) as error:
+        _log.warning("not serving the renewed API certificate: %s", error)
+        return
+    _log.info("serving the renewed API certificate", extra={"event": "api-certificate-loaded"})
 
 
 def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:
