@@ -167,13 +167,16 @@ class Rendered:
         return found[0] if found else None
 
 
-def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
-    """``helm template`` of the chart, with the Job and JobSet kinds and free ports."""
+def render_chart(
+    directory: Path, namespace: str = CHART_NAMESPACE, api: dict[str, Any] | None = None
+) -> Rendered:
+    """``helm template`` of the chart, with the Job and JobSet kinds and free ports (and
+    ``api``'s values besides the port)."""
     try:
         helm = resolver.resolve_tools(build=False).helm
     except BinaryError as error:  # CI builds it first: a missing helm fails, never skips
         pytest.fail(str(error))
-    health, metrics, api = ports.pick(3)
+    health, metrics, api_port = ports.pick(3)
     values = directory / "values.yaml"
     values.write_text(
         yaml.safe_dump(
@@ -181,7 +184,7 @@ def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
                 "kinds": KINDS,
                 "health": {"port": health},
                 "monitoring": {"port": metrics},
-                "api": {"port": api},
+                "api": {**(api or {}), "port": api_port},
             }
         )
     )
@@ -192,7 +195,7 @@ def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
     )  # fmt: skip
     assert answer.returncode == 0, f"helm template failed: {answer.stderr}"
     documents = [doc for doc in yaml.safe_load_all(answer.stdout) if doc]
-    return Rendered(documents, health, metrics, api)
+    return Rendered(documents, health, metrics, api_port)
 
 
 @pytest.fixture
