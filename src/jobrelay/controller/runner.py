@@ -247,6 +247,7 @@ class Controller:
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
                 leader=lambda: self.elector is None or self.elector.is_leader,
                 ready=lambda: self.health().ready, queue_specs=self.queue_admission.specs,
+                api=self._api,
             )  # fmt: skip
         return self._state_gauges()
 
@@ -348,7 +349,7 @@ class Controller:
             StepsRunnable("start-up sweep", on_start=self._sweep),
             LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
             *([LoopRunnable("API registration", self._register)] if api else []),
-            *([LoopRunnable("API certificate", self._api.keep_certificate)] if self._api else []),
+            *([LoopRunnable("API certificate", self._api.watch_over)] if self._api else []),
             LoopRunnable(
                 "resync",
                 lambda: resync(interval, self.kinds, self.pool, self.queue, self._mirror_kept),
@@ -365,8 +366,7 @@ class Controller:
     _api: ApiListener | None = None
 
     @property
-    def api(self) -> relayapi.RunningApi | None:
-        """The aggregated API while it serves."""
+    def api(self) -> relayapi.RunningApi | None:  # the aggregated API while it serves
         return self._api.running if self._api is not None else None
 
     def _mirror_kept(self, kind: WorkloadKind, obj: JsonObj) -> bool:

@@ -4,14 +4,14 @@
 Every replica, at start, reads the Secret, or creates it when absent (a 409 means
 another replica was first: its Secret is read), and then follows it with an informer
 of that one Secret, serving each renewed certificate from the next handshake on. The
-leader, every ``--api-cert-reload-interval``, renews what is due and writes the CA
-into the caBundle of the APIService and of the managedBy webhook configuration (that
-one field, as its own field manager), and reads the APIService's Available condition.
+leader, every ``--api-cert-reload-interval`` (``controller/http_serving.py``), renews
+what is due and writes the CA into the caBundle of the APIService and of the managedBy
+webhook configuration (that one field, as its own field manager), and reads the
+APIService's Available condition.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 from collections.abc import Callable, Sequence
@@ -38,7 +38,7 @@ from jobrelay.vocabulary.names import FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
 from jobrelay.web.tls import certificate_authority, signed_serving_certificate
 
-__all__ = ["CertificateLifetimes", "SelfCertificate"]
+__all__ = ["CertificateLifetimes", "SelfCertificate", "api_service_availability"]
 
 _log = logging.getLogger(__name__)
 _LABELS = {"app.kubernetes.io/name": "jobrelay", "app.kubernetes.io/component": "api"}
@@ -136,12 +136,6 @@ class SelfCertificate:
         if self._informer is not None:
             await self._informer.stop()
 
-    async def keep(self, interval: float) -> None:
-        """The leader's loop: :meth:`check` every ``interval`` seconds."""
-        while True:
-            await self.check(datetime.datetime.now(datetime.UTC))
-            await asyncio.sleep(interval)
-
     async def check(self, now: datetime.datetime) -> ServingMaterial | None:
         """Renew what is due at ``now``, inject the CA where it is not, read the
         APIService; an apiserver's refusal is logged and tried again next time."""
@@ -178,12 +172,7 @@ class SelfCertificate:
 
     async def _inject(self, material: ServingMaterial) -> None:
         bundle = material.ca_bundle
-        try:
-            registration = await self.manager.get(API_SERVICES, API_SERVICE_NAME)
-        except ApiError as error:
-            if not error.is_not_found:
-                raise
-            registration = None
+        registration = await _api_service(self.manager)
         if registration is not None and ca_bundle_of(registration) != bundle:
             registration = await self._apply(API_SERVICES, API_SERVICE_NAME,
                                              api_service_ca_bundle(bundle))  # fmt: skip
@@ -212,3 +201,23 @@ class SelfCertificate:
         _log.info("wrote the API's CA into the caBundle of %s %s", resource.kind, name,
                   extra={"event": "api-ca-injected"})  # fmt: skip
         return written
+
+
+async def _api_service(manager: ApiClient) -> dict[str, Any] | None:
+    try:
+        return await manager.get(API_SERVICES, API_SERVICE_NAME)
+    except ApiError as error:
+        if error.is_not_found:
+            return None
+        raise
+
+
+async def api_service_availability(manager: ApiClient) -> bool | None:
+    """APIService v1alpha1.api.jobrelay.dev's Available condition (None: not there, no
+    condition, or not read: the refusal is logged)."""
+    try:
+        return api_service_available(await _api_service(manager))
+    except ApiError as error:
+        _log.warning("cannot read APIService %s: %s %s", API_SERVICE_NAME, error.reason,
+                     error.message)  # fmt: skip
+        return None

@@ -34,6 +34,7 @@ __all__ = [
     "api_service_available",
     "api_service_ca_bundle",
     "ca_bundle_of",
+    "not_after",
     "renewal",
     "serving_hosts",
     "webhook_ca_bundle",
@@ -186,3 +187,11 @@ def api_service_available(obj: Mapping[str, Any] | None) -> bool | None:
         if isinstance(condition, Mapping) and condition.get("type") == "Available":
             return condition.get("status") == "True"
     return None
+
+
+def not_after(cert_pem: bytes) -> float | None:
+    """When a PEM certificate expires, in unix seconds; None when it does not parse."""
+    try:
+        return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
+    except ValueError:
+        return None
