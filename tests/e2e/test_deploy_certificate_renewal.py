@@ -72,7 +72,7 @@ def rendered(tmp_path: Path, authority: tuple[bytes, bytes]) -> Rendered:
     """The chart with source secret (overrides test_deploy_as_shipped's ``rendered``)."""
     certificate = {"source": "secret", "secretName": SECRET, "caBundle": authority[0].decode(),
                    "reloadIntervalSeconds": 1}  # fmt: skip
-    return render_chart(tmp_path / "chart", api={"certificate": certificate})
+    return render_chart(tmp_path, api={"certificate": certificate})
 
 
 def replace_like_a_kubelet(volume: Path, data: dict[str, bytes]) -> None:
