@@ -83,7 +83,7 @@ class SelfCertificate:
         """The Secret's material, created first when there is none (every replica at start:
         a 409 means another was first, and its Secret is read); an unusable one (a key
         missing) is replaced."""
-        while True:
+        for _attempt in range(5):
             try:
                 stored = await self.manager.get(SECRETS, self.secret, namespace=self.namespace)
             except ApiError as error:
@@ -103,6 +103,7 @@ class SelfCertificate:
             _log.info("made the API's serving certificate and CA in Secret %s/%s",
                       self.namespace, self.secret, extra={"event": "api-certificate-made"})  # fmt: skip
             return material
+        raise ValueError(f"Secret {self.namespace}/{self.secret} kept changing while read")
 
     async def _write(self, material: ServingMaterial, stored: dict[str, Any] | None) -> None:
         body = material.secret(self.namespace, self.secret, _LABELS)
