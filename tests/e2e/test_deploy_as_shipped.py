@@ -12,12 +12,13 @@ Secrets are copied into it as ``jobrelay clusters add --namespace`` would.
 Then the Deployment's container runs under bubblewrap (``tests/e2e/podsandbox.py``):
 its args and env (fieldRefs resolved: POD_IP=127.0.0.1), uid/gid 65532 in a user
 namespace without capabilities, the root filesystem read-only, only the chart's
-volumes writable (a 16 MiB tmpfs at /tmp; the api-tls Secret's keys read-only), and
+volumes writable (a 16 MiB tmpfs at /tmp), and
 in-cluster credentials of the chart's ServiceAccount (a TokenRequest token, the
 manager's CA and the namespace at /var/run/secrets/kubernetes.io/serviceaccount,
 KUBERNETES_SERVICE_HOST/PORT the manager's). It must become ready (/readyz), lead
 (the Lease), relay a Job and a JobSet, and serve its aggregated API with the
-chart's certificate: the chart's APIService (caBundle: the Secret's ca.crt) becomes
+certificate it made (selfSigned: the chart renders no Secret and no caBundle): the
+chart's APIService (caBundle: written by the leader, the Secret's ca.crt) becomes
 Available once the chart's Service reaches the sandbox (an FQDN EndpointSlice naming
 127.0.0.1, as `jobrelay run --api-register` makes), and a user's logs request through
 the manager's apiserver is served; straight to the port without the front-proxy
@@ -110,6 +111,8 @@ KINDS = [
 # Rendered only with their operators' CRDs, which the local manager does not have.
 NOT_ON_THE_MANAGER = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate", "Issuer"}
 LEASE = lease_name_for(DEFAULT_CONTROLLER_NAME)
+# The selfSigned certificate's Secret, made by the controller (--api-cert-secret).
+API_SECRET = f"{RELEASE}-jobrelay-api-tls"
 # The image's entrypoint `jobrelay`: this interpreter with the checkout's package.
 ENTRYPOINT = (sys.executable, "-m", "jobrelay")
 # What the image holds: this interpreter, its venv and the source (a CI clone may be
@@ -157,19 +160,26 @@ class Rendered:
         return str(self.one("ServiceAccount")["metadata"]["name"])
 
     @property
-    def api_secret(self) -> dict[str, Any]:
+    def api_secret(self) -> dict[str, Any] | None:
+        """The API certificate's Secret as rendered: none with the selfSigned source (the
+        controller makes its own, API_SECRET)."""
         volumes = self.deployment["spec"]["template"]["spec"]["volumes"]
-        name = next(v["secret"]["secretName"] for v in volumes if v["name"] == "api-tls")
-        return self.one("Secret", name)
+        names = [v["secret"]["secretName"] for v in volumes if v["name"] == "api-tls"]
+        found = [d for d in self.documents if d["kind"] == "Secret"
+                 and d["metadata"]["name"] in names]  # fmt: skip
+        return found[0] if found else None
 
 
-def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
-    """``helm template`` of the chart, with the Job and JobSet kinds and free ports."""
+def render_chart(
+    directory: Path, namespace: str = CHART_NAMESPACE, api: dict[str, Any] | None = None
+) -> Rendered:
+    """``helm template`` of the chart, with the Job and JobSet kinds and free ports (and
+    ``api``'s values besides the port)."""
     try:
         helm = resolver.resolve_tools(build=False).helm
     except BinaryError as error:  # CI builds it first: a missing helm fails, never skips
         pytest.fail(str(error))
-    health, metrics, api = ports.pick(3)
+    health, metrics, api_port = ports.pick(3)
     values = directory / "values.yaml"
     values.write_text(
         yaml.safe_dump(
@@ -177,7 +187,7 @@ def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
                 "kinds": KINDS,
                 "health": {"port": health},
                 "monitoring": {"port": metrics},
-                "api": {"port": api},
+                "api": {**(api or {}), "port": api_port},
             }
         )
     )
@@ -188,7 +198,7 @@ def render_chart(directory: Path, namespace: str = CHART_NAMESPACE) -> Rendered:
     )  # fmt: skip
     assert answer.returncode == 0, f"helm template failed: {answer.stderr}"
     documents = [doc for doc in yaml.safe_load_all(answer.stdout) if doc]
-    return Rendered(documents, health, metrics, api)
+    return Rendered(documents, health, metrics, api_port)
 
 
 @pytest.fixture
@@ -386,11 +396,12 @@ async def running_pod(
     ca, host, port = manager_ca_and_address(fleet)
     files = PodFiles(directory / "pod")
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
-    api_volume = next(v for v in volumes if v["name"] == "api-tls")
-    # The Secret as stored, the kubelet's source.
-    stored = await manager.get(
-        SECRETS, rendered.api_secret["metadata"]["name"], namespace=CHART_NAMESPACE
-    )
+    # The Secret as stored, the kubelet's source (selfSigned: no volume, none).
+    secret_dirs = {
+        volume["name"]: files.secret_volume(volume, await manager.get(
+            SECRETS, volume["secret"]["secretName"], namespace=CHART_NAMESPACE))
+        for volume in volumes if volume["name"] == "api-tls"
+    }  # fmt: skip
     facts = PodFacts(
         name=f"{RELEASE}-jobrelay-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}",
         namespace=CHART_NAMESPACE,
@@ -404,7 +415,7 @@ async def running_pod(
     command = pod_command(
         deployment,
         facts,
-        secret_dirs={"api-tls": files.secret_volume(api_volume, stored)},
+        secret_dirs=secret_dirs,
         service_account_dir=files.service_account(token, ca, CHART_NAMESPACE),
         tree=host_tree(),
     )
@@ -518,7 +529,7 @@ async def test_the_controller_runs_as_its_pod_would(
     kinds = {kind for kind, _ in installed.applied}
     assert {
         "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-        "Role", "RoleBinding", "Secret", "Service", "ValidatingAdmissionPolicy",
+        "Role", "RoleBinding", "Service", "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
     } <= kinds, kinds  # fmt: skip
     assert set(installed.left_out) <= NOT_ON_THE_MANAGER, installed.left_out
@@ -555,11 +566,15 @@ async def test_the_controller_runs_as_its_pod_would(
         assert f"may not be set or changed by {TOKEN_USER}" in refused.value.message
         await relay.wait_active("moved")
 
-        # The aggregated API, with the chart's one certificate: the chart's APIService
-        # (the Secret's CA) served through the manager's apiserver.
-        secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
-        registration = await manager.get(API_SERVICES, API_SERVICE_NAME)
-        assert base64.b64decode(registration["spec"]["caBundle"]).decode() == secret_ca
+        # The aggregated API, with the one certificate the controller made in its Secret
+        # (the chart renders none): the leader wrote its CA into the chart's APIService
+        # and webhook, served through the manager's apiserver.
+        assert rendered.api_secret is None
+        secret_ca = await api_secret_ca(manager)
+        registration = await eventually(
+            lambda: with_ca_bundle(manager, secret_ca), timeout=60,
+            what="the APIService's caBundle written by the leader",
+        )  # fmt: skip
         assert registration["spec"]["service"] == {
             "namespace": CHART_NAMESPACE, "name": f"{RELEASE}-jobrelay-api", "port": 443,
         }  # fmt: skip
@@ -584,6 +599,8 @@ async def test_the_controller_runs_as_its_pod_would(
             MUTATING_WEBHOOK_CONFIGURATIONS, f"{RELEASE}-jobrelay-managedby"
         )
         assert {w["failurePolicy"] for w in webhooks["webhooks"]} == {"Fail"}
+        assert {base64.b64decode(w["clientConfig"]["caBundle"]).decode()
+                for w in webhooks["webhooks"]} == {secret_ca}  # fmt: skip
         enabled = {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
         await manager.patch(NAMESPACES, namespace, enabled)
         try:
@@ -724,7 +741,7 @@ async def test_it_needs_no_writable_tmp(
             lambda: workers_connected(manager, fleet.workers), timeout=60, what="workers Connected"
         )
         # The API answers with the Secret's certificate (a refusal without credentials).
-        secret_ca = base64.b64decode(rendered.api_secret["data"]["ca.crt"]).decode()
+        secret_ca = await api_secret_ca(manager)
         service = f"{RELEASE}-jobrelay-api.{CHART_NAMESPACE}.svc"
         status, _ = await http_get(
             rendered.api_port, logs_path("x", "y"),
@@ -732,6 +749,19 @@ async def test_it_needs_no_writable_tmp(
         )  # fmt: skip
         assert status == 401
         process.assert_clean_log()
+
+
+async def api_secret_ca(manager: ApiClient) -> str:
+    """The CA of the certificate the controller made in its Secret (the selfSigned source)."""
+    stored = await manager.get(SECRETS, API_SECRET, namespace=CHART_NAMESPACE)
+    return base64.b64decode(stored["data"]["ca.crt"]).decode()
+
+
+async def with_ca_bundle(manager: ApiClient, ca: str) -> dict[str, Any] | None:
+    """The chart's APIService once its caBundle is ``ca``."""
+    registration = await manager.get(API_SERVICES, API_SERVICE_NAME)
+    bundle = (registration.get("spec") or {}).get("caBundle")
+    return registration if bundle and base64.b64decode(bundle).decode() == ca else None
 
 
 async def reach_the_sandbox(manager: ApiClient, rendered: Rendered) -> None:
@@ -778,8 +808,10 @@ async def restricted_namespace(
     manager = clients["manager"]
     name = await make_namespace(["manager"])
     await manager.patch(NAMESPACES, name, {"metadata": {"labels": RESTRICTED}})
-    for kind in ("ServiceAccount", "Secret"):
-        doc = copy.deepcopy(rendered.one(kind) if kind == "ServiceAccount" else rendered.api_secret)
+    for doc in (rendered.one("ServiceAccount"), rendered.api_secret):
+        if doc is None:
+            continue  # selfSigned: no Secret rendered, none mounted
+        doc = copy.deepcopy(doc)
         doc["metadata"]["namespace"] = name
         resource = await resource_of(manager, doc)
         assert resource is not None

@@ -15,3 +15,17 @@
 
 {{/* Where the pod mounts the API's Secret. */}}
 {{- define "jobrelay.apiTlsDir" -}}/etc/jobrelay/api-tls{{- end -}}
+
+{{/* source secret: api.certificate.caBundle as a caBundle (base64 of the PEM), given as
+the PEM or already in base64 (as a Secret's ca.crt is stored); a render without it fails. */}}
+{{- define "jobrelay.apiCaBundle" -}}
+{{- $given := .Values.api.certificate.caBundle | trim -}}
+{{- if not $given -}}
+{{- fail "api.certificate.source=secret needs api.certificate.caBundle: the CA that signed the Secret's certificate, as PEM or base64 (e.g. --set-file api.certificate.caBundle=ca.crt), or the Secret's ca.crt as stored (base64)" -}}
+{{- end -}}
+{{- if hasPrefix "-----BEGIN" $given -}}
+{{- printf "%s\n" $given | b64enc -}}
+{{- else -}}
+{{- $given | replace "\n" "" | replace " " "" -}}
+{{- end -}}
+{{- end -}}

@@ -10,6 +10,7 @@ import click
 from jobrelay.relayapi.auto_register_rules import ALWAYS, AUTO, REGISTER_MODES
 from jobrelay.relayapi.managedby_webhook_rules import FAILURE_POLICIES
 from jobrelay.relayapi.settings import ApiSettings
+from jobrelay.vocabulary.go_durations import go_duration_text, parse_go_duration
 from jobrelay.web.probe_server import parse_address
 
 _DEFAULTS = ApiSettings()
@@ -22,6 +23,16 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
         except ValueError as error:
             raise click.BadParameter(str(error)) from error
     return value
+
+
+def _lifetime(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
+    try:
+        seconds = parse_go_duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from error
+    if seconds < 3600:
+        raise click.BadParameter("at least an hour (1h)")
+    return seconds
 
 
 _OPTIONS = [
@@ -83,6 +94,50 @@ _OPTIONS = [
         metavar="PEM",
         help="The CA that signed --api-cert-file, the APIService's caBundle (one CA for every "
         "replica) [default: the certificate itself].",
+    ),
+    click.option(
+        "--api-cert-secret",
+        default=_DEFAULTS.cert_secret,
+        metavar="NAME",
+        help="Make and keep the API's certificate in this kubernetes.io/tls Secret of "
+        "--namespace: the first replica to start creates a CA and a serving certificate for "
+        "--api-url's Service names, every replica serves it, and the leader renews it at two "
+        "thirds of its life (the CA kept) and writes the CA into the caBundle of APIService "
+        "v1alpha1.api.jobrelay.dev (the chart's selfSigned source). Not with --api-cert-file.",
+    ),
+    click.option(
+        "--api-ca-bundle-webhook",
+        default=_DEFAULTS.ca_bundle_webhook,
+        metavar="NAME",
+        help="With --api-cert-secret: the MutatingWebhookConfiguration (the chart's "
+        "managedBy webhook) whose caBundle the leader keeps at the Secret's CA too.",
+    ),
+    click.option(
+        "--api-ca-validity",
+        default=go_duration_text(_DEFAULTS.ca_validity),
+        show_default=True,
+        callback=_lifetime,
+        metavar="DURATION",
+        help="How long --api-cert-secret's CA is made to last (remade, with a new caBundle, "
+        "at two thirds of it).",
+    ),
+    click.option(
+        "--api-cert-validity",
+        default=go_duration_text(_DEFAULTS.cert_validity),
+        show_default=True,
+        callback=_lifetime,
+        metavar="DURATION",
+        help="How long --api-cert-secret's serving certificate is made to last (renewed at "
+        "two thirds of it).",
+    ),
+    click.option(
+        "--api-cert-reload-interval",
+        default=_DEFAULTS.cert_reload_interval,
+        show_default=True,
+        type=click.FloatRange(0.1, 60.0),
+        help="Seconds between reads of --api-cert-file, --api-key-file and --api-ca-file for "
+        "a renewed certificate (served from the next connection on, no restart), and between "
+        "the leader's checks of --api-cert-secret.",
     ),
     click.option(
         "--api-max-streams-per-user",
@@ -174,6 +229,11 @@ def api_options(func: Any) -> Any:
             cert_file=kwargs.pop("api_cert_file"),
             key_file=kwargs.pop("api_key_file"),
             ca_file=kwargs.pop("api_ca_file"),
+            cert_secret=kwargs.pop("api_cert_secret"),
+            ca_bundle_webhook=kwargs.pop("api_ca_bundle_webhook"),
+            ca_validity=kwargs.pop("api_ca_validity"),
+            cert_validity=kwargs.pop("api_cert_validity"),
+            cert_reload_interval=kwargs.pop("api_cert_reload_interval"),
             max_streams_per_user=kwargs.pop("api_max_streams_per_user"),
             max_streams_per_worker=kwargs.pop("api_max_streams_per_worker"),
             max_streams=kwargs.pop("api_max_streams"),

@@ -5,6 +5,8 @@ start until after they stop."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +15,8 @@ from jobrelay.controller.kind_resolution import ConfigurationError
 from jobrelay.kube.client import ApiClient
 from jobrelay.relayapi import serving as relayapi
 from jobrelay.relayapi.handler import RelayApi
+from jobrelay.relayapi.self_certificate import api_service_availability
+from jobrelay.relayapi.self_certificate_rules import not_after
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.web.probe_server import Health, HealthServer, MetricsPage, parse_address
@@ -89,6 +93,9 @@ class ApiListener:
     namespace: str
     name: str = "aggregated API"
     running: relayapi.RunningApi | None = None
+    # The APIService's Available condition as this replica last read it leading.
+    api_service_available: bool | None = None
+    _expiry: tuple[bytes, float | None] | None = None
 
     async def start(self) -> None:
         try:
@@ -104,6 +111,36 @@ class ApiListener:
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         return True
+
+    def certificate_expiry(self) -> float | None:
+        """When the certificate new connections get expires (unix seconds; a gauge)."""
+        running = self.running
+        if running is None:
+            return None
+        served = running.trust.serving
+        if self._expiry is None or self._expiry[0] is not served:  # parsed once per renewal
+            self._expiry = (served, not_after(served))
+        return self._expiry[1]
+
+    async def watch_over(self) -> None:
+        """The leader's care of the API while it serves, every --api-cert-reload-interval:
+        --api-cert-secret renewed and its CA injected, and the chart's APIService's
+        Available condition read (a gauge; with --api-register alone the leader writes
+        its own and reads nothing)."""
+        running = self.running
+        keeper = running.self_certificate if running is not None else None
+        if running is None or (keeper is None and self.settings.register):
+            return
+        try:
+            while True:
+                if keeper is not None:
+                    await keeper.check(datetime.datetime.now(datetime.UTC))
+                    self.api_service_available = keeper.api_service_available
+                else:
+                    self.api_service_available = await api_service_availability(self.manager)
+                await asyncio.sleep(self.settings.cert_reload_interval)
+        finally:
+            self.api_service_available = None  # leading no more: not known any more
 
     async def stop(self, *, graceful: bool) -> None:
         running, self.running = self.running, None

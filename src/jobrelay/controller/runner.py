@@ -10,11 +10,10 @@ synced before any key is reconciled (an unsynced cache would make every
 mirror look orphaned), and workers get a bounded chance to list their mirrors
 first (so that nothing is placed on the strength of an empty cache).
 
-With leader election (the default) every replica starts its caches and the
-worker pool, then campaigns for the Lease; only the leader runs the reconcile
-workers and the resync, and every write of any replica passes a fence that
-opens only while it holds the lease (controller-runtime's order: caches,
-then election, then the leader-only runnables).
+With leader election (the default) every replica starts its caches and the worker
+pool, then campaigns for the Lease; only the leader runs the reconcile workers and the
+resync, and every write of any replica passes a fence that opens only while it holds
+the lease (controller-runtime's order: caches, election, the leader-only runnables).
 """
 
 from __future__ import annotations
@@ -249,6 +248,7 @@ class Controller:
                 kinds=self.kinds, queue=self.queue, memory=self.memory, pool=self.pool,
                 leader=lambda: self.elector is None or self.elector.is_leader,
                 ready=lambda: self.health().ready, queue_specs=self.queue_admission.specs,
+                api=self._api,
             )  # fmt: skip
         return self._state_gauges()
 
@@ -337,8 +337,8 @@ class Controller:
 
     def _leader_only(self) -> list[Runnable]:
         """The leader's work, in start order: the start-up sweep, the reconcile workers
-        (drained at a stop), the API registration (a standby's would be a write), the
-        resync, the copy janitor and the held pass. At a stop asked for (not a lost
+        (drained at a stop), the API registration (a standby's would be a write) and
+        certificate, the resync, the copy janitor and the held pass. At a stop asked for (not a lost
         lease), the APIService goes once the workers have drained, then pending Events
         are written while the lease is still held."""
         api = bool(self.options.api.address) and self.options.api.register
@@ -350,6 +350,7 @@ class Controller:
             StepsRunnable("start-up sweep", on_start=self._sweep),
             LoopRunnable("reconcile workers", self._reconcile, drain=self.queue.shutdown),
             *([LoopRunnable("API registration", self._register)] if api else []),
+            *([LoopRunnable("API certificate", self._api.watch_over)] if self._api else []),
             LoopRunnable(
                 "resync",
                 lambda: resync(interval, self.kinds, self.pool, self.queue, self._mirror_kept),
@@ -366,8 +367,7 @@ class Controller:
     _api: ApiListener | None = None
 
     @property
-    def api(self) -> relayapi.RunningApi | None:
-        """The aggregated API while it serves."""
+    def api(self) -> relayapi.RunningApi | None:  # the aggregated API while it serves
         return self._api.running if self._api is not None else None
 
     def _mirror_kept(self, kind: WorkloadKind, obj: JsonObj) -> bool:

@@ -111,6 +111,14 @@ class _Pool(Protocol):
     def views(self) -> list[WorkerView]: ...
 
 
+class _ApiFacts(Protocol):
+    """What the aggregated API's listener knows (controller/http_serving.py)."""
+
+    api_service_available: bool | None
+
+    def certificate_expiry(self) -> float | None: ...
+
+
 class StateGauges:
     """Builds the :class:`ControllerState` of one controller at each scrape."""
 
@@ -124,7 +132,9 @@ class StateGauges:
         leader: Callable[[], bool],
         ready: Callable[[], bool],
         queue_specs: Callable[[], Mapping[str, QueueSpec]] = dict,
+        api: _ApiFacts | None = None,
     ) -> None:
+        self._api = api
         self._kinds = kinds
         self._queue = queue
         self._memory = memory
@@ -156,6 +166,8 @@ class StateGauges:
             queues=self._queue_figures(last) if leader else None,
             fairness_error=last.fairness_error if leader and last is not None else None,
             cache_versions=self._cache_versions(),
+            api_certificate_expiry=self._api.certificate_expiry() if self._api else None,
+            api_service_available=self._api.api_service_available if self._api and leader else None,
         )
 
     def _cache_versions(self) -> dict[str, int]:

@@ -85,6 +85,12 @@ class ControllerState:
     # Each kind's management cache: the resourceVersion up to which its watch delivered
     # every event to the handlers, where it reads as a number (an etcd revision).
     cache_versions: Mapping[str, int] = field(default_factory=dict)
+    # When the aggregated API's serving certificate (the one new connections get) expires,
+    # in unix seconds (None: no API served).
+    api_certificate_expiry: float | None = None
+    # APIService v1alpha1.api.jobrelay.dev's Available condition as the leader last read
+    # it (None: a standby, not read yet, or no condition).
+    api_service_available: bool | None = None
 
 
 def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
@@ -148,8 +154,37 @@ def _families() -> dict[str, GaugeMetricFamily]:
             "resource",
         ),
         *_queue_families(),
+        *_api_families(),
     )
     return {family.name: family for family in families}
+
+
+def _api_families() -> tuple[GaugeMetricFamily, ...]:
+    return (
+        _gauge(
+            "jobrelay_api_certificate_expiry_timestamp_seconds",
+            "When the serving certificate of the aggregated API this replica serves expires "
+            "(its notAfter), in unix seconds.",
+        ),
+        _gauge(
+            "jobrelay_api_service_available",
+            "1 while APIService v1alpha1.api.jobrelay.dev is Available as the leader last "
+            "read it, else 0 (leader only).",
+        ),
+    )
+
+
+def _add_api(f: dict[str, GaugeMetricFamily], state: ControllerState) -> None:
+    if state.api_certificate_expiry is None:
+        del f["jobrelay_api_certificate_expiry_timestamp_seconds"]
+    else:
+        f["jobrelay_api_certificate_expiry_timestamp_seconds"].add_metric(
+            [], state.api_certificate_expiry
+        )
+    if state.api_service_available is None:
+        del f["jobrelay_api_service_available"]
+    else:
+        f["jobrelay_api_service_available"].add_metric([], float(state.api_service_available))
 
 
 def _queue_families() -> tuple[GaugeMetricFamily, ...]:
@@ -258,4 +293,5 @@ class StateCollector(Collector):
             for resource, amount in sorted(figures.requested.items()):
                 f["jobrelay_worker_requested"].add_metric([figures.worker, resource], amount)
         _add_queues(f, state)
+        _add_api(f, state)
         yield from f.values()

@@ -1,6 +1,8 @@
 """Serving the aggregated API: its certificate, the front proxy it trusts, its registration.
 
-The server's certificate is given (the chart's Secret) or self-signed at start
+The server's certificate is given (files: a mounted Secret, re-read when it
+changes: ``certificate_files.py``), made and kept in a Secret by the controller
+itself (``--api-cert-secret``: ``self_certificate.py``), or self-signed at start
 for every name the controller may be reached by (the Service name the
 aggregator verifies among them). Callers are trusted as the front proxy that
 ``trust.py`` keeps current. With ``--api-register`` the leader registers the
@@ -15,8 +17,10 @@ controller answers, never run on the manager.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import socket
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,7 @@ from jobrelay.kube.resources import (
     MUTATING_WEBHOOK_CONFIGURATIONS,
     SERVICES,
 )
+from jobrelay.relayapi.certificate_files import CertificateFiles, ServedFiles
 from jobrelay.relayapi.handler import RelayApi
 from jobrelay.relayapi.httpserver import ApiServer
 from jobrelay.relayapi.managedby_webhook_rules import (
@@ -52,6 +57,8 @@ from jobrelay.relayapi.registration_rules import (
     reachable_address,
     service_host,
 )
+from jobrelay.relayapi.self_certificate import CertificateLifetimes, SelfCertificate
+from jobrelay.relayapi.self_certificate_rules import ServingMaterial, serving_hosts
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.relayapi.trust import FrontProxyTrust
 from jobrelay.vocabulary.names import FIELD_MANAGER
@@ -71,10 +78,18 @@ class RunningApi:
     trust: FrontProxyTrust
     bound: tuple[str, int]
     ca_pem: str
+    # The Secret it serves from, kept by the leader (--api-cert-secret); else None.
+    self_certificate: SelfCertificate | None = None
+    # The files it serves, re-read as they change (--api-cert-file); else None.
+    certificate_files: CertificateFiles | None = None
 
     async def close(self) -> None:
         await self.server.close()
         await self.trust.stop()
+        if self.self_certificate is not None:
+            await self.self_certificate.stop()
+        if self.certificate_files is not None:
+            await self.certificate_files.stop()
 
 
 def _own_address() -> str:
@@ -96,6 +111,54 @@ def _hosts(settings: ApiSettings, namespace: str) -> list[str]:
     return hosts
 
 
+async def _certificate(
+    manager: ApiClient, settings: ApiSettings, namespace: str
+) -> tuple[bytes, bytes, bytes, SelfCertificate | None]:
+    """The serving certificate, its key and its CA (PEMs), and the keeper of the Secret
+    they come from with --api-cert-secret."""
+    if settings.ca_file and not settings.cert_file:
+        raise ValueError("--api-ca-file is the CA of --api-cert-file: give both")
+    if settings.cert_secret:
+        if settings.cert_file or settings.key_file or settings.ca_file:
+            raise ValueError("--api-cert-secret makes its own certificate: not with "
+                             "--api-cert-file, --api-key-file or --api-ca-file")  # fmt: skip
+        lifetimes = CertificateLifetimes(
+            datetime.timedelta(seconds=settings.ca_validity),
+            datetime.timedelta(seconds=settings.cert_validity),
+        )
+        kept = SelfCertificate(
+            manager, namespace, settings.cert_secret, serving_hosts(settings.url, namespace),
+            lifetimes, settings.ca_bundle_webhook,
+        )  # fmt: skip
+        material = await kept.load()
+        return material.cert_pem, material.key_pem, material.ca_pem, kept
+    if settings.cert_file or settings.key_file:
+        if not (settings.cert_file and settings.key_file):
+            raise ValueError("--api-cert-file and --api-key-file go together")
+        cert_pem = await asyncio.to_thread(Path(settings.cert_file).read_bytes)
+        key_pem = await asyncio.to_thread(Path(settings.key_file).read_bytes)
+        # Every replica serves one certificate of one CA: the APIService's caBundle.
+        ca_file = settings.ca_file or settings.cert_file
+        return cert_pem, key_pem, await asyncio.to_thread(Path(ca_file).read_bytes), None
+    cert_pem, key_pem = self_signed(_hosts(settings, namespace))
+    return cert_pem, key_pem, cert_pem, None
+
+
+def _follow_files(
+    settings: ApiSettings, trust: FrontProxyTrust, served: ServedFiles
+) -> CertificateFiles:
+    """The given files, re-read as they change and served once they check out."""
+
+    def serve_files(found: ServedFiles) -> None:
+        _check_signed_by(found[0], found[2])
+        trust.serve(found[0], found[1])
+
+    files = CertificateFiles(settings.cert_file, settings.key_file, settings.ca_file, served,
+                             serve_files, interval=settings.cert_reload_interval)  # fmt: skip
+    files.start()
+    return files
+
+
 async def start_api(
     manager: ApiClient,
     settings: ApiSettings,
@@ -104,22 +167,15 @@ async def start_api(
     namespace: str,
 ) -> RunningApi:
     """Serve the API with the handler ``handler_for`` makes of the front proxy's trust."""
-    if settings.cert_file or settings.key_file:
-        if not (settings.cert_file and settings.key_file):
-            raise ValueError("--api-cert-file and --api-key-file go together")
-        cert_pem = await asyncio.to_thread(Path(settings.cert_file).read_bytes)
-        key_pem = await asyncio.to_thread(Path(settings.key_file).read_bytes)
-    else:
-        cert_pem, key_pem = self_signed(_hosts(settings, namespace))
-    if settings.ca_file and not settings.cert_file:
-        raise ValueError("--api-ca-file is the CA of --api-cert-file: give both")
-    # Every replica serves one certificate of one CA: the APIService's caBundle.
-    ca_pem = (
-        await asyncio.to_thread(Path(settings.ca_file).read_bytes) if settings.ca_file else cert_pem
-    )
+    cert_pem, key_pem, ca_pem, kept = await _certificate(manager, settings, namespace)
     _check_signed_by(cert_pem, ca_pem)
     trust = FrontProxyTrust(manager, cert_pem, key_pem)
     trust.start()
+    files: CertificateFiles | None = None
+    if kept is not None:
+        kept.follow(lambda renewed: _serve(trust, renewed))
+    elif settings.cert_file:
+        files = _follow_files(settings, trust, (cert_pem, key_pem, ca_pem))
     handler = handler_for(trust)
     server = ApiServer(settings.address, trust.context(), handler.handle,
                        write_timeout=settings.write_timeout)  # fmt: skip
@@ -127,8 +183,25 @@ async def start_api(
         bound = await server.start()
     except BaseException:
         await trust.stop()
+        if kept is not None:
+            await kept.stop()
+        if files is not None:
+            await files.stop()
         raise
-    return RunningApi(server, trust, bound[0], ca_pem.decode())
+    return RunningApi(server, trust, bound[0], ca_pem.decode(), kept, files)
+
+
+def _serve(trust: FrontProxyTrust, material: ServingMaterial) -> None:
+    """The Secret's certificate from the next handshake on, once it checks out."""
+    if trust.serving == material.cert_pem:
+        return
+    try:
+        _check_signed_by(material.cert_pem, material.ca_pem)
+        trust.serve(material.cert_pem, material.key_pem)
+    except (ssl.SSLError, ValueError) as error:
+        _log.warning("not serving the renewed API certificate: %s", error)
+        return
+    _log.info("serving the renewed API certificate", extra={"event": "api-certificate-loaded"})
 
 
 def _check_signed_by(cert_pem: bytes, ca_pem: bytes) -> None:

@@ -28,6 +28,19 @@ class ApiSettings:
     # APIService's caBundle): one CA for every replica (the chart's Secret's ca.crt).
     # None: the serving certificate itself.
     ca_file: str = ""
+    # The Secret (in the controller's namespace) holding a CA and the serving certificate
+    # it signs, made by the first replica to start and renewed by the leader
+    # (self_certificate.py); "" none. Not with cert_file/key_file/ca_file.
+    cert_secret: str = ""
+    # The MutatingWebhookConfiguration whose caBundle the leader keeps at cert_secret's CA
+    # (the APIService's it always keeps); "" none.
+    ca_bundle_webhook: str = ""
+    # Seconds cert_secret's CA and serving certificate are made to last.
+    ca_validity: float = 3650 * 86400.0
+    cert_validity: float = 365 * 86400.0
+    # Seconds between reads of the certificate files for a renewed one, and between the
+    # leader's checks of cert_secret (renewal, caBundles, the APIService's availability).
+    cert_reload_interval: float = 30.0
     # Pod log streams one user may hold open at once (--all-pods: one per pod).
     max_streams_per_user: int = 100
     # Pod log streams from one worker at once: the size of its own pool for users' streams.

@@ -7,7 +7,9 @@ when they change, never per request. The server's one TLS context switches each
 handshake to the context of the current ``requestheader-client-ca-file`` (its
 server-name callback, called with or without SNI), so a rotated front-proxy CA
 is trusted from the next connection on, and the old one no more. The rules are
-in ``trust_rules.py``.
+in ``trust_rules.py``. A renewed serving certificate (:meth:`FrontProxyTrust.serve`,
+from the files or the Secret it was read from) rebuilds both contexts the same way:
+new handshakes get it, open connections keep theirs.
 """
 
 from __future__ import annotations
@@ -45,6 +47,21 @@ class FrontProxyTrust:
             manager, CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={name}"
         )
         self._informer.add_handler(self._changed)
+
+    @property
+    def serving(self) -> bytes:
+        """The serving certificate (PEM) new handshakes get."""
+        return self._cert_pem
+
+    def serve(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """Serve ``cert_pem`` from the next handshake on (ssl.SSLError, ValueError when the
+        pair does not load: the current one is kept)."""
+        untrusted = _asking(server_context(cert_pem, key_pem, None))
+        context = untrusted
+        if self.current is not None:
+            context = server_context(cert_pem, key_pem, self.current.client_ca)
+        self._cert_pem, self._key_pem = cert_pem, key_pem
+        self._untrusted, self._context = untrusted, context
 
     def context(self) -> ssl.SSLContext:
         """The server's TLS context: each handshake switches to the current front proxy's."""

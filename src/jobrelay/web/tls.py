@@ -16,9 +16,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["load_cert_chain", "self_signed", "server_context"]
+__all__ = [
+    "certificate_authority",
+    "load_cert_chain",
+    "self_signed",
+    "server_context",
+    "signed_serving_certificate",
+]
 
 _VALIDITY = datetime.timedelta(days=365)
+# Issued a little in the past: a verifier whose clock lags still accepts it.
+_BACKDATE = datetime.timedelta(minutes=5)
 
 
 def self_signed(hosts: Sequence[str], *, common_name: str = "jobrelay-api") -> tuple[bytes, bytes]:
@@ -27,46 +35,114 @@ def self_signed(hosts: Sequence[str], *, common_name: str = "jobrelay-api") -> t
     It is its own CA (the published ``ca.crt``), so clients can pin exactly it.
     """
     key = ec.generate_private_key(ec.SECP256R1())
+    subject = _name(common_name)
+    builder = _builder(subject, subject, key, _VALIDITY, _alternative_names(hosts))
+    # A CA too, so that verifiers (OpenSSL) accept it as its own trust anchor.
+    cert = (
+        builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def certificate_authority(common_name: str, validity: datetime.timedelta) -> tuple[bytes, bytes]:
+    """A fresh CA (certificate and key, PEMs) that signs serving certificates only."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = _name(common_name)
+    cert = (
+        _builder(subject, subject, key, validity, None)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def signed_serving_certificate(
+    ca_cert_pem: bytes,
+    ca_key_pem: bytes,
+    hosts: Sequence[str],
+    validity: datetime.timedelta,
+    *,
+    common_name: str = "jobrelay-api",
+) -> tuple[bytes, bytes]:
+    """A fresh key and a serving certificate for ``hosts`` signed by the CA: PEMs. It
+    never outlives the CA (a verifier would refuse the chain past the CA's end)."""
+    ca = x509.load_pem_x509_certificate(ca_cert_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the CA's key is not an EC key")
+    key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
+    validity = min(validity, ca.not_valid_after_utc - now)
+    cert = (
+        _builder(_name(common_name), ca.subject, key, validity, _alternative_names(hosts))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM), _key_pem(key)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _alternative_names(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
     names: list[x509.GeneralName] = []
     for host in dict.fromkeys(hosts):
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
             names.append(x509.DNSName(host))
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
+    return x509.SubjectAlternativeName(names)
+
+
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    key: ec.EllipticCurvePrivateKey,
+    validity: datetime.timedelta,
+    names: x509.SubjectAlternativeName | None,
+) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        # A CA too, so that verifiers (OpenSSL) accept it as its own trust anchor.
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + validity)
     )
-    key_pem = key.private_bytes(
+    return builder if names is None else builder.add_extension(names, critical=False)
+
+
+def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
 def server_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str | None) -> ssl.SSLContext:

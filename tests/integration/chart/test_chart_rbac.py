@@ -78,6 +78,9 @@ INSTALLS = [
 def needed(install: Install) -> list[Request]:
     """Every request the controller of this install makes on the management cluster."""
     namespace, lease = install.namespace, lease_name_for(install.controller_name)
+    fullname = install.values.get("fullnameOverride") or (
+        install.release if "jobrelay" in install.release else f"{install.release}-jobrelay"
+    )
     requests = []
     for kind in policy_kinds(install.kinds):
         group, plural = kind.group, kind.plural
@@ -132,6 +135,22 @@ def needed(install: Install) -> list[Request]:
             Request("", "secrets", verb, namespace=opened)
             for opened in install.values.get("dependencies", {}).get("secretNamespaces", [])
             for verb in ("get", "list", "watch")
+        ),
+        # The selfSigned API certificate (the default): its Secret made and renewed, its
+        # CA written into the chart's APIService and webhook configuration.
+        Request("", "secrets", "create", namespace=namespace),
+        Request("", "secrets", "update", namespace=namespace, name=f"{fullname}-api-tls"),
+        *(
+            Request(group, resource, verb, name=name)
+            for group, resource, name in (
+                ("apiregistration.k8s.io", "apiservices", "v1alpha1.api.jobrelay.dev"),
+                (
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                    f"{fullname}-managedby",
+                ),
+            )
+            for verb in ("get", "patch")
         ),
         # Fleet-wide queues: priorities and the manager's ResourceQuotas, read.
         *(

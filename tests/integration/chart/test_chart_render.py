@@ -5,6 +5,8 @@ Prometheus operator and cert-manager installed for their kinds."""
 
 from __future__ import annotations
 
+import base64
+import datetime
 import json
 import subprocess
 import uuid
@@ -17,6 +19,7 @@ from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.vocabulary.resource import Resource
+from jobrelay.web.tls import certificate_authority
 from tests.chart_render import CHART, chart_tools, helm_template_text, objects, render
 from tests.conftest import FleetHandle
 from tests.kubetools import eventually
@@ -27,6 +30,8 @@ FIELD_MANAGER = "jobrelay-chart-test"
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                 "CustomResourceDefinition", namespaced=False)  # fmt: skip
 
+# The CA of a Secret an operator made (source secret).
+GIVEN_CA = certificate_authority("operators-ca", datetime.timedelta(days=30))[0]
 # (release, namespace, values): the defaults; everything on; a Secret's certificate, one
 # replica and every name changed.
 VALUE_SETS: dict[str, tuple[str, str, dict[str, Any]]] = {
@@ -66,10 +71,28 @@ VALUE_SETS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "replicaCount": 1,
             "fullnameOverride": "dispatcher",
             "serviceAccount": {"name": "relay-sa"},
-            "api": {"certificate": {"source": "secret", "secretName": "relay-tls"}},
+            "api": {
+                "certificate": {
+                    "source": "secret",
+                    "secretName": "relay-tls",
+                    "caBundle": GIVEN_CA.decode(),
+                }
+            },
         },
     ),
 }
+# Each certificate source, the rest default: what must render the same twice.
+SOURCES: dict[str, dict[str, Any]] = {
+    "selfSigned": {},
+    "secret-pem": {"api": {"certificate": {"source": "secret", "secretName": "relay-tls",
+                                           "caBundle": GIVEN_CA.decode()}}},
+    "secret-base64": {"api": {"certificate": {
+        "source": "secret", "secretName": "relay-tls",
+        "caBundle": base64.b64encode(GIVEN_CA).decode()}}},
+    "certManager": {"api": {"certificate": {"source": "certManager"}}},
+    "certManager-issuer": {"api": {"certificate": {
+        "source": "certManager", "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}}},
+}  # fmt: skip
 
 
 def test_helm_3_and_helm_4_lint_the_chart_with_every_value_set(tmp_path: Path) -> None:
@@ -87,20 +110,6 @@ def test_helm_3_and_helm_4_lint_the_chart_with_every_value_set(tmp_path: Path) -
             assert "[WARNING]" not in result.stdout, f"{helm} lint ({name}):\n{result.stdout}"
 
 
-def _comparable(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The objects, but what the chart generates afresh on each rendering (a self-signed
-    key and certificate) replaced by a mark."""
-    for document in documents:
-        if document["kind"] == "Secret" and document.get("type") == "kubernetes.io/tls":
-            document["data"] = dict.fromkeys(document.get("data") or {}, "<generated>")
-        if document["kind"] == "APIService" and "caBundle" in document["spec"]:
-            document["spec"]["caBundle"] = "<generated>"  # the generated CA's
-        for webhook in document.get("webhooks") or []:
-            if "caBundle" in webhook["clientConfig"]:
-                webhook["clientConfig"]["caBundle"] = "<generated>"  # the same CA's
-    return documents
-
-
 @pytest.mark.parametrize("value_set", VALUE_SETS)
 def test_helm_3_and_helm_4_render_the_same_objects(value_set: str) -> None:
     release, namespace, values = VALUE_SETS[value_set]
@@ -109,9 +118,65 @@ def test_helm_3_and_helm_4_render_the_same_objects(value_set: str) -> None:
     helm4 = helm_template_text(tools.helm4, values, release=release, namespace=namespace)
     # In the order of kinds each installs in: Helm 4 knows MutatingWebhookConfiguration's
     # place, Helm 3 puts it among the kinds it does not know.
-    assert sorted(_comparable(objects(helm3)), key=_kind_and_name) == sorted(
-        _comparable(objects(helm4)), key=_kind_and_name
-    )
+    assert sorted(objects(helm3), key=_kind_and_name) == sorted(objects(helm4), key=_kind_and_name)
+
+
+@pytest.mark.parametrize("values", [*VALUE_SETS.values(),
+                                    *(("jobrelay", "jobrelay-system", v) for v in SOURCES.values())],
+                         ids=[*VALUE_SETS, *SOURCES])  # fmt: skip
+def test_two_renders_of_the_same_values_are_byte_identical(
+    values: tuple[str, str, dict[str, Any]],
+) -> None:
+    """What Argo CD and Flux run (``helm template``) settles: nothing is generated or
+    looked up at render time, with Helm 3 and Helm 4 alike."""
+    release, namespace, chosen = values
+    tools = chart_tools()
+    for helm in (tools.helm, tools.helm4):
+        first = helm_template_text(helm, chosen, release=release, namespace=namespace)
+        assert helm_template_text(helm, chosen, release=release, namespace=namespace) == first
+    assert not [path.name for path in (CHART / "templates").iterdir()
+                if "lookup" in path.read_text()]  # fmt: skip
+
+
+def test_each_certificate_source_renders_its_ca_bundle() -> None:
+    """selfSigned: no Secret and no caBundle rendered (the controller writes the field);
+    secret: the given CA, PEM or base64, in the APIService and every webhook;
+    certManager: cert-manager's injector annotation."""
+    helm = chart_tools().helm
+    for source, values in SOURCES.items():
+        rendered = render(helm, values)
+        api_service = next(d for d in rendered if d["kind"] == "APIService")
+        webhooks = next(d for d in rendered if d["kind"] == "MutatingWebhookConfiguration")
+        bundles = {api_service["spec"].get("caBundle"),
+                   *(w["clientConfig"].get("caBundle") for w in webhooks["webhooks"])}  # fmt: skip
+        annotations = api_service["metadata"].get("annotations") or {}
+        if source.startswith("secret"):
+            assert bundles == {base64.b64encode(GIVEN_CA).decode()}, source
+        else:
+            assert bundles == {None}, source
+        assert ("cert-manager.io/inject-ca-from" in annotations) == source.startswith("cert")
+        assert not [d for d in rendered if d["kind"] == "Secret"], source
+        (container,) = next(d for d in rendered if d["kind"] == "Deployment")["spec"][
+            "template"]["spec"]["containers"]  # fmt: skip
+        if source == "selfSigned":
+            assert "--api-cert-secret=jobrelay-api-tls" in container["args"]
+            assert "--api-ca-bundle-webhook=jobrelay-managedby" in container["args"]
+            assert not [m for m in container["volumeMounts"] if m["name"] == "api-tls"]
+        else:
+            assert not [a for a in container["args"] if a.startswith("--api-cert-secret")]
+            assert [m for m in container["volumeMounts"] if m["name"] == "api-tls"]
+
+
+def test_source_secret_without_a_ca_bundle_says_what_to_set() -> None:
+    tools = chart_tools()
+    for helm in (tools.helm, tools.helm4):
+        result = subprocess.run(
+            [str(helm), "template", "x", str(CHART), "--set", "api.certificate.source=secret",
+             "--set", "api.certificate.secretName=relay-tls"],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert result.returncode != 0, result.stdout
+        assert "api.certificate.caBundle" in result.stderr, result.stderr
 
 
 def _kind_and_name(document: dict[str, Any]) -> tuple[str, str]:

@@ -334,6 +334,7 @@ async def test_the_leader_registers_the_api_and_a_clean_stop_deregisters_it_afte
     @dataclass
     class Serving:
         bound: tuple[str, int] = ("127.0.0.1", 8443)
+        self_certificate: None = None  # no --api-cert-secret
 
         async def close(self) -> None:
             done.append("closed")

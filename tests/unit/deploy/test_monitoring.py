@@ -34,7 +34,7 @@ def _exposed() -> frozenset[str]:
     # A leader: every gauge is exposed (a standby has no queue gauges).
     leading = ControllerState(
         leader=True, ready=True, queue=QueueState(0, 0, 0, 0.0), held={}, queues=(),
-        fairness_error=0.0,
+        fairness_error=0.0, api_certificate_expiry=0.0, api_service_available=True,
     )  # fmt: skip
     return exposed_names(Instruments(lambda: leading).metrics.registry)
 

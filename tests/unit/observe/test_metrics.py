@@ -239,3 +239,15 @@ def test_queue_gauges_show_the_last_fair_share_pass_on_the_leader_only() -> None
     # A standby, or a leader before its first pass: no queue gauges at all.
     names = {name for name, _ in samples(Metrics(lambda: ControllerState(False, True)))}
     assert not {n for n in names if n.startswith(("jobrelay_queue_", "jobrelay_fairness"))}
+
+
+def test_the_api_gauges_show_the_served_certificate_and_the_leaders_reading() -> None:
+    leader = ControllerState(
+        leader=True, ready=True, api_certificate_expiry=1.9e9, api_service_available=False
+    )
+    seen = samples(Metrics(lambda: leader))
+    assert seen[("jobrelay_api_certificate_expiry_timestamp_seconds", ())] == 1.9e9
+    assert seen[("jobrelay_api_service_available", ())] == 0.0
+    # No API served, or a standby (which reads no APIService): no such series.
+    names = {name for name, _ in samples(Metrics(lambda: ControllerState(False, True)))}
+    assert not {n for n in names if n.startswith("jobrelay_api_")}
