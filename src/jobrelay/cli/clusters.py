@@ -370,7 +370,7 @@ def remove(
             _, kind_names = await locate_for_verb(client, found, kind_names, controller_name)
             mirrors_of = origin or (worker.get("status") or {}).get("origin")
             if not isinstance(mirrors_of, str) or not mirrors_of:
-                mirrors_of = await origin_record.manager_origin(client, namespace, controller_name)
+                mirrors_of = await origin_record.manager_origin(client, found, controller_name)
             result = await maintenance.delete_mirrors(
                 client, worker, namespace=found, kind_names=kind_names,
                 controller_name=controller_name, origin=mirrors_of, connect=worker_connector,

@@ -159,7 +159,7 @@ def add(
             if mirrors_of is None:
                 async with manager_client(*manager) as client:
                     mirrors_of = await origin_record.manager_origin(
-                        client, namespace, DEFAULT_CONTROLLER_NAME
+                        client, where[0], DEFAULT_CONTROLLER_NAME
                     )
             if service_account_name is None:
                 name_of = serviceaccount.account_name(mirrors_of)
