@@ -33,7 +33,7 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
-from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.fleet import workerclusters
 from jobrelay.kinds.managed_by_claims import parse_field_flag, parse_kind_flag
 from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import LeadershipLost
@@ -228,8 +228,9 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
                    "then run commands in the controller, with its service account. tokenFile "
                    "and file paths stay refused.")  # fmt: skip
 @click.option("--install-crds", is_flag=True, default=_default("install_crds"),
-              help="Apply the WorkerCluster CRD at start (the local fleet, tests). Without it the "
-                   "CRD must be installed (charts/jobrelay/crds/) and is only checked for.")  # fmt: skip
+              help="Apply jobrelay's CRDs at start (the local fleet, tests). Without it the "
+                   "CRDs must be installed (the chart, or charts/jobrelay/files/crds/) and are "
+                   "only checked for.")  # fmt: skip
 @api_options
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
@@ -279,8 +280,8 @@ def run(
 ) -> None:
     """Run the controller in the foreground until SIGTERM or SIGINT.
 
-    Needs the WorkerCluster CRD installed (charts/jobrelay/crds/), or applies it with
-    --install-crds. With leader election
+    Needs jobrelay's CRDs installed (the chart, or charts/jobrelay/files/crds/), or applies
+    them with --install-crds. With leader election
     (the default) it acts only while holding the Lease; if it cannot renew it
     in time it stops acting and exits with code 1, to come back as a standby.
     """
@@ -364,16 +365,18 @@ def run(
 @manager_options
 @click.option("--namespace", default=workerclusters.DEFAULT_NAMESPACE, show_default=True)
 def install(kubeconfig: Path | None, context: str | None, namespace: str) -> None:
-    """Install the WorkerCluster CRD and the controller's namespace on the management cluster."""
+    """Check that jobrelay's CRDs are served, and create the controller's namespace.
+
+    The CRDs are installed by the chart or an admin: this never writes one.
+    """
 
     async def go() -> None:
         async with manager_client(kubeconfig, context) as client:
-            await workerclusters.install_crd(client)
-            await workerclusters.install_crd(client, manifest=relayqueues.crd_manifest())
+            await workerclusters.check_crds(client)
             await workerclusters.ensure_namespace(client, namespace)
 
     try:
         run_command(go())
     except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(f"installed the WorkerCluster and RelayQueue CRDs and namespace {namespace}")
+    click.echo(f"jobrelay's CRDs are served; namespace {namespace} is there")

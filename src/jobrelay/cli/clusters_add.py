@@ -134,6 +134,9 @@ def add(
 
     async def go() -> None:
         nonlocal stored, account
+        async with manager_client(*manager) as client:
+            # Before anything is written on the worker: the CLI never writes CRDs.
+            await workerclusters.check_crds(client)
         if create_service_account:
             mirrors_of = origin or None
             if mirrors_of is None:
@@ -161,7 +164,6 @@ def add(
                 click.echo(f"applied on {name}: {line}")
             stored = created.kubeconfig  # the admin's credentials go no further
         async with manager_client(*manager) as client:
-            await workerclusters.install_crd(client)
             await workerclusters.register(client, name, stored, labels=parsed, namespace=namespace)
 
     try:

@@ -8,20 +8,12 @@ from jobrelay.controller.options import ControllerOptions
 from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import RELAY_QUEUES
+from jobrelay.kube.resources import RELAY_QUEUES, WORKER_CLUSTERS
 
 __all__ = ["MISSING_CRD", "MISSING_QUEUE_CRD", "ensure_crds"]
 
-MISSING_QUEUE_CRD = (
-    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
-    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
-MISSING_CRD = (
-    "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
-    "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
+MISSING_QUEUE_CRD = workerclusters.missing_crd(RELAY_QUEUES) + ", or run with --install-crds"
+MISSING_CRD = workerclusters.missing_crd(WORKER_CLUSTERS) + ", or run with --install-crds"
 
 
 async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
@@ -42,5 +34,5 @@ async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
             raise
         raise ConfigurationError(
             f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
-            "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
+            f"{workerclusters.CRD_FILES} as a cluster admin and run without --install-crds"
         ) from error

@@ -28,8 +28,10 @@ from tests.conftest import FleetHandle
 pytestmark = pytest.mark.integration
 
 CHART = Path(__file__).parents[3] / "charts" / "jobrelay"
-# Nothing cluster-wide that another test could meet: no admission policies, no pods.
-QUIET = ["--set", "admissionPolicies.enabled=false", "--set", "replicaCount=0"]
+# Nothing cluster-wide that another test could meet: no admission policies, no pods, and
+# the fleet's CRDs left to the fleet.
+QUIET = ["--set", "admissionPolicies.enabled=false", "--set", "replicaCount=0",
+         "--set", "crds.install=false"]  # fmt: skip
 
 
 @pytest.fixture

@@ -254,7 +254,8 @@ def test_nothing_is_granted_beyond_what_the_controller_needs(install: Install) -
 
 
 def test_no_cluster_wide_create_of_customresourcedefinitions() -> None:
-    """The chart ships the CRD (crds/): the controller may not create or change CRDs."""
+    """The chart ships the CRDs (templates/crds.yaml): the controller may not create or
+    change CRDs."""
     for install in INSTALLS:
         for grant in controller_grants(install):
             if "customresourcedefinitions" in grant.rule["resources"]:

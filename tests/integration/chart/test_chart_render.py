@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
@@ -214,7 +215,6 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
     release, namespace, values = VALUE_SETS[value_set]
     tools = chart_tools()
     rendered = render(tools.helm, values, release=release, namespace=namespace)
-    crds = [*objects((CHART / "crds" / "workerclusters.jobrelay.dev.yaml").read_text())]
     # Each object in a namespace of its own test run: a dry run needs the namespace to exist.
     test_namespace = f"{namespace}-{uuid.uuid4().hex[:6]}"
     async with fleet.client("manager") as manager:
@@ -222,7 +222,7 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
         await manager.create(NAMESPACES, {"metadata": {"name": test_namespace}})
         try:
             refused = []
-            for document in [*crds, *rendered]:
+            for document in rendered:
                 resource = await _resource_of(manager, document)
                 metadata = document["metadata"]
                 # kube-system only for the aggregated API's authentication reader binding.
@@ -245,3 +245,22 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
             assert not refused, "\n".join(refused)
         finally:
             await manager.delete(NAMESPACES, test_namespace)
+
+
+def test_the_crds_are_rendered_from_their_one_copy_and_kept_on_uninstall() -> None:
+    """templates/crds.yaml renders files/crds/ (the one copy) as it is, plus the release's
+    labels and helm.sh/resource-policy: keep; crds.install=false renders none."""
+    tools = chart_tools()
+    rendered = [d for d in render(tools.helm, {}) if d["kind"] == "CustomResourceDefinition"]
+    sources = {
+        source["metadata"]["name"]: source
+        for source in (yaml.safe_load(p.read_text()) for p in (CHART / "files" / "crds").iterdir())
+    }
+    assert sorted(d["metadata"]["name"] for d in rendered) == sorted(sources)
+    for crd in rendered:
+        metadata = crd["metadata"]
+        assert metadata["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert metadata["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert {**crd, "metadata": {"name": metadata["name"]}} == sources[metadata["name"]]
+    others = render(tools.helm, {"crds": {"install": False}})
+    assert not [d for d in others if d["kind"] == "CustomResourceDefinition"]

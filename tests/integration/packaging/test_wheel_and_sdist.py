@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[3]
 VERSION_LINE = "version = "
 # The charts' files the CLI applies or fills in, shipped in jobrelay/manifests/.
 CHART_FILES = {
-    "workerclusters.jobrelay.dev.yaml": "charts/jobrelay/crds/workerclusters.jobrelay.dev.yaml",
-    "relayqueues.jobrelay.dev.yaml": "charts/jobrelay/crds/relayqueues.jobrelay.dev.yaml",
+    "workerclusters.jobrelay.dev.yaml": "charts/jobrelay/files/crds/workerclusters.jobrelay.dev.yaml",
+    "relayqueues.jobrelay.dev.yaml": "charts/jobrelay/files/crds/relayqueues.jobrelay.dev.yaml",
     "admission-policies.yaml": "charts/jobrelay/files/admission-policies.yaml",
     "worker-access.yaml": "charts/jobrelay-worker/files/worker-access.yaml",
 }

@@ -318,7 +318,7 @@ def test_a_missing_crd_is_one_line_saying_what_to_do(
     assert result.exit_code == 1
     assert result.output.count("\n") == 1, result.output
     assert result.output.startswith("Error: the management cluster has no WorkerCluster CRD")
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in result.output
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in result.output
     assert "Traceback" not in result.output
 
 

@@ -538,7 +538,7 @@ async def test_without_install_crds_a_missing_crd_says_what_to_do() -> None:
             await runner.ensure_crds(client, ControllerOptions())
     message = str(missing.value)
     assert "\n" not in message
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in message
     assert "--install-crds" in message
 
 
@@ -549,7 +549,7 @@ async def test_without_install_crds_a_missing_relayqueue_crd_says_what_to_do() -
             await runner.ensure_crds(client, ControllerOptions())
     message = str(missing.value)
     assert "RelayQueue CRD (relayqueues.jobrelay.dev)" in message and "\n" not in message
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in message
 
 
 async def test_install_crds_applies_it(monkeypatch: pytest.MonkeyPatch) -> None:
