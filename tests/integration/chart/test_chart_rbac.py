@@ -54,7 +54,11 @@ INSTALLS = [
             "kinds": [
                 {"name": "Job.v1.batch"},
                 {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                {"name": "RayJob.v1.ray.io", "resource": "rayjobs"},
+                {
+                    "name": "RayJob.v1.ray.io",
+                    "resource": "rayjobs",
+                    "managedBy": "kueue.x-k8s.io/multikueue",
+                },
             ],
         },
         "dispatcher",

@@ -18,7 +18,14 @@ from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.vocabulary.resource import Resource
-from tests.chart_render import CHART, chart_tools, helm_template_text, objects, render
+from tests.chart_render import (
+    CHART,
+    KUBE_VERSION,
+    chart_tools,
+    helm_template_text,
+    objects,
+    render,
+)
 from tests.conftest import FleetHandle
 from tests.kubetools import eventually
 
@@ -56,7 +63,11 @@ VALUE_SETS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "kinds": [
                 {"name": "Job.v1.batch"},
                 {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                {"name": "RayJob.v1.ray.io", "resource": "rayjobs"},
+                {
+                    "name": "RayJob.v1.ray.io",
+                    "resource": "rayjobs",
+                    "managedBy": "kueue.x-k8s.io/multikueue",
+                },
             ],
         },
     ),
@@ -81,6 +92,7 @@ def test_helm_3_and_helm_4_lint_the_chart_with_every_value_set(tmp_path: Path) -
         for helm in (tools.helm, tools.helm4):
             result = subprocess.run(
                 [str(helm), "lint", "--strict", str(CHART), "--namespace", namespace,
+                 "--kube-version", KUBE_VERSION,
                  "--values", str(values_file)],
                 capture_output=True, text=True, check=False, timeout=120,
             )  # fmt: skip
@@ -176,7 +188,8 @@ def test_typod_values_are_refused() -> None:
     tools = chart_tools()
     for helm in (tools.helm, tools.helm4):
         result = subprocess.run(
-            [str(helm), "template", "x", str(CHART), "--set", "monitoring.serviceMonitr.enabled=true"],
+            [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+             "--set", "monitoring.serviceMonitr.enabled=true"],
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
         assert result.returncode != 0 and "serviceMonitr" in result.stderr, result.stderr
