@@ -8,14 +8,16 @@ loads it only when one of them runs.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import importlib
 import logging
 import re
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import click
-import uvloop
 
 from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import (
@@ -48,6 +50,17 @@ _log = logging.getLogger(__name__)
 
 # A Lease's name: an RFC 1123 subdomain.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's ``run`` where it is installed (pyproject's marker: not on Windows): the event
+    loop and TLS in C, a third less CPU per request under load; else asyncio's own."""
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return asyncio.run
+    run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+    return run
 
 
 def _default(path: str) -> Any:
@@ -347,8 +360,7 @@ def run(
     election_client = manager_client(kubeconfig, context) if leader_elect else None
     review_client = manager_client(kubeconfig, context) if api.address else None
     try:
-        # uvloop: the event loop and TLS in C, a third less CPU per request under load.
-        uvloop.run(
+        event_loop_runner()(
             runner.run(
                 manager, options, election_client=election_client, review_client=review_client
             )
