@@ -246,7 +246,10 @@ async def test_install_upgrade_from_the_previous_version_and_uninstall(
                 assert ("PodDisruptionBudget", "relay-jobrelay") in _keys(installed) - _keys(upgraded)  # fmt: skip
 
             helm("uninstall", helm.release, "--wait")
-            await assert_gone(manager, upgraded)
+            kept = [d for d in upgraded if d["kind"] == "CustomResourceDefinition"]
+            assert len(kept) == len(CRD_NAMES)  # helm.sh/resource-policy: keep
+            await assert_on_the_apiserver(manager, kept)
+            await assert_gone(manager, [d for d in upgraded if d not in kept])
         finally:
             helm.uninstall_if_there()
             try:
