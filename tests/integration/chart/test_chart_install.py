@@ -221,13 +221,17 @@ async def test_install_upgrade_from_the_previous_version_and_uninstall(
             # The fleet's CRDs exist (owned by no release, or an earlier test's): adopted
             # first, as docs/install.md says for a manager that has them already.
             adopt_crds(fleet.kubeconfig("manager"), helm.release, namespace)
+            # Helm 4 applies server-side: the CRDs' fields other tools wrote last (Helm 3,
+            # the fleet's apply) need --force-conflicts, as docs/install.md says.
+            adopting = ("--force-conflicts",) if major == 4 else ()
             helm(
-                "install", helm.release, str(first_chart), "--create-namespace", values=first_values
-            )
+                "install", helm.release, str(first_chart), "--create-namespace", *adopting,
+                values=first_values,
+            )  # fmt: skip
             installed = helm.manifest()
             await assert_on_the_apiserver(manager, installed)
 
-            helm("upgrade", helm.release, str(CHART), values=second_values)
+            helm("upgrade", helm.release, str(CHART), *adopting, values=second_values)
             upgraded = helm.manifest()
             assert upgraded, "the working tree's chart rendered nothing"
             # The one exception: an aggregated API reads the front proxy's settings by a
