@@ -38,7 +38,7 @@ def reported_version(info: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def too_old(
-    info: Mapping[str, Any], minimum: tuple[int, int] = MANAGER_MINIMUM, *, what: str = "manager"
+    info: Mapping[str, Any], minimum: tuple[int, int] = MANAGER_MINIMUM, *, what: str = "management"
 ) -> str | None:
     """One line saying why this apiserver is older than ``minimum``; None when it is not,
     or when its version cannot be read (a distribution's odd string is not refused)."""

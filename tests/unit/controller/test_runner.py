@@ -679,7 +679,7 @@ async def test_a_manager_older_than_jobrelay_supports_stops_the_start_in_one_lin
         with pytest.raises(runner.ConfigurationError) as refused:
             await crd_checks.check_manager(client, ControllerOptions())
     message = str(refused.value)
-    assert message.startswith("the manager cluster runs Kubernetes v1.31.9-gke.100; ")
+    assert message.startswith("the management cluster runs Kubernetes v1.31.9-gke.100; ")
     assert "jobrelay needs 1.32 or later" in message and "\n" not in message
     assert not [path for _, path, _ in cluster.requests if path.startswith("/apis")]
     supported = FakeCluster("manager", served=served, git_version="v1.32.0")

@@ -47,7 +47,7 @@ def test_a_manager_older_than_1_32_is_refused_in_one_line(git_version: str, refu
     problem = too_old({"gitVersion": git_version})
     assert (problem is not None) == refused
     if problem:
-        assert problem.startswith(f"the manager cluster runs Kubernetes {git_version}; ")
+        assert problem.startswith(f"the management cluster runs Kubernetes {git_version}; ")
         assert "jobrelay needs 1.32 or later" in problem and "\n" not in problem
 
 
