@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # The jobrelay controller image (the chart runs it: its entrypoint is `jobrelay`, args `run ...`).
 #
-#   docker build -t jobrelay:0.1.0 \
-#     --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" .
+#   make image                      (docker, podman or buildah; docs/release.md), which runs
+#   docker build -t jobrelay:X.Y.Z --build-arg VERSION=X.Y.Z --build-arg REVISION="$(git rev-parse HEAD)" .
+#   with X.Y.Z the release's one version (src/jobrelay/__init__.py).
 #
 # Two stages: the builder installs the hash-checked versions of requirements/runtime.lock and
 # a wheel of jobrelay into a venv without pip; the final stage copies only that venv. No dev
@@ -36,7 +37,8 @@ RUN python -m pip wheel --no-build-isolation --no-deps --wheel-dir /wheels . \
  && /opt/jobrelay/bin/jobrelay --version
 
 FROM ${BASE_IMAGE}
-ARG VERSION=0.1.0
+# `make image` passes the release's version.
+ARG VERSION=unknown
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="jobrelay" \
       org.opencontainers.image.description="Multi-cluster batch dispatcher for Kubernetes workloads (spec.managedBy): Jobs, JobSets, any CRD" \

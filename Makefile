@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps lock build demo test test-chaos test-unit lint bench fleet-down
+.PHONY: deps lock build demo test test-chaos test-unit lint bench fleet-down image version
 
 # The versions CI tested (requirements/dev.lock, hashed), then jobrelay itself on top.
 deps:
@@ -20,6 +20,25 @@ lock:
 	$(LOCK) -o requirements/runtime.lock
 	$(LOCK) --extra dev -o requirements/dev.lock
 	$(BUILD_REQUIRES) | uv pip compile - --python-version 3.11 --universal --generate-hashes -q -o requirements/build.lock
+
+# The release's one version (src/jobrelay/__init__.py; the charts follow it) and the image.
+VERSION ?= $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/jobrelay/__init__.py)
+IMAGE ?= jobrelay:$(VERSION)
+# docker, podman or buildah, the first found (or CONTAINER_TOOL=...).
+CONTAINER_TOOL ?= $(shell for tool in docker podman buildah; do command -v $$tool >/dev/null 2>&1 && { echo $$tool; break; }; done)
+
+# Set the one version everywhere (the package, both charts' version and appVersion):
+# make version VERSION=0.4.0. docs/release.md.
+version:
+	$(PYTHON) scripts/set_version.py $(VERSION)
+
+# The controller image from this checkout: the Dockerfile installs requirements/runtime.lock
+# (hash-checked) and jobrelay's wheel on the base image it pins (pulled from Docker Hub).
+# make image [IMAGE=registry.example.com/jobrelay:X.Y.Z]; docs/release.md.
+image:
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: no container tool found: install docker, podman or buildah, or set CONTAINER_TOOL (docs/release.md)" >&2; exit 1; }
+	$(CONTAINER_TOOL) build -t $(IMAGE) --build-arg VERSION=$(VERSION) \
+	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) -f Dockerfile .
 
 build: deps
 	$(PYTHON) -m jobrelay fleet build

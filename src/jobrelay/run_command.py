@@ -8,14 +8,16 @@ loads it only when one of them runs.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import importlib
 import logging
 import re
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import click
-import uvloop
 
 from jobrelay.cli.apiflags import api_options
 from jobrelay.cli.common import (
@@ -33,7 +35,7 @@ from jobrelay.controller.options import (
     KindSettings,
     LeaderElectionSettings,
 )
-from jobrelay.fleet import relayqueues, workerclusters
+from jobrelay.fleet import workerclusters
 from jobrelay.kinds.managed_by_claims import parse_field_flag, parse_kind_flag
 from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import LeadershipLost
@@ -48,6 +50,17 @@ _log = logging.getLogger(__name__)
 
 # A Lease's name: an RFC 1123 subdomain.
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def event_loop_runner() -> Callable[[Coroutine[Any, Any, None]], None]:
+    """uvloop's ``run`` where it is installed (pyproject's marker: not on Windows): the event
+    loop and TLS in C, a third less CPU per request under load; else asyncio's own."""
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return asyncio.run
+    run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
+    return run
 
 
 def _default(path: str) -> Any:
@@ -231,8 +244,9 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
                    "then run commands in the controller, with its service account. tokenFile "
                    "and file paths stay refused.")  # fmt: skip
 @click.option("--install-crds", is_flag=True, default=_default("install_crds"),
-              help="Apply the WorkerCluster CRD at start (the local fleet, tests). Without it the "
-                   "CRD must be installed (charts/jobrelay/crds/) and is only checked for.")  # fmt: skip
+              help="Apply jobrelay's CRDs at start (the local fleet, tests). Without it the "
+                   "CRDs must be installed (the chart, or charts/jobrelay/files/crds/) and are "
+                   "only checked for.")  # fmt: skip
 @api_options
 @click.option(
     "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
@@ -282,8 +296,8 @@ def run(
 ) -> None:
     """Run the controller in the foreground until SIGTERM or SIGINT.
 
-    Needs the WorkerCluster CRD installed (charts/jobrelay/crds/), or applies it with
-    --install-crds. With leader election
+    Needs jobrelay's CRDs installed (the chart, or charts/jobrelay/files/crds/), or applies
+    them with --install-crds. With leader election
     (the default) it acts only while holding the Lease; if it cannot renew it
     in time it stops acting and exits with code 1, to come back as a standby.
     """
@@ -349,8 +363,7 @@ def run(
     election_client = manager_client(kubeconfig, context) if leader_elect else None
     review_client = manager_client(kubeconfig, context) if api.address else None
     try:
-        # uvloop: the event loop and TLS in C, a third less CPU per request under load.
-        uvloop.run(
+        event_loop_runner()(
             runner.run(
                 manager, options, election_client=election_client, review_client=review_client
             )
@@ -370,16 +383,18 @@ def run(
               help="The controller's namespace to create ($JOBRELAY_NAMESPACE), as `helm -n` "
                    "names the release's; not a workload's.")  # fmt: skip
 def install(kubeconfig: Path | None, context: str | None, namespace: str) -> None:
-    """Install the WorkerCluster CRD and the controller's namespace on the management cluster."""
+    """Check that jobrelay's CRDs are served, and create the controller's namespace.
+
+    The CRDs are installed by the chart or an admin: this never writes one.
+    """
 
     async def go() -> None:
         async with manager_client(kubeconfig, context) as client:
-            await workerclusters.install_crd(client)
-            await workerclusters.install_crd(client, manifest=relayqueues.crd_manifest())
+            await workerclusters.check_crds(client)
             await workerclusters.ensure_namespace(client, namespace)
 
     try:
         run_command(go())
     except workerclusters.RegistryError as error:
         raise click.ClickException(str(error)) from error
-    click.echo(f"installed the WorkerCluster and RelayQueue CRDs and namespace {namespace}")
+    click.echo(f"jobrelay's CRDs are served; namespace {namespace} is there")

@@ -79,6 +79,7 @@ from jobrelay.relayapi.managedby_webhook_rules import RELAY_ENABLED, RELAY_LABEL
 from jobrelay.relayapi.registration_rules import API_SERVICE_NAME, local_endpoints
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAME, FIELD_MANAGER
 from jobrelay.vocabulary.resource import Resource
+from tests.chart_render import KUBE_VERSION
 from tests.conftest import FleetHandle
 from tests.e2e.podsandbox import PodFacts, PodFiles, SandboxedPod, host_tree, pod_command
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
@@ -193,7 +194,7 @@ def render_chart(
     )
     answer = subprocess.run(
         [str(helm), "template", RELEASE, str(CHART), "--namespace", namespace,
-         "--include-crds", "--values", str(values)],
+         "--kube-version", KUBE_VERSION, "--include-crds", "--values", str(values)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert answer.returncode == 0, f"helm template failed: {answer.stderr}"

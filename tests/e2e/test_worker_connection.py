@@ -8,6 +8,9 @@ and kubeconfig Secrets rotated under a running controller.
   server, the missing verb and resource, the Secret and key, the YAML line) and
   never a credential (neither in the status nor in the controller's log); then the
   Secret is fixed and the same worker must turn ``Connected=True`` without a restart.
+- Declared, not added: the WorkerCluster and kubeconfig Secret YAML of
+  docs/add-a-worker.md ("Or declare it"), filled in and applied with `kubectl apply`,
+  gives a worker that turns ``Connected=True``.
 - Secret rotation: with Jobs running on the workers, every worker's Secret goes from
   a client certificate to a bearer token (a Job dispatched then completes), one
   worker's to an unusable Secret and to a token without rights, and all back to
@@ -28,8 +31,11 @@ import asyncio
 import base64
 import contextlib
 import json
+import re
 import secrets
+import shutil
 import socket
+import subprocess
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -376,6 +382,42 @@ async def test_each_reason_is_shown_without_credentials_and_clears_once_fixed(
         assert fixed.get("kubernetesVersion", "").startswith("v1.35."), fixed
         assert controller.starts == starts and controller.running
         assert_not_echoed("the controller's log", controller.log_text(log_from), credentials)
+    finally:
+        await workerclusters.unregister(manager, name)
+
+
+# -- declared in YAML ----------------------------------------------------------------
+
+ADD_A_WORKER = Path(__file__).parents[2] / "docs" / "add-a-worker.md"
+
+
+def declared_worker_yaml(name: str, kubeconfig_text: str) -> str:
+    """The YAML docs/add-a-worker.md shows for a declared worker, filled in as it says."""
+    doc = ADD_A_WORKER.read_text()
+    found = re.search(r"<!-- declarative-worker:[^>]*-->\n```yaml\n(.*?)```", doc, re.S)
+    assert found, "docs/add-a-worker.md lost its declarative worker YAML"
+    indented = "".join(f"    {line}\n" for line in kubeconfig_text.splitlines())
+    text = found.group(1).replace("    WORKER-KUBECONFIG\n", indented)
+    return text.replace("WORKER-NAME", name)
+
+
+async def test_a_worker_declared_in_yaml_connects(
+    controller: ControllerProcess, fleet: FleetHandle, manager: ApiClient
+) -> None:
+    name = "declared-in-yaml"
+    good = kubeconfig(fleet, fleet.workers[0], Credential.TOKEN)
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "the e2e tests need kubectl on the PATH"
+    try:
+        applied = await asyncio.to_thread(
+            subprocess.run,
+            [kubectl, "--kubeconfig", str(fleet.kubeconfig("manager")), "apply", "-f", "-"],
+            input=declared_worker_yaml(name, yaml.safe_dump(good)),
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr
+        status = await wait_condition(manager, name, "True", "Connected")
+        assert status.get("kubernetesVersion", "").startswith("v1.35."), status
     finally:
         await workerclusters.unregister(manager, name)
 

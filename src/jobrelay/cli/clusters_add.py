@@ -144,6 +144,8 @@ def add(
     async def go() -> None:
         nonlocal stored, account
         async with manager_client(*manager) as client:
+            # Before anything is written on the worker: the CLI never writes CRDs.
+            await workerclusters.check_crds(client)
             where[0], found_kinds = await locate_for_verb(
                 client, namespace, kind_names, DEFAULT_CONTROLLER_NAME,
                 need_kinds=create_service_account,
@@ -183,7 +185,6 @@ def add(
                 click.echo(f"applied on {name}: {line}")
             stored = created.kubeconfig  # the admin's credentials go no further
         async with manager_client(*manager) as client:
-            await workerclusters.install_crd(client)
             await workerclusters.register(client, name, stored, labels=parsed, namespace=where[0])
 
     try:

@@ -55,8 +55,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     ),
     "install": Subcommand(
         "jobrelay.run_command", "install",
-        "Install the WorkerCluster CRD and the controller's namespace on the management "
-        "cluster.",
+        "Check that jobrelay's CRDs are served, and create the controller's namespace.",
     ),
     # An alias of `get` (the same options and output), kept for those used to it.
     "jobs": Subcommand("jobrelay.cli.get", "get", "An alias of get."),

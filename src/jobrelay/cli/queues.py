@@ -31,8 +31,8 @@ __all__ = ["queue_rows", "queues"]
 _FIRST = ("cpu", "memory", "nvidia.com/gpu")
 _NO_CRD = (
     "the management cluster serves no RelayQueues (relayqueues.jobrelay.dev): install "
-    "jobrelay's CRDs with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart "
-    "does), then define queues (docs/queues.md)"
+    "jobrelay's CRDs with its chart (crds.install, the default) or `kubectl apply "
+    "--server-side -f charts/jobrelay/files/crds/`, then define queues (docs/queues.md)"
 )
 
 

@@ -1,5 +1,6 @@
-"""The CRDs the controller's caches need (WorkerCluster, RelayQueue), applied with
-``--install-crds`` or else checked, before anything starts."""
+"""What the manager must offer before anything starts: a Kubernetes jobrelay supports
+(its ``/version``, ``kube/supported_versions.py``), and the CRDs the controller's caches
+need (WorkerCluster, RelayQueue), applied with ``--install-crds`` or else checked."""
 
 from __future__ import annotations
 
@@ -8,20 +9,21 @@ from jobrelay.controller.options import ControllerOptions
 from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import RELAY_QUEUES
+from jobrelay.kube.resources import RELAY_QUEUES, WORKER_CLUSTERS
+from jobrelay.kube.supported_versions import too_old
 
-__all__ = ["MISSING_CRD", "MISSING_QUEUE_CRD", "ensure_crds"]
+__all__ = ["MISSING_CRD", "MISSING_QUEUE_CRD", "check_manager", "ensure_crds"]
 
-MISSING_QUEUE_CRD = (
-    "the management cluster has no RelayQueue CRD (relayqueues.jobrelay.dev): install it "
-    "with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
-MISSING_CRD = (
-    "the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): install "
-    "it with `kubectl apply --server-side -f charts/jobrelay/crds/` (the chart does), or run "
-    "with --install-crds"
-)
+MISSING_QUEUE_CRD = workerclusters.missing_crd(RELAY_QUEUES) + ", or run with --install-crds"
+MISSING_CRD = workerclusters.missing_crd(WORKER_CLUSTERS) + ", or run with --install-crds"
+
+
+async def check_manager(manager: ApiClient, options: ControllerOptions) -> None:
+    """Refuse, in one line, a manager older than jobrelay supports; then the CRDs."""
+    problem = too_old(await manager.version())
+    if problem:
+        raise ConfigurationError(problem)
+    await ensure_crds(manager, options)
 
 
 async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
@@ -42,5 +44,5 @@ async def ensure_crds(manager: ApiClient, options: ControllerOptions) -> None:
             raise
         raise ConfigurationError(
             f"--install-crds: may not apply jobrelay's CRDs ({error.message}): apply "
-            "charts/jobrelay/crds/ as a cluster admin and run without --install-crds"
+            f"{workerclusters.CRD_FILES} as a cluster admin and run without --install-crds"
         ) from error

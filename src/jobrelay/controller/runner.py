@@ -27,9 +27,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal
 
 from jobrelay.admission.workload_reads import slim_namespace
+from jobrelay.controller import crd_checks
 from jobrelay.controller.change_routing import ChangeRouting
 from jobrelay.controller.copy_sweep import CopyJanitor
-from jobrelay.controller.crd_checks import ensure_crds as ensure_crds
 from jobrelay.controller.http_serving import ApiListener, ProbeListeners
 from jobrelay.controller.http_serving import Listener as Listener
 from jobrelay.controller.http_serving import listeners as listeners
@@ -467,7 +467,7 @@ async def run(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
-        await ensure_crds(manager, options)
+        await crd_checks.check_manager(manager, options)
         kinds = await resolve_kinds(manager, options)
         options = await with_settled_origin(manager, options)
         _log.info("origin %s: only mirrors labelled %s=%s are ours", options.origin,

@@ -64,7 +64,7 @@ def _not_found(error: ApiError, name: str) -> str:
     # A 404 without details names no object: the CRD itself is missing.
     if (error.details or {}).get("name") == name or f'"{name}"' in error.message:
         return f"no worker cluster named {name} (`jobrelay clusters list` shows those registered)"
-    return "the WorkerCluster CRD is not installed: run `jobrelay install`"
+    return workerclusters.missing_crd(WORKER_CLUSTERS)
 
 
 async def patch_spec(client: ApiClient, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,8 +87,8 @@ async def start_drain(client: ApiClient, name: str, mode: DrainMode) -> dict[str
     if (stored.get("spec") or {}).get("drain") != mode.value:
         raise workerclusters.RegistryError(
             "the WorkerCluster CRD on the management cluster predates spec.drain, so the "
-            "drain was dropped: update it with `jobrelay install` (or restart `jobrelay run`, "
-            "which updates it), then drain again"
+            "drain was dropped: upgrade jobrelay's CRDs (`helm upgrade` of the chart, or "
+            f"`kubectl apply --server-side -f {workerclusters.CRD_FILES}`), then drain again"
         )
     return stored
 

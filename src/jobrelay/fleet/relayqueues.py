@@ -39,7 +39,8 @@ _log = logging.getLogger(__name__)
 
 
 def crd_manifest() -> dict[str, Any]:
-    """The RelayQueue CRD: the chart's ``crds/`` file (one copy, shipped in the package)."""
+    """The RelayQueue CRD: the chart's ``files/crds/`` file (one copy, shipped in the
+    package)."""
     return chart_sources.chart_document(chart_sources.RELAY_QUEUE_CRD)
 
 

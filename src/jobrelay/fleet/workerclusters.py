@@ -21,7 +21,7 @@ from jobrelay.fleet import credentials
 from jobrelay.kube import redact
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import CRDS, NAMESPACES, SECRETS, WORKER_CLUSTERS
+from jobrelay.kube.resources import CRDS, NAMESPACES, RELAY_QUEUES, SECRETS, WORKER_CLUSTERS
 from jobrelay.manifests import chart_sources
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import FIELD_MANAGER
@@ -40,16 +40,41 @@ def secret_name(worker: str) -> str:
     return f"{SECRET_PREFIX}{worker}-kubeconfig"
 
 
+# Where an admin finds jobrelay's CRDs without the chart: their one copy, which the chart's
+# templates/crds.yaml renders and the package ships.
+CRD_FILES = "charts/jobrelay/files/crds/"
+
+
 def crd_manifest() -> dict[str, Any]:
-    """The WorkerCluster CRD: the chart's ``crds/`` file (one copy, shipped in the package)."""
+    """The WorkerCluster CRD: the chart's ``files/crds/`` file (one copy, shipped in the
+    package)."""
     return chart_sources.chart_document(chart_sources.WORKER_CLUSTER_CRD)
+
+
+def missing_crd(resource: Resource) -> str:
+    """One line: the manager serves no ``resource``, and how an admin installs jobrelay's
+    CRDs (the CLI never writes them: whoever owns them, the chart or GitOps, does)."""
+    return (
+        f"the management cluster has no {resource.kind} CRD ({resource.plural}."
+        f"{resource.group}): install jobrelay's CRDs with its chart (crds.install, the "
+        f"default) or `kubectl apply --server-side -f {CRD_FILES}`"
+    )
+
+
+async def check_crds(client: ApiClient) -> None:
+    """RegistryError, in one line, unless the manager serves WorkerClusters and RelayQueues
+    (discovery: reading the CRDs themselves needs no right)."""
+    for resource in (WORKER_CLUSTERS, RELAY_QUEUES):
+        if not await crd_served(client, resource):
+            raise RegistryError(missing_crd(resource))
 
 
 async def install_crd(
     client: ApiClient, *, timeout: float = 30.0, manifest: dict[str, Any] | None = None
 ) -> None:
     """Apply a CRD (the WorkerCluster's by default; server-side apply) and wait until it
-    is served."""
+    is served. For an admin's tools only (the local fleet, `jobrelay run --install-crds`,
+    tests): the CLI's verbs never write CRDs."""
     manifest = manifest or crd_manifest()
     name = manifest["metadata"]["name"]
     await client.patch(
@@ -245,9 +270,7 @@ async def list_workers(client: ApiClient) -> list[dict[str, Any]]:
         return (await client.list(WORKER_CLUSTERS)).items
     except ApiError as error:
         if error.is_not_found:
-            raise RegistryError(
-                "the WorkerCluster CRD is not installed: run `jobrelay install`"
-            ) from error
+            raise RegistryError(missing_crd(WORKER_CLUSTERS)) from error
         raise
 
 

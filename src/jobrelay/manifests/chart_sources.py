@@ -1,9 +1,10 @@
 """The Helm charts' files the package ships, read where the charts keep them.
 
-The charts are the one source of jobrelay's install manifests. The files the CLI needs
+The charts are the one source of jobrelay's install manifests. The files the package needs
 too are symbolic links in this package's directory into ``charts/``: the two CRDs
-(``charts/jobrelay/crds/``, which `jobrelay install`, `clusters add`, `run --install-crds`
-and `fleet up` apply) and the data of the manifests the CLI prints or applies
+(``charts/jobrelay/files/crds/``, which the chart's ``templates/crds.yaml`` renders and
+which `run --install-crds` and `fleet up` apply as an admin would; the CLI's verbs only
+check that they are served) and the data of the manifests the CLI prints or applies
 (``charts/jobrelay/files/admission-policies.yaml``,
 ``charts/jobrelay-worker/files/worker-access.yaml``). A checkout and an editable install
 follow the links; building the sdist and the wheel copies the files in (docs/development.md,
@@ -32,7 +33,7 @@ __all__ = [
     "fill",
 ]
 
-# charts/jobrelay/crds/: Helm installs them; the CLI applies them.
+# charts/jobrelay/files/crds/: the chart's templates/crds.yaml renders them.
 WORKER_CLUSTER_CRD = "workerclusters.jobrelay.dev.yaml"
 RELAY_QUEUE_CRD = "relayqueues.jobrelay.dev.yaml"
 # charts/jobrelay/files/ and charts/jobrelay-worker/files/: the templates' data.

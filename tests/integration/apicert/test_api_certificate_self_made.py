@@ -44,7 +44,9 @@ pytestmark = pytest.mark.integration
 
 CHART = Path(__file__).parents[3] / "charts" / "jobrelay"
 # Nothing cluster-wide that another test could meet: no admission policies, no pods.
-QUIET = ["--set", "admissionPolicies.enabled=false", "--set", "replicaCount=0"]
+# The fleet's CRDs are left to the fleet (the chart would adopt them otherwise).
+QUIET = ["--set", "admissionPolicies.enabled=false", "--set", "replicaCount=0",
+         "--set", "crds.install=false"]  # fmt: skip
 RELEASE = "cert"
 SECRET = f"{RELEASE}-jobrelay-api-tls"
 WEBHOOKS = f"{RELEASE}-jobrelay-managedby"

@@ -55,10 +55,10 @@ CASES = {
         "relay", "batch-control",
         {"serviceAccount": {"name": "dispatcher"},
          "kinds": [{"name": "Job.v1.batch"}, {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                   {"name": "RayJob.v1.ray.io"}]},
+                   {"name": "Widget.v1.example.com"}]},
         "batch-control:dispatcher",
-        ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io", "RayJob.v1.ray.io"),
-        (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("ray.io", "rayjobs")),
+        ("Job.v1.batch", "JobSet.v1alpha2.jobset.x-k8s.io", "Widget.v1.example.com"),
+        (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("example.com", "widgets")),
         RELAY,
     ),
     "own-controller-name": Case(

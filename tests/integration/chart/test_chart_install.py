@@ -3,11 +3,17 @@ jobrelay-system, then `helm upgrade` from the previous chart version (the newest
 whose Chart.yaml names another version) to the working tree's, then `helm uninstall`:
 after each step every object of the release is on the apiserver as rendered, and
 nothing is left of what the step dropped. The Deployment's pods need not run (the image
-is not on the fleet)."""
+is not on the fleet).
+
+And the CRD upgrade (issue 35): from chart 0.2.0 (commit de8e6b7, its CRDs in crds/,
+which Helm never upgrades) to the working tree's (CRDs as templates), through the
+adoption step the chart's README documents, `helm upgrade` changes a CRD field on the
+cluster, and `helm uninstall` keeps the CRDs."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tarfile
 import uuid
@@ -20,7 +26,7 @@ import yaml
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NAMESPACES
+from jobrelay.kube.resources import CRDS, NAMESPACES
 from jobrelay.vocabulary.resource import Resource
 from tests.chart_render import CHART, REPO, chart_tools, objects
 from tests.conftest import FleetHandle
@@ -37,6 +43,26 @@ CHANGED_VALUES: dict[str, Any] = {
     "replicaCount": 1,  # the PodDisruptionBudget goes
     "monitoring": {"grafanaDashboard": {"enabled": True}},  # a ConfigMap comes
 }
+
+
+# Chart 0.2.0, the last whose CRDs sat in crds/.
+CRDS_IN_CRDS_DIR = "de8e6b7"
+CRD_NAMES = ("workerclusters.jobrelay.dev", "relayqueues.jobrelay.dev")
+
+
+def adopt_crds(kubeconfig: Path, release: str, namespace: str) -> None:
+    """The step charts/jobrelay/README.md ("Upgrading from chart 0.2.0 or earlier")
+    documents, as written there: the CRDs labelled and annotated for the release."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "the chart tests need kubectl on the PATH"
+    for step in (
+        ["label", "crd", *CRD_NAMES, "app.kubernetes.io/managed-by=Helm", "--overwrite"],
+        ["annotate", "crd", *CRD_NAMES, f"meta.helm.sh/release-name={release}",
+         f"meta.helm.sh/release-namespace={namespace}", "--overwrite"],
+    ):  # fmt: skip
+        done = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), *step],
+                              capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+        assert done.returncode == 0, f"kubectl {' '.join(step)}:\n{done.stderr}"
 
 
 def _chart_version(text: str) -> str:
@@ -192,13 +218,20 @@ async def test_install_upgrade_from_the_previous_version_and_uninstall(
               "to changed values instead")  # fmt: skip
     async with fleet.client("manager") as manager:
         try:
+            # The fleet's CRDs exist (owned by no release, or an earlier test's): adopted
+            # first, as docs/install.md says for a manager that has them already.
+            adopt_crds(fleet.kubeconfig("manager"), helm.release, namespace)
+            # Helm 4 applies server-side: the CRDs' fields other tools wrote last (Helm 3,
+            # the fleet's apply) need --force-conflicts, as docs/install.md says.
+            adopting = ("--force-conflicts",) if major == 4 else ()
             helm(
-                "install", helm.release, str(first_chart), "--create-namespace", values=first_values
-            )
+                "install", helm.release, str(first_chart), "--create-namespace", *adopting,
+                values=first_values,
+            )  # fmt: skip
             installed = helm.manifest()
             await assert_on_the_apiserver(manager, installed)
 
-            helm("upgrade", helm.release, str(CHART), values=second_values)
+            helm("upgrade", helm.release, str(CHART), *adopting, values=second_values)
             upgraded = helm.manifest()
             assert upgraded, "the working tree's chart rendered nothing"
             # The one exception: an aggregated API reads the front proxy's settings by a
@@ -217,7 +250,58 @@ async def test_install_upgrade_from_the_previous_version_and_uninstall(
                 assert ("PodDisruptionBudget", "relay-jobrelay") in _keys(installed) - _keys(upgraded)  # fmt: skip
 
             helm("uninstall", helm.release, "--wait")
-            await assert_gone(manager, upgraded)
+            kept = [d for d in upgraded if d["kind"] == "CustomResourceDefinition"]
+            assert len(kept) == len(CRD_NAMES)  # helm.sh/resource-policy: keep
+            await assert_on_the_apiserver(manager, kept)
+            await assert_gone(manager, [d for d in upgraded if d not in kept])
+        finally:
+            helm.uninstall_if_there()
+            try:
+                await manager.delete(NAMESPACES, namespace)
+            except ApiError as error:
+                if not error.is_not_found:
+                    raise
+
+
+def _commit(short: str) -> str | None:
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{short}^{{commit}}"],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+async def test_helm_upgrade_from_chart_0_2_0_upgrades_its_crds(
+    fleet: FleetHandle, tmp_path: Path
+) -> None:
+    commit = _commit(CRDS_IN_CRDS_DIR)
+    if commit is None:
+        pytest.skip(f"commit {CRDS_IN_CRDS_DIR} (chart 0.2.0, CRDs in crds/) is not in this "
+                    "clone (a shallow one?): fetch the history to run the CRD upgrade")  # fmt: skip
+    old_chart = chart_of_commit(commit, tmp_path)
+    namespace = f"relay-crds-{uuid.uuid4().hex[:6]}"
+    helm = Helm(chart_tools().helm, fleet.kubeconfig("manager"), "crdup", namespace, tmp_path)
+    async with fleet.client("manager") as manager:
+        # The cluster as chart 0.2.0's `helm install` left it: its CRDs, owned by no release.
+        for path in sorted((old_chart / "crds").iterdir()):
+            old = yaml.safe_load(path.read_text())
+            name = old["metadata"]["name"]
+            live = await manager.get(CRDS, name)
+            version = live["metadata"]["resourceVersion"]
+            await manager.replace(CRDS, {**old, "metadata": {"name": name, "resourceVersion": version}})  # fmt: skip
+        for name in CRD_NAMES:
+            assert "categories" not in (await manager.get(CRDS, name))["spec"]["names"]
+        try:
+            helm("install", helm.release, str(old_chart), "--create-namespace", values=VALUES)
+            adopt_crds(fleet.kubeconfig("manager"), helm.release, namespace)
+            helm("upgrade", helm.release, str(CHART), values=VALUES)
+            for name in CRD_NAMES:
+                live = await manager.get(CRDS, name)
+                assert live["spec"]["names"]["categories"] == ["jobrelay"], name  # the new field
+                assert live["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+            helm("uninstall", helm.release, "--wait")
+            for name in CRD_NAMES:  # kept: deleting them would delete every WorkerCluster
+                assert not (await manager.get(CRDS, name))["metadata"].get("deletionTimestamp")
         finally:
             helm.uninstall_if_there()
             try:

@@ -54,7 +54,11 @@ INSTALLS = [
             "kinds": [
                 {"name": "Job.v1.batch"},
                 {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                {"name": "RayJob.v1.ray.io", "resource": "rayjobs"},
+                {
+                    "name": "RayJob.v1.ray.io",
+                    "resource": "rayjobs",
+                    "managedBy": "kueue.x-k8s.io/multikueue",
+                },
             ],
         },
         "dispatcher",
@@ -278,7 +282,8 @@ def test_nothing_is_granted_beyond_what_the_controller_needs(install: Install) -
 
 
 def test_no_cluster_wide_create_of_customresourcedefinitions() -> None:
-    """The chart ships the CRD (crds/): the controller may not create or change CRDs."""
+    """The chart ships the CRDs (templates/crds.yaml): the controller may not create or
+    change CRDs."""
     for install in INSTALLS:
         for grant in controller_grants(install):
             if "customresourcedefinitions" in grant.rule["resources"]:

@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
 from jobrelay.vocabulary.resource import Resource
 from jobrelay.web.tls import certificate_authority
-from tests.chart_render import CHART, chart_tools, helm_template_text, objects, render
+from tests.chart_render import (
+    CHART,
+    KUBE_VERSION,
+    chart_tools,
+    helm_template_text,
+    objects,
+    render,
+)
 from tests.conftest import FleetHandle
 from tests.kubetools import eventually
 
@@ -60,7 +68,11 @@ VALUE_SETS: dict[str, tuple[str, str, dict[str, Any]]] = {
             "kinds": [
                 {"name": "Job.v1.batch"},
                 {"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
-                {"name": "RayJob.v1.ray.io", "resource": "rayjobs"},
+                {
+                    "name": "RayJob.v1.ray.io",
+                    "resource": "rayjobs",
+                    "managedBy": "kueue.x-k8s.io/multikueue",
+                },
             ],
         },
     ),
@@ -103,6 +115,7 @@ def test_helm_3_and_helm_4_lint_the_chart_with_every_value_set(tmp_path: Path) -
         for helm in (tools.helm, tools.helm4):
             result = subprocess.run(
                 [str(helm), "lint", "--strict", str(CHART), "--namespace", namespace,
+                 "--kube-version", KUBE_VERSION,
                  "--values", str(values_file)],
                 capture_output=True, text=True, check=False, timeout=120,
             )  # fmt: skip
@@ -171,7 +184,8 @@ def test_source_secret_without_a_ca_bundle_says_what_to_set() -> None:
     tools = chart_tools()
     for helm in (tools.helm, tools.helm4):
         result = subprocess.run(
-            [str(helm), "template", "x", str(CHART), "--set", "api.certificate.source=secret",
+            [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+             "--set", "api.certificate.source=secret",
              "--set", "api.certificate.secretName=relay-tls"],
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
@@ -240,7 +254,8 @@ def test_typod_values_are_refused() -> None:
     tools = chart_tools()
     for helm in (tools.helm, tools.helm4):
         result = subprocess.run(
-            [str(helm), "template", "x", str(CHART), "--set", "monitoring.serviceMonitr.enabled=true"],
+            [str(helm), "template", "x", str(CHART), "--kube-version", KUBE_VERSION,
+             "--set", "monitoring.serviceMonitr.enabled=true"],
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
         assert result.returncode != 0 and "serviceMonitr" in result.stderr, result.stderr
@@ -279,7 +294,6 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
     release, namespace, values = VALUE_SETS[value_set]
     tools = chart_tools()
     rendered = render(tools.helm, values, release=release, namespace=namespace)
-    crds = [*objects((CHART / "crds" / "workerclusters.jobrelay.dev.yaml").read_text())]
     # Each object in a namespace of its own test run: a dry run needs the namespace to exist.
     test_namespace = f"{namespace}-{uuid.uuid4().hex[:6]}"
     async with fleet.client("manager") as manager:
@@ -287,7 +301,7 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
         await manager.create(NAMESPACES, {"metadata": {"name": test_namespace}})
         try:
             refused = []
-            for document in [*crds, *rendered]:
+            for document in rendered:
                 resource = await _resource_of(manager, document)
                 metadata = document["metadata"]
                 # kube-system only for the aggregated API's authentication reader binding.
@@ -310,3 +324,22 @@ async def test_every_rendered_object_passes_a_server_side_dry_run(
             assert not refused, "\n".join(refused)
         finally:
             await manager.delete(NAMESPACES, test_namespace)
+
+
+def test_the_crds_are_rendered_from_their_one_copy_and_kept_on_uninstall() -> None:
+    """templates/crds.yaml renders files/crds/ (the one copy) as it is, plus the release's
+    labels and helm.sh/resource-policy: keep; crds.install=false renders none."""
+    tools = chart_tools()
+    rendered = [d for d in render(tools.helm, {}) if d["kind"] == "CustomResourceDefinition"]
+    sources = {
+        source["metadata"]["name"]: source
+        for source in (yaml.safe_load(p.read_text()) for p in (CHART / "files" / "crds").iterdir())
+    }
+    assert sorted(d["metadata"]["name"] for d in rendered) == sorted(sources)
+    for crd in rendered:
+        metadata = crd["metadata"]
+        assert metadata["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert metadata["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        assert {**crd, "metadata": {"name": metadata["name"]}} == sources[metadata["name"]]
+    others = render(tools.helm, {"crds": {"install": False}})
+    assert not [d for d in others if d["kind"] == "CustomResourceDefinition"]

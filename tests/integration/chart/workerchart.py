@@ -20,6 +20,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import NAMESPACES, SECRETS
 from jobrelay.localfleet.binaries.resolver import Tools, resolve_tools
 from jobrelay.vocabulary.resource import Resource
+from tests.chart_render import KUBE_VERSION
 
 CHARTS = Path(__file__).parents[3] / "charts"
 WORKER_CHART = CHARTS / "jobrelay-worker"
@@ -48,7 +49,11 @@ def tools() -> Tools:
 def helm(
     *args: str, binary: Path | None = None, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """``helm ARGS`` (helm 3 unless ``binary``), output captured."""
+    """``helm ARGS`` (helm 3 unless ``binary``), output captured. A render or lint is for
+    the fleet's Kubernetes (Helm 3 assumes 1.20 without a cluster, older than the charts'
+    kubeVersion)."""
+    if args[:1] in (("template",), ("lint",)) and "--kube-version" not in args:
+        args = (*args, "--kube-version", KUBE_VERSION)
     done = subprocess.run(
         [str(binary or tools().helm), *args], capture_output=True, text=True, timeout=120,
         check=False,

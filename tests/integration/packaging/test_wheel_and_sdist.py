@@ -25,21 +25,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-VERSION_LINE = "version = "
 # The charts' files the CLI applies or fills in, shipped in jobrelay/manifests/.
 CHART_FILES = {
-    "workerclusters.jobrelay.dev.yaml": "charts/jobrelay/crds/workerclusters.jobrelay.dev.yaml",
-    "relayqueues.jobrelay.dev.yaml": "charts/jobrelay/crds/relayqueues.jobrelay.dev.yaml",
+    "workerclusters.jobrelay.dev.yaml": "charts/jobrelay/files/crds/workerclusters.jobrelay.dev.yaml",
+    "relayqueues.jobrelay.dev.yaml": "charts/jobrelay/files/crds/relayqueues.jobrelay.dev.yaml",
     "admission-policies.yaml": "charts/jobrelay/files/admission-policies.yaml",
     "worker-access.yaml": "charts/jobrelay-worker/files/worker-access.yaml",
 }
 
 
 def _version() -> str:
-    for line in (ROOT / "pyproject.toml").read_text().splitlines():
-        if line.startswith(VERSION_LINE):
-            return line.removeprefix(VERSION_LINE).strip('"')
-    raise AssertionError("pyproject.toml has no version")
+    """The release's one version: jobrelay.__version__, which pyproject.toml reads."""
+    for line in (ROOT / "src" / "jobrelay" / "__init__.py").read_text().splitlines():
+        if line.startswith("__version__ = "):
+            return line.removeprefix("__version__ = ").strip('"')
+    raise AssertionError("src/jobrelay/__init__.py has no __version__")
 
 
 def _run(*command: str | Path, env: dict[str, str] | None = None) -> str:

@@ -126,8 +126,10 @@ def test_a_missing_crd_says_to_install_it(manager: FakeApiserver) -> None:
     manager.crd_served = False
     result = invoke("cordon", "w1")
     assert result.exit_code == 1
-    assert (
-        result.stderr == "error: the WorkerCluster CRD is not installed: run `jobrelay install`\n"
+    assert result.stderr == (
+        "error: the management cluster has no WorkerCluster CRD (workerclusters.jobrelay.dev): "
+        "install jobrelay's CRDs with its chart (crds.install, the default) or "
+        "`kubectl apply --server-side -f charts/jobrelay/files/crds/`\n"
     )
 
 
@@ -278,7 +280,7 @@ def test_drain_on_an_old_crd_says_to_update_it(manager: FakeApiserver) -> None:
     result = invoke("drain", "w1")
     assert result.exit_code == 1
     assert "predates spec.drain" in result.stderr
-    assert "`jobrelay install`" in result.stderr
+    assert "`helm upgrade` of the chart" in result.stderr
 
 
 # -- remove ---------------------------------------------------------------------------------

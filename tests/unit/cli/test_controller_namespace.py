@@ -141,8 +141,8 @@ def manager(monkeypatch: pytest.MonkeyPatch) -> FakeApiserver:
     fake.put("v1/namespaces", {"metadata": {"name": "kube-system", "uid": MANAGER_UID}})
     for module in (clusters_cli, clusters_add, version):
         monkeypatch.setattr(module, "manager_client", lambda *_args: fake.client())
-    # The CRD is not the CLI's to write here (and no CRD endpoint is faked).
-    monkeypatch.setattr(clusters_add.workerclusters, "install_crd", _nothing)
+    # The CLI only checks that the CRDs are served (and no discovery endpoint is faked).
+    monkeypatch.setattr(clusters_add.workerclusters, "check_crds", _nothing)
 
     async def register(_client: Any, name: str, _stored: Any, **settings: Any) -> None:
         fake.put(SECRETS_PATH, {"metadata": {"name": f"worker-{name}-kubeconfig",

@@ -108,7 +108,7 @@ def test_without_the_crd_one_line_says_how_to_install_it(manager: FakeApiserver)
     result = invoke("queues")
     assert result.exit_code == 1
     (line,) = result.output.splitlines()
-    assert "serves no RelayQueues" in line and "charts/jobrelay/crds/" in line
+    assert "serves no RelayQueues" in line and "charts/jobrelay/files/crds/" in line
 
 
 def test_a_refusal_is_one_line(manager: FakeApiserver) -> None:

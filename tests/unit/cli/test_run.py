@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from jobrelay import run_command
 from jobrelay.controller.options import ControllerOptions, LeaderElectionSettings
+from jobrelay.kube.client import ApiClient
 from jobrelay.kube.election.elector import LeadershipLost
 
 
@@ -312,13 +313,17 @@ def test_a_missing_crd_is_one_line_saying_what_to_do(
     async def not_served(_client: Any) -> bool:
         return False
 
+    async def supported(_client: Any, **_: Any) -> dict[str, str]:
+        return {"gitVersion": "v1.35.4"}
+
     monkeypatch.setattr(run_command.runner.workerclusters, "crd_served", not_served)
+    monkeypatch.setattr(ApiClient, "version", supported)
     monkeypatch.setattr(run_command, "setup_logging", lambda *_args: None)
     result = _invoke(kubeconfig=kubeconfig)
     assert result.exit_code == 1
     assert result.output.count("\n") == 1, result.output
     assert result.output.startswith("error: the management cluster has no WorkerCluster CRD")
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in result.output
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in result.output
     assert "Traceback" not in result.output
 
 

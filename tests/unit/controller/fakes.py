@@ -78,6 +78,8 @@ class FakeCluster:
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     # Annotations of namespaces, by name (a namespace's GET answers its uid too).
     namespace_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
+    # What its /version reports.
+    git_version: str = "v1.35.4"
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- test side -------------------------------------------------------------
@@ -131,6 +133,9 @@ class FakeCluster:
                 if failure.code < 0:
                     raise RuntimeError(failure.reason)  # a bug, not an API answer
                 return _answer(failure.code, status_body(failure.code, failure.reason))
+        if path == "/version":
+            major, minor = self.git_version.lstrip("v").split(".")[:2]
+            return _answer(200, {"major": major, "minor": minor, "gitVersion": self.git_version})
         parts = path.strip("/").split("/")
         # /api/v1/... or /apis/<group>/<version>/...
         prefix, rest = (parts[:2], parts[2:]) if parts[0] == "api" else (parts[:3], parts[3:])

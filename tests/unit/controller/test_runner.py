@@ -13,7 +13,7 @@ from tests.unit.controller.builders import COMPLETE, CONTROLLER, job
 from tests.unit.controller.fakes import FakeCluster, FakeInformer
 
 from jobrelay.admission.workload_reads import slim_namespace
-from jobrelay.controller import leader_passes, runner
+from jobrelay.controller import crd_checks, leader_passes, runner
 from jobrelay.controller.options import (
     DEFAULTS,
     ControllerOptions,
@@ -532,16 +532,16 @@ async def test_without_install_crds_a_served_crd_is_only_checked(
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
     cluster = FakeCluster("manager", served=WORKER_CLUSTERS_SERVED)
     async with cluster.client() as client:
-        await runner.ensure_crds(client, ControllerOptions())
+        await crd_checks.ensure_crds(client, ControllerOptions())
 
 
 async def test_without_install_crds_a_missing_crd_says_what_to_do() -> None:
     async with FakeCluster("manager", served={"batch/v1": BATCH}).client() as client:
         with pytest.raises(runner.ConfigurationError) as missing:
-            await runner.ensure_crds(client, ControllerOptions())
+            await crd_checks.ensure_crds(client, ControllerOptions())
     message = str(missing.value)
     assert "\n" not in message
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in message
     assert "--install-crds" in message
 
 
@@ -549,10 +549,10 @@ async def test_without_install_crds_a_missing_relayqueue_crd_says_what_to_do() -
     served = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS[:1]}  # an older install: no queues
     async with FakeCluster("manager", served=served).client() as client:
         with pytest.raises(runner.ConfigurationError) as missing:
-            await runner.ensure_crds(client, ControllerOptions())
+            await crd_checks.ensure_crds(client, ControllerOptions())
     message = str(missing.value)
     assert "RelayQueue CRD (relayqueues.jobrelay.dev)" in message and "\n" not in message
-    assert "kubectl apply --server-side -f charts/jobrelay/crds/" in message
+    assert "kubectl apply --server-side -f charts/jobrelay/files/crds/" in message
 
 
 async def test_install_crds_applies_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -563,7 +563,7 @@ async def test_install_crds_applies_it(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
     async with FakeCluster("manager", served={}).client() as client:
-        await runner.ensure_crds(client, ControllerOptions(install_crds=True))
+        await crd_checks.ensure_crds(client, ControllerOptions(install_crds=True))
     assert installed == ["crd", "relayqueues.jobrelay.dev"]
 
 
@@ -576,7 +576,7 @@ async def test_install_crds_refused_by_rbac_says_what_to_do(
     monkeypatch.setattr(runner.workerclusters, "install_crd", install_crd)
     async with FakeCluster("manager", served={}).client() as client:
         with pytest.raises(runner.ConfigurationError) as refused:
-            await runner.ensure_crds(client, ControllerOptions(install_crds=True))
+            await crd_checks.ensure_crds(client, ControllerOptions(install_crds=True))
     assert "run without --install-crds" in str(refused.value)
 
 
@@ -686,3 +686,18 @@ async def test_a_field_flag_for_an_adapters_kind_or_an_unnamed_kind_stops_the_st
                     managed_by_fields=(("Mouse.v1.example.com", "spec.runPolicy.managedBy"),),
                 ),
             )
+
+
+async def test_a_manager_older_than_jobrelay_supports_stops_the_start_in_one_line() -> None:
+    served = {"jobrelay.dev/v1alpha1": WORKER_CLUSTERS}
+    cluster = FakeCluster("manager", served=served, git_version="v1.31.9-gke.100")
+    async with cluster.client() as client:
+        with pytest.raises(runner.ConfigurationError) as refused:
+            await crd_checks.check_manager(client, ControllerOptions())
+    message = str(refused.value)
+    assert message.startswith("the management cluster runs Kubernetes v1.31.9-gke.100; ")
+    assert "jobrelay needs 1.32 or later" in message and "\n" not in message
+    assert not [path for _, path, _ in cluster.requests if path.startswith("/apis")]
+    supported = FakeCluster("manager", served=served, git_version="v1.32.0")
+    async with supported.client() as client:
+        await crd_checks.check_manager(client, ControllerOptions())

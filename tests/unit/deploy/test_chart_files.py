@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,8 @@ REPO = Path(__file__).parents[3]
 CHART = REPO / "charts" / "jobrelay"
 PACKAGE_MANIFESTS = REPO / "src" / "jobrelay" / "manifests"
 SHIPPED = {
-    chart_sources.WORKER_CLUSTER_CRD: CHART / "crds" / "workerclusters.jobrelay.dev.yaml",
-    chart_sources.RELAY_QUEUE_CRD: CHART / "crds" / "relayqueues.jobrelay.dev.yaml",
+    chart_sources.WORKER_CLUSTER_CRD: CHART / "files" / "crds" / "workerclusters.jobrelay.dev.yaml",
+    chart_sources.RELAY_QUEUE_CRD: CHART / "files" / "crds" / "relayqueues.jobrelay.dev.yaml",
     chart_sources.ADMISSION_POLICIES: CHART / "files" / "admission-policies.yaml",
     chart_sources.WORKER_ACCESS: REPO
     / "charts"
@@ -38,14 +39,36 @@ def test_the_package_ships_the_charts_files_through_links_not_copies() -> None:
     assert links == set(SHIPPED), "a link in src/jobrelay/manifests/ that chart_sources lacks"
 
 
-def test_every_crd_of_the_chart_is_one_the_cli_applies() -> None:
-    """The chart's crds/ holds exactly the CRDs `jobrelay install` applies."""
-    applied = {workerclusters.crd_manifest()["metadata"]["name"],
-               relayqueues.crd_manifest()["metadata"]["name"]}  # fmt: skip
+def test_every_crd_of_the_chart_is_one_the_package_reads() -> None:
+    """The chart's files/crds/ holds exactly the CRDs the package reads (`run
+    --install-crds`, `fleet up`), and the chart has no crds/ (Helm would never upgrade it)."""
+    read = {workerclusters.crd_manifest()["metadata"]["name"],
+            relayqueues.crd_manifest()["metadata"]["name"]}  # fmt: skip
     in_chart = {
-        yaml.safe_load(p.read_text())["metadata"]["name"] for p in (CHART / "crds").iterdir()
+        yaml.safe_load(p.read_text())["metadata"]["name"]
+        for p in (CHART / "files" / "crds").iterdir()
     }
-    assert in_chart == applied
+    assert in_chart == read
+    assert not (CHART / "crds").exists()
+
+
+def test_each_crd_is_stored_once() -> None:
+    """Issue 32: every jobrelay.dev CRD in the repository is a file of files/crds/ (the
+    package's copies are links to it, the chart renders it)."""
+    stored = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    crds = []
+    for line in stored:
+        mode, path = line.split()[0], line.split("\t", 1)[1]
+        if mode == "120000" or not path.endswith((".yaml", ".yml", ".json")):
+            continue  # a link, or no manifest
+        text = (REPO / path).read_text(errors="replace") if (REPO / path).is_file() else ""
+        if "CustomResourceDefinition" in text and re.search(r"group: jobrelay\.dev\b", text):
+            crds.append(path)
+    assert sorted(crds) == sorted(
+        str(p.relative_to(REPO)) for p in (CHART / "files" / "crds").iterdir()
+    )
 
 
 def _leaves(values: dict[str, Any], prefix: str = "") -> list[str]:

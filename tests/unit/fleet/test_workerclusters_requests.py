@@ -171,7 +171,7 @@ async def test_listing_workers_without_the_crd_says_to_install_it(
         connect(Manager({("GET", WORKERS_PATH): (200, listed)}))
     )
     assert [worker["metadata"]["name"] for worker in workers] == ["w1"]
-    with pytest.raises(workerclusters.RegistryError, match="jobrelay install"):
+    with pytest.raises(workerclusters.RegistryError, match=r"files/crds/`$"):
         await workerclusters.list_workers(connect(Manager({})))
     with pytest.raises(ApiError):
         await workerclusters.list_workers(
@@ -239,3 +239,24 @@ async def test_an_unreadable_record_or_a_refused_write_names_the_fix(
         Manager({("GET", "/api/v1/namespaces/kube-system"): (200, {"metadata": {"uid": "k"}})})
     )
     assert await origin_record.manager_origin(fresh, "ns", "jobrelay.dev/relay") == "k"
+
+
+async def test_check_crds_asks_discovery_and_names_the_first_missing_crd_in_one_line(
+    connect: Callable[[Manager], ApiClient],
+) -> None:
+    group = "/apis/jobrelay.dev/v1alpha1"
+    both = {"resources": [{"name": "workerclusters"}, {"name": "relayqueues"}]}
+    await workerclusters.check_crds(connect(Manager({("GET", group): (200, both)})))
+    only_workers = {"resources": [{"name": "workerclusters"}]}
+    for answers, missing in (
+        ({}, "WorkerCluster CRD (workerclusters.jobrelay.dev)"),
+        ({("GET", group): (200, only_workers)}, "RelayQueue CRD (relayqueues.jobrelay.dev)"),
+    ):
+        manager = Manager(answers)
+        with pytest.raises(workerclusters.RegistryError) as refused:
+            await workerclusters.check_crds(connect(manager))
+        message = str(refused.value)
+        assert missing in message and "\n" not in message
+        assert "crds.install" in message
+        assert "`kubectl apply --server-side -f charts/jobrelay/files/crds/`" in message
+        assert all(method == "GET" for method, _, _ in manager.asked), "never writes a CRD"
