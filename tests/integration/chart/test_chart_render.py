@@ -147,8 +147,10 @@ def test_two_renders_of_the_same_values_are_byte_identical(
     for helm in (tools.helm, tools.helm4):
         first = helm_template_text(helm, chosen, release=release, namespace=namespace)
         assert helm_template_text(helm, chosen, release=release, namespace=namespace) == first
+    # NOTES.txt may look up (it prints the recorded origin): Helm shows it after an
+    # install, and no render of the manifests contains it.
     assert not [path.name for path in (CHART / "templates").iterdir()
-                if "lookup" in path.read_text()]  # fmt: skip
+                if path.name != "NOTES.txt" and "lookup" in path.read_text()]  # fmt: skip
 
 
 def test_each_certificate_source_renders_its_ca_bundle() -> None:

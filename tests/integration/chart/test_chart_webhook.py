@@ -4,6 +4,7 @@ selectors as `jobrelay run --api-register` registers, and the same text at every
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 from typing import Any
 
@@ -11,12 +12,15 @@ import pytest
 
 from jobrelay.kinds import kinds_from_names
 from jobrelay.relayapi.managedby_webhook_rules import managed_by_default, webhook_configuration
+from jobrelay.web.tls import certificate_authority
 from tests.chart_render import CHART, KUBE_VERSION, chart_tools, helm_template_text, render
 
 pytestmark = pytest.mark.integration
 
-# A Secret's certificate: nothing generated at render time, so two renders are equal.
-SECRET_CERTIFICATE = {"api": {"certificate": {"source": "secret", "secretName": "relay-tls"}}}
+# A Secret's certificate and the CA that signed it (source secret needs it).
+GIVEN_CA = certificate_authority("operators-ca", datetime.timedelta(days=30))[0].decode()
+SECRET_CERTIFICATE = {"api": {"certificate": {"source": "secret", "secretName": "relay-tls",
+                                              "caBundle": GIVEN_CA}}}  # fmt: skip
 KINDS = [{"name": "Job.v1.batch"}, {"name": "PyTorchJob.v1.kubeflow.org"},
          {"name": "RayJob.v1.ray.io", "managedBy": "kueue.x-k8s.io/multikueue"}]  # fmt: skip
 
@@ -42,10 +46,11 @@ def test_fail_is_the_default_and_the_service_is_the_apis() -> None:
     assert config["metadata"]["name"] == "jobrelay-managedby"
     for webhook in config["webhooks"]:
         assert webhook["failurePolicy"] == "Fail"
+        # selfSigned, the default: no caBundle rendered (the controller writes it on both).
         assert webhook["clientConfig"] == {
             "service": {**api["spec"]["service"], "path": "/mutate/managedby"},
-            "caBundle": api["spec"]["caBundle"],
         }
+        assert "caBundle" not in api["spec"]
     # The webhooks `jobrelay run` registers for the same kinds, but for where they are.
     values = {"Job.v1.batch": "jobrelay.dev/relay", "PyTorchJob.v1.kubeflow.org":
               "jobrelay.dev/relay", "RayJob.v1.ray.io": "kueue.x-k8s.io/multikueue"}  # fmt: skip

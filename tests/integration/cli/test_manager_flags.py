@@ -159,7 +159,12 @@ async def test_add_registers_on_the_named_manager_with_the_worker_kubeconfig(
             managers.other_only, "clusters", "--kubeconfig", str(managers.kubeconfig),
             "--context", "real", "add", name, "--worker-kubeconfig", str(fleet.kubeconfig("worker-1")),
         )  # fmt: skip
-        assert (code, err) == (0, ""), out + err
+        # No deprecation warning: stderr only says where the kubeconfig Secret went.
+        assert code == 0, out + err
+        assert err.splitlines() == [
+            f"its kubeconfig is in Secret jobrelay-system/worker-{name}-kubeconfig, "
+            "where the controller reads it"
+        ], err
         assert await registered(clients["manager"], name)
         assert not await registered(clients[OTHER], name)
     finally:
