@@ -135,7 +135,9 @@ async def test_deleting_a_running_job_deletes_its_mirror_and_pods(
 
 # -- a manager restored from a backup ------------------------------------------------------
 
-RESTORED_JOBS = ("restored-a", "restored-b", "restored-c")
+RESTORED_JOBS = ("restored-a", "restored-b", "restored-c", "restored-d")
+# Restored without the runbook's annotation: held by its placement until adopted.
+NOT_ANNOTATED = "restored-d"
 # Long enough to outlast a controller stop, a restore and a start.
 RESTORE_RUN = {"fleet.jobrelay.dev/duration": "20s"}
 
@@ -177,7 +179,9 @@ async def test_jobs_restored_into_the_manager_follow_their_running_mirrors_once_
     created again from their saved manifests while the controller is down (new UIDs,
     their mirrors running on, not yet recorded), annotated ``jobrelay.dev/restored=adopt``
     before it starts; each follows its mirror to Complete: no second mirror, its pods run
-    once, no mirror left behind. (A recorded one, not annotated, is held: unit tests.)"""
+    once, no mirror left behind. One not annotated is held by its placement alone (a
+    Warning, its mirror left running, none created) until annotated adopt; then it
+    follows its mirror the same way. (A recorded one is held too: unit tests.)"""
     namespace = relay.namespace
     # Every pod ever made on each worker (jobrelay deletes a finished mirror, its pods too).
     pods = {w: WatchRecorder(clients[w], PODS, namespace=namespace) for w in relay.workers}
@@ -218,6 +222,8 @@ async def _restore_and_adopt(
             for name, (saved, _, _, _) in before.items()
         }
         for name in RESTORED_JOBS:  # the runbook's step, before the controller starts
+            if name == NOT_ANNOTATED:
+                continue
             await manager.patch(
                 JOBS, name, {"metadata": {"annotations": {RESTORED_ANNOTATION: "adopt"}}},
                 namespace=namespace,
@@ -225,6 +231,7 @@ async def _restore_and_adopt(
     finally:
         await controller.start(manager)
     await controller.wait_ready(manager)
+    await _held_then_adopted(relay, restored[NOT_ANNOTATED], *before[NOT_ANNOTATED][1:])
     for name in RESTORED_JOBS:
         await relay.wait_event(
             restored[name]["metadata"]["uid"],
@@ -265,3 +272,32 @@ async def _restore_and_adopt(
             }
             assert len(ran) == (1 if worker == cluster else 0), f"{name} on {worker}: {ran}"
             assert all(uid == mirror_uid for _, uid in ran), f"{name}: pods of another mirror"
+
+
+async def _held_then_adopted(
+    relay: Relay, restored: Obj, cluster: str, mirror_uid: str, old_uid: str
+) -> None:
+    """Restored without the annotation, before its mirror was recorded: held (told, its
+    mirror neither deleted nor followed, no other created), then adopted when annotated."""
+    name, uid = restored["metadata"]["name"], restored["metadata"]["uid"]
+    held = await relay.wait_event(
+        uid,
+        lambda e: e.get("type") == "Warning" and e.get("reason") == "RestoredMirror",
+        what=f"{name}: a Warning RestoredMirror Event",
+    )
+    assert mirror_uid in held.get("message", ""), held
+    job = await relay.wait(
+        name,
+        lambda j: RESTORED_HELD_ANNOTATION in (j["metadata"].get("annotations") or {}),
+        timeout=30,
+        what="the restored-held annotation",
+    )
+    assert placement(job) == cluster
+    # Held, not run again: the one mirror still there, still its old UID's; none other.
+    mirrors = relay.mirror_uids(old_uid) | relay.mirror_uids(uid)
+    assert mirrors == {(cluster, mirror_uid)}, f"{name}: mirrors {mirrors}"
+    assert not any(m["metadata"].get("deletionTimestamp") for m in relay.jobs_named(name, cluster))
+    await relay.manager.patch(
+        JOBS, name, {"metadata": {"annotations": {RESTORED_ANNOTATION: "adopt"}}},
+        namespace=relay.namespace,
+    )  # fmt: skip

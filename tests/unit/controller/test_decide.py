@@ -125,6 +125,7 @@ FAILURE_TARGET_ONLY: JsonObj = {
 }
 PLACED_FRESH_NEVER_RAN = job(placed="w1")
 OLD_MIRROR = mirror(job(uid=OLD_UID), uid="m-0")
+NAMESAKE = job()  # created again after OLD_MIRROR's Job was deleted: not placed yet
 
 REFUSED = AdmissionVerdict(
     allowed=False,
@@ -462,24 +463,32 @@ CASES: dict[str, Case] = {
         outcome=UNPLACEABLE,
     ),
     # -- an earlier object of the same name ---------------------------------------------
+    # A namesake created again carries no placement: placed once the old mirror is
+    # deleted. (A placed one next to it is a restored copy: test_decide_restored.py.)
     "an earlier object's mirror in the cache blocks the name: deleted, retry": Case(
-        obj=PLACED,
+        obj=NAMESAKE,
         workers=(w("w1", mirror=OLD_MIRROR),),
-        actions=(("Delete", "w1", "m-0"),),
+        actions=(("Delete", "w1", "m-0"), ("Place", "w1", RV)),
         outcome=Retry(""),
     ),
     "an earlier object's mirror found by a fresh read: deleted, retry": Case(
-        obj=PLACED,
+        obj=NAMESAKE,
         workers=(w("w1", read=OLD_MIRROR),),
         fresh=True,
-        actions=(("Delete", "w1", "m-0"),),
+        actions=(("Place", "w1", RV), ("Delete", "w1", "m-0")),
         outcome=Retry(""),
     ),
     "an earlier object's mirror in the cache and the read: deleted once": Case(
-        obj=PLACED,
+        obj=NAMESAKE,
         workers=(w("w1", mirror=OLD_MIRROR, read=OLD_MIRROR),),
         fresh=True,
-        actions=(("Delete", "w1", "m-0"),),
+        actions=(("Delete", "w1", "m-0"), ("Place", "w1", RV)),
+        outcome=Retry(""),
+    ),
+    "placed, an earlier object's mirror going (deletionTimestamp): waited for": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(uid=OLD_UID), uid="m-0", deleting=True)),),
+        actions=(),
         outcome=Retry(""),
     ),
     "an earlier object's mirror already deleted, the cache lags: retry only": Case(
@@ -1020,7 +1029,7 @@ def test_deletions_say_why() -> None:
     assert [d.why for d in _of(plan, DeleteMirror)] == ["its management Job is gone"]
     plan = _plan(job(placed="w1", status=COMPLETE), w("w1", mirror=mirror(job())))
     assert [d.why for d in _of(plan, DeleteMirror)] == ["its Job has finished"]
-    plan = _plan(PLACED, w("w1", mirror=OLD_MIRROR))
+    plan = _plan(NAMESAKE, w("w1", mirror=OLD_MIRROR))
     assert [d.why for d in _of(plan, DeleteMirror)] == [
         "it belongs to an earlier object of this name"
     ]

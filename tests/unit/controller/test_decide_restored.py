@@ -1,6 +1,7 @@
-"""A workload restored from a backup (a new UID) while its recorded mirror runs for the
-old one: held until an admin adopts or stops that mirror; never run twice, never its
-mirror lost. Table rows through decide(), and a property over every annotation value."""
+"""A workload restored from a backup (a new UID) while its mirror runs for the old one
+(named by its record, or, backed up before the record, by its placement): held until an
+admin adopts or stops that mirror; never run twice, never its mirror lost. Table rows
+through decide(), and properties over every annotation value and every placement."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.unit.controller.builders import (
     NAMESPACE,
     OLD_UID,
     RUNNING,
+    RV,
     UID,
     job,
     mirror,
@@ -40,6 +42,7 @@ from jobrelay.controller.relay.snapshot import WorkerSnapshot
 from jobrelay.kinds.restored import is_restored_mirror
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
     MIRRORS_ANNOTATION,
     ORIGIN_UID_LABEL,
     RESTORED_ANNOTATION,
@@ -72,6 +75,7 @@ class Case:
     actions: tuple[tuple[Any, ...], ...]
     outcome: Outcome
     fresh: bool = False
+    deleting: frozenset[str] = frozenset()
 
 
 CASES = {
@@ -154,8 +158,45 @@ CASES = {
         actions=(("Annotate", RESTORED_ANNOTATION),),
         outcome=Done(),
     ),
-    "re-created, not restored (no record names the mirror): the old one goes, as before": Case(
+    "restored, backed up before its mirror was recorded: its placement names it, held": Case(
         obj=job(placed="w1", status=RUNNING),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        actions=HELD,
+        outcome=Done(),
+    ),
+    "re-created, not restored (no placement yet): the old one goes, the new one is placed": Case(
+        obj=job(),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        actions=(("Delete", "w1", "m-0"), ("Place", "w1", RV)),
+        outcome=Retry(""),
+    ),
+    "re-created and placed, the old one's deletion under way: waited for, not held": Case(
+        obj=job(placed="w1"),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        deleting=frozenset({"m-0"}),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "re-created and placed, the old one going (deletionTimestamp): waited for, not held": Case(
+        obj=job(placed="w1"),
+        workers=(worker("w1", mirror=mirror(job(uid=OLD_UID), uid="m-0", deleting=True)),),
+        actions=(),
+        outcome=Retry(""),
+    ),
+    "a preset placement (no placements history), no record: not restored, the old one goes": Case(
+        obj=job(annotations={CLUSTER_ANNOTATION: "w1"}),
+        workers=(worker("w1", mirror=OLD_RUN),),
+        actions=(("Delete", "w1", "m-0"),),
+        outcome=Retry(""),
+    ),
+    "moved to w2 (run 2): run 1's mirror on w1 is not restored, it goes": Case(
+        obj=job(history=("w1", "w2"), placed="w2", status=RUNNING),
+        workers=(worker("w1", mirror=OLD_RUN), worker("w2")),
+        actions=(("Delete", "w1", "m-0"),),
+        outcome=ReadFresh(obj=True),  # then its run 2 mirror on w2, as always
+    ),
+    "a new run on the same worker (run 2): run 1's mirror is not restored, it goes": Case(
+        obj=job(history=("w1", "w1"), placed="w1", status=RUNNING),
         workers=(worker("w1", mirror=OLD_RUN),),
         actions=(("Delete", "w1", "m-0"),),
         outcome=Retry(""),
@@ -177,7 +218,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_a_restored_workload_waits_for_its_admin(case: Case) -> None:
-    plan = decide(snapshot(case.obj, *case.workers, fresh=case.fresh))
+    plan = decide(snapshot(case.obj, *case.workers, fresh=case.fresh, deleting=case.deleting))
     assert [summary(a) for a in plan.actions] == list(case.actions)
     assert outcome_summary(plan.outcome) == outcome_summary(case.outcome)
 
@@ -221,8 +262,12 @@ def test_a_restored_mirror_is_never_run_again_nor_deleted_unasked(
     [
         (restored(), OLD_RUN, True, True),
         (restored(), ADOPTED, False, False),  # its own: followed, not restored
-        # No record (backed up young): only when an admin vouches for it.
-        (job(placed="w1"), OLD_RUN, False, True),
+        # No record (backed up young): its placement by jobrelay names it.
+        (job(placed="w1"), OLD_RUN, True, True),
+        # A preset cluster alone (no placements history): only when an admin vouches.
+        (job(annotations={CLUSTER_ANNOTATION: "w1"}), OLD_RUN, False, True),
+        # Being deleted (a namesake's predecessor): only when an admin vouches.
+        (job(placed="w1"), mirror(job(uid=OLD_UID), uid="m-0", deleting=True), False, True),
         # An earlier run's, or never placed: never, vouched or not.
         (job(history=("w1", "w2"), placed="w2", annotations=RECORD), OLD_RUN, False, False),
         (job(annotations=RECORD), OLD_RUN, False, False),
@@ -242,3 +287,31 @@ def test_a_restored_mirror_is_the_recorded_one_of_the_current_run(
     assert restored_there("w1", vouch=True) is vouched
     assert not restored_there("w2", vouch=True)
     assert not restored_there("w1", origin="other", vouch=True)
+
+
+@given(
+    history=st.lists(st.sampled_from(["w1", "w2"]), max_size=3),
+    mirror_on=st.sampled_from(["w1", "w2"]),
+    mirror_run=st.integers(min_value=1, max_value=3),
+    going=st.booleans(),
+    tombstoned=st.booleans(),
+)
+def test_an_unrecorded_mirror_is_held_exactly_when_the_placement_names_it(
+    history: list[str], mirror_on: str, mirror_run: int, going: bool, tombstoned: bool
+) -> None:
+    """No record, no admin's word: an earlier UID's mirror is held iff jobrelay's
+    placement names its worker and run and it is not being deleted; otherwise it goes
+    (or is waited for), as a namesake's predecessor, and nothing is held."""
+    placed = tuple(history)
+    obj = job(history=placed, placed=placed[-1], status=RUNNING) if placed else job()
+    old = mirror(job(uid=OLD_UID), uid="m-0", run=mirror_run, deleting=tombstoned)
+    workers = tuple(
+        worker(name, mirror=old if name == mirror_on else None) for name in ("w1", "w2")
+    )
+    plan = decide(snapshot(obj, *workers, deleting=frozenset({"m-0"} if going else ())))
+    held = any(isinstance(a, Annotate) and RESTORED_HELD_ANNOTATION in a.annotations
+               for a in plan.actions)  # fmt: skip
+    named = bool(placed) and placed[-1] == mirror_on and len(placed) == mirror_run
+    assert held is (named and not going and not tombstoned)
+    if held:
+        assert not any(isinstance(a, CreateMirror | Place | DeleteMirror) for a in plan.actions)

@@ -139,9 +139,9 @@ ROWS = {
     "deletions: a worker that does not answer is left for its return": Row(
         "deletions", None, (w("w1", connected=False, mirror=ITS_MIRROR),), answer=Done()
     ),
-    "deletions: running, an earlier object's mirror goes and the decision goes on": Row(
+    "deletions: created again, an earlier object's mirror goes and the decision goes on": Row(
         "deletions",
-        PLACED,
+        job(),
         (w("w1", mirror=mirror(job(), origin_uid=OLD_UID)),),
         actions=(("Delete", "w1", "m-1"),),
     ),

@@ -14,9 +14,10 @@ the annotation ``jobrelay.dev/restored`` on the workload:
 
 Until then the workload is held: a Warning Event ``RestoredMirror`` and the annotation
 ``jobrelay.dev/restored-held`` say which command to run. A workload backed up before its
-mirror was recorded (it had run less than 30 s) is recognised only when annotated, so
-the runbook annotates restored workloads before the controller starts. Once no such mirror is left,
-both annotations are removed. A deleted (or finished) workload's mirrors go as always.
+mirror was recorded (it had run less than 30 s) is recognised by its placement alone
+(jobrelay's, on that mirror's worker and run; a namesake created again is placed only
+after its predecessor's mirror is being deleted). Once no such mirror is left, both
+annotations are removed. A deleted (or finished) workload's mirrors go as always.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class RestoreStep:
                 controller_name=s.settings.controller_name,
                 origin=s.settings.origin,
                 vouched=decision in (RESTORED_ADOPT, RESTORED_STOP),
+                going=uid(seen) in s.deleting,
             )
         ]
         if not restored:
