@@ -79,17 +79,24 @@ class SelfCertificate:
         )
         return ServingMaterial(ca_pem, ca_key_pem, cert_pem, key_pem)
 
+    async def _stored(self) -> dict[str, Any] | None:
+        """The Secret as stored, None when there is none."""
+        try:
+            found: dict[str, Any] = await self.manager.get(
+                SECRETS, self.secret, namespace=self.namespace
+            )
+        except ApiError as error:
+            if error.is_not_found:
+                return None
+            raise
+        return found
+
     async def load(self) -> ServingMaterial:
         """The Secret's material, created first when there is none (every replica at start:
         a 409 means another was first, and its Secret is read); an unusable one (a key
         missing) is replaced."""
         for _attempt in range(5):
-            try:
-                stored = await self.manager.get(SECRETS, self.secret, namespace=self.namespace)
-            except ApiError as error:
-                if not error.is_not_found:
-                    raise
-                stored = None
+            stored = await self._stored()
             material = ServingMaterial.from_secret(stored)
             if material is not None:
                 return material
@@ -152,12 +159,7 @@ class SelfCertificate:
     async def renew(self, now: datetime.datetime) -> ServingMaterial:
         """The Secret's material, renewed first when due at ``now`` (a conflict with another
         writer raises: the next check reads theirs)."""
-        try:
-            stored = await self.manager.get(SECRETS, self.secret, namespace=self.namespace)
-        except ApiError as error:
-            if not error.is_not_found:
-                raise
-            stored = None
+        stored = await self._stored()
         material = ServingMaterial.from_secret(stored)
         due = renewal(material, self.hosts, now)
         if due is Renewal.NONE and material is not None:
