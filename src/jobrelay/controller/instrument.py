@@ -66,9 +66,10 @@ class Instruments:
         def handler(event: InformerEvent) -> None:
             key = WorkloadKey(kind.name, event.key)
             obj = event.new
-            if obj is None or kind.finish(obj) is not None:
+            finished = obj is None or kind.is_finished(obj)
+            if finished:
                 self.placing.discard(key)
-            if obj is None or kind.has_run(obj) or kind.finish(obj) is not None:
+            if obj is None or finished or kind.has_run(obj):
                 # Gone, or dispatched (by another replica, say): a later mirror is a re-dispatch.
                 self.unplaced.discard(key)
                 self.waiting.discard(key)

@@ -23,8 +23,11 @@ def finished_at(kind: WorkloadKind, obj: JsonObj | None) -> datetime.datetime | 
 
 def finished_for(kind: WorkloadKind, obj: JsonObj | None, now: str) -> float | None:
     """Seconds from when ``obj`` finished to ``now`` (RFC 3339); None as :func:`finished_at`."""
-    then, moment = finished_at(kind, obj), parse_time(now)
-    if then is None or moment is None:
+    then = finished_at(kind, obj)
+    if then is None:  # most snapshots: no clock to read
+        return None
+    moment = parse_time(now)
+    if moment is None:
         return None
     return (moment - then).total_seconds()
 

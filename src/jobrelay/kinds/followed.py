@@ -20,7 +20,7 @@ from enum import Enum
 
 from jobrelay.kinds.mirrors import is_ours, origin_uid, run_of
 from jobrelay.vocabulary.json_types import JsonObj
-from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.meta import uid_of
 from jobrelay.vocabulary.placement import RecordedMirror, mirror_records, placements_of
 
 __all__ = ["FOLLOWED_STANDINGS", "MirrorStanding", "followed_mirror", "mirror_standing"]
@@ -64,21 +64,21 @@ def mirror_standing(
     written, the create's own answer names the mirror of that run there."""
     if not is_ours(mirror, controller_name, origin):
         return MirrorStanding.NAMESAKE
-    uid = Meta(obj).uid
+    uid = uid_of(obj)
     if not uid or origin_uid(mirror) != uid:
         return MirrorStanding.OTHER_OBJECT
     history = placements_of(obj)
     run, claimed = len(history), run_of(mirror)
     record = mirror_records(obj).get(claimed)
     if record is not None:
-        if record != RecordedMirror(where, Meta(mirror).uid):
+        if record != RecordedMirror(where, uid_of(mirror)):
             return MirrorStanding.FOREIGN
         return MirrorStanding.EARLIER if claimed < run else MirrorStanding.FOLLOWED
     if claimed < run:
         return MirrorStanding.EARLIER
     if claimed == run and where == history[-1]:
         if created is not None and created[0] == claimed:
-            same = created[1] == Meta(mirror).uid
+            same = created[1] == uid_of(mirror)
             return MirrorStanding.FOLLOWED if same else MirrorStanding.FOREIGN
         return MirrorStanding.ADOPTABLE
     return MirrorStanding.FOREIGN

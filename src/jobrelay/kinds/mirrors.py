@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from jobrelay.vocabulary.json_types import JsonObj
-from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.meta import annotations_of, labels_of, uid_of
 from jobrelay.vocabulary.names import (
     CARRIED_OVER_ANNOTATION,
     CONTROLLER_ANNOTATION,
@@ -81,14 +81,14 @@ def run_of(mirror: JsonObj) -> int:
     """Which run of its management object a mirror is (mirrors from before runs were
     numbered, or with a mangled mark, count as the first)."""
     try:
-        return max(1, int(Meta(mirror).annotations.get(RUN_ANNOTATION) or 1))
+        return max(1, int(annotations_of(mirror).get(RUN_ANNOTATION) or 1))
     except (ValueError, TypeError, OverflowError):
         return 1
 
 
 def carried_over(mirror: JsonObj) -> dict[str, Any]:
     """What earlier runs did, as recorded on the mirror when it was created (``{}``: nothing)."""
-    text = Meta(mirror).annotations.get(CARRIED_OVER_ANNOTATION)
+    text = annotations_of(mirror).get(CARRIED_OVER_ANNOTATION)
     if not text:
         return {}
     try:
@@ -100,8 +100,8 @@ def carried_over(mirror: JsonObj) -> dict[str, Any]:
 
 def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
     """Whether a worker object is a mirror made by the controller of that name and origin."""
-    # Meta tolerates whatever a worker wrote there (it may write anything).
-    labels = Meta(mirror).labels
+    # labels_of tolerates whatever a worker wrote there (it may write anything).
+    labels = labels_of(mirror)
     return bool(
         labels.get(MIRROR_LABEL) == controller_label_value(controller_name)
         and labels.get(ORIGIN_LABEL) == origin
@@ -110,7 +110,7 @@ def is_ours(mirror: JsonObj, controller_name: str, origin: str) -> bool:
 
 def origin_uid(mirror: JsonObj) -> str | None:
     """The UID of the management object a mirror was made for."""
-    value = Meta(mirror).labels.get(ORIGIN_UID_LABEL)
+    value = labels_of(mirror).get(ORIGIN_UID_LABEL)
     return str(value) if value else None
 
 
@@ -120,7 +120,7 @@ def is_mirror_of(mirror: JsonObj, obj: JsonObj, controller_name: str, origin: st
     The UID, not the name, decides: an object deleted and created again under
     the same name must not inherit the old one's mirror.
     """
-    uid = Meta(obj).uid
+    uid = uid_of(obj)
     return is_ours(mirror, controller_name, origin) and bool(uid) and origin_uid(mirror) == uid
 
 

@@ -100,6 +100,54 @@ class Meta:
         return f"Meta({self.key or '?'})"
 
 
+# The same reads as Meta's without a Meta: the relay asks them many times a reconcile
+# (placements, mirror records, origin labels), where a wrapper each time shows.
+
+
+def metadata_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """As ``Meta(obj).raw``."""
+    metadata = (obj or _EMPTY).get("metadata")
+    return metadata if type(metadata) is dict or isinstance(metadata, Mapping) else _EMPTY
+
+
+def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """As ``Meta(obj).labels`` (written out: one call, not three)."""
+    metadata = (obj or _EMPTY).get("metadata")
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        return _EMPTY
+    labels = metadata.get("labels")
+    return labels if type(labels) is dict or isinstance(labels, Mapping) else _EMPTY
+
+
+def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """As ``Meta(obj).annotations`` (written out: one call, not three)."""
+    metadata = (obj or _EMPTY).get("metadata")
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        return _EMPTY
+    annotations = metadata.get("annotations")
+    return annotations if type(annotations) is dict or isinstance(annotations, Mapping) else _EMPTY
+
+
+def annotation_of(obj: Mapping[str, Any] | None, key: str) -> str | None:
+    """As ``Meta(obj).annotation(key)`` (written out: one call, not four)."""
+    metadata = (obj or _EMPTY).get("metadata")
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        return None
+    annotations = metadata.get("annotations")
+    if type(annotations) is not dict and not isinstance(annotations, Mapping):
+        return None
+    value = annotations.get(key)
+    return None if value is None else str(value)
+
+
+def uid_of(obj: Mapping[str, Any] | None) -> str:
+    """As ``Meta(obj).uid`` (written out: one call, not three)."""
+    metadata = (obj or _EMPTY).get("metadata")
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        return ""
+    return str(metadata.get("uid") or "")
+
+
 def with_annotations(obj: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Any]:
     """A shallow copy of ``obj`` with ``annotations`` laid over its own (None values kept)."""
     metadata = dict(Meta(obj).raw)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from jobrelay.vocabulary.meta import Meta, with_annotations
+from jobrelay.vocabulary.meta import annotation_of, with_annotations
 from jobrelay.vocabulary.names import (
     BLOCKED_ANNOTATION,
     CLUSTER_ANNOTATION,
@@ -29,12 +29,12 @@ from jobrelay.vocabulary.names import (
 
 def placement_of(obj: Mapping[str, Any] | None) -> str:
     """The worker the object is placed on (its cluster annotation), or ``""``."""
-    return Meta(obj).annotation(CLUSTER_ANNOTATION) or ""
+    return annotation_of(obj, CLUSTER_ANNOTATION) or ""
 
 
 def placements_of(obj: Mapping[str, Any] | None) -> tuple[str, ...]:
     """Every worker the object was placed on, in order; the current one last."""
-    text = Meta(obj).annotation(PLACEMENTS_ANNOTATION) or ""
+    text = annotation_of(obj, PLACEMENTS_ANNOTATION) or ""
     history = tuple(name for name in text.split(",") if name)
     if history:
         return history
@@ -63,12 +63,12 @@ def not_placed_reason(obj: Mapping[str, Any] | None) -> str:
     """Why jobrelay holds the object unplaced (``NotPlaced: ...``), while it is not placed."""
     if placement_of(obj):
         return ""
-    return Meta(obj).annotation(NOT_PLACED_ANNOTATION) or ""
+    return annotation_of(obj, NOT_PLACED_ANNOTATION) or ""
 
 
 def blocked_reason(obj: Mapping[str, Any] | None) -> str:
     """Why the object's mirror cannot create its pods, in its worker's words, or ``""``."""
-    return Meta(obj).annotation(BLOCKED_ANNOTATION) or ""
+    return annotation_of(obj, BLOCKED_ANNOTATION) or ""
 
 
 class RecordedMirror(NamedTuple):
@@ -85,7 +85,7 @@ _MAX_RECORDED_RUN = 100_000
 def mirror_records(obj: Mapping[str, Any] | None) -> Mapping[int, RecordedMirror]:
     """The mirrors recorded on the object, by run; malformed entries are left out (the
     annotation may have been edited: an entry that cannot be read records nothing)."""
-    text = Meta(obj).annotation(MIRRORS_ANNOTATION) or ""
+    text = annotation_of(obj, MIRRORS_ANNOTATION) or ""
     # One decision asks about each worker's mirror several times: a text of the length
     # jobrelay writes is read once; a longer one (not jobrelay's) is not kept.
     return _cached_records(text) if len(text) <= _CACHED_LENGTH else _read_records(text)

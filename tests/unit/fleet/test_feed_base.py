@@ -252,3 +252,17 @@ def test_a_worker_starts_and_stops_each_of_its_feeds_in_declared_order() -> None
     )  # fmt: skip
     # The hops feed the capacity feed's tracker.
     assert worker.hop_feed.tracker is worker.capacity_feed.tracker
+
+
+def test_listed_is_asked_of_the_informers_it_has_now() -> None:
+    # Listed once, it answers without asking each informer again; a feed whose informers
+    # change (one opened later) asks the new ones.
+    feed = PairFeed("w", started=True)
+    assert not feed.listed
+    feed.first.listed()
+    feed.second.listed()
+    assert feed.listed and feed.listed
+    feed.second = StandInInformer("w/second-again")
+    assert not feed.listed
+    feed.second.listed()
+    assert feed.listed

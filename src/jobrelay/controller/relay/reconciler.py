@@ -345,6 +345,7 @@ class Reconciler:
         over fresh reads made this reconcile."""
         obj = like.obj if like is not None and like.fresh else runtime.objects.get(key.key)
         memory, now = self._memory, self._clock()
+        namespace = key.namespace  # a partition of the key each time it is asked
         uid = str(((obj or {}).get("metadata") or {}).get("uid"))
         workers = []
         deleting = set()
@@ -368,7 +369,7 @@ class Reconciler:
                     create_pending=memory.created.pending((view.name, key, uid)),
                     unrecorded=memory.unrecorded(view.name, key),
                     vanished=worker.vanished.get(key) if worker is not None else None,
-                    **self._copies_on(view.name, worker, key.namespace, needed),
+                    **self._copies_on(view.name, worker, namespace, needed),
                 )
             )
         return Snapshot(
@@ -383,7 +384,7 @@ class Reconciler:
             deleting=frozenset(deleting),
             probed=like.probed if like is not None else False,
             admission=like.admission if like is not None else None,
-            policy=memory.policy(key.namespace),
+            policy=memory.policy(namespace),
             held=memory.held(key),
             leaving=memory.leaving(key),
             batching_for=memory.batching_for(key),

@@ -209,4 +209,7 @@ class Snapshot:
     finished_for: float | None = None
 
     def worker(self, name: str) -> WorkerSnapshot | None:
-        return next((w for w in self.workers if w.name == name), None)
+        for found in self.workers:  # a loop, not next(genexpr): asked several times a decision
+            if found.name == name:
+                return found
+        return None

@@ -75,6 +75,10 @@ class WorkerFeed(ABC):
 
     name: str  # the worker's
     task: asyncio.Task[None] | None = field(default=None, init=False)
+    # The informers last seen all listed: an informer that has listed stays listed, so
+    # while the feed's informers are these, ``listed`` answers without asking each (it
+    # is read for every snapshot and every event of the feed).
+    _listed_informers: tuple[Informer | None, ...] = field(default=(), init=False, repr=False)
 
     @abstractmethod
     def _open(self, wiring: FeedWiring) -> Sequence[tuple[Informer, Apply]]:
@@ -115,8 +119,13 @@ class WorkerFeed(ABC):
     @property
     def listed(self) -> bool:
         """Every informer of its has listed."""
-        informers = self.informers()
-        return bool(informers) and all(i is not None and i.has_synced for i in informers)
+        informers = tuple(self.informers())
+        if informers and informers == self._listed_informers:
+            return True
+        listed = bool(informers) and all(i is not None and i.has_synced for i in informers)
+        if listed:
+            self._listed_informers = informers
+        return listed
 
     def refusals(self) -> Iterator[InformerRefusal]:
         """Each informer that has not listed and failed, with why (a cache that listed

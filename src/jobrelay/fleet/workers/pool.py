@@ -121,6 +121,11 @@ class WorkerPool:
         self._selector = mirror_selector(options.controller_name, options.origin)
         # Everything known of each registered worker, by name: dropped as a unit.
         self._records: dict[str, WorkerRecord] = {}
+        # Each registration's name, spec and labels, read once per object (views() is
+        # asked for every snapshot), by the object's id with the object kept.
+        self._view_parts: dict[
+            int, tuple[Mapping[str, Any], str, WorkerClusterSpec, Mapping[str, str]]
+        ] = {}
         self._registrations = Informer(manager, WORKER_CLUSTERS, options=options.informer)
         self._connector = Connector(
             manager,
@@ -178,20 +183,27 @@ class WorkerPool:
         """Every registered worker, connected or not, with how close it is to being lost."""
         now = time.time()
         views = []
+        known, parts = self._view_parts, {}
         for registration in self._registrations.values():
-            meta = Meta(registration)
-            spec = WorkerClusterSpec.of(registration)
-            record = self._records.get(meta.name)
+            read = known.get(id(registration))
+            if read is None or read[0] is not registration:
+                meta = Meta(registration)
+                read = (registration, meta.name, WorkerClusterSpec.of(registration),
+                        dict(meta.labels))  # fmt: skip
+            parts[id(registration)] = read
+            _, name, spec, labels = read
+            record = self._records.get(name)
             views.append(
                 WorkerView(
-                    name=meta.name,
+                    name=name,
                     worker=record.worker if record is not None else None,
                     cordoned=spec.cordoned,
                     drain=spec.drain,
-                    labels=dict(meta.labels),
+                    labels=labels,
                     lost_in=self._lost_in(record, registration, now),
                 )
             )
+        self._view_parts = parts
         return views
 
     def _lost_in(

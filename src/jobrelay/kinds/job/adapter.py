@@ -69,6 +69,10 @@ class JobKind(WorkloadKind):
             at=str(completed or final.get("lastTransitionTime") or ""),
         )
 
+    def is_finished(self, obj: JsonObj) -> bool:
+        # As finish() is not None, without building the Finish: asked several times a reconcile.
+        return conditions.finished_condition(obj) is not None
+
     def is_suspended(self, obj: JsonObj) -> bool:
         return spec.is_suspended(obj)
 

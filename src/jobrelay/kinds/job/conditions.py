@@ -29,7 +29,10 @@ def status_of(job: JsonObj) -> JsonObj:
 
 def find_condition(conditions: list[JsonObj], condition_type: str) -> JsonObj | None:
     """The condition of that type in a list, or None (types are unique in a Job status)."""
-    return next((c for c in conditions if c.get("type") == condition_type), None)
+    for found in conditions:  # a loop, not next(genexpr): read several times per reconcile
+        if found.get("type") == condition_type:
+            return found
+    return None
 
 
 def is_true(conditions: list[JsonObj], condition_type: str) -> bool:
@@ -41,10 +44,13 @@ def is_true(conditions: list[JsonObj], condition_type: str) -> bool:
 def conditions_of(status: JsonObj) -> list[JsonObj]:
     """A status's conditions, ``[]`` when it has none."""
     conditions: list[JsonObj] = status.get("conditions") or []
-    if isinstance(conditions, list) and all(isinstance(c, dict) for c in conditions):
-        return conditions
-    # A worker may write anything: only the entries that are objects are conditions.
-    return [c for c in conditions if isinstance(c, dict)] if isinstance(conditions, list) else []
+    if not isinstance(conditions, list):
+        return []
+    for entry in conditions:  # a loop, not all(genexpr): read several times per reconcile
+        if not isinstance(entry, dict):
+            # A worker may write anything: only the entries that are objects are conditions.
+            return [c for c in conditions if isinstance(c, dict)]
+    return conditions
 
 
 def condition(job: JsonObj, condition_type: str) -> JsonObj | None:
@@ -56,8 +62,9 @@ def finished_condition(job: JsonObj) -> JsonObj | None:
     """The ``Complete=True`` or ``Failed=True`` condition that ends the Job, or None."""
     conditions = conditions_of(status_of(job))
     for condition_type in (COMPLETE, FAILED):
-        if is_true(conditions, condition_type):
-            return find_condition(conditions, condition_type)
+        found = find_condition(conditions, condition_type)
+        if found is not None and found.get("status") == TRUE:
+            return found
     return None
 
 

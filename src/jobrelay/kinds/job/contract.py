@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from jobrelay.kinds.job import indexes
@@ -37,31 +38,42 @@ _COUNTERS = ("active", "succeeded", "failed", "ready", "terminating")
 
 @dataclass(frozen=True)
 class _Write:
-    """A status write: the Job as stored before it and as it would be after it."""
+    """A status write: the Job as stored before it and as it would be after it.
+
+    What the rules read of it is read once (cached properties): every status write
+    is checked, by fourteen rules that read the same statuses and conditions."""
 
     old_job: JsonObj
     new_job: JsonObj
 
-    @property
+    @cached_property
     def old(self) -> JsonObj:
         return status_of(self.old_job)
 
-    @property
+    @cached_property
     def new(self) -> JsonObj:
         return status_of(self.new_job)
 
-    @property
+    @cached_property
     def spec(self) -> JsonObj:
         # A status write never changes the spec (the apiserver keeps the stored
         # one), so new's spec is taken to be the stored spec that judges it.
         spec: JsonObj = self.new_job.get("spec") or {}
         return spec
 
+    @cached_property
+    def _old_conditions(self) -> list[JsonObj]:
+        return conditions_of(self.old)
+
+    @cached_property
+    def _new_conditions(self) -> list[JsonObj]:
+        return conditions_of(self.new)
+
     def was_true(self, condition_type: str) -> bool:
-        return is_true(conditions_of(self.old), condition_type)
+        return is_true(self._old_conditions, condition_type)
 
     def is_true(self, condition_type: str) -> bool:
-        return is_true(conditions_of(self.new), condition_type)
+        return is_true(self._new_conditions, condition_type)
 
     def flipped(self, condition_type: str) -> bool:
         """Whether the write changes whether this condition is True."""
