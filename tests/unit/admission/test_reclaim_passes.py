@@ -16,7 +16,7 @@ from tests.unit.admission.support import queue, queues
 from tests.unit.admission.test_planner import Room, candidate, view
 
 from jobrelay.admission.planner import Candidate, plan
-from jobrelay.admission.preemption_rules import marks_of
+from jobrelay.admission.preemption_rules import PREEMPTING_PER_QUEUE, marks_of
 from jobrelay.admission.queue_model import Reclaim
 from jobrelay.kinds.base import WorkloadKey
 
@@ -135,11 +135,14 @@ def test_a_reclaim_frees_no_more_than_b_needs_up_to_its_nominal(
     fleet = run(reclaim(b_jobs, lag, a_cpu=a_cpu))
     freed = len(fleet.preempted) * a_cpu * 1000
     taken = b_cpu(fleet)
-    # It got what it may take back: every b Job left waiting would take b past its
-    # nominal. (BestEffortFIFO: a later Job that fits the room left may go ahead of one
-    # that waits for victims, and then that one may no longer fit the nominal.)
-    waiting = [c for c in fleet.workloads.values()
-               if c.key.name.startswith("b") and not c.admitted]  # fmt: skip
+    # It got what it may take back: every b Job left waiting among the first
+    # PREEMPTING_PER_QUEUE in b's order (only those ask for victims in a pass) would take
+    # b past its nominal. (BestEffortFIFO: a later Job that fits the room left may go
+    # ahead of one that waits for victims, and then that one may no longer fit the
+    # nominal.)
+    waiting = sorted((c for c in fleet.workloads.values()
+                      if c.key.name.startswith("b") and not c.admitted),
+                     key=lambda c: int(c.key.name[1:]))[:PREEMPTING_PER_QUEUE]  # fmt: skip
     assert all(taken + c.read.workload.demand["cpu"] > 16_000
                for c in waiting if c.read.workload is not None), (taken, b_jobs)  # fmt: skip
     assert taken <= 16_000
