@@ -110,42 +110,34 @@ def metadata_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return metadata if type(metadata) is dict or isinstance(metadata, Mapping) else _EMPTY
 
 
-def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """As ``Meta(obj).labels`` (written out: one call, not three)."""
+def _metadata_map(obj: Mapping[str, Any] | None, field: str) -> Mapping[str, Any]:
+    """``metadata.<field>`` when both are mappings, else empty (a tenant may write anything)."""
     metadata = (obj or _EMPTY).get("metadata")
     if type(metadata) is not dict and not isinstance(metadata, Mapping):
         return _EMPTY
-    labels = metadata.get("labels")
-    return labels if type(labels) is dict or isinstance(labels, Mapping) else _EMPTY
+    found = metadata.get(field)
+    return found if type(found) is dict or isinstance(found, Mapping) else _EMPTY
+
+
+def labels_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """As ``Meta(obj).labels``."""
+    return _metadata_map(obj, "labels")
 
 
 def annotations_of(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """As ``Meta(obj).annotations`` (written out: one call, not three)."""
-    metadata = (obj or _EMPTY).get("metadata")
-    if type(metadata) is not dict and not isinstance(metadata, Mapping):
-        return _EMPTY
-    annotations = metadata.get("annotations")
-    return annotations if type(annotations) is dict or isinstance(annotations, Mapping) else _EMPTY
+    """As ``Meta(obj).annotations``."""
+    return _metadata_map(obj, "annotations")
 
 
 def annotation_of(obj: Mapping[str, Any] | None, key: str) -> str | None:
-    """As ``Meta(obj).annotation(key)`` (written out: one call, not four)."""
-    metadata = (obj or _EMPTY).get("metadata")
-    if type(metadata) is not dict and not isinstance(metadata, Mapping):
-        return None
-    annotations = metadata.get("annotations")
-    if type(annotations) is not dict and not isinstance(annotations, Mapping):
-        return None
-    value = annotations.get(key)
+    """As ``Meta(obj).annotation(key)``."""
+    value = _metadata_map(obj, "annotations").get(key)
     return None if value is None else str(value)
 
 
 def uid_of(obj: Mapping[str, Any] | None) -> str:
-    """As ``Meta(obj).uid`` (written out: one call, not three)."""
-    metadata = (obj or _EMPTY).get("metadata")
-    if type(metadata) is not dict and not isinstance(metadata, Mapping):
-        return ""
-    return str(metadata.get("uid") or "")
+    """As ``Meta(obj).uid``."""
+    return str(metadata_of(obj).get("uid") or "")
 
 
 def with_annotations(obj: Mapping[str, Any], annotations: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 from jobrelay.controller.relay.mirror_standing import is_current
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.meta import annotations_of
 from jobrelay.vocabulary.names import (
     PREEMPTED_BY_ANNOTATION,
     REDISPATCH_ALWAYS,
@@ -22,11 +23,6 @@ from jobrelay.vocabulary.names import (
 
 def meta(obj: JsonObj) -> dict[str, Any]:
     found: dict[str, Any] = obj.get("metadata") or {}
-    return found
-
-
-def annotations_of(obj: JsonObj) -> dict[str, Any]:
-    found: dict[str, Any] = meta(obj).get("annotations") or {}
     return found
 
 

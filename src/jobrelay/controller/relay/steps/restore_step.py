@@ -34,12 +34,13 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.refusal_wording import MIRROR_UPDATE_REJECTED
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
-from jobrelay.controller.relay.steps.facts import annotations_of, meta, name, namespace, uid
+from jobrelay.controller.relay.steps.facts import meta, name, namespace, uid
 from jobrelay.controller.relay.steps.plan_parts import delete, warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer
 from jobrelay.kinds.mirrors import origin_uid, run_of
 from jobrelay.kinds.restored import is_restored_mirror
 from jobrelay.vocabulary.json_types import JsonObj
+from jobrelay.vocabulary.meta import annotations_of
 from jobrelay.vocabulary.names import (
     ORIGIN_UID_LABEL,
     RESTORED_ADOPT,
