@@ -182,9 +182,13 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
                    "unfinished workloads run elsewhere (counters carried over).")  # fmt: skip
 @click.option("--status-batch-period", default=_default("relay.status_batch_period"),
               show_default=True, type=click.FloatRange(0.0),
-              help="Seconds a passing status step (only ready/terminating counts changed, or a "
-                   "target condition before its final one) may wait to be copied together "
+              help="Seconds a passing status step (only ready/terminating counts changed, a "
+                   "run's start, or a target condition before its final one) may wait to be copied together "
                    "with the next (0: copy every step at once).")  # fmt: skip
+@click.option("--completed-events/--no-completed-events",
+              default=_default("relay.completed_events"), show_default=True,
+              help="A Normal Completed Event on each workload that succeeds (its finished "
+                   "condition says the same; each costs a manager write).")  # fmt: skip
 @click.option("--rejected-retry", default=_default("relay.rejected_retry"), show_default=True,
               type=click.FloatRange(0.1), help="Seconds before retrying a mirror a worker rejected.")  # fmt: skip
 @click.option("--unplaceable-retry", default=_default("relay.unplaceable_retry"),
@@ -272,6 +276,7 @@ def run(
     worker_lost_timeout: float,
     status_batch_period: float,
     rejected_retry: float,
+    completed_events: bool,
     unplaceable_retry: float,
     pending_timeout: float,
     gc_interval: float,
@@ -346,6 +351,7 @@ def run(
             status_batch_period=status_batch_period,
             create_namespaces=not no_create_namespaces,
             rejected_retry=rejected_retry,
+            completed_events=completed_events,
         ),
         kinds=KindSettings(
             names=tuple(claim.name for claim in claims) or kind_settings.names,

@@ -52,7 +52,10 @@ pytestmark = pytest.mark.e2e
 
 GROUP = "e2e.jobrelay.dev"
 SLEEPERS = Resource(GROUP, "v1", "sleepers", "Sleeper", namespaced=True)
-CONTROLLER_ARGS = ["--kind", "Job.v1.batch", "--kind", f"Sleeper.v1.{GROUP}"]
+# --completed-events: a success gets its Normal Completed Event here (off by default).
+CONTROLLER_ARGS = [
+    "--kind", "Job.v1.batch", "--kind", f"Sleeper.v1.{GROUP}", "--completed-events"
+]  # fmt: skip
 OTHER_CONTROLLER = "example.com/someone-else"
 TERMINAL = ("Succeeded", "Failed")
 

@@ -81,7 +81,7 @@ def relay_defaults() -> Settings:
         # Seconds a mirror's pods may stay unschedulable before it moves elsewhere (0: never).
         pending_timeout=300.0,
         # A status step the next one soon carries (only ready/terminating counts moved, a
-        # target condition before its final one) waits up to this many seconds to be
+        # run's start, a target condition before its final one) waits up to this many seconds to be
         # copied in a batch with it: fewer writes, as the built-in Job controller
         # batches (0: never).
         status_batch_period=1.0,
@@ -89,6 +89,9 @@ def relay_defaults() -> Settings:
         create_namespaces=True,
         # Retry pacing for a mirror a worker rejects (quota, admission, unreachable).
         rejected_retry=30.0,
+        # A Normal Completed Event on each workload that succeeds: its finished condition
+        # says the same, so off (a manager write per Job less).
+        completed_events=False,
     )
 
 

@@ -578,9 +578,17 @@ CASES: dict[str, Case] = {
         admission=None,
     ),
     # -- finishing ------------------------------------------------------------------
-    "the mirror completed: status written, Completed, mirror deleted": Case(
+    "the mirror completed: status written, mirror deleted; its condition says it": Case(
         obj=PLACED,
         workers=(w("w1", mirror=mirror(job(), status=COMPLETE)),),
+        actions=(("Status", "Complete", "SuccessCriteriaMet"), ("Delete", "w1", "m-1")),
+        outcome=Done(),
+        release=True,
+    ),
+    "the mirror completed, --completed-events: a Normal Completed Event too": Case(
+        obj=PLACED,
+        workers=(w("w1", mirror=mirror(job(), status=COMPLETE)),),
+        settings=dataclasses.replace(SETTINGS, completed_events=True),
         actions=(("Status", "Complete", "SuccessCriteriaMet"), ("Delete", "w1", "m-1")),
         events=(("Normal", "Completed"),),
         outcome=Done(),
@@ -598,7 +606,6 @@ CASES: dict[str, Case] = {
         workers=(w("w1", mirror=mirror(job(), status=COMPLETE)),),
         settings=KEEP,
         actions=(("Status", "Complete", "SuccessCriteriaMet"),),
-        events=(("Normal", "Completed"),),
         outcome=Done(),
     ),
     "finished: its mirrors deleted": Case(
@@ -832,7 +839,6 @@ CASES: dict[str, Case] = {
             ),
         ),
         actions=(("Status", "Completed"), ("Delete", "w1", "m-1")),
-        events=(("Normal", "Completed"),),
         outcome=Done(),
     ),
     "JobSet mirror missing, cache only: read afresh": Case(
@@ -864,7 +870,6 @@ CASES: dict[str, Case] = {
             ),
         ),
         actions=(("Status", "Succeeded"), ("Delete", "w1", "m-1")),
-        events=(("Normal", "Completed"),),
         outcome=Done(),
     ),
     "generic: a Failed condition is a failure": Case(
@@ -980,7 +985,11 @@ def test_events_say_where_and_why() -> None:
     plan = _plan(PLACED, w("w1", mirror=mirror(job(), status=FAILED)))
     (event,) = _of(plan, RecordEvent)
     assert event.message == "Failed on worker cluster w1: BackoffLimitExceeded too many failures"
-    plan = _plan(PLACED, w("w1", mirror=mirror(job(), status=COMPLETE)))
+    plan = _plan(
+        PLACED,
+        w("w1", mirror=mirror(job(), status=COMPLETE)),
+        settings=dataclasses.replace(SETTINGS, completed_events=True),
+    )
     assert _of(plan, RecordEvent)[0].message == "Completed on worker cluster w1"
     plan = _plan(job(), w("w1", connected=False), w("w2", cordoned=True))
     assert _of(plan, RecordEvent)[0].message == (
@@ -1122,8 +1131,11 @@ TARGET_ONLY: JsonObj = {
         # ...which is written at once, with it.
         (RUNNING, COMPLETE, None, None),
         (TARGET_ONLY, COMPLETE, None, None),
-        # A first copy (the start) is never held back.
-        ({}, PENDING, None, None),
+        # A run's start waits for its next step too (a short run's end: one write)...
+        ({}, PENDING, None, 1.0),
+        # ...at most the batch period, and never with more than the start in it.
+        ({}, PENDING, 1.0, None),
+        ({}, COMPLETE, None, None),
     ],
 )
 def test_a_passing_status_step_waits_for_the_next_at_most_the_batch_period(

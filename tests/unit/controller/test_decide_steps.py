@@ -351,13 +351,12 @@ ROWS = {
         answer=Done(),
     ),
     "status: nothing changed": Row("status", PLACED, (w("w1", mirror=ITS_MIRROR),), answer=Done()),
-    "status: finished there: told, and its mirror goes": Row(
+    "status: finished there: its status says it, and its mirror goes": Row(
         "status",
         PLACED,
         (w("w1", mirror=mirror(job(), status=COMPLETE)),),
         actions=(
             ("Status", "Complete", "SuccessCriteriaMet"),
-            ("Event", "Normal", "Completed"),
             ("Delete", "w1", "m-1"),
         ),
         answer=Done(),

@@ -186,13 +186,14 @@ async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: 
     stored = env.stored()
     assert stored is not None and stored["status"]["active"] == 1
 
-    # ... to the end: final status copied, Completed, mirror deleted.
+    # ... to the end: final status copied (its Complete condition tells the user: no
+    # Completed Event by default), mirror deleted.
     created["status"] = dict(COMPLETE)
     env.catch_up()
     assert await env.reconcile() == DONE
     stored = env.stored()
     assert stored is not None and JOB.is_finished(stored)
-    assert env.events.reasons() == ["Dispatched", "Completed"]
+    assert env.events.reasons() == ["Dispatched"]
     assert env.mirror_on("w2") is None
 
     # The worker's cache shows the delete before the management cache shows the
@@ -205,7 +206,7 @@ async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: 
     env.catch_up()
     assert await env.reconcile() == DONE
     assert env.mirror_on("w2") is None and env.mirror_on("w1") is None
-    assert env.events.reasons() == ["Dispatched", "Completed"]
+    assert env.events.reasons() == ["Dispatched"]
 
 
 async def test_no_worker_requeues_after_the_settings_delay_in_the_background() -> None:

@@ -196,7 +196,7 @@ class Executor:
         except BaseException:
             self.memory.reservations.release(key)
             raise
-        _log.info(
+        _log.debug(  # one per workload: at info, a burst's log is its every Job
             "placed %s on %s",
             key.key,
             action.cluster,
@@ -243,7 +243,7 @@ class Executor:
         )  # fmt: skip
         if self.observer is not None:
             self.observer.mirror_created(key, action.cluster)
-        _log.info(
+        _log.debug(
             "created mirror of %s on %s",
             key.key,
             action.cluster,
@@ -357,7 +357,7 @@ class Executor:
                 raise
             # Already gone, or already replaced by another object.
         self.memory.deleted.expect(action.uid)
-        _log.info(
+        _log.debug(
             "deleted mirror %s/%s on %s: %s",
             action.namespace,
             action.name,

@@ -54,6 +54,9 @@ class Settings:
     # retry pacing (seconds) of a mirror a worker rejects.
     create_namespaces: bool
     rejected_retry: float
+    # A Normal ``Completed`` Event on each workload that succeeds (the status's finished
+    # condition says it already; off by default: it cost every Job a manager write).
+    completed_events: bool = False
 
     @property
     def finished_mirrors(self) -> FinishedMirrorTtl:

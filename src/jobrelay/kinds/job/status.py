@@ -427,6 +427,8 @@ def _is_paused(mirror: JsonObj) -> bool:
 # Counts that move while pods start and stop; the built-in Job controller itself
 # batches them (a second per Job), so they may wait as long to be copied.
 _PASSING_COUNTS = frozenset({"ready", "terminating"})
+# What a run's start brings: its start time and its first pods.
+_START = frozenset({"startTime", "active", "ready", "terminating"})
 # A target condition, and the final one the built-in controller adds once the pods are gone.
 _TARGET_AND_FINAL = ((SUCCESS_CRITERIA_MET, COMPLETE), (FAILURE_TARGET, FAILED))
 
@@ -435,6 +437,9 @@ def is_transitional(old: JsonObj, new: JsonObj) -> bool:
     """Whether writing ``new`` over ``old`` can wait a moment for the next state:
 
     - only ``ready`` or ``terminating`` change; or
+    - ``new`` only starts the run (its ``startTime`` and first pods): their next step,
+      or a short run's end, soon follows, and a one-pod Job's status is then written
+      once, finished (issue 36: manager writes per Job); or
     - ``new`` brings a target condition (SuccessCriteriaMet, FailureTarget) without
       its final one (Complete, Failed), which follows as soon as the pods are gone:
       one write then carries both.
@@ -443,6 +448,8 @@ def is_transitional(old: JsonObj, new: JsonObj) -> bool:
     if not differing:
         return False
     if differing <= _PASSING_COUNTS:
+        return True
+    if differing <= _START and "startTime" not in old and "startTime" in new:
         return True
     old_conditions, new_conditions = conditions_of(old), conditions_of(new)
     return any(

@@ -510,6 +510,12 @@ def _true(kind: str) -> dict[str, str]:
         ({"active": 1, "terminating": 0}, {"active": 0, "terminating": 1}, False),
         ({"active": 1, "terminating": 1}, {"active": 1, "terminating": 0}, True),
         ({"active": 1}, {"active": 1}, False),
+        # A run's start waits for its next step (a short run's end: one write).
+        ({}, {"startTime": T1, "active": 1}, True),
+        ({}, {"startTime": T1, "active": 1, "ready": 1}, True),
+        # Not a start: the run was shown started already, or more than a start changes.
+        ({"startTime": T1}, {"startTime": T1, "active": 1}, False),
+        ({}, {"startTime": T1, "active": 0, "failed": 1}, False),
         ({"active": 1}, {"succeeded": 1, "conditions": [_true("SuccessCriteriaMet")]}, True),
         ({"active": 1}, {"failed": 1, "conditions": [_true("FailureTarget")]}, True),
         (

@@ -45,8 +45,13 @@ def place(
     return Place(cluster, version(obj), history, demand, clears=ENDED_BY_PLACING)
 
 
-def finish_event(finish: Finish, cluster: str) -> RecordEvent:
+def finish_event(finish: Finish, cluster: str, *, completed_events: bool) -> RecordEvent | None:
+    """The Event a finish gets: a failure always a Warning; a success a Normal
+    ``Completed`` only with ``--completed-events``, since the status's own finished
+    condition says the same and the Event cost every Job a manager write (issue 36)."""
     if finish.succeeded:
+        if not completed_events:
+            return None
         return RecordEvent("Normal", "Completed", f"Completed on worker cluster {cluster}")
     detail = f"{finish.reason} {finish.message}".strip()
     return RecordEvent(

@@ -43,7 +43,9 @@ class StatusStep:
             actions.append(write)
             finish = s.kind.finish({**obj, "status": write.status})
             if finish is not None:
-                actions.append(finish_event(finish, cluster))
+                event = finish_event(finish, cluster, completed_events=s.settings.completed_events)
+                if event is not None:
+                    actions.append(event)
                 finished = {**obj, "status": write.status}
                 kept = kept_for(s.kind, finished, s.settings.finished_mirrors)
                 if kept is not None and (kept <= 0 or not finish.at):  # as the deletion step

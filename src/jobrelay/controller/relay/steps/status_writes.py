@@ -70,7 +70,9 @@ def end_of_run(
     actions.append(write)
     finish = s.kind.finish({**obj, "status": write.status})
     if finish is not None:
-        actions.append(finish_event(finish, cluster))
+        event = finish_event(finish, cluster, completed_events=s.settings.completed_events)
+        if event is not None:
+            actions.append(event)
         return Plan(tuple(actions), Done(), release=True)
     return write
 
