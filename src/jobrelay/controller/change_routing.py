@@ -51,10 +51,15 @@ class ChangeRouting:
             self.sources.workload_changed(key, runtime.kind, event.new)
             if event.new is None:
                 self.queue_admission.forget(key)
+                self.memory.own_writes.forget(key)
             if event.old is not None and self.queue_admission.released(
                 runtime.kind, event.old, event.new
             ):
                 self.capacity_changed.set()  # its queue's usage and its namespace's quota freed
+            if event.new is not None and self.memory.own_writes.is_echo(
+                key, Meta(event.new).resource_version
+            ):
+                return  # the reconcile that wrote it decided with it (relay/own_writes.py)
             lane = lane_of_change(
                 runtime.kind,
                 event.old,

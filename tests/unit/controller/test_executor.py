@@ -648,3 +648,18 @@ async def test_a_create_that_collides_records_nothing(env: Env) -> None:
     env.worker.cluster.put("jobs", mirror(job()))
     assert isinstance(await env.run(create_action(env)), Collided)
     assert MIRRORS_ANNOTATION not in (env.stored_job()["metadata"].get("annotations") or {})
+
+
+async def test_each_write_to_the_object_tells_memory_the_version_it_made(env: Env) -> None:
+    """Their watch events are echoes, not reconciled (controller/relay/own_writes.py)."""
+    own = env.executor.memory.own_writes
+    assert await env.run(Place("w1", rv(env))) is None
+    placed = rv(env)
+    assert await env.run(write_action(placed)) is None
+    written = rv(env)
+    assert written != placed
+    assert not own.is_echo(KEY, placed)  # only the newest write's version is kept
+    assert own.is_echo(KEY, written)
+    # A write that fails makes no version.
+    assert isinstance(await env.run(write_action(placed)), Retry)
+    assert not own.is_echo(KEY, rv(env))

@@ -172,7 +172,7 @@ class Executor:
         # Reserve before the first await: concurrent placements must see this one.
         self.memory.reservations.reserve(action.cluster, key, action.demand)
         try:
-            await self.manager.patch(
+            placed = await self.manager.patch(
                 kind.ref,
                 key.name,
                 # The resourceVersion makes this a compare-and-swap: a workload is placed once.
@@ -196,6 +196,7 @@ class Executor:
         except BaseException:
             self.memory.reservations.release(key)
             raise
+        self.memory.own_writes.wrote(key, Meta(placed).resource_version)
         _log.debug(  # one per workload: at info, a burst's log is its every Job
             "placed %s on %s",
             key.key,
@@ -370,7 +371,7 @@ class Executor:
         # No compare-and-swap: these annotations are jobrelay's alone, and what they say
         # is rewritten whenever it changes.
         try:
-            await self.manager.patch(
+            annotated = await self.manager.patch(
                 kind.ref,
                 key.name,
                 {"metadata": {"annotations": action.annotations}},
@@ -379,6 +380,8 @@ class Executor:
         except ApiError as error:
             if not error.is_not_found:
                 raise
+        else:
+            self.memory.own_writes.wrote(key, Meta(annotated).resource_version)
 
     async def _write_status(
         self, key: WorkloadKey, kind: WorkloadKind, action: WriteStatus
@@ -388,7 +391,7 @@ class Executor:
         # compare-and-swap against the status the decision computed from.
         patch = {"metadata": {"resourceVersion": action.resource_version}, "status": action.patch}
         try:
-            await self.manager.patch(
+            written = await self.manager.patch(
                 kind.ref,
                 key.name,
                 patch,
@@ -411,6 +414,7 @@ class Executor:
                     answered=error.message,
                 )
             raise
+        self.memory.own_writes.wrote(key, Meta(written).resource_version)
         return None
 
     async def _open_namespace(

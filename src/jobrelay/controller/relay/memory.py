@@ -37,6 +37,7 @@ from jobrelay.admission.planner import AdmissionPlan
 from jobrelay.admission.queue_model import Entry, Preempt
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.own_writes import OwnWrites
 from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
 from jobrelay.controller.relay.snapshot import UnrecordedMirror
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -274,6 +275,8 @@ class RelayMemory:
         self.deleted = Expectations()
         self.reservations = Reservations(monotonic)
         self.queues = QueueMemory(monotonic)
+        # The versions this process's writes produced: their watch events are echoes.
+        self.own_writes = OwnWrites()
         self._monotonic = monotonic
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
         # the user again only when it changes); retried as soon as capacity changes.
