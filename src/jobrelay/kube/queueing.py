@@ -218,6 +218,10 @@ class WorkQueue(Generic[K]):
         if self._timer is None or due < self._timer_due:
             self._arm_timer(loop, due)
 
+    def cancel_delayed(self, key: K) -> None:
+        """Drop ``key``'s delayed add, if any (its heap entry is skipped when reached)."""
+        self._due.pop(key, None)
+
     def add_rate_limited(self, key: K, lane: Lane = Lane.FRESH) -> float:
         """Add ``key`` in ``lane`` after its backoff (and the global bucket) allow; returns
         the delay.
@@ -372,7 +376,9 @@ async def run_workers(
     the key; :class:`RequeueAfter` sees it again after that many seconds (like
     controller-runtime's RequeueAfter), in the lane it names; :class:`Retry`
     retries it with backoff, quietly; :class:`Terminal` sees it again only after
-    its ``retry_after``, if any. An exception is logged with the key and the key
+    its ``retry_after``, if any. Each of these three states all the key needs from
+    then on, so a delayed look an earlier outcome asked for is dropped (unlike
+    controller-runtime, where it still fires). An exception is logged with the key and the key
     retried with backoff (an apiserver's refusal or silence in one line, anything
     else with its traceback). Retries and requeues keep the lane the key was
     handed out at unless told otherwise: a placement that hit a conflict stays
@@ -413,6 +419,12 @@ async def run_workers(
                     delay,
                 )
             else:
+                if not isinstance(outcome, Retry):
+                    # The outcome says all the key needs from now on (a look at a time,
+                    # or none): a look an earlier outcome asked for is superseded (a short
+                    # Job's look at its mirror record, due after it finished, cost a
+                    # reconcile each).
+                    queue.cancel_delayed(key)
                 match outcome:
                     case Retry(why=why):
                         delay = queue.add_rate_limited(key, lane)

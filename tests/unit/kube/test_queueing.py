@@ -782,3 +782,40 @@ async def test_workers_let_the_loop_run_between_keys_that_await_nothing() -> Non
     await run_workers(queue, 4, handler)
     assert len(handled) == 1000
     assert seen_by_timer and seen_by_timer[0] < 100
+
+
+async def test_an_outcome_supersedes_the_delayed_look_an_earlier_one_asked_for() -> None:
+    """A short Job: its first outcome asks for a look in a while (its mirror record); an
+    event brings it back sooner and it ends Done: the look asked for goes. A Retry does
+    not supersede it (it says nothing of what the key needs)."""
+    queue: WorkQueue[str] = WorkQueue(QueueOptions(retry_base_delay=100))
+    answers: dict[str, list[QueueOutcome]] = {
+        "done": [RequeueAfter(100), Done()],
+        "sooner": [RequeueAfter(100), RequeueAfter(50)],
+        "retried": [RequeueAfter(100), Retry("conflict")],
+    }
+    handled: list[str] = []
+    settled = asyncio.Event()
+
+    async def handler(key: str) -> QueueOutcome:
+        answer = answers[key].pop(0)
+        handled.append(key)
+        if len(handled) in (3, 6):
+            settled.set()
+        return answer
+
+    workers = asyncio.create_task(run_workers(queue, 1, handler))
+    for key in answers:
+        queue.add(key)
+    await asyncio.wait_for(settled.wait(), 5)
+    assert queue.delayed == 3  # each asked for a look in 100 s
+    settled.clear()
+    for key in answers:
+        queue.add(key)  # the event that brings each back before its delay
+    await asyncio.wait_for(settled.wait(), 5)
+    await asyncio.sleep(0)  # the last outcome acted on
+    # "done": nothing more; "sooner": its new look only; "retried": its retry kept
+    # beside the look (the earlier of the two comes).
+    assert queue.delayed == 2
+    queue.shutdown()
+    await asyncio.wait_for(workers, 5)
