@@ -71,6 +71,21 @@ class ChangeRouting:
 
         return changed
 
+    def is_mirror_echo(self, worker: str, key: WorkloadKey, event: InformerEvent) -> bool:
+        """Whether a mirror's watch event on ``worker`` echoes this process's own write,
+        which the reconcile that made it acted on: its delete of a finished (or deleted)
+        workload's mirror, after which nothing is left to do. Anything else is looked at:
+        a create's echo too (a decision that found the create still pending waits for
+        it), and a delete's during a move (the next placement starts from it)."""
+        del worker  # a mirror's UID names it on every worker
+        if event.new is not None or event.old is None:
+            return False
+        if not self.memory.deleted.pending(Meta(event.old).uid):
+            return False
+        runtime = self.kinds.get(key.kind)
+        obj = runtime.objects.get(key.key) if runtime is not None else None
+        return runtime is not None and (obj is None or runtime.kind.is_finished(obj))
+
     def mirror_changed(self, key: WorkloadKey) -> None:
         """A worker's cache of mirrors changed for ``key``: a status to copy."""
         if self.may_write():  # a standby copies nothing: its clocks would only go stale

@@ -180,6 +180,9 @@ class Controller:
             event_sink=self.worker_events,
             client_factory=self._worker_client,
             on_copy_change=self.sources.copy_changed,
+            is_mirror_echo=lambda worker, key, event: self.routing.is_mirror_echo(
+                worker, key, event
+            ),
         )
         relay = options.relay
         # What one reconcile leaves for the next (expectations, reservations, held ...).

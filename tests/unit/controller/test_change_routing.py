@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from tests.unit.controller.builders import JOB, job, key_of
+from tests.unit.controller.builders import COMPLETE, JOB, job, key_of, mirror
 
 from jobrelay.controller.change_routing import ChangeRouting
 from jobrelay.controller.relay.memory import RelayMemory
@@ -39,10 +39,21 @@ class _QueueAdmission:
         return False
 
 
-def _routing(memory: RelayMemory, queue: WorkQueue[WorkloadKey]) -> ChangeRouting:
+class _Objects:
+    def __init__(self, obj: JsonObj | None = None) -> None:
+        self.obj = obj
+
+    def get(self, key: str) -> JsonObj | None:
+        del key
+        return self.obj
+
+
+def _routing(
+    memory: RelayMemory, queue: WorkQueue[WorkloadKey], objects: _Objects | None = None
+) -> ChangeRouting:
     unused = cast(Any, None)
     return ChangeRouting(
-        kinds={KEY.kind: KindRuntime(JOB, unused)},
+        kinds={KEY.kind: KindRuntime(JOB, cast(Any, objects or _Objects()))},
         queue=queue,
         pool=cast(Any, _NoMirrors()),
         memory=memory,
@@ -81,3 +92,33 @@ async def test_a_deleted_object_forgets_its_expected_echo() -> None:
     handler(InformerEvent(Change.DELETED, KEY.key, job(rv="7"), None))
     assert len(memory.own_writes) == 0
     queue.shutdown()
+
+
+def _added(obj: JsonObj) -> InformerEvent:
+    return InformerEvent(Change.ADDED, KEY.key, None, obj)
+
+
+def _deleted(obj: JsonObj) -> InformerEvent:
+    return InformerEvent(Change.DELETED, KEY.key, obj, None)
+
+
+def test_the_create_of_a_mirror_is_no_echo_a_decision_may_wait_for_it() -> None:
+    memory = RelayMemory()
+    routing = _routing(memory, WorkQueue())
+    memory.mirror_created("w1", KEY, 1, "m-1")
+    assert not routing.is_mirror_echo("w1", KEY, _added(mirror(job(), uid="m-1")))
+
+
+def test_the_delete_of_a_finished_workloads_mirror_is_an_echo_and_of_a_running_ones_not() -> None:
+    memory = RelayMemory()
+    gone = mirror(job(), uid="m-1", status=COMPLETE)
+    objects = _Objects(job(placed="w1", status=COMPLETE))
+    routing = _routing(memory, WorkQueue(), objects)
+    assert not routing.is_mirror_echo("w1", KEY, _deleted(gone))  # someone else deleted it
+    memory.deleted.expect("m-1")
+    assert routing.is_mirror_echo("w1", KEY, _deleted(gone))
+    objects.obj = None  # the workload is gone too
+    assert routing.is_mirror_echo("w1", KEY, _deleted(gone))
+    # A running workload's mirror deleted by us (a move): the next placement needs a look.
+    objects.obj = job(placed="w1", status={"active": 1})
+    assert not routing.is_mirror_echo("w1", KEY, _deleted(gone))

@@ -33,10 +33,12 @@ from jobrelay.controller.relay.plan import (
     Action,
     CreateMirror,
     DeleteMirror,
+    Done,
     Log,
     PatchMirror,
     Place,
     Plan,
+    ReadFresh,
     RecordEvent,
     Retry,
     Terminal,
@@ -650,16 +652,31 @@ async def test_a_create_that_collides_records_nothing(env: Env) -> None:
     assert MIRRORS_ANNOTATION not in (env.stored_job()["metadata"].get("annotations") or {})
 
 
-async def test_each_write_to_the_object_tells_memory_the_version_it_made(env: Env) -> None:
-    """Their watch events are echoes, not reconciled (controller/relay/own_writes.py)."""
+async def test_writes_whose_echo_needs_no_look_tell_memory_the_version_they_made(
+    env: Env,
+) -> None:
+    """Their watch events are echoes, not reconciled (controller/relay/own_writes.py): a
+    placement the reconcile goes on from, a status copy that ends the decision. A write a
+    decision ends with and goes on from at its echo is looked at as any event."""
     own = env.executor.memory.own_writes
-    assert await env.run(Place("w1", rv(env))) is None
+
+    async def apply(plan: Plan) -> Any:
+        return await env.executor.apply(KEY, JOB, env.stored_job(), plan)
+
+    placed_at = rv(env)
+    place = Place("w1", placed_at)
+    assert await apply(Plan((place,), ReadFresh(obj=True))) is None
     placed = rv(env)
-    assert await env.run(write_action(placed)) is None
+    copied = write_action(placed)
+    assert await apply(Plan((copied,), Done(), echo_needed=False)) is None
     written = rv(env)
-    assert written != placed
     assert not own.is_echo(KEY, placed)  # only the newest write's version is kept
     assert own.is_echo(KEY, written)
+    # A status written before a move, looked at again when its echo comes: not kept.
+    before_move = write_action(written)
+    assert await apply(Plan((before_move,), Done())) is None
+    assert not own.is_echo(KEY, rv(env))
     # A write that fails makes no version.
-    assert isinstance(await env.run(write_action(placed)), Retry)
+    stale = write_action(placed)
+    assert isinstance(await apply(Plan((stale,), Done(), echo_needed=False)), Retry)
     assert not own.is_echo(KEY, rv(env))

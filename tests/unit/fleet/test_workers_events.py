@@ -75,3 +75,25 @@ async def test_warning_events_and_mirror_changes_reach_the_sink() -> None:
     finally:
         await pool.stop()
         await fleet.manager.clients[0].aclose()
+
+
+def test_a_mirror_event_that_echoes_the_relays_own_write_wakes_no_key() -> None:
+    from jobrelay.fleet.workers.record import _tell_key
+    from jobrelay.kinds.base import WorkloadKey
+    from jobrelay.kube.watching import Change
+
+    told: list[WorkloadKey] = []
+    asked: list[tuple[str, WorkloadKey]] = []
+
+    def is_echo(worker: str, key: WorkloadKey, event: InformerEvent) -> bool:
+        asked.append((worker, key))
+        return event.new is not None and event.new.get("echo") is True
+
+    echo = InformerEvent(Change.ADDED, "ns/a", None, {"echo": True})
+    news = InformerEvent(Change.UPDATED, "ns/a", {"echo": True}, {"echo": False})
+    _tell_key(told.append, "Job.v1.batch", "w1", is_echo, echo)
+    _tell_key(told.append, "Job.v1.batch", "w1", is_echo, news)
+    _tell_key(told.append, "Job.v1.batch", "w1", None, echo)  # nobody to ask: told
+    key = WorkloadKey("Job.v1.batch", "ns/a")
+    assert told == [key, key]
+    assert asked == [("w1", key), ("w1", key)]

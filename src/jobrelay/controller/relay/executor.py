@@ -33,6 +33,7 @@ from jobrelay.controller.relay.plan import (
     PatchMirror,
     Place,
     Plan,
+    ReadFresh,
     RecordEvent,
     Retry,
     Terminal,
@@ -129,19 +130,31 @@ class Executor:
         """Run the plan's actions; the reason it stopped early, or None when all ran."""
         if plan.release:
             self.memory.reservations.mirror_visible(key)
+        # The echo of a write the same reconcile goes on from (a placement whose mirror it
+        # creates next), or of a status copy that ends the decision, needs no look; the
+        # decisions that end with another write (placed elsewhere after a name collision,
+        # a status before a move, any annotation) go on from the look their echo brings
+        # (own_writes.py).
+        echo_skippable = isinstance(plan.outcome, ReadFresh) or not plan.echo_needed
         for action in plan.actions:
-            stopped = await self._apply(key, kind, obj, action)
+            stopped = await self._apply(key, kind, obj, action, echo_skippable=echo_skippable)
             if stopped is not None:
                 return stopped
         return None
 
     async def _apply(
-        self, key: WorkloadKey, kind: WorkloadKind, obj: JsonObj | None, action: Action
+        self,
+        key: WorkloadKey,
+        kind: WorkloadKind,
+        obj: JsonObj | None,
+        action: Action,
+        *,
+        echo_skippable: bool,
     ) -> Stopped | None:
         extra = {"job": key.key, "kind": kind.ref.kind}
         match action:
             case Place():
-                stopped = await self._place(key, kind, action)
+                stopped = await self._place(key, kind, action, echo_skippable=echo_skippable)
                 if stopped is None and self.observer is not None:
                     self.observer.placed(key, obj, action.cluster, action.history)
                 return stopped
@@ -154,7 +167,7 @@ class Executor:
             case DeleteMirror():
                 await self._delete_mirror(kind, action, extra)
             case WriteStatus():
-                stopped = await self._write_status(key, kind, action)
+                stopped = await self._write_status(key, kind, action, echo_skippable=echo_skippable)
                 if stopped is None and self.observer is not None:
                     self.observer.status_written(key, kind, obj, action.status)
                 return stopped
@@ -168,7 +181,9 @@ class Executor:
                 _log.log(level, "%s: %s", key, action.message, extra=extra)
         return None
 
-    async def _place(self, key: WorkloadKey, kind: WorkloadKind, action: Place) -> Stopped | None:
+    async def _place(
+        self, key: WorkloadKey, kind: WorkloadKind, action: Place, *, echo_skippable: bool
+    ) -> Stopped | None:
         # Reserve before the first await: concurrent placements must see this one.
         self.memory.reservations.reserve(action.cluster, key, action.demand)
         try:
@@ -196,7 +211,8 @@ class Executor:
         except BaseException:
             self.memory.reservations.release(key)
             raise
-        self.memory.own_writes.wrote(key, Meta(placed).resource_version)
+        if echo_skippable:
+            self.memory.own_writes.wrote(key, Meta(placed).resource_version)
         _log.debug(  # one per workload: at info, a burst's log is its every Job
             "placed %s on %s",
             key.key,
@@ -370,8 +386,10 @@ class Executor:
     async def _annotate(self, key: WorkloadKey, kind: WorkloadKind, action: Annotate) -> None:
         # No compare-and-swap: these annotations are jobrelay's alone, and what they say
         # is rewritten whenever it changes.
+        # Its echo is looked at: the decisions that annotate end there, and go on from the
+        # look it brings (a mirror recorded, a preemption marked).
         try:
-            annotated = await self.manager.patch(
+            await self.manager.patch(
                 kind.ref,
                 key.name,
                 {"metadata": {"annotations": action.annotations}},
@@ -380,11 +398,9 @@ class Executor:
         except ApiError as error:
             if not error.is_not_found:
                 raise
-        else:
-            self.memory.own_writes.wrote(key, Meta(annotated).resource_version)
 
     async def _write_status(
-        self, key: WorkloadKey, kind: WorkloadKind, action: WriteStatus
+        self, key: WorkloadKey, kind: WorkloadKind, action: WriteStatus, *, echo_skippable: bool
     ) -> Stopped | None:
         # A merge patch of the status subresource, not a PUT: a PUT of /status
         # replaces labels and annotations too. The resourceVersion makes it a
@@ -414,7 +430,8 @@ class Executor:
                     answered=error.message,
                 )
             raise
-        self.memory.own_writes.wrote(key, Meta(written).resource_version)
+        if echo_skippable:
+            self.memory.own_writes.wrote(key, Meta(written).resource_version)
         return None
 
     async def _open_namespace(

@@ -204,3 +204,6 @@ class Plan:
     # A transitional status step waits to be copied with the next (the relay's memory
     # keeps since when, so that it waits at most the batch period).
     batching: bool = False
+    # Whether the echo (watch event) of this plan's status write must bring the key back:
+    # not when the decision ends with the status it copied (own_writes.py).
+    echo_needed: bool = True

@@ -31,7 +31,13 @@ from jobrelay.fleet.workers.connection import (
 from jobrelay.fleet.workers.feed_base import CopyChanged, FeedWiring
 from jobrelay.fleet.workers.liveness import probe, run_probes
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict, LostClock
-from jobrelay.fleet.workers.record import Identity, Worker, WorkerEventSink, WorkerRecord
+from jobrelay.fleet.workers.record import (
+    Identity,
+    MirrorEcho,
+    Worker,
+    WorkerEventSink,
+    WorkerRecord,
+)
 from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -110,8 +116,11 @@ class WorkerPool:
         on_capacity_change: Callable[[str], None] | None = None,
         event_sink: WorkerEventSink | None = None,
         on_copy_change: CopyChanged | None = None,
+        is_mirror_echo: MirrorEcho | None = None,
     ) -> None:
         self._kinds = list(kinds)
+        # Which mirror events echo the relay's own writes (no look: record.py).
+        self._is_mirror_echo = is_mirror_echo
         # Told of every change of a dependency copy on any worker (kind, namespace/name).
         self._on_copy_change = on_copy_change
         self._on_mirror_change = on_mirror_change
@@ -384,7 +393,7 @@ class WorkerPool:
         worker = Worker(name, client, identity, stream_client=stream_client)
         worker.watch_mirrors(
             self._kinds, self._selector, self._options.informer,
-            self._on_mirror_change, self._event_sink,
+            self._on_mirror_change, self._event_sink, self._is_mirror_echo,
         )  # fmt: skip
         # Every fact of it (feed_base.py): capacity and the hops that tie pods to mirrors,
         # namespaces, our copies, claims. A change of one once listed may place a held

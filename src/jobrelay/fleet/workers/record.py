@@ -45,7 +45,7 @@ from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.workercluster import DrainMode
 
-__all__ = ["Identity", "Worker", "WorkerEventSink", "WorkerRecord"]
+__all__ = ["Identity", "MirrorEcho", "Worker", "WorkerEventSink", "WorkerRecord"]
 
 # What a connection was built from (Secret name, key, context, Secret resourceVersion):
 # a change reconnects.
@@ -54,6 +54,10 @@ Identity = tuple[str, ...]
 # Deleted mirrors remembered per worker: enough for every mirror of a busy worker
 # deleted behind our back between two reconciles of its key.
 _VANISHED_KEPT = 4096
+
+
+# Whether a mirror's watch event on a worker (by name) echoes the relay's own write.
+MirrorEcho = Callable[[str, WorkloadKey, InformerEvent], bool]
 
 
 class WorkerEventSink(Protocol):
@@ -136,8 +140,10 @@ class Worker:
         options: InformerOptions,
         changed: Callable[[WorkloadKey], None],
         sink: WorkerEventSink | None,
+        is_echo: MirrorEcho | None = None,
     ) -> None:
-        """Start one mirror cache per kind; ``changed(key)`` on every change."""
+        """Start one mirror cache per kind; ``changed(key)`` on every change but the
+        echoes of the relay's own writes (``is_echo``), which the writer acted on."""
         for kind in kinds:
             informer = Informer(
                 self.client,
@@ -147,7 +153,9 @@ class Worker:
                 options=options,
             )
             informer.add_handler(functools.partial(self.track, kind))
-            informer.add_handler(functools.partial(_tell_key, changed, kind.name))
+            informer.add_handler(
+                functools.partial(_tell_key, changed, kind.name, self.name, is_echo)
+            )
             if sink is not None:
                 informer.add_handler(functools.partial(sink.mirror_changed, self, kind))
             self.mirrors[kind.name] = informer
@@ -333,8 +341,16 @@ class WorkerRecord:
         self.capacity_calls.cancel()
 
 
-def _tell_key(changed: Callable[[WorkloadKey], None], kind: str, event: InformerEvent) -> None:
-    changed(WorkloadKey(kind, event.key))
+def _tell_key(
+    changed: Callable[[WorkloadKey], None],
+    kind: str,
+    worker: str,
+    is_echo: MirrorEcho | None,
+    event: InformerEvent,
+) -> None:
+    key = WorkloadKey(kind, event.key)
+    if is_echo is None or not is_echo(worker, key, event):
+        changed(key)
 
 
 def _finished(kind: WorkloadKind, mirror: dict[str, Any]) -> bool:

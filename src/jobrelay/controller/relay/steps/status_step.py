@@ -55,8 +55,10 @@ class StatusStep:
                 # Kept: it finished just now, so it goes ``kept`` from now (the deletion
                 # step of the next look counts from the finish time its status gives).
                 until = RequeueAfter(kept, Lane.BACKGROUND) if kept and finish.at else Done()
-                return progress.plan(until, release=True)
-        return Stop(Plan((*actions, *sync), _until_pending_timeout(s, worker), release=True))
+                return progress.plan(until, release=True, echo_needed=False)
+        # The status copied ends the decision: its echo brings nothing to do.
+        outcome = _until_pending_timeout(s, worker)
+        return Stop(Plan((*actions, *sync), outcome, release=True, echo_needed=False))
 
 
 def _batch_wait(s: Snapshot, obj: JsonObj, write: WriteStatus | None) -> float | None:

@@ -54,9 +54,12 @@ class Progress:
         release: bool = False,
         held: str | None = None,
         leaving: tuple[str, str] | None = None,
+        echo_needed: bool = True,
     ) -> Stop:
         """End the decision with the actions so far and ``outcome``."""
-        return Stop(Plan(tuple(self.actions), outcome, release, held, leaving))
+        return Stop(
+            Plan(tuple(self.actions), outcome, release, held, leaving, echo_needed=echo_needed)
+        )
 
     def held(self, hold: Hold, *, release: bool = False) -> Stop:
         """End the decision held: the actions so far, then what the hold tells."""
