@@ -89,6 +89,10 @@ class ControllerProcess:
             # the controller measured stays the one measured before.
             "--api-register",
             "never",
+            # Finished mirrors deleted at once (the default keeps them an hour): the
+            # delete is part of each Job's cost, and the bench waits for it.
+            "--finished-mirror-ttl",
+            "0",
             *self.extra_args,
         ]
 

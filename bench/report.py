@@ -619,7 +619,9 @@ took meanwhile.
 ## What is measured
 
 Every run gets a fresh namespace and a fresh controller process
-(`python -m jobrelay run --log-format json`), and every Job runs one pod for
+(`python -m jobrelay run --log-format json --finished-mirror-ttl 0`: finished
+mirrors are deleted at once, not kept the default hour, so each Job's delete
+is counted and waited for), and every Job runs one pod for
 1 s (`fleet.jobrelay.dev/duration`). Times are taken by the bench process when
 it *receives* watch events from the apiservers (one informer per cluster),
 never from second-granular `creationTimestamp`s.

@@ -59,6 +59,8 @@ BenchKey = tuple[str, str]  # (verb as the metric spells it, resource)
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
 SETTLE_SECONDS = 3.0  # after the last Job: late events (Kubernetes Events, deletions) land
+# After the last Job finished, how long the mirrors' deletion is waited for.
+MIRROR_GRACE_SECONDS = 60.0
 
 
 def _say(message: str) -> None:
@@ -471,13 +473,22 @@ async def relay_run(
                 interval=0.02,
             )
             at_end = ctx.read_cpu(process.pid if process.running else None)
+            complete = recorder.finished_count >= submit.ok
+            # Then the mirrors' deletion (at once: the bench runs the controller with
+            # --finished-mirror-ttl 0); a controller that keeps them is not waited for long.
             done = _all_done(recorder, submit.ok)
             await wait_until(
                 lambda: done() or not process.running,
-                timeout=max(0.0, deadline - time.monotonic()),
+                timeout=min(MIRROR_GRACE_SECONDS, max(0.0, deadline - time.monotonic()))
+                if complete
+                else 0.0,
                 interval=0.05,
             )
-            complete = done()
+            info["mirrors_left"] = sum(
+                1
+                for t in recorder.traces.values()
+                if not math.isnan(t.mirror_added) and math.isnan(t.mirror_deleted)
+            )
             if not process.running:
                 _say(f"{scenario}: the controller died; its log ends:\n{process.log_tail()}")
             end = time.monotonic()
@@ -486,6 +497,8 @@ async def relay_run(
                     f"{scenario}: only {recorder.finished_count} of {submit.ok} Jobs finished "
                     f"within {ctx.options.timeout:.0f}s"
                 )
+            elif info["mirrors_left"]:
+                _say(f"{scenario}: {info['mirrors_left']} finished mirrors still on the workers")
             await asyncio.sleep(SETTLE_SECONDS)
             after = await ctx.snapshot()
             info.update(sampler.window(submit.started, end))
