@@ -81,7 +81,7 @@ def fleet_processes(state: Mapping[str, Any]) -> list[FleetProcess]:
     found = []
     for path, record in _records(state, ()):
         cluster = path[1] if len(path) >= 2 and path[0] == "clusters" else "shared"
-        name = str(record.get("name") or path[-1])
+        name = str(record.get("name") or path[-1]).removeprefix(f"{cluster}/")
         found.append(FleetProcess(cluster, name, int(record["pid"]), int(record["start_ticks"])))
     return found
 

@@ -57,7 +57,8 @@ def test_fleet_processes_are_found_per_cluster_and_shared() -> None:
         "nodes": {"count": 8, "cpu": "64"},
         "clusters": {
             "manager": {"ports": {"apiserver": 1}, "processes": {"apiserver": record("a", 1)}},
-            "worker-1": {"ports": {}, "processes": {"etcd": record("etcd", 2)}},
+            # A record's name may say its cluster too: the component is what is left.
+            "worker-1": {"ports": {}, "processes": {"etcd": record("worker-1/etcd", 2)}},
             "worker-2": {"ports": {}, "processes": {}},
         },
         "standin": {"process": record("standin", 3)},
