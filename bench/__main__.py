@@ -1,5 +1,6 @@
 """``python -m bench``: run jobrelay's benchmarks (``python -m bench fairshare``: fair share;
-``python -m bench estimate``: the estimated start replayed over a synthetic trace, pure)."""
+``python -m bench estimate``: the estimated start replayed over a synthetic trace, pure;
+``python -m bench peer``: the floor against jobrelay in one run)."""
 
 import sys
 
@@ -11,6 +12,10 @@ elif sys.argv[1:2] == ["estimate"]:  # pure: no fleet
     from bench.start_estimate_replay import main as estimate_main
 
     estimate_main(args=sys.argv[2:], prog_name="python -m bench estimate")
+elif sys.argv[1:2] == ["peer"]:  # its own flags: floor and jobrelay, one run each
+    from bench.peer import main as peer_main
+
+    peer_main(args=sys.argv[2:], prog_name="python -m bench peer")
 else:
     from bench.cli import main
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import sys
 import tempfile
@@ -13,6 +14,7 @@ from typing import Any
 import click
 
 from bench import plot, report, scenarios
+from bench.against_ref import NEW, OLD, SourceTree, checkout, this_tree
 from bench.fleetctl import MANAGER, Fleet, FleetError, FleetShape
 from bench.workload import PodShape
 
@@ -175,6 +177,14 @@ SCENARIOS = ("latency", "throughput", "baseline", "scale", "api")
 )
 @click.option("--no-docs", is_flag=True, help="Do not rewrite the docs page.")
 @click.option("--no-plot", is_flag=True, help="Do not draw the PNG.")
+@click.option(
+    "--against",
+    metavar="REF",
+    default=None,
+    help="throughput: alternate --repeat rounds of REF's controller (a git ref, checked out "
+    "in a temporary worktree) with as many of this tree's, old/new/new/old..., on one fleet; "
+    "reports each side's medians and new/old.",
+)
 def main(
     selected: tuple[str, ...],
     state_dir: Path | None,
@@ -205,6 +215,7 @@ def main(
     docs_path: Path,
     no_docs: bool,
     no_plot: bool,
+    against: str | None,
 ) -> None:
     """Benchmark jobrelay on a local fleet: SCENARIO is latency, throughput, baseline, scale,
     api or all (the default). Every size is a flag, so a quick run is e.g.
@@ -217,6 +228,10 @@ def main(
     Fair share of RelayQueues on 32 CPUs: `python -m bench fairshare` (its own flags).
     """
     wanted = [s for s in SCENARIOS if s in selected or "all" in selected or not selected]
+    if against is not None and "baseline" in wanted:
+        raise click.UsageError("--against alternates throughput rounds only: leave out baseline")
+    if against is not None and "throughput" not in wanted:
+        raise click.UsageError("--against needs the throughput scenario")
     options = scenarios.Options(
         latency_rate=latency_rate,
         latency_duration=latency_duration,
@@ -251,6 +266,7 @@ def main(
             **options.__dict__,
             "pod": options.pod.__dict__,
             "controller_args": list(controller_args),
+            "against": against,
         },
         "logs": str(logs),
         "fleet": fleet.record(),
@@ -261,7 +277,12 @@ def main(
         monitor = report.LoadMonitor(fleet.state_dir)
         suffix = {"flamegraph": ".svg", "speedscope": ".json", "raw": ".txt"}[profile_format]
         profile_path = results_dir / f"{stamp}-throughput-profile{suffix}" if profile else None
-        asyncio.run(_run(fleet, options, wanted, stamp, logs, profile_path, result))
+        with contextlib.ExitStack() as trees:
+            sides = None
+            if against is not None:
+                click.echo(f"bench: checking out {against} for the old controller", err=True)
+                sides = {OLD: trees.enter_context(checkout(REPO, against)), NEW: this_tree(REPO)}
+            asyncio.run(_run(fleet, options, wanted, stamp, logs, profile_path, result, sides))
         result["load"] = monitor.result()
     except KeyboardInterrupt:
         result["errors"]["interrupted"] = "KeyboardInterrupt"
@@ -287,6 +308,7 @@ async def _run(
     logs: Path,
     profile: Path | None,
     result: dict[str, Any],
+    against: dict[str, SourceTree] | None = None,
 ) -> None:
     run_id = stamp[9:15].lower()  # HHMMSS: namespaces bench-<scenario>-<HHMMSS>-<n>
     ctx = scenarios.Context(fleet, options, run_id, logs)
@@ -304,6 +326,7 @@ async def _run(
                         throughput="throughput" in wanted,
                         baseline="baseline" in wanted,
                         profile=profile,
+                        against=against,
                     ),
                 )
             )

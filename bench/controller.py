@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bench.against_ref import SourceTree, supported_args
 from bench.controllermetrics import listening_url
 
 READY_TIMEOUT = 60.0
@@ -33,13 +34,23 @@ class ControllerError(RuntimeError):
 class ControllerProcess:
     """``python -m jobrelay run --kubeconfig <manager> --log-format json`` with a log file.
 
-    Only the PID started here is ever signalled.
+    Only the PID started here is ever signalled. With ``source``, the controller
+    runs from that tree's sources, without the options its ``run --help`` lacks.
     """
 
-    def __init__(self, kubeconfig: Path, log_path: Path, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        source: SourceTree | None = None,
+        source_help: str | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra_args = list(extra_args)
+        self.source = source
+        self.source_help = source_help
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._offset = 0
@@ -60,11 +71,13 @@ class ControllerProcess:
 
     @property
     def argv(self) -> list[str]:
+        options = self._options()
+        if self.source_help is not None:
+            options = supported_args(options, self.source_help)
+        return [sys.executable, "-m", "jobrelay", "run", *options]
+
+    def _options(self) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "jobrelay",
-            "run",
             "--kubeconfig",
             str(self.kubeconfig),
             "--log-format",
@@ -76,6 +89,10 @@ class ControllerProcess:
             # the controller measured stays the one measured before.
             "--api-register",
             "never",
+            # Finished mirrors deleted at once (the default keeps them an hour): the
+            # delete is part of each Job's cost, and the bench waits for it.
+            "--finished-mirror-ttl",
+            "0",
             *self.extra_args,
         ]
 
@@ -91,6 +108,8 @@ class ControllerProcess:
         self.metrics_url = None
         self._process = subprocess.Popen(
             self.argv,
+            env=self.source.environment() if self.source is not None else None,
+            cwd=self.source.root if self.source is not None else None,
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -245,3 +245,12 @@ def status_latencies(trace: Trace) -> tuple[list[float], int, int]:
             superseded += 1
             position = found
     return latencies, superseded, missing
+
+
+def completion_latency(trace: Trace) -> float:
+    """From the mirror first seen finished (Complete or Failed) to the Job itself seen
+    finished: the status half of what a user waits for. NaN when either is missing."""
+    finished_at = next(
+        (at for at, state in trace.mirror_states if _FINISHED.intersection(state[3])), math.nan
+    )
+    return trace.finished - finished_at

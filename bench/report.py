@@ -267,6 +267,12 @@ def _throughput_section(data: Json) -> list[str]:
         )
         row("jobrelay: all finished (s)", t, lambda r: r["all_finished_s"], m["all_finished_s"])
         row(
+            "jobrelay: first create → all Complete on the manager (s)",
+            t,
+            lambda r: r.get("total_s"),
+            m.get("total_s"),
+        )
+        row(
             "jobrelay: dispatch latency p50 / p99 (ms)",
             t,
             lambda r: f"{_n(r['dispatch_ms']['p50'], 0)} / {_n(r['dispatch_ms']['p99'], 0)}",
@@ -280,10 +286,31 @@ def _throughput_section(data: Json) -> list[str]:
             0,
         )
         row(
-            "jobrelay: controller CPU time per Job (ms)",
+            "jobrelay: status latency p50, all changes / to Complete (ms)",
+            t,
+            lambda r: (
+                f"{_n(r['status_ms']['p50'], 0)} / "
+                f"{_n(r.get('completion_status_ms', {}).get('p50'), 0)}"
+            ),
+            f"{_n(m.get('status_p50_ms'), 0)} / {_n(m.get('completion_status_p50_ms'), 0)}",
+        )
+        row(
+            "jobrelay: controller CPU per Job, whole process over that window (ms)",
             t,
             lambda r: r["controller_cpu_ms_per_job"],
             m["controller_cpu_ms_per_job"],
+        )
+        row(
+            "jobrelay: (before issue 36: 0.5 s samples to the last mirror deleted, ms)",
+            t,
+            lambda r: r.get("controller_cpu_ms_per_job_sampled"),
+            m.get("controller_cpu_ms_per_job_sampled"),
+        )
+        row(
+            "jobrelay: fleet CPU per Job over that window, all / manager / workers (ms)",
+            t,
+            _fleet_cpu_cell,
+            _n(m.get("fleet_cpu_ms_per_job")),
         )
         row(
             "jobrelay: controller RSS peak (MiB)",
@@ -297,6 +324,15 @@ def _throughput_section(data: Json) -> list[str]:
             lambda r: r["writes"]["jobrelay_per_job"],
             m["jobrelay_writes_per_job"],
             2,
+        )
+        row(
+            "jobrelay: its writes per Job on the manager / on the workers",
+            t,
+            lambda r: (
+                f"{_n(r.get('manager_writes_per_job'), 2)} / "
+                f"{_n(r.get('worker_writes_per_job'), 2)}"
+            ),
+            f"{_n(m.get('manager_writes_per_job'), 2)} / {_n(m.get('worker_writes_per_job'), 2)}",
         )
         row(
             "apiservers' mean time per write, manager / workers (ms)",
@@ -316,6 +352,12 @@ def _throughput_section(data: Json) -> list[str]:
         )
         row("baseline: all finished (s)", b, lambda r: r["all_finished_s"], m["all_finished_s"])
         row(
+            "baseline: fleet CPU per Job, all / manager / workers (ms)",
+            b,
+            _fleet_cpu_cell,
+            _n(m.get("fleet_cpu_ms_per_job")),
+        )
+        row(
             "baseline: workers' mean time per write (ms)",
             b,
             lambda r: r["writes"]["server_write_ms"].get("workers"),
@@ -331,7 +373,34 @@ def _throughput_section(data: Json) -> list[str]:
                 f"**{_n(r['median_of_rounds'], 2)}**",
             ]
         )
-    return lines + _table(header, rows)
+    lines += _table(header, rows)
+    if "against" in data.get("throughput", {}):
+        lines += ["", *against_lines(data["throughput"]["against"])]
+    return lines
+
+
+def _fleet_cpu_cell(run: Json) -> str:
+    window = run.get("user_window", {})
+    roles = window.get("by_role_ms_per_job", {})
+    return " / ".join(
+        _n(value) for value in (window.get("fleet_cpu_ms_per_job"), roles.get("manager"),
+                                roles.get("workers"))
+    )  # fmt: skip
+
+
+def against_lines(against: Json) -> list[str]:
+    """The medians of the old and new controllers' rounds, and new ÷ old, per figure."""
+    commits = against.get("commits", {})
+    lines = [
+        f"Against `{against.get('ref')}` (old {str(commits.get('old', ''))[:12]}, "
+        f"new {str(commits.get('new', ''))[:12]}), rounds {', '.join(against.get('order', []))}:",
+        "",
+    ]
+    rows = [
+        [figure, _n(values["old"], 2), _n(values["new"], 2), _n(values["ratio"], 2)]
+        for figure, values in against.get("compare", {}).items()
+    ]
+    return lines + _table(["median", "old", "new", "new ÷ old"], rows)
 
 
 def _scale_section(data: Json) -> list[str]:
@@ -528,6 +597,8 @@ python -m bench                                  # everything, at full size, on 
 python -m bench latency --state-dir /tmp/f       # one scenario, on a fleet kept in /tmp/f
 python -m bench throughput baseline --jobs 500 --repeat 1      # smaller
 python -m bench throughput --profile --repeat 1   # py-spy flame graph of the controller (pip install py-spy)
+python -m bench throughput --jobs 500 --repeat 2 --against main~1 --state-dir /tmp/f  # old/new/new/old
+python -m bench peer --jobs 1000 --concurrency 50 --duration 1   # the floor against jobrelay, one run
 python -m bench fairshare --state-dir /tmp/f      # fair share: 3 RelayQueues 1:1:2 on 32 CPUs (own flags, --help)
 python -m bench.panel_viewers --state-dir /tmp/f  # the dashboard: 10 viewers over 5,000 workloads against none
 python -m bench latency --controller-arg=--concurrency=64      # flags for `jobrelay run`
@@ -548,7 +619,9 @@ took meanwhile.
 ## What is measured
 
 Every run gets a fresh namespace and a fresh controller process
-(`python -m jobrelay run --log-format json`), and every Job runs one pod for
+(`python -m jobrelay run --log-format json --finished-mirror-ttl 0`: finished
+mirrors are deleted at once, not kept the default hour, so each Job's delete
+is counted and waited for), and every Job runs one pod for
 1 s (`fleet.jobrelay.dev/duration`). Times are taken by the bench process when
 it *receives* watch events from the apiservers (one informer per cluster),
 never from second-granular `creationTimestamp`s.
@@ -561,8 +634,26 @@ never from second-granular `creationTimestamp`s.
   is reported as *superseded*).
 - **Throughput**: all Jobs created at once (`--concurrency` in flight); the
   sustained dispatch rate is mirrors created per second between the 10th and
-  90th percentile; *all finished* is from the first create to the last Job
-  seen Complete on the manager.
+  90th percentile; *all finished* (`total_s`, what a user sees) is from the
+  first create sent to the last Job seen Complete on the manager.
+- **CPU over the user's window**: at that window's start and end the bench
+  reads `/proc/PID/stat` (`utime + stime`, every thread) of the controller and
+  of every fleet process the fleet's `state.json` records (apiservers, etcds,
+  controller-managers, schedulers, KWOK, stand-ins): the controller's whole
+  CPU per Job (`controller_cpu_ms_per_job`) and the fleet's, split manager /
+  workers. Until issue 36 `controller_cpu_ms_per_job` summed 0.5 s samples
+  from the first create to the last mirror *deleted*, leaving out the tail of
+  each end; it is still reported as `controller_cpu_ms_per_job_sampled`.
+  jobrelay's writes per Job are split into the manager's
+  (`manager_writes_per_job`) and the workers' (`worker_writes_per_job`); the
+  status wait a user feels is the mirror seen Complete → the Job seen
+  Complete on the manager.
+- **Against a previous commit**: `--against REF` checks REF out in a
+  temporary `git worktree` and runs `--repeat` throughput rounds of its
+  controller (`PYTHONPATH=<REF>/src`, without the flags its `run --help`
+  lacks) and as many of this tree's, alternated old, new, new, old ... on one
+  fleet; the report gives each side's medians and new ÷ old per figure. The
+  bench itself (submission, watches, figures) is this tree's for both.
 - **Baseline**: the same Jobs without `managedBy`, created by the bench
   round-robin directly on the workers; *jobrelay ÷ baseline* compares the
   time until all finished (each round runs both, back to back).

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,18 @@ from typing import Any
 import httpx2
 
 from bench import controllermetrics, stats
+from bench.against_ref import NEW, OLD, SourceTree, alternation, compare
 from bench.apimetrics import CLIENT_VERB, MetricsClient, Scrape, difference
 from bench.controller import ControllerProcess, ProcSampler, log_steps, read_proc
 from bench.fleetctl import MANAGER, Fleet
-from bench.recorder import Recorder, Trace, status_latencies
+from bench.recorder import Recorder, Trace, completion_latency, status_latencies
+from bench.window_cpu import (
+    CpuReading,
+    load_fleet_processes,
+    read_cpu,
+    user_window,
+    window_cpu,
+)
 from bench.workload import (
     PodShape,
     Request,
@@ -51,6 +59,8 @@ BenchKey = tuple[str, str]  # (verb as the metric spells it, resource)
 
 MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NAME)}"
 SETTLE_SECONDS = 3.0  # after the last Job: late events (Kubernetes Events, deletions) land
+# After the last Job finished, how long the mirrors' deletion is waited for.
+MIRROR_GRACE_SECONDS = 60.0
 
 
 def _say(message: str) -> None:
@@ -107,6 +117,28 @@ class Context:
             for cluster in fleet.clusters
         }
         self._namespaces = 0
+        # Where the next controller runs from (None: this tree); see bench.against_ref.
+        self.controller_source: SourceTree | None = None
+        self._source_help: dict[Path, str] = {}
+        self.fleet_processes = load_fleet_processes(fleet.state_dir)
+
+    def controller_process(self, log_path: Path) -> ControllerProcess:
+        source = self.controller_source
+        source_help = None
+        if source is not None:
+            if source.root not in self._source_help:
+                self._source_help[source.root] = source.controller_help()
+            source_help = self._source_help[source.root]
+        return ControllerProcess(
+            self.fleet.kubeconfig(MANAGER),
+            log_path,
+            self.options.controller_args,
+            source=source,
+            source_help=source_help,
+        )
+
+    def read_cpu(self, controller_pid: int | None) -> CpuReading:
+        return read_cpu(controller_pid, self.fleet_processes)
 
     def _count(self, record: RequestRecord) -> None:
         verb = CLIENT_VERB.get(record.verb)
@@ -221,6 +253,13 @@ def write_cost(
             else:
                 row["fleet"] += count
     ordered = sorted(rows.values(), key=lambda r: (r["cluster"], -r["requests"]))
+    by_cluster: dict[str, Json] = {}
+    for role in ("manager", "workers"):
+        mine = [r for r in ordered if r["cluster"] == role]
+        by_cluster[role] = {
+            f"{column}_per_job": sum(r[column] for r in mine) / jobs if jobs else math.nan
+            for column in ("requests", "jobrelay", "bench", "fleet")
+        }
     jobrelay = sum(r["jobrelay"] for r in ordered)
     fleet = sum(r["fleet"] for r in ordered)
     floors = floor or {}
@@ -243,6 +282,8 @@ def write_cost(
         "jobrelay_failed": sum(min(r["failed"], r["jobrelay"]) for r in ordered),
         "jobrelay_per_job": jobrelay / jobs if jobs else math.nan,
         "fleet_per_job": fleet / jobs if jobs else math.nan,
+        # Per cluster role: every write ("requests"), and jobrelay's, the bench's, the fleet's.
+        "by_cluster": by_cluster,
         # The apiservers' own mean time per write request (all clients) during the run:
         # tens of milliseconds or more means the fleet itself was short of CPU.
         "server_write_ms": {
@@ -280,6 +321,9 @@ class Run:
     origin: float
     end: float
     wall_offset: float  # time.time() - time.monotonic() during the run
+    # The user's window (first create sent -> last Job seen finished on the manager) and
+    # the controller's and the fleet's CPU over it (bench.window_cpu.window_cpu).
+    user_window: Json
 
     @property
     def traces(self) -> list[Trace]:
@@ -301,11 +345,7 @@ async def _controller(
     ctx: Context, namespace: str, *, profile: Path | None = None
 ) -> AsyncIterator[tuple[ControllerProcess, ProcSampler, Json]]:
     """A fresh controller process for one run, sampled from ready to stop."""
-    process = ControllerProcess(
-        ctx.fleet.kubeconfig(MANAGER),
-        ctx.log_dir / f"{namespace}.controller.log",
-        ctx.options.controller_args,
-    )
+    process = ctx.controller_process(ctx.log_dir / f"{namespace}.controller.log")
     info: Json = {"log": str(process.log_path)}
     process.start()
     spy: subprocess.Popen[bytes] | None = None
@@ -422,12 +462,33 @@ async def relay_run(
         async with _controller(ctx, namespace, profile=profile) as (process, sampler, info):
             before = await ctx.snapshot()
             _say(f"{scenario}: submitting {count} Jobs in {namespace}")
+            deadline = time.monotonic() + ctx.options.timeout
+            at_start = ctx.read_cpu(process.pid)
             submit = await submitter(requests, _mark_submitted(recorder, names))
+            # The user's window ends with the last Job finished on the manager: read the
+            # CPU then (polled often), before the mirrors' deletion that follows.
+            await wait_until(
+                lambda: recorder.finished_count >= submit.ok or not process.running,
+                timeout=max(0.0, deadline - time.monotonic()),
+                interval=0.02,
+            )
+            at_end = ctx.read_cpu(process.pid if process.running else None)
+            complete = recorder.finished_count >= submit.ok
+            # Then the mirrors' deletion (at once: the bench runs the controller with
+            # --finished-mirror-ttl 0); a controller that keeps them is not waited for long.
             done = _all_done(recorder, submit.ok)
             await wait_until(
-                lambda: done() or not process.running, timeout=ctx.options.timeout, interval=0.05
+                lambda: done() or not process.running,
+                timeout=min(MIRROR_GRACE_SECONDS, max(0.0, deadline - time.monotonic()))
+                if complete
+                else 0.0,
+                interval=0.05,
             )
-            complete = done()
+            info["mirrors_left"] = sum(
+                1
+                for t in recorder.traces.values()
+                if not math.isnan(t.mirror_added) and math.isnan(t.mirror_deleted)
+            )
             if not process.running:
                 _say(f"{scenario}: the controller died; its log ends:\n{process.log_tail()}")
             end = time.monotonic()
@@ -436,6 +497,8 @@ async def relay_run(
                     f"{scenario}: only {recorder.finished_count} of {submit.ok} Jobs finished "
                     f"within {ctx.options.timeout:.0f}s"
                 )
+            elif info["mirrors_left"]:
+                _say(f"{scenario}: {info['mirrors_left']} finished mirrors still on the workers")
             await asyncio.sleep(SETTLE_SECONDS)
             after = await ctx.snapshot()
             info.update(sampler.window(submit.started, end))
@@ -452,6 +515,7 @@ async def relay_run(
             submit.started,
             end,
             wall_offset,
+            _user_window(traces, at_start, at_end),
         )
     finally:
         await recorder.stop()
@@ -459,6 +523,11 @@ async def relay_run(
 
 
 # -- analysis helpers ----------------------------------------------------------------
+
+
+def _user_window(traces: Sequence[Trace], at_start: CpuReading, at_end: CpuReading) -> Json:
+    first, last = user_window([t.submitted for t in traces], [t.finished for t in traces])
+    return {"total_s": last - first} | window_cpu(at_start, at_end, len(traces))
 
 
 def _ms(values: Sequence[float]) -> list[float]:
@@ -562,9 +631,26 @@ async def latency(ctx: Context) -> Json:
         **_latency_figures(traces),
         "dispatch_steps_ms": _dispatch_steps(run),
         "controller": run.controller,
-        "controller_cpu_ms_per_job": 1000 * run.controller["cpu_seconds"] / max(1, len(traces)),
+        "user_window": run.user_window,
+        "controller_cpu_ms_per_job": run.user_window["controller_cpu_ms_per_job"],
+        "controller_cpu_ms_per_job_sampled": _sampled_cpu_per_job(run),
         "writes": run.writes,
     }
+
+
+def _sampled_cpu_per_job(run: Run) -> float:
+    """What ``controller_cpu_ms_per_job`` was until issue 36: the 0.5 s samples that fell
+    inside the window from the first create to the last mirror deleted."""
+    return 1000 * float(run.controller["cpu_seconds"]) / max(1, len(run.traces))
+
+
+def _completion_ms(traces: Sequence[Trace]) -> Json:
+    waits = [w for w in map(completion_latency, traces) if not math.isnan(w)]
+    return {k: v * (1 if k == "count" else 1000) for k, v in stats.summarize(waits).items()}
+
+
+def _writes_per_job(writes: Json, role: str, column: str = "jobrelay") -> float:
+    return float(writes.get("by_cluster", {}).get(role, {}).get(f"{column}_per_job", math.nan))
 
 
 # -- throughput and baseline ---------------------------------------------------------------
@@ -599,9 +685,20 @@ async def throughput_once(ctx: Context, index: int, profile: Path | None) -> Jso
         "all_finished_s": total,
         **figures,
         "dispatch_steps_ms": _dispatch_steps(run),
+        "completion_status_ms": _completion_ms(traces),
         "series": _series(traces, origin),
         "controller": run.controller,
-        "controller_cpu_ms_per_job": 1000 * run.controller["cpu_seconds"] / max(1, len(traces)),
+        # The user's view: first create to the last Job Complete on the manager, and the
+        # controller's and fleet's whole CPU over exactly that window.
+        "total_s": run.user_window["total_s"] if run.complete else math.nan,
+        "user_window": run.user_window,
+        "controller_cpu_ms_per_job": run.user_window["controller_cpu_ms_per_job"],
+        "controller_cpu_ms_per_job_sampled": _sampled_cpu_per_job(run),
+        "fleet_cpu_ms_per_job": run.user_window["fleet_cpu_ms_per_job"],
+        "manager_writes_per_job": _writes_per_job(run.writes, "manager"),
+        "worker_writes_per_job": _writes_per_job(run.writes, "workers"),
+        "manager_all_writes_per_job": _writes_per_job(run.writes, "manager", "requests"),
+        "worker_all_writes_per_job": _writes_per_job(run.writes, "workers", "requests"),
         "controller_series": run.sampler.series(origin),
         "writes": run.writes,
     }
@@ -626,10 +723,12 @@ async def baseline_once(ctx: Context, index: int) -> Json:
     try:
         before = await ctx.snapshot()
         _say(f"baseline: submitting {opts.jobs} Jobs round-robin to {', '.join(workers)}")
+        at_start = ctx.read_cpu(None)
         submit = await burst(requests, opts.concurrency, _mark_submitted(recorder, names))
         complete = await wait_until(
-            lambda: recorder.finished_count >= submit.ok, timeout=opts.timeout, interval=0.05
+            lambda: recorder.finished_count >= submit.ok, timeout=opts.timeout, interval=0.02
         )
+        at_end = ctx.read_cpu(None)
         await asyncio.sleep(SETTLE_SECONDS)
         after = await ctx.snapshot()
     finally:
@@ -639,6 +738,7 @@ async def baseline_once(ctx: Context, index: int) -> Json:
     finished = [t.finished for t in traces if not math.isnan(t.finished)]
     origin = submit.started
     writes = write_cost(before, after, len(traces))
+    window = _user_window(traces, at_start, at_end)
     return {
         "repeat": index,
         "complete": complete,
@@ -647,19 +747,57 @@ async def baseline_once(ctx: Context, index: int) -> Json:
         "placement": _placement(traces),
         "finish_rate_sustained": stats.sustained_rate(finished),
         "all_finished_s": max(finished) - origin if finished and complete else math.nan,
+        "total_s": window["total_s"] if complete else math.nan,
+        "user_window": window,
+        "fleet_cpu_ms_per_job": window["fleet_cpu_ms_per_job"],
         "series": _series(traces, origin),
         "fleet_writes_per_job": writes["fleet_per_job"],
+        # Every write (the bench's creates, the clusters' own controllers'): the floor's.
+        "manager_all_writes_per_job": _writes_per_job(writes, "manager", "requests"),
+        "worker_all_writes_per_job": _writes_per_job(writes, "workers", "requests"),
         "writes": writes,
     }
 
 
+async def _alternated(ctx: Context, against: Mapping[str, SourceTree]) -> tuple[list[Json], Json]:
+    """``repeat`` rounds of each side, old/new/new/old ..., each controller from its tree."""
+    rounds: list[tuple[str, Json]] = []
+    try:
+        for number, side in enumerate(alternation(ctx.options.repeat), 1):
+            tree = against[side]
+            ctx.controller_source = tree
+            _say(f"throughput round {number}: the {side} controller ({tree.commit[:12]})")
+            run = await throughput_once(ctx, number, None)
+            rounds.append((side, run | {"side": side, "commit": tree.commit}))
+    finally:
+        ctx.controller_source = None
+    return [run for side, run in rounds if side == NEW], {
+        "ref": against[OLD].ref,
+        "commits": {side: tree.commit for side, tree in against.items()},
+        "order": [side for side, _ in rounds],
+        "old_runs": [run for side, run in rounds if side == OLD],
+        "compare": compare(rounds),
+    }
+
+
 async def throughput_and_baseline(
-    ctx: Context, *, throughput: bool, baseline: bool, profile: Path | None
+    ctx: Context,
+    *,
+    throughput: bool,
+    baseline: bool,
+    profile: Path | None,
+    against: Mapping[str, SourceTree] | None = None,
 ) -> Json:
-    """``repeat`` rounds, each a jobrelay run then a baseline run, so both see the same machine."""
+    """``repeat`` rounds, each a jobrelay run then a baseline run, so both see the same machine.
+
+    With ``against`` (old and new source trees): throughput rounds only, alternated.
+    """
     relay_runs: list[Json] = []
     base_runs: list[Json] = []
-    for index in range(ctx.options.repeat):
+    alternated: Json | None = None
+    if against is not None:
+        relay_runs, alternated = await _alternated(ctx, against)
+    for index in range(ctx.options.repeat if against is None else 0):
         if throughput:
             relay_runs.append(
                 await throughput_once(ctx, index + 1, profile if index == 0 else None)
@@ -700,6 +838,21 @@ async def throughput_and_baseline(
                 "controller_cpu_ms_per_job": stats.median(
                     r["controller_cpu_ms_per_job"] for r in relay_runs
                 ),
+                "controller_cpu_ms_per_job_sampled": stats.median(
+                    r["controller_cpu_ms_per_job_sampled"] for r in relay_runs
+                ),
+                "total_s": stats.median(r["total_s"] for r in relay_runs),
+                "fleet_cpu_ms_per_job": stats.median(r["fleet_cpu_ms_per_job"] for r in relay_runs),
+                "manager_writes_per_job": stats.median(
+                    r["manager_writes_per_job"] for r in relay_runs
+                ),
+                "worker_writes_per_job": stats.median(
+                    r["worker_writes_per_job"] for r in relay_runs
+                ),
+                "status_p50_ms": stats.median(r["status_ms"]["p50"] for r in relay_runs),
+                "completion_status_p50_ms": stats.median(
+                    r["completion_status_ms"]["p50"] for r in relay_runs
+                ),
                 "controller_rss_peak_mib": stats.median(
                     r["controller"]["rss_peak_mib"] for r in relay_runs
                 ),
@@ -715,8 +868,12 @@ async def throughput_and_baseline(
                 ),
                 "submit_rate": stats.median(r["submit"]["rate_per_s"] for r in base_runs),
                 "fleet_writes_per_job": stats.median(r["fleet_writes_per_job"] for r in base_runs),
+                "total_s": stats.median(r["total_s"] for r in base_runs),
+                "fleet_cpu_ms_per_job": stats.median(r["fleet_cpu_ms_per_job"] for r in base_runs),
             },
         }
+    if alternated is not None and "throughput" in result:
+        result["throughput"]["against"] = alternated
     if relay_runs and base_runs:
         pairs = [
             r["all_finished_s"] / b["all_finished_s"]
