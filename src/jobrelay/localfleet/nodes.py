@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,9 @@ from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES
+from jobrelay.localfleet.light import ready_node_status
 from jobrelay.localfleet.shape import FLEET_PREFIX, ClusterShape
+from jobrelay.vocabulary.timestamps import utc_now
 
 NODE_READY_TIMEOUT = 60.0
 FLEET_LABEL = f"{FLEET_PREFIX}cluster"
@@ -59,13 +61,25 @@ def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, An
     return manifest
 
 
-async def _ensure_nodes(client: ApiClient, cluster: str, shape: ClusterShape) -> None:
+async def _ensure_nodes(
+    client: ApiClient, cluster: str, shape: ClusterShape, *, light: bool = False
+) -> None:
     for index in range(1, shape.nodes + 1):
+        manifest = node_manifest(cluster, index, shape)
         try:
-            await client.create(NODES, node_manifest(cluster, index, shape))
+            stored = await client.create(NODES, manifest)
         except ApiError as error:
             if not error.is_already_exists:
                 raise
+            stored = await client.get(NODES, manifest["metadata"]["name"])
+        if light and not _is_ready(stored):
+            # No kwok on a light worker: its nodes are made Ready once, here, and stay so
+            # (no kubelet leases, no node lifecycle controller to mark them otherwise).
+            await client.replace(
+                NODES,
+                {**stored, "status": ready_node_status(manifest, utc_now())},
+                subresource="status",
+            )
     deadline = asyncio.get_running_loop().time() + NODE_READY_TIMEOUT
     while True:
         nodes = (await client.list(NODES, label_selector=f"{FLEET_LABEL}={cluster}")).items
@@ -87,16 +101,23 @@ def _is_ready(node: Mapping[str, Any]) -> bool:
 
 
 async def prepare_clusters(
-    kubeconfigs: Mapping[str, Path], *, manager: str, shapes: Mapping[str, ClusterShape]
+    kubeconfigs: Mapping[str, Path],
+    *,
+    manager: str,
+    shapes: Mapping[str, ClusterShape],
+    light: Collection[str] = (),
 ) -> None:
-    """Create every cluster's nodes, then register each worker with the manager, with its
-    shape's labels."""
+    """Create every cluster's nodes (made Ready here on the ``light`` workers), then register
+    each worker with the manager, with its shape's labels."""
     clients = {
         name: ApiClient.from_kubeconfig(path, cluster=name) for name, path in kubeconfigs.items()
     }
     try:
         await asyncio.gather(
-            *(_ensure_nodes(client, name, shapes[name]) for name, client in clients.items())
+            *(
+                _ensure_nodes(client, name, shapes[name], light=name in light)
+                for name, client in clients.items()
+            )
         )
         manager_client = clients[manager]
         await workerclusters.install_crd(manager_client)

@@ -13,7 +13,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.probes import probe
-from jobrelay.localfleet import cluster, jobset_controller, nodes, pki, processes
+from jobrelay.localfleet import cluster, jobset_controller, light, nodes, pki, processes
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles
@@ -29,8 +29,9 @@ STARTUP_TIMEOUT = 90.0
 STAGES = (
     ("etcd",),
     ("kube-apiserver",),
-    ("kube-controller-manager", "kube-scheduler", "kwok", jobset_controller.COMPONENT),
-)
+    ("kube-controller-manager", "kube-scheduler", "kwok", light.JOB_STANDIN,
+     jobset_controller.COMPONENT),
+)  # fmt: skip
 
 
 class FleetStartup:
@@ -63,10 +64,23 @@ class FleetStartup:
             ca, pki_dir, "admin", common_name="jobrelay-admin", organization="system:masters"
         )
         argv: dict[str, dict[str, list[str]]] = {}
+        host = light_host(self.clusters)
         for name, state in self.clusters.items():
             files = self.files(name)
             cluster.prepare(files, ca=ca, admin=admin, ports=state.ports)
             argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
+            if state.light and host is not None:
+                argv[name] = light.light_commands(
+                    argv[name],
+                    worker=name,
+                    host=files if name == host else None,
+                    etcd_client_port=self.clusters[host].ports["etcd-client"],
+                    standin_kubeconfigs={
+                        other: self.files(other).admin_kubeconfig
+                        for other, other_state in self.clusters.items()
+                        if other_state.light
+                    },
+                )
         # Each stage starts on every cluster at once: the apiservers' start-up is
         # what costs, and three of them overlap well even on two cores.
         *first_stages, last_stage = STAGES
@@ -95,14 +109,19 @@ class FleetStartup:
             self._spawn_stage((jobset_controller.COMPONENT,), argv)
             await self._wait_stage((jobset_controller.COMPONENT,), ca.cert)
             await all_or_first_error(
-                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self.clusters]
+                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self._full()]
             )
 
         await all_or_first_error([core_then_nodes(), controller_once_installed()])
 
+    def _full(self) -> list[str]:
+        """The clusters that run every component (all but the light workers)."""
+        return [name for name, state in self.clusters.items() if not state.light]
+
     def _spawn_stage(self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]]) -> None:
         for name, state in self.clusters.items():
-            for component in stage:
+            # A light worker runs only some components (light.py).
+            for component in (c for c in stage if c in argv[name]):
                 state.processes[component] = self._spawn(name, component, argv[name])
                 # Recorded at once: if we die now, `down` still finds this process.
                 self._save()
@@ -113,6 +132,7 @@ class FleetStartup:
                 wait_healthy(state, component, ca)
                 for state in self.clusters.values()
                 for component in stage
+                if component in state.processes
             ]
         )
 
@@ -136,7 +156,7 @@ class FleetStartup:
                         f"webhooks: {error}"
                     ) from error
 
-        await all_or_first_error([install(name, state) for name, state in self.clusters.items()])
+        await all_or_first_error([install(name, self.clusters[name]) for name in self._full()])
 
     async def _prepare_nodes(self) -> None:
         try:
@@ -144,6 +164,7 @@ class FleetStartup:
                 {name: self.files(name).admin_kubeconfig for name in self.clusters},
                 manager=MANAGER,
                 shapes=self._shapes,
+                light={name for name, state in self.clusters.items() if state.light},
             )
         except nodes.NodesNotReady as error:
             raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
@@ -173,11 +194,28 @@ class FleetStartup:
             ) from error
 
 
+def light_host(clusters: dict[str, ClusterState]) -> str | None:
+    """The light worker whose records hold the shared etcd and the job stand-in: the first."""
+    return next((name for name, state in clusters.items() if state.light), None)
+
+
+def components_of(name: str, clusters: dict[str, ClusterState]) -> tuple[str, ...]:
+    """What cluster ``name`` runs: every component, or a light worker's few."""
+    if not clusters[name].light:
+        return cluster.COMPONENTS
+    return light.components(hosts_shared=name == light_host(clusters))
+
+
+def health_url(state: ClusterState, component: str) -> str | None:
+    """Where ``component`` answers whether it is healthy; None: its process running is all."""
+    return cluster.health_urls(state.ports).get(component)
+
+
 async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
     """Until ``component`` of ``state``'s cluster answers healthy; FleetError when its process
     exits first or ``STARTUP_TIMEOUT`` passes."""
     record = state.processes[component]
-    url = cluster.health_urls(state.ports)[component]
+    url = health_url(state, component)
     deadline = time.monotonic() + STARTUP_TIMEOUT
     detail = ""
     while time.monotonic() < deadline:
@@ -188,7 +226,7 @@ async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
                 f"{record.name} exited {how} while starting; its log {record.log} ends:\n"
                 + processes.log_tail(record)
             )
-        ok, detail = await probe(url, ca=ca)
+        ok, detail = (True, "running") if url is None else await probe(url, ca=ca)
         if ok:
             return
         await asyncio.sleep(0.2)

@@ -1,0 +1,169 @@
+"""Light workers (`fleet up --light`): a kube-apiserver each, and nothing else of their own.
+
+Every light worker's apiserver keeps its objects in ONE etcd shared by all light
+workers, each under a prefix of its own (``/registry-light/<worker>``). The first
+light worker's records hold that etcd and the one job stand-in process
+(``python -m jobrelay.localfleet.jobstandin``) that plays the Job controller, the
+scheduler, the kubelets and the garbage collector for every light worker's Jobs.
+There is no kube-controller-manager, kube-scheduler, kwok or JobSet controller on a
+light worker: its simulated nodes are made Ready once, at start, by ``fleet up``.
+
+The apiservers are tuned to be cheap at 32 on two cores: one OS thread of Go each
+(GOMAXPROCS=1), a tighter garbage collector, few requests in flight, no endpoint or
+priority-and-fairness upkeep, and no admission plugins that need a controller they
+will never get.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jobrelay.localfleet.cluster_files import ClusterFiles
+
+ETCD = "etcd"
+APISERVER = "kube-apiserver"
+JOB_STANDIN = "job-standin"
+ETCD_PREFIX_ROOT = "/registry-light"
+# What each apiserver process runs with: one Go thread, collect at +50% heap.
+APISERVER_ENVIRONMENT = {"GOMAXPROCS": "1", "GOGC": "50"}
+# Admission plugins whose work needs a controller a light worker lacks (quota usage is
+# counted by kube-controller-manager: without it a quota'd namespace refuses every pod),
+# or that only cost informers and memory here.
+DISABLED_ADMISSION = (
+    "ServiceAccount",
+    "ResourceQuota",
+    "LimitRanger",
+    "PodSecurity",
+    "DefaultStorageClass",
+    "DefaultIngressClass",
+    "StorageObjectInUseProtection",
+    "PersistentVolumeClaimResize",
+    "RuntimeClass",
+    "CertificateApproval",
+    "CertificateSigning",
+    "CertificateSubjectRestriction",
+    "ClusterTrustBundleAttest",
+)
+# Flags of the full apiserver a light one replaces (by name) or drops.
+_REPLACED = {
+    "--etcd-servers",
+    "--max-requests-inflight",
+    "--max-mutating-requests-inflight",
+    "--disable-admission-plugins",
+    "--v",
+}
+
+
+def etcd_prefix(worker: str) -> str:
+    return f"{ETCD_PREFIX_ROOT}/{worker}"
+
+
+def components(*, hosts_shared: bool) -> tuple[str, ...]:
+    """What a light worker runs: its apiserver; the first one also the shared etcd and the
+    job stand-in."""
+    return (ETCD, APISERVER, JOB_STANDIN) if hosts_shared else (APISERVER,)
+
+
+def apiserver_command(full: list[str], *, worker: str, etcd_client_port: int) -> list[str]:
+    """The light worker's apiserver command line: the full one's (certificates, ports,
+    aggregation, RBAC), on the shared etcd under the worker's prefix, and tuned."""
+    kept = [arg for arg in full[1:] if arg.split("=", 1)[0] not in _REPLACED]
+    env = shutil.which("env") or "/usr/bin/env"
+    return [
+        # Through env(1), which execs the apiserver in place: the recorded command line
+        # carries the environment, so `restart` brings the process back just as tuned.
+        env,
+        *(f"{key}={value}" for key, value in APISERVER_ENVIRONMENT.items()),
+        full[0],
+        *kept,
+        f"--etcd-servers=http://127.0.0.1:{etcd_client_port}",
+        f"--etcd-prefix={etcd_prefix(worker)}",
+        f"--disable-admission-plugins={','.join(DISABLED_ADMISSION)}",
+        "--max-requests-inflight=100",
+        "--max-mutating-requests-inflight=50",
+        "--enable-priority-and-fairness=false",
+        # No Endpoints of the "kubernetes" Service rewritten every 10 s by each apiserver.
+        "--endpoint-reconciler-type=none",
+        # Events of a fake cluster are worth an hour, not the default's.
+        "--event-ttl=10m",
+        "--v=0",
+    ]
+
+
+def standin_command(kubeconfigs: Mapping[str, Path]) -> list[str]:
+    """The one job stand-in process for every light worker."""
+    argv = [sys.executable, "-m", "jobrelay.localfleet.jobstandin"]
+    for name, path in kubeconfigs.items():
+        argv += ["--cluster", f"{name}={path}"]
+    return argv
+
+
+def light_commands(
+    full: Mapping[str, list[str]],
+    *,
+    worker: str,
+    host: ClusterFiles | None,
+    etcd_client_port: int,
+    standin_kubeconfigs: Mapping[str, Path],
+) -> dict[str, list[str]]:
+    """The command lines of one light worker, from its full cluster's (``full``); ``host``
+    is given for the light worker that hosts the shared etcd and the stand-in."""
+    commands = {
+        APISERVER: apiserver_command(
+            full[APISERVER], worker=worker, etcd_client_port=etcd_client_port
+        )
+    }
+    if host is not None:
+        commands[ETCD] = full[ETCD]
+        commands[JOB_STANDIN] = standin_command(standin_kubeconfigs)
+    return commands
+
+
+def ready_node_status(node: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """A simulated node's status as kwok's node-initialize stage writes it: Ready, its
+    capacity and allocatable as given, addresses on 127.0.0.1."""
+    status = node.get("status") or {}
+    conditions = [
+        {
+            "type": kind,
+            "status": "True" if kind == "Ready" else "False",
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for kind, reason, message in (
+            ("Ready", "KubeletReady", "the job stand-in plays this node's kubelet"),
+            ("MemoryPressure", "KubeletHasSufficientMemory", "no memory pressure"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "no PID pressure"),
+            ("NetworkUnavailable", "RouteCreated", "network is fine"),
+        )
+    ]
+    name = str(node["metadata"]["name"])
+    return {
+        "capacity": status.get("capacity") or {},
+        "allocatable": status.get("allocatable") or status.get("capacity") or {},
+        "conditions": conditions,
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "containerRuntimeVersion": "jobrelay-standin",
+            "kernelVersion": "jobrelay-standin",
+            "kubeletVersion": "jobrelay-standin",
+            "kubeProxyVersion": "jobrelay-standin",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "osImage": "",
+        },
+        "phase": "Running",
+    }
