@@ -176,17 +176,17 @@ class JobStandinDriver:
         pods = [pod for k in self._pods_of.get(uid, ()) if (pod := self.pods.get(k)) is not None]
         plan = plan_job(job, pods, self._ready_nodes(), self.clock())
         namespace = str(meta.get("namespace"))
-        for pod in plan.make:
+        for new in plan.make:
             try:
-                await self.client.create(PODS, pod.body, namespace=namespace)
+                await self.client.create(PODS, new.body, namespace=namespace)
             except ApiError as error:
                 if error.is_already_exists:
                     continue
                 if error.is_namespace_terminating or error.is_not_found:
                     return
-                self.refused.append(f"pod {namespace}/{pod.name}: {error}")
+                self.refused.append(f"pod {namespace}/{new.name}: {error}")
                 _log.warning("%s: pod %s/%s refused: %s", self.client.cluster, namespace,
-                             pod.name, error)  # fmt: skip
+                             new.name, error)  # fmt: skip
                 self._later(RETRY_SECONDS, JOB, key)
                 return
             self.made += 1
