@@ -22,6 +22,7 @@ from jobrelay.localfleet.processes import ProcessRecord
 from jobrelay.localfleet.shape import MANAGER, ClusterShape
 
 STARTUP_TIMEOUT = 90.0
+PER_CLUSTER_STARTUP = 5.0
 # Start order, stage by stage; stopping goes in reverse, so that each component
 # can still reach what it depends on while it shuts down (an apiserver whose
 # etcd is gone waits out its whole grace period). The JobSet controller starts
@@ -114,6 +115,11 @@ class FleetStartup:
 
         await all_or_first_error([core_then_nodes(), controller_once_installed()])
 
+    @property
+    def _timeout(self) -> float:
+        # Thirty-odd apiservers starting at once on two cores take their time.
+        return max(STARTUP_TIMEOUT, PER_CLUSTER_STARTUP * len(self.clusters))
+
     def _full(self) -> list[str]:
         """The clusters that run every component (all but the light workers)."""
         return [name for name, state in self.clusters.items() if not state.light]
@@ -129,7 +135,7 @@ class FleetStartup:
     async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
         await all_or_first_error(
             [
-                wait_healthy(state, component, ca)
+                wait_healthy(state, component, ca, timeout=self._timeout)
                 for state in self.clusters.values()
                 for component in stage
                 if component in state.processes
@@ -211,12 +217,14 @@ def health_url(state: ClusterState, component: str) -> str | None:
     return cluster.health_urls(state.ports).get(component)
 
 
-async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
+async def wait_healthy(
+    state: ClusterState, component: str, ca: Path, *, timeout: float = STARTUP_TIMEOUT
+) -> None:
     """Until ``component`` of ``state``'s cluster answers healthy; FleetError when its process
-    exits first or ``STARTUP_TIMEOUT`` passes."""
+    exits first or ``timeout`` passes."""
     record = state.processes[component]
     url = health_url(state, component)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+    deadline = time.monotonic() + timeout
     detail = ""
     while time.monotonic() < deadline:
         code = processes.exit_status(record)
@@ -231,7 +239,7 @@ async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
             return
         await asyncio.sleep(0.2)
     raise FleetError(
-        f"{record.name} did not become healthy within {STARTUP_TIMEOUT:.0f}s ({detail}); "
+        f"{record.name} did not become healthy within {timeout:.0f}s ({detail}); "
         f"its log {record.log} ends:\n{processes.log_tail(record)}"
     )
 
