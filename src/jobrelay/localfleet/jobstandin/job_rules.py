@@ -248,7 +248,7 @@ def _pods_to_make(
             attempt += 1
         name = f"{base}-{attempt}"
         taken.add(name)
-        node = nodes[(len(taken) + (index or 0)) % len(nodes)]
+        node = nodes[len(taken) % len(nodes)]
         made.append(_pod(job, name, node, index))
         if index is not None:
             attempt = 0
