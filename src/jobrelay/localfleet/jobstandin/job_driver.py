@@ -37,7 +37,7 @@ def _now() -> datetime.datetime:
 
 def _controller_uid(pod: dict[str, Any]) -> str | None:
     for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == "Job":
+        if owner.get("controller") and owner.get("kind") == JOBS.kind:
             return str(owner.get("uid"))
     return None
 

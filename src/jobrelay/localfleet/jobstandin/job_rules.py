@@ -18,11 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.kinds.job.adapter import JobKind
+from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL
 from jobrelay.localfleet.jobstandin.pod_rules import TERMINAL, phase_of
 from jobrelay.localfleet.jobstandin.pod_rules import is_ready as pod_is_ready
 from jobrelay.vocabulary.timestamps import rfc3339
 
-INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+# The same key names the pod's label and annotation.
+INDEX_ANNOTATION = COMPLETION_INDEX_LABEL
+JOB = JobKind.ref
 JOB_CONTROLLER = "kubernetes.io/job-controller"
 DEFAULT_BACKOFF_LIMIT = 6
 _UID_CHARS = 5
@@ -124,8 +128,8 @@ def _pod(job: Mapping[str, Any], name: str, node: str, index: int | None) -> Pod
             "annotations": annotations,
             "ownerReferences": [
                 {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
+                    "apiVersion": JOB.api_version,
+                    "kind": JOB.kind,
                     "name": meta["name"],
                     "uid": meta.get("uid"),
                     "controller": True,
