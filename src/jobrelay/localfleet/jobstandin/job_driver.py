@@ -63,6 +63,7 @@ class JobStandinDriver:
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
+        self._deletions: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self.jobs.add_handler(self._on_job)
@@ -103,7 +104,10 @@ class JobStandinDriver:
     def _on_job(self, event: InformerEvent) -> None:
         if event.change is Change.DELETED:
             uid = str((event.obj.get("metadata") or {}).get("uid"))
-            asyncio.get_running_loop().create_task(self._delete_pods_of(uid))
+            task = asyncio.get_running_loop().create_task(self._delete_pods_of(uid))
+            # Held until done: the loop keeps only a weak reference to a task.
+            self._deletions.add(task)
+            task.add_done_callback(self._deletions.discard)
         else:
             self._enqueue(JOB, event.key)
 
