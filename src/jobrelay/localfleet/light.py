@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobrelay.localfleet.cluster_files import ClusterFiles
+from jobrelay.localfleet.fleet_state import ClusterState, FleetError
 
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
@@ -48,14 +49,72 @@ DISABLED_ADMISSION = (
     "CertificateSubjectRestriction",
     "ClusterTrustBundleAttest",
 )
-# Flags of the full apiserver a light one replaces (by name) or drops.
+# Flags of the full apiserver a light one replaces (by name) or drops. No aggregation
+# layer: jobrelay's API is served on the manager only, and each of its files (front-proxy
+# CA, client pair) costs an inotify instance (below).
 _REPLACED = {
     "--etcd-servers",
     "--max-requests-inflight",
     "--max-mutating-requests-inflight",
     "--disable-admission-plugins",
     "--v",
+    "--requestheader-client-ca-file",
+    "--requestheader-allowed-names",
+    "--requestheader-username-headers",
+    "--requestheader-group-headers",
+    "--requestheader-extra-headers-prefix",
+    "--proxy-client-cert-file",
+    "--proxy-client-key-file",
+    "--enable-aggregator-routing",
 }
+# An apiserver watches each certificate file it reads with an inotify instance of its own:
+# a full one holds 6, a light one 3 (client CA twice, serving pair). The kernel's per-user
+# limit (fs.inotify.max_user_instances, 128 by default) is what bounds light workers on
+# one machine, well before memory or CPU; the manager's components take about 10.
+INOTIFY_PER_APISERVER = 3
+INOTIFY_FOR_THE_REST = 10
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def inotify_shortfall(light_workers: int, limit: int | None) -> str | None:
+    """Why ``light_workers`` light apiservers cannot all start under the kernel's inotify
+    ``limit`` (None: unknown, assumed enough); None when they can."""
+    needed = light_workers * INOTIFY_PER_APISERVER + INOTIFY_FOR_THE_REST
+    if limit is None or needed <= limit:
+        return None
+    most = max(0, (limit - INOTIFY_FOR_THE_REST) // INOTIFY_PER_APISERVER)
+    return (
+        f"{light_workers} light workers need about {needed} inotify instances, and this "
+        f"machine allows {limit} per user (fs.inotify.max_user_instances): ask for at most "
+        f"{most}, or raise the limit (sysctl -w fs.inotify.max_user_instances=512)"
+    )
+
+
+def check_inotify(light_workers: int) -> None:
+    """FleetError when this machine's inotify limit cannot hold ``light_workers``."""
+    try:
+        limit: int | None = int(INOTIFY_LIMIT.read_text())
+    except (OSError, ValueError):
+        limit = None
+    if (shortfall := inotify_shortfall(light_workers, limit)) is not None:
+        raise FleetError(shortfall)
+
+
+def light_asked(
+    asked: bool | None, clusters: Mapping[str, ClusterState], *, configured: bool, purge: str
+) -> bool:
+    """Whether `up` makes light workers: as ``asked``, else as the recorded fleet; FleetError
+    when that contradicts the recorded fleet or a configuration file (``configured``).
+    ``purge``: where the fleet is and the command that removes it, for the message."""
+    recorded = any(state.light for state in clusters.values())
+    if configured and asked:
+        raise FleetError("light workers are worker-N clusters of one node shape: "
+                         "give --light no fleet configuration")  # fmt: skip
+    light = recorded if asked is None else asked
+    if clusters and light != recorded:
+        made = "light" if recorded else "full"
+        raise FleetError(f"{purge} removes it for a new one: it has {made} workers")
+    return light
 
 
 def etcd_prefix(worker: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from jobrelay.kube.probes import probe
 from jobrelay.localfleet import cluster, pki, ports, processes
+from jobrelay.localfleet import light as light_mod
 from jobrelay.localfleet import shape as shape_mod
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import resolve as resolve_binaries
@@ -220,19 +221,11 @@ class LocalFleet:
         if shape is not None and (workers is not None or node_shape is not None):
             raise FleetError("a fleet configuration names the workers and shapes their nodes: "
                              "give it no worker count or node shape besides")  # fmt: skip
-        if shape is not None and light:
-            raise FleetError("light workers are worker-N clusters of one node shape: "
-                             "give --light no fleet configuration")  # fmt: skip
         with self._locked():
-            recorded_light = any(state.light for state in self.clusters.values())
-            if light is None:
-                light = recorded_light
-            if self.clusters and light != recorded_light:
-                made = "light" if recorded_light else "full"
-                raise FleetError(
-                    f"the fleet in {self.state_dir} has {made} workers: "
-                    f"{self.command('down', '--purge')} removes it for a new one"
-                )
+            light = light_mod.light_asked(
+                light, self.clusters, configured=shape is not None,
+                purge=f"the fleet in {self.state_dir}: {self.command('down', '--purge')}",
+            )  # fmt: skip
             if shape is None and workers is None and node_shape is None and self.clusters:
                 shape = self.shape  # a restart brings back the same fleet
             if self.clusters and shape != self.shape:
@@ -273,6 +266,8 @@ class LocalFleet:
                     f"found a crashed fleet in {self.state_dir} (none of its {total} processes "
                     "running): starting it again, keeping the clusters' data"
                 )
+            if light:
+                light_mod.check_inotify(len(wanted) - 1)
             binaries = resolve_binaries(self._say)
             if node_shape is not None:
                 self.node_shape = node_shape

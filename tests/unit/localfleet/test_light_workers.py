@@ -97,3 +97,26 @@ def test_state_json_records_lightness(tmp_path: Path) -> None:
     state = ClusterState("worker-1", {"apiserver": 1}, light=True)
     assert ClusterState.from_json("worker-1", state.to_json()) == state
     assert "light" not in ClusterState("manager", {"apiserver": 1}).to_json()
+
+
+@pytest.mark.parametrize(
+    ("workers", "limit", "refused"),
+    [(32, 128, False), (39, 128, False), (40, 128, True), (64, 512, False), (64, None, False)],
+)
+def test_the_inotify_limit_bounds_light_workers(
+    workers: int, limit: int | None, refused: bool
+) -> None:
+    shortfall = light.inotify_shortfall(workers, limit)
+    assert (shortfall is not None) == refused
+    if shortfall:
+        assert "at most 39" in shortfall and "fs.inotify.max_user_instances" in shortfall
+
+
+def test_a_light_apiserver_has_no_aggregation_layer(tmp_path: Path) -> None:
+    full = cluster.commands(
+        ClusterFiles(tmp_path, "worker-1"), binaries=_binaries(tmp_path),
+        ca=tmp_path / "ca.crt", ports=dict.fromkeys(cluster.PORT_NAMES, 30000),
+    )  # fmt: skip
+    argv = light.apiserver_command(full["kube-apiserver"], worker="worker-1", etcd_client_port=1)
+    assert not [arg for arg in argv if "requestheader" in arg or "proxy-client" in arg]
+    assert f"--client-ca-file={tmp_path / 'ca.crt'}" in argv
