@@ -29,12 +29,16 @@ ETCD = "etcd"
 APISERVER = "kube-apiserver"
 JOB_STANDIN = "job-standin"
 ETCD_PREFIX_ROOT = "/registry-light"
+PROGRESS_NOTIFY = "30s"
 # What each apiserver process runs with: one Go thread, collect at +50% heap.
 APISERVER_ENVIRONMENT = {"GOMAXPROCS": "1", "GOGC": "50"}
 # Admission plugins whose work needs a controller a light worker lacks (quota usage is
 # counted by kube-controller-manager: without it a quota'd namespace refuses every pod),
 # or that only cost informers and memory here.
 DISABLED_ADMISSION = (
+    # It taints every new node not-ready until the node lifecycle controller (in
+    # kube-controller-manager) lifts it: on a light worker nothing would.
+    "TaintNodesByCondition",
     "ServiceAccount",
     "ResourceQuota",
     "LimitRanger",
@@ -177,7 +181,12 @@ def light_commands(
         )
     }
     if host is not None:
-        commands[ETCD] = full[ETCD]
+        # Progress notifications move each apiserver's watch caches on while its worker is
+        # quiet, so that watchers get their bookmarks (etcd's default: every 10 minutes).
+        commands[ETCD] = [
+            *full[ETCD],
+            f"--experimental-watch-progress-notify-interval={PROGRESS_NOTIFY}",
+        ]
         commands[JOB_STANDIN] = standin_command(standin_kubeconfigs)
     return commands
 

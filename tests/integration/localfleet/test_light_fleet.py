@@ -71,7 +71,11 @@ async def test_light_workers_share_one_etcd_and_run_jobs(light_fleet: LocalFleet
         assert "light-only-one" not in {
             n["metadata"]["name"] for n in (await two.list(NAMESPACES)).items
         }
-        nodes = {n["metadata"]["name"] for n in (await one.list(NODES)).items}
+        listed = (await one.list(NODES)).items
+        nodes = {n["metadata"]["name"] for n in listed}
+        # Ready and untainted, as jobrelay's placement reads them (no node lifecycle
+        # controller would lift a not-ready taint).
+        assert len(nodes) == 2 and not [n for n in listed if n.get("spec", {}).get("taints")]
         namespace = "light-only-one"
         started = time.monotonic()
         await one.create(JOBS, job_manifest("ok", completions=3, parallelism=2),
