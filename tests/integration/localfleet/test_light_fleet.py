@@ -43,6 +43,10 @@ def flag(argv: list[str], name: str) -> str:
     return next(arg.split("=", 1)[1] for arg in argv if arg.startswith(f"{name}="))
 
 
+def standin_log(local: LocalFleet) -> str:
+    return Path(local.clusters["worker-1"].processes[light.JOB_STANDIN].log).read_text()
+
+
 async def pods_of(worker: ApiClient, namespace: str, job: str) -> list[dict[str, object]]:
     return (await worker.list(PODS, namespace=namespace, label_selector=f"job-name={job}")).items
 
@@ -117,5 +121,5 @@ async def test_light_workers_share_one_etcd_and_run_jobs(light_fleet: LocalFleet
             await asyncio.sleep(0.2)
 
     # Every status the stand-in wrote, the apiserver took (a refusal is logged).
-    log = Path(states["worker-1"].processes[light.JOB_STANDIN].log).read_text()
+    log = standin_log(light_fleet)
     assert "refused" not in log and "Traceback" not in log, log[-3000:]
