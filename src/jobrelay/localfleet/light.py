@@ -20,7 +20,6 @@ import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from jobrelay.localfleet.cluster_files import ClusterFiles
 from jobrelay.localfleet.fleet_state import ClusterState, FleetError
@@ -189,49 +188,3 @@ def light_commands(
         ]
         commands[JOB_STANDIN] = standin_command(standin_kubeconfigs)
     return commands
-
-
-def ready_node_status(node: Mapping[str, Any], now: str) -> dict[str, Any]:
-    """A simulated node's status as kwok's node-initialize stage writes it: Ready, its
-    capacity and allocatable as given, addresses on 127.0.0.1."""
-    status = node.get("status") or {}
-    conditions = [
-        {
-            "type": kind,
-            "status": "True" if kind == "Ready" else "False",
-            "reason": reason,
-            "message": message,
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
-        for kind, reason, message in (
-            ("Ready", "KubeletReady", "the job stand-in plays this node's kubelet"),
-            ("MemoryPressure", "KubeletHasSufficientMemory", "no memory pressure"),
-            ("DiskPressure", "KubeletHasNoDiskPressure", "no disk pressure"),
-            ("PIDPressure", "KubeletHasSufficientPID", "no PID pressure"),
-            ("NetworkUnavailable", "RouteCreated", "network is fine"),
-        )
-    ]
-    name = str(node["metadata"]["name"])
-    return {
-        "capacity": status.get("capacity") or {},
-        "allocatable": status.get("allocatable") or status.get("capacity") or {},
-        "conditions": conditions,
-        "addresses": [
-            {"type": "InternalIP", "address": "127.0.0.1"},
-            {"type": "Hostname", "address": name},
-        ],
-        "nodeInfo": {
-            "architecture": "amd64",
-            "operatingSystem": "linux",
-            "containerRuntimeVersion": "jobrelay-standin",
-            "kernelVersion": "jobrelay-standin",
-            "kubeletVersion": "jobrelay-standin",
-            "kubeProxyVersion": "jobrelay-standin",
-            "machineID": "",
-            "systemUUID": "",
-            "bootID": "",
-            "osImage": "",
-        },
-        "phase": "Running",
-    }

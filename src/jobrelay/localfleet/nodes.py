@@ -11,7 +11,6 @@ from jobrelay.fleet import relayqueues, workerclusters
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES
-from jobrelay.localfleet.light import ready_node_status
 from jobrelay.localfleet.shape import FLEET_PREFIX, ClusterShape
 from jobrelay.vocabulary.timestamps import utc_now
 
@@ -132,3 +131,49 @@ async def prepare_clusters(
                 )
     finally:
         await asyncio.gather(*(client.aclose() for client in clients.values()))
+
+
+def ready_node_status(node: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """A simulated node's status as kwok's node-initialize stage writes it: Ready, its
+    capacity and allocatable as given, addresses on 127.0.0.1."""
+    status = node.get("status") or {}
+    conditions = [
+        {
+            "type": kind,
+            "status": "True" if kind == "Ready" else "False",
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for kind, reason, message in (
+            ("Ready", "KubeletReady", "the job stand-in plays this node's kubelet"),
+            ("MemoryPressure", "KubeletHasSufficientMemory", "no memory pressure"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "no PID pressure"),
+            ("NetworkUnavailable", "RouteCreated", "network is fine"),
+        )
+    ]
+    name = str(node["metadata"]["name"])
+    return {
+        "capacity": status.get("capacity") or {},
+        "allocatable": status.get("allocatable") or status.get("capacity") or {},
+        "conditions": conditions,
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "containerRuntimeVersion": "jobrelay-standin",
+            "kernelVersion": "jobrelay-standin",
+            "kubeletVersion": "jobrelay-standin",
+            "kubeProxyVersion": "jobrelay-standin",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "osImage": "",
+        },
+        "phase": "Running",
+    }
