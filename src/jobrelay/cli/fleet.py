@@ -14,6 +14,9 @@ from jobrelay.localfleet.fleet_state import DEFAULT_WORKERS, FleetError, NodeSha
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.localfleet.shape import MANAGER
 
+MAX_FULL_WORKERS = 20
+MAX_LIGHT_WORKERS = 64
+
 state_dir_option = click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -60,8 +63,17 @@ def fleet() -> None:
 @click.option(
     "--workers",
     default=None,
-    type=click.IntRange(1, 20),
-    help=f"Worker clusters [default: the stopped fleet's count, else {DEFAULT_WORKERS}].",
+    type=click.IntRange(1, MAX_LIGHT_WORKERS),
+    help=f"Worker clusters [default: the stopped fleet's count, else {DEFAULT_WORKERS}]; "
+    f"at most {MAX_FULL_WORKERS}, or {MAX_LIGHT_WORKERS} with --light.",
+)
+@click.option(
+    "--light",
+    is_flag=True,
+    default=None,
+    help="Light workers: a kube-apiserver each, all on one shared etcd, and one job "
+    "stand-in process for all of them instead of their controllers, scheduler and kwok "
+    "(for scale runs; correctness tests use full workers) [default: as the stopped fleet].",
 )
 @state_dir_option
 @click.option(
@@ -101,6 +113,7 @@ def up(
     node_memory: str | None,
     node_gpu: int | None,
     base_port: int,
+    light: bool | None,
 ) -> None:
     """Start (or reuse) the manager and WORKERS worker clusters, or those of --config.
 
@@ -114,6 +127,13 @@ def up(
         raise click.UsageError(
             "--config gives every cluster's shape: leave out --workers, --nodes-per-cluster, "
             "--node-cpu, --node-memory and --node-gpu"
+        )
+    if fleet_shape is not None and light:
+        raise click.UsageError("--light makes worker-N clusters: leave out --config")
+    if workers is not None and workers > MAX_FULL_WORKERS and not light:
+        raise click.UsageError(
+            f"--workers {workers}: at most {MAX_FULL_WORKERS} full workers fit one machine; "
+            "add --light for more"
         )
     local = _open(state_dir)
     node_shape = None
@@ -129,7 +149,13 @@ def up(
         )
     try:
         started = asyncio.run(
-            local.up(workers=workers, node_shape=node_shape, shape=fleet_shape, base_port=base_port)
+            local.up(
+                workers=workers,
+                node_shape=node_shape,
+                shape=fleet_shape,
+                base_port=base_port,
+                light=True if light else None,
+            )
         )
     except (FleetError, BinaryError) as error:
         raise click.ClickException(str(error)) from error

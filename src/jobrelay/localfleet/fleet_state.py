@@ -40,11 +40,14 @@ class ClusterState:
     name: str
     ports: dict[str, int]
     processes: dict[str, ProcessRecord] = field(default_factory=dict)
+    # A light worker (`fleet up --light`, light.py): its apiserver only.
+    light: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ports": self.ports,
             "processes": {name: record.to_json() for name, record in self.processes.items()},
+            **({"light": True} if self.light else {}),
         }
 
     @classmethod
@@ -56,6 +59,7 @@ class ClusterState:
                 key: ProcessRecord.from_json(value)
                 for key, value in data.get("processes", {}).items()
             },
+            light=bool(data.get("light", False)),
         )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NODES
 from jobrelay.localfleet.shape import FLEET_PREFIX, ClusterShape
+from jobrelay.vocabulary.timestamps import utc_now
 
 NODE_READY_TIMEOUT = 60.0
 FLEET_LABEL = f"{FLEET_PREFIX}cluster"
@@ -59,13 +60,25 @@ def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, An
     return manifest
 
 
-async def _ensure_nodes(client: ApiClient, cluster: str, shape: ClusterShape) -> None:
+async def _ensure_nodes(
+    client: ApiClient, cluster: str, shape: ClusterShape, *, light: bool = False
+) -> None:
     for index in range(1, shape.nodes + 1):
+        manifest = node_manifest(cluster, index, shape)
         try:
-            await client.create(NODES, node_manifest(cluster, index, shape))
+            stored = await client.create(NODES, manifest)
         except ApiError as error:
             if not error.is_already_exists:
                 raise
+            stored = await client.get(NODES, manifest["metadata"]["name"])
+        if light and not _is_ready(stored):
+            # No kwok on a light worker: its nodes are made Ready once, here, and stay so
+            # (no kubelet leases, no node lifecycle controller to mark them otherwise).
+            await client.replace(
+                NODES,
+                {**stored, "status": ready_node_status(manifest, utc_now())},
+                subresource="status",
+            )
     deadline = asyncio.get_running_loop().time() + NODE_READY_TIMEOUT
     while True:
         nodes = (await client.list(NODES, label_selector=f"{FLEET_LABEL}={cluster}")).items
@@ -87,16 +100,23 @@ def _is_ready(node: Mapping[str, Any]) -> bool:
 
 
 async def prepare_clusters(
-    kubeconfigs: Mapping[str, Path], *, manager: str, shapes: Mapping[str, ClusterShape]
+    kubeconfigs: Mapping[str, Path],
+    *,
+    manager: str,
+    shapes: Mapping[str, ClusterShape],
+    light: Collection[str] = (),
 ) -> None:
-    """Create every cluster's nodes, then register each worker with the manager, with its
-    shape's labels."""
+    """Create every cluster's nodes (made Ready here on the ``light`` workers), then register
+    each worker with the manager, with its shape's labels."""
     clients = {
         name: ApiClient.from_kubeconfig(path, cluster=name) for name, path in kubeconfigs.items()
     }
     try:
         await asyncio.gather(
-            *(_ensure_nodes(client, name, shapes[name]) for name, client in clients.items())
+            *(
+                _ensure_nodes(client, name, shapes[name], light=name in light)
+                for name, client in clients.items()
+            )
         )
         manager_client = clients[manager]
         await workerclusters.install_crd(manager_client)
@@ -111,3 +131,49 @@ async def prepare_clusters(
                 )
     finally:
         await asyncio.gather(*(client.aclose() for client in clients.values()))
+
+
+def ready_node_status(node: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """A simulated node's status as kwok's node-initialize stage writes it: Ready, its
+    capacity and allocatable as given, addresses on 127.0.0.1."""
+    status = node.get("status") or {}
+    conditions = [
+        {
+            "type": kind,
+            "status": "True" if kind == "Ready" else "False",
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for kind, reason, message in (
+            ("Ready", "KubeletReady", "the job stand-in plays this node's kubelet"),
+            ("MemoryPressure", "KubeletHasSufficientMemory", "no memory pressure"),
+            ("DiskPressure", "KubeletHasNoDiskPressure", "no disk pressure"),
+            ("PIDPressure", "KubeletHasSufficientPID", "no PID pressure"),
+            ("NetworkUnavailable", "RouteCreated", "network is fine"),
+        )
+    ]
+    name = str(node["metadata"]["name"])
+    return {
+        "capacity": status.get("capacity") or {},
+        "allocatable": status.get("allocatable") or status.get("capacity") or {},
+        "conditions": conditions,
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "architecture": "amd64",
+            "operatingSystem": "linux",
+            "containerRuntimeVersion": "jobrelay-standin",
+            "kernelVersion": "jobrelay-standin",
+            "kubeletVersion": "jobrelay-standin",
+            "kubeProxyVersion": "jobrelay-standin",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "osImage": "",
+        },
+        "phase": "Running",
+    }

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from jobrelay.kube.probes import probe
 from jobrelay.localfleet import cluster, pki, ports, processes
+from jobrelay.localfleet import light as light_mod
 from jobrelay.localfleet import shape as shape_mod
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import resolve as resolve_binaries
@@ -38,7 +39,13 @@ from jobrelay.localfleet.fleet_state import (
 )
 from jobrelay.localfleet.processes import ProcessRecord
 from jobrelay.localfleet.shape import MANAGER, ClusterShape, FleetShape, ShapeError
-from jobrelay.localfleet.startup import STAGES, FleetStartup, wait_healthy
+from jobrelay.localfleet.startup import (
+    STAGES,
+    FleetStartup,
+    components_of,
+    health_url,
+    wait_healthy,
+)
 
 # A loaded machine can make a live component miss a 2 s probe; re-probe this
 # long before `up` declares a fleet broken and restarts it under its users.
@@ -159,7 +166,7 @@ class LocalFleet:
         return [
             f"{name}/{component}"
             for name, state in self.clusters.items()
-            for component in cluster.COMPONENTS
+            for component in components_of(name, self.clusters)
             if (record := state.processes.get(component)) is None
             or not processes.is_running(record)
         ]
@@ -174,13 +181,15 @@ class LocalFleet:
                 return False, "not started"
             if not processes.is_running(record):
                 return False, f"not running (pid {record.pid} gone)"
-            ok, detail = await probe(cluster.health_urls(state.ports)[component], ca=ca)
+            url = health_url(state, component)
+            ok, detail = (True, "running") if url is None else await probe(url, ca=ca)
             return ok, f"pid {record.pid}, {detail}"
 
         result: dict[str, dict[str, tuple[bool, str]]] = {}
         for name, state in self.clusters.items():
-            checks = await asyncio.gather(*(check(state, c) for c in cluster.COMPONENTS))
-            result[name] = dict(zip(cluster.COMPONENTS, checks, strict=True))
+            components = components_of(name, self.clusters)
+            checks = await asyncio.gather(*(check(state, c) for c in components))
+            result[name] = dict(zip(components, checks, strict=True))
         return result
 
     async def is_healthy(self) -> bool:
@@ -198,6 +207,7 @@ class LocalFleet:
         node_shape: NodeShape | None = None,
         shape: FleetShape | None = None,
         base_port: int = 0,
+        light: bool | None = None,
     ) -> bool:
         """Bring the fleet up; returns False when it was already healthy and nothing was done.
 
@@ -205,12 +215,17 @@ class LocalFleet:
         cluster; without it, ``workers`` worker-N clusters all get ``node_shape``.
         With neither, a recorded fleet comes back as it was; else ``workers``
         defaults to ``DEFAULT_WORKERS`` and ``node_shape`` to the recorded one.
-        ``base_port`` moves every cluster to ports from there up.
+        ``base_port`` moves every cluster to ports from there up. ``light`` makes every
+        worker a light one (light.py); None: as recorded, else not.
         """
         if shape is not None and (workers is not None or node_shape is not None):
             raise FleetError("a fleet configuration names the workers and shapes their nodes: "
                              "give it no worker count or node shape besides")  # fmt: skip
         with self._locked():
+            light = light_mod.light_asked(
+                light, self.clusters, configured=shape is not None,
+                purge=f"the fleet in {self.state_dir}: {self.command('down', '--purge')}",
+            )  # fmt: skip
             if shape is None and workers is None and node_shape is None and self.clusters:
                 shape = self.shape  # a restart brings back the same fleet
             if self.clusters and shape != self.shape:
@@ -251,11 +266,13 @@ class LocalFleet:
                     f"found a crashed fleet in {self.state_dir} (none of its {total} processes "
                     "running): starting it again, keeping the clusters' data"
                 )
+            if light:
+                light_mod.check_inotify(len(wanted) - 1)
             binaries = resolve_binaries(self._say)
             if node_shape is not None:
                 self.node_shape = node_shape
             self.shape = shape
-            self._assign_ports(wanted, base_port)
+            self._assign_ports(wanted, base_port, light=light)
             started = time.monotonic()
             try:
                 await FleetStartup(
@@ -294,9 +311,10 @@ class LocalFleet:
                 )
             processes.stop([record])
             try:
+                # A light worker's apiserver carries its environment on its command line.
                 fresh = processes.spawn(
                     record.name, record.argv, Path(record.log),
-                    env=cluster.ENVIRONMENT.get(component),
+                    env=None if state.light else cluster.ENVIRONMENT.get(component),
                 )  # fmt: skip
             except OSError as error:
                 raise FleetError(f"cannot start {record.name} again: {error}") from error
@@ -329,7 +347,7 @@ class LocalFleet:
             stopped += processes.stop(by_stage[index])
         return stopped
 
-    def _assign_ports(self, wanted: list[str], base_port: int) -> None:
+    def _assign_ports(self, wanted: list[str], base_port: int, *, light: bool = False) -> None:
         """Reuse each cluster's recorded ports (etcd remembers its peer URL); pick new ones otherwise.
 
         Every port must be free before anything starts: a clash found here is
@@ -373,7 +391,10 @@ class LocalFleet:
         ]
         if taken:
             raise FleetError(self._ports_taken_message(taken, base_port, wanted, previous))
-        self.clusters = {name: ClusterState(name, assigned[name]) for name in wanted}
+        self.clusters = {
+            name: ClusterState(name, assigned[name], light=light and name != MANAGER)
+            for name in wanted
+        }
         self._save()
 
     def _ports_taken_message(
@@ -465,7 +486,8 @@ class LocalFleet:
         for name, state in self.clusters.items():
             lines.append(
                 f"  {name:<10} https://127.0.0.1:{state.ports['apiserver']}  "
-                f"{shapes[name].describe()}  kubeconfig {self.kubeconfig(name)}"
+                f"{shapes[name].describe()}{'  light' if state.light else ''}  "
+                f"kubeconfig {self.kubeconfig(name)}"
             )
         lines.append(f'  shell exports: eval "$({self.command("env").strip("`")})"')
         return "\n".join(lines)

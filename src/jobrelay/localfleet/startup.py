@@ -13,7 +13,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.probes import probe
-from jobrelay.localfleet import cluster, jobset_controller, nodes, pki, processes
+from jobrelay.localfleet import cluster, jobset_controller, light, nodes, pki, processes
 from jobrelay.localfleet.binaries import Progress
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles
@@ -22,6 +22,7 @@ from jobrelay.localfleet.processes import ProcessRecord
 from jobrelay.localfleet.shape import MANAGER, ClusterShape
 
 STARTUP_TIMEOUT = 90.0
+PER_CLUSTER_STARTUP = 5.0
 # Start order, stage by stage; stopping goes in reverse, so that each component
 # can still reach what it depends on while it shuts down (an apiserver whose
 # etcd is gone waits out its whole grace period). The JobSet controller starts
@@ -29,8 +30,9 @@ STARTUP_TIMEOUT = 90.0
 STAGES = (
     ("etcd",),
     ("kube-apiserver",),
-    ("kube-controller-manager", "kube-scheduler", "kwok", jobset_controller.COMPONENT),
-)
+    ("kube-controller-manager", "kube-scheduler", "kwok", light.JOB_STANDIN,
+     jobset_controller.COMPONENT),
+)  # fmt: skip
 
 
 class FleetStartup:
@@ -63,10 +65,23 @@ class FleetStartup:
             ca, pki_dir, "admin", common_name="jobrelay-admin", organization="system:masters"
         )
         argv: dict[str, dict[str, list[str]]] = {}
+        host = light_host(self.clusters)
         for name, state in self.clusters.items():
             files = self.files(name)
             cluster.prepare(files, ca=ca, admin=admin, ports=state.ports)
             argv[name] = cluster.commands(files, binaries, ca=ca.cert, ports=state.ports)
+            if state.light and host is not None:
+                argv[name] = light.light_commands(
+                    argv[name],
+                    worker=name,
+                    host=files if name == host else None,
+                    etcd_client_port=self.clusters[host].ports["etcd-client"],
+                    standin_kubeconfigs={
+                        other: self.files(other).admin_kubeconfig
+                        for other, other_state in self.clusters.items()
+                        if other_state.light
+                    },
+                )
         # Each stage starts on every cluster at once: the apiservers' start-up is
         # what costs, and three of them overlap well even on two cores.
         *first_stages, last_stage = STAGES
@@ -95,14 +110,24 @@ class FleetStartup:
             self._spawn_stage((jobset_controller.COMPONENT,), argv)
             await self._wait_stage((jobset_controller.COMPONENT,), ca.cert)
             await all_or_first_error(
-                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self.clusters]
+                [self._check_jobset_webhooks(name, ca.cert, admin) for name in self._full()]
             )
 
         await all_or_first_error([core_then_nodes(), controller_once_installed()])
 
+    @property
+    def _timeout(self) -> float:
+        # Thirty-odd apiservers starting at once on two cores take their time.
+        return max(STARTUP_TIMEOUT, PER_CLUSTER_STARTUP * len(self.clusters))
+
+    def _full(self) -> list[str]:
+        """The clusters that run every component (all but the light workers)."""
+        return [name for name, state in self.clusters.items() if not state.light]
+
     def _spawn_stage(self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]]) -> None:
         for name, state in self.clusters.items():
-            for component in stage:
+            # A light worker runs only some components (light.py).
+            for component in (c for c in stage if c in argv[name]):
                 state.processes[component] = self._spawn(name, component, argv[name])
                 # Recorded at once: if we die now, `down` still finds this process.
                 self._save()
@@ -110,9 +135,10 @@ class FleetStartup:
     async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
         await all_or_first_error(
             [
-                wait_healthy(state, component, ca)
+                wait_healthy(state, component, ca, timeout=self._timeout)
                 for state in self.clusters.values()
                 for component in stage
+                if component in state.processes
             ]
         )
 
@@ -136,7 +162,7 @@ class FleetStartup:
                         f"webhooks: {error}"
                     ) from error
 
-        await all_or_first_error([install(name, state) for name, state in self.clusters.items()])
+        await all_or_first_error([install(name, self.clusters[name]) for name in self._full()])
 
     async def _prepare_nodes(self) -> None:
         try:
@@ -144,6 +170,7 @@ class FleetStartup:
                 {name: self.files(name).admin_kubeconfig for name in self.clusters},
                 manager=MANAGER,
                 shapes=self._shapes,
+                light={name for name, state in self.clusters.items() if state.light},
             )
         except nodes.NodesNotReady as error:
             raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
@@ -173,12 +200,31 @@ class FleetStartup:
             ) from error
 
 
-async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
+def light_host(clusters: dict[str, ClusterState]) -> str | None:
+    """The light worker whose records hold the shared etcd and the job stand-in: the first."""
+    return next((name for name, state in clusters.items() if state.light), None)
+
+
+def components_of(name: str, clusters: dict[str, ClusterState]) -> tuple[str, ...]:
+    """What cluster ``name`` runs: every component, or a light worker's few."""
+    if not clusters[name].light:
+        return cluster.COMPONENTS
+    return light.components(hosts_shared=name == light_host(clusters))
+
+
+def health_url(state: ClusterState, component: str) -> str | None:
+    """Where ``component`` answers whether it is healthy; None: its process running is all."""
+    return cluster.health_urls(state.ports).get(component)
+
+
+async def wait_healthy(
+    state: ClusterState, component: str, ca: Path, *, timeout: float = STARTUP_TIMEOUT
+) -> None:
     """Until ``component`` of ``state``'s cluster answers healthy; FleetError when its process
-    exits first or ``STARTUP_TIMEOUT`` passes."""
+    exits first or ``timeout`` passes."""
     record = state.processes[component]
-    url = cluster.health_urls(state.ports)[component]
-    deadline = time.monotonic() + STARTUP_TIMEOUT
+    url = health_url(state, component)
+    deadline = time.monotonic() + timeout
     detail = ""
     while time.monotonic() < deadline:
         code = processes.exit_status(record)
@@ -188,12 +234,12 @@ async def wait_healthy(state: ClusterState, component: str, ca: Path) -> None:
                 f"{record.name} exited {how} while starting; its log {record.log} ends:\n"
                 + processes.log_tail(record)
             )
-        ok, detail = await probe(url, ca=ca)
+        ok, detail = (True, "running") if url is None else await probe(url, ca=ca)
         if ok:
             return
         await asyncio.sleep(0.2)
     raise FleetError(
-        f"{record.name} did not become healthy within {STARTUP_TIMEOUT:.0f}s ({detail}); "
+        f"{record.name} did not become healthy within {timeout:.0f}s ({detail}); "
         f"its log {record.log} ends:\n{processes.log_tail(record)}"
     )
 

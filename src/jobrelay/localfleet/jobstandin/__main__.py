@@ -1,0 +1,72 @@
+"""``python -m jobrelay.localfleet.jobstandin --cluster NAME=KUBECONFIG ...``: the job
+stand-in for every light worker named, until SIGTERM or SIGINT (exit 0)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.localfleet.jobstandin.job_driver import JobStandinDriver
+
+
+async def _serve(clusters: dict[str, Path]) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with contextlib.AsyncExitStack() as stack:
+        drivers = []
+        for name, kubeconfig in clusters.items():
+            client = await stack.enter_async_context(
+                ApiClient.from_kubeconfig(kubeconfig, cluster=name)
+            )
+            drivers.append(JobStandinDriver(client))
+        await asyncio.gather(*(stack.enter_async_context(driver) for driver in drivers))
+        logging.getLogger(__name__).info("job stand-in ready on %s", ", ".join(clusters))
+        waits = [asyncio.ensure_future(driver.wait()) for driver in drivers]
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({*waits, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for wait in [*waits, stopped]:
+            wait.cancel()
+
+
+def _cluster(text: str) -> tuple[str, Path]:
+    name, _, path = text.partition("=")
+    if not name or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=KUBECONFIG")
+    return name, Path(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobrelay.localfleet.jobstandin",
+        description="Run the batch/v1 Jobs of light workers: pods made, placed on the "
+        "workers' simulated nodes, run for their duration, Job status written as the "
+        "built-in Job controller would.",
+    )
+    parser.add_argument("--cluster", type=_cluster, action="append", required=True,
+                        metavar="NAME=KUBECONFIG")  # fmt: skip
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        asyncio.run(_serve(dict(args.cluster)))
+    except (ApiError, KubeconfigError, OSError) as error:
+        print(f"job stand-in: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
