@@ -33,6 +33,7 @@ JOB = JobKind()
 
 
 def _container(index: int, name: str, bulk: int) -> dict[str, Any]:
+    # ``index``: the template's (each Job's own with --templates 0).
     env = [{"name": f"SETTING_{i}", "value": f"value-{index}-{i}-" + "x" * 24} for i in range(12)]
     if bulk:
         env.append({"name": "BULK", "value": "<" * bulk})
@@ -53,8 +54,11 @@ def _container(index: int, name: str, bulk: int) -> dict[str, Any]:
     }
 
 
-def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
-    """A delegated Job held before its first placement, as the apiserver sends it."""
+def job_object(index: int, bulk: int = 0, templates: int = 0) -> dict[str, Any]:
+    """A delegated Job held before its first placement, as the apiserver sends it: made
+    from template ``index % templates`` (its pod template's env, args and volumes), or
+    from its own (``templates`` 0: every Job's pod template differs)."""
+    variant = index % templates if templates else index
     name = f"train-{index:06d}"
     namespace = f"team-{index % 40}"
     applied = {
@@ -69,7 +73,7 @@ def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
                 "metadata": {"labels": {"app": "trainer"}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "containers": [_container(index, f"worker-{c}", bulk) for c in range(2)],
+                    "containers": [_container(variant, f"worker-{c}", bulk) for c in range(2)],
                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
                 },
             },
@@ -129,11 +133,13 @@ def _rss_mib() -> float:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--workloads", default=20_000, show_default=True, type=click.IntRange(1))
+@click.option("--templates", default=20, show_default=True, type=click.IntRange(0),
+              help="Distinct pod templates the Jobs are made from (0: each its own).")
 @click.option("--bulk", default=0, show_default=True, type=click.IntRange(0),
               help="Characters of env added to each pod template.")  # fmt: skip
-def main(workloads: int, bulk: int) -> None:
+def main(workloads: int, templates: int, bulk: int) -> None:
     transform = managed_by(JOB, DEFAULT_CONTROLLER_NAME)
-    sent = len(msgspec.json.encode(job_object(0, bulk)))
+    sent = len(msgspec.json.encode(job_object(0, bulk, templates)))
     gc.collect()
     rss_before = _rss_mib()
     tracemalloc.start()
@@ -141,7 +147,7 @@ def main(workloads: int, bulk: int) -> None:
     reads: dict[WorkloadKey, Any] = {}
     for index in range(workloads):
         # As a list page arrives: fresh strings and dicts for every object.
-        decoded = msgspec.json.decode(msgspec.json.encode(job_object(index, bulk)))
+        decoded = msgspec.json.decode(msgspec.json.encode(job_object(index, bulk, templates)))
         kept = transform(decoded)
         assert kept is not None
         key = object_key(kept)
@@ -155,7 +161,8 @@ def main(workloads: int, bulk: int) -> None:
     tracemalloc.stop()
     rss_after = _rss_mib()
     click.echo(
-        f"{workloads} held Jobs of {sent} bytes as sent (bulk {bulk}): "
+        f"{workloads} held Jobs of {sent} bytes as sent from {templates or workloads} pod "
+        f"templates (bulk {bulk}): "
         f"{current / workloads / 1024:.1f} KiB each kept (tracemalloc), "
         f"{current / 2**20:.1f} MiB in all; RSS +{rss_after - rss_before:.1f} MiB"
     )

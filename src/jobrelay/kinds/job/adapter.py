@@ -18,6 +18,14 @@ class JobKind(WorkloadKind):
     pod_owner_labels = (JOB_POD_OWNER,)
     pod_index_labels = (COMPLETION_INDEX_LABEL,)
 
+    def slim_local(self, obj: JsonObj) -> JsonObj:
+        # Besides the base's: what the apiserver generates per Job and no mirror, patch
+        # or decision reads (mirror.py drops them too): the selector naming its
+        # controller-uid, and its template's labels of its name and UID. A backlog made
+        # from one template then keeps that template once (interning shares it).
+        slim = super().slim_local(obj)
+        return mirror.without_generated(slim)
+
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         # The pod template is most of a Job's bytes; only its scheduling
         # directives are compared (to follow edits of a suspended Job).
