@@ -133,8 +133,13 @@ def _rss_mib() -> float:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--workloads", default=20_000, show_default=True, type=click.IntRange(1))
-@click.option("--templates", default=20, show_default=True, type=click.IntRange(0),
-              help="Distinct pod templates the Jobs are made from (0: each its own).")
+@click.option(
+    "--templates",
+    default=20,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Distinct pod templates the Jobs are made from (0: each its own).",
+)
 @click.option("--bulk", default=0, show_default=True, type=click.IntRange(0),
               help="Characters of env added to each pod template.")  # fmt: skip
 def main(workloads: int, templates: int, bulk: int) -> None:

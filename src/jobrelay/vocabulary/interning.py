@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from collections import OrderedDict
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
 
@@ -88,13 +88,13 @@ class SharedTrees:
         if found is not None:
             self._table.move_to_end(key)
             self.hits += 1
-            return found[0]  # type: ignore[no-any-return]
+            return cast(Shareable, found[0])
         self.misses += 1
         canonical = self._rebuild(value)
         self._table[key] = (canonical, len(encoded))
         self._bytes += len(encoded)
         self._bound()
-        return canonical
+        return cast(Shareable, canonical)
 
     def share_encoded(self, value: Shareable) -> Shareable:
         """``value`` (any value msgspec encodes: a frozen dataclass of tuples, say) or an
@@ -111,7 +111,7 @@ class SharedTrees:
         if found is not None and type(found[0]) is type(value):
             self._table.move_to_end(key)
             self.hits += 1
-            return found[0]  # type: ignore[no-any-return]
+            return found[0]
         self.misses += 1
         self._table[key] = (value, len(encoded))
         self._bytes += len(encoded)
@@ -125,7 +125,9 @@ class SharedTrees:
 
     def _rebuild(self, value: dict[str, Any] | list[Any]) -> Any:
         if isinstance(value, dict):
-            return {_intern(k) if isinstance(k, str) else k: self.share(v) for k, v in value.items()}
+            return {
+                _intern(k) if isinstance(k, str) else k: self.share(v) for k, v in value.items()
+            }
         return [self.share(item) for item in value]
 
     def share_object(self, obj: dict[str, Any]) -> dict[str, Any]:
