@@ -8,7 +8,9 @@ transform (``managed_by``: the slim object the informer keeps) and kept by
 ``namespace/name`` as the informer does, with the queue admission's read of each (kept
 per workload too). Raw objects are dropped as they go, so tracemalloc counts only what
 the controller keeps per held workload. ``--bulk`` adds that many characters of env to
-each pod template (a tenant's big workload). Prints the bytes per workload and the RSS.
+each pod template (a tenant's big workload). ``--templates N``: the Jobs are made from N
+pod templates (their env and args), as a backlog of many Jobs from few templates is;
+0 gives every Job its own. Prints the bytes per workload and the RSS.
 """
 
 from __future__ import annotations
