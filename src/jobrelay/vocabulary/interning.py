@@ -50,9 +50,11 @@ def intern_text(text: str) -> str:
 class SharedTrees:
     """A bounded table of canonical sub-trees: at most ``entries`` of them, standing for at
     most ``budget`` bytes of JSON between them (a sub-tree is counted once per level it
-    is tabled at, so the bound is conservative)."""
+    is tabled at, so the bound is conservative). The bound is also what the table may
+    keep alive once the workloads that used its objects are gone (in Python, two to
+    three times their JSON): a few MiB, while a template in use is rarely forgotten."""
 
-    def __init__(self, entries: int = 16_384, budget: int = 32 * 2**20) -> None:
+    def __init__(self, entries: int = 8_192, budget: int = 8 * 2**20) -> None:
         self._entries = entries
         self._budget = budget
         self._table: OrderedDict[bytes, tuple[Any, int]] = OrderedDict()
