@@ -4,9 +4,11 @@ container list once, not once per workload.
 
 A cached object is decoded JSON: dicts, lists, strings, numbers, booleans and null.
 :meth:`SharedTrees.share` returns an equal value whose dicts and lists are the one
-canonical object per distinct content (keyed by a digest of its JSON encoding, which
-tells ``1`` from ``1.0`` and ``true``, and keeps key order, so a shared value is the
-very object it replaces, byte for byte) and whose short strings are interned.
+canonical object per distinct content (keyed by the SHA-256 digest of its JSON
+encoding, which tells ``1`` from ``1.0`` and ``true``, and keeps key order, so a shared
+value is the very object it replaces, byte for byte) and whose short strings are
+interned. A sub-tree over 64 KiB of JSON, and an object's status that says something,
+are kept as decoded.
 
 The table is bounded twice (entries, and bytes of the encodings they stand for) and
 forgets the least recently used first: forgetting costs only sharing, never an
@@ -34,12 +36,23 @@ _INTERNED_LENGTH = 96
 # Metadata strings that many objects repeat (others, a name, a UID, a resourceVersion,
 # are each object's own: interning them would only add a table entry).
 _REPEATED_METADATA = frozenset({"namespace", "creationTimestamp", "generateName"})
+# A sub-tree whose JSON is longer is kept as decoded, unshared: sharing it would encode
+# and digest its bulk again at every level below (milliseconds for a workload of the
+# largest size the admission policy lets in), and such bulk is rarely repeated.
+_LARGEST_SHARED = 64 * 1024
 _encode = msgspec.json.Encoder().encode
 
 
 def _intern(text: str) -> str:
     # sys.intern of a str subclass raises; an exact str only (decoded JSON gives those).
     return sys.intern(text) if len(text) <= _INTERNED_LENGTH and type(text) is str else text
+
+
+def _digest(encoded: bytes) -> bytes:
+    # Cryptographic: two contents of one digest would hand one tenant's spec to another's
+    # workload, so never Python's hash() (or MD5, SHA-1: collisions can be made). SHA-256
+    # runs in hardware on most CPUs (about 2 us for a pod template's 3 KB).
+    return hashlib.sha256(encoded).digest()
 
 
 def intern_text(text: str) -> str:
@@ -85,7 +98,9 @@ class SharedTrees:
             encoded = _encode(value)
         except (TypeError, ValueError, msgspec.EncodeError):
             return value  # not JSON: nothing decoded from the API; left as it is
-        key = hashlib.blake2b(encoded, digest_size=16).digest()
+        if len(encoded) > _LARGEST_SHARED:
+            return value
+        key = _digest(encoded)
         found = self._table.get(key)
         if found is not None:
             self._table.move_to_end(key)
@@ -106,9 +121,7 @@ class SharedTrees:
             encoded = _encode(value)
         except (TypeError, ValueError, msgspec.EncodeError):
             return value
-        digest = hashlib.blake2b(encoded, digest_size=16)
-        digest.update(type(value).__qualname__.encode())
-        key = digest.digest()
+        key = _digest(encoded + b"\0" + type(value).__qualname__.encode())
         found = self._table.get(key)
         if found is not None and type(found[0]) is type(value):
             self._table.move_to_end(key)
@@ -135,10 +148,13 @@ class SharedTrees:
     def share_object(self, obj: dict[str, Any]) -> dict[str, Any]:
         """A whole object as cached: itself and its metadata rebuilt (its name, UID and
         resourceVersion are its own: no table entry would ever be shared), their fields
-        shared."""
+        shared; a status kept as it is unless empty (one that says something is the
+        object's own, and changes with every event: looking it up would only cost)."""
         shared: dict[str, Any] = {}
         for k, v in obj.items():
-            if k == "metadata" and isinstance(v, dict):
+            if k == "status" and v:
+                shared[_intern(k)] = v
+            elif k == "metadata" and isinstance(v, dict):
                 shared[_intern(k)] = {
                     _intern(mk): mv
                     if isinstance(mv, str) and mk not in _REPEATED_METADATA

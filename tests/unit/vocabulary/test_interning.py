@@ -151,3 +151,18 @@ def test_encoded_values_are_shared_by_content_and_type() -> None:
     assert trees.share_encoded({"cpu": 1}) is trees.share_encoded({"cpu": 1})
     unencodable = object()
     assert trees.share_encoded(unencodable) is unencodable
+
+
+def test_a_large_sub_tree_and_a_status_that_says_something_are_kept_as_decoded() -> None:
+    trees = SharedTrees()
+    bulk = {"env": [{"name": "BULK", "value": "x" * 70_000}]}
+    assert trees.share(bulk) is bulk
+    assert len(trees) == 0
+    status = {"active": 1}
+    obj = {"metadata": {"name": "a"}, "spec": {"n": 1}, "status": status}
+    shared = trees.share_object(obj)
+    assert shared["status"] is status
+    empty = trees.share_object({"metadata": {"name": "b"}, "status": {}})
+    assert (
+        empty["status"] is trees.share_object({"metadata": {"name": "c"}, "status": {}})["status"]
+    )
