@@ -82,9 +82,12 @@ def job_object(index: int, bulk: int = 0, templates: int = 0) -> dict[str, Any]:
         },
     }
     template = json.loads(json.dumps(applied["spec"]["template"]))  # type: ignore[index]
+    uid = f"4b6f1c2e-{index:08d}-4e2a-9b1c-000000000000"
+    # What the apiserver generates on a Job's template (without manualSelector).
     template["metadata"]["labels"].update(
-        {"batch.kubernetes.io/controller-uid": f"uid-{index}", "job-name": name}
-    )
+        {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+         "batch.kubernetes.io/job-name": name, "job-name": name}
+    )  # fmt: skip
     managed = [
         {
             "manager": manager,
@@ -102,7 +105,7 @@ def job_object(index: int, bulk: int = 0, templates: int = 0) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "uid": f"4b6f1c2e-{index:08d}-4e2a-9b1c-000000000000",
+            "uid": uid,
             "resourceVersion": str(10_000 + index),
             "generation": 1,
             "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -122,7 +125,7 @@ def job_object(index: int, bulk: int = 0, templates: int = 0) -> dict[str, Any]:
             "suspend": False,
             "podReplacementPolicy": "TerminatingOrFailed",
             "manualSelector": False,
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": f"uid-{index}"}},
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
         },
         "status": {},
     }

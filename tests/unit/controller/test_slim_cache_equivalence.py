@@ -30,19 +30,12 @@ def jobs(draw: st.DrawFn) -> dict[str, Any]:
     ``kubectl apply`` record or not, various specs, statuses and annotations."""
     name = draw(names)
     uid = f"uid-{name}"
-    generated = draw(
-        st.dictionaries(
-            st.sampled_from(
-                [
-                    "controller-uid",
-                    "batch.kubernetes.io/controller-uid",
-                    "job-name",
-                    "batch.kubernetes.io/job-name",
-                ]
-            ),
-            st.just(uid),
-        )
-    )
+    keys = ["controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
+            "batch.kubernetes.io/job-name"]  # fmt: skip
+    chosen = keys if draw(st.booleans()) else draw(st.sets(st.sampled_from(keys)))
+    generated = {k: name if "job-name" in k else uid for k in chosen}
+    if draw(st.booleans()) and generated:  # a user's value in one of them
+        generated[sorted(generated)[0]] = "mine"
     user_labels = draw(st.dictionaries(st.sampled_from(["app", "tier"]), names, max_size=2))
     annotations = draw(
         st.dictionaries(
@@ -162,7 +155,9 @@ def test_a_backlog_from_one_template_keeps_its_template_once() -> None:
                         "labels": {
                             "app": "x",
                             "batch.kubernetes.io/controller-uid": uid,
+                            "controller-uid": uid,
                             "batch.kubernetes.io/job-name": f"job-{index}",
+                            "job-name": f"job-{index}",
                         }
                     },
                     "spec": {"containers": [{"name": "main", "image": "trainer"}]},

@@ -230,3 +230,29 @@ def test_pod_sets(spec: JsonObj, count: int) -> None:
 
 def test_pod_sets_of_a_bare_job() -> None:
     assert KIND.pod_sets({"spec": {}}) == [PodSet("main", 1, {}, {})]
+
+
+@pytest.mark.parametrize(
+    ("labels", "manual", "dropped"),
+    [
+        # As the apiserver generates them: all four dropped.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "train", "batch.kubernetes.io/job-name": "train"}, None, True),
+        # One a user set to another value (kept by the apiserver): all kept.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "mine", "batch.kubernetes.io/job-name": "train"}, None, False),
+        # Not all four (an object no apiserver of ours made): kept as they are.
+        ({"job-name": "train"}, None, False),
+        # manualSelector: the user's labels, whatever their names.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "train", "batch.kubernetes.io/job-name": "train"}, True, False),
+    ],
+)  # fmt: skip
+def test_generated_labels_are_dropped_only_as_generated(
+    labels: dict[str, str], manual: bool | None, dropped: bool
+) -> None:
+    obj = job() if manual is None else job(manualSelector=manual)
+    obj["spec"]["template"]["metadata"]["labels"] = {"app": "train", **labels}
+    slim = KIND.slim_local(obj)
+    kept = slim["spec"]["template"]["metadata"]["labels"]
+    assert kept == ({"app": "train"} if dropped else {"app": "train", **labels})

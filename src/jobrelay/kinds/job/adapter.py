@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.job import conditions, contract, mirror, spec, status
+from jobrelay.kinds.job.generated_labels import without_generated
 from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL, JOB_POD_OWNER, job_pod_selector
 from jobrelay.kinds.mirrors import slim_metadata
 from jobrelay.kinds.pods import pod_requests
@@ -19,12 +20,9 @@ class JobKind(WorkloadKind):
     pod_index_labels = (COMPLETION_INDEX_LABEL,)
 
     def slim_local(self, obj: JsonObj) -> JsonObj:
-        # Besides the base's: what the apiserver generates per Job and no mirror, patch
-        # or decision reads (mirror.py drops them too): the selector naming its
-        # controller-uid, and its template's labels of its name and UID. A backlog made
-        # from one template then keeps that template once (interning shares it).
-        slim = super().slim_local(obj)
-        return mirror.without_generated(slim)
+        # Besides the base's: the selector and the template labels the apiserver
+        # generates per Job (generated_labels.py): Jobs of one template then share it.
+        return without_generated(super().slim_local(obj))
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         # The pod template is most of a Job's bytes; only its scheduling

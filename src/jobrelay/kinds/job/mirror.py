@@ -139,28 +139,6 @@ def scheduling_directives(template: JsonObj) -> JsonObj:
     return {"metadata": kept_metadata, "spec": kept_spec}
 
 
-def without_generated(job: JsonObj) -> JsonObj:
-    """``job`` without its selector and its template's generated labels (a copy along
-    the way; ``job`` itself when it has neither): what the management cache keeps."""
-    spec = job.get("spec")
-    if not isinstance(spec, dict):
-        return job
-    template = spec.get("template")
-    metadata = template.get("metadata") if isinstance(template, dict) else None
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    generated = isinstance(labels, dict) and not GENERATED_JOB_LABELS.isdisjoint(labels)
-    if "selector" not in spec and not generated:
-        return job
-    slim_spec = {k: v for k, v in spec.items() if k != "selector"}
-    if generated:
-        assert isinstance(template, dict) and isinstance(metadata, dict)
-        slim_metadata = {k: v for k, v in metadata.items() if k != "labels"}
-        if user := _user_labels(labels):
-            slim_metadata["labels"] = user
-        slim_spec["template"] = {**template, "metadata": slim_metadata}
-    return {**job, "spec": slim_spec}
-
-
 def _user_labels(labels: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (labels or {}).items() if k not in GENERATED_JOB_LABELS}
 
