@@ -170,3 +170,21 @@ def test_a_backlog_from_one_template_keeps_its_template_once() -> None:
     specs = {id(c["spec"]) for c in cached if c is not None}
     assert len(specs) == 1
     assert [c["metadata"]["name"] for c in cached if c is not None] == ["job-0", "job-1", "job-2"]
+
+
+def test_the_probe_pods_of_jobs_from_one_template_are_alike() -> None:
+    """The manager admission asks about alike probe pods once (controller/relay/admission.py):
+    Jobs as an apiserver sends them differ in their generated labels, which the cache
+    leaves out, so their probes are alike."""
+    from bench.held_memory import job_object
+
+    from jobrelay.controller.relay.admission import probe_digest
+    from jobrelay.placement.admission_probes import probe_pods
+
+    digests = set()
+    for index in (1, 41, 81):  # one namespace (the bench's index % 40), one template
+        cached = TRANSFORM(job_object(index, templates=20))
+        assert cached is not None
+        (probe,) = probe_pods(KIND.pod_templates(cached), "team-1")
+        digests.add(probe_digest(probe))
+    assert len(digests) == 1
