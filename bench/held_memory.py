@@ -8,7 +8,9 @@ transform (``managed_by``: the slim object the informer keeps) and kept by
 ``namespace/name`` as the informer does, with the queue admission's read of each (kept
 per workload too). Raw objects are dropped as they go, so tracemalloc counts only what
 the controller keeps per held workload. ``--bulk`` adds that many characters of env to
-each pod template (a tenant's big workload). Prints the bytes per workload and the RSS.
+each pod template (a tenant's big workload). ``--templates N``: the Jobs are made from N
+pod templates (their env and args), as a backlog of many Jobs from few templates is;
+0 gives every Job its own. Prints the bytes per workload and the RSS.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ JOB = JobKind()
 
 
 def _container(index: int, name: str, bulk: int) -> dict[str, Any]:
+    # ``index``: the template's (each Job's own with --templates 0).
     env = [{"name": f"SETTING_{i}", "value": f"value-{index}-{i}-" + "x" * 24} for i in range(12)]
     if bulk:
         env.append({"name": "BULK", "value": "<" * bulk})
@@ -53,8 +56,11 @@ def _container(index: int, name: str, bulk: int) -> dict[str, Any]:
     }
 
 
-def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
-    """A delegated Job held before its first placement, as the apiserver sends it."""
+def job_object(index: int, bulk: int = 0, templates: int = 0) -> dict[str, Any]:
+    """A delegated Job held before its first placement, as the apiserver sends it: made
+    from template ``index % templates`` (its pod template's env, args and volumes), or
+    from its own (``templates`` 0: every Job's pod template differs)."""
+    variant = index % templates if templates else index
     name = f"train-{index:06d}"
     namespace = f"team-{index % 40}"
     applied = {
@@ -69,16 +75,19 @@ def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
                 "metadata": {"labels": {"app": "trainer"}},
                 "spec": {
                     "restartPolicy": "Never",
-                    "containers": [_container(index, f"worker-{c}", bulk) for c in range(2)],
+                    "containers": [_container(variant, f"worker-{c}", bulk) for c in range(2)],
                     "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
                 },
             },
         },
     }
     template = json.loads(json.dumps(applied["spec"]["template"]))  # type: ignore[index]
+    uid = f"4b6f1c2e-{index:08d}-4e2a-9b1c-000000000000"
+    # What the apiserver generates on a Job's template (without manualSelector).
     template["metadata"]["labels"].update(
-        {"batch.kubernetes.io/controller-uid": f"uid-{index}", "job-name": name}
-    )
+        {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+         "batch.kubernetes.io/job-name": name, "job-name": name}
+    )  # fmt: skip
     managed = [
         {
             "manager": manager,
@@ -96,7 +105,7 @@ def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "uid": f"4b6f1c2e-{index:08d}-4e2a-9b1c-000000000000",
+            "uid": uid,
             "resourceVersion": str(10_000 + index),
             "generation": 1,
             "creationTimestamp": "2026-01-01T00:00:00Z",
@@ -116,7 +125,7 @@ def job_object(index: int, bulk: int = 0) -> dict[str, Any]:
             "suspend": False,
             "podReplacementPolicy": "TerminatingOrFailed",
             "manualSelector": False,
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": f"uid-{index}"}},
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
         },
         "status": {},
     }
@@ -129,11 +138,18 @@ def _rss_mib() -> float:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--workloads", default=20_000, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--templates",
+    default=20,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Distinct pod templates the Jobs are made from (0: each its own).",
+)
 @click.option("--bulk", default=0, show_default=True, type=click.IntRange(0),
               help="Characters of env added to each pod template.")  # fmt: skip
-def main(workloads: int, bulk: int) -> None:
+def main(workloads: int, templates: int, bulk: int) -> None:
     transform = managed_by(JOB, DEFAULT_CONTROLLER_NAME)
-    sent = len(msgspec.json.encode(job_object(0, bulk)))
+    sent = len(msgspec.json.encode(job_object(0, bulk, templates)))
     gc.collect()
     rss_before = _rss_mib()
     tracemalloc.start()
@@ -141,7 +157,7 @@ def main(workloads: int, bulk: int) -> None:
     reads: dict[WorkloadKey, Any] = {}
     for index in range(workloads):
         # As a list page arrives: fresh strings and dicts for every object.
-        decoded = msgspec.json.decode(msgspec.json.encode(job_object(index, bulk)))
+        decoded = msgspec.json.decode(msgspec.json.encode(job_object(index, bulk, templates)))
         kept = transform(decoded)
         assert kept is not None
         key = object_key(kept)
@@ -155,7 +171,8 @@ def main(workloads: int, bulk: int) -> None:
     tracemalloc.stop()
     rss_after = _rss_mib()
     click.echo(
-        f"{workloads} held Jobs of {sent} bytes as sent (bulk {bulk}): "
+        f"{workloads} held Jobs of {sent} bytes as sent from {templates or workloads} pod "
+        f"templates (bulk {bulk}): "
         f"{current / workloads / 1024:.1f} KiB each kept (tracemalloc), "
         f"{current / 2**20:.1f} MiB in all; RSS +{rss_after - rss_before:.1f} MiB"
     )

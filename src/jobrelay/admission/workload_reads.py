@@ -20,6 +20,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.units import resources_of
 from jobrelay.placement.workload import Invalid, Workload, read_workload
+from jobrelay.vocabulary.interning import SHARED_TREES, intern_text
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
@@ -212,7 +213,9 @@ class WorkloadRead:
 def read_for_admission(
     key: WorkloadKey, kind: WorkloadKind, obj: JsonObj, priorities: Priorities, version: int = 0
 ) -> WorkloadRead:
-    """``obj`` as admission reads it; ``version``: the priorities' (a cache's key)."""
+    """``obj`` as admission reads it; ``version``: the priorities' (a cache's key). Kept per
+    held workload: what many workloads read alike (the placement read of one template,
+    a request total, a namespace) is one shared object."""
     meta = Meta(obj)
     said = WorkloadRead(
         (str(meta.resource_version), version), None, None,
@@ -226,6 +229,7 @@ def read_for_admission(
     workload = read_workload(kind, obj)
     if isinstance(workload, Invalid):
         return said
+    workload = SHARED_TREES.share_encoded(workload)
     try:
         templates = kind.pod_templates(obj)
         priority = priority_of(templates, priorities)
@@ -239,11 +243,11 @@ def read_for_admission(
     entry = Entry(
         key=entry_key(key, kind),
         queue="",
-        namespace=key.namespace,
+        namespace=intern_text(key.namespace),
         priority=priority,
-        created=str(meta.creation_timestamp or ""),
-        requests=workload.demand,
-        limits=limits,
+        created=intern_text(str(meta.creation_timestamp or "")),
+        requests=SHARED_TREES.share_encoded(workload.demand),
+        limits=SHARED_TREES.share_encoded(limits),
     )
     return dataclasses.replace(said, workload=workload, entry=entry, priority_classes=classes)
 

@@ -21,6 +21,7 @@ from jobrelay.kinds.managed_by_claims import (
 )
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
+from jobrelay.vocabulary.interning import share_object
 
 
 class ConfigurationError(RuntimeError):
@@ -29,12 +30,13 @@ class ConfigurationError(RuntimeError):
 
 def managed_by(kind: WorkloadKind, value: str) -> Callable[[dict[str, Any]], Any]:
     """An informer transform that keeps only the objects whose managedBy (at the kind's
-    field) is the value the kind claims, slimmed."""
+    field) is the value the kind claims, slimmed, their sub-trees shared with the other
+    cached objects' (a backlog made from few templates keeps each once)."""
 
     def transform(obj: dict[str, Any]) -> dict[str, Any] | None:
         if kind.managed_by(obj) != value:
             return None
-        return kind.slim_local(obj)
+        return share_object(kind.slim_local(obj))
 
     return transform
 

@@ -202,3 +202,40 @@ def test_a_finished_or_deleted_workload_frees_its_queue() -> None:
     done["status"] = COMPLETE
     assert released(JOB, running, done) and released(JOB, running, None)
     assert not released(JOB, running, running) and not released(JOB, done, done)
+
+
+def test_reads_of_workloads_from_one_template_share_what_they_repeat() -> None:
+    """Issue 36: a read is kept per held workload; its placement read, its request and
+    limit totals and its namespace are one object across workloads that repeat them."""
+    from jobrelay.admission.workload_reads import read_for_admission
+    from jobrelay.kinds.job.adapter import JobKind
+
+    kind = JobKind()
+
+    def job(name: str, cpu: str) -> dict[str, Any]:
+        container = {"name": "main", "resources": {"requests": {"cpu": cpu},
+                                                   "limits": {"cpu": cpu}}}  # fmt: skip
+        return {
+            "metadata": {
+                "name": name,
+                "namespace": "team-a",
+                "resourceVersion": "1",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "spec": {"parallelism": 2, "template": {"spec": {"containers": [container]}}},
+        }
+
+    one, two, other = (
+        read_for_admission(
+            WorkloadKey(kind.name, f"team-a/{name}"), kind, job(name, cpu), Priorities()
+        )
+        for name, cpu in (("one", "2"), ("two", "2"), ("other", "3"))
+    )
+    assert one.workload is not None and one.entry is not None
+    assert two.workload is one.workload and two.entry is not None
+    assert two.entry.requests is one.entry.requests == {"cpu": 4000}
+    assert two.entry.limits is one.entry.limits == {"cpu": 4000}
+    assert two.entry.namespace is one.entry.namespace
+    assert two.entry.key != one.entry.key
+    assert other.workload != one.workload and other.entry is not None
+    assert other.entry.requests == {"cpu": 6000}

@@ -73,7 +73,36 @@ def test_slim_local_drops_managed_fields() -> None:
     assert "managedFields" not in slim["metadata"]
     assert "managedFields" in obj["metadata"]  # the input is left alone
     typed = job()
+    typed["spec"]["template"]["metadata"]["labels"] = {"app": "train"}
     assert KIND.slim_local(typed) is typed  # nothing to drop: no copy
+
+
+def test_slim_local_drops_what_the_apiserver_generates_per_job() -> None:
+    """Issue 36: the selector and the template's name and UID labels differ per Job and
+    are never read (no mirror carries them): dropped, a backlog of one template then
+    keeps the same template for every Job, and the mirror and its patches are the same."""
+    obj = job(selector={"matchLabels": {"batch.kubernetes.io/controller-uid": "uid-1"}})
+    generated = {
+        "controller-uid": "uid-1",
+        "batch.kubernetes.io/controller-uid": "uid-1",
+        "job-name": "train",
+        "batch.kubernetes.io/job-name": "train",
+    }
+    obj["spec"]["template"]["metadata"]["labels"] = {"app": "train", **generated}
+    before = copy.deepcopy(obj)
+    slim = KIND.slim_local(obj)
+    assert obj == before  # the input is left alone
+    assert "selector" not in slim["spec"]
+    assert slim["spec"]["template"]["metadata"]["labels"] == {"app": "train"}
+    made = {"controller_name": "jobrelay.dev/relay", "origin": "hq"}
+    assert KIND.build_mirror(slim, **made) == KIND.build_mirror(obj, **made)
+    mirror = KIND.build_mirror(obj, **made)
+    assert KIND.spec_patch(slim, mirror) == KIND.spec_patch(obj, mirror) is None
+    # Only generated labels: the template keeps no labels at all, as its mirror's.
+    obj["spec"]["template"]["metadata"]["labels"] = dict(generated)
+    slim = KIND.slim_local(obj)
+    assert "labels" not in slim["spec"]["template"]["metadata"]
+    assert KIND.build_mirror(slim, **made) == KIND.build_mirror(obj, **made)
 
 
 def test_slim_local_drops_kubectl_applys_copy_of_the_object_and_builds_the_same_mirror() -> None:
@@ -201,3 +230,29 @@ def test_pod_sets(spec: JsonObj, count: int) -> None:
 
 def test_pod_sets_of_a_bare_job() -> None:
     assert KIND.pod_sets({"spec": {}}) == [PodSet("main", 1, {}, {})]
+
+
+@pytest.mark.parametrize(
+    ("labels", "manual", "dropped"),
+    [
+        # As the apiserver generates them: all four dropped.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "train", "batch.kubernetes.io/job-name": "train"}, None, True),
+        # One a user set to another value (kept by the apiserver): all kept.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "mine", "batch.kubernetes.io/job-name": "train"}, None, False),
+        # Not all four (an object no apiserver of ours made): kept as they are.
+        ({"job-name": "train"}, None, False),
+        # manualSelector: the user's labels, whatever their names.
+        ({"controller-uid": "uid-1", "batch.kubernetes.io/controller-uid": "uid-1",
+          "job-name": "train", "batch.kubernetes.io/job-name": "train"}, True, False),
+    ],
+)  # fmt: skip
+def test_generated_labels_are_dropped_only_as_generated(
+    labels: dict[str, str], manual: bool | None, dropped: bool
+) -> None:
+    obj = job() if manual is None else job(manualSelector=manual)
+    obj["spec"]["template"]["metadata"]["labels"] = {"app": "train", **labels}
+    slim = KIND.slim_local(obj)
+    kept = slim["spec"]["template"]["metadata"]["labels"]
+    assert kept == ({"app": "train"} if dropped else {"app": "train", **labels})

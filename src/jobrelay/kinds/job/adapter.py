@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobrelay.kinds.base import Finish, PodSet, WorkloadKind
 from jobrelay.kinds.job import conditions, contract, mirror, spec, status
+from jobrelay.kinds.job.generated_labels import without_generated
 from jobrelay.kinds.job.pod_labels import COMPLETION_INDEX_LABEL, JOB_POD_OWNER, job_pod_selector
 from jobrelay.kinds.mirrors import slim_metadata
 from jobrelay.kinds.pods import pod_requests
@@ -17,6 +18,11 @@ class JobKind(WorkloadKind):
     # Its pods: its controller's, with its name and UID labels (pod_labels.py).
     pod_owner_labels = (JOB_POD_OWNER,)
     pod_index_labels = (COMPLETION_INDEX_LABEL,)
+
+    def slim_local(self, obj: JsonObj) -> JsonObj:
+        # Besides the base's: the selector and the template labels the apiserver
+        # generates per Job (generated_labels.py): Jobs of one template then share it.
+        return without_generated(super().slim_local(obj))
 
     def slim_mirror(self, obj: JsonObj) -> JsonObj:
         # The pod template is most of a Job's bytes; only its scheduling
