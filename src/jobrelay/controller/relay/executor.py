@@ -213,7 +213,7 @@ class Executor:
             raise
         if echo_skippable:
             self.memory.own_writes.wrote(key, Meta(placed).resource_version)
-        _log.debug(  # one per workload: at info, a burst's log is its every Job
+        _log.debug(  # one line per workload: at info they would flood a burst's log
             "placed %s on %s",
             key.key,
             action.cluster,

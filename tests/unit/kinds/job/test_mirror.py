@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from jobrelay.kinds.job import JsonObj
+from jobrelay.kinds.job.generated_labels import generated_labels
 from jobrelay.kinds.job.mirror import (
     LAST_APPLIED_ANNOTATION,
     build_mirror,
@@ -14,6 +15,7 @@ from jobrelay.kinds.job.mirror import (
     is_ours,
     mirror_spec_patch,
 )
+from jobrelay.kinds.job.pod_labels import GENERATED_JOB_LABELS
 from jobrelay.vocabulary.names import (
     CONTROLLER_ANNOTATION,
     MIRROR_LABEL,
@@ -245,3 +247,10 @@ def test_completions_of_other_jobs_are_left_alone(mirror: JsonObj) -> None:
     job = stored_job()
     job["spec"]["completions"] = 8
     assert mirror_spec_patch(job, mirror) is None
+
+
+def test_the_labels_the_cache_leaves_out_are_the_ones_the_mirror_leaves_out() -> None:
+    """One list of the apiserver's generated Job labels: the cache's (generated_labels.py)
+    and the mirror's (mirror.py) cannot drift apart."""
+    job = {"metadata": {"name": "a", "uid": "u-1"}, "spec": {}}
+    assert set(generated_labels(job)) == GENERATED_JOB_LABELS
