@@ -52,6 +52,7 @@ class ChangeRouting:
             if event.new is None:
                 self.queue_admission.forget(key)
                 self.memory.own_writes.forget(key)
+                self.memory.workload_gone(key)
             if event.old is not None and self.queue_admission.released(
                 runtime.kind, event.old, event.new
             ):

@@ -92,6 +92,19 @@ def test_then_it_waits_in_its_queue_unplaced_with_its_placements_kept() -> None:
     assert plan.outcome == Done()
 
 
+def test_the_end_of_its_run_is_told_only_when_the_mark_was_not_told_by_this_process() -> None:
+    obj = marked(placed="w1", history=("w1",), completions=3, status=AT_REST_ONE_DONE)
+    s = snapshot(obj, worker("w1", vanished=mirror(job(), status=ONE_DONE)), worker("w2"),
+                 fresh=True)  # fmt: skip
+    told_here = decide(with_(s, told_preempted=True))
+    assert not any(isinstance(a, RecordEvent) for a in told_here.actions)
+    # A controller restarted since the mark: its Warning may have been lost with the old one.
+    after_restart = decide(s)
+    events = [a for a in after_restart.actions if isinstance(a, RecordEvent)]
+    assert [(e.type, e.reason) for e in events] == [("Warning", "Preempted")]
+    assert f"preempted by {WINNER}" in events[0].message and "w1 ended" in events[0].message
+
+
 def requeued() -> JsonObj:
     return marked(history=("w1",), completions=3, status=AT_REST_ONE_DONE)
 

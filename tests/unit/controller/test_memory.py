@@ -15,16 +15,19 @@ from tests.unit.controller.builders import JOB, NAMESPACE, job
 from jobrelay.controller.relay import memory as memory_module
 from jobrelay.controller.relay.memory import NO_POLICY, RelayMemory, Reservations
 from jobrelay.controller.relay.plan import (
+    Annotate,
     Done,
     Place,
     Plan,
     ReadFresh,
+    RecordEvent,
     RequeueAfter,
     Retry,
 )
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import Invalid, PodGroup
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PREEMPTED_BY_ANNOTATION
 
 KEY = WorkloadKey(JOB.name, f"{NAMESPACE}/train")
 OTHER = WorkloadKey(JOB.name, f"{NAMESPACE}/other")
@@ -81,6 +84,19 @@ def test_a_move_is_remembered_until_placed_elsewhere_or_done() -> None:
     memory.remember(KEY, Plan((), Retry("waiting"), leaving=("w2", "lost")))
     memory.remember(KEY, Plan((), Done()))
     assert memory.leaving(KEY) is None
+
+
+def test_a_preemption_told_here_is_remembered_until_its_run_ends_or_it_goes() -> None:
+    memory = RelayMemory()
+    mark = Annotate({PREEMPTED_BY_ANNOTATION: "Job team-b/urgent"})
+    memory.remember(KEY, Plan((mark, RecordEvent("Warning", "Preempted", "by")), Done()))
+    memory.remember(OTHER, Plan((mark,), Done()))
+    assert memory.told_preempted(KEY) and memory.told_preempted(OTHER)
+    memory.remember(KEY, Plan((), Retry("waiting for its pods")))
+    assert memory.told_preempted(KEY)
+    memory.remember(KEY, Plan((Annotate({CLUSTER_ANNOTATION: None}),), Done()))
+    memory.workload_gone(OTHER)
+    assert not memory.told_preempted(KEY) and not memory.told_preempted(OTHER)
 
 
 def test_a_passing_status_step_batches_from_the_first_plan_that_let_it_wait() -> None:

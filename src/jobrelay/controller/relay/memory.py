@@ -10,7 +10,8 @@ caches and loses nothing it needs):
   its load until their mirror is visible, and take room in its capacity until its
   pods are bound;
 - what the last decision said of a workload: why it is held unplaced, the move it
-  began, since when a passing status step waits to be copied in a batch;
+  began, since when a passing status step waits to be copied in a batch, whether this
+  process told it it was preempted (an Event a restart may have lost: told again);
 - each namespace's placement policy (its annotations), as the runner feeds it;
 - admission's (``queues``, :class:`QueueMemory`): the last admission plan, the
   workloads being placed (so two reconciles never both take the last of a quota),
@@ -38,7 +39,7 @@ from jobrelay.admission.queue_model import Entry, Preempt
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.expectations import Expectations
 from jobrelay.controller.relay.own_writes import OwnWrites
-from jobrelay.controller.relay.plan import Done, Place, Plan, ReadFresh, Retry
+from jobrelay.controller.relay.plan import Annotate, Done, Place, Plan, ReadFresh, Retry
 from jobrelay.controller.relay.snapshot import UnrecordedMirror
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
@@ -53,6 +54,7 @@ from jobrelay.placement.workload import (
 )
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
+from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PREEMPTED_BY_ANNOTATION
 
 __all__ = ["ADMITTING_FOR", "NO_POLICY", "QueueMemory", "RelayMemory", "Reservations", "Reserved"]
 
@@ -285,6 +287,9 @@ class RelayMemory:
         self._leaving: dict[WorkloadKey, tuple[str, str]] = {}
         # Workloads whose passing status step waits to be copied in a batch, since when.
         self._batching_since: dict[WorkloadKey, float] = {}
+        # Preempted workloads this process marked and told (Warning Preempted) whose run
+        # has not ended yet: a restarted controller tells them again as the run ends.
+        self._told_preempted: set[WorkloadKey] = set()
         # Held workloads as placement reads them, by key: (resourceVersion, workload).
         self._workloads: dict[WorkloadKey, tuple[str, Workload | None]] = {}
         # Each namespace's placement policy, from its annotations.
@@ -370,6 +375,19 @@ class RelayMemory:
             self._leaving[key] = plan.leaving
         elif placing or isinstance(plan.outcome, Done):
             self._leaving.pop(key, None)
+        for action in plan.actions:
+            if isinstance(action, Annotate) and action.annotations.get(PREEMPTED_BY_ANNOTATION):
+                self._told_preempted.add(key)
+            elif isinstance(action, Annotate) and CLUSTER_ANNOTATION in action.annotations:
+                self._told_preempted.discard(key)  # its run ended: back in its queue
+
+    def told_preempted(self, key: WorkloadKey) -> bool:
+        """Whether this process marked ``key`` preempted and told it so."""
+        return key in self._told_preempted
+
+    def workload_gone(self, key: WorkloadKey) -> None:
+        """Its management object is gone."""
+        self._told_preempted.discard(key)
 
     def held_keys(self) -> list[WorkloadKey]:
         """The workloads waiting unplaced, the longest-waiting first."""

@@ -394,6 +394,7 @@ class Reconciler:
             preempt=(
                 self.queue_admission.preemption(key) if self.queue_admission is not None else None
             ),
+            told_preempted=memory.told_preempted(key),
         )
 
     def _needed(self, kind: WorkloadKind, obj: JsonObj | None) -> tuple[Needed, ...] | None:

@@ -207,6 +207,9 @@ class Snapshot:
     queue_hold: QueueHold | None = None
     # A placed workload an admission pass chose to preempt (None: none did).
     preempt: Preempt | None = None
+    # Whether this process marked it preempted and told it so (a Warning Event); when not,
+    # a controller restarted since the mark tells it as its run ends.
+    told_preempted: bool = False
     # Seconds since the management object finished, by the time its status gives
     # (None: not finished, or no time given): when its kept mirror goes.
     finished_for: float | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from jobrelay.admission.preemption_rules import PREEMPTED
 from jobrelay.controller.relay.mirror_standing import is_current
 from jobrelay.controller.relay.plan import (
     Action,
@@ -101,7 +102,11 @@ def _move_steps(
         # Its run is over and counted: it waits in its queue, its placements kept (the
         # next one is a new run), until an admission pass admits it again.
         actions.append(Annotate({CLUSTER_ANNOTATION: None}))
-        actions.append(Log("info", f"{leave.why}: its run on {cluster} ended, back in its queue"))
+        ended_message = f"{leave.why}: its run on {cluster} ended, back in its queue"
+        if not s.told_preempted:
+            # Marked by a controller that stopped since: its Warning may never have been sent.
+            actions.append(RecordEvent("Warning", PREEMPTED, ended_message))
+        actions.append(Log("info", ended_message))
         return Plan(tuple(actions), Done())
     placed = placement(s, obj, {**foreign_holders(s), cluster: LEAVING}, actions)
     if isinstance(placed, Plan):
