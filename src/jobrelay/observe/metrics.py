@@ -193,6 +193,8 @@ class Metrics:
             buckets=REQUEST_BUCKETS,
             registry=registry,
         )
+        self._requests_by: dict[tuple[str, str, int], Counter] = {}
+        self._latency_by: dict[tuple[str, str], Histogram] = {}
         self.watch_restarts = Counter(
             "jobrelay_watch_restarts_total",
             "Informer watches started again after a failure (reason rewatch) or from a new "
@@ -225,10 +227,19 @@ class Metrics:
             registry.register(StateCollector(state))
 
     def api_request(self, worker: str, verb: str, code: int, seconds: float) -> None:
-        self.api_requests.labels(worker, verb, str(code)).inc()
+        # Every request passes here: the labelled children are looked up once each.
+        counted = self._requests_by.get((worker, verb, code))
+        if counted is None:
+            counted = self._requests_by[(worker, verb, code)] = self.api_requests.labels(
+                worker, verb, str(code)
+            )
+        counted.inc()
         if code == 0 or code == 429 or code >= 500:
             self.api_errors.labels(worker, verb).inc()
-        self.api_latency.labels(worker, verb).observe(seconds)
+        timed = self._latency_by.get((worker, verb))
+        if timed is None:
+            timed = self._latency_by[(worker, verb)] = self.api_latency.labels(worker, verb)
+        timed.observe(seconds)
 
     def reconciled(self, kind: str, result: str, seconds: float) -> None:
         self.reconcile_duration.labels(kind, result).observe(seconds)

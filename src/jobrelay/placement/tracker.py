@@ -111,8 +111,9 @@ class CapacityTracker:
         self._dirty: set[str] = set()  # node names whose built Node is stale
         self._capacity: WorkerCapacity | None = None
         self._unusable: str | None = None  # the last unusable quantity seen, not yet told
-        # Moves whenever what a pod counts for changes (a reservation pass keyed by it).
-        self.pods_version = 0
+        # Moves whenever which pods are bound, or whose they are, changes: what a
+        # reservation pass reads (so pods created, running or finishing unbound never move it).
+        self.bindings_version = 0
 
     # -- feeding -------------------------------------------------------------------
 
@@ -150,6 +151,8 @@ class CapacityTracker:
             self._count(key, old, -1)
         self._pods[key] = pod
         self._count(key, pod, +1)
+        if _binding(old) != _binding(pod) if old is not None else pod.get("nodeName"):
+            self.bindings_version += 1
         return True
 
     def delete_pod(self, key: str) -> bool:
@@ -158,6 +161,8 @@ class CapacityTracker:
         if old is None:
             return False
         self._count(key, old, -1)
+        if old.get("nodeName"):
+            self.bindings_version += 1
         return True
 
     def set_hop(self, key: str, hop: Mapping[str, Any] | None) -> bool:
@@ -170,7 +175,7 @@ class CapacityTracker:
         if self._hops.get(key) == tie:
             return False
         self.delete_hop(key)
-        self.pods_version += 1
+        self.bindings_version += 1
         hop_owner, controller = tie
         self._hops[key] = tie
         self._controller_of[hop_owner] = controller
@@ -184,7 +189,7 @@ class CapacityTracker:
         tie = self._hops.pop(key, None)
         if tie is None:
             return False
-        self.pods_version += 1
+        self.bindings_version += 1
         hop_owner, controller = tie
         self._controller_of.pop(hop_owner, None)
         hops = self._hops_of.get(controller)
@@ -284,7 +289,6 @@ class CapacityTracker:
         self._capacity = None
 
     def _count(self, key: str, pod: Mapping[str, Any], sign: int) -> None:
-        self.pods_version += 1
         node_name = pod.get("nodeName") or ""
         if node_name:
             sums = self._requested.setdefault(node_name, {})
@@ -317,6 +321,11 @@ class CapacityTracker:
             if owner.total <= 0:
                 del self._owners[owner_key]
                 self._name(owner_key, -1)
+
+
+def _binding(pod: Mapping[str, Any]) -> tuple[bool, tuple[OwnerKey, ...]]:
+    """Whether a pod is bound, and whose it is: what a reservation reads of it."""
+    return bool(pod.get("nodeName")), tuple(_owners_of(pod))
 
 
 def _counted(pod: Mapping[str, Any]) -> tuple[Any, ...]:

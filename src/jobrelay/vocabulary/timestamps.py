@@ -8,6 +8,7 @@ reads the wall clock.
 from __future__ import annotations
 
 import datetime
+import functools
 
 __all__ = ["micro_time", "parse_time", "rfc3339", "seconds_since", "utc_now"]
 
@@ -26,7 +27,12 @@ def micro_time(moment: datetime.datetime) -> str:
 
 def utc_now() -> str:
     """Now, as a Kubernetes Time."""
-    return rfc3339(datetime.datetime.now(datetime.UTC))
+    return _second(int(datetime.datetime.now(datetime.UTC).timestamp()))
+
+
+@functools.lru_cache(maxsize=2)  # every snapshot asks: formatted once a second
+def _second(epoch_second: int) -> str:
+    return rfc3339(epoch_second)
 
 
 def parse_time(value: object) -> datetime.datetime | None:

@@ -422,7 +422,7 @@ class FakeWorker:
     namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
     claim_feed: FakeClaimFeed = field(default_factory=FakeClaimFeed)
     dependency_feed: FakeCopyFeed = field(default_factory=lambda: FakeCopyFeed())
-    pods_version: int = 0
+    bindings_version: int = 0
 
     def __post_init__(self) -> None:
         self.client = self.cluster.client()

@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.controller.builders import JOB, NAMESPACE, job
 
-from jobrelay.controller.relay import memory as memory_module
-from jobrelay.controller.relay.memory import NO_POLICY, RelayMemory, Reservations
+from jobrelay.controller.relay.memory import NO_POLICY, RelayMemory
 from jobrelay.controller.relay.plan import (
     Annotate,
     Done,
@@ -24,6 +23,7 @@ from jobrelay.controller.relay.plan import (
     RequeueAfter,
     Retry,
 )
+from jobrelay.controller.relay.reservations import RESERVATION_MAX_AGE, Reservations
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import Invalid, PodGroup
@@ -41,7 +41,7 @@ class Worker:
     name: str
     unfinished: set[WorkloadKey] = field(default_factory=set)
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
-    pods_version: int = 0
+    bindings_version: int = 0
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
         return self.pods.get((namespace, name))
@@ -199,7 +199,7 @@ def test_a_reservation_older_than_a_worker_takes_to_make_pods_takes_no_room() ->
     clock.now += 1.0  # looked at again at least once a second
     (reserved,) = memory.reserved_on(worker)
     assert reserved.groups[0].count == 1  # less the pod bound
-    clock.now += memory_module.RESERVATION_MAX_AGE + 1
+    clock.now += RESERVATION_MAX_AGE + 1
     assert memory.reserved_on(worker) == ()
     memory.forget_confirmed((), [worker])
     assert memory.reservations.count("w1") == 0
@@ -333,5 +333,5 @@ def test_a_pod_bound_within_the_second_is_never_counted_twice() -> None:
     memory.reservations.mirror_visible(KEY)
     assert [r.key for r in memory.reserved_on(worker)] == [KEY.key]
     worker.pods[(NAMESPACE, "train")] = OwnedPods(total=2, bound=2, started=True)
-    worker.pods_version += 1  # within the same second
+    worker.bindings_version += 1  # within the same second
     assert memory.reserved_on(worker) == ()

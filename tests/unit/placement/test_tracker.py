@@ -217,6 +217,19 @@ def test_capacity_is_the_same_object_until_something_changes() -> None:
     assert not tracker.capacity().nodes[0].ready
 
 
+def test_the_bindings_version_moves_only_as_pods_are_bound_or_go() -> None:
+    tracker = CapacityTracker()
+    feed_pod(tracker, pod_obj("p1"))
+    assert tracker.bindings_version == 0  # created, not bound: no reservation reads it
+    feed_pod(tracker, pod_obj("p1", "n1"))
+    bound = tracker.bindings_version
+    assert bound > 0
+    feed_pod(tracker, pod_obj("p1", "n1", phase="Running"))
+    assert tracker.bindings_version == bound
+    tracker.delete_pod("ns/p1")
+    assert tracker.bindings_version > bound
+
+
 def test_an_update_that_changes_nothing_counted_reports_no_change() -> None:
     tracker = CapacityTracker()
     assert feed_pod(tracker, pod_obj("a", "n1"))
@@ -337,6 +350,8 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
     pods: dict[str, dict[str, Any]] = {}  # the informer's cache: slim objects by key
     nodes: dict[str, str] = {}
     for what, name, state in events:
+        bound_before = {o: tracker.pods_of("ns", o, f"uid-{o}").bound for o in ("j", "k")}
+        version_before = tracker.bindings_version
         if what == "pod":
             obj = pod_obj(
                 name, state["node"], state["cpu"], state["memory"], phase=state["phase"],
@@ -358,6 +373,9 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
             tracker.delete_node(name)
             nodes.pop(name, None)
         tracker.capacity()  # builds in between must not go stale
+        bound_after = {o: tracker.pods_of("ns", o, f"uid-{o}").bound for o in ("j", "k")}
+        if bound_after != bound_before:  # what a reservation pass reads moved its version
+            assert tracker.bindings_version != version_before
 
     fresh = CapacityTracker()
     for name, cpu in nodes.items():

@@ -391,9 +391,7 @@ class Reconciler:
             dependencies=needed,
             dependencies_listed=not needed or self._sources is None or self._sources.listed,
             queue_hold=self._queue_hold(key, runtime.kind, obj),
-            preempt=(
-                self.queue_admission.preemption(key) if self.queue_admission is not None else None
-            ),
+            preempt=self.queue_admission.preemption(key) if self.queue_admission else None,
             told_preempted=memory.told_preempted(key),
         )
 

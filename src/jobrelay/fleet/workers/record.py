@@ -263,9 +263,9 @@ class Worker:
         return self.capacity_feed.pods_of(namespace, name, "")
 
     @property
-    def pods_version(self) -> int:
-        """Moves whenever a pod counted here changes."""
-        return self.capacity_feed.tracker.pods_version
+    def bindings_version(self) -> int:
+        """Moves whenever which pods are bound here, or whose they are, changes."""
+        return self.capacity_feed.tracker.bindings_version
 
     def holds_pods_named(self, namespace: str, name: str) -> bool | None:
         """Whether pods of a run of ``namespace/name`` are still cached here, its mirror
