@@ -25,7 +25,8 @@ the mirror's UID: a namesake someone else made there speaks for nobody.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -85,6 +86,11 @@ def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return [(namespace, name, uid) for name, uid in owners]
 
 
+# How many owner moves a tracker keeps for reservation passes (a pass a second older
+# than a burst of this many binds looks at every reservation).
+REBOUND_KEPT = 4096
+
+
 class CapacityTracker:
     """Nodes and the sums of the requests of the pods bound to each, kept incrementally.
 
@@ -114,6 +120,10 @@ class CapacityTracker:
         # Moves whenever which pods are bound, or whose they are, changes: what a
         # reservation pass reads (so pods created, running or finishing unbound never move it).
         self.bindings_version = 0
+        # The (namespace, name) of the owners each move concerned, by version: a pass looks
+        # again only at their reservations (the last moves only: an older pass looks at all).
+        self._rebound: deque[tuple[int, tuple[str, str]]] = deque(maxlen=REBOUND_KEPT)
+        self._dropped = False  # whether the oldest moves were let go
 
     # -- feeding -------------------------------------------------------------------
 
@@ -152,7 +162,7 @@ class CapacityTracker:
         self._pods[key] = pod
         self._count(key, pod, +1)
         if _binding(old) != _binding(pod) if old is not None else pod.get("nodeName"):
-            self.bindings_version += 1
+            self._rebind((*(_owners_of(old) if old is not None else ()), *_owners_of(pod)))
         return True
 
     def delete_pod(self, key: str) -> bool:
@@ -162,7 +172,7 @@ class CapacityTracker:
             return False
         self._count(key, old, -1)
         if old.get("nodeName"):
-            self.bindings_version += 1
+            self._rebind(_owners_of(old))
         return True
 
     def set_hop(self, key: str, hop: Mapping[str, Any] | None) -> bool:
@@ -175,7 +185,7 @@ class CapacityTracker:
         if self._hops.get(key) == tie:
             return False
         self.delete_hop(key)
-        self.bindings_version += 1
+        self._rebind(tie)
         hop_owner, controller = tie
         self._hops[key] = tie
         self._controller_of[hop_owner] = controller
@@ -189,7 +199,7 @@ class CapacityTracker:
         tie = self._hops.pop(key, None)
         if tie is None:
             return False
-        self.bindings_version += 1
+        self._rebind(tie)
         hop_owner, controller = tie
         self._controller_of.pop(hop_owner, None)
         hops = self._hops_of.get(controller)
@@ -199,6 +209,26 @@ class CapacityTracker:
                 del self._hops_of[controller]
                 self._name(controller, -1)
         return True
+
+    def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
+        """The (namespace, name) of the owners whose pod bindings moved after ``version``
+        (None: too long ago to say, so any may have)."""
+        names: set[tuple[str, str]] = set()
+        for moved, name in reversed(self._rebound):
+            if moved <= version:
+                return names
+            names.add(name)
+        return None if self._dropped else names  # all kept are newer: dropped ones may be
+
+    def _rebind(self, owners: Iterable[OwnerKey]) -> None:
+        """Pods of ``owners`` were bound, unbound or changed hands: so did their hops'
+        controllers' (a JobSet's through its Jobs)."""
+        self.bindings_version += 1
+        for owner in owners:
+            for namespace, name, _uid in (owner, self._controller_of.get(owner, owner)):
+                if len(self._rebound) == self._rebound.maxlen:
+                    self._dropped = True
+                self._rebound.append((self.bindings_version, (namespace, name)))
 
     def take_unusable(self) -> str | None:
         """The last node or pod whose quantities were unusable since the last call, and why."""

@@ -436,6 +436,9 @@ class FakeWorker:
     def holds_pods_named(self, namespace: str, name: str) -> bool | None:
         return self.pods.get((namespace, name), OwnedPods()).total > 0
 
+    def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
+        return None  # tests change ``pods`` at will: every reservation is looked at again
+
     def mirror(self, key: WorkloadKey) -> JsonObj | None:
         return self.cache.get(key)
 

@@ -42,9 +42,18 @@ class Worker:
     unfinished: set[WorkloadKey] = field(default_factory=set)
     pods: dict[tuple[str, str], OwnedPods] = field(default_factory=dict)
     bindings_version: int = 0
+    # The moves of bindings as (version, (namespace, name)); None: never says which.
+    rebound: list[tuple[int, tuple[str, str]]] | None = None
+    looked_up: list[tuple[str, str]] = field(default_factory=list)
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None:
+        self.looked_up.append((namespace, name))
         return self.pods.get((namespace, name))
+
+    def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
+        if self.rebound is None:
+            return None
+        return {name for moved, name in self.rebound if moved > version}
 
 
 class Clock:
@@ -335,3 +344,40 @@ def test_a_pod_bound_within_the_second_is_never_counted_twice() -> None:
     worker.pods[(NAMESPACE, "train")] = OwnedPods(total=2, bound=2, started=True)
     worker.bindings_version += 1  # within the same second
     assert memory.reserved_on(worker) == ()
+
+
+def test_within_the_second_only_changed_reservations_are_looked_at_again() -> None:
+    """A burst places many workloads on a worker: each look takes the reservations that
+    did not change, and their workloads' pods are not looked up again, unless they were
+    bound or went since (the worker says whose bindings moved) or a second passed."""
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY, OTHER}, rebound=[])
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    assert [r.key for r in memory.reserved_on(worker)] == [KEY.key]
+    worker.looked_up.clear()
+    memory.reservations.reserve("w1", OTHER, DEMAND)  # a new placement: only it is looked at
+    assert sorted(r.key for r in memory.reserved_on(worker)) == sorted([KEY.key, OTHER.key])
+    assert worker.looked_up == [(OTHER.namespace, OTHER.name)]
+    worker.looked_up.clear()
+    worker.pods[(KEY.namespace, KEY.name)] = OwnedPods(total=2, bound=2, started=True)
+    worker.bindings_version += 1
+    worker.rebound.append((worker.bindings_version, (KEY.namespace, KEY.name)))
+    assert [r.key for r in memory.reserved_on(worker)] == [OTHER.key]  # KEY's pods are bound
+    assert worker.looked_up == [(KEY.namespace, KEY.name)]
+    worker.looked_up.clear()
+    memory.reservations.mirror_visible(OTHER)  # seen: looked at again
+    memory.reserved_on(worker)
+    assert worker.looked_up == [(OTHER.namespace, OTHER.name)]
+    worker.looked_up.clear()
+    worker.rebound = None  # too long ago to say: every one
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    memory.reserved_on(worker)
+    assert sorted(worker.looked_up) == sorted(
+        [(KEY.namespace, KEY.name), (OTHER.namespace, OTHER.name)]
+    )
+    worker.rebound = []
+    worker.looked_up.clear()
+    clock.now += 1.0  # a new second: every one (an age may have run out)
+    memory.reserved_on(worker)
+    assert len(worker.looked_up) == 2

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from jobrelay.kinds.job.pod_labels import JOB_NAME_LABEL, JOB_UID_LABEL
 from jobrelay.kinds.jobset import JOBSET_NAME_LABEL, JOBSET_UID_LABEL
 from jobrelay.kinds.mirror_pods import pod_owners
+from jobrelay.placement import tracker as tracker_module
 from jobrelay.placement.slim_objects import effective_requests, slim_node, slim_pod
 from jobrelay.placement.tracker import CapacityTracker, OwnedPods
 
@@ -230,6 +231,22 @@ def test_the_bindings_version_moves_only_as_pods_are_bound_or_go() -> None:
     assert tracker.bindings_version > bound
 
 
+def test_which_owners_were_rebound_is_said_until_the_oldest_moves_are_let_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tracker_module, "REBOUND_KEPT", 4)
+    tracker = CapacityTracker()
+    feed_pod(tracker, pod_obj("p1", "n1"))  # j's
+    start = tracker.bindings_version
+    feed_pod(tracker, pod_obj("p2", "n1", job="k"))
+    assert tracker.rebound_since(start) == {("ns", "k")}
+    assert tracker.rebound_since(tracker.bindings_version) == set()
+    for index in range(4):
+        feed_pod(tracker, pod_obj(f"q{index}", "n1", job="k"))
+    assert tracker.rebound_since(start) is None  # k's first move was let go
+    assert tracker.rebound_since(tracker.bindings_version - 1) == {("ns", "k")}
+
+
 def test_an_update_that_changes_nothing_counted_reports_no_change() -> None:
     tracker = CapacityTracker()
     assert feed_pod(tracker, pod_obj("a", "n1"))
@@ -274,6 +291,10 @@ def test_a_jobset_pod_counts_for_its_jobset_and_its_job() -> None:
     feed_pod(tracker, obj)
     assert tracker.pods_of("ns", "js", "uid-js") == OwnedPods(1, 0, True, None)
     assert tracker.pods_of("ns", "js-workers-0", "uid-js-workers-0").total == 1
+    before = tracker.bindings_version
+    obj["spec"]["nodeName"] = "n1"
+    feed_pod(tracker, obj)
+    assert {("ns", "js"), ("ns", "js-workers-0")} <= (tracker.rebound_since(before) or set())
 
 
 def test_a_pod_counts_only_for_the_owner_its_uid_names() -> None:
@@ -349,6 +370,7 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
     tracker = CapacityTracker()
     pods: dict[str, dict[str, Any]] = {}  # the informer's cache: slim objects by key
     nodes: dict[str, str] = {}
+    looks: list[tuple[int, dict[str, int]]] = []
     for what, name, state in events:
         bound_before = {o: tracker.pods_of("ns", o, f"uid-{o}").bound for o in ("j", "k")}
         version_before = tracker.bindings_version
@@ -376,6 +398,13 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
         bound_after = {o: tracker.pods_of("ns", o, f"uid-{o}").bound for o in ("j", "k")}
         if bound_after != bound_before:  # what a reservation pass reads moved its version
             assert tracker.bindings_version != version_before
+        looks.append((version_before, bound_before))
+    # Since any earlier version, every owner whose bound pods changed is named.
+    now = {o: tracker.pods_of("ns", o, f"uid-{o}").bound for o in ("j", "k")}
+    for version, bound in looks:
+        named = tracker.rebound_since(version)
+        assert named is not None  # 40 events: none let go
+        assert {("ns", o) for o in now if now[o] != bound[o]} <= named
 
     fresh = CapacityTracker()
     for name, cpu in nodes.items():

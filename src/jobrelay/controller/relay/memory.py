@@ -343,8 +343,9 @@ class RelayMemory:
             self.reservations.release(key)
         # What reserved nothing is gone, what is reserved is as it was: the pass stands
         # for the version releasing moved on to.
+        kept = {key: look for key, look in looked.looks.items() if look[2] is not None}
         self._passes[worker.name] = ReservationPass(
-            (self.reservations.version(worker.name), *looked.stamp[1:]), looked.reserved, ()
+            (self.reservations.version(worker.name), *looked.stamp[1:]), looked.reserved, (), kept
         )
 
     def with_reservations(self, worker: WorkerPods, capacity: WorkerCapacity) -> WorkerCapacity:
@@ -381,16 +382,34 @@ class RelayMemory:
         looked = self._passes.get(worker.name)
         if looked is not None and looked.stamp == stamp:
             return looked
+        # Within the second only what changed is looked at again: a reservation made or
+        # seen since, or one whose workload's pods were bound or went since.
+        rebound = (
+            worker.rebound_since(looked.stamp[1])
+            if looked is not None and looked.stamp[2] == stamp[2]
+            else None
+        )
         reserved: list[Reservation] = []
         spent: list[WorkloadKey] = []
+        looks: dict[WorkloadKey, tuple[Reserved, bool, tuple[PodGroup, ...] | None]] = {}
         for key, entry in self.reservations.on(worker.name):
             assert isinstance(key, WorkloadKey)
-            left = self._reserving(worker, key, entry)
+            known = looked.looks.get(key) if looked is not None and rebound is not None else None
+            if (
+                known is not None
+                and known[0] is entry
+                and known[1] == entry.mirror_visible
+                and (key.namespace, key.name) not in (rebound or ())
+            ):
+                left = known[2]
+            else:
+                left = self._reserving(worker, key, entry)
+            looks[key] = (entry, entry.mirror_visible, left)
             if left is None:
                 spent.append(key)
             else:
                 reserved.append(Reservation(key.key, left))
-        looked = ReservationPass(stamp, tuple(reserved), tuple(spent))
+        looked = ReservationPass(stamp, tuple(reserved), tuple(spent), looks)
         self._passes[worker.name] = looked
         return looked
 

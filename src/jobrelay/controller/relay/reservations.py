@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,13 +46,16 @@ class Reserved:
 
 @dataclass(frozen=True)
 class ReservationPass:
-    """One look at a worker's reservations: at which (reservations' version, pods'
-    version, second), what each still reserves, and which reserve nothing any more (the
-    pruning step releases those)."""
+    """One look at a worker's reservations: at which (reservations' version, pod
+    bindings' version, second), what each still reserves, and which reserve nothing any
+    more (the pruning step releases those)."""
 
     stamp: tuple[int, int, int]
     reserved: tuple[Reservation, ...]
     spent: tuple[WorkloadKey, ...]
+    # Each reservation as looked at (the entry, whether its mirror was visible, what it
+    # still reserved): the next look within the second takes what has not changed.
+    looks: Mapping[WorkloadKey, tuple[Reserved, bool, tuple[PodGroup, ...] | None]]
 
 
 class Reservations:
@@ -133,6 +136,10 @@ class WorkerPods(Protocol):
     def bindings_version(self) -> int: ...
 
     def pods_of(self, namespace: str, name: str) -> OwnedPods | None: ...
+
+    def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
+        """The (namespace, name) of the workloads whose pod bindings moved after
+        ``version`` (None: too long ago to say)."""
 
 
 def without_bound(groups: tuple[PodGroup, ...], pods: int) -> tuple[PodGroup, ...]:

@@ -267,6 +267,11 @@ class Worker:
         """Moves whenever which pods are bound here, or whose they are, changes."""
         return self.capacity_feed.tracker.bindings_version
 
+    def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
+        """The (namespace, name) of the workloads whose pod bindings here moved after
+        ``version`` (None: too long ago to say)."""
+        return self.capacity_feed.tracker.rebound_since(version)
+
     def holds_pods_named(self, namespace: str, name: str) -> bool | None:
         """Whether pods of a run of ``namespace/name`` are still cached here, its mirror
         gone or not (None: its Pods have not listed)."""
