@@ -21,11 +21,13 @@ from jobrelay.controller.relay.plan import (
     PatchMirror,
     Place,
     RecordEvent,
+    RequeueAfter,
     Retry,
     Terminal,
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, Snapshot, WorkerSnapshot
+from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.generic import GenericKind
 from jobrelay.kinds.job.adapter import JobKind
@@ -43,6 +45,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_UID_LABEL,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.outcome import Lane
 from jobrelay.vocabulary.placement import placements_of
 from jobrelay.vocabulary.resource import Resource
 from jobrelay.vocabulary.workercluster import drain_mode
@@ -404,6 +407,11 @@ def summary(action: Action) -> tuple[Any, ...]:
         case Annotate():
             return ("Annotate", *sorted(action.annotations))
     raise AssertionError(f"unknown action {action!r}")
+
+
+# What a plan that creates a mirror ends with: a look when its record is due (its
+# create's echo is not looked at).
+CREATED_LOOK = RequeueAfter(RECORD_AFTER, Lane.BACKGROUND)
 
 
 def outcome_summary(outcome: Outcome) -> Any:

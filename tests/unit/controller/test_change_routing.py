@@ -102,11 +102,21 @@ def _deleted(obj: JsonObj) -> InformerEvent:
     return InformerEvent(Change.DELETED, KEY.key, obj, None)
 
 
-def test_the_create_of_a_mirror_is_no_echo_a_decision_may_wait_for_it() -> None:
+def test_the_create_of_a_mirror_echoes_only_as_it_was_answered_and_once() -> None:
     memory = RelayMemory()
     routing = _routing(memory, WorkQueue())
-    memory.mirror_created("w1", KEY, 1, "m-1")
-    assert not routing.is_mirror_echo("w1", KEY, _added(mirror(job(), uid="m-1")))
+    created = mirror(job(), uid="m-1")
+    created["metadata"]["resourceVersion"] = "41"
+    memory.mirror_created("w1", KEY, 1, "m-1", "41")
+    assert routing.is_mirror_echo("w1", KEY, _added(created))
+    assert not routing.is_mirror_echo("w1", KEY, _added(created))  # a relist: looked at
+    # Changed by the time its event came (its controller began it): looked at.
+    memory.mirror_created("w1", KEY, 1, "m-2", "50")
+    later = mirror(job(), uid="m-2")
+    later["metadata"]["resourceVersion"] = "52"
+    assert not routing.is_mirror_echo("w1", KEY, _added(later))
+    # Its event before the create's answer: looked at (nothing to compare with yet).
+    assert not routing.is_mirror_echo("w1", KEY, _added(mirror(job(), uid="m-3")))
 
 
 def test_the_delete_of_a_finished_workloads_mirror_is_an_echo_and_of_a_running_ones_not() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from tests.unit.controller.builders import (
     COMPLETE,
+    CREATED_LOOK,
     FAILED,
     JOB,
     JOBSET,
@@ -58,6 +59,7 @@ from jobrelay.controller.relay.plan import (
     WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import Settings, WorkerSnapshot
+from jobrelay.controller.relay.steps.mirror_creation import CREATE_PENDING_LOOK
 from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.placement.admission_probes import ALLOWED, AdmissionVerdict
@@ -220,7 +222,7 @@ CASES: dict[str, Case] = {
         workers=(w("w1", namespaces=CLOSED), w("w2", load=5, namespaces=OPEN)),
         actions=(("Place", "w2", RV), ("Create", "w2", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "placed already: admission is not asked again (a move keeps the admitted pods)": Case(
         obj=job(placed="w1", status=RUNNING),
@@ -241,14 +243,14 @@ CASES: dict[str, Case] = {
         ),
         actions=(("Place", "w2", RV), ("Create", "w2", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "not placed: load ties go to the first name": Case(
         obj=job(),
         workers=(w("w2", load=1), w("w1", load=1)),
         actions=(("Place", "w1", RV), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "not placed: no worker connected": Case(
         obj=job(),
@@ -317,7 +319,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Create", "w1", UID),),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "placed, mirror missing, fresh, it ran: no pods shown, created again with a warning": Case(
         obj=PLACED,
@@ -325,7 +327,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Status",), ("Log", "warning"), ("Create", "w1", UID)),
         events=(("Warning", "MirrorVanished"), ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "placed, mirror missing, fresh read says finished: leftovers deleted, done": Case(
         obj=job(placed="w1", status=COMPLETE),
@@ -342,14 +344,14 @@ CASES: dict[str, Case] = {
         # The record of the gone mirror goes first: a restart after the create adopts the new.
         actions=(("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "placed, mirror created, the cache does not show it yet: wait for its event": Case(
         obj=PLACED,
         workers=(w("w1", create_pending=True),),
         fresh=True,
         actions=(),
-        outcome=Done(),
+        outcome=RequeueAfter(CREATE_PENDING_LOOK),
     ),
     "placed on a worker no longer registered: the status to carry over is read afresh": Case(
         obj=job(placed="w9"),
@@ -393,7 +395,7 @@ CASES: dict[str, Case] = {
         record=False,
         actions=(("Log", "warning"), ("Create", "w1", UID)),
         events=(("Warning", "ForeignMirror"), ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "placed, another worker's fresh read shows its live mirror: never a second one": Case(
         obj=job(placed="w1"),
@@ -416,7 +418,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Place", "w1", RV), ("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "not placed, a fresh read shows a namesake on the least loaded: placed elsewhere": Case(
         obj=job(),
@@ -425,7 +427,7 @@ CASES: dict[str, Case] = {
         probed=True,
         actions=(("Place", "w2", RV), ("Create", "w2", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     # -- a namesake jobrelay did not create ------------------------------------------
     "namesake without our label: probe every worker before moving": Case(
@@ -504,7 +506,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Delete", "w2", "m-0"), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     # -- running: spec and status follow ---------------------------------------------
     "running, in step: nothing to do": Case(
@@ -794,7 +796,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Log", "warning"), ("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Warning", "MirrorVanished"), ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "an earlier run already met its failure target: failed here, not run again": Case(
         obj=job(placed="w2", history=("w1", "w2"), status=FAILURE_TARGET_ONLY),
@@ -812,7 +814,7 @@ CASES: dict[str, Case] = {
         workers=(w("w1", load=1), w("w2")),
         actions=(("Place", "w2", RV), ("Create", "w2", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "JobSet suspended: mirror suspended, condition shown": Case(
         kind=JOBSET,
@@ -909,7 +911,7 @@ CASES: dict[str, Case] = {
         fresh=True,
         actions=(("Create", "w1", UID),),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
 }
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from tests.unit.controller.builders import (
     COMPLETE,
+    CREATED_LOOK,
     RUNNING,
     RV,
     UID,
@@ -92,7 +93,7 @@ CASES = {
         fresh=True,
         actions=(*FOREIGN_LOG, ("Create", "w1", UID)),
         events=(*FOREIGN, ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "a forged mirror of the current run on another worker: not followed": Case(
         obj=recorded(placed="w1", history=("w1",)),
@@ -100,7 +101,7 @@ CASES = {
         fresh=True,
         actions=(*FOREIGN_LOG, ("Create", "w1", UID)),
         events=(*FOREIGN, ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "not placed, a forged mirror on the emptiest worker: placed elsewhere, not there": Case(
         obj=recorded(),
@@ -108,7 +109,7 @@ CASES = {
         fresh=True,
         actions=(*FOREIGN_LOG, ("Place", "w1", RV), ("Create", "w1", UID)),
         events=(*FOREIGN, ("Normal", "Dispatched")),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     "a worker left with its mirror going, a forged later run on another: not moved there": Case(
         obj=recorded("1:w1:m-1", placed="w1", history=("w1",), status=RUNNING),
@@ -195,7 +196,7 @@ CASES = {
         fresh=True,
         actions=(("Annotate", MIRRORS_ANNOTATION), ("Create", "w1", UID)),
         events=(("Normal", "Dispatched"),),
-        outcome=Done(),
+        outcome=CREATED_LOOK,
     ),
     # -- PlacementConflict -------------------------------------------------------------
     "the recorded mirror runs off its placement: the placement follows it": Case(

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from tests.unit.controller.builders import (
     COMPLETE,
+    CREATED_LOOK,
     KEEP,
     OLD_UID,
     RUNNING,
@@ -324,7 +325,7 @@ ROWS = {
         (w("w1"),),
         fresh=True,
         actions=(("Create", "w1", UID), ("Event", "Normal", "Dispatched")),
-        answer=Done(),
+        answer=CREATED_LOOK,
     ),
     "mirror: a namesake it did not create: every worker read afresh": Row(
         "mirror",

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.controller.builders import (
     COMPLETE,
     CONTROLLER,
+    CREATED_LOOK,
     JOB,
     NAME,
     NAMESPACE,
@@ -50,6 +51,7 @@ from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import Plan, ReadFresh
 from jobrelay.controller.relay.reconciler import KindRuntime, Reconciler
 from jobrelay.controller.relay.snapshot import Snapshot
+from jobrelay.controller.relay.steps.mirror_creation import CREATE_PENDING_LOOK
 from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
@@ -167,16 +169,17 @@ async def test_a_kind_no_longer_configured_is_dropped(env: Env) -> None:
 
 async def test_a_new_job_is_placed_and_dispatched_then_followed_to_the_end(env: Env) -> None:
     env.submit(job())
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     assert env.placement() == "w2"
     created = env.mirror_on("w2")
     assert created is not None and env.mirror_on("w1") is None
     assert env.events.reasons() == ["Dispatched"]
 
     # Our placement patch brings the key back before any cache shows the mirror:
-    # the create is expected, so nothing is created twice.
+    # the create is expected, so nothing is created twice; it looks again shortly (the
+    # create's echo, which shows what the create's answer told, is not looked at).
     env.informer.refresh(env.manager, JOB)
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == RequeueAfter(CREATE_PENDING_LOOK)
     assert len(env.workers["w2"].cluster.writes()) == 1
 
     # The worker runs it.
@@ -332,7 +335,7 @@ async def test_a_new_job_is_placed_only_after_the_managers_admission_admits_its_
     env: Env,
 ) -> None:
     env.submit(with_pod_spec(job(), serviceAccountName="trainer", priorityClassName="high"))
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     (probe,) = env.manager.dry_runs()
     # A Pod of the template, in the Job's namespace; its ServiceAccount and PriorityClass
     # are judged: they must exist here (and the class's quota scopes apply).
@@ -363,7 +366,7 @@ async def test_a_job_the_managers_pod_security_refuses_runs_nowhere_and_says_why
 
     # The namespace is relabelled (or the Job fixed): the next attempt asks again and places.
     env.manager.pod_admission = None
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     assert env.placement() == "w2"
 
 
@@ -383,7 +386,7 @@ async def test_a_service_account_missing_on_the_manager_holds_the_job_until_it_e
     assert (event.type, event.reason) == ("Warning", "PodAdmissionRefused")
     assert f"ServiceAccount trainer does not exist in namespace {NAMESPACE}" in event.message
     env.manager.pod_admission = None  # the ServiceAccount is created on the manager
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     assert env.placement() == "w2"
 
 
@@ -392,7 +395,7 @@ async def test_a_template_edit_of_a_suspended_job_is_admitted_before_its_mirror_
 ) -> None:
     submitted = env.submit(job())
     submitted["metadata"]["generation"] = 1
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     env.catch_up()
     edited = copy.deepcopy(env.stored())
     assert edited is not None
@@ -437,7 +440,10 @@ async def test_jobs_alike_are_asked_about_once_until_their_namespace_changes_or_
         obj["metadata"]["name"] = name
         obj["metadata"]["uid"] = f"uid-{name}"
         env.submit(obj)
-        assert await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/{name}")) == DONE
+        assert (
+            await env.reconciler.reconcile(WorkloadKey(JOB.name, f"{NAMESPACE}/{name}"))
+            == CREATED_LOOK
+        )
 
     await place("first")
     await place("alike")  # the same pods, in the same namespace: allowed already
@@ -492,7 +498,7 @@ async def test_a_passing_status_step_waits_for_the_next_one_at_most_the_batch_pe
     env.memory._monotonic = lambda: now[0]
     env.reconciler._settings = dataclasses.replace(SETTINGS, status_batch_period=1.0)
     env.submit(job())
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     created = env.mirror_on("w2")
     assert created is not None
     created["status"] = {"startTime": RUNNING["startTime"], "active": 1, "ready": 0}
@@ -519,7 +525,7 @@ async def test_a_created_mirror_is_recorded_off_the_dispatch_path_and_pinned_mea
     now = [100.0]
     env.memory._monotonic = lambda: now[0]
     env.submit(job())
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     created = env.mirror_on("w2")
     assert created is not None
     annotations = (env.stored() or {})["metadata"].get("annotations") or {}
@@ -602,7 +608,7 @@ async def test_a_manager_that_does_not_answer_the_probe_is_retried(env: Env) -> 
     with pytest.raises(ApiError):
         await env.reconcile()
     assert env.placement() is None
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     assert env.placement() == "w2"
 
 
@@ -611,7 +617,7 @@ async def test_a_manager_that_does_not_answer_the_probe_is_retried(env: Env) -> 
 
 async def test_read_fresh_rereads_the_object_and_decides_again(env: Env) -> None:
     env.submit(job(placed="w1"))
-    assert await env.reconcile() == DONE
+    assert await env.reconcile() == CREATED_LOOK
     assert ("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}") in [
         (m, p) for m, p, _ in env.manager.requests
     ]
@@ -682,7 +688,7 @@ async def test_a_collision_right_after_placing_moves_within_the_same_reconcile()
         assert env.events.reasons() == ["NameCollision"]
         assert env.mirror_on("w2") is None  # created once the cache shows the move
         env.catch_up()
-        assert await env.reconcile() == DONE
+        assert await env.reconcile() == CREATED_LOOK
         assert env.mirror_on("w2") is not None
 
 

@@ -272,7 +272,8 @@ class Executor:
         # on this worker, once (mirror_standing.py).
         uid = Meta(created).uid
         if uid:
-            self.memory.mirror_created(action.cluster, key, action.run, uid)
+            version = str(Meta(created).resource_version)
+            self.memory.mirror_created(action.cluster, key, action.run, uid, version)
         return None
 
     async def _copy_dependencies(self, action: CopyDependencies) -> Stopped | None:

@@ -197,12 +197,26 @@ class RelayMemory:
         # Mirrors created and not recorded on their object yet: key -> worker -> (run, UID,
         # when). The record is written off the dispatch path (steps/mirror_record.py).
         self._unrecorded: dict[WorkloadKey, dict[str, tuple[int, str, float]]] = {}
+        # The resourceVersion each create was answered with, by mirror UID, until its
+        # watch event came: that event shows what its creator already knows.
+        self._created_versions: dict[str, str] = {}
 
     # -- mirrors created, their record to come ---------------------------------------------
 
-    def mirror_created(self, cluster: str, key: WorkloadKey, run: int, uid: str) -> None:
-        """The create's answer: ``uid`` is run ``run``'s mirror of ``key`` on ``cluster``."""
+    def mirror_created(
+        self, cluster: str, key: WorkloadKey, run: int, uid: str, version: str = ""
+    ) -> None:
+        """The create's answer: ``uid`` is run ``run``'s mirror of ``key`` on ``cluster``,
+        at resourceVersion ``version``."""
         self._unrecorded.setdefault(key, {})[cluster] = (run, uid, self._monotonic())
+        if version:
+            self._created_versions[uid] = version
+
+    def is_create_answer(self, uid: str, version: str) -> bool:
+        """Whether a mirror's first watch event shows just what its create was answered
+        (then forgotten: only that one event is)."""
+        answered = self._created_versions.pop(uid, None)
+        return answered is not None and answered == version
 
     def unrecorded(self, cluster: str, key: WorkloadKey) -> UnrecordedMirror | None:
         """The mirror of ``key`` this process created on ``cluster``, while unrecorded."""
@@ -221,9 +235,10 @@ class RelayMemory:
         mine = self._unrecorded.get(key)
         if not mine:
             return
-        for cluster, (run, _uid, _since) in list(mine.items()):
+        for cluster, (run, uid, _since) in list(mine.items()):
             if not waits(run):
                 del mine[cluster]
+                self._created_versions.pop(uid, None)
         if not mine:
             del self._unrecorded[key]
 

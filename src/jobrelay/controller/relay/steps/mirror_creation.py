@@ -17,12 +17,14 @@ from jobrelay.controller.relay.plan import (
     Plan,
     ReadFresh,
     RecordEvent,
+    RequeueAfter,
     Retry,
 )
 from jobrelay.controller.relay.refusal_wording import DEPENDENCY_NOT_COPIED, MIRROR_REJECTED
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.facts import namespace, uid
 from jobrelay.controller.relay.steps.holds import BEFORE_CREATING, first_hold
+from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
 from jobrelay.controller.relay.steps.moving import Leave, move
 from jobrelay.controller.relay.steps.placement_search import (
     NAMESAKE,
@@ -37,7 +39,12 @@ from jobrelay.dependencies.copy_rules import refusal
 from jobrelay.placement.not_known import NotKnownYet
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION
+from jobrelay.vocabulary.outcome import Lane
 from jobrelay.vocabulary.placement import mirror_records, placements_of, without_records_from
+
+# Seconds before a decision that found its create pending looks again (the create's
+# echo, which the create's answer already told, is not looked at).
+CREATE_PENDING_LOOK = 1.0
 
 
 def create(
@@ -52,7 +59,8 @@ def create(
     """No mirror of this run is on its worker: create it, after what a lost one did counts."""
     kind, cluster = s.kind, worker.name
     if worker.create_pending:
-        return Plan(tuple(actions), Done())  # its watch event will bring the key back
+        # Its watch event may echo the create just as answered, which is not looked at.
+        return Plan(tuple(actions), RequeueAfter(CREATE_PENDING_LOOK))
     if not placed_now and not s.fresh:
         # The caches may lag our own writes: a mirror deleted after its final
         # status was copied must not come back because the cached object does
@@ -97,7 +105,9 @@ def create(
     actions.extend(copies(s, worker))
     actions.append(CreateMirror(cluster, body, uid(obj) or "", run, if_refused=MIRROR_REJECTED))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
-    return Plan(tuple(actions), Done())
+    # The create's echo is not looked at (change_routing.py): its mirror's next change
+    # is, or this look when its record is due.
+    return Plan(tuple(actions), RequeueAfter(RECORD_AFTER, Lane.BACKGROUND))
 
 
 def _placed_anew(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan:
