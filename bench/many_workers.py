@@ -76,7 +76,7 @@ MIRROR_SELECTOR = f"{MIRROR_LABEL}={controller_label_value(DEFAULT_CONTROLLER_NA
 # workload or one with a template of its own ("Sizing").
 HELD_KIB_TEMPLATED = 1.96
 HELD_KIB_DISPATCHED = 7.5
-INOTIFY_PER_LIGHT_APISERVER, INOTIFY_REST = 3, 10  # localfleet/light.py
+IDLE_SAMPLE_SECONDS = 5.0
 
 
 def _say(message: str) -> None:
@@ -128,7 +128,7 @@ def ensure_light_fleet(state_dir: Path, workers: int) -> Json:
     ):
         _say(f"reusing the healthy light fleet of {workers} in {state_dir}")
         return {"reused": True, "up_seconds": math.nan}
-    if (state_dir / "state.json").exists():
+    if (state_dir / "state.json").exists() and len(light_workers(state_dir)) != workers:
         _fleet("down", "--purge", "--state-dir", str(state_dir))
     _say(f"fleet up --workers {workers} --light in {state_dir} ...")
     started = time.monotonic()
@@ -236,7 +236,8 @@ async def measure_idle(controller: ControllerProcess, state_dir: Path, seconds: 
     before = await scrape(controller.metrics_url)
     fleet_before = {p: read_proc(p.pid) for p in workers + shared}
     started = time.monotonic()
-    async with ProcSampler(controller.pid, interval=1.0) as sampler:
+    # 5 s samples: /proc counts CPU in 10 ms ticks, too coarse for 1 s at under 1 %.
+    async with ProcSampler(controller.pid, interval=IDLE_SAMPLE_SECONDS) as sampler:
         await asyncio.sleep(seconds / 2)
         held = connections(controller.pid, ports)
         await asyncio.sleep(seconds / 2)

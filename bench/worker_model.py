@@ -14,6 +14,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobrelay.localfleet.light import INOTIFY_FOR_THE_REST, INOTIFY_PER_APISERVER
+
 Json = dict[str, Any]
 
 # What the model fits, per fleet size: key in a size's figures -> (label, unit).
@@ -391,8 +393,8 @@ def model(sizes: Sequence[Json], *, held_kib: float, open_files: int, inotify: i
             fit,
             open_files=open_files,
             inotify_instances=inotify,
-            inotify_per_worker=3,
-            inotify_rest=10,
+            inotify_per_worker=INOTIFY_PER_APISERVER,
+            inotify_rest=INOTIFY_FOR_THE_REST,
             held_kib_per_workload=held_kib,
         ),
     }
