@@ -232,14 +232,15 @@ def mirror_records(text: str) -> list[tuple[int, str, str]]:
 def run_twice_problems(
     placements: Sequence[str],
     recorded: Sequence[tuple[int, str, str]],
-    found: Sequence[tuple[str, str]],
+    found: Sequence[tuple[str, str, int]],
     *,
     moved_from: str | None = None,
 ) -> list[str]:
     """Why one management Job may have run twice, from its placements annotation, its
-    recorded mirrors and the mirrors ``found`` on the workers ``(worker, uid)`` after it
-    finished (finished mirrors kept). Only a Job placed off a lost worker
-    (``moved_from``) may have two runs; its first mirror must be gone by then."""
+    recorded mirrors (written only once a mirror ran 30 s: a short Job has none) and the
+    mirrors ``found`` on the workers ``(worker, uid, run)`` after it finished (finished
+    mirrors kept). Only a Job placed off a lost worker (``moved_from``) may have two runs;
+    its first mirror must be gone by then."""
     problems = []
     runs: dict[int, set[str]] = {}
     for run, _worker, uid in recorded:
@@ -254,13 +255,14 @@ def run_twice_problems(
         problems.append(f"not moved off {moved_from}: placed {list(placements)}")
     if len(found) > 1:
         problems.append(f"{len(found)} mirrors on the workers: {list(found)}")
-    last = max(runs, default=0)
     if found:
-        worker, uid = found[0]
-        if uid not in runs.get(last, set()):
-            problems.append(f"the mirror {uid} on {worker} is not the recorded one of run {last}")
+        worker, uid, run = found[0]
+        if run != len(placements):
+            problems.append(f"the mirror {uid} on {worker} is of run {run}, not {len(placements)}")
         if placements and worker != placements[-1]:
             problems.append(f"the mirror is on {worker}, the Job placed on {placements[-1]}")
+        if run in runs and uid not in runs[run]:
+            problems.append(f"the mirror {uid} on {worker} is not the recorded one of run {run}")
     return problems
 
 
@@ -278,7 +280,7 @@ def _n(value: Any, digits: int = 1) -> str:
 def render_sizes(sizes: Sequence[Json]) -> list[str]:
     lines = [
         "| light workers | fleet up (s) | all Connected after start (s) | controller RSS (MiB) "
-        "| controller idle CPU (% core, median) | TCP connections | watches | "
+        "| controller idle CPU (% core: window; median of 5 s) | TCP connections | watches | "
         "requests/min to workers | rewatches/min | worker apiserver RSS (MiB, mean) | "
         "worker apiserver CPU (% core, mean) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -288,7 +290,8 @@ def render_sizes(sizes: Sequence[Json]) -> list[str]:
         lines.append(
             f"| {s['workers']} | {_n(s['fleet'].get('up_seconds'), 0)} | "
             f"{_n(s.get('connected_s'))} | {_n(idle['controller_rss_mib'])} | "
-            f"{_n(idle['controller_cpu_pct'], 2)} | {idle['connections']} | "
+            f"{_n(idle['controller_cpu_pct'], 2)}; "
+            f"{_n(idle.get('controller_cpu_median_pct'), 2)} | {idle['connections']} | "
             f"{_n(idle['watches'], 0)} | {_n(idle['requests_per_min'])} | "
             f"{_n(idle.get('rewatches_per_min'))} | "
             f"{_n(idle['worker_apiserver_rss_mib_mean'], 0)} | "

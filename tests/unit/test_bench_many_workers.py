@@ -136,35 +136,33 @@ def test_mirror_records_parse_and_skip_what_is_not_one() -> None:
 @pytest.mark.parametrize(
     ("placements", "recorded", "found", "moved_from", "problem"),
     [
-        (["w1"], [(1, "w1", "a")], [("w1", "a")], None, None),
+        (["w1"], [(1, "w1", "a")], [("w1", "a", 1)], None, None),
+        (["w1"], [], [("w1", "a", 1)], None, None),  # a short Job: never recorded
         (["w1"], [(1, "w1", "a")], [], None, None),  # deleted by its TTL
-        (["w1"], [(1, "w1", "a"), (1, "w1", "b")], [("w1", "b")], None, "run 1 has 2 mirrors"),
-        (["w1", "w2"], [(1, "w1", "a"), (2, "w2", "b")], [("w2", "b")], None, "placed 2 times"),
-        (["w1"], [(1, "w1", "a")], [("w1", "a"), ("w2", "c")], None, "2 mirrors on the workers"),
-        (["w1"], [(1, "w1", "a")], [("w1", "z")], None, "not the recorded one of run 1"),
-        (["w1", "w2"], [(1, "w1", "a"), (2, "w2", "b")], [("w2", "b")], "w1", None),
+        (["w1"], [(1, "w1", "a"), (1, "w1", "b")], [("w1", "b", 1)], None, "run 1 has 2 mirrors"),
+        (["w1", "w2"], [], [("w2", "b", 2)], None, "placed 2 times"),
+        (["w1"], [], [("w1", "a", 1), ("w2", "c", 1)], None, "2 mirrors on the workers"),
+        (["w1"], [(1, "w1", "a")], [("w1", "z", 1)], None, "not the recorded one of run 1"),
+        (["w1"], [], [("w2", "a", 1)], None, "the Job placed on w1"),
+        (["w1"], [], [("w1", "a", 2)], None, "of run 2, not 1"),
+        (["w1", "w2"], [(1, "w1", "a"), (2, "w2", "b")], [("w2", "b", 2)], "w1", None),
+        (["w1", "w2"], [(1, "w1", "a")], [("w2", "b", 2)], "w1", None),
         # The lost worker's stale mirror still there: two mirrors.
         (
             ["w1", "w2"],
-            [(1, "w1", "a"), (2, "w2", "b")],
-            [("w2", "b"), ("w1", "a")],
+            [(1, "w1", "a")],
+            [("w2", "b", 2), ("w1", "a", 1)],
             "w1",
             "2 mirrors on the workers",
         ),
-        (
-            ["w1", "w2"],
-            [(1, "w1", "a"), (2, "w2", "b")],
-            [("w1", "a")],
-            "w1",
-            "not the recorded one of run 2",
-        ),
-        (["w3"], [(1, "w3", "a")], [("w3", "a")], "w1", "not moved off w1"),
+        (["w1", "w2"], [(1, "w1", "a")], [("w1", "a", 1)], "w1", "of run 1, not 2"),
+        (["w3"], [(1, "w3", "a")], [("w3", "a", 1)], "w1", "not moved off w1"),
     ],
 )
 def test_run_twice_problems(
     placements: list[str],
     recorded: list[tuple[int, str, str]],
-    found: list[tuple[str, str]],
+    found: list[tuple[str, str, int]],
     moved_from: str | None,
     problem: str | None,
 ) -> None:
