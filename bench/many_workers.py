@@ -35,6 +35,7 @@ import json
 import math
 import os
 import resource
+import shlex
 import signal
 import statistics
 import subprocess
@@ -501,7 +502,12 @@ async def measure_size(
     controller = ControllerProcess(
         state_dir / f"{MANAGER}.kubeconfig", logs / f"controller-{workers}.log", extra
     )
-    out: Json = {"workers": workers, "fleet": fleet, "controller_args": controller.argv[3:]}
+    out: Json = {
+        "workers": workers,
+        "fleet": fleet,
+        "controller_args": controller.argv[3:],
+        "errors": {},
+    }
     api = ApiOptions(max_connections=params["concurrency"] + 32, request_timeout=60.0)
     clients = {
         name: ApiClient.from_kubeconfig(state_dir / f"{name}.kubeconfig", cluster=name, options=api)
@@ -520,30 +526,27 @@ async def measure_size(
         out["connected_s"] = time.monotonic() - controller.started_at
         _say(f"{workers} workers connected after {out['connected_s']:.1f}s; idle ...")
         out["idle"] = await measure_idle(controller, state_dir, params["idle_seconds"])
+        # A failed phase is reported with what was measured before it.
         if largest and params["jobs"]:
             _say(f"{params['jobs']} Jobs ...")
-            out["burst"] = await burst_run(
-                manager,
-                worker_clients,
-                controller,
-                namespace=f"many-{params['run']}",
-                run=params["run"],
-                jobs=params["jobs"],
-                concurrency=params["concurrency"],
-                timeout=params["timeout"],
-            )
+            try:
+                out["burst"] = await burst_run(
+                    manager, worker_clients, controller, namespace=f"many-{params['run']}",
+                    run=params["run"], jobs=params["jobs"], concurrency=params["concurrency"],
+                    timeout=params["timeout"],
+                )  # fmt: skip
+            except Exception as error:
+                out["errors"]["burst"] = f"{type(error).__name__}: {error}"
         if largest and params["lose_one"] and workers > 1:
             _say("losing one worker ...")
-            out["lose_one"] = await lose_one(
-                manager,
-                worker_clients,
-                state_dir,
-                namespace=f"lose-{params['run']}",
-                run=params["run"],
-                jobs=params["long_jobs"],
-                duration=params["long_duration"],
-                lost_timeout=params["lost_timeout"],
-            )
+            try:
+                out["lose_one"] = await lose_one(
+                    manager, worker_clients, state_dir, namespace=f"lose-{params['run']}",
+                    run=params["run"], jobs=params["long_jobs"],
+                    duration=params["long_duration"], lost_timeout=params["lost_timeout"],
+                )  # fmt: skip
+            except Exception as error:
+                out["errors"]["lose_one"] = f"{type(error).__name__}: {error}"
     finally:
         out["controller_exit"] = await controller.stop()
         for client in clients.values():
@@ -664,7 +667,7 @@ def main(
     }
     result: Json = {
         "started_utc": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": report.command_line(),
+        "command": shlex.join(["python", "-m", "bench.many_workers", *sys.argv[1:]]),
         "machine": report.machine_info(REPO),
         "params": params,
         "logs": str(logs),
@@ -681,6 +684,8 @@ def main(
                     )
                 )
             )
+            for phase, error in result["sizes"][-1]["errors"].items():
+                result["errors"][f"{count} workers, {phase}"] = error
         except (Exception, KeyboardInterrupt) as error:
             result["errors"][f"{count} workers"] = f"{type(error).__name__}: {error}"
         finally:
