@@ -479,10 +479,9 @@ async def lose_one(
     await _until(
         lambda: all_connected(manager, [doomed]), timeout=120, what=f"{doomed} Connected again"
     )
-    result["moved"] = sum(1 for j in listed if placements_of(j)[:1] == (doomed,))
-    result["moved_to"] = sorted(
-        {placement_of(j) for j in listed if placements_of(j)[:1] == (doomed,)}
-    )
+    moved = [j for j in listed if placements_of(j)[:1] == (doomed,) and len(placements_of(j)) > 1]
+    result["moved"] = len(moved)
+    result["moved_to"] = sorted({placement_of(j) for j in moved})
     result["complete"] = sum(map(_complete, listed))
     result["ran_twice"] = run_twice(listed, found, doomed)
     return result
@@ -686,6 +685,8 @@ def main(
             )
             for phase, error in result["sizes"][-1]["errors"].items():
                 result["errors"][f"{count} workers, {phase}"] = error
+            for failed in worker_model.failed_checks(result["sizes"][-1]):
+                result["errors"][f"{count} workers: {failed}"] = "check failed"
         except (Exception, KeyboardInterrupt) as error:
             result["errors"][f"{count} workers"] = f"{type(error).__name__}: {error}"
         finally:

@@ -266,6 +266,31 @@ def run_twice_problems(
     return problems
 
 
+def failed_checks(size: Json) -> list[str]:
+    """What a size's runs must show and did not: every Job Complete, every worker used,
+    nothing run twice, the lost worker's Jobs moved."""
+    failed = []
+    burst = size.get("burst")
+    if burst is not None:
+        if burst["complete"] < burst["jobs"]:
+            failed.append(f"{burst['jobs'] - burst['complete']} of the Jobs not Complete")
+        if burst["workers_used"] < size["workers"]:
+            failed.append(f"only {burst['workers_used']} of {size['workers']} workers used")
+        if burst["ran_twice"]:
+            failed.append(f"{len(burst['ran_twice'])} Jobs may have run twice")
+    lost = size.get("lose_one")
+    if lost is not None:
+        if lost["complete"] < lost["jobs"]:
+            failed.append(f"{lost['jobs'] - lost['complete']} long Jobs not Complete")
+        if lost["moved"] < lost["doomed_jobs"]:
+            failed.append(
+                f"{lost['doomed_jobs'] - lost['moved']} Jobs not moved off the lost worker"
+            )
+        if lost["ran_twice"]:
+            failed.append(f"{len(lost['ran_twice'])} long Jobs may have run twice")
+    return failed
+
+
 # -- the report ---------------------------------------------------------------------------
 
 

@@ -177,3 +177,21 @@ def test_worker_counts_from_repeated_and_comma_options() -> None:
     assert _sizes(("1,8", "32", "8")) == [1, 8, 32]
     with pytest.raises(Exception, match="1 or more"):
         _sizes(("0",))
+
+
+def test_failed_checks_name_what_a_run_did_not_show() -> None:
+    burst = {"jobs": 10, "complete": 10, "workers_used": 3, "ran_twice": {}}
+    lost = {"jobs": 4, "complete": 4, "doomed_jobs": 1, "moved": 1, "ran_twice": {}}
+    assert worker_model.failed_checks({"workers": 3, "burst": burst, "lose_one": lost}) == []
+    assert worker_model.failed_checks({"workers": 3}) == []
+    bad = {
+        "workers": 4,
+        "burst": {**burst, "complete": 9, "ran_twice": {"j1": ["2 mirrors"]}},
+        "lose_one": {**lost, "moved": 0},
+    }
+    assert worker_model.failed_checks(bad) == [
+        "1 of the Jobs not Complete",
+        "only 3 of 4 workers used",
+        "1 Jobs may have run twice",
+        "1 Jobs not moved off the lost worker",
+    ]
