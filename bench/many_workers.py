@@ -468,10 +468,9 @@ async def lose_one(
         if _alive(record):
             os.kill(record.pid, signal.SIGCONT)
     continued = time.monotonic()
-    healthy = {w: c for w, c in workers.items()}
 
     async def stale_gone() -> dict[str, list[tuple[str, str, int]]] | None:
-        found = await mirrors_on(healthy, namespace)
+        found = await mirrors_on(workers, namespace)
         return found if not any(w == doomed for m in found.values() for w, _, _ in m) else None
 
     found = await _until(stale_gone, timeout=120, what=f"the stale mirrors on {doomed} deleted")
