@@ -601,6 +601,7 @@ python -m bench throughput --jobs 500 --repeat 2 --against main~1 --state-dir /t
 python -m bench peer --jobs 1000 --concurrency 50 --duration 1   # the floor against jobrelay, one run
 python -m bench fairshare --state-dir /tmp/f      # fair share: 3 RelayQueues 1:1:2 on 32 CPUs (own flags, --help)
 python -m bench.panel_viewers --state-dir /tmp/f  # the dashboard: 10 viewers over 5,000 workloads against none
+python -m bench.many_workers --workers 1,8,32 --state-dir /tmp/m  # light workers: per-worker cost, 2,000 Jobs, one lost, the model
 python -m bench latency --controller-arg=--concurrency=64      # flags for `jobrelay run`
 python -m bench --help                           # every size and knob
 ```
