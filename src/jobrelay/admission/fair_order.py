@@ -161,6 +161,10 @@ class _Line:
     # Its weighted dominant share now, rounded: changes only when it admits.
     share: float = 0.0
     waiting_for_room: QueueHold | None = None
+    # Its last order and the requests of the head it was for: the same until it admits,
+    # and heads alike (one template's) follow one another (the pass asks after each).
+    ordered_for: Resources | None = None
+    ordered: tuple[int, float, float, str] = (0, 0.0, 0.0, "")
 
     def no_room(self) -> QueueHold:
         """Why its entries that no cluster fits wait (one value for them all)."""
@@ -180,6 +184,7 @@ class _Line:
     def reshare(self, fleet: Fleet) -> None:
         share = dominant_share_with(self.usage, {}, fleet) / self.queue.weight
         self.share = round(share, _DIGITS)
+        self.ordered_for = None
 
     def order(self, fleet: Fleet) -> tuple[int, float, float, str]:
         """Its place among the queues: within nominal first, then the lowest weighted
@@ -187,10 +192,15 @@ class _Line:
         workloads, the share before would let ties keep a heavy queue under its part),
         then the lowest it has now (so that queues tied on the first take turns), then
         its name. Shares are rounded so that float noise does not decide a tie."""
-        head = self.pending[self.next]
-        guaranteed = 0 if _within_nominal(self.queue, self.usage, head.requests) else 1
-        after = dominant_share_with(self.usage, head.requests, fleet) / self.queue.weight
-        return (guaranteed, round(after, _DIGITS), self.share, self.queue.name)
+        requests = self.pending[self.next].requests
+        last = self.ordered_for
+        if last is not None and (requests is last or requests == last):
+            return self.ordered
+        guaranteed = 0 if _within_nominal(self.queue, self.usage, requests) else 1
+        after = dominant_share_with(self.usage, requests, fleet) / self.queue.weight
+        self.ordered_for = requests
+        self.ordered = (guaranteed, round(after, _DIGITS), self.share, self.queue.name)
+        return self.ordered
 
 
 def _lines(

@@ -30,7 +30,7 @@ from jobrelay.admission.preemption_rules import (
     winner_mark,
 )
 from jobrelay.admission.priority_classes import priority_class_refusal
-from jobrelay.admission.queue_choice import QueueChoice, Queued, queue_for, refusal
+from jobrelay.admission.queue_choice import QueueChoice, Queued, own_queues, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
 from jobrelay.admission.workload_reads import WorkloadRead
@@ -184,8 +184,10 @@ class _Sorted:
 
 def _sort(view: AdmissionView) -> _Sorted:
     found = _Sorted()
-    # Namespaces' labels do not change during a pass: each (label, namespace) is judged once.
+    # Namespaces' labels do not change during a pass: each (label, namespace) is judged
+    # once, and which queues select a namespace is found once per namespace.
     choices: dict[tuple[str | None, str], QueueChoice] = {}
+    owns: dict[str, tuple[str, ...]] = {}
     built, preempting = view.built, view.preempting
     for key, read, admitted in view.workloads:
         entry = read.entry
@@ -195,7 +197,10 @@ def _sort(view: AdmissionView) -> _Sorted:
         choice = choices.get((read.named, namespace))
         if choice is None:
             labels = view.namespace_labels.get(namespace, {})
-            choice = queue_for(read.named, namespace, labels, view.specs)
+            own = owns.get(namespace)
+            if own is None:
+                own = owns[namespace] = own_queues(labels, view.specs)
+            choice = queue_for(read.named, namespace, labels, view.specs, own=own)
             choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
         if not admitted and priority_class_refusal(read.priority_classes, view.specs.get(queue)):

@@ -30,6 +30,7 @@ __all__ = [
     "QueueNotFound",
     "Queued",
     "Unqueued",
+    "own_queues",
     "queue_for",
     "queue_name",
     "refusal",
@@ -103,9 +104,12 @@ def queue_for(
     namespace: str,
     namespace_labels: Mapping[str, str],
     queues: Mapping[str, QueueSpec],
+    *,
+    own: tuple[str, ...] | None = None,
 ) -> QueueChoice:
     """The queue of a workload whose ``jobrelay.dev/queue`` label is ``named`` (None or
-    empty: no label) in ``namespace`` (labelled ``namespace_labels``): see the module doc."""
+    empty: no label) in ``namespace`` (labelled ``namespace_labels``): see the module doc.
+    ``own``: :func:`own_queues` of the namespace, when the caller has it already."""
     if named:
         queue = queues.get(named)
         if queue is None:
@@ -113,11 +117,11 @@ def queue_for(
         if not queue.namespace_selector.matches(namespace_labels):
             return QueueNotAllowed(named, namespace)
         if queue.namespace_selector.selects_all:
-            own = _own_queues(namespace_labels, queues)
+            own = own_queues(namespace_labels, queues) if own is None else own
             if own:
                 return QueueNotAllowed(named, namespace, own)
         return Queued(named)
-    own = _own_queues(namespace_labels, queues)
+    own = own_queues(namespace_labels, queues) if own is None else own
     if own:
         return Queued(own[0])
     catch_alls = sorted(
@@ -126,7 +130,7 @@ def queue_for(
     return Queued(catch_alls[0]) if catch_alls else Unqueued()
 
 
-def _own_queues(labels: Mapping[str, str], queues: Mapping[str, QueueSpec]) -> tuple[str, ...]:
+def own_queues(labels: Mapping[str, str], queues: Mapping[str, QueueSpec]) -> tuple[str, ...]:
     """The queues that select the namespace by its labels (not catch-alls), by name."""
     return tuple(
         sorted(

@@ -13,6 +13,7 @@ from jobrelay.admission.queue_choice import (
     QueueNotAllowed,
     QueueNotFound,
     Unqueued,
+    own_queues,
     queue_for,
 )
 
@@ -93,6 +94,9 @@ def test_a_label_never_leaves_the_namespaces_own_queues(
     own = {name for name, selector in selectors.items()
            if selector and all(labels.get(k) == v for k, v in selector.items())}  # fmt: skip
     choice = queue_for(named, "ns", labels, known)
+    # A pass that found the namespace's own queues once gets the same answer.
+    assert queue_for(named, "ns", labels, known, own=own_queues(labels, known)) == choice
+    assert set(own_queues(labels, known)) == own
     if isinstance(choice, Queued):
         assert known[choice.queue].namespace_selector.matches(labels)
         assert choice.queue in own or not own  # a catch-all only where no own queue is
