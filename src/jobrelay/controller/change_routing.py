@@ -74,16 +74,15 @@ class ChangeRouting:
 
     def is_mirror_echo(self, worker: str, key: WorkloadKey, event: InformerEvent) -> bool:
         """Whether a mirror's watch event on ``worker`` echoes this process's own write,
-        which the reconcile that made it acted on: its create, when the event shows the
-        object just as the create was answered (the creator looks again when its record
-        is due; a decision that found the create pending looks again shortly), and its
-        delete of a finished (or deleted) workload's mirror, after which nothing is left
-        to do. Anything else is looked at: a delete's during a move too (the next
-        placement starts from it)."""
-        del worker  # a mirror's UID names it on every worker
+        which the reconcile that made it acted on: its create, when the event came while
+        the create was under way or shows the object just as the create was answered
+        (the creator looks again when its record is due; a decision that found the
+        create pending looks again shortly), and its delete of a finished (or deleted)
+        workload's mirror, after which nothing is left to do. Anything else is looked
+        at: a delete's during a move too (the next placement starts from it)."""
         if event.old is None and event.new is not None:
             meta = Meta(event.new)
-            return self.memory.is_create_answer(meta.uid, str(meta.resource_version))
+            return self.memory.is_create_echo(worker, key, meta.uid, str(meta.resource_version))
         if event.new is not None or event.old is None:
             return False
         if not self.memory.deleted.pending(Meta(event.old).uid):

@@ -115,7 +115,12 @@ def test_the_create_of_a_mirror_echoes_only_as_it_was_answered_and_once() -> Non
     later = mirror(job(), uid="m-2")
     later["metadata"]["resourceVersion"] = "52"
     assert not routing.is_mirror_echo("w1", KEY, _added(later))
-    # Its event before the create's answer: looked at (nothing to compare with yet).
+    # Its event came while the create was under way: the create's (a namesake would fail
+    # it, and its reconcile reads afresh); once the create has ended, not any more.
+    memory.create_started("w1", KEY)
+    assert not routing.is_mirror_echo("w2", KEY, _added(mirror(job(), uid="m-3")))
+    assert routing.is_mirror_echo("w1", KEY, _added(mirror(job(), uid="m-3")))
+    memory.create_ended("w1", KEY)
     assert not routing.is_mirror_echo("w1", KEY, _added(mirror(job(), uid="m-3")))
 
 

@@ -272,6 +272,8 @@ async def test_terminal_with_a_retry_after_is_requeued_then(env: Env) -> None:
     (event,) = env.events.recorded
     assert (event.type, event.reason) == ("Warning", "MirrorRejected")
     assert "HTTP 403 Forbidden" in event.message
+    # The refused create is over: a mirror's first event there is looked at again.
+    assert not env.memory.is_create_echo("w1", KEY, "m-9", "1")
 
 
 async def test_a_mirror_a_worker_rejects_is_counted_as_a_terminal_reconcile(env: Env) -> None:

@@ -238,6 +238,7 @@ class Executor:
                 return closed
             namespace_ensured = True
         while True:
+            self.memory.create_started(action.cluster, key)
             try:
                 created = await worker.client.create(kind.ref, action.body)
                 break
@@ -246,6 +247,8 @@ class Executor:
                     return Collided(action.cluster)
                 if not (error.is_not_found and not namespace_ensured):
                     return self._rejected(action, key, kind, error)
+            finally:
+                self.memory.create_ended(action.cluster, key)
             # NotFound on a create means the namespace is missing there: create it, once.
             closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
             if closed is not None:

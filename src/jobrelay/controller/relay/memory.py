@@ -198,8 +198,12 @@ class RelayMemory:
         # when). The record is written off the dispatch path (steps/mirror_record.py).
         self._unrecorded: dict[WorkloadKey, dict[str, tuple[int, str, float]]] = {}
         # The resourceVersion each create was answered with, by mirror UID, until its
-        # watch event came: that event shows what its creator already knows.
+        # watch event came: that event shows what its creator already knows. And the
+        # creates under way, by (worker, key): a mirror's first event then is their echo
+        # (the name is taken by what the create makes, or the create fails and its
+        # reconcile is retried).
         self._created_versions: dict[str, str] = {}
+        self._creating: set[tuple[str, WorkloadKey]] = set()
 
     # -- mirrors created, their record to come ---------------------------------------------
 
@@ -212,11 +216,18 @@ class RelayMemory:
         if version:
             self._created_versions[uid] = version
 
-    def is_create_answer(self, uid: str, version: str) -> bool:
-        """Whether a mirror's first watch event shows just what its create was answered
-        (then forgotten: only that one event is)."""
+    def create_started(self, cluster: str, key: WorkloadKey) -> None:
+        self._creating.add((cluster, key))
+
+    def create_ended(self, cluster: str, key: WorkloadKey) -> None:
+        self._creating.discard((cluster, key))
+
+    def is_create_echo(self, cluster: str, key: WorkloadKey, uid: str, version: str) -> bool:
+        """Whether a mirror's first watch event on ``cluster`` echoes this process's
+        create of it: it came while the create was under way, or it shows just what the
+        create was answered (then forgotten: only that one event is)."""
         answered = self._created_versions.pop(uid, None)
-        return answered is not None and answered == version
+        return (cluster, key) in self._creating or (answered is not None and answered == version)
 
     def unrecorded(self, cluster: str, key: WorkloadKey) -> UnrecordedMirror | None:
         """The mirror of ``key`` this process created on ``cluster``, while unrecorded."""
