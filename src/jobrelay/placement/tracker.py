@@ -213,6 +213,8 @@ class CapacityTracker:
     def rebound_since(self, version: int) -> set[tuple[str, str]] | None:
         """The (namespace, name) of the owners whose pod bindings moved after ``version``
         (None: too long ago to say, so any may have)."""
+        if version > self.bindings_version:
+            return None  # a version of another tracker (its worker was registered anew)
         names: set[tuple[str, str]] = set()
         for moved, name in reversed(self._rebound):
             if moved <= version:

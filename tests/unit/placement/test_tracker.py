@@ -244,6 +244,7 @@ def test_which_owners_were_rebound_is_said_until_the_oldest_moves_are_let_go(
     for index in range(4):
         feed_pod(tracker, pod_obj(f"q{index}", "n1", job="k"))
     assert tracker.rebound_since(start) is None  # k's first move was let go
+    assert CapacityTracker().rebound_since(start) is None  # another tracker's version
     assert tracker.rebound_since(tracker.bindings_version - 1) == {("ns", "k")}
 
 
