@@ -71,15 +71,26 @@ _LOOP_LOG = logging.getLogger("jobrelay.loop")
 
 
 def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """asyncio's own handler, but for a connection failure left in a future nobody awaits.
+    """asyncio's own handler, but for two leftovers of connections already given up.
 
     uvloop keeps a TLS handshake's waiter even when the connect that made it was
     cancelled at that moment (a request timing out against a worker whose certificate
-    is wrong): the request already failed and was handled, so its leftover is one
-    debug line, not an error with a traceback in the operator's log."""
+    is wrong): the request already failed and was handled. And uvloop's TLS layer may
+    still try to write on a connection that was just closed (many log streams or watches
+    closed at once; uvloop issue 506), failing with "the handler is closed": the
+    connection is gone by our own hand. Each is one debug line, not an error with a
+    traceback in the operator's log."""
     exception = context.get("exception")
-    leftover = "never retrieved" in str(context.get("message") or "")
+    message = str(context.get("message") or "")
+    leftover = "never retrieved" in message
     if leftover and isinstance(exception, ssl.SSLError | ConnectionError):
         _LOOP_LOG.debug("a cancelled connection attempt failed too: %s", exception)
+        return
+    if (
+        message.startswith("Fatal error on SSL protocol")
+        and isinstance(exception, RuntimeError)
+        and "the handler is closed" in str(exception)
+    ):
+        _LOOP_LOG.debug("TLS wrote on a connection closed already: %s", exception)
         return
     loop.default_exception_handler(context)

@@ -46,10 +46,28 @@ def test_a_connection_failure_nobody_awaited_is_a_debug_line(
     assert [record.levelno for record in caplog.records] == [logging.DEBUG]
 
 
+def test_tls_writing_on_a_connection_closed_already_is_a_debug_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop = Loop()
+    closed = RuntimeError(
+        "unable to perform operation on <TCPTransport closed=True reading=False 0x55>; "
+        "the handler is closed"
+    )
+    with caplog.at_level(logging.DEBUG, logger="jobrelay.loop"):
+        loop_exception_handler(
+            loop,  # type: ignore[arg-type]
+            {"message": "Fatal error on SSL protocol", "exception": closed},
+        )
+    assert loop.passed_on == []
+    assert [record.levelno for record in caplog.records] == [logging.DEBUG]
+
+
 @pytest.mark.parametrize(
     "context",
     [
         {"message": LEFTOVER, "exception": KeyError("a bug of ours")},
+        {"message": "Fatal error on SSL protocol", "exception": RuntimeError("a bug of ours")},
         {"message": "Task exception was raised", "exception": ssl.SSLError(1, "x")},
         {"message": "Unclosed client session"},
     ],
