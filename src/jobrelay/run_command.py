@@ -200,6 +200,15 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
               help="Seconds a mirror's pods may stay unschedulable on its worker before it moves "
                    "to a cluster that fits (never once a pod started, unless the workload is "
                    "annotated jobrelay.dev/redispatch: always); 0 never moves it.")  # fmt: skip
+@click.option("--max-moves", default=_default("relay.max_moves"), show_default=True,
+              type=click.IntRange(0),
+              help="Moves to another worker a workload may make after worker-side failures (its "
+                   "image cannot be pulled there, its containers cannot be set up, its pods are "
+                   "evicted); a workload's jobrelay.dev/max-moves annotation overrides it.")  # fmt: skip
+@click.option("--failed-worker-avoid-for", default=_default("relay.failed_worker_avoid_for"),
+              show_default=True, type=click.FloatRange(0.0),
+              help="Seconds a workload avoids a worker it moved away from after a worker-side "
+                   "failure there.")  # fmt: skip
 @click.option("--gc-interval", default=_default("gc_interval"), show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between passes over every mirror and every workload that may need work (orphan clean-up bound).")  # fmt: skip
@@ -279,6 +288,8 @@ def run(
     completed_events: bool,
     unplaceable_retry: float,
     pending_timeout: float,
+    max_moves: int,
+    failed_worker_avoid_for: float,
     gc_interval: float,
     concurrency: int,
     retry_base_delay: float,
@@ -352,6 +363,8 @@ def run(
             create_namespaces=not no_create_namespaces,
             rejected_retry=rejected_retry,
             completed_events=completed_events,
+            max_moves=max_moves,
+            failed_worker_avoid_for=failed_worker_avoid_for,
         ),
         kinds=KindSettings(
             names=tuple(claim.name for claim in claims) or kind_settings.names,

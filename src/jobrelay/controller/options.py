@@ -92,6 +92,10 @@ def relay_defaults() -> Settings:
         # A Normal Completed Event on each workload that succeeds: its finished condition
         # says the same, so off (a manager write per Job less).
         completed_events=False,
+        # Moves after worker-side failures a workload may make, unless it says otherwise
+        # (jobrelay.dev/max-moves), and how long a worker that failed it is avoided.
+        max_moves=3,
+        failed_worker_avoid_for=600.0,
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from jobrelay.localfleet import jobset_controller, pki
+from jobrelay.localfleet import image_refusals, jobset_controller, pki
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles, Credential
 from jobrelay.localfleet.shape import MANAGER
@@ -150,6 +150,7 @@ def prepare(
     # HTTPS (it does not verify a kubelet's certificate without --kubelet-certificate-authority).
     pki.issue(ca, files.pki, "kwok", common_name="kwok", server_hosts=("127.0.0.1", "localhost"))
     write_simulated_logs(files)
+    files.kwok_stages.write_text(image_refusals.stages_for(files.name, KWOK_STAGES))
 
 
 # What every simulated pod prints (a KWOK pod runs nothing): its pods/log, and the log
@@ -284,7 +285,7 @@ def commands(
             f"--kubeconfig={files.admin_kubeconfig}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-label-selector=type=kwok",
-            f"--config={KWOK_STAGES}",
+            f"--config={files.kwok_stages}",
             f"--config={files.kwok_logs}",
             f"--server-address=127.0.0.1:{ports['kwok']}",
             f"--tls-cert-file={tls / 'kwok.crt'}",

@@ -49,6 +49,11 @@ class ClusterFiles:
         return self.root / f"{component}.kubeconfig"
 
     @property
+    def kwok_stages(self) -> Path:
+        """kwok's first --config: the shared stages and this cluster's image refusals."""
+        return self.root / "kwok-stages.yaml"
+
+    @property
     def kwok_logs(self) -> Path:
         """kwok's second --config: the ClusterLogs that answer every pod's pods/log."""
         return self.root / "kwok-logs.yaml"

@@ -10,6 +10,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from jobrelay.kinds.mirror_pods import OWNER_LABELS, pod_owners
+from jobrelay.kinds.pod_faults import worker_fault
 from jobrelay.kinds.pod_ownership import controller_refs
 from jobrelay.kinds.pods import pod_requests
 from jobrelay.placement.units import PODS, resources_of
@@ -19,6 +20,7 @@ __all__ = [
     "POD_FIELD_SELECTOR",
     "SLIM_OWNERS",
     "UNUSABLE_QUANTITY",
+    "WORKER_FAULT",
     "effective_requests",
     "slim_hop",
     "slim_node",
@@ -29,6 +31,8 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 _FINISHED = frozenset({"Succeeded", "Failed"})
 # In a slim pod: why its requests could not be read (it then counts as no requests).
 UNUSABLE_QUANTITY = "unusableQuantity"
+# In a slim pod: why it cannot run on its worker for a worker-side cause (kinds/pod_faults.py).
+WORKER_FAULT = "workerFault"
 # The slim pod's owners, (name, UID) sorted, found once when it is slimmed: the tracker
 # reads them on every event of the pod (what it counts, and for whom).
 SLIM_OWNERS = "owners"
@@ -110,7 +114,8 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
     Keeps ``metadata`` (name, namespace, resourceVersion, the owner labels),
     ``nodeName``, ``phase``, ``requests`` (:func:`effective_requests`) and
-    ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable).
+    ``unschedulableSince`` (when PodScheduled turned False with reason Unschedulable)
+    and ``workerFault`` (why it cannot run there for its worker's fault, bounded).
     """
     metadata = Meta(obj).raw
     spec = obj.get("spec") or {}
@@ -155,6 +160,9 @@ def slim_pod(obj: Mapping[str, Any]) -> dict[str, Any] | None:
         slim["metadata"]["ownerReferences"] = controllers
     if since is not None:
         slim["unschedulableSince"] = since
+    fault = worker_fault(obj)
+    if fault is not None:
+        slim[WORKER_FAULT] = fault
     slim[SLIM_OWNERS] = tuple(sorted(pod_owners(slim)))
     return slim
 

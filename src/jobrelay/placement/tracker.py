@@ -33,7 +33,7 @@ from typing import Any
 from jobrelay.kinds.mirror_pods import pod_owners
 from jobrelay.kinds.pod_ownership import controller_refs
 from jobrelay.placement.capacity import Node, WorkerCapacity, node_of
-from jobrelay.placement.slim_objects import SLIM_OWNERS, UNUSABLE_QUANTITY
+from jobrelay.placement.slim_objects import SLIM_OWNERS, UNUSABLE_QUANTITY, WORKER_FAULT
 from jobrelay.vocabulary.meta import Meta
 
 __all__ = ["CapacityTracker", "OwnedPods", "OwnerKey"]
@@ -67,6 +67,8 @@ class OwnedPods:
     started: bool = False
     # The earliest time (RFC 3339) one of its unbound pods was found unschedulable.
     unschedulable_since: str | None = None
+    # Why one of its pods cannot run here for a worker-side cause (kinds/pod_faults.py).
+    worker_fault: str | None = None
 
 
 @dataclass
@@ -76,6 +78,8 @@ class _Owner:
     started: int = 0
     # Unbound unschedulable pods: name -> since. Usually empty or small.
     unschedulable: dict[str, str] | None = None
+    # Pods that cannot run here for a worker-side cause: name -> why. Usually None.
+    faults: dict[str, str] | None = None
 
 
 def _owners_of(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -269,11 +273,15 @@ class CapacityTracker:
             (s for owner in owners if owner.unschedulable for s in owner.unschedulable.values()),
             default=None,
         )
+        fault = min(
+            (f for owner in owners if owner.faults for f in owner.faults.values()), default=None
+        )
         return OwnedPods(
             sum(owner.total for owner in owners),
             sum(owner.bound for owner in owners),
             any(owner.started > 0 for owner in owners),
             since,
+            fault,
         )
 
     def holds_pods_named(self, namespace: str, name: str) -> bool:
@@ -298,11 +306,12 @@ class CapacityTracker:
 
     def unschedulable(self) -> list[OwnerKey]:
         """The (namespace, owner name, owner UID) of every workload with a pod no node
-        will take (a hop's pod: the hop's controller), each once."""
+        will take, or one that cannot run here for a worker-side cause (a hop's pod: the
+        hop's controller), each once."""
         found = (
             self._controller_of.get(key, key)
             for key, owner in self._owners.items()
-            if owner.unschedulable
+            if owner.unschedulable or owner.faults
         )
         return list(dict.fromkeys(found))
 
@@ -336,6 +345,7 @@ class CapacityTracker:
                 self._touch(node_name)
         started = bool(node_name) or pod.get("phase") in _STARTED
         since = pod.get("unschedulableSince")
+        fault = pod.get(WORKER_FAULT)
         for owner_key in _owners_of(pod):
             owner = self._owners.get(owner_key)
             if owner is None:
@@ -350,6 +360,12 @@ class CapacityTracker:
                     owner.unschedulable[key] = since
                 elif owner.unschedulable is not None:
                     owner.unschedulable.pop(key, None)
+            if fault is not None:
+                if sign > 0:
+                    owner.faults = owner.faults or {}
+                    owner.faults[key] = fault
+                elif owner.faults is not None:
+                    owner.faults.pop(key, None)
             if owner.total <= 0:
                 del self._owners[owner_key]
                 self._name(owner_key, -1)
@@ -367,5 +383,6 @@ def _counted(pod: Mapping[str, Any]) -> tuple[Any, ...]:
         pod.get("phase") in _STARTED,
         pod.get("requests"),
         pod.get("unschedulableSince"),
+        pod.get(WORKER_FAULT),
         tuple(_owners_of(pod)),
     )

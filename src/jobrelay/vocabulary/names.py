@@ -25,6 +25,13 @@ REDISPATCH_ANNOTATION = "jobrelay.dev/redispatch"
 REDISPATCH_NEVER = "never"
 # Move even a workload whose pods have started (its mirror is stuck Pending).
 REDISPATCH_ALWAYS = "always"
+# On the management object, written with a placement: each worker it moved away from
+# after a worker-side failure there (kinds/pod_faults.py) and when, ``worker@RFC3339``
+# comma-separated, oldest first; their count is weighed against its move budget.
+WORKER_FAILURES_ANNOTATION = "jobrelay.dev/worker-failures"
+# On the management object, set by its user: how many such moves it may make (a number;
+# the controller's --max-moves when absent).
+MAX_MOVES_ANNOTATION = "jobrelay.dev/max-moves"
 # Why a workload is not placed yet, shown on the object itself (jobrelay writes it).
 NOT_PLACED_ANNOTATION = "jobrelay.dev/not-placed"
 # On the management object, written by jobrelay: the workload (``Kind namespace/name``)
@@ -54,7 +61,12 @@ RESTORED_HELD_ANNOTATION = "jobrelay.dev/restored-held"
 # The annotations that choose a workload's worker and the mirror it follows: only the
 # controller may set or change them (the chart's admission policies, the output of
 # jobrelay.manifests.admission_policy).
-PLACEMENT_KEYS = (CLUSTER_ANNOTATION, PLACEMENTS_ANNOTATION, MIRRORS_ANNOTATION)
+PLACEMENT_KEYS = (
+    CLUSTER_ANNOTATION,
+    PLACEMENTS_ANNOTATION,
+    MIRRORS_ANNOTATION,
+    WORKER_FAILURES_ANNOTATION,
+)
 
 # On the mirror: which run of its management Job it is (1 for the first placement),
 # so that a mirror left on a worker the Job moved away from is never mistaken for
@@ -85,7 +97,13 @@ DIGEST_ANNOTATION = "jobrelay.dev/digest"
 # jobrelay's own record (run, carried-over, origin, placements, mirrors...): written by
 # jobrelay alone, never copied from what a user wrote onto a mirror.
 USER_FACING_KEYS = frozenset(
-    {CLUSTERS_ANNOTATION, CLUSTER_SELECTOR_ANNOTATION, PLACEMENT_ANNOTATION, REDISPATCH_ANNOTATION}
+    {
+        CLUSTERS_ANNOTATION,
+        CLUSTER_SELECTOR_ANNOTATION,
+        PLACEMENT_ANNOTATION,
+        REDISPATCH_ANNOTATION,
+        MAX_MOVES_ANNOTATION,
+    }
 )
 _OWN_PREFIX = "jobrelay.dev/"
 

@@ -297,6 +297,7 @@ def worker(
     pods_started: bool = False,
     unschedulable_for: float | None = None,
     namespaces: WorkerNamespaces | None = None,
+    worker_fault: str | None = None,
 ) -> WorkerSnapshot:
     """A worker; pass ``read=`` (an object or None) for a fresh read of the name there.
 
@@ -319,6 +320,7 @@ def worker(
         blind=capacity is None,
         pods_started=pods_started,
         unschedulable_for=unschedulable_for,
+        worker_fault=worker_fault,
         mirror=mirror,
         read=read if read_done else None,
         read_done=read_done,

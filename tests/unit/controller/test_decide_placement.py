@@ -14,6 +14,7 @@ from tests.unit.controller.builders import SETTINGS, job, mirror, snapshot, work
 from tests.unit.placement.support import node
 
 from jobrelay.controller.relay.decide import decide
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.plan import (
     Annotate,
     DeleteMirror,
@@ -248,7 +249,7 @@ def test_a_move_begun_goes_on_once_the_mirror_is_gone() -> None:
         worker("w-small", capacity=FULL),
         worker("w-big", capacity=BIG),
         fresh=True,
-        leaving=("w-small", "its pods stayed unschedulable"),
+        leaving=Leaving("w-small", "its pods stayed unschedulable"),
     )
     assert placed_on(p) == "w-big"
     (place,) = [a for a in p.actions if isinstance(a, Place)]

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.controller.builders import JOB, NAMESPACE, job
 
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.memory import NO_POLICY, RelayMemory
 from jobrelay.controller.relay.plan import (
     Annotate,
@@ -85,12 +86,12 @@ def test_a_held_workload_is_remembered_until_a_plan_places_it_or_ends() -> None:
 
 def test_a_move_is_remembered_until_placed_elsewhere_or_done() -> None:
     memory = RelayMemory()
-    memory.remember(KEY, Plan((), Retry("waiting"), leaving=("w1", "draining")))
+    memory.remember(KEY, Plan((), Retry("waiting"), leaving=Leaving("w1", "draining")))
     memory.remember(KEY, Plan((), Retry("still waiting")))
-    assert memory.leaving(KEY) == ("w1", "draining")
+    assert memory.leaving(KEY) == Leaving("w1", "draining")
     memory.remember(KEY, Plan((Place("w2", "11"),), Done()))
     assert memory.leaving(KEY) is None
-    memory.remember(KEY, Plan((), Retry("waiting"), leaving=("w2", "lost")))
+    memory.remember(KEY, Plan((), Retry("waiting"), leaving=Leaving("w2", "lost")))
     memory.remember(KEY, Plan((), Done()))
     assert memory.leaving(KEY) is None
 

@@ -438,3 +438,25 @@ def test_incremental_sums_equal_a_recomputation(events: list[tuple[str, str, Any
             any(s["nodeName"] or s["phase"] == "Running" for s in mine),
             min(unschedulable) if unschedulable else None,
         )
+
+
+def test_a_pod_that_cannot_run_for_its_worker_s_fault_is_looked_at() -> None:
+    tracker = CapacityTracker()
+    pulling = pod_obj("p1", "n1")
+    pulling["status"]["containerStatuses"] = [
+        {"name": "c", "state": {"waiting": {"reason": "ErrImagePull", "message": "denied"}}}
+    ]
+    assert feed_pod(tracker, pod_obj("p1", "n1"))
+    assert tracker.pods_of("ns", "j", "uid-j").worker_fault is None
+    assert tracker.unschedulable() == []
+    assert feed_pod(tracker, pulling), "a fault appearing is a change placement reads"
+    owned = tracker.pods_of("ns", "j", "uid-j")
+    assert owned.worker_fault == "ErrImagePull (container c): denied"
+    assert owned.total == 1 and owned.bound == 1
+    assert tracker.unschedulable() == [("ns", "j", "uid-j")]
+    assert feed_pod(tracker, pod_obj("p1", "n1", phase="Running"))
+    assert tracker.pods_of("ns", "j", "uid-j").worker_fault is None
+    assert tracker.unschedulable() == []
+    feed_pod(tracker, pulling)
+    tracker.delete_pod("ns/p1")
+    assert tracker.pods_of("ns", "j", "uid-j") == OwnedPods()

@@ -198,6 +198,7 @@ class Executor:
                             CLUSTER_ANNOTATION: action.cluster,
                             PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
                             **dict.fromkeys(action.clears),
+                            **dict(action.sets),
                         },
                     }
                 },

@@ -36,6 +36,7 @@ from jobrelay.admission.planner import AdmissionPlan
 from jobrelay.admission.queue_model import Entry, Preempt
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.expectations import Expectations
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.own_writes import OwnWrites
 from jobrelay.controller.relay.plan import Annotate, Done, Place, Plan, ReadFresh, Retry
 from jobrelay.controller.relay.reservations import (
@@ -174,7 +175,7 @@ class RelayMemory:
         # the user again only when it changes); retried as soon as capacity changes.
         self._held: dict[WorkloadKey, str] = {}
         # Moves begun (their mirror is being deleted): from which worker, and why.
-        self._leaving: dict[WorkloadKey, tuple[str, str]] = {}
+        self._leaving: dict[WorkloadKey, Leaving] = {}
         # Workloads whose passing status step waits to be copied in a batch, since when.
         self._batching_since: dict[WorkloadKey, float] = {}
         # Preempted workloads this process marked and told (Warning Preempted) whose run
@@ -313,7 +314,7 @@ class RelayMemory:
         """The signature of why ``key`` was last reported held (None: it is not)."""
         return self._held.get(key)
 
-    def leaving(self, key: WorkloadKey) -> tuple[str, str] | None:
+    def leaving(self, key: WorkloadKey) -> Leaving | None:
         """The move ``key`` began: from which worker, and why."""
         return self._leaving.get(key)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.refusal_wording import (
     DEPENDENCY_NOT_COPIED,
     MIRROR_REJECTED,
@@ -74,6 +75,8 @@ class Place:
     demand: tuple[PodGroup, ...] = ()
     # Annotations removed in the same write (what the placement ends).
     clears: tuple[str, ...] = ENDED_BY_PLACING
+    # Annotations set in the same write (a move's record of why it left a worker).
+    sets: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,8 +202,8 @@ class Plan:
     # Not placed: the signature of why (the reconciler remembers it, to report a held
     # workload again only when the reason changes, and to retry it when capacity frees).
     held: str | None = None
-    # A move off ``leaving[0]`` began (its mirror is being deleted) for ``leaving[1]``.
-    leaving: tuple[str, str] | None = None
+    # A move off a worker began (its mirror is being deleted).
+    leaving: Leaving | None = None
     # A transitional status step waits to be copied with the next (the relay's memory
     # keeps since when, so that it waits at most the batch period).
     batching: bool = False

@@ -185,8 +185,8 @@ class Reconciler:
         return Retry("the decision did not settle")
 
     def unschedulable(self) -> list[WorkloadKey]:
-        """The workloads whose mirror has a pod its worker will not schedule: each is looked
-        at, and looks again when its pending timeout runs out."""
+        """The workloads whose mirror has a pod its worker will not schedule or run: each
+        is looked at, and looks again when its pending timeout runs out."""
         keys = []
         for worker in self._pool.workers():
             for namespace, name, uid in worker.tracker.unschedulable():
@@ -463,6 +463,7 @@ class Reconciler:
             "unschedulable_for": seconds_since(pods.unschedulable_since)
             if pods is not None and pods.unschedulable_since
             else None,
+            "worker_fault": pods.worker_fault if pods is not None else None,
         }
         if capacity is not None:
             fields["capacity"] = self._memory.with_reservations(worker, capacity)

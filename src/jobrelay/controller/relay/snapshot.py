@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 # Fleet-wide queueing's verdicts are admission's; the snapshot carries them.
 from jobrelay.admission.queue_model import Preempt, QueueHold
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.dependencies.copy_rules import Copy, Source
 from jobrelay.dependencies.template_references import Dependency
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
@@ -57,6 +58,10 @@ class Settings:
     # A Normal ``Completed`` Event on each workload that succeeds (the status's finished
     # condition says it already; off by default: it cost every Job a manager write).
     completed_events: bool = False
+    # Moves after worker-side failures (kinds/pod_faults.py) a workload may make unless its
+    # jobrelay.dev/max-moves says otherwise, and seconds a worker that failed it is avoided.
+    max_moves: int = 3
+    failed_worker_avoid_for: float = 600.0
 
     @property
     def finished_mirrors(self) -> FinishedMirrorTtl:
@@ -115,6 +120,8 @@ class WorkerSnapshot:
     # for how many seconds the earliest unbound one has been unschedulable.
     pods_started: bool = False
     unschedulable_for: float | None = None
+    # Why one of this key's pods there cannot run for a worker-side cause (kinds/pod_faults.py).
+    worker_fault: str | None = None
     # Its namespaces, and which are open to this manager (placement/namespaces.py); the
     # reconciler always sets it (None: not judged, as in tests of other rules).
     namespaces: WorkerNamespaces | None = None
@@ -192,7 +199,7 @@ class Snapshot:
     # user is told again only when the reason changes.
     held: str | None = None
     # A move this controller began (the mirror is being deleted): from which worker, why.
-    leaving: tuple[str, str] | None = None
+    leaving: Leaving | None = None
     # Seconds a passing status step of this workload has waited to be copied in a batch
     # (since the first decision that let it wait); None when none waits.
     batching_for: float | None = None

@@ -21,11 +21,12 @@ from jobrelay.controller.relay.steps.moving import Leave, move
 from jobrelay.controller.relay.steps.placement_search import (
     LEAVING,
     PlacedOn,
-    foreign_holders,
+    excluded_workers,
     placement,
 )
 from jobrelay.controller.relay.steps.plan_parts import warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
+from jobrelay.controller.relay.steps.worker_failures import moves_allowed, recorded_failures
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.workercluster import DrainMode
@@ -59,8 +60,12 @@ def why_leave(
     preempted = preempted_by(obj)
     if preempted and not redispatch_never(obj):  # at most once: never run again
         return Leave(f"preempted by {preempted}", lost=False, requeue=True)
-    if s.leaving is not None and s.leaving[0] == cluster:
-        return Leave(s.leaving[1], lost=False)  # a move begun earlier: its mirror is going
+    if s.leaving is not None and s.leaving.cluster == cluster:
+        # A move begun earlier: its mirror is going.
+        return Leave(s.leaving.why, lost=False, worker_failure=s.leaving.worker_failure)
+    failed = _worker_failure(s, obj, worker)
+    if failed is not None:
+        return failed
     stuck = _stuck_pending(s, obj, worker)
     if stuck is not None:
         return Leave(stuck, lost=False)
@@ -70,6 +75,20 @@ def why_leave(
     if worker.drain is DrainMode.ALL or mirror is None or not s.kind.has_started(mirror):
         return Leave(f"worker cluster {cluster} is being drained", lost=False)
     return None
+
+
+def _worker_failure(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave | None:
+    """Why the mirror should move: one of its pods cannot run on ``worker`` for the
+    worker's fault (its image cannot be pulled there, say), and its move budget is not
+    spent; never for a workload that asks to run at most once."""
+    fault = worker.worker_fault
+    if fault is None or redispatch_never(obj):
+        return None
+    if not live_mirror_of(worker.seen, obj, s, worker.name):
+        return None
+    if len(recorded_failures(obj)) >= moves_allowed(obj, s.settings.max_moves).limit:
+        return None  # spent: it stays, as Kubernetes alone would leave it
+    return Leave(f"{fault} on worker cluster {worker.name}", lost=False, worker_failure=True)
 
 
 def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | None:
@@ -86,7 +105,7 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | N
     # with their node, say) are counted by the mirror and carried over by the move.
     if worker.pods_started and not redispatch_always(obj):
         return None
-    elsewhere = placement(s, obj, {**foreign_holders(s), worker.name: LEAVING}, [])
+    elsewhere = placement(s, obj, {**excluded_workers(s, obj), worker.name: LEAVING}, [])
     if not isinstance(elsewhere, PlacedOn):
         return None  # nowhere better: it keeps waiting where it is
     return (

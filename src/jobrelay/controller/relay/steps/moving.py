@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from jobrelay.admission.preemption_rules import PREEMPTED
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.mirror_standing import is_current
 from jobrelay.controller.relay.plan import (
     Action,
@@ -28,15 +29,29 @@ from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.facts import meta, redispatch_never, uid
 from jobrelay.controller.relay.steps.placement_search import (
     LEAVING,
+    PlacedOn,
     Unplaceable,
-    foreign_holders,
+    excluded_workers,
     not_placed,
     placement,
 )
 from jobrelay.controller.relay.steps.plan_parts import delete, place
 from jobrelay.controller.relay.steps.status_writes import checked_write, end_of_run, vanished_mirror
+from jobrelay.controller.relay.steps.worker_failures import (
+    moves_allowed,
+    recorded_failures,
+    with_failure,
+)
 from jobrelay.vocabulary.json_types import JsonObj
-from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, REDISPATCH_ANNOTATION, REDISPATCH_NEVER
+from jobrelay.vocabulary.names import (
+    CLUSTER_ANNOTATION,
+    REDISPATCH_ANNOTATION,
+    REDISPATCH_NEVER,
+    WORKER_FAILURES_ANNOTATION,
+)
+
+# The Warning a workload gets when it moves after a worker-side failure.
+MOVED_AFTER_WORKER_FAILURE = "MovedAfterWorkerFailure"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +63,9 @@ class Leave:
     lost: bool
     # Preempted: once its run has ended it waits in its queue again, unplaced.
     requeue: bool = False
+    # Its pods cannot run there for the worker's fault (kinds/pod_faults.py): the move is
+    # recorded and counted against its move budget (worker_failures.py).
+    worker_failure: bool = False
 
 
 def move(
@@ -64,7 +82,7 @@ def move(
         return plan
     # Until it is placed elsewhere the move goes on, even once its mirror is gone and
     # nothing on the worker says why it left (its pods were unschedulable, say).
-    return dataclasses.replace(plan, leaving=(cluster, leave.why))
+    return dataclasses.replace(plan, leaving=Leaving(cluster, leave.why, leave.worker_failure))
 
 
 def _move_steps(
@@ -108,11 +126,15 @@ def _move_steps(
             actions.append(RecordEvent("Warning", PREEMPTED, ended_message))
         actions.append(Log("info", ended_message))
         return Plan(tuple(actions), Done())
-    placed = placement(s, obj, {**foreign_holders(s), cluster: LEAVING}, actions)
+    placed = placement(s, obj, {**excluded_workers(s, obj), cluster: LEAVING}, actions)
     if isinstance(placed, Plan):
         return placed
     if isinstance(placed, Unplaceable):
-        return not_placed(s, placed, actions, leaving=(cluster, leave.why))
+        return not_placed(
+            s, placed, actions, leaving=Leaving(cluster, leave.why, leave.worker_failure)
+        )
+    if leave.worker_failure:
+        return _moved_after_failure(s, obj, cluster, history, leave, placed, actions)
     if leave.lost:
         actions.append(RecordEvent("Warning", "WorkerLost", f"{leave.why}: running it elsewhere"))
     message = (
@@ -120,6 +142,34 @@ def _move_steps(
     )
     actions.append(place(obj, placed.cluster, (*history, placed.cluster), placed.demand))
     actions.append(RecordEvent("Normal", "Redispatched", message))
+    actions.append(Log("info", message))
+    return Plan(tuple(actions), Done())
+
+
+def _moved_after_failure(
+    s: Snapshot,
+    obj: JsonObj,
+    cluster: str,
+    history: tuple[str, ...],
+    leave: Leave,
+    placed: PlacedOn,
+    actions: list[Action],
+) -> Plan:
+    """Placed elsewhere after a worker-side failure on ``cluster``: the move is recorded in
+    the placement's own write (counted against its budget, that worker avoided a while)."""
+    allowed = moves_allowed(obj, s.settings.max_moves)
+    made = len(recorded_failures(obj)) + 1
+    record = ((WORKER_FAILURES_ANNOTATION, with_failure(obj, cluster, s.now)),)
+    actions.append(place(obj, placed.cluster, (*history, placed.cluster), placed.demand, record))
+    last = (
+        " (its last: it stays where it goes whatever fails there)" if made >= allowed.limit else ""
+    )
+    note = f"; {allowed.note}" if allowed.note else ""
+    message = (
+        f"moved from worker cluster {cluster} to {placed.cluster} (run {len(history) + 1}, "
+        f"move {made} of {allowed.limit}{last}): {leave.why}{note}"
+    )
+    actions.append(RecordEvent("Warning", MOVED_AFTER_WORKER_FAILURE, message))
     actions.append(Log("info", message))
     return Plan(tuple(actions), Done())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.mirror_standing import Standing, standing
 from jobrelay.controller.relay.plan import (
     Action,
@@ -21,6 +22,7 @@ from jobrelay.controller.relay.plan import (
 from jobrelay.controller.relay.snapshot import Snapshot, placement_cluster
 from jobrelay.controller.relay.steps.facts import namespace
 from jobrelay.controller.relay.steps.plan_parts import bounded, without_details
+from jobrelay.controller.relay.steps.worker_failures import avoided_workers
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.placement.decision import Decision, place
 from jobrelay.placement.not_known import NotKnownYet
@@ -90,6 +92,13 @@ def foreign_holders(s: Snapshot) -> dict[str, str]:
     return holders
 
 
+def excluded_workers(s: Snapshot, obj: JsonObj) -> dict[str, str]:
+    """The workers placement passes over for this workload, and why: those holding
+    what jobrelay did not create, and those it moved away from after a worker-side
+    failure a short while ago (worker_failures.py)."""
+    return {**avoided_workers(s, obj), **foreign_holders(s)}
+
+
 def placement(
     s: Snapshot, obj: JsonObj, excluded: Mapping[str, str], actions: list[Action]
 ) -> PlacedOn | Unplaceable | Plan:
@@ -120,7 +129,7 @@ def not_placed(
     why: Unplaceable,
     actions: list[Action],
     *,
-    leaving: tuple[str, str] | None = None,
+    leaving: Leaving | None = None,
 ) -> Plan:
     """The workload waits on the manager, unplaced: no mirror anywhere.
 
@@ -129,7 +138,7 @@ def not_placed(
     brings held workloads back as soon as a cluster's capacity changes.
     """
     kind = s.kind.ref.kind
-    prefix = f"{leaving[1]}, and " if leaving is not None else ""
+    prefix = f"{leaving.why}, and " if leaving is not None else ""
     if why.never_fits:
         reason = "NeverFits"
         message = (

@@ -14,7 +14,7 @@ from jobrelay.controller.relay.plan import Done, Plan, Terminal
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.placement_search import (
     Unplaceable,
-    foreign_holders,
+    excluded_workers,
     not_placed,
     placement,
 )
@@ -44,7 +44,7 @@ class PlacingStep:
         if progress.live:
             cluster = progress.live[0].name  # its placement annotations were lost: keep it
         else:
-            placed = placement(s, obj, foreign_holders(s), progress.actions)
+            placed = placement(s, obj, excluded_workers(s, obj), progress.actions)
             if isinstance(placed, Plan):
                 return Stop(placed)
             if isinstance(placed, Unplaceable):

@@ -38,11 +38,15 @@ def delete(cluster: str, mirror: JsonObj, why: str, *, wait_for_pods: bool = Fal
 
 
 def place(
-    obj: JsonObj, cluster: str, history: tuple[str, ...], demand: tuple[PodGroup, ...] = ()
+    obj: JsonObj,
+    cluster: str,
+    history: tuple[str, ...],
+    demand: tuple[PodGroup, ...] = (),
+    sets: tuple[tuple[str, str], ...] = (),
 ) -> Place:
     """Place ``obj`` on ``cluster`` (compare-and-swap on the version read), which ends
     its waiting: the annotations that said why go in the same write."""
-    return Place(cluster, version(obj), history, demand, clears=ENDED_BY_PLACING)
+    return Place(cluster, version(obj), history, demand, clears=ENDED_BY_PLACING, sets=sets)
 
 
 def finish_event(finish: Finish, cluster: str, *, completed_events: bool) -> RecordEvent | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from jobrelay.controller.relay.leaving import Leaving
 from jobrelay.controller.relay.plan import Action, Annotate, Outcome, Plan
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.vocabulary.json_types import JsonObj
@@ -53,7 +54,7 @@ class Progress:
         *,
         release: bool = False,
         held: str | None = None,
-        leaving: tuple[str, str] | None = None,
+        leaving: Leaving | None = None,
         echo_needed: bool = True,
     ) -> Stop:
         """End the decision with the actions so far and ``outcome``."""
