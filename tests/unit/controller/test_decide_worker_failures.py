@@ -12,7 +12,7 @@ from tests.unit.controller.builders import NOW, SETTINGS, job, mirror, snapshot,
 from tests.unit.controller.test_decide_placement import BIG, asking, plan
 
 from jobrelay.controller.relay.decide import decide
-from jobrelay.controller.relay.leaving import Leaving
+from jobrelay.controller.relay.leaving import Leaving, WorkerFailure
 from jobrelay.controller.relay.plan import DeleteMirror, Place, Plan, RecordEvent, Retry
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import MAX_MOVES_ANNOTATION, WORKER_FAILURES_ANNOTATION
@@ -38,13 +38,10 @@ def placed(**annotations: str) -> JsonObj:
 def moved(obj: JsonObj, **fields: Any) -> Plan:
     """The decision once the mirror on w-1 is gone, the move remembered."""
     at_rest = {**obj, "status": AT_REST}
+    why = f"{FAULT} on worker cluster w-1"
+    fields.setdefault("leaving", Leaving("w-1", why, WorkerFailure.FAULT))
     return plan(
-        at_rest,
-        worker("w-1", capacity=BIG),
-        worker("w-2", capacity=BIG),
-        fresh=True,
-        leaving=Leaving("w-1", f"{FAULT} on worker cluster w-1", worker_failure=True),
-        **fields,
+        at_rest, worker("w-1", capacity=BIG), worker("w-2", capacity=BIG), fresh=True, **fields
     )
 
 
@@ -52,7 +49,9 @@ def test_a_worker_side_fault_stops_the_mirror_first() -> None:
     p = plan(placed(), failing_worker(), worker("w-2", capacity=BIG))
     assert [d.wait_for_pods for d in p.actions if isinstance(d, DeleteMirror)] == [True]
     assert isinstance(p.outcome, Retry)
-    assert p.leaving == Leaving("w-1", f"{FAULT} on worker cluster w-1", worker_failure=True)
+    assert p.leaving == Leaving(
+        "w-1", f"{FAULT} on worker cluster w-1", worker_failure=WorkerFailure.FAULT
+    )
 
 
 def test_once_stopped_it_moves_recorded_and_is_told_which_worker_and_why() -> None:
@@ -117,3 +116,15 @@ def test_a_recent_failure_steers_a_first_placement_elsewhere() -> None:
     recent = asking(annotations={WORKER_FAILURES_ANNOTATION: "w-1@2026-03-01T12:05:00Z"})
     p = decide(snapshot(recent, worker("w-1", capacity=BIG), worker("w-2", capacity=BIG)))
     assert [a.cluster for a in p.actions if isinstance(a, Place)] == ["w-2"]
+
+
+def test_a_pending_timeout_move_is_counted_and_told_both_ways() -> None:
+    p = moved(
+        placed(), leaving=Leaving("w-1", "its pods stayed unschedulable", WorkerFailure.PENDING)
+    )
+    assert [(e.type, e.reason) for e in p.actions if isinstance(e, RecordEvent)] == [
+        ("Warning", "MovedAfterWorkerFailure"),
+        ("Normal", "Redispatched"),
+    ]
+    (place,) = [a for a in p.actions if isinstance(a, Place)]
+    assert place.sets == ((WORKER_FAILURES_ANNOTATION, f"w-1@{NOW}"),)

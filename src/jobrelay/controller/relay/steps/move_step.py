@@ -9,6 +9,7 @@ begun earlier, pods stuck unschedulable while another cluster fits, or a drain
 from __future__ import annotations
 
 from jobrelay.admission.preemption_rules import PREEMPTED
+from jobrelay.controller.relay.leaving import WorkerFailure
 from jobrelay.controller.relay.plan import Annotate, Done
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
 from jobrelay.controller.relay.steps.facts import (
@@ -68,7 +69,7 @@ def why_leave(
         return failed
     stuck = _stuck_pending(s, obj, worker)
     if stuck is not None:
-        return Leave(stuck, lost=False)
+        return stuck
     if not worker.drain or redispatch_never(obj):
         return None
     mirror = worker.seen if live_mirror_of(worker.seen, obj, s, worker.name) else None
@@ -86,18 +87,29 @@ def _worker_failure(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave 
         return None
     if not live_mirror_of(worker.seen, obj, s, worker.name):
         return None
-    if len(recorded_failures(obj)) >= moves_allowed(obj, s.settings.max_moves).limit:
-        return None  # spent: it stays, as Kubernetes alone would leave it
-    return Leave(f"{fault} on worker cluster {worker.name}", lost=False, worker_failure=True)
+    if _budget_spent(s, obj):
+        return None  # it stays, as Kubernetes alone would leave it
+    return Leave(
+        f"{fault} on worker cluster {worker.name}",
+        lost=False,
+        worker_failure=WorkerFailure.FAULT,
+    )
 
 
-def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | None:
+def _budget_spent(s: Snapshot, obj: JsonObj) -> bool:
+    """Whether it has made every move after worker-side failures it may make."""
+    return len(recorded_failures(obj)) >= moves_allowed(obj, s.settings.max_moves).limit
+
+
+def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave | None:
     """Why the mirror should move: its pods have stayed unschedulable on ``worker`` for
     longer than the pending timeout (the cluster lost capacity under it), none of them
     runs (unless the workload asks to move anyway), and another cluster fits now."""
     timeout = s.settings.pending_timeout
     waited = worker.unschedulable_for
     if timeout <= 0 or waited is None or waited < timeout or redispatch_never(obj):
+        return None
+    if _budget_spent(s, obj):
         return None
     if not live_mirror_of(worker.seen, obj, s, worker.name):
         return None
@@ -108,7 +120,8 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> str | N
     elsewhere = placement(s, obj, {**excluded_workers(s, obj), worker.name: LEAVING}, [])
     if not isinstance(elsewhere, PlacedOn):
         return None  # nowhere better: it keeps waiting where it is
-    return (
+    why = (
         f"its pods stayed unschedulable on worker cluster {worker.name} for "
         f"{int(waited)}s (--pending-timeout {int(timeout)}s)"
     )
+    return Leave(why, lost=False, worker_failure=WorkerFailure.PENDING)

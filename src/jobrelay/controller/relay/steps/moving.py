@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from jobrelay.admission.preemption_rules import PREEMPTED
-from jobrelay.controller.relay.leaving import Leaving
+from jobrelay.controller.relay.leaving import Leaving, WorkerFailure
 from jobrelay.controller.relay.mirror_standing import is_current
 from jobrelay.controller.relay.plan import (
     Action,
@@ -65,7 +65,7 @@ class Leave:
     requeue: bool = False
     # Its pods cannot run there for the worker's fault (kinds/pod_faults.py): the move is
     # recorded and counted against its move budget (worker_failures.py).
-    worker_failure: bool = False
+    worker_failure: WorkerFailure | None = None
 
 
 def move(
@@ -133,7 +133,7 @@ def _move_steps(
         return not_placed(
             s, placed, actions, leaving=Leaving(cluster, leave.why, leave.worker_failure)
         )
-    if leave.worker_failure:
+    if leave.worker_failure is not None:
         return _moved_after_failure(s, obj, cluster, history, leave, placed, actions)
     if leave.lost:
         actions.append(RecordEvent("Warning", "WorkerLost", f"{leave.why}: running it elsewhere"))
@@ -170,6 +170,11 @@ def _moved_after_failure(
         f"move {made} of {allowed.limit}{last}): {leave.why}{note}"
     )
     actions.append(RecordEvent("Warning", MOVED_AFTER_WORKER_FAILURE, message))
+    if leave.worker_failure is WorkerFailure.PENDING:
+        # What a pending-timeout move has always been told (before worker-side failures
+        # were counted), kept for those who read it.
+        redispatched = f"Redispatched to worker cluster {placed.cluster} (run {len(history) + 1})"
+        actions.append(RecordEvent("Normal", "Redispatched", f"{redispatched}: {leave.why}"))
     actions.append(Log("info", message))
     return Plan(tuple(actions), Done())
 
