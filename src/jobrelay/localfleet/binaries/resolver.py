@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobrelay.localfleet.binaries import Progress
+from jobrelay.localfleet.binaries.autoscaler_crds import autoscaler_crds
 from jobrelay.localfleet.binaries.chart_crds import chart_crds
 from jobrelay.localfleet.binaries.ecosystem_crds import ecosystem_crds
 from jobrelay.localfleet.binaries.etcd_binary import etcd
@@ -50,13 +51,15 @@ class Tools:
     """What the tests use besides the fleet: helm of both majors, for the chart, the
     third-party CRDs its optional objects need (a JSON list, see chart_crds), promtool,
     for the alert rules, and the ecosystem's CRDs the e2e tests dispatch (a JSON list, see
-    ecosystem_crds)."""
+    ecosystem_crds), and cluster-autoscaler's ProvisioningRequest CRD (autoscaler_crds; a
+    fleet with a stand-in autoscaler fetches it itself too)."""
 
     helm: Path
     helm4: Path
     chart_crds: Path
     promtool: Path
     ecosystem_crds: Path
+    autoscaler_crds: Path
 
 
 def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
@@ -66,4 +69,5 @@ def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
         chart_crds=chart_crds(progress, build=build),
         promtool=promtool(progress, build=build),
         ecosystem_crds=ecosystem_crds(progress, build=build),
+        autoscaler_crds=autoscaler_crds(progress, build=build),
     )

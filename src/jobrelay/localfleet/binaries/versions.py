@@ -41,3 +41,10 @@ TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.0"
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 MPI_OPERATOR_VERSION = "v0.7.0"
+
+# cluster-autoscaler's ProvisioningRequest CRD, for the workers with a stand-in autoscaler.
+# The Go module proxy serves this module at this pseudo-version (the one Kueue pins) and
+# refuses the newer ones here: its CRD serves v1beta1 alone, with the schema v1 kept
+# unchanged (autoscaler_crds.served_as_v1 adds v1 the way the newer CRD lists it).
+AUTOSCALER_APIS_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
+AUTOSCALER_APIS_VERSION = "v0.0.0-20240627115740-d52e4b9665d7"
