@@ -6,6 +6,7 @@ clusters:
   worker-gpu: {nodes: 1, cpu: "16", memory: 64Gi, gpu: 4, labels: {accelerator: h100},
                nodeLabels: {nvidia.com/gpu.product: H100},
                taints: ["nvidia.com/gpu=present:NoSchedule"]}
+  worker-2: {nodes: 2, autoscaler: {maxNodes: 4, cpu: "16", memory: 64Gi, delay: 20s}}
 ```
 
 Every cluster listed but ``manager`` is a worker, named as listed; the manager keeps
@@ -24,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from jobrelay.localfleet.autoscaler.fleet_field import AutoscalerShape, parse_autoscaler
 from jobrelay.placement import units
 from jobrelay.placement.selectors import is_label_key, is_label_value
 from jobrelay.placement.workload import Taint
@@ -60,6 +62,8 @@ class ClusterShape:
     labels: Mapping[str, str] = field(default_factory=dict)
     node_labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    # A worker whose stand-in autoscaler adds nodes for ProvisioningRequests (autoscaler/).
+    autoscaler: AutoscalerShape | None = None
 
     def capacity(self) -> dict[str, str]:
         """Each node's capacity (and allocatable), as the Node API writes it."""
@@ -83,6 +87,8 @@ class ClusterShape:
         ):
             if value:
                 config[key] = value
+        if self.autoscaler is not None:
+            config["autoscaler"] = self.autoscaler.to_config()
         return config
 
     def describe(self) -> str:
@@ -98,6 +104,8 @@ class ClusterShape:
                 parts.append(f"{title} " + ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
         if self.taints:
             parts.append("taints " + ",".join(str(taint) for taint in self.taints))
+        if self.autoscaler is not None:
+            parts.append(self.autoscaler.describe())
         return "; ".join(parts)
 
 
@@ -198,6 +206,7 @@ class _Where:
 
 _FIELDS = (
     "nodes", "cpu", "memory", "gpu", "pods", "extendedResources", "labels", "nodeLabels", "taints",
+    "autoscaler",
 )  # fmt: skip
 
 
@@ -213,6 +222,14 @@ def _cluster(fields: Any, where: _Where) -> ClusterShape:
             raise where.error(str(key), f"unknown field (known: {', '.join(_FIELDS)})")
     if where.cluster == MANAGER and "labels" in fields:
         raise where.error("labels", "the manager is no WorkerCluster; labels are for workers")
+    if where.cluster == MANAGER and "autoscaler" in fields:
+        raise where.error("autoscaler", "only a worker runs the stand-in autoscaler")
+    autoscaler = None
+    if "autoscaler" in fields:
+        try:
+            autoscaler = parse_autoscaler(fields["autoscaler"])
+        except ValueError as error:
+            raise where.error("autoscaler", str(error)) from None
     return ClusterShape(
         nodes=_integer(fields, "nodes", DEFAULT.nodes, 0, MAX_NODES, where),
         cpu=_quantity(fields, "cpu", units.CPU, DEFAULT.cpu, where),
@@ -223,6 +240,7 @@ def _cluster(fields: Any, where: _Where) -> ClusterShape:
         labels=_labels(fields.get("labels"), "labels", where),
         node_labels=_labels(fields.get("nodeLabels"), "nodeLabels", where),
         taints=_taints(fields.get("taints"), where),
+        autoscaler=autoscaler,
     )
 
 

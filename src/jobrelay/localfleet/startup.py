@@ -13,8 +13,16 @@ from typing import Any
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.probes import probe
-from jobrelay.localfleet import cluster, jobset_controller, light, nodes, pki, processes
-from jobrelay.localfleet.binaries import Progress
+from jobrelay.localfleet import (
+    autoscaled_workers,
+    cluster,
+    jobset_controller,
+    light,
+    nodes,
+    pki,
+    processes,
+)
+from jobrelay.localfleet.binaries import BinaryError, Progress
 from jobrelay.localfleet.binaries.resolver import Binaries
 from jobrelay.localfleet.cluster_files import ClusterFiles
 from jobrelay.localfleet.fleet_state import ClusterState, FleetError
@@ -26,13 +34,16 @@ PER_CLUSTER_STARTUP = 5.0
 # Start order, stage by stage; stopping goes in reverse, so that each component
 # can still reach what it depends on while it shuts down (an apiserver whose
 # etcd is gone waits out its whole grace period). The JobSet controller starts
-# last within its stage: only once its CRD, RBAC and webhooks are installed.
+# last within its stage: only once its CRD, RBAC and webhooks are installed; so does
+# an autoscaled worker's stand-in autoscaler, once its nodes and CRD are there.
 STAGES = (
     ("etcd",),
     ("kube-apiserver",),
     ("kube-controller-manager", "kube-scheduler", "kwok", light.JOB_STANDIN,
-     jobset_controller.COMPONENT),
+     jobset_controller.COMPONENT, autoscaled_workers.AUTOSCALER),
 )  # fmt: skip
+# Started on their own, after the rest of the last stage.
+_STARTED_LATER = (jobset_controller.COMPONENT, autoscaled_workers.AUTOSCALER)
 
 
 class FleetStartup:
@@ -91,9 +102,7 @@ class FleetStartup:
             await self._wait_stage(stage, ca.cert)
         # The last stage runs two branches side by side: the built-in components
         # and then nodes, and the JobSet controller, which must wait for its CRD.
-        core = tuple(
-            component for component in last_stage if component != jobset_controller.COMPONENT
-        )
+        core = tuple(component for component in last_stage if component not in _STARTED_LATER)
         self._say(
             f"starting {', '.join(core)} on {len(self.clusters)} clusters, and "
             f"{jobset_controller.COMPONENT} once its CRD, RBAC and webhooks are installed ..."
@@ -104,6 +113,7 @@ class FleetStartup:
             await self._wait_stage(core, ca.cert)
             self._say("creating simulated nodes and registering workers ...")
             await self._prepare_nodes()
+            await self._start_autoscalers()
 
         async def controller_once_installed() -> None:
             await self._install_jobset(binaries, ca.cert)
@@ -174,6 +184,45 @@ class FleetStartup:
             )
         except nodes.NodesNotReady as error:
             raise FleetError(f"{error}: see {self.files(error.cluster).log('kwok')}") from error
+
+    async def _start_autoscalers(self) -> None:
+        """On each autoscaled worker (not a light one: no kwok makes its nodes Ready), the
+        ProvisioningRequest CRD, then the stand-in autoscaler."""
+        wanted = {
+            name: shape.autoscaler
+            for name, shape in self._shapes.items()
+            if shape.autoscaler is not None and name in self.clusters
+            and not self.clusters[name].light
+        }  # fmt: skip
+        skipped = [
+            name for name, shape in self._shapes.items()
+            if shape.autoscaler is not None and name in self.clusters and self.clusters[name].light
+        ]  # fmt: skip
+        if skipped:
+            self._say(f"no stand-in autoscaler on light workers: {', '.join(skipped)}")
+        if not wanted:
+            return
+        self._say(f"starting the stand-in autoscaler on {', '.join(wanted)} ...")
+        try:
+            crd = autoscaled_workers.provisioning_crd(self._say)
+            for name, shape in wanted.items():
+                kubeconfig = self.files(name).admin_kubeconfig
+                async with ApiClient.from_kubeconfig(kubeconfig, cluster=name) as client:
+                    await autoscaled_workers.install_provisioning_crd(client, crd)
+                argv = {
+                    autoscaled_workers.AUTOSCALER: autoscaled_workers.autoscaler_command(
+                        kubeconfig, name, shape
+                    )
+                }
+                state = self.clusters[name]
+                state.processes[autoscaled_workers.AUTOSCALER] = self._spawn(
+                    name, autoscaled_workers.AUTOSCALER, argv
+                )
+                self._save()
+        except (ApiError, BinaryError) as error:
+            raise FleetError(f"cannot start the stand-in autoscaler: {error}") from error
+        for name in wanted:
+            await wait_healthy(self.clusters[name], autoscaled_workers.AUTOSCALER, Path("/"))
 
     async def _check_jobset_webhooks(self, name: str, ca: Path, admin: pki.CertPair) -> None:
         state = self.clusters[name]
