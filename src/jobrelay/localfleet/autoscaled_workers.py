@@ -13,7 +13,7 @@ from typing import Any
 from jobrelay.kube.client import ApiClient, PatchType
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import CRDS
-from jobrelay.localfleet.autoscaler.fleet_field import AutoscalerShape
+from jobrelay.localfleet.autoscaler_field import AutoscalerShape
 from jobrelay.localfleet.binaries import BinaryError, Progress
 from jobrelay.localfleet.binaries.autoscaler_crds import (
     autoscaler_crds,

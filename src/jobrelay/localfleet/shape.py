@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from jobrelay.localfleet.autoscaler.fleet_field import AutoscalerShape, parse_autoscaler
+from jobrelay.localfleet.autoscaler_field import AutoscalerShape, parse_autoscaler
 from jobrelay.placement import units
 from jobrelay.placement.selectors import is_label_key, is_label_value
 from jobrelay.placement.workload import Taint

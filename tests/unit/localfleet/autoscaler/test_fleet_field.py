@@ -11,7 +11,7 @@ import yaml
 
 from jobrelay.localfleet.autoscaled_workers import AUTOSCALER, autoscaler_command
 from jobrelay.localfleet.autoscaler.__main__ import settings_from
-from jobrelay.localfleet.autoscaler.fleet_field import AutoscalerShape
+from jobrelay.localfleet.autoscaler_field import AutoscalerShape
 from jobrelay.localfleet.shape import ShapeError, parse, parse_yaml
 from jobrelay.localfleet.startup import STAGES
 
