@@ -212,8 +212,10 @@ async def register(
     context: str | None = None,
     labels: Mapping[str, str] | None = None,
     namespace: str = DEFAULT_NAMESPACE,
+    autoscaling: Mapping[str, Any] | None = None,
 ) -> None:
-    """Create or update the worker's kubeconfig Secret and its WorkerCluster."""
+    """Create or update the worker's kubeconfig Secret and its WorkerCluster (with
+    ``spec.autoscaling`` when given: the worker grows through ProvisioningRequests)."""
     await ensure_namespace(client, namespace)
     secret = {
         "apiVersion": "v1",
@@ -233,6 +235,8 @@ async def register(
     spec: dict[str, Any] = {"kubeconfigSecretRef": {"name": secret_name(name), "key": SECRET_KEY}}
     if context:
         spec["context"] = context
+    if autoscaling:
+        spec["autoscaling"] = dict(autoscaling)
     worker = {
         "apiVersion": WORKER_CLUSTERS.api_version,
         "kind": WORKER_CLUSTERS.kind,

@@ -15,6 +15,7 @@ from typing import Any
 
 from jobrelay.placement.units import CPU, MEMORY, to_units
 from jobrelay.vocabulary.go_durations import parse_go_duration
+from jobrelay.vocabulary.provisioning_api import BEST_EFFORT_ATOMIC_SCALE_UP
 
 AUTOSCALER_FIELDS = ("maxNodes", "cpu", "memory", "gpu", "delay", "refuse")
 MAX_ADDED_NODES = 100
@@ -44,6 +45,14 @@ class AutoscalerShape:
         if self.refuse is not None:
             config["refuse"] = self.refuse
         return config
+
+    def worker_cluster_autoscaling(self) -> dict[str, Any] | None:
+        """The worker's ``spec.autoscaling``, as the admin of a real one would set it for
+        this autoscaler; None when it may add no node."""
+        if self.max_nodes == 0:
+            return None
+        shape = {"cpu": self.cpu, "memory": self.memory, "gpu": self.gpu, "count": self.max_nodes}
+        return {"provisioningClassName": BEST_EFFORT_ATOMIC_SCALE_UP, "nodeShapes": [shape]}
 
     def describe(self) -> str:
         shape = f"{self.cpu} CPU / {self.memory}" + (f" / {self.gpu} GPU" if self.gpu else "")

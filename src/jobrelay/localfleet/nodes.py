@@ -128,9 +128,15 @@ async def prepare_clusters(
                     name,
                     workerclusters.inline_kubeconfig(path),
                     labels={**shapes[name].labels, **LOCAL_WORKER_LABELS},
+                    autoscaling=_autoscaling(shapes[name]),
                 )
     finally:
         await asyncio.gather(*(client.aclose() for client in clients.values()))
+
+
+def _autoscaling(shape: ClusterShape) -> dict[str, Any] | None:
+    # A worker with the stand-in autoscaler is registered as autoscaled, its shapes set.
+    return shape.autoscaler.worker_cluster_autoscaling() if shape.autoscaler else None
 
 
 def ready_node_status(node: Mapping[str, Any], now: str) -> dict[str, Any]:

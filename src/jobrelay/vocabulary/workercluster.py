@@ -3,6 +3,8 @@
 ``spec.cordoned``: no new workload is placed on the worker. ``spec.drain``
 (implies cordoned): move its workloads elsewhere, ``NotStarted`` those whose
 mirror has not started, ``All`` every one (counters carried over).
+``spec.autoscaling``: the worker grows through ProvisioningRequests
+(:mod:`jobrelay.vocabulary.autoscaling_spec`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from jobrelay.vocabulary.autoscaling_spec import WorkerAutoscaling
 
 
 class DrainMode(enum.StrEnum):
@@ -34,13 +38,19 @@ class WorkerClusterSpec:
 
     cordoned: bool = False
     drain: DrainMode | None = None
+    # spec.autoscaling: the worker grows through ProvisioningRequests (None: it does not).
+    autoscaling: WorkerAutoscaling | None = None
 
     @classmethod
     def of(cls, obj: Mapping[str, Any] | None) -> WorkerClusterSpec:
         spec = (obj or {}).get("spec")
         if not isinstance(spec, Mapping):
             return cls()
-        return cls(cordoned=bool(spec.get("cordoned")), drain=drain_mode(spec.get("drain")))
+        return cls(
+            cordoned=bool(spec.get("cordoned")),
+            drain=drain_mode(spec.get("drain")),
+            autoscaling=WorkerAutoscaling.of(spec),
+        )
 
     @property
     def takes_new_workloads(self) -> bool:

@@ -45,6 +45,7 @@ from jobrelay.kube.connecting import ApiOptions
 from jobrelay.kube.queueing import WorkQueue, run_workers
 from jobrelay.kube.resources import WORKER_CLUSTERS
 from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
+from jobrelay.vocabulary.autoscaling_spec import WorkerAutoscaling
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import copy_selector, mirror_selector
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
@@ -92,6 +93,7 @@ class WorkerView:
     labels: Mapping[str, str]
     # None while connected; else seconds until it is declared lost (<= 0: it is).
     lost_in: float | None
+    autoscaling: WorkerAutoscaling | None = None  # spec.autoscaling: nodes it can add
 
     @property
     def connected(self) -> bool:
@@ -210,6 +212,7 @@ class WorkerPool:
                     drain=spec.drain,
                     labels=labels,
                     lost_in=self._lost_in(record, registration, now),
+                    autoscaling=spec.autoscaling,
                 )
             )
         self._view_parts = parts

@@ -14,6 +14,7 @@ from jobrelay.localfleet.autoscaler.__main__ import settings_from
 from jobrelay.localfleet.autoscaler_field import AutoscalerShape
 from jobrelay.localfleet.shape import ShapeError, parse, parse_yaml
 from jobrelay.localfleet.startup import STAGES
+from jobrelay.vocabulary.autoscaling_spec import AddableNodeShape, WorkerAutoscaling
 
 ISSUE_EXAMPLE = """
 clusters:
@@ -73,3 +74,10 @@ def test_the_command_line_gives_the_stand_in_the_same_settings() -> None:
 
 def test_the_autoscaler_stops_with_the_last_stage_before_the_apiserver() -> None:
     assert AUTOSCALER in STAGES[-1]
+
+
+def test_an_autoscaled_worker_is_registered_with_the_shape_its_stand_in_adds() -> None:
+    block = AutoscalerShape(max_nodes=4, cpu="16", memory="64Gi").worker_cluster_autoscaling()
+    found = WorkerAutoscaling.of({"autoscaling": block})
+    assert found == WorkerAutoscaling((AddableNodeShape("16", "64Gi", 0, 4),))
+    assert AutoscalerShape(max_nodes=0).worker_cluster_autoscaling() is None
