@@ -14,7 +14,7 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NODES, PODS
+from jobrelay.kube.resources import NODES, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet.autoscaler import scaleup_rules as rules
 from jobrelay.localfleet.autoscaler.scaleup_driver import AUTOSCALED_LABEL, ScaleUpDriver
 from jobrelay.localfleet.autoscaler.scaleup_rules import ScaleUpSettings
@@ -23,6 +23,12 @@ from jobrelay.localfleet.binaries.autoscaler_crds import (
     load_provisioning_request_crd,
 )
 from jobrelay.vocabulary import provisioning_api as api
+from jobrelay.vocabulary.autoscaling_spec import (
+    DEFAULT_MAX_REQUESTS,
+    AddableNodeShape,
+    WorkerAutoscaling,
+)
+from jobrelay.vocabulary.workercluster import WorkerClusterSpec
 from tests.ecosystem import install_crds
 from tests.kubetools import eventually
 
@@ -148,3 +154,44 @@ async def test_requests_get_nodes_or_fail_with_a_reason_and_gone_ones_are_scaled
 async def _gone(driver: ScaleUpDriver, uid: str) -> bool | None:
     live = {obj["metadata"].get("uid") for _key, obj in driver.informer.items()}
     return True if uid not in live else None
+
+
+async def test_the_worker_cluster_crd_takes_the_autoscaling_block_and_defaults_it(
+    clients: dict[str, ApiClient],
+) -> None:
+    manager = clients["manager"]
+    name = "autoscaled-crd-check"
+    body = {
+        "apiVersion": WORKER_CLUSTERS.api_version,
+        "kind": WORKER_CLUSTERS.kind,
+        "metadata": {"name": name},
+        "spec": {
+            "kubeconfigSecretRef": {"name": "none"},
+            # Cordoned: a controller on this fleet places nothing there meanwhile.
+            "cordoned": True,
+            "autoscaling": {"nodeShapes": [{"cpu": 16, "memory": "64Gi"}]},
+        },
+    }
+    try:
+        stored = await manager.create(WORKER_CLUSTERS, body)
+        block = stored["spec"]["autoscaling"]
+        assert block == {
+            "provisioningClassName": api.BEST_EFFORT_ATOMIC_SCALE_UP,
+            "maxRequests": DEFAULT_MAX_REQUESTS,
+            "nodeShapes": [{"cpu": 16, "memory": "64Gi", "gpu": 0, "count": 1}],
+        }
+        assert WorkerClusterSpec.of(stored).autoscaling == WorkerAutoscaling(
+            (AddableNodeShape("16", "64Gi"),)
+        )
+        bad = {**body, "metadata": {"name": f"{name}-bad"}}
+        bad["spec"] = {**body["spec"], "autoscaling": {"nodeShapes": [{"cpu": "lots",
+                                                                        "memory": "1Gi"}]}}  # fmt: skip
+        with pytest.raises(ApiError) as refused:
+            await manager.create(WORKER_CLUSTERS, bad)
+        assert refused.value.code == 422
+    finally:
+        try:
+            await manager.delete(WORKER_CLUSTERS, name)
+        except ApiError as error:
+            if not error.is_not_found:
+                raise
