@@ -161,7 +161,7 @@ async def test_the_worker_cluster_crd_takes_the_autoscaling_block_and_defaults_i
 ) -> None:
     manager = clients["manager"]
     name = "autoscaled-crd-check"
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": WORKER_CLUSTERS.api_version,
         "kind": WORKER_CLUSTERS.kind,
         "metadata": {"name": name},
