@@ -160,3 +160,20 @@ def test_the_race_never_places_twice_nor_keeps_a_request_it_gave_up(
 def test_leftover_requests_are_those_of_workloads_gone() -> None:
     made = {("worker-1", "ns/jobrelay-u1"): "u1", ("worker-2", "ns/jobrelay-u2"): "u2"}
     assert rules.leftover_requests(made, {"u1"}) == [("worker-2", "ns/jobrelay-u2")]
+
+
+@given(
+    cpu=st.integers(1, 20),
+    count=st.integers(1, 6),
+    shapes=st.lists(st.tuples(st.integers(1, 32), st.integers(1, 3)), min_size=1, max_size=3),
+)
+def test_a_fit_never_needs_more_than_the_shapes_hold_and_fewer_pods_fit_too(
+    cpu: int, count: int, shapes: list[tuple[int, int]]
+) -> None:
+    grows = WorkerAutoscaling(tuple(AddableNodeShape(str(c), "64Gi", count=n) for c, n in shapes))
+    if rules.fits_added_nodes([pods(cpu, count=count)], grows):
+        assert cpu * count <= sum(c * n for c, n in shapes)
+        assert rules.fits_added_nodes([pods(cpu, count=count - 1 or 1)], grows)
+    elif all(c >= cpu for c, _n in shapes):
+        # Every node takes a pod: it fails only for want of nodes.
+        assert count > sum(n * (c // cpu) for c, n in shapes)
