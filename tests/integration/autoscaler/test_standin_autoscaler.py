@@ -60,9 +60,11 @@ async def autoscaler(clients: dict[str, ApiClient], namespace: str) -> AsyncIter
 
 
 def pod_spec(cpu: str) -> Obj:
+    """A pod that only the added nodes take (the fleet's own may be as large)."""
     return {
         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                         "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+        "nodeSelector": {AUTOSCALED_LABEL: "true"},
         "restartPolicy": "Never",
     }  # fmt: skip
 
@@ -97,7 +99,7 @@ async def test_requests_get_nodes_or_fail_with_a_reason_and_gone_ones_are_scaled
     autoscaler: ScaleUpDriver, clients: dict[str, ApiClient], namespace: str
 ) -> None:
     client = clients[WORKER]
-    # 12 CPUs a pod: more than any node of the fleet (8), one pod to each 16-CPU node.
+    # 12 CPUs a pod: one pod to each 16-CPU node.
     first = await ask(client, namespace, "two-big", cpu="12", count=2)
     provisioned = await settled(client, namespace, "two-big")
     conditions = api.conditions_of(provisioned)
