@@ -17,7 +17,7 @@ from jobrelay.placement.units import CPU, MEMORY, to_units
 from jobrelay.vocabulary.go_durations import parse_go_duration
 from jobrelay.vocabulary.provisioning_api import BEST_EFFORT_ATOMIC_SCALE_UP
 
-AUTOSCALER_FIELDS = ("maxNodes", "cpu", "memory", "gpu", "delay", "refuse")
+AUTOSCALER_FIELDS = ("maxNodes", "cpu", "memory", "gpu", "delay", "refuse", "booking")
 MAX_ADDED_NODES = 100
 
 
@@ -32,11 +32,14 @@ class AutoscalerShape:
     gpu: int = 0
     delay: str = "20s"
     refuse: str | None = None
+    booking: str | None = None  # a duration: BookingExpired when no pod consumes it so long
 
     def flags(self) -> list[str]:
         """The stand-in's command-line flags (see ``python -m jobrelay.localfleet.autoscaler``)."""
         flags = [f"--max-nodes={self.max_nodes}", f"--cpu={self.cpu}",
                  f"--memory={self.memory}", f"--gpu={self.gpu}", f"--delay={self.delay}"]  # fmt: skip
+        if self.booking is not None:
+            flags.append(f"--booking={self.booking}")
         return flags if self.refuse is None else [*flags, f"--refuse={self.refuse}"]
 
     def to_config(self) -> dict[str, Any]:
@@ -44,6 +47,8 @@ class AutoscalerShape:
                                   "memory": self.memory, "gpu": self.gpu, "delay": self.delay}  # fmt: skip
         if self.refuse is not None:
             config["refuse"] = self.refuse
+        if self.booking is not None:
+            config["booking"] = self.booking
         return config
 
     def worker_cluster_autoscaling(self) -> dict[str, Any] | None:
@@ -78,8 +83,9 @@ def parse_autoscaler(value: Any) -> AutoscalerShape:
         cpu=_quantity(value, "cpu", CPU, default.cpu),
         memory=_quantity(value, "memory", MEMORY, default.memory),
         gpu=_count(value, "gpu", default.gpu, None),
-        delay=_delay(value.get("delay", default.delay)),
+        delay=_delay(value.get("delay", default.delay), "delay"),
         refuse=refuse,
+        booking=None if value.get("booking") is None else _delay(value["booking"], "booking"),
     )
 
 
@@ -102,10 +108,10 @@ def _quantity(value: Mapping[str, Any], key: str, resource: str, default: str) -
     raise ValueError(f"{key!r}: {text!r} is not a quantity above zero (e.g. 16, 64Gi)")
 
 
-def _delay(found: Any) -> str:
+def _delay(found: Any, key: str) -> str:
     text = str(found).strip()
     try:
         parse_go_duration(text)
     except ValueError:
-        raise ValueError(f"'delay': {text!r} is not a duration (e.g. 20s, 1m)") from None
+        raise ValueError(f"{key!r}: {text!r} is not a duration (e.g. 20s, 1m)") from None
     return text

@@ -56,12 +56,16 @@ def settings_from(argv: list[str] | None = None) -> tuple[argparse.Namespace, Sc
     parser.add_argument(
         "--refuse", metavar="MESSAGE", help="refuse every request (Failed=True) with MESSAGE"
     )
+    parser.add_argument(
+        "--booking", type=_duration, default=None,
+        help="BookingExpired when no pod consumes a provisioned request so long (default: never)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.max_nodes < 0 or args.gpu < 0:
         parser.error("--max-nodes and --gpu must be 0 or more")
     settings = ScaleUpSettings(
         delay_seconds=args.delay, max_nodes=args.max_nodes, cpu=args.cpu,
-        memory=args.memory, gpu=args.gpu, refuse=args.refuse,
+        memory=args.memory, gpu=args.gpu, refuse=args.refuse, booking_seconds=args.booking,
     )  # fmt: skip
     return args, settings
 

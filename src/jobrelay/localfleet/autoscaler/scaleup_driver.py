@@ -183,6 +183,17 @@ class ScaleUpDriver:
         listed = await self.client.list(NODES, label_selector=f"{FLEET_LABEL}={self.cluster}")
         return list(listed.items)
 
+    async def _consumed(self, request: Mapping[str, Any]) -> bool:
+        """Whether a pod consumes ``request`` (asked only when bookings expire)."""
+        if self.settings.booking_seconds is None:
+            return False
+        meta = request["metadata"]
+        pods = await self.client.list(PODS, namespace=meta["namespace"])
+        return any(
+            (pod["metadata"].get("annotations") or {}).get(api.CONSUME_ANNOTATION) == meta["name"]
+            for pod in pods.items
+        )
+
     async def _drive(self, key: str) -> None:
         request = self.informer.get(key)
         if request is None:
@@ -200,6 +211,7 @@ class ScaleUpDriver:
                 for n in nodes
                 if _is_ready(n) and not (n.get("spec") or {}).get("unschedulable")
             ),
+            consumed=await self._consumed(request),
         )
         now = self.clock()
         step = next_scaleup_step(self.settings, request, await self._templates(request), view, now)

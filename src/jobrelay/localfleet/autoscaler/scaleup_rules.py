@@ -7,7 +7,8 @@ As cluster-autoscaler does for its two classes:
   request's creation) the nodes its pods need are added, all or none, then Provisioned.
   Refused (Failed=True) when told to refuse, when one of its pods is larger than a node,
   when it would take more nodes than the maximum, or when its ``ValidUntilSeconds`` ran
-  out first.
+  out first. With a booking time set, a provisioned request no pod consumes in time
+  turns BookingExpired.
 - ``check-capacity``: Provisioned=True when its pods fit the worker's nodes as they are
   (each node's allocatable, the pods already there not counted: a stand-in's shortcut),
   Provisioned=False otherwise; nothing is added.
@@ -34,6 +35,7 @@ TOO_LARGE = "PodDoesNotFitNodeShape"
 MAX_REACHED = "MaxNodesReached"
 EXPIRED = "ValidUntilSecondsExpired"
 TEMPLATE_MISSING = "PodTemplateNotFound"
+EXPIRED_BOOKING = "BookingExpired"
 # cluster-autoscaler's own reasons for check-capacity's answer.
 CAPACITY_FOUND = "CapacityIsFound"
 CAPACITY_NOT_FOUND = "CapacityIsNotFound"
@@ -53,6 +55,9 @@ class ScaleUpSettings:
     gpu: int = 0
     pods: int = 110
     refuse: str | None = None
+    # Seconds a provisioned request keeps its capacity with no pod consuming it, then
+    # BookingExpired (cluster-autoscaler: 10 minutes); None: kept for ever.
+    booking_seconds: float | None = None
 
     def node_capacity(self) -> dict[str, str]:
         """A node's capacity as the Node API writes it."""
@@ -84,6 +89,8 @@ class WorkerNodes:
     added_for_request: int = 0
     ready_for_request: int = 0
     allocatable: Sequence[Mapping[str, int]] = field(default_factory=tuple)
+    # A pod consumes the request (its consume-provisioning-request annotation names it).
+    consumed: bool = False
 
 
 def _condition(kind: str, status: bool, reason: str, message: str) -> RequestCondition:
@@ -179,12 +186,41 @@ def _fits_nodes(
 
 
 def _age(request: Mapping[str, Any], now: datetime.datetime) -> float:
-    created = str((request.get("metadata") or {}).get("creationTimestamp") or "")
+    since = _timestamp((request.get("metadata") or {}).get("creationTimestamp"))
+    return max(0.0, (now - since).total_seconds()) if since else 0.0
+
+
+def _booking(
+    settings: ScaleUpSettings,
+    request: Mapping[str, Any],
+    nodes: WorkerNodes,
+    now: datetime.datetime,
+) -> ScaleUpStep:
+    """A provisioned request: its booking expires once no pod consumed it in time."""
+    if settings.booking_seconds is None or nodes.consumed:
+        return ScaleUpStep()
+    since = _since(request, api.PROVISIONED)
+    left = settings.booking_seconds - (now - since).total_seconds() if since else 0.0
+    if left > 0:
+        return ScaleUpStep(recheck_after=left)
+    message = f"no pod consumed the capacity within {settings.booking_seconds:g}s"
+    return ScaleUpStep(
+        conditions=(_condition(api.BOOKING_EXPIRED, True, EXPIRED_BOOKING, message),)
+    )
+
+
+def _since(request: Mapping[str, Any], kind: str) -> datetime.datetime | None:
+    for entry in (request.get("status") or {}).get("conditions") or []:
+        if isinstance(entry, Mapping) and entry.get("type") == kind:
+            return _timestamp(entry.get("lastTransitionTime"))
+    return None
+
+
+def _timestamp(value: object) -> datetime.datetime | None:
     try:
-        since = datetime.datetime.fromisoformat(created.replace("Z", "+00:00"))
+        return datetime.datetime.fromisoformat(str(value or "").replace("Z", "+00:00"))
     except ValueError:
-        return 0.0
-    return max(0.0, (now - since).total_seconds())
+        return None
 
 
 def _valid_for(request: Mapping[str, Any]) -> float | None:
@@ -215,7 +251,7 @@ def next_scaleup_step(
     if class_name == api.CHECK_CAPACITY and api.PROVISIONED in conditions:
         return ScaleUpStep()  # answered once, as cluster-autoscaler does
     if conditions.get(api.PROVISIONED, RequestCondition("", "")).status == "True":
-        return ScaleUpStep()
+        return _booking(settings, request, nodes, now)
     if settings.refuse is not None:
         return _failed(REFUSED, settings.refuse or "the stand-in autoscaler was told to refuse")
     pod_sets = pod_sets_of(request, templates)

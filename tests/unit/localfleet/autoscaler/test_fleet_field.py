@@ -45,6 +45,7 @@ def test_an_empty_field_takes_the_defaults_and_refuse_is_a_message() -> None:
         ({"w": {"autoscaler": {"maxNodes": 101}}}, "more than 100"),
         ({"w": {"autoscaler": {"cpu": "lots"}}}, "'cpu': 'lots' is not a quantity"),
         ({"w": {"autoscaler": {"delay": "soon"}}}, "'delay': 'soon' is not a duration"),
+        ({"w": {"autoscaler": {"booking": "never"}}}, "'booking': 'never' is not a duration"),
         ({"w": {"autoscaler": {"size": 3}}}, "unknown key 'size'"),
         ({"w": {"autoscaler": {"refuse": True}}}, "'refuse' is the refusal's message"),
         ({"w": {"autoscaler": [4]}}, "expected a mapping"),
@@ -58,7 +59,9 @@ def test_errors_name_the_cluster_and_the_field(clusters: Any, message: str) -> N
 
 
 def test_the_command_line_gives_the_stand_in_the_same_settings() -> None:
-    shape = AutoscalerShape(max_nodes=2, cpu="32", memory="128Gi", gpu=4, delay="5s", refuse="x")
+    shape = AutoscalerShape(
+        max_nodes=2, cpu="32", memory="128Gi", gpu=4, delay="5s", refuse="x", booking="1m"
+    )
     argv = autoscaler_command(Path("/k"), "worker-2", shape)
     assert argv[1:3] == ["-m", "jobrelay.localfleet.autoscaler"]
     args, settings = settings_from(argv[3:])
@@ -69,7 +72,7 @@ def test_the_command_line_gives_the_stand_in_the_same_settings() -> None:
         "128Gi",
         4,
     )
-    assert (settings.delay_seconds, settings.refuse) == (5, "x")
+    assert (settings.delay_seconds, settings.refuse, settings.booking_seconds) == (5, "x", 60)
 
 
 def test_the_autoscaler_stops_with_the_last_stage_before_the_apiserver() -> None:

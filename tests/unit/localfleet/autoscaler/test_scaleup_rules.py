@@ -3,6 +3,7 @@ takes, when it adds them, when it refuses, and which added nodes it scales down.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -211,3 +212,23 @@ def test_new_node_indices_fill_the_gaps_first() -> None:
 def test_nodes_of_requests_gone_are_removed_unless_a_pod_is_on_them() -> None:
     added = {"w-scaleup-1": "u1", "w-scaleup-2": "u2", "w-scaleup-3": "u2"}
     assert rules.nodes_to_remove(added, ["u1"], ["w-scaleup-3"]) == ["w-scaleup-2"]
+
+
+def provisioned_at(seconds: int) -> dict[str, Any]:
+    at = (CREATED + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    done = {"type": api.PROVISIONED, "status": "True", "reason": "Provisioned", "message": "",
+            "lastTransitionTime": at}  # fmt: skip
+    return request(conditions=[done])
+
+
+def test_a_booking_no_pod_consumes_in_time_expires_and_a_consumed_one_is_kept() -> None:
+    booked = dataclasses.replace(SETTINGS, booking_seconds=60)
+    assert step(provisioned_at(20), after=50, settings=booked).recheck_after == 30
+    expired = step(provisioned_at(20), after=81, settings=booked)
+    assert true_of(expired) == {api.BOOKING_EXPIRED: rules.EXPIRED_BOOKING}
+    consumed = WorkerNodes(consumed=True)
+    assert (
+        step(provisioned_at(20), after=81, settings=booked, nodes=consumed) == rules.ScaleUpStep()
+    )
+    # Without a booking time, kept for ever (the default).
+    assert step(provisioned_at(20), after=10_000) == rules.ScaleUpStep()
