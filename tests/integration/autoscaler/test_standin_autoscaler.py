@@ -114,7 +114,9 @@ async def test_requests_get_nodes_or_fail_with_a_reason_and_gone_ones_are_scaled
     # A pod of the template, consuming the request, is scheduled on an added node.
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "consumer",
-                        "annotations": api.consuming_annotations("two-big", api.BEST_EFFORT_ATOMIC_SCALE_UP)},
+                        # KWOK runs it until deleted (the fleet's pods end after 1s).
+                        "annotations": {**api.consuming_annotations("two-big", api.BEST_EFFORT_ATOMIC_SCALE_UP),
+                                        "fleet.jobrelay.dev/duration": "10m"}},
            "spec": pod_spec("12")}  # fmt: skip
     await client.create(PODS, pod, namespace=namespace)
 
