@@ -140,8 +140,7 @@ class ClusterProfileSource:
             return
         self._told[name] = now
         message = str(condition.get("message") or "")
-        if now[1] == CLUSTER_PROFILE_REFUSED:
-            _log.warning("worker %s: %s", name, message)
+        if now[1] == CLUSTER_PROFILE_REFUSED:  # the pool logged it
             self._tell(name, "Warning", CLUSTER_PROFILE_REFUSED, message)
         elif now[0] == "True":
             self._tell(name, "Normal", CONNECTED_EVENT, f"connected as jobrelay worker {name}")

@@ -288,8 +288,10 @@ class WorkerPool:
         reconnect = current is None or current.identity != identity
         if reconnect and not await self._reconnect(record, registration, identity):
             return RequeueAfter(self._options.status_interval)
-        if record.worker is not None:  # a ClusterProfile's own conditions weigh in
-            record.worker.reported_problem = self._registrations.health_problem(name)
+        problem = self._registrations.health_problem(name)  # a ClusterProfile's conditions
+        if record.worker is not None and problem != record.worker.reported_problem:
+            record.worker.reported_problem = problem
+            self._capacity_changed(record.worker)  # held workloads look again
         drain = WorkerClusterSpec.of(registration).drain
         if drain != record.drain:
             # A drain moves workloads that no event of theirs would bring back.
