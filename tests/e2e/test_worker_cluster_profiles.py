@@ -18,6 +18,7 @@ The workers are registered again as WorkerClusters (admin kubeconfigs) whatever 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -147,8 +148,10 @@ async def test_profiles_become_workers_and_a_provider_not_in_the_file_is_refused
             "--cluster-profile-access-providers", str(provider_file),
         ) as controller:  # fmt: skip
             for worker in (east, west):
-                await eventually(lambda w=worker: told(manager, inventory, names[w], "ClusterProfileConnected"),
-                                 timeout=SHOWS_WITHIN, what=f"{names[worker]} connected")  # fmt: skip
+                await eventually(
+                    functools.partial(told, manager, inventory, names[worker], "ClusterProfileConnected"),
+                    timeout=SHOWS_WITHIN, what=f"{names[worker]} connected",
+                )  # fmt: skip
                 assert (tmp_path / f"{worker}.ran").exists()
             refused = await eventually(
                 lambda: told(manager, inventory, "profile-rogue", "ClusterProfileRefused"),

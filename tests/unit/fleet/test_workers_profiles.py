@@ -134,7 +134,10 @@ async def test_profiles_become_workers_beside_worker_clusters_and_refusals_say_w
     # condition; the profile of that name is refused.
     w1 = pool.get(WORKER)
     assert w1 is not None and w1.client.server == f"https://{WORKER}"
-    stored = lambda: fleet.manager.collections[REGISTRATIONS][WORKER]  # noqa: E731
+
+    def stored() -> dict[str, Any]:
+        return fleet.manager.collections[REGISTRATIONS][WORKER]
+
     await until(lambda: condition(stored(), NAME_CONFLICT_CONDITION), what="the conflict shown")
     assert (
         f"ClusterProfile {PROFILE_NAMESPACE}/{WORKER}"
