@@ -24,6 +24,7 @@ from jobrelay.fleet.cluster_profile_rules import (
     profile_kubeconfig,
 )
 from jobrelay.fleet.credentials import KubeconfigRefused, check_kubeconfig
+from jobrelay.fleet.workers.status_rules import Written, needs_write
 
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
 PLUGIN = {"apiVersion": V1BETA1, "command": "/bin/token-plugin", "args": ["--cluster", "x"]}
@@ -294,3 +295,20 @@ def test_a_name_conflict_names_the_profile_and_who_wins() -> None:
     assert condition["status"] == "True"
     assert "ClusterProfile fleet/east" in condition["message"]
     assert "this WorkerCluster stays the worker and the profile is refused" in condition["message"]
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "written"),
+    [
+        ((), (), False),
+        ((), (name_conflict_condition("fleet", "east"),), True),
+        ((name_conflict_condition("fleet", "east"),), (), True),
+        ((name_conflict_condition("fleet", "east"),), (name_conflict_condition("fleet", "east"),), False),
+    ],
+)  # fmt: skip
+def test_a_conflict_condition_that_comes_or_goes_is_written_at_once(
+    before: tuple[dict[str, str], ...], now: tuple[dict[str, str], ...], written: bool
+) -> None:
+    connected = {"type": "Connected", "status": "False", "reason": "Timeout", "message": "m"}
+    previous = Written(connected, 0, None, 0.0, others=before)
+    assert needs_write(previous, connected, 0, None, 1.0, others=now) is written
