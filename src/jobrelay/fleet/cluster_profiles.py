@@ -72,6 +72,8 @@ class ClusterProfileSource:
         self._told: dict[str, tuple[str, str]] = {}
         # Profiles refused for a WorkerCluster of their name, told once a conflict.
         self._conflicts: set[str] = set()
+        # Each profile's registration, with the profile and status it was built from.
+        self._built: dict[str, tuple[Mapping[str, Any], Mapping[str, Any], dict[str, Any]]] = {}
 
     # -- reading ---------------------------------------------------------------------
 
@@ -87,6 +89,19 @@ class ClusterProfileSource:
         profile = self.profile(name)
         if profile is None:
             return None
+        status = self._status.get(name, {})
+        built = self._built.get(name)
+        # The pool reads every registration for each snapshot: the same objects, the same one.
+        if built is not None and built[0] is profile and built[1] is status:
+            return built[2]
+        registration = self._registration(profile, name, status)
+        self._built[name] = (profile, status, registration)
+        return registration
+
+    @staticmethod
+    def _registration(
+        profile: Mapping[str, Any], name: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
         meta = Meta(profile)
         return {
             "apiVersion": CLUSTER_PROFILES.api_version,
@@ -98,7 +113,7 @@ class ClusterProfileSource:
                 "labels": dict(meta.labels),
             },
             "spec": {PROFILE_SPEC_KEY: {"namespace": meta.namespace, "name": name}},
-            "status": self._status.get(name, {}),
+            "status": status,
         }
 
     @staticmethod
@@ -128,10 +143,12 @@ class ClusterProfileSource:
 
     # -- what jobrelay says of it ----------------------------------------------------
 
-    def record_status(self, name: str, patch: Mapping[str, Any]) -> None:
+    def record_status(self, name: str, patch: Mapping[str, Any], *, tell: bool = True) -> None:
         """Keep a status write of the pool (a merge patch, as a WorkerCluster's would be),
-        and tell the profile when its Connected condition turned."""
+        and (``tell``: not a standby) tell the profile when its Connected condition turned."""
         self._status[name] = _merged(self._status.get(name, {}), patch)
+        if not tell:
+            return
         condition = next(iter(patch.get("conditions") or []), None)
         if not isinstance(condition, Mapping):
             return
@@ -164,7 +181,7 @@ class ClusterProfileSource:
         """A profile left the selection: what was said of it goes."""
         if event.new is None:
             name = Meta(event.obj).name
-            for kept in (self._status, self._told):
+            for kept in (self._status, self._told, self._built):
                 kept.pop(name, None)
             self._conflicts.discard(name)
 

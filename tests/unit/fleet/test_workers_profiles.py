@@ -74,21 +74,25 @@ async def told() -> Told:
 
 @pytest.fixture
 async def pool(fleet: Fleet, told: Told) -> AsyncIterator[WorkerPool]:
+    made = make_pool(fleet, told, leading=True)
+    yield made
+    await made.stop()
+    await fleet.manager.clients[0].aclose()
+
+
+def make_pool(fleet: Fleet, told: Told, *, leading: bool) -> WorkerPool:
     options = PoolOptions(
         namespace=NAMESPACE, controller_name=DEFAULT_CONTROLLER_NAME, origin="hq",
         sync_timeout=30.0, status_interval=0.05, health_timeout=30.0, lost_timeout=900.0,
-        api=ApiOptions(connect_timeout=0.1, request_timeout=0.3),
+        api=ApiOptions(connect_timeout=0.1, request_timeout=0.3, write_fence=lambda: leading),
         cluster_profiles=ClusterProfileSettings(
             PROFILE_NAMESPACE, providers=(AccessProviderConfig("token", PLUGIN),)
         ),
     )  # fmt: skip
-    made = WorkerPool(
+    return WorkerPool(
         fleet.manager.client(), [WIDGET], fleet.changed.append, options,
         client_factory=fleet.client_for, events=cast(EventRecorder, told),
     )  # fmt: skip
-    yield made
-    await made.stop()
-    await fleet.manager.clients[0].aclose()
 
 
 def condition(registration: Mapping[str, Any] | None, kind: str = "Connected") -> dict[str, Any]:
@@ -173,3 +177,22 @@ async def test_a_profile_whose_control_plane_is_unhealthy_is_not_connected(
 
     fleet.manager.put(PROFILES, profile("east", "token", "east"))
     await until(lambda: east.connected, what="east healthy again")
+
+
+async def test_a_standby_keeps_a_profile_workers_status_and_tells_nothing(
+    fleet: Fleet, told: Told
+) -> None:
+    standby = make_pool(fleet, told, leading=False)
+    try:
+        fleet.server("east")
+        fleet.manager.put(PROFILES, profile("east", "token", "east"))
+        fleet.manager.put(PROFILES, profile("west", "other", "east"))
+        await standby.start()
+        await standby.wait_connected(5.0)
+        await until(lambda: condition(registration(standby, "east")).get("status") == "True"
+                    and condition(registration(standby, "west")).get("reason")
+                    == CLUSTER_PROFILE_REFUSED, what="both shown by the standby")  # fmt: skip
+        assert told.events == []
+    finally:
+        await standby.stop()
+        await fleet.manager.clients[0].aclose()

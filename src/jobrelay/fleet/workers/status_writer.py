@@ -78,7 +78,11 @@ class StatusWriter:
     ) -> None:
         """Write the status on a change, and for a connected worker once a heartbeat."""
         fence = self._write_fence
-        if fence is not None and not fence():
+        fenced = fence is not None and not fence()
+        # A profile worker's status is only kept here: a standby keeps it too (its API shows
+        # it), but tells nothing.
+        profile = self._profiles is not None and self._profiles.owns(registration)
+        if fenced and not profile:
             return  # a standby writes nothing; once leading, the next refresh writes it
         wanted: dict[str, Any] = {
             "type": "Connected",
@@ -136,8 +140,8 @@ class StatusWriter:
             stored = (registration.get("status") or {}).get("capacity")
             status["capacity"] = replacing(stored, capacity)
         try:
-            if self._profiles is not None and self._profiles.owns(registration):
-                self._profiles.record_status(record.name, status)
+            if self._profiles is not None and profile:
+                self._profiles.record_status(record.name, status, tell=not fenced)
             else:
                 await self._manager.patch(
                     WORKER_CLUSTERS, record.name, {"status": status}, subresource="status"
