@@ -41,3 +41,8 @@ TRAINING_OPERATOR_MODULE = "github.com/kubeflow/training-operator"
 TRAINING_OPERATOR_VERSION = "v1.9.0"
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 MPI_OPERATOR_VERSION = "v0.7.0"
+
+# SIG-Multicluster's ClusterProfile (KEP-4322), whose CRD the e2e tests of workers from
+# ClusterProfiles install on the manager (a cluster manager's in a real fleet).
+CLUSTER_INVENTORY_MODULE = "sigs.k8s.io/cluster-inventory-api"
+CLUSTER_INVENTORY_VERSION = "v0.1.2"
