@@ -36,11 +36,18 @@ from jobrelay.controller.options import (
     LeaderElectionSettings,
 )
 from jobrelay.fleet import workerclusters
+from jobrelay.fleet.cluster_profile_rules import (
+    ClusterProfileSettings,
+    ProviderFileError,
+    parse_provider_file,
+)
 from jobrelay.kinds.managed_by_claims import parse_field_flag, parse_kind_flag
+from jobrelay.kube import redact
 from jobrelay.kube.election.election_rules import ElectionTiming
 from jobrelay.kube.election.elector import LeadershipLost
 from jobrelay.kube.errors import ApiError
 from jobrelay.observe.logging import setup_logging
+from jobrelay.placement.selectors import SelectorError, parse_selector
 from jobrelay.relayapi.auto_register_rules import choose_api_serving
 from jobrelay.relayapi.settings import ApiSettings
 from jobrelay.vocabulary.go_durations import go_duration_text, parse_go_duration
@@ -107,6 +114,50 @@ def _ttl(_ctx: click.Context, _param: click.Parameter, value: str) -> float:
         return parse_go_duration(value)
     except ValueError as error:
         raise click.BadParameter(str(error)) from error
+
+
+def _profile_selector(value: str) -> str:
+    try:
+        parse_selector(value)
+    except SelectorError as error:
+        raise click.BadParameter(str(error), param_hint="--cluster-profile-selector") from None
+    return value
+
+
+def profile_settings(
+    namespace: str | None, selector: str, provider_file: Path | None
+) -> ClusterProfileSettings | None:
+    """The ClusterProfile settings of the flags, the provider file read (once) and checked:
+    one line saying what is wrong, else."""
+    if namespace is None:
+        if provider_file is not None or selector:
+            raise click.UsageError(
+                "--cluster-profile-selector and --cluster-profile-access-providers need "
+                "--cluster-profiles NAMESPACE"
+            )
+        return None
+    if not _DNS_LABEL.fullmatch(namespace):
+        raise click.BadParameter(f"{namespace!r} is not a namespace name",
+                                 param_hint="--cluster-profiles")  # fmt: skip
+    if provider_file is None:
+        raise click.UsageError(
+            "--cluster-profiles needs --cluster-profile-access-providers FILE: a profile's "
+            "credentials come from the exec plugins it names"
+        )
+    try:
+        text = provider_file.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise click.BadParameter(
+            f"cannot read {provider_file}: {redact.library_problem(error)}",
+            param_hint="--cluster-profile-access-providers",
+        ) from None
+    try:
+        providers = parse_provider_file(text, str(provider_file))
+    except ProviderFileError as error:
+        raise click.BadParameter(
+            str(error), param_hint="--cluster-profile-access-providers"
+        ) from None
+    return ClusterProfileSettings(namespace, selector, providers, str(provider_file))
 
 
 def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings:
@@ -256,6 +307,20 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
                    "managed clouds' do). RISK: anyone who can write Secrets in --namespace can "
                    "then run commands in the controller, with its service account. tokenFile "
                    "and file paths stay refused.")  # fmt: skip
+@click.option("--cluster-profiles", "cluster_profiles", metavar="NAMESPACE", default=None,
+              help="Make every ClusterProfile (multicluster.x-k8s.io/v1alpha1) of this namespace "
+                   "that --cluster-profile-selector matches a worker, named after it, its "
+                   "credentials from --cluster-profile-access-providers [default: none].")  # fmt: skip
+@click.option("--cluster-profile-selector", default="", metavar="SELECTOR",
+              callback=lambda _ctx, _param, value: _profile_selector(value),
+              help="Which ClusterProfiles of --cluster-profiles are workers (kubectl -l "
+                   "syntax, e.g. env=prod,tier!=gpu) [default: all].")  # fmt: skip
+@click.option("--cluster-profile-access-providers", "access_providers", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The access-provider file (KEP-5339: {\"providers\": [{name, execConfig}]}), "
+                   "read once at start: a profile's access provider of a name it lists gives "
+                   "the server and CA, the file the exec plugin; exec runs only for these "
+                   "(needed with --cluster-profiles).")  # fmt: skip
 @click.option("--install-crds", is_flag=True, default=_default("install_crds"),
               help="Apply jobrelay's CRDs at start (the local fleet, tests). Without it the "
                    "CRDs must be installed (the chart, or charts/jobrelay/files/crds/) and are "
@@ -306,6 +371,9 @@ def run(
     api: ApiSettings,
     api_register: str,
     allow_exec_credentials: bool,
+    cluster_profiles: str | None,
+    cluster_profile_selector: str,
+    access_providers: Path | None,
     install_crds: bool,
     log_format: str,
     log_level: str,
@@ -352,6 +420,9 @@ def run(
             health_timeout=worker_health_timeout,
             lost_timeout=worker_lost_timeout,
             allow_exec_credentials=allow_exec_credentials,
+            cluster_profiles=profile_settings(
+                cluster_profiles, cluster_profile_selector, access_providers
+            ),
         ),
         relay=dataclasses.replace(
             DEFAULTS.relay,

@@ -179,6 +179,7 @@ class Controller:
             on_capacity_change=lambda _name: self.capacity_changed.set(),
             event_sink=self.worker_events,
             client_factory=self._worker_client,
+            events=self.events,
             on_copy_change=self.sources.copy_changed,
             is_mirror_echo=lambda worker, key, event: self.routing.is_mirror_echo(
                 worker, key, event

@@ -13,6 +13,7 @@ from jobrelay.vocabulary.resource import Resource
 
 __all__ = [
     "API_SERVICES",
+    "CLUSTER_PROFILES",
     "CONFIGMAPS",
     "CRDS",
     "ENDPOINT_SLICES",
@@ -70,6 +71,10 @@ CRDS = Resource(
 # Our own CRD: one object per worker cluster, on the management cluster.
 WORKER_CLUSTERS = Resource(
     "jobrelay.dev", "v1alpha1", "workerclusters", "WorkerCluster", namespaced=False
+)
+# SIG-Multicluster's ClusterProfile (KEP-4322): workers with --cluster-profiles.
+CLUSTER_PROFILES = Resource(
+    "multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile", namespaced=True
 )
 # Fleet-wide queues (RelayQueue): cluster-scoped, on the management cluster.
 RELAY_QUEUES = Resource("jobrelay.dev", "v1alpha1", "relayqueues", "RelayQueue", namespaced=False)

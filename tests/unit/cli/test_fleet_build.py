@@ -22,7 +22,7 @@ def resolved(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def tools(*_args: Any, **_kwargs: Any) -> Any:
         called.append("tools")
-        return resolver.Tools(*(Path(f"/cache/tool{n}") for n in range(6)))
+        return resolver.Tools(*(Path(f"/cache/tool{n}") for n in range(7)))
 
     monkeypatch.setattr(fleet.resolver, "resolve", binaries)
     monkeypatch.setattr(fleet.resolver, "resolve_tools", tools)

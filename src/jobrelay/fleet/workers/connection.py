@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from jobrelay.fleet import workerclusters
+from jobrelay.fleet.cluster_profiles import PROFILE_SPEC_KEY, ClusterProfileSource
 from jobrelay.fleet.workers.record import Identity, Worker
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
@@ -53,8 +54,12 @@ class Connector:
         allow_exec_credentials: bool,
         client_factory: ClientFactory,
         stream_connections: int = 0,
+        profiles: ClusterProfileSource | None = None,
     ) -> None:
         self._manager = manager
+        # Workers from ClusterProfiles: their credentials come from the profile and the
+        # access-provider file, not from a Secret.
+        self._profiles = profiles
         self._namespace = namespace
         self._api = api
         # Users' streams (logs, their pod watches) go through a second client per worker,
@@ -69,6 +74,9 @@ class Connector:
 
     def identity(self, spec: Mapping[str, Any]) -> Identity:
         """What a connection from ``spec`` is built from: a change reconnects."""
+        profile = spec.get(PROFILE_SPEC_KEY)
+        if profile is not None and self._profiles is not None:
+            return self._profiles.identity(str(profile.get("name")))
         ref = spec.get("kubeconfigSecretRef") or {}
         secret = self.secrets.get(f"{self._namespace}/{ref.get('name')}")
         return (
@@ -93,10 +101,13 @@ class Connector:
     ) -> tuple[ApiClient, ApiClient | None]:
         """A client from the worker's kubeconfig Secret, and the client of users' streams
         (None when they share it); raises RegistryError or ValueError when it is unusable."""
-        kubeconfig = await workerclusters.read_kubeconfig(
-            self._manager, {"spec": spec}, self._namespace, allow_exec=self._allow_exec
-        )
-        context = spec.get("context") or None
+        if spec.get(PROFILE_SPEC_KEY) is not None and self._profiles is not None:
+            kubeconfig, context = self._profiles.kubeconfig(name), None
+        else:
+            kubeconfig = await workerclusters.read_kubeconfig(
+                self._manager, {"spec": spec}, self._namespace, allow_exec=self._allow_exec
+            )
+            context = spec.get("context") or None
         client = self._client_factory(kubeconfig, context, name, self._api)
         if self._stream_connections <= 0:
             return client, None

@@ -10,6 +10,8 @@ reason                        meaning
 ============================  ===============================================
 ``Connected``                 it answers, and at least one kind is listed
 ``NotListed``                 it answers but has not listed its mirrors yet
+``ControlPlaneUnhealthy``     it answers, but its ClusterProfile says
+                              ``ControlPlaneHealthy=False``
 ============================  ===============================================
 
 A worker not connected for the lost timeout is declared lost (its workloads
@@ -24,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobrelay.fleet.cluster_profile_rules import CONTROL_PLANE_UNHEALTHY
 from jobrelay.fleet.refusals import classify
 
 __all__ = ["NOT_LISTED", "ConnectedVerdict", "LostClock", "lost_in", "silent_since", "verdict"]
@@ -45,10 +48,15 @@ def verdict(
     probe_error: BaseException | None,
     informers: Mapping[str, tuple[bool, BaseException | None]],
     server: str = "",
+    reported_problem: str | None = None,
 ) -> ConnectedVerdict:
     """The condition from the last probe (None: it answered, or none ran yet) and, per
     kind, whether its mirror informer has listed and its last error; a failed probe's
-    message starts with the ``server`` it went to."""
+    message starts with the ``server`` it went to. ``reported_problem``: what its own
+    registration says is wrong (a ClusterProfile's ControlPlaneHealthy=False), which
+    outweighs an answering probe."""
+    if reported_problem is not None and probe_error is None:
+        return ConnectedVerdict(False, CONTROL_PLANE_UNHEALTHY, reported_problem)
     if probe_error is not None:
         reason, message = classify(probe_error)
         return ConnectedVerdict(False, reason, f"{server}: {message}" if server else message)

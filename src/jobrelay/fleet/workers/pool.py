@@ -1,7 +1,8 @@
 """The live pool of worker clusters: one record per registered worker.
 
-The pool follows the manager's ``WorkerCluster`` objects: a new or changed
-one is (re)connected from its kubeconfig Secret (connection.py), a deleted one
+The pool follows the manager's ``WorkerCluster`` objects and, when configured, selected
+ClusterProfiles (definitions.py): a new or changed one is (re)connected from its
+kubeconfig Secret or its profile's access provider (connection.py), a deleted one
 is dropped with everything the pool knew of it (record.py). Each worker's
 informers cache only the mirrors this controller created (label-selected), one
 per configured workload kind, and report every change as the management
@@ -22,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobrelay.fleet import workerclusters
+from jobrelay.fleet.cluster_profile_rules import ClusterProfileSettings
 from jobrelay.fleet.workers.connection import (
     ClientFactory,
     Connector,
     client_from_kubeconfig,
     wait_listed,
 )
+from jobrelay.fleet.workers.definitions import WorkerDefinitions, WorkerView
 from jobrelay.fleet.workers.feed_base import CopyChanged, FeedWiring
 from jobrelay.fleet.workers.liveness import probe, run_probes
 from jobrelay.fleet.workers.liveness_rules import ConnectedVerdict, LostClock
@@ -42,14 +45,13 @@ from jobrelay.fleet.workers.status_writer import StatusWriter
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.connecting import ApiOptions
+from jobrelay.kube.events import EventRecorder
 from jobrelay.kube.queueing import WorkQueue, run_workers
-from jobrelay.kube.resources import WORKER_CLUSTERS
-from jobrelay.kube.watching import Informer, InformerEvent, InformerOptions
-from jobrelay.vocabulary.autoscaling_spec import WorkerAutoscaling
+from jobrelay.kube.watching import InformerEvent, InformerOptions
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import copy_selector, mirror_selector
 from jobrelay.vocabulary.outcome import Done, QueueOutcome, RequeueAfter
-from jobrelay.vocabulary.workercluster import DrainMode, WorkerClusterSpec
+from jobrelay.vocabulary.workercluster import WorkerClusterSpec
 
 __all__ = ["PoolOptions", "WorkerPool", "WorkerView"]
 
@@ -80,28 +82,8 @@ class PoolOptions:
     # they would share the pool of the probe and the informers.
     stream_connections: int = 0
     informer: InformerOptions = field(default_factory=InformerOptions)
-
-
-@dataclass(frozen=True)
-class WorkerView:
-    """One registered worker as a reconcile needs it, connected or not."""
-
-    name: str
-    worker: Worker | None  # None: no connection could be made from its kubeconfig
-    cordoned: bool
-    drain: DrainMode | None
-    labels: Mapping[str, str]
-    # None while connected; else seconds until it is declared lost (<= 0: it is).
-    lost_in: float | None
-    autoscaling: WorkerAutoscaling | None = None  # spec.autoscaling: nodes it can add
-
-    @property
-    def connected(self) -> bool:
-        return self.lost_in is None
-
-    @property
-    def lost(self) -> bool:
-        return self.lost_in is not None and self.lost_in <= 0
+    # Workers from the ClusterProfiles of a namespace too (--cluster-profiles); None: none.
+    cluster_profiles: ClusterProfileSettings | None = None
 
 
 class WorkerPool:
@@ -119,6 +101,7 @@ class WorkerPool:
         event_sink: WorkerEventSink | None = None,
         on_copy_change: CopyChanged | None = None,
         is_mirror_echo: MirrorEcho | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self._kinds = list(kinds)
         # Which mirror events echo the relay's own writes (no look: record.py).
@@ -137,7 +120,10 @@ class WorkerPool:
         self._view_parts: dict[
             int, tuple[Mapping[str, Any], str, WorkerClusterSpec, Mapping[str, str]]
         ] = {}
-        self._registrations = Informer(manager, WORKER_CLUSTERS, options=options.informer)
+        # Every worker's registration: WorkerClusters, and ClusterProfiles when configured.
+        self._registrations = WorkerDefinitions.of(
+            manager, options.informer, options.cluster_profiles, events
+        )
         self._connector = Connector(
             manager,
             namespace=options.namespace,
@@ -146,12 +132,15 @@ class WorkerPool:
             allow_exec_credentials=options.allow_exec_credentials,
             client_factory=client_factory,
             stream_connections=options.stream_connections,
+            profiles=self._registrations.profiles,
         )
         self._status = StatusWriter(
             manager,
             origin=options.origin,
             status_interval=options.status_interval,
             write_fence=options.api.write_fence,
+            profiles=self._registrations.profiles,
+            conflict=self._registrations.conflict,
         )
         self._queue: WorkQueue[str] = WorkQueue()
         self._task: asyncio.Task[None] | None = None
@@ -168,7 +157,8 @@ class WorkerPool:
         return [r.worker for r in self._records.values() if r.worker is not None]
 
     def registrations(self) -> list[dict[str, Any]]:
-        """Every WorkerCluster as the manager holds it (spec and the status written)."""
+        """Every WorkerCluster as the manager holds it (spec and the status written), and
+        every profile worker's registration (definitions.py)."""
         return self._registrations.values()
 
     def mirror_keys(self) -> set[WorkloadKey]:
@@ -273,8 +263,8 @@ class WorkerPool:
         self._records.clear()
         await self._connector.stop()
 
-    def _on_registration(self, event: InformerEvent) -> None:
-        self._queue.add(event.key)
+    def _on_registration(self, name: str) -> None:
+        self._queue.add(name)
 
     def _on_secret(self, event: InformerEvent) -> None:
         for name in self._connector.using_secret(
@@ -299,6 +289,10 @@ class WorkerPool:
         reconnect = current is None or current.identity != identity
         if reconnect and not await self._reconnect(record, registration, identity):
             return RequeueAfter(self._options.status_interval)
+        problem = self._registrations.health_problem(name)  # a ClusterProfile's conditions
+        if record.worker is not None and problem != record.worker.reported_problem:
+            record.worker.reported_problem = problem
+            self._capacity_changed(record.worker)  # held workloads look again
         drain = WorkerClusterSpec.of(registration).drain
         if drain != record.drain:
             # A drain moves workloads that no event of theirs would bring back.
@@ -389,8 +383,8 @@ class WorkerPool:
             record.unusable = True
             self._worker_settled.set()
             await self._status.write(
-                record, registration, connected=False, reason="InvalidKubeconfig",
-                message=str(error),
+                record, registration, connected=False,
+                reason=getattr(error, "reason", "InvalidKubeconfig"), message=str(error),
             )  # fmt: skip
             return None
         worker = Worker(name, client, identity, stream_client=stream_client)

@@ -79,6 +79,8 @@ class Worker:
     mirrors: dict[str, Informer] = field(default_factory=dict)
     # The last probe's failure (None: it answered, or no probe ran yet).
     probe_error: Exception | None = None
+    # What its registration itself says is wrong (a ClusterProfile's ControlPlaneHealthy=False).
+    reported_problem: str | None = None
     # When it last answered (RFC 3339) and its gitVersion, from the probe.
     last_contact: str | None = None
     kubernetes_version: str | None = None
@@ -234,6 +236,7 @@ class Worker:
             self.probe_error,
             {kind: (i.has_synced, i.last_error) for kind, i in self.mirrors.items()},
             self.client.server,
+            self.reported_problem,
         )
 
     # -- its capacity (capacity_feed.py) -----------------------------------------------------

@@ -32,6 +32,8 @@ class Written:
     at: float
     lost_time: str | None = None
     observed_generation: int | None = None
+    # Conditions beside Connected (a ClusterProfile name conflict), as written.
+    others: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(slots=True)
@@ -81,12 +83,15 @@ def needs_write(
     lost_time: str | None = None,
     observed_generation: int | None = None,
     heartbeat: float = HEARTBEAT_SECONDS,
+    others: tuple[Mapping[str, Any], ...] = (),
 ) -> bool:
     """Whether the status must be written: on any change, and for a connected
     worker once per ``heartbeat`` (to advance lastContactTime)."""
     if previous is None:
         return True
     if (previous.condition, previous.active, previous.lost_time) != (condition, active, lost_time):
+        return True
+    if previous.others != others:
         return True
     if observed_generation is not None and previous.observed_generation != observed_generation:
         return True

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobrelay.fleet.cluster_profiles import ClusterProfileSource
 from jobrelay.fleet.workers.record import Worker, WorkerRecord
 from jobrelay.fleet.workers.status_rules import (
     Written,
@@ -42,8 +43,14 @@ class StatusWriter:
         origin: str,
         status_interval: float,
         write_fence: Callable[[], bool] | None,
+        profiles: ClusterProfileSource | None = None,
+        conflict: Callable[[str], Mapping[str, Any] | None] = lambda _name: None,
     ) -> None:
         self._manager = manager
+        # A profile worker's status is kept beside its profile, never written to it
+        # (fleet/cluster_profiles.py); a WorkerCluster may carry a name conflict as well.
+        self._profiles = profiles
+        self._conflict = conflict
         self._origin = origin
         self._status_interval = status_interval
         self._write_fence = write_fence
@@ -71,7 +78,11 @@ class StatusWriter:
     ) -> None:
         """Write the status on a change, and for a connected worker once a heartbeat."""
         fence = self._write_fence
-        if fence is not None and not fence():
+        fenced = fence is not None and not fence()
+        # A profile worker's status is only kept here: a standby keeps it too (its API shows
+        # it), but tells nothing.
+        profile = self._profiles is not None and self._profiles.owns(registration)
+        if fenced and not profile:
             return  # a standby writes nothing; once leading, the next refresh writes it
         wanted: dict[str, Any] = {
             "type": "Connected",
@@ -88,15 +99,30 @@ class StatusWriter:
         generation = generation if isinstance(generation, int) else None
         now = asyncio.get_running_loop().time()
         capacity = self._capacity_status(record, worker, now)
+        conflict = self._conflict(record.name)
+        others = (dict(conflict),) if conflict else ()
         if capacity is None and not needs_write(
             record.status.written, wanted, active, version, now,
-            lost_time=lost_time, observed_generation=generation,
+            lost_time=lost_time, observed_generation=generation, others=others,
         ):  # fmt: skip
             return
         existing = connected_condition(registration)
-        transition = transition_time(existing, wanted["status"], rfc3339(time.time()))
+        stamp = rfc3339(time.time())
+        stored_conditions = {
+            c.get("type"): c for c in (registration.get("status") or {}).get("conditions") or []
+        }
+        transition = transition_time(existing, wanted["status"], stamp)
         status: dict[str, Any] = {
-            "conditions": [{**wanted, "lastTransitionTime": transition}],
+            "conditions": [{**wanted, "lastTransitionTime": transition}]
+            + [
+                {
+                    **other,
+                    "lastTransitionTime": transition_time(
+                        stored_conditions.get(other["type"]), other["status"], stamp
+                    ),
+                }
+                for other in others
+            ],
             # Which manager's mirrors `jobrelay clusters remove` may delete there.
             "origin": self._origin,
         }
@@ -114,14 +140,17 @@ class StatusWriter:
             stored = (registration.get("status") or {}).get("capacity")
             status["capacity"] = replacing(stored, capacity)
         try:
-            await self._manager.patch(
-                WORKER_CLUSTERS, record.name, {"status": status}, subresource="status"
-            )
+            if self._profiles is not None and profile:
+                self._profiles.record_status(record.name, status, tell=not fenced)
+            else:
+                await self._manager.patch(
+                    WORKER_CLUSTERS, record.name, {"status": status}, subresource="status"
+                )
         except ApiError as error:
             if not error.is_not_found:
                 _log.warning("worker %s: cannot write status: %s", record.name, error)
             return
-        record.status.written = Written(wanted, active, version, now, lost_time, generation)
+        record.status.written = Written(wanted, active, version, now, lost_time, generation, others)
         if capacity is not None:
             record.status.capacity.written(capacity, now)
 

@@ -11,6 +11,7 @@ from jobrelay.localfleet.binaries.chart_crds import chart_crds
 from jobrelay.localfleet.binaries.ecosystem_crds import ecosystem_crds
 from jobrelay.localfleet.binaries.etcd_binary import etcd
 from jobrelay.localfleet.binaries.helm_binary import helm
+from jobrelay.localfleet.binaries.inventory_crds import inventory_crds
 from jobrelay.localfleet.binaries.jobset_build import jobset
 from jobrelay.localfleet.binaries.kube_binaries import kubernetes_dir
 from jobrelay.localfleet.binaries.kwok_binary import kwok
@@ -60,6 +61,8 @@ class Tools:
     promtool: Path
     ecosystem_crds: Path
     autoscaler_crds: Path
+    # The ClusterProfile CRD, for the tests of workers from ClusterProfiles (inventory_crds).
+    inventory_crds: Path
 
 
 def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
@@ -70,4 +73,5 @@ def resolve_tools(progress: Progress = print, *, build: bool = True) -> Tools:
         promtool=promtool(progress, build=build),
         ecosystem_crds=ecosystem_crds(progress, build=build),
         autoscaler_crds=autoscaler_crds(progress, build=build),
+        inventory_crds=inventory_crds(progress, build=build),
     )

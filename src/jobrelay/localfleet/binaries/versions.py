@@ -48,3 +48,8 @@ MPI_OPERATOR_VERSION = "v0.7.0"
 # unchanged (autoscaler_crds.served_as_v1 adds v1 the way the newer CRD lists it).
 AUTOSCALER_APIS_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
 AUTOSCALER_APIS_VERSION = "v0.0.0-20240627115740-d52e4b9665d7"
+
+# SIG-Multicluster's ClusterProfile (KEP-4322), whose CRD the e2e tests of workers from
+# ClusterProfiles install on the manager (a cluster manager's in a real fleet).
+CLUSTER_INVENTORY_MODULE = "sigs.k8s.io/cluster-inventory-api"
+CLUSTER_INVENTORY_VERSION = "v0.1.2"
