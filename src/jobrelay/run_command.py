@@ -315,7 +315,8 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
               callback=lambda _ctx, _param, value: _profile_selector(value),
               help="Which ClusterProfiles of --cluster-profiles are workers (kubectl -l "
                    "syntax, e.g. env=prod,tier!=gpu) [default: all].")  # fmt: skip
-@click.option("--cluster-profile-access-providers", "access_providers", metavar="FILE",
+@click.option("--cluster-profile-access-providers", "--clusterprofile-provider-file",
+              "access_providers", metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The access-provider file (KEP-5339: {\"providers\": [{name, execConfig}]}), "
                    "read once at start: a profile's access provider of a name it lists gives "

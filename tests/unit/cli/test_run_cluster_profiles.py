@@ -38,6 +38,18 @@ def test_the_flags_reach_the_pools_options(
     )
 
 
+def test_the_file_flag_takes_the_name_the_library_s_users_give_it(
+    captured: list[ControllerOptions], kubeconfig: str, provider_file: Path
+) -> None:
+    result = _invoke(
+        "--cluster-profiles", "fleet", "--clusterprofile-provider-file", str(provider_file),
+        kubeconfig=kubeconfig,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    settings = captured[0].workers.cluster_profiles
+    assert settings is not None and settings.provider_file == str(provider_file)
+
+
 def test_without_the_flag_no_profile_is_a_worker(
     captured: list[ControllerOptions], kubeconfig: str
 ) -> None:
