@@ -260,6 +260,11 @@ def _api_served(api: ApiSettings, mode: str, manager_server: str) -> ApiSettings
               show_default=True, type=click.FloatRange(0.0),
               help="Seconds a workload avoids a worker it moved away from after a worker-side "
                    "failure there.")  # fmt: skip
+@click.option("--provisioning-candidates", default=_default("relay.provisioning_candidates"),
+              show_default=True, type=click.IntRange(0),
+              help="Autoscaled workers asked at once (a ProvisioningRequest each) for capacity "
+                   "a workload fits on no worker now but would on the nodes they can add; 0 "
+                   "never asks.")  # fmt: skip
 @click.option("--gc-interval", default=_default("gc_interval"), show_default=True,
               type=click.FloatRange(1.0),
               help="Seconds between passes over every mirror and every workload that may need work (orphan clean-up bound).")  # fmt: skip
@@ -356,6 +361,7 @@ def run(
     pending_timeout: float,
     max_moves: int,
     failed_worker_avoid_for: float,
+    provisioning_candidates: int,
     gc_interval: float,
     concurrency: int,
     retry_base_delay: float,
@@ -437,6 +443,7 @@ def run(
             completed_events=completed_events,
             max_moves=max_moves,
             failed_worker_avoid_for=failed_worker_avoid_for,
+            provisioning_candidates=provisioning_candidates,
         ),
         kinds=KindSettings(
             names=tuple(claim.name for claim in claims) or kind_settings.names,

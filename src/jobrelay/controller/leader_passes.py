@@ -16,7 +16,9 @@ from jobrelay.kinds.base import WorkloadKind
 from jobrelay.kube.queueing import Lane, WorkQueue
 from jobrelay.vocabulary.json_types import JsonObj
 
-__all__ = ["HELD_PASS_INTERVAL", "HeldWork", "known_keys", "place_held", "resync"]
+__all__ = [
+    "HELD_PASS_INTERVAL", "HeldWork", "known_keys", "place_held", "provisioning_keys", "resync",
+]  # fmt: skip
 
 # The least time between two passes over the held workloads.
 HELD_PASS_INTERVAL = 1.0
@@ -38,6 +40,20 @@ def known_keys(kinds: Mapping[str, KindRuntime], pool: WorkerPool) -> set[Worklo
         for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
     }
     keys.update(pool.mirror_keys())
+    keys.update(provisioning_keys(pool))
+    return keys
+
+
+def provisioning_keys(pool: WorkerPool) -> set[WorkloadKey]:
+    """The workloads some worker holds one of jobrelay's ProvisioningRequests for: the
+    sweep of leftovers (a request whose workload is gone, finished or placed elsewhere is
+    deleted by that workload's decision, steps/claiming_capacity.py)."""
+    keys: set[WorkloadKey] = set()
+    for worker in pool.workers():
+        for tag in worker.provisioning_feed.workload_keys():
+            kind, _, key = tag.partition(":")
+            if kind and key:
+                keys.add(WorkloadKey(kind, key))
     return keys
 
 
@@ -81,5 +97,5 @@ async def resync(
             for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
             if (obj := runtime.objects.get(key)) is not None
         )
-        for key in resync_keys(objects, pool.mirror_keys(), kept):
+        for key in resync_keys(objects, pool.mirror_keys(), kept) | provisioning_keys(pool):
             queue.add(key, Lane.BACKGROUND)

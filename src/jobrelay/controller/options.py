@@ -96,6 +96,8 @@ def relay_defaults() -> Settings:
         # (jobrelay.dev/max-moves), and how long a worker that failed it is avoided.
         max_moves=3,
         failed_worker_avoid_for=600.0,
+        # Autoscaled workers asked at once for capacity a workload fits nowhere now.
+        provisioning_candidates=2,
     )
 
 

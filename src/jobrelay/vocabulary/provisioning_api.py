@@ -35,6 +35,12 @@ FAILED = "Failed"
 BOOKING_EXPIRED = "BookingExpired"
 CAPACITY_REVOKED = "CapacityRevoked"
 
+# On every ProvisioningRequest and PodTemplate jobrelay makes: the workload's UID, and its
+# work queue key (``<kind>:<namespace>/<name>``), so that a request is found by its
+# workload even once the workload is gone.
+PROVISIONING_FOR_LABEL = "jobrelay.dev/provisioning-for"
+PROVISIONING_WORKLOAD_ANNOTATION = "jobrelay.dev/provisioning-workload"
+
 # On a pod: the request (in the pod's namespace) whose capacity it consumes, and its class.
 CONSUME_ANNOTATION = "cluster-autoscaler.kubernetes.io/consume-provisioning-request"
 CLASS_ANNOTATION = "cluster-autoscaler.kubernetes.io/provisioning-class-name"

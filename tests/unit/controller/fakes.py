@@ -24,6 +24,7 @@ import msgspec
 from jobrelay.controller.relay.executor import Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.fleet.workers import WorkerView
+from jobrelay.fleet.workers.provisioning_feed import ProvisioningFeed
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kinds.mirrors import is_ours
 from jobrelay.kube.client import ApiClient
@@ -422,6 +423,8 @@ class FakeWorker:
     namespace_feed: FakeNamespaceFeed = field(default_factory=FakeNamespaceFeed)
     claim_feed: FakeClaimFeed = field(default_factory=FakeClaimFeed)
     dependency_feed: FakeCopyFeed = field(default_factory=lambda: FakeCopyFeed())
+    # The real feed, never started: a test fills it through its _apply.
+    provisioning_feed: ProvisioningFeed = field(default_factory=lambda: ProvisioningFeed("fake"))
     bindings_version: int = 0
 
     def __post_init__(self) -> None:

@@ -248,7 +248,7 @@ def test_a_worker_starts_and_stops_each_of_its_feeds_in_declared_order() -> None
     worker = Worker("w", client, ("s",))
     assert worker.feeds() == (
         worker.capacity_feed, worker.hop_feed, worker.namespace_feed, worker.dependency_feed,
-        worker.claim_feed,
+        worker.claim_feed, worker.provisioning_feed,
     )  # fmt: skip
     # The hops feed the capacity feed's tracker.
     assert worker.hop_feed.tracker is worker.capacity_feed.tracker

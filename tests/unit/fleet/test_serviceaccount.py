@@ -28,7 +28,10 @@ RAYJOB = RayJobKind.ref
 MPIJOB = MPIJobKind.ref
 
 
-BASE = {"/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces"}
+BASE = {
+    "/events", "/nodes", "/pods", "/persistentvolumeclaims", "/namespaces",
+    "autoscaling.x-k8s.io/provisioningrequests", "/podtemplates",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,7 @@ from jobrelay.controller.relay.plan import (
     Terminal,
     WriteStatus,
 )
+from jobrelay.controller.relay.provisioning_writes import PROVISIONING_ACTIONS, provisioning_write
 from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
 from jobrelay.fleet.namespace_grants import MANAGER_NAMESPACE_UID, NamespaceGrants, stale_namespace
@@ -151,6 +152,8 @@ class Executor:
         *,
         echo_skippable: bool,
     ) -> Stopped | None:
+        if isinstance(action, PROVISIONING_ACTIONS):  # claims on capacity (provisioning_writes.py)
+            return await provisioning_write(action, self.pool, self.origin, self._open_namespace)
         extra = {"job": key.key, "kind": kind.ref.kind}
         match action:
             case Place():

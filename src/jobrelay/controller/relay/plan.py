@@ -37,7 +37,9 @@ __all__ = [
     "Annotate",
     "CopyDependencies",
     "CreateMirror",
+    "CreateProvisioning",
     "DeleteMirror",
+    "DeleteProvisioning",
     "Done",
     "Log",
     "Outcome",
@@ -128,6 +130,28 @@ class DeleteMirror:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateProvisioning:
+    """Create a workload's PodTemplates, then the ProvisioningRequest naming them, on an
+    autoscaled worker (in the workload's namespace there): a claim on capacity it can add."""
+
+    cluster: str
+    namespace: str
+    templates: tuple[JsonObj, ...]
+    request: JsonObj
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteProvisioning:
+    """Delete one of jobrelay's ProvisioningRequests on a worker, and its PodTemplates."""
+
+    cluster: str
+    namespace: str
+    name: str
+    templates: tuple[str, ...]
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class WriteStatus:
     """Merge-patch the management object's status, compare-and-swap on ``resource_version``."""
 
@@ -168,6 +192,8 @@ Action = (
     | CreateMirror
     | PatchMirror
     | DeleteMirror
+    | CreateProvisioning
+    | DeleteProvisioning
     | WriteStatus
     | RecordEvent
     | Log

@@ -10,9 +10,8 @@ collaborator, controller/relay/admission.py). Fleet-wide queues and the manager'
 ResourceQuotas are read from the last admission plan (controller/relay/
 queue_admission.py): the snapshot only reads it; a decision to place a workload
 they bound marks it being placed, and one that waits for a pass wakes the pass. The
-outcome goes to the work queue as it stands (jobrelay.vocabulary.outcome); a
-terminal problem reaches the user as a Warning Event on the object, not only as a
-log line.
+outcome goes to the work queue as it stands (jobrelay.vocabulary.outcome); a terminal
+problem reaches the user as a Warning Event on the object, not only as a log line.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from jobrelay.controller.relay.dependency_sources import DependencySources
 from jobrelay.controller.relay.executor import Collided, Executor
 from jobrelay.controller.relay.memory import RelayMemory
 from jobrelay.controller.relay.plan import CreateMirror, Outcome, Place, Plan, ReadFresh, Retry
+from jobrelay.controller.relay.provisioning_view import provisioning_fields
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.controller.relay.snapshot import (
     Needed,
@@ -362,7 +362,7 @@ class Reconciler:
                 self._worker_snapshot(
                     view,
                     key.kind,
-                    self._capacity_of(worker, key),
+                    self._capacity_of(worker, key) | provisioning_fields(view, key),
                     mirror=mirror,
                     read=previous.read if previous is not None else None,
                     read_done=previous.read_done if previous is not None else False,

@@ -23,12 +23,13 @@ from jobrelay.placement.claims import WorkerClaims
 from jobrelay.placement.model import Cluster
 from jobrelay.placement.namespaces import WorkerNamespaces
 from jobrelay.placement.workload import Choice, Invalid
+from jobrelay.vocabulary.autoscaling_spec import WorkerAutoscaling
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.workercluster import DrainMode
 
 __all__ = [
-    "Needed", "Preempt", "QueueHold", "Settings", "Snapshot", "WorkerSnapshot",
-    "placement_cluster",
+    "Needed", "Preempt", "ProvisioningRequestSeen", "QueueHold", "Settings", "Snapshot",
+    "WorkerSnapshot", "placement_cluster",
 ]  # fmt: skip
 
 
@@ -62,6 +63,8 @@ class Settings:
     # jobrelay.dev/max-moves says otherwise, and seconds a worker that failed it is avoided.
     max_moves: int = 3
     failed_worker_avoid_for: float = 600.0
+    # Autoscaled workers asked at once for capacity a workload fits nowhere now.
+    provisioning_candidates: int = 2
 
     @property
     def finished_mirrors(self) -> FinishedMirrorTtl:
@@ -78,6 +81,23 @@ class UnrecordedMirror:
     uid: str
     # Seconds since it was created.
     age: float
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisioningRequestSeen:
+    """One of jobrelay's ProvisioningRequests for this workload on a worker, as its feed
+    has it (controller/relay/provisioning_view.py builds it)."""
+
+    name: str
+    namespace: str
+    # The UID of the workload it was made for (an earlier object of the name: not this one).
+    workload_uid: str
+    class_name: str
+    # Its PodTemplates' names, deleted with it.
+    templates: tuple[str, ...]
+    # The slim request, for its answer (steps/provisioning.py ``answer_of``).
+    request: JsonObj
+    deleting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +151,11 @@ class WorkerSnapshot:
     foreign_dependencies: tuple[str, ...] = ()
     # Its PersistentVolumeClaims (placement/claims.py); the reconciler always sets it.
     claims: WorkerClaims | None = None
+    # Its WorkerCluster's spec.autoscaling (None: it does not grow), this workload's
+    # ProvisioningRequests there, and how many of jobrelay's requests are there in all.
+    autoscaling: WorkerAutoscaling | None = None
+    provisioning: tuple[ProvisioningRequestSeen, ...] = ()
+    open_requests: int = 0
 
     @property
     def seen(self) -> JsonObj | None:

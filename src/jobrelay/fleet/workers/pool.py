@@ -387,7 +387,8 @@ class WorkerPool:
                 reason=getattr(error, "reason", "InvalidKubeconfig"), message=str(error),
             )  # fmt: skip
             return None
-        worker = Worker(name, client, identity, stream_client=stream_client)
+        worker = Worker(name, client, identity, stream_client=stream_client,
+                        autoscaled=bool(spec.get("autoscaling")))  # fmt: skip
         worker.watch_mirrors(
             self._kinds, self._selector, self._options.informer,
             self._on_mirror_change, self._event_sink, self._is_mirror_echo,

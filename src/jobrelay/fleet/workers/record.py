@@ -35,6 +35,7 @@ from jobrelay.fleet.workers.liveness_rules import (
     verdict,
 )
 from jobrelay.fleet.workers.namespace_feed import NamespaceFeed
+from jobrelay.fleet.workers.provisioning_feed import ProvisioningFeed
 from jobrelay.fleet.workers.status_rules import WorkerStatus
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
@@ -105,11 +106,15 @@ class Worker:
     dependency_feed: DependencyFeed = field(init=False)
     # Its PersistentVolumeClaims and their phases (claim_feed.py), for placement by data.
     claim_feed: ClaimFeed = field(init=False)
+    # jobrelay's ProvisioningRequests there (provisioning_feed.py): only when autoscaled.
+    provisioning_feed: ProvisioningFeed = field(init=False)
     # Its Warning Events, slimmed, for the pool's event sink (fleet/workerevents_relay.py).
     events: Informer | None = None
     # The client of users' streams (logs API): a bounded pool of its own, so that the
     # probe and the informers never wait behind a user's follows. None: they share ``client``.
     stream_client: ApiClient | None = None
+    # Its WorkerCluster had spec.autoscaling when it connected (its requests are watched).
+    autoscaled: bool = False
 
     def __post_init__(self) -> None:
         self.capacity_feed = CapacityFeed(self.name)
@@ -117,6 +122,7 @@ class Worker:
         self.namespace_feed = NamespaceFeed(self.name)
         self.dependency_feed = DependencyFeed(self.name, self.namespace_feed)
         self.claim_feed = ClaimFeed(self.name)
+        self.provisioning_feed = ProvisioningFeed(self.name, enabled=self.autoscaled)
 
     @property
     def streams(self) -> ApiClient:

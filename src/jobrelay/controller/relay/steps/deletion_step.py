@@ -5,7 +5,9 @@ that finished needs them no more: the one that finished it is kept, with its pod
 and their logs, until ``--finished-mirror-ttl`` after the finish time its status
 gives (kinds/finished_mirrors.py), and looked at again then. Either ends the
 decision. Otherwise every mirror of an earlier object of its name, or of an
-earlier run on a worker it left, is deleted, and the decision goes on.
+earlier run on a worker it left, is deleted, and the decision goes on. Its
+ProvisioningRequests go likewise: all with the workload, those of an earlier object
+of its name, and those on workers other than the one it is placed on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from jobrelay.controller.relay.mirror_standing import Standing, standing
 from jobrelay.controller.relay.plan import DeleteMirror, Done, RequeueAfter
 from jobrelay.controller.relay.snapshot import Snapshot
+from jobrelay.controller.relay.steps.claiming_capacity import requests_going
 from jobrelay.controller.relay.steps.facts import meta, uid
 from jobrelay.controller.relay.steps.plan_parts import delete
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer
@@ -39,6 +42,7 @@ class DeletionStep:
         obj = s.obj
         if obj is None or meta(obj).get("deletionTimestamp"):
             progress.actions.extend(deletions(s, keep=None))
+            progress.actions.extend(requests_going(s, obj))
             return progress.plan(Done(), release=True)
         if s.kind.is_finished(obj):
             # The final status is on the management object: the mirror has served its
@@ -47,11 +51,13 @@ class DeletionStep:
             keep = Keep(finished_only=True) if left is None or left > 0 else None
             going = list(deletions(s, keep=keep))
             progress.actions.extend(going)
+            progress.actions.extend(requests_going(s, obj))
             kept = left is not None and left > 0 and _spares_one(s, going)
             # Time, not an event, ends the keeping: one look then, not a poll.
             outcome = RequeueAfter(left, Lane.BACKGROUND) if kept and left else Done()
             return progress.plan(outcome, release=True)
         progress.actions.extend(deletions(s, keep=Keep()))
+        progress.actions.extend(requests_going(s, obj))
         return Continue()
 
 

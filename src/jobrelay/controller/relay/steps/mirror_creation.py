@@ -22,6 +22,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.refusal_wording import DEPENDENCY_NOT_COPIED, MIRROR_REJECTED
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
+from jobrelay.controller.relay.steps.claiming_capacity import with_consumed_capacity
 from jobrelay.controller.relay.steps.facts import namespace, uid
 from jobrelay.controller.relay.steps.holds import BEFORE_CREATING, first_hold
 from jobrelay.controller.relay.steps.mirror_record import RECORD_AFTER
@@ -97,6 +98,7 @@ def create(
         obj, controller_name=s.settings.controller_name, origin=s.settings.origin,
         run=run, now=s.now,
     )  # fmt: skip
+    body = with_consumed_capacity(s, obj, worker, body)  # capacity provisioned for it there
     if any(recorded >= run for recorded in mirror_records(obj)):
         # This run's record names a mirror that is gone: it goes before another is
         # created, so that a restart between the create and its record adopts the new one.

@@ -33,6 +33,8 @@ from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, NOT_PLACED_ANNOTATION
 # Why a worker is left out of a placement that placement's filters do not know of.
 NAMESAKE = "holds a namesake jobrelay did not create"
 LEAVING = "the workload is leaving it"
+# The name of placement's fit filter (placement/filters/fit.py), the last one.
+FIT_FILTER = "fit"
 FORGED = "holds a mirror of this workload that jobrelay did not create"
 
 
@@ -53,6 +55,9 @@ class Unplaceable:
     never_fits: bool = False
     # Only because some cluster's capacity is not known yet (the controller is starting).
     unknown: bool = False
+    # The workers passed over only because it does not fit their nodes now (fit is the
+    # last filter): where capacity an autoscaled worker adds could take it.
+    misfits: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, decision: Decision) -> Unplaceable:
@@ -66,6 +71,7 @@ class Unplaceable:
             ("NeverFits|" if decision.never_fits else "NotPlaced|") + signature,
             decision.never_fits,
             unknown,
+            tuple(p.cluster for p in decision.passed_over if p.by == FIT_FILTER),
         )
 
 

@@ -3,7 +3,9 @@
 Created suspended, it is not placed (nothing runs anywhere until it is resumed):
 its status is kept up to date and the decision ends. A mirror that runs keeps
 it where it is (its placement annotations were lost). Otherwise placement's
-filters and scores choose (or it waits unplaced, told why). A workload preempted
+filters and scores choose (or it waits unplaced, told why), after capacity an
+autoscaled worker provisioned for it; one that fits only capacity such a worker can
+add claims it there (claiming_capacity.py). A workload preempted
 and back in its queue runs again where it is admitted, as a new run after those
 it had. The placement is asked for first, ahead of whatever follows in the plan.
 """
@@ -12,6 +14,11 @@ from __future__ import annotations
 
 from jobrelay.controller.relay.plan import Done, Plan, Terminal
 from jobrelay.controller.relay.snapshot import Snapshot
+from jobrelay.controller.relay.steps.claiming_capacity import (
+    claim_capacity,
+    provisioned_placement,
+    requests_going,
+)
 from jobrelay.controller.relay.steps.placement_search import (
     Unplaceable,
     excluded_workers,
@@ -44,11 +51,16 @@ class PlacingStep:
         if progress.live:
             cluster = progress.live[0].name  # its placement annotations were lost: keep it
         else:
-            placed = placement(s, obj, excluded_workers(s, obj), progress.actions)
+            excluded = excluded_workers(s, obj)
+            # Capacity an autoscaled worker provisioned for it first: there.
+            placed = provisioned_placement(s, obj, set(excluded)) or placement(
+                s, obj, excluded, progress.actions
+            )
             if isinstance(placed, Plan):
                 return Stop(placed)
             if isinstance(placed, Unplaceable):
-                return Stop(not_placed(s, placed, progress.actions))
+                claimed = claim_capacity(s, obj, placed, progress.actions)
+                return Stop(claimed or not_placed(s, placed, progress.actions))
             cluster, demand = placed.cluster, placed.demand
         history = progress.history
         if not progress.requeued:
@@ -57,6 +69,8 @@ class PlacingStep:
             # Preempted, it runs again where admitted, as a new run after those it had.
             history = (*history, cluster)
         progress.actions.append(place(obj, cluster, history, demand))
+        # Its requests for capacity elsewhere go at once, after the placement is written.
+        progress.actions.extend(requests_going(s, obj, cluster))
         progress.obj = with_placement(obj, cluster, history)
         progress.cluster, progress.history, progress.placed_now = cluster, history, True
         return Continue()

@@ -1,5 +1,5 @@
 """Claiming capacity that autoscaled workers can add (issue 37, part 1): pure rules, no
-I/O. NOT wired into the reconciler or the executor yet (see AUTOSCALE_STATUS.md).
+I/O; used by a decision through claiming_capacity.py.
 
 A workload that fits no worker now, but fits the nodes an autoscaled worker can add
 (``spec.autoscaling.nodeShapes`` of its WorkerCluster), is not NeverFits: jobrelay asks
@@ -30,7 +30,7 @@ from jobrelay.vocabulary import provisioning_api as api
 from jobrelay.vocabulary.autoscaling_spec import AddableNodeShape, WorkerAutoscaling
 
 # On every ProvisioningRequest and PodTemplate jobrelay makes: the workload's UID.
-PROVISIONING_FOR_LABEL = "jobrelay.dev/provisioning-for"
+PROVISIONING_FOR_LABEL = api.PROVISIONING_FOR_LABEL
 # The held reason of a workload whose every request was refused or went.
 PROVISIONING_FAILED = "ProvisioningFailed"
 DEFAULT_CANDIDATES = 2
@@ -99,6 +99,12 @@ def candidate_workers(
         and fits_added_nodes(groups, worker.autoscaling)
     )
     return tuple(fitting[: max(0, limit)])
+
+
+def workload_tag(kind: str, key: str) -> str:
+    """A workload's work queue key (its kind's name, ``namespace/name``) as the annotation
+    of its requests says it (:data:`api.PROVISIONING_WORKLOAD_ANNOTATION`)."""
+    return f"{kind}:{key}"
 
 
 def request_name(workload_uid: str) -> str:
