@@ -290,3 +290,14 @@ def test_never_two_placements_and_the_winner_keeps_its_request(
         assert deleted == {w.name for w in workers if w.provisioning} - {places[0].cluster}
     else:
         assert not deleted and not fits_now
+
+
+def test_added_nodes_seen_before_the_answer_wait_for_it_so_the_pods_consume_it() -> None:
+    grown = grows("w-2", GROWS_16, seen(), capacity=BIG)
+    p = decided(big_job(), worker("w-1", capacity=SMALL), grown, fresh=True)
+    assert not of_type(p, Place) and p.outcome == RequeueAfter(PROVISIONING_LOOK)
+    answered = grows("w-2", GROWS_16, seen("Provisioned"), capacity=BIG)
+    p = decided(big_job(), worker("w-1", capacity=SMALL), answered, fresh=True)
+    assert [a.cluster for a in of_type(p, Place)] == ["w-2"]
+    template = of_type(p, CreateMirror)[0].body["spec"]["template"]
+    assert template["metadata"]["annotations"][api.CONSUME_ANNOTATION] == REQUEST

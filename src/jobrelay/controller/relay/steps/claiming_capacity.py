@@ -53,6 +53,7 @@ from jobrelay.vocabulary.placement import placement_of
 __all__ = [
     "PROVISIONING_LOOK",
     "WAITING_FOR_PROVISIONING",
+    "awaits_answer",
     "claim_capacity",
     "provisioned_placement",
     "requests_going",
@@ -89,6 +90,21 @@ def provisioned_placement(s: Snapshot, obj: JsonObj, excluded: set[str]) -> Plac
     if isinstance(workload, Invalid):
         return None  # placement says why
     return PlacedOn(winner, workload.groups)
+
+
+def awaits_answer(
+    s: Snapshot, obj: JsonObj, placed: PlacedOn, actions: list[Action]
+) -> Plan | None:
+    """Placement chose a worker that has not answered this workload's request yet (its
+    added nodes may show before its answer does): it waits for that answer, so that its
+    pods consume what was provisioned for them."""
+    answers = _answers(s, obj)
+    answer = answers.get(placed.cluster)
+    if answer is None or answer.state is not ProvisioningState.PENDING:
+        return None
+    pending = sorted(n for n, a in answers.items() if a.state is ProvisioningState.PENDING)
+    why = Unplaceable(f"{placed.cluster} has not answered its ProvisioningRequest yet", "")
+    return _waiting(s, actions, pending, why)
 
 
 def requests_going(

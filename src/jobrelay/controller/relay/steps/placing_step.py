@@ -15,6 +15,7 @@ from __future__ import annotations
 from jobrelay.controller.relay.plan import Done, Plan, Terminal
 from jobrelay.controller.relay.snapshot import Snapshot
 from jobrelay.controller.relay.steps.claiming_capacity import (
+    awaits_answer,
     claim_capacity,
     provisioned_placement,
     requests_going,
@@ -61,6 +62,9 @@ class PlacingStep:
             if isinstance(placed, Unplaceable):
                 claimed = claim_capacity(s, obj, placed, progress.actions)
                 return Stop(claimed or not_placed(s, placed, progress.actions))
+            waits = awaits_answer(s, obj, placed, progress.actions)
+            if waits is not None:
+                return Stop(waits)
             cluster, demand = placed.cluster, placed.demand
         history = progress.history
         if not progress.requeued:
