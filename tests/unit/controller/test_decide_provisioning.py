@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.controller.builders import (
+    COMPLETE,
     NAME,
     NAMESPACE,
+    RUNNING,
     SETTINGS,
     UID,
     job,
@@ -35,6 +37,7 @@ from jobrelay.controller.relay.plan import (
     Plan,
     RecordEvent,
     RequeueAfter,
+    WriteStatus,
 )
 from jobrelay.controller.relay.snapshot import ProvisioningRequestSeen, Settings, WorkerSnapshot
 from jobrelay.controller.relay.steps.claiming_capacity import (
@@ -234,13 +237,7 @@ def test_placed_where_it_fits_now_its_requests_elsewhere_go() -> None:
     [
         (None, "is gone"),
         (big_job(deleting=True), "is gone"),
-        (
-            big_job(
-                placed="w-2",
-                status={"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
-            ),
-            "has finished",
-        ),
+        (big_job(placed="w-2", status=COMPLETE), "has finished"),
         (big_job(placed="w-2"), "was placed on w-2"),
     ],
 )
@@ -301,3 +298,16 @@ def test_added_nodes_seen_before_the_answer_wait_for_it_so_the_pods_consume_it()
     assert [a.cluster for a in of_type(p, Place)] == ["w-2"]
     template = of_type(p, CreateMirror)[0].body["spec"]["template"]
     assert template["metadata"]["annotations"][api.CONSUME_ANNOTATION] == REQUEST
+
+
+def test_the_status_copy_that_finishes_it_deletes_its_requests() -> None:
+    done = mirror(job(placed="w-2"), status=COMPLETE)
+    workers = (
+        grows("w-2", GROWS_16, seen("Provisioned"), capacity=BIG, mirror=done),
+        grows("w-3", GROWS_16, seen()),
+    )
+    p = decided(big_job(placed="w-2", status=RUNNING), *workers)
+    assert of_type(p, WriteStatus)
+    assert sorted(d.cluster for d in of_type(p, DeleteProvisioning)) == ["w-2", "w-3"]
+    whys = {d.cluster: d.why for d in of_type(p, DeleteProvisioning)}
+    assert "has finished" in whys["w-2"] and "placed on w-2" in whys["w-3"]

@@ -17,7 +17,7 @@ it (its pod templates carry the consume annotations).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from jobrelay.controller.relay.plan import (
     Action,
@@ -108,12 +108,14 @@ def awaits_answer(
 
 
 def requests_going(
-    s: Snapshot, obj: JsonObj | None, placed_on: str = ""
+    s: Snapshot, obj: JsonObj | None, placed_on: str = "", besides: Sequence[Action] = ()
 ) -> Iterator[DeleteProvisioning]:
     """This workload's requests that go now: every one once it is gone or finished; those
     made for an earlier object of its name; those on workers other than ``placed_on``
-    (its placement annotation's when not given). Workers that do not answer are skipped:
-    their requests go when they are back (their keys are swept)."""
+    (its placement annotation's when not given); none already deleted in ``besides``.
+    Workers that do not answer are skipped: their requests go when they are back (their
+    keys are swept)."""
+    asked = {(a.cluster, a.name) for a in besides if isinstance(a, DeleteProvisioning)}
     own = uid(obj)
     gone = obj is None or bool(meta(obj).get("deletionTimestamp"))
     finished = not gone and obj is not None and s.kind.is_finished(obj)
@@ -122,7 +124,7 @@ def requests_going(
         if not worker.connected:
             continue
         for seen in worker.provisioning:
-            if seen.deleting:
+            if seen.deleting or (worker.name, seen.name) in asked:
                 continue
             if gone:
                 why = f"its {s.kind.ref.kind} is gone"

@@ -2,7 +2,7 @@
 
 Never a status the kind's rules refuse (Terminal instead). A passing step waits
 a moment to be copied with the next (the status batch period). A finished run
-ends the workload: a finish Event, and its mirror goes, or is kept (with its pods'
+ends the workload: a finish Event, its ProvisioningRequests go, and its mirror goes, or is kept (with its pods'
 logs) until ``--finished-mirror-ttl`` has passed (looked at again then).
 Otherwise it is looked at again when its unschedulable pods' pending timeout
 runs out (no watch event says that time has passed).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from jobrelay.controller.relay.plan import Done, Plan, RequeueAfter, Terminal, WriteStatus
 from jobrelay.controller.relay.snapshot import Snapshot, WorkerSnapshot
+from jobrelay.controller.relay.steps.claiming_capacity import requests_going
 from jobrelay.controller.relay.steps.plan_parts import delete, finish_event
 from jobrelay.controller.relay.steps.status_writes import status_write
 from jobrelay.controller.relay.steps.step_types import Progress, StepAnswer, Stop
@@ -51,6 +52,8 @@ class StatusStep:
                 if kept is not None and (kept <= 0 or not finish.at):  # as the deletion step
                     why = f"its {s.kind.ref.kind} has finished"
                     actions.append(delete(cluster, mirror, why))
+                # Its ProvisioningRequests go now (its echo is not looked at).
+                actions.extend(requests_going(s, finished, besides=actions))
                 progress.record = None  # finished: its mirror needs no record any more
                 # Kept: it finished just now, so it goes ``kept`` from now (the deletion
                 # step of the next look counts from the finish time its status gives).
