@@ -44,7 +44,7 @@ class PlacingStep:
         if progress.live:
             cluster = progress.live[0].name  # its placement annotations were lost: keep it
         else:
-            placed = placement(s, obj, excluded_workers(s, obj), progress.actions)
+            placed = placement(s, obj, excluded_workers(s), progress.actions)
             if isinstance(placed, Plan):
                 return Stop(placed)
             if isinstance(placed, Unplaceable):
