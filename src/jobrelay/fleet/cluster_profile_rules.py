@@ -169,9 +169,17 @@ def _offered(profile: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return offered
 
 
+# A profile is written by its cluster manager, not jobrelay: what it says is bounded
+# before it reaches a status, an Event or a log line.
+_NAMES_SHOWN = 10
+_SAID_LIMIT = 300
+
+
 def _names(names: Iterable[str]) -> str:
     shown = [n for n in names if credentials.entry_label("", 0, n) != "[0]"]  # printable only
-    return ", ".join(shown) or "none"
+    more = len(shown) - _NAMES_SHOWN
+    listed = ", ".join(shown[:_NAMES_SHOWN]) + (f" and {more} more" if more > 0 else "")
+    return listed or "none"
 
 
 def profile_access(
@@ -243,6 +251,7 @@ def control_plane_problem(profile: Mapping[str, Any]) -> str | None:
         if condition.get("status") != "False":
             return None
         said = ": ".join(str(condition[k]) for k in ("reason", "message") if condition.get(k))
+        said = " ".join(said.split())[:_SAID_LIMIT]
         return f"its ClusterProfile says {CONTROL_PLANE_HEALTHY}=False" + (
             f" ({said})" if said else ""
         )

@@ -8,11 +8,15 @@ An object placed before the history was kept shows its one placement.
 ``jobrelay.dev/mirrors`` records the mirror each run created: ``<run>:<worker>:<uid>``,
 comma-separated. Only a recorded mirror is followed (decide.py); objects placed
 before the record was kept have none, and their one current mirror is adopted.
+
+``jobrelay.dev/worker-failures`` records each move away from a worker after a
+worker-side failure there: ``<worker>@<RFC 3339 time>``, comma-separated, oldest first.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -24,6 +28,7 @@ from jobrelay.vocabulary.names import (
     MIRRORS_ANNOTATION,
     NOT_PLACED_ANNOTATION,
     PLACEMENTS_ANNOTATION,
+    WORKER_FAILURES_ANNOTATION,
 )
 
 
@@ -131,3 +136,38 @@ def without_records_from(obj: Mapping[str, Any] | None, run: int) -> dict[str, s
 
 def _records_text(records: Mapping[int, RecordedMirror]) -> str:
     return ",".join(f"{r}:{m.cluster}:{m.uid}" for r, m in sorted(records.items()))
+
+
+# Moves recorded past this many were not written by jobrelay (nor would a budget use them).
+MAX_RECORDED_FAILURES = 100
+_WORKER_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# The one time format jobrelay writes (vocabulary/timestamps.py), checked by shape here.
+_TIME_SHAPE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+
+class FailedOn(NamedTuple):
+    """One move after a worker-side failure: the worker left, and when (RFC 3339)."""
+
+    cluster: str
+    at: str
+
+
+def worker_failures_of(obj: Mapping[str, Any] | None) -> tuple[FailedOn, ...]:
+    """The moves after worker-side failures recorded on ``obj``, oldest first; entries not
+    of jobrelay's shape are left out, and at most :data:`MAX_RECORDED_FAILURES` are read."""
+    text = annotation_of(obj, WORKER_FAILURES_ANNOTATION)
+    if not text:
+        return ()
+    found = []
+    for entry in text.split(",", MAX_RECORDED_FAILURES)[:MAX_RECORDED_FAILURES]:
+        cluster, _, at = entry.strip().partition("@")
+        if _WORKER_NAME.match(cluster) and _TIME_SHAPE.match(at):
+            found.append(FailedOn(cluster, at))
+    return tuple(found)
+
+
+def with_worker_failure(obj: Mapping[str, Any] | None, cluster: str, at: str) -> str:
+    """``obj``'s record once the move away from ``cluster`` at ``at`` is added (the
+    oldest entries go past :data:`MAX_RECORDED_FAILURES`)."""
+    entries = (*worker_failures_of(obj), FailedOn(cluster, at))[-MAX_RECORDED_FAILURES:]
+    return ",".join(f"{entry.cluster}@{entry.at}" for entry in entries)

@@ -36,6 +36,7 @@ from jobrelay.kinds.mirrors import mirror_metadata, origin_uid, run_of
 from jobrelay.placement.admission_probes import ALLOWED, AdmissionVerdict
 from jobrelay.placement.capacity import WorkerCapacity
 from jobrelay.placement.namespaces import WorkerNamespaces
+from jobrelay.vocabulary.failure_ages import worker_failure_ages
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
@@ -355,6 +356,7 @@ def snapshot(
         obj=obj,
         workers=tuple(workers),
         now=NOW,
+        failure_ages=worker_failure_ages(obj, NOW),  # as the reconciler reads them
         fresh=fresh,
         deleting=deleting,
         probed=probed,

@@ -312,3 +312,16 @@ def test_a_conflict_condition_that_comes_or_goes_is_written_at_once(
     connected = {"type": "Connected", "status": "False", "reason": "Timeout", "message": "m"}
     previous = Written(connected, 0, None, 0.0, others=before)
     assert needs_write(previous, connected, 0, None, 1.0, others=now) is written
+
+
+def test_what_a_profile_says_is_bounded_before_jobrelay_repeats_it() -> None:
+    many = profile(*((f"p-{i}", SERVER) for i in range(5_000)))
+    access = profile_access(many, providers("token"))
+    assert isinstance(access, ProfileRefusal)
+    assert "p-0, p-1" in access.message and "and 4990 more" in access.message
+    assert len(access.message) < 500
+    said = {"type": "ControlPlaneHealthy", "status": "False", "reason": "Down",
+            "message": "x\n" * 100_000}  # fmt: skip
+    problem = control_plane_problem({"status": {"conditions": [said]}})
+    assert problem is not None and problem.startswith("its ClusterProfile says")
+    assert len(problem) < 400 and "\n" not in problem

@@ -50,6 +50,7 @@ from jobrelay.kube.errors import ApiError
 from jobrelay.kube.watching import Informer
 from jobrelay.placement.held import Room
 from jobrelay.placement.workload import Invalid, Workload
+from jobrelay.vocabulary.failure_ages import worker_failure_ages
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.outcome import Done, Lane, QueueOutcome, RequeueAfter, Terminal
@@ -185,8 +186,7 @@ class Reconciler:
         return Retry("the decision did not settle")
 
     def unschedulable(self) -> list[WorkloadKey]:
-        """The workloads whose mirror has a pod its worker will not schedule or run: each
-        is looked at, and looks again when its pending timeout runs out."""
+        """The workloads whose mirror has a pod its worker will not schedule or run."""
         keys = []
         for worker in self._pool.workers():
             for namespace, name, uid in worker.tracker.unschedulable():
@@ -238,8 +238,7 @@ class Reconciler:
             )
 
         def room() -> tuple[Mapping[str, Mapping[str, int]], ClustersFor]:
-            """The clusters' room after this pass's takings (the least any kind's room
-            shows: they share the workers)."""
+            """The clusters' room after this pass's takings (the least of any kind's)."""
             free: dict[str, dict[str, int]] = {}
             for each in list(rooms.values()) or [room_of(next(iter(self._kinds)))]:
                 for cluster, values in each.free().items():
@@ -380,6 +379,7 @@ class Reconciler:
             workers=tuple(workers),
             now=now,
             finished_for=finished_for(runtime.kind, obj, now),
+            failure_ages=worker_failure_ages(obj, now),
             fresh=like.fresh if like is not None else False,
             deleting=frozenset(deleting),
             probed=like.probed if like is not None else False,

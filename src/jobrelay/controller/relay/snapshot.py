@@ -245,6 +245,9 @@ class Snapshot:
     # Seconds since the management object finished, by the time its status gives
     # (None: not finished, or no time given): when its kept mirror goes.
     finished_for: float | None = None
+    # Seconds since it moved away from each worker after a worker-side failure there
+    # (its jobrelay.dev/worker-failures record, vocabulary/failure_ages.py).
+    failure_ages: Mapping[str, float] = field(default_factory=dict)
 
     def worker(self, name: str) -> WorkerSnapshot | None:
         for found in self.workers:  # a loop, not next(genexpr): asked several times a decision

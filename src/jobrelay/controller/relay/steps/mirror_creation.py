@@ -117,7 +117,7 @@ def _placed_anew(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan:
     queue's admission passed: placed as jobrelay places any workload (the namespace's
     placement policy, the filters), never just where the preset says; the mirror is
     created once the placement is jobrelay's."""
-    placed = placement(s, obj, excluded_workers(s, obj), actions)
+    placed = placement(s, obj, excluded_workers(s), actions)
     if isinstance(placed, Plan):
         return placed
     if isinstance(placed, Unplaceable):
@@ -174,7 +174,7 @@ def collision(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot, actions: list[A
     """A namesake jobrelay did not create holds the name: never touch it, place elsewhere."""
     if not s.probed:
         return Plan(tuple(actions), ReadFresh(probe=True))
-    foreign = {**excluded_workers(s, obj), worker.name: NAMESAKE}
+    foreign = {**excluded_workers(s), worker.name: NAMESAKE}
     key, kind = s.key, s.kind.ref.kind
     message = (
         f"worker cluster {worker.name} already has a {kind} {key.key} that jobrelay did not "
@@ -204,7 +204,7 @@ def _foreign_dependencies(
         f"left alone, and this {kind} is placed elsewhere"
     )
     history = placements_of(obj)
-    placed = placement(s, obj, excluded_workers(s, obj), actions)
+    placed = placement(s, obj, excluded_workers(s), actions)
     if isinstance(placed, Plan):
         return placed
     if isinstance(placed, Unplaceable):

@@ -27,7 +27,7 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import warning
 from jobrelay.controller.relay.steps.step_types import Continue, Progress, StepAnswer, Stop
-from jobrelay.controller.relay.steps.worker_failures import moves_allowed, recorded_failures
+from jobrelay.controller.relay.steps.worker_failures import budget_spent
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import PREEMPTED_BY_ANNOTATION
 from jobrelay.vocabulary.workercluster import DrainMode
@@ -87,18 +87,13 @@ def _worker_failure(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave 
         return None
     if not live_mirror_of(worker.seen, obj, s, worker.name):
         return None
-    if _budget_spent(s, obj):
+    if budget_spent(s, obj):
         return None  # it stays, as Kubernetes alone would leave it
     return Leave(
         f"{fault} on worker cluster {worker.name}",
         lost=False,
         worker_failure=WorkerFailure.FAULT,
     )
-
-
-def _budget_spent(s: Snapshot, obj: JsonObj) -> bool:
-    """Whether it has made every move after worker-side failures it may make."""
-    return len(recorded_failures(obj)) >= moves_allowed(obj, s.settings.max_moves).limit
 
 
 def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave | None:
@@ -109,7 +104,7 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave |
     waited = worker.unschedulable_for
     if timeout <= 0 or waited is None or waited < timeout or redispatch_never(obj):
         return None
-    if _budget_spent(s, obj):
+    if budget_spent(s, obj):
         return None
     if not live_mirror_of(worker.seen, obj, s, worker.name):
         return None
@@ -117,7 +112,7 @@ def _stuck_pending(s: Snapshot, obj: JsonObj, worker: WorkerSnapshot) -> Leave |
     # with their node, say) are counted by the mirror and carried over by the move.
     if worker.pods_started and not redispatch_always(obj):
         return None
-    elsewhere = placement(s, obj, {**excluded_workers(s, obj), worker.name: LEAVING}, [])
+    elsewhere = placement(s, obj, {**excluded_workers(s), worker.name: LEAVING}, [])
     if not isinstance(elsewhere, PlacedOn):
         return None  # nowhere better: it keeps waiting where it is
     why = (

@@ -37,11 +37,7 @@ from jobrelay.controller.relay.steps.placement_search import (
 )
 from jobrelay.controller.relay.steps.plan_parts import delete, place
 from jobrelay.controller.relay.steps.status_writes import checked_write, end_of_run, vanished_mirror
-from jobrelay.controller.relay.steps.worker_failures import (
-    moves_allowed,
-    recorded_failures,
-    with_failure,
-)
+from jobrelay.controller.relay.steps.worker_failures import moves_allowed
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
@@ -49,6 +45,7 @@ from jobrelay.vocabulary.names import (
     REDISPATCH_NEVER,
     WORKER_FAILURES_ANNOTATION,
 )
+from jobrelay.vocabulary.placement import with_worker_failure, worker_failures_of
 
 # The Warning a workload gets when it moves after a worker-side failure.
 MOVED_AFTER_WORKER_FAILURE = "MovedAfterWorkerFailure"
@@ -126,7 +123,7 @@ def _move_steps(
             actions.append(RecordEvent("Warning", PREEMPTED, ended_message))
         actions.append(Log("info", ended_message))
         return Plan(tuple(actions), Done())
-    placed = placement(s, obj, {**excluded_workers(s, obj), cluster: LEAVING}, actions)
+    placed = placement(s, obj, {**excluded_workers(s), cluster: LEAVING}, actions)
     if isinstance(placed, Plan):
         return placed
     if isinstance(placed, Unplaceable):
@@ -158,8 +155,8 @@ def _moved_after_failure(
     """Placed elsewhere after a worker-side failure on ``cluster``: the move is recorded in
     the placement's own write (counted against its budget, that worker avoided a while)."""
     allowed = moves_allowed(obj, s.settings.max_moves)
-    made = len(recorded_failures(obj)) + 1
-    record = ((WORKER_FAILURES_ANNOTATION, with_failure(obj, cluster, s.now)),)
+    made = len(worker_failures_of(obj)) + 1
+    record = ((WORKER_FAILURES_ANNOTATION, with_worker_failure(obj, cluster, s.now)),)
     actions.append(place(obj, placed.cluster, (*history, placed.cluster), placed.demand, record))
     last = (
         " (its last: it stays where it goes whatever fails there)" if made >= allowed.limit else ""

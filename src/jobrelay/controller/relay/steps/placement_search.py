@@ -98,11 +98,11 @@ def foreign_holders(s: Snapshot) -> dict[str, str]:
     return holders
 
 
-def excluded_workers(s: Snapshot, obj: JsonObj) -> dict[str, str]:
+def excluded_workers(s: Snapshot) -> dict[str, str]:
     """The workers placement passes over for this workload, and why: those holding
     what jobrelay did not create, and those it moved away from after a worker-side
     failure a short while ago (worker_failures.py)."""
-    return {**avoided_workers(s, obj), **foreign_holders(s)}
+    return {**avoided_workers(s), **foreign_holders(s)}
 
 
 def placement(

@@ -52,7 +52,7 @@ class PlacingStep:
         if progress.live:
             cluster = progress.live[0].name  # its placement annotations were lost: keep it
         else:
-            excluded = excluded_workers(s, obj)
+            excluded = excluded_workers(s)
             # Capacity an autoscaled worker provisioned for it first: there.
             placed = provisioned_placement(s, obj, set(excluded)) or placement(
                 s, obj, excluded, progress.actions
