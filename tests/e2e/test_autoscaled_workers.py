@@ -1,5 +1,5 @@
 """Capacity that can be provisioned (issue 37, part 1), on a fleet where no node takes a
-12-CPU pod (tests/e2e/shapes/autoscaling.yaml) but worker-2 and worker-3 run the stand-in
+12-CPU pod (examples/fleets/autoscaling.yaml) but worker-2 and worker-3 run the stand-in
 autoscaler (up to 4 nodes of 16 CPUs, 20 s after a ProvisioningRequest).
 
 One test runs the two scenarios that wait for a scale-up at once (one 20 s wait): a Job
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,13 +31,14 @@ from jobrelay.localfleet.autoscaler.scaleup_rules import REFUSED, ScaleUpSetting
 from jobrelay.vocabulary import provisioning_api as api
 from jobrelay.vocabulary.names import CLUSTERS_ANNOTATION, NOT_PLACED_ANNOTATION
 from jobrelay.vocabulary.placement import placements_of
-from tests.conftest import SHAPES, FleetHandle, ShapedFleet
+from tests.conftest import FleetHandle, ShapedFleet
 from tests.e2e.support import Relay, assert_finished_status_is_sound
 from tests.kubetools import eventually, is_true, job_manifest
 
 pytestmark = pytest.mark.e2e
 
-AUTOSCALING_SHAPE = SHAPES / "autoscaling.yaml"
+# The fleet the docs show (docs/operations.md, "Autoscaled workers").
+AUTOSCALING_SHAPE = Path(__file__).resolve().parents[2] / "examples" / "fleets" / "autoscaling.yaml"
 GROWING = ("worker-2", "worker-3")
 REFUSAL = "no 16-CPU nodes left in this zone"
 Obj = dict[str, Any]

@@ -138,7 +138,11 @@ async def test_the_fifth_of_a_full_queue_is_estimated_within_a_quarter(
     described = await run(relay_fleet, "describe", "job", "fifth", "-n", relay.namespace)
     assert described.code == 0, described
     assert "estimated start: in about" in described.stdout, described.stdout
-    assert "basis: declared run times of 4 running ahead" in described.stdout, described.stdout
+    # The runs ahead that end first, together, free its room: those that started in the
+    # same second as the first (starts are whole seconds), so one to four of them.
+    assert re.search(r"basis: declared run times of [1-4] running ahead\b", described.stdout), (
+        described.stdout
+    )
 
     await relay.wait_placed("fifth", timeout=120)
     real = time.monotonic() - asked

@@ -61,8 +61,9 @@ __all__ = [
 ]
 
 WAITING_FOR_PROVISIONING = "WaitingForProvisioning"
-# Seconds between looks at a workload whose requests are pending (their answers do not
-# wake it: see AUTOSCALE_STATUS.md).
+# Seconds between looks at a workload whose requests are pending. An answer also changes
+# its worker's provisioning feed, which calls the pool's debounced capacity change (the
+# held pass); this look does not depend on that pass reaching it.
 PROVISIONING_LOOK = 2.0
 
 
