@@ -28,10 +28,15 @@ class NodesNotReady(RuntimeError):
         self.cluster = cluster
 
 
-def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, Any]:
-    name = f"{cluster}-node-{index}"
-    capacity = shape.capacity()
-    manifest: dict[str, Any] = {
+def kwok_node(
+    name: str,
+    cluster: str,
+    capacity: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A KWOK node of ``cluster``: ``labels`` besides the ones the fleet relies on, which
+    they may not change; its capacity is also its allocatable."""
+    return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -40,7 +45,7 @@ def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, An
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 # The configuration may set os and arch, never what the fleet relies on.
-                **shape.node_labels,
+                **(labels or {}),
                 "type": "kwok",  # kwok manages nodes with this label
                 "kubernetes.io/hostname": name,
                 FLEET_LABEL: cluster,
@@ -48,8 +53,12 @@ def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, An
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
         # The node-initialize stage copies this capacity into the node's status.
-        "status": {"capacity": capacity, "allocatable": capacity},
+        "status": {"capacity": dict(capacity), "allocatable": dict(capacity)},
     }
+
+
+def node_manifest(cluster: str, index: int, shape: ClusterShape) -> dict[str, Any]:
+    manifest = kwok_node(f"{cluster}-node-{index}", cluster, shape.capacity(), shape.node_labels)
     if shape.taints:
         manifest["spec"] = {
             "taints": [

@@ -6,15 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
 from jobrelay.localfleet.autoscaler.scaleup_driver import ScaleUpDriver
 from jobrelay.localfleet.autoscaler.scaleup_rules import ScaleUpSettings
+from jobrelay.localfleet.helper_process import run_helper, until_stopped
 from jobrelay.placement.units import CPU, MEMORY, to_units
 from jobrelay.vocabulary.go_durations import parse_go_duration
 
@@ -71,33 +70,17 @@ def settings_from(argv: list[str] | None = None) -> tuple[argparse.Namespace, Sc
 
 
 async def _serve(kubeconfig: Path, cluster: str, settings: ScaleUpSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     async with (
         ApiClient.from_kubeconfig(kubeconfig, cluster=cluster) as client,
         ScaleUpDriver(client, cluster=cluster, settings=settings) as driver,
     ):
         logging.getLogger(__name__).info("stand-in autoscaler ready on %s: %s", cluster, settings)
-        done = asyncio.ensure_future(driver.wait())
-        stopped = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({done, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        done.cancel()
+        await until_stopped([asyncio.ensure_future(driver.wait())])
 
 
 def main(argv: list[str] | None = None) -> int:
     args, settings = settings_from(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
-    )
-    try:
-        asyncio.run(_serve(args.kubeconfig, args.cluster, settings))
-    except (ApiError, KubeconfigError, OSError) as error:
-        print(f"stand-in autoscaler: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return run_helper("stand-in autoscaler", _serve(args.kubeconfig, args.cluster, settings))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from jobrelay.localfleet.autoscaler.scaleup_rules import (
     next_scaleup_step,
     nodes_to_remove,
 )
-from jobrelay.localfleet.nodes import FLEET_LABEL
+from jobrelay.localfleet.nodes import FLEET_LABEL, kwok_node
 from jobrelay.localfleet.shape import FLEET_PREFIX
 from jobrelay.placement.units import resources_of
 from jobrelay.vocabulary import provisioning_api as api
@@ -54,26 +54,12 @@ def scaleup_node(
     cluster: str, index: int, settings: ScaleUpSettings, request_uid: str
 ) -> dict[str, Any]:
     """A KWOK node of the stand-in's shape, added for the request of ``request_uid``."""
-    name = scaleup_node_name(cluster, index)
-    capacity = settings.node_capacity()
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",  # kwok manages nodes with this label
-                "kubernetes.io/hostname": name,
-                FLEET_LABEL: cluster,
-                AUTOSCALED_LABEL: "true",
-                REQUEST_LABEL: request_uid,
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "status": {"capacity": capacity, "allocatable": capacity},
-    }
+    return kwok_node(
+        scaleup_node_name(cluster, index),
+        cluster,
+        settings.node_capacity(),
+        {AUTOSCALED_LABEL: "true", REQUEST_LABEL: request_uid},
+    )
 
 
 def _is_ready(node: Mapping[str, Any]) -> bool:

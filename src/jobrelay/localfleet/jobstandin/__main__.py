@@ -7,20 +7,15 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 from pathlib import Path
 
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError, KubeconfigError
+from jobrelay.localfleet.helper_process import run_helper, until_stopped
 from jobrelay.localfleet.jobstandin.job_driver import JobStandinDriver
 
 
 async def _serve(clusters: dict[str, Path]) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         drivers = []
         for name, kubeconfig in clusters.items():
@@ -30,11 +25,7 @@ async def _serve(clusters: dict[str, Path]) -> None:
             drivers.append(JobStandinDriver(client))
         await asyncio.gather(*(stack.enter_async_context(driver) for driver in drivers))
         logging.getLogger(__name__).info("job stand-in ready on %s", ", ".join(clusters))
-        waits = [asyncio.ensure_future(driver.wait()) for driver in drivers]
-        stopped = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({*waits, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        for wait in [*waits, stopped]:
-            wait.cancel()
+        await until_stopped(asyncio.ensure_future(driver.wait()) for driver in drivers)
 
 
 def _cluster(text: str) -> tuple[str, Path]:
@@ -55,17 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="NAME=KUBECONFIG")  # fmt: skip
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        asyncio.run(_serve(dict(args.cluster)))
-    except (ApiError, KubeconfigError, OSError) as error:
-        print(f"job stand-in: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return run_helper("job stand-in", _serve(dict(args.cluster)), verbose=args.verbose)
 
 
 if __name__ == "__main__":
