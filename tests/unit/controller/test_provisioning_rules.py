@@ -110,20 +110,20 @@ def gone(why: str) -> ProvisioningAnswer:
     return ProvisioningAnswer(ProvisioningState.GONE, why=why)
 
 
-def test_the_race_settles_on_the_first_provisioned_and_deletes_the_others() -> None:
+def test_the_race_settles_on_the_first_provisioned() -> None:
     outcome = rules.settle_race({"worker-1": PENDING, "worker-2": won("T2"), "worker-3": won("T1")})
-    assert outcome == rules.RaceOutcome(winner="worker-3", delete=("worker-1", "worker-2"))
+    assert outcome == rules.RaceOutcome(winner="worker-3")
     # The same moment: the name decides.
     assert rules.settle_race({"b": won("T1"), "a": won("T1")}).winner == "a"
 
 
-def test_refusals_are_deleted_as_they_come_and_hold_the_workload_once_all_went() -> None:
+def test_refusals_hold_the_workload_once_all_went() -> None:
     waiting = rules.settle_race({"worker-1": gone("Refused: no"), "worker-2": PENDING})
-    assert waiting == rules.RaceOutcome(delete=("worker-1",))
+    assert waiting == rules.RaceOutcome()
     held = rules.settle_race(
         {"worker-1": gone("Refused: no"), "worker-2": gone("MaxNodesReached: 5")}
     )
-    assert held.winner is None and held.delete == ("worker-1", "worker-2")
+    assert held.winner is None
     assert held.held_reason == rules.PROVISIONING_FAILED
     assert held.held_message == "worker-1: Refused: no; worker-2: MaxNodesReached: 5"
     assert rules.settle_race({}) == rules.RaceOutcome()
@@ -140,26 +140,18 @@ answers = st.dictionaries(
 
 
 @given(answers)
-def test_the_race_never_places_twice_nor_keeps_a_request_it_gave_up(
+def test_the_race_places_on_the_earliest_provisioned_and_holds_only_when_all_went(
     found: dict[str, ProvisioningAnswer],
 ) -> None:
     outcome = rules.settle_race(found)
-    assert set(outcome.delete) <= set(found)
-    if outcome.winner is not None:
-        # Exactly one place; every other request goes, and none is held.
-        assert set(outcome.delete) == set(found) - {outcome.winner}
-        assert outcome.held_reason is None
-    for name, answer in found.items():
-        if answer.state is ProvisioningState.GONE:
-            assert name in outcome.delete
+    won_at = sorted(
+        (a.since, n) for n, a in found.items() if a.state is ProvisioningState.PROVISIONED
+    )
+    assert outcome.winner == (won_at[0][1] if won_at else None)
+    every_one_went = bool(found) and all(a.state is ProvisioningState.GONE for a in found.values())
+    assert (outcome.held_reason is not None) == every_one_went
     if outcome.held_reason is not None:
-        assert all(a.state is ProvisioningState.GONE for a in found.values())
-        assert set(outcome.delete) == set(found)
-
-
-def test_leftover_requests_are_those_of_workloads_gone() -> None:
-    made = {("worker-1", "ns/jobrelay-u1"): "u1", ("worker-2", "ns/jobrelay-u2"): "u2"}
-    assert rules.leftover_requests(made, {"u1"}) == [("worker-2", "ns/jobrelay-u2")]
+        assert all(name in outcome.held_message for name in found)
 
 
 @given(

@@ -192,12 +192,13 @@ def claim_capacity(
     if isinstance(workload, Invalid) or not own:
         return None
     by_name = {w.name: w for w in s.workers}
+    passed_over = [by_name[name] for name in why.misfits if name in by_name]
     candidates = candidate_workers(
         workload.groups,
         [
-            AutoscaledCandidate(name, by_name[name].autoscaling, by_name[name].open_requests)  # type: ignore[arg-type]
-            for name in why.misfits
-            if name in by_name and by_name[name].autoscaling is not None
+            AutoscaledCandidate(worker.name, worker.autoscaling, worker.open_requests)
+            for worker in passed_over
+            if worker.autoscaling is not None
         ],
         s.settings.provisioning_candidates,
     )

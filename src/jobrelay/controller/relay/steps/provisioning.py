@@ -8,9 +8,10 @@ PodTemplate per pod group) in the workload's namespace there. The first worker t
 ``Provisioned=True`` wins: the workload is placed there, its mirror's pods consuming the
 request (:func:`jobrelay.vocabulary.provisioning_api.consuming_annotations`), and the
 other requests are deleted at once. A request refused (``Failed``) or whose booking or
-capacity went (``BookingExpired``, ``CapacityRevoked``) is deleted and, once no request
-is left pending, its reason is the workload's held reason. Requests never outlive their
-workload: every object made carries the workload's UID (:data:`PROVISIONING_FOR_LABEL`).
+capacity went (``BookingExpired``, ``CapacityRevoked``) is kept, so that its worker is not
+asked again, and once no request is left pending their reasons are the workload's held
+reason. Requests never outlive their workload: every object made carries the workload's
+UID (:data:`PROVISIONING_FOR_LABEL`); which go when is claiming_capacity.py's.
 
 The fit to added nodes counts resources only (the shapes carry no labels or taints):
 each pod group's pods are packed, first fit, onto at most ``count`` empty nodes of each
@@ -184,40 +185,29 @@ def answer_of(request: Mapping[str, Any]) -> ProvisioningAnswer:
 
 @dataclass(frozen=True, slots=True)
 class RaceOutcome:
-    """What the answers so far decide: the worker to place on (None: none yet), the
-    workers whose requests to delete now, and the held reason once every one went."""
+    """What the answers so far decide: the worker to place on (None: none yet), and the
+    held reason once every request went."""
 
     winner: str | None = None
-    delete: tuple[str, ...] = ()
     held_reason: str | None = None
     held_message: str = ""
 
 
 def settle_race(answers: Mapping[str, ProvisioningAnswer]) -> RaceOutcome:
     """The first worker to answer Provisioned=True wins (the earliest transition, then
-    the name), every other request is deleted at once; refused and expired requests are
-    deleted as they come, and once none is pending or won, their reasons hold the
-    workload. No answers: nothing to decide."""
+    the name); once none is pending or won, the reasons of the refused and expired ones
+    hold the workload. No answers: nothing to decide."""
     provisioned = sorted(
         (answer.since, name)
         for name, answer in answers.items()
         if answer.state is ProvisioningState.PROVISIONED
     )
     if provisioned:
-        winner = provisioned[0][1]
-        return RaceOutcome(winner=winner, delete=tuple(sorted(n for n in answers if n != winner)))
+        return RaceOutcome(winner=provisioned[0][1])
     gone = sorted(
         name for name, answer in answers.items() if answer.state is ProvisioningState.GONE
     )
     if not gone or len(gone) < len(answers):
-        return RaceOutcome(delete=tuple(gone))
+        return RaceOutcome()
     message = "; ".join(f"{name}: {answers[name].why}" for name in gone)
-    return RaceOutcome(delete=tuple(gone), held_reason=PROVISIONING_FAILED, held_message=message)
-
-
-def leftover_requests(
-    made_for: Mapping[tuple[str, str], str], live_workloads: set[str]
-) -> list[tuple[str, str]]:
-    """The requests (worker, namespace/name) whose workload (by UID, from
-    :data:`PROVISIONING_FOR_LABEL`) is gone: deleted, so none outlives its workload."""
-    return sorted(key for key, uid in made_for.items() if uid not in live_workloads)
+    return RaceOutcome(held_reason=PROVISIONING_FAILED, held_message=message)
