@@ -2,8 +2,9 @@
 
 Never a status the kind's rules refuse (Terminal instead). A passing step waits
 a moment to be copied with the next (the status batch period). A finished run
-ends the workload: a finish Event, its ProvisioningRequests go, and its mirror goes, or is kept (with its pods'
-logs) until ``--finished-mirror-ttl`` has passed (looked at again then).
+ends the workload: a finish Event, its ProvisioningRequests go, and its mirror goes,
+or is kept (with its pods' logs) until ``--finished-mirror-ttl`` has passed (looked
+at again then).
 Otherwise it is looked at again when its unschedulable pods' pending timeout
 runs out (no watch event says that time has passed).
 """
