@@ -7,13 +7,14 @@ allowed on worker-1 and worker-2 gets a ProvisioningRequest on worker-2 alone, i
 there once it is Provisioned, its pods consuming it, and completes; a Job allowed
 anywhere asks worker-2 and worker-3 at once, runs once (one mirror), and the loser's
 request is deleted within 10 s of the first Provisioned. Neither leaves a request or a
-PodTemplate behind. The other tells worker-3's stand-in to refuse: a Job that only it
-could grow for is held, the refusal named.
+PodTemplate behind. The other tells worker-3's stand-in to refuse (its refusal
+ConfigMap): a Job that only it could grow for is held, the refusal named.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,11 +24,13 @@ import pytest
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NODES
-from jobrelay.localfleet import processes
-from jobrelay.localfleet.autoscaled_workers import AUTOSCALER
-from jobrelay.localfleet.autoscaler.scaleup_driver import AUTOSCALED_LABEL, ScaleUpDriver
-from jobrelay.localfleet.autoscaler.scaleup_rules import REFUSED, ScaleUpSettings
+from jobrelay.kube.resources import CONFIGMAPS, NODES
+from jobrelay.localfleet.autoscaler.scaleup_driver import AUTOSCALED_LABEL
+from jobrelay.localfleet.autoscaler.scaleup_rules import (
+    REFUSAL_CONFIGMAP,
+    REFUSAL_NAMESPACE,
+    REFUSED,
+)
 from jobrelay.vocabulary import provisioning_api as api
 from jobrelay.vocabulary.names import CLUSTERS_ANNOTATION, NOT_PLACED_ANNOTATION
 from jobrelay.vocabulary.placement import placements_of
@@ -149,23 +152,30 @@ async def test_a_job_too_big_for_every_node_is_placed_where_capacity_was_provisi
 
 @pytest.fixture
 async def refusing_worker_3(relay_fleet: FleetHandle) -> AsyncIterator[None]:
-    """worker-3's stand-in, told to refuse: the fleet's process stopped, a refusing one run
-    here; the nodes the first one added gone first (none then takes 12 CPUs)."""
-    record = relay_fleet.local.clusters["worker-3"].processes[AUTOSCALER]
-    await asyncio.to_thread(processes.stop, [record])
+    """worker-3's stand-in, told to refuse as docs/development.md says (its refusal
+    ConfigMap), once the nodes it added for the test before are gone (none then takes
+    12 CPUs); told no more after."""
     client = relay_fleet.client("worker-3")
-    settings = ScaleUpSettings(delay_seconds=20, max_nodes=4, refuse=REFUSAL)
+    refusal = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": REFUSAL_CONFIGMAP, "namespace": REFUSAL_NAMESPACE},
+        "data": {"refuse": REFUSAL},
+    }
     try:
-        async with ScaleUpDriver(client, cluster="worker-3", settings=settings,
-                                 scale_down_every=0.5):  # fmt: skip
+        with contextlib.suppress(ApiError):  # one a stopped run left
+            await client.delete(CONFIGMAPS, REFUSAL_CONFIGMAP, namespace=REFUSAL_NAMESPACE)
+        await client.create(CONFIGMAPS, refusal)
 
-            async def no_added_nodes() -> bool:
-                added = await client.list(NODES, label_selector=f"{AUTOSCALED_LABEL}=true")
-                return not added.items
+        async def no_added_nodes() -> bool:
+            added = await client.list(NODES, label_selector=f"{AUTOSCALED_LABEL}=true")
+            return not added.items
 
-            await eventually(no_added_nodes, timeout=30, what="worker-3's added nodes gone")
-            yield
+        await eventually(no_added_nodes, timeout=30, what="worker-3's added nodes gone")
+        yield
     finally:
+        with contextlib.suppress(ApiError):
+            await client.delete(CONFIGMAPS, REFUSAL_CONFIGMAP, namespace=REFUSAL_NAMESPACE)
         await client.aclose()
 
 

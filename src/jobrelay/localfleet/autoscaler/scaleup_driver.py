@@ -16,15 +16,18 @@ from typing import Any
 
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
-from jobrelay.kube.resources import NODES, PODS
+from jobrelay.kube.resources import CONFIGMAPS, NODES, PODS
 from jobrelay.kube.watching import Informer, InformerEvent
 from jobrelay.localfleet.autoscaler.scaleup_rules import (
+    REFUSAL_CONFIGMAP,
+    REFUSAL_NAMESPACE,
     ScaleUpSettings,
     WorkerNodes,
     merged_conditions,
     new_node_indices,
     next_scaleup_step,
     nodes_to_remove,
+    told_to_refuse,
 )
 from jobrelay.localfleet.nodes import FLEET_LABEL, kwok_node
 from jobrelay.localfleet.shape import FLEET_PREFIX
@@ -180,6 +183,18 @@ class ScaleUpDriver:
             for pod in pods.items
         )
 
+    async def _settings_now(self) -> ScaleUpSettings:
+        """Its flags, and whether it is told to refuse now (the refusal ConfigMap)."""
+        try:
+            found = await self.client.get(
+                CONFIGMAPS, REFUSAL_CONFIGMAP, namespace=REFUSAL_NAMESPACE
+            )
+        except ApiError as error:
+            if not error.is_not_found:
+                raise
+            return self.settings
+        return told_to_refuse(self.settings, found.get("data"))
+
     async def _drive(self, key: str) -> None:
         request = self.informer.get(key)
         if request is None:
@@ -200,7 +215,8 @@ class ScaleUpDriver:
             consumed=await self._consumed(request),
         )
         now = self.clock()
-        step = next_scaleup_step(self.settings, request, await self._templates(request), view, now)
+        settings = await self._settings_now()
+        step = next_scaleup_step(settings, request, await self._templates(request), view, now)
         if step.add_nodes:
             taken = [_index_of(n["metadata"]["name"], self.cluster) for n in added]
             for index in new_node_indices((i for i in taken if i is not None), step.add_nodes):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobrelay.placement.slim_objects import effective_requests
@@ -229,6 +229,24 @@ def _valid_for(request: Mapping[str, Any]) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
+
+
+# Told to refuse while it runs: this ConfigMap on its worker, its key ``refuse`` the
+# message (one line, at most REFUSAL_MAX characters); deleting it ends the refusals.
+REFUSAL_NAMESPACE = "kube-system"
+REFUSAL_CONFIGMAP = "jobrelay-standin-autoscaler"
+REFUSAL_KEY = "refuse"
+REFUSAL_MAX = 300
+
+
+def told_to_refuse(settings: ScaleUpSettings, data: Mapping[str, Any] | None) -> ScaleUpSettings:
+    """``settings`` as the refusal ConfigMap's ``data`` (None: no ConfigMap) leaves them:
+    its message, bounded to one line, refuses every request not provisioned yet."""
+    message = (data or {}).get(REFUSAL_KEY)
+    if not isinstance(message, str):
+        return settings
+    line = " ".join(message.split())[:REFUSAL_MAX]
+    return replace(settings, refuse=line)
 
 
 def next_scaleup_step(

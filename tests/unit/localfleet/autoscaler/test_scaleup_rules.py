@@ -232,3 +232,32 @@ def test_a_booking_no_pod_consumes_in_time_expires_and_a_consumed_one_is_kept() 
     )
     # Without a booking time, kept for ever (the default).
     assert step(provisioned_at(20), after=10_000) == rules.ScaleUpStep()
+
+
+@pytest.mark.parametrize(
+    ("data", "refuse"),
+    [
+        (None, None),  # no ConfigMap
+        ({}, None),
+        ({"other": "x"}, None),
+        ({"refuse": "no 16-CPU nodes left"}, "no 16-CPU nodes left"),
+        ({"refuse": "two\nlines\t here"}, "two lines here"),
+        ({"refuse": ""}, ""),  # told to refuse, with the stand-in's own words
+        ({"refuse": "x" * 1000}, "x" * rules.REFUSAL_MAX),
+    ],
+)
+def test_told_to_refuse_by_its_configmap(data: dict[str, Any] | None, refuse: str | None) -> None:
+    assert rules.told_to_refuse(ScaleUpSettings(), data).refuse == refuse
+
+
+def test_a_refusal_told_while_it_runs_fails_a_request_not_provisioned_yet() -> None:
+    told = rules.told_to_refuse(SETTINGS, {"refuse": "zone full"})
+    # During the delay (accepted, nodes not added yet): refused at its next look.
+    refused = step(request(), after=5, settings=told)
+    assert true_of(refused).get(api.FAILED) == rules.REFUSED
+    assert api.PROVISIONED not in true_of(refused)
+    assert [c.message for c in refused.conditions or () if c.type == api.FAILED] == ["zone full"]
+    assert not refused.add_nodes
+    # Provisioned already: left as it is.
+    provisioned = [{"type": api.PROVISIONED, "status": "True", "reason": "Provisioned"}]
+    assert not true_of(step(request(conditions=provisioned), settings=told)).get(api.FAILED)
