@@ -36,6 +36,7 @@ from jobrelay.kube.resources import (
     WORKER_CLUSTERS,
 )
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, controller_label_value
+from jobrelay.vocabulary.provisioning_api import PROVISIONING_REQUESTS
 from jobrelay.vocabulary.resource import Resource
 
 NAMESPACE = "jobrelay-system"
@@ -317,3 +318,24 @@ async def test_a_worker_silent_for_the_lost_timeout_is_declared_lost_until_it_an
     finally:
         await pool.stop()
         await fleet.manager.clients[0].aclose()
+
+
+async def test_autoscaling_set_on_a_connected_worker_reconnects_it_watching_its_requests(
+    fleet: Fleet, pool: WorkerPool
+) -> None:
+    server = fleet.server("grows", mirror("a"))
+    server.serve(collection_path(PROVISIONING_REQUESTS))
+    old = await connected(fleet, pool, "grows")
+    assert not old.provisioning_feed.enabled
+
+    registration = fleet.manager.collections[REGISTRATIONS][WORKER]
+    shapes = {"nodeShapes": [{"cpu": "16", "memory": "64Gi", "count": 4}]}
+    fleet.manager.put(
+        REGISTRATIONS, {**registration, "spec": {**registration["spec"], "autoscaling": shapes}}
+    )
+    new = await until(
+        lambda: (w := pool.get(WORKER)) is not old and w, what="the new connection in the pool"
+    )
+    assert new.autoscaled and new.provisioning_feed.enabled
+    await until(lambda: new.provisioning_feed.listed, what="its requests listed")
+    assert new.mirror((WIDGET.name, "team-a/a")) is not None

@@ -286,7 +286,9 @@ class WorkerPool:
         spec = registration.get("spec") or {}
         identity = self._connector.identity(spec)
         current = record.worker
-        reconnect = current is None or current.identity != identity
+        # Autoscaling added or taken away: a new connection, with its requests' feed or not.
+        wanted = (identity, bool(spec.get("autoscaling")))
+        reconnect = current is None or (current.identity, current.autoscaled) != wanted
         if reconnect and not await self._reconnect(record, registration, identity):
             return RequeueAfter(self._options.status_interval)
         problem = self._registrations.health_problem(name)  # a ClusterProfile's conditions

@@ -4,8 +4,8 @@ PodTemplates, its conditions), by the workload's key.
 
 One informer, cluster-wide, of the requests labelled ``jobrelay.dev/provisioning-for``
 (the workload's UID; its key is in the annotation ``jobrelay.dev/provisioning-workload``).
-Only on a worker whose WorkerCluster has ``spec.autoscaling`` when it connects: elsewhere
-the CRD need not exist, and nothing is watched. What an answer means is the decision's
+Only on a worker whose WorkerCluster has ``spec.autoscaling`` (the pool reconnects one
+whose block comes or goes): elsewhere the CRD need not exist, and nothing is watched. What an answer means is the decision's
 (controller/relay/steps/provisioning.py), not this feed's.
 """
 

@@ -113,7 +113,8 @@ class Worker:
     # The client of users' streams (logs API): a bounded pool of its own, so that the
     # probe and the informers never wait behind a user's follows. None: they share ``client``.
     stream_client: ApiClient | None = None
-    # Its WorkerCluster had spec.autoscaling when it connected (its requests are watched).
+    # Its WorkerCluster has spec.autoscaling (its requests are watched); a change of that
+    # makes a new connection (pool.py).
     autoscaled: bool = False
 
     def __post_init__(self) -> None:
