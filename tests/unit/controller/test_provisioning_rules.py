@@ -169,3 +169,16 @@ def test_a_fit_never_needs_more_than_the_shapes_hold_and_fewer_pods_fit_too(
     elif all(c >= cpu for c, _n in shapes):
         # Every node takes a pod: it fails only for want of nodes.
         assert count > sum(n * (c // cpu) for c, n in shapes)
+
+
+def test_what_a_worker_says_of_a_refusal_is_one_bounded_line() -> None:
+    said = {
+        "type": api.FAILED,
+        "status": "True",
+        "reason": "Quota",
+        "message": "a\nb\t" + "x" * 5000,
+    }
+    answer = rules.answer_of({"status": {"conditions": [said]}})
+    assert answer.state is ProvisioningState.GONE
+    assert answer.why.startswith("Quota: a b x") and "\n" not in answer.why
+    assert len(answer.why) == 300

@@ -37,6 +37,9 @@ PROVISIONING_FAILED = "ProvisioningFailed"
 DEFAULT_CANDIDATES = 2
 # The pods a node takes when its shape does not say (the kubelet's default).
 _PODS_PER_NODE = 110
+# A request's conditions are written by the worker's autoscaler, not jobrelay: what they
+# say is one line of at most this many characters before an Event or a log repeats it.
+_SAID_LIMIT = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,13 +169,15 @@ class ProvisioningAnswer:
 
 
 def answer_of(request: Mapping[str, Any]) -> ProvisioningAnswer:
-    """What a stored request says, by its conditions."""
+    """What a stored request says, by its conditions (a refusal's words bounded)."""
     conditions = api.conditions_of(request)
     for kind in (api.FAILED, api.BOOKING_EXPIRED, api.CAPACITY_REVOKED):
         found = conditions.get(kind)
         if found is not None and found.status == "True":
             why = ": ".join(part for part in (found.reason or kind, found.message) if part)
-            return ProvisioningAnswer(ProvisioningState.GONE, why=why)
+            return ProvisioningAnswer(
+                ProvisioningState.GONE, why=" ".join(why.split())[:_SAID_LIMIT]
+            )
     provisioned = conditions.get(api.PROVISIONED)
     if provisioned is not None and provisioned.status == "True":
         since = ""
