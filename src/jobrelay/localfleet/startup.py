@@ -255,10 +255,19 @@ def light_host(clusters: dict[str, ClusterState]) -> str | None:
 
 
 def components_of(name: str, clusters: dict[str, ClusterState]) -> tuple[str, ...]:
-    """What cluster ``name`` runs: every component, or a light worker's few."""
-    if not clusters[name].light:
-        return cluster.COMPONENTS
-    return light.components(hosts_shared=name == light_host(clusters))
+    """What cluster ``name`` runs: every component, or a light worker's few; and its
+    stand-in autoscaler once started (`fleet status` shows it, a dead one is a crash)."""
+    state = clusters[name]
+    found = (
+        cluster.COMPONENTS
+        if not state.light
+        else light.components(hosts_shared=name == light_host(clusters))
+    )
+    return (
+        (*found, autoscaled_workers.AUTOSCALER)
+        if autoscaled_workers.AUTOSCALER in state.processes
+        else found
+    )
 
 
 def health_url(state: ClusterState, component: str) -> str | None:

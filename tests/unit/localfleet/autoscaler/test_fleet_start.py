@@ -70,6 +70,9 @@ def test_the_stand_in_starts_on_each_autoscaled_full_worker_after_its_crd(
         asyncio.run(fleet._start_autoscalers())
         record = clusters["worker-2"].processes[autoscaled_workers.AUTOSCALER]
         assert processes.is_running(record)
+        # Once started it is one of the worker's components: its health is its process.
+        assert startup.components_of("worker-2", clusters)[-1] == autoscaled_workers.AUTOSCALER
+        assert autoscaled_workers.AUTOSCALER not in startup.components_of("worker-1", clusters)
         assert record.log == str(tmp_path / "worker-2" / "logs" / "autoscaler.log")
     finally:
         processes.stop([r for state in clusters.values() for r in state.processes.values()])
