@@ -47,6 +47,9 @@ async def test_the_direct_path_reads_and_writes_and_watches_share_the_pool(
         async with client.watch(
             CONFIGMAPS,
             namespace=namespace,
+            # Not the namespace's kube-root-ca.crt, which its controller may publish after
+            # this create (a new namespace's ADDED then comes first).
+            field_selector="metadata.name=direct",
             resource_version=created["metadata"]["resourceVersion"],
             timeout_seconds=30,
         ) as events:
