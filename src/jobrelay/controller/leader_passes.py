@@ -5,7 +5,7 @@ reconciles decide."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 
 from jobrelay.controller.lanes import resync_keys
@@ -40,19 +40,26 @@ def known_keys(kinds: Mapping[str, KindRuntime], pool: WorkerPool) -> set[Worklo
         for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
     }
     keys.update(pool.mirror_keys())
-    keys.update(provisioning_keys(pool))
+    keys.update(provisioning_keys(pool, kinds))
     return keys
 
 
-def provisioning_keys(pool: WorkerPool) -> set[WorkloadKey]:
+# A workload key's longest "namespace/name": a namespace's 63 characters, a name's 253.
+_MAX_KEY = 63 + 1 + 253
+
+
+def provisioning_keys(pool: WorkerPool, kinds: Collection[str]) -> set[WorkloadKey]:
     """The workloads some worker holds one of jobrelay's ProvisioningRequests for: the
     sweep of leftovers (a request whose workload is gone, finished or placed elsewhere is
-    deleted by that workload's decision, steps/claiming_capacity.py)."""
+    deleted by that workload's decision, steps/claiming_capacity.py). The key is the
+    request's annotation, which the worker can write: only a configured kind's key of a
+    namespace and a name, within their lengths, is queued."""
     keys: set[WorkloadKey] = set()
     for worker in pool.workers():
         for tag in worker.provisioning_feed.workload_keys():
             kind, _, key = tag.partition(":")
-            if kind and key:
+            namespace, _, name = key.partition("/")
+            if kind in kinds and namespace and name and "/" not in name and len(key) <= _MAX_KEY:
                 keys.add(WorkloadKey(kind, key))
     return keys
 
@@ -97,5 +104,5 @@ async def resync(
             for key in runtime.objects.keys()  # noqa: SIM118 (an Informer, not a dict)
             if (obj := runtime.objects.get(key)) is not None
         )
-        for key in resync_keys(objects, pool.mirror_keys(), kept) | provisioning_keys(pool):
+        for key in resync_keys(objects, pool.mirror_keys(), kept) | provisioning_keys(pool, kinds):
             queue.add(key, Lane.BACKGROUND)

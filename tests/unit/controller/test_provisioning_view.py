@@ -59,5 +59,9 @@ def test_the_workloads_requests_there_and_how_many_are_open() -> None:
 
 
 def test_the_sweep_reconciles_every_workload_a_request_is_for() -> None:
-    pool = FakePool(fed("Job.v1.batch:team-a/gone", "nonsense", ""))
-    assert provisioning_keys(pool) == {WorkloadKey("Job.v1.batch", "team-a/gone")}  # type: ignore[arg-type]
+    # The annotation is the worker's to write: other kinds, shapes and lengths are not queued.
+    forged = ("Nope.v1:team-a/x", "Job.v1.batch:no-slash", "Job.v1.batch:a/b/c",
+              "Job.v1.batch:team-a/" + "x" * 400)  # fmt: skip
+    pool = FakePool(fed("Job.v1.batch:team-a/gone", "nonsense", "", *forged))
+    found = provisioning_keys(pool, {"Job.v1.batch"})  # type: ignore[arg-type]
+    assert found == {WorkloadKey("Job.v1.batch", "team-a/gone")}
