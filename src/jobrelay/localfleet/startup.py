@@ -31,6 +31,13 @@ from jobrelay.localfleet.shape import MANAGER, ClusterShape
 
 STARTUP_TIMEOUT = 90.0
 PER_CLUSTER_STARTUP = 5.0
+# Health polls back off from the first interval to the longest: each poll of an
+# apiserver is a TLS handshake on both sides, and thirty-odd starting at once on two
+# cores are slowed by being asked five times a second each.
+FIRST_POLL_INTERVAL = 0.2
+LONGEST_POLL_INTERVAL = 1.0
+# Processes of one stage (etcds, apiservers) starting at once.
+STARTING_AT_ONCE = 6
 # Start order, stage by stage; stopping goes in reverse, so that each component
 # can still reach what it depends on while it shuts down (an apiserver whose
 # etcd is gone waits out its whole grace period). The JobSet controller starts
@@ -93,13 +100,13 @@ class FleetStartup:
                         if other_state.light
                     },
                 )
-        # Each stage starts on every cluster at once: the apiservers' start-up is
-        # what costs, and three of them overlap well even on two cores.
+        # Each stage starts on every cluster, a few processes at a time: an apiserver's
+        # start-up is what costs, a few overlap well even on two cores, and thirty-odd
+        # at once each take half as much CPU again, fighting over the cores.
         *first_stages, last_stage = STAGES
         for stage in first_stages:
             self._say(f"starting {', '.join(stage)} on {len(self.clusters)} clusters ...")
-            self._spawn_stage(stage, argv)
-            await self._wait_stage(stage, ca.cert)
+            await self._start_stage_in_turn(stage, argv, ca.cert)
         # The last stage runs two branches side by side: the built-in components
         # and then nodes, and the JobSet controller, which must wait for its CRD.
         core = tuple(component for component in last_stage if component not in _STARTED_LATER)
@@ -141,6 +148,28 @@ class FleetStartup:
                 state.processes[component] = self._spawn(name, component, argv[name])
                 # Recorded at once: if we die now, `down` still finds this process.
                 self._save()
+
+    async def _start_stage_in_turn(
+        self, stage: tuple[str, ...], argv: dict[str, dict[str, list[str]]], ca: Path
+    ) -> None:
+        """Start ``stage`` on every cluster, at most STARTING_AT_ONCE processes starting
+        at a time: the next is spawned when one answers healthy."""
+        starting = asyncio.Semaphore(STARTING_AT_ONCE)
+
+        async def start(name: str, state: ClusterState, component: str) -> None:
+            async with starting:
+                state.processes[component] = self._spawn(name, component, argv[name])
+                self._save()  # recorded at once: if we die now, `down` still finds it
+                await wait_healthy(state, component, ca, timeout=self._timeout)
+
+        await all_or_first_error(
+            [
+                start(name, state, component)
+                for name, state in self.clusters.items()
+                for component in stage
+                if component in argv[name]
+            ]
+        )
 
     async def _wait_stage(self, stage: tuple[str, ...], ca: Path) -> None:
         await all_or_first_error(
@@ -284,6 +313,7 @@ async def wait_healthy(
     url = health_url(state, component)
     deadline = time.monotonic() + timeout
     detail = ""
+    interval = FIRST_POLL_INTERVAL
     while time.monotonic() < deadline:
         code = processes.exit_status(record)
         if code is not None or not processes.is_running(record):
@@ -295,7 +325,8 @@ async def wait_healthy(
         ok, detail = (True, "running") if url is None else await probe(url, ca=ca)
         if ok:
             return
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(interval)
+        interval = min(interval * 1.5, LONGEST_POLL_INTERVAL)
     raise FleetError(
         f"{record.name} did not become healthy within {timeout:.0f}s ({detail}); "
         f"its log {record.log} ends:\n{processes.log_tail(record)}"

@@ -120,3 +120,31 @@ def test_a_light_apiserver_has_no_aggregation_layer(tmp_path: Path) -> None:
     argv = light.apiserver_command(full["kube-apiserver"], worker="worker-1", etcd_client_port=1)
     assert not [arg for arg in argv if "requestheader" in arg or "proxy-client" in arg]
     assert f"--client-ca-file={tmp_path / 'ca.crt'}" in argv
+
+
+def test_a_light_apiserver_serves_every_built_in_group_jobrelay_uses(tmp_path: Path) -> None:
+    """Light apiservers serve only SERVED_API_GROUPS: each built-in resource jobrelay
+    reaches (kube/resources.py) must be among them, or it would find none on a light
+    worker."""
+    from jobrelay.kube import resources
+    from jobrelay.vocabulary.resource import Resource
+
+    full = cluster.commands(
+        ClusterFiles(tmp_path, "worker-1"), binaries=_binaries(tmp_path),
+        ca=tmp_path / "ca.crt", ports=dict.fromkeys(cluster.PORT_NAMES, 30000),
+    )  # fmt: skip
+    argv = light.apiserver_command(full["kube-apiserver"], worker="worker-1", etcd_client_port=1)
+    [runtime_config] = [arg for arg in argv if arg.startswith("--runtime-config=")]
+    served = runtime_config.removeprefix("--runtime-config=").split(",")
+    assert served[0] == "api/all=false"
+    built_in = [
+        value
+        for value in vars(resources).values()
+        if isinstance(value, Resource)
+        and value.version
+        and (value.group in ("", "batch") or value.group.endswith(".k8s.io"))
+    ]
+    assert len(built_in) >= 15
+    for resource in built_in:
+        group_version = f"{resource.group}/{resource.version}" if resource.group else "api/v1"
+        assert f"{group_version}=true" in served, resource.name
