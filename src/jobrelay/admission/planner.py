@@ -30,7 +30,7 @@ from jobrelay.admission.preemption_rules import (
     winner_mark,
 )
 from jobrelay.admission.priority_classes import priority_class_refusal
-from jobrelay.admission.queue_choice import QueueChoice, Queued, own_queues, queue_for, refusal
+from jobrelay.admission.queue_choice import QueueChoice, Queued, QueueIndex, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
 from jobrelay.admission.workload_reads import WorkloadRead
@@ -188,6 +188,7 @@ def _sort(view: AdmissionView) -> _Sorted:
     # once, and which queues select a namespace is found once per namespace.
     choices: dict[tuple[str | None, str], QueueChoice] = {}
     owns: dict[str, tuple[str, ...]] = {}
+    index = QueueIndex.of(view.specs)
     built, preempting = view.built, view.preempting
     for key, read, admitted in view.workloads:
         entry = read.entry
@@ -199,8 +200,8 @@ def _sort(view: AdmissionView) -> _Sorted:
             labels = view.namespace_labels.get(namespace, {})
             own = owns.get(namespace)
             if own is None:
-                own = owns[namespace] = own_queues(labels, view.specs)
-            choice = queue_for(read.named, namespace, labels, view.specs, own=own)
+                own = owns[namespace] = index.own(labels)
+            choice = queue_for(read.named, namespace, labels, view.specs, own=own, index=index)
             choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
         if not admitted and priority_class_refusal(read.priority_classes, view.specs.get(queue)):

@@ -7,6 +7,7 @@ parsed once, at the edge, and written back only in summaries and explanations.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 
@@ -32,6 +33,19 @@ def to_units(resource: str, quantity: str | int | float | Decimal) -> int:
     """One quantity as this module's integer (rounded up: a request never shrinks);
     QuantityError (a ValueError) if malformed, negative, or beyond what Kubernetes counts
     (an int64 of these units: CPU's milli-units included, as its MilliValue)."""
+    if type(quantity) is str:
+        return _text_units(resource, quantity)
+    return _units(resource, quantity)
+
+
+# Workloads repeat a handful of quantities ("500m", "1Gi") thousands of times; only the
+# API's strings are remembered (1 and 1.0 and True would share a key).
+@functools.lru_cache(maxsize=4096)
+def _text_units(resource: str, quantity: str) -> int:
+    return _units(resource, quantity)
+
+
+def _units(resource: str, quantity: str | int | float | Decimal) -> int:
     where = str(resource)[:63]
     try:
         value = quantity if isinstance(quantity, Decimal) else parse_quantity(quantity)

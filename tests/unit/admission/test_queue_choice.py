@@ -10,6 +10,7 @@ from tests.unit.admission.support import queue, queues
 from jobrelay.admission.queue_choice import (
     QueueChoice,
     Queued,
+    QueueIndex,
     QueueNotAllowed,
     QueueNotFound,
     Unqueued,
@@ -96,7 +97,11 @@ def test_a_label_never_leaves_the_namespaces_own_queues(
     choice = queue_for(named, "ns", labels, known)
     # A pass that found the namespace's own queues once gets the same answer.
     assert queue_for(named, "ns", labels, known, own=own_queues(labels, known)) == choice
-    assert set(own_queues(labels, known)) == own
+    # So does one that sorted the queues out once for every namespace (QueueIndex).
+    index = QueueIndex.of(known)
+    assert queue_for(named, "ns", labels, known, own=index.own(labels), index=index) == choice
+    assert queue_for(named, "ns", labels, known, index=index) == choice
+    assert own_queues(labels, known) == index.own(labels) == tuple(sorted(own))
     if isinstance(choice, Queued):
         assert known[choice.queue].namespace_selector.matches(labels)
         assert choice.queue in own or not own  # a catch-all only where no own queue is

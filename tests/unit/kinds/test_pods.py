@@ -137,3 +137,24 @@ def test_overhead_is_added_and_nothing_requested_is_nothing() -> None:
 def test_a_malformed_quantity_is_an_error() -> None:
     with pytest.raises(ValueError):
         pod_requests({"containers": [container("main", {"cpu": "lots"})]})
+
+
+def test_remembered_requests_are_read_by_content_and_never_shared_out() -> None:
+    """pod_requests remembers a spec's requests by its JSON content: an equal spec (another
+    object) gets the same answer, a changed one is read anew, an answer changed by its
+    caller changes nothing remembered, and what is remembered is bounded."""
+    from jobrelay.kinds import pods
+
+    spec: JsonObj = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m"}}}]}
+    first = pod_requests(spec)
+    assert first == {"cpu": "250m"}
+    first["cpu"] = "99"  # the caller's copy
+    equal = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "250m"}}}]}
+    assert pod_requests(equal) == {"cpu": "250m"}
+    spec["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    assert pod_requests(spec) == {"cpu": "2"}
+    for number in range(pods.REQUESTS_REMEMBERED + 10):
+        pod_requests({"containers": [{"resources": {"requests": {"cpu": f"{number + 1}m"}}}]})
+    assert len(pods._remembered) == pods.REQUESTS_REMEMBERED
+    with pytest.raises(ValueError, match="container 'a', cpu"):
+        pod_requests({"containers": [{"name": "a", "resources": {"requests": {"cpu": "x"}}}]})

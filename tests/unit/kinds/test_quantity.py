@@ -192,3 +192,19 @@ def test_well_formed_quantities_read_exactly(number: int, suffix: str) -> None:
         assert isinstance(value, Unusable)
     else:
         assert value == exact
+
+
+@given(
+    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "hugepages-2Mi"]),
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from(["", "m", "k", "Ki", "Mi", "Gi", "M", "G"]),
+)
+def test_remembered_units_are_the_units_read_anew(resource: str, number: int, suffix: str) -> None:
+    """A quantity string's units are remembered; the answer is the one read from its
+    Decimal, every time, and a refusal is raised again each time it is asked."""
+    text = f"{number}{suffix}"
+    assert to_units(resource, text) == to_units(resource, parse_quantity(text))
+    assert to_units(resource, text) == to_units(resource, parse_quantity(text))
+    for _ in range(2):
+        with pytest.raises(QuantityError, match="is negative"):
+            to_units(resource, f"-{number + 1}{suffix}")
