@@ -89,7 +89,9 @@ class SharedTrees:
 
     def share(self, value: Shareable) -> Shareable:
         """``value``, equal, with its dicts and lists the canonical ones and its short
-        strings interned (``value`` itself is not changed)."""
+        strings interned (``value`` itself is not changed). ``value`` is decoded JSON: a
+        NaN or an infinity, which JSON cannot hold, would be encoded as null and shared
+        with one."""
         if isinstance(value, str):
             return _intern(value)  # type: ignore[return-value]
         if not isinstance(value, dict | list):
