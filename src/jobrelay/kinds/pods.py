@@ -57,8 +57,11 @@ def _add(into: dict[str, Decimal], more: dict[str, Decimal]) -> None:
 # The requests of the pod specs read last, by their JSON encoding: a workload is read
 # several times (placement, its queue entry, its quota's limits) and thousands of Jobs
 # share a template, while parsing quantities costs ten times the encoding. Keyed by the
-# content, never the object, so an equal spec answers alike and a changed one anew.
+# content, never the object, so an equal spec answers alike and a changed one anew. A
+# tenant's spec may be large: only those within REMEMBERED_SPEC_BYTES are kept, so all
+# that is kept stays within 1,024 x 16 KiB.
 REQUESTS_REMEMBERED = 1024
+REMEMBERED_SPEC_BYTES = 16 * 1024
 _remembered: OrderedDict[bytes, dict[str, str]] = OrderedDict()
 _encode = msgspec.json.Encoder().encode
 
@@ -70,6 +73,8 @@ def pod_requests(pod_spec: JsonObj) -> dict[str, str]:
         content: bytes | None = _encode(pod_spec)
     except (TypeError, ValueError, msgspec.EncodeError):
         content = None  # not JSON (a caller's bug): read without remembering
+    if content is not None and len(content) > REMEMBERED_SPEC_BYTES:
+        content = None
     if content is not None and (known := _remembered.get(content)) is not None:
         _remembered.move_to_end(content)
         return dict(known)

@@ -156,5 +156,10 @@ def test_remembered_requests_are_read_by_content_and_never_shared_out() -> None:
     for number in range(pods.REQUESTS_REMEMBERED + 10):
         pod_requests({"containers": [{"resources": {"requests": {"cpu": f"{number + 1}m"}}}]})
     assert len(pods._remembered) == pods.REQUESTS_REMEMBERED
+    # A tenant's big spec is read, never kept: what is kept stays bounded in bytes.
+    big: JsonObj = {"containers": [{"name": "a", "resources": {"requests": {"cpu": "3"}},
+                                    "args": ["x" * pods.REMEMBERED_SPEC_BYTES]}]}  # fmt: skip
+    assert pod_requests(big) == {"cpu": "3"}
+    assert all(len(content) <= pods.REMEMBERED_SPEC_BYTES for content in pods._remembered)
     with pytest.raises(ValueError, match="container 'a', cpu"):
         pod_requests({"containers": [{"name": "a", "resources": {"requests": {"cpu": "x"}}}]})
