@@ -10,9 +10,13 @@ held in 1,000 RelayQueues, one team namespace each, and three figures:
   planned once. Making the pages (the apiserver's work) is not timed.
 - **RSS**: the process's resident memory with all of them held (the cache and the reads
   kept, as the controller keeps them), besides what it was before the list.
-- **the admission pass**: :func:`jobrelay.admission.planner.plan` over them again, as every
-  later pass runs (entries reused from the pass before), on a fleet with room for a
-  few: the rest wait.
+- **the admission pass**: the controller's own pass over them again
+  (:meth:`~jobrelay.controller.relay.queue_admission.QueueAdmission.run_pass`: every
+  cached workload looked up as admission read it, then
+  :func:`~jobrelay.admission.planner.plan`), as every later pass runs (reads and
+  entries reused from the pass before), each workload judged by placement's own check
+  (:class:`~jobrelay.placement.held.Room`) on three workers of eight nodes with room
+  for ``--room`` of them: the rest wait.
 """
 
 from __future__ import annotations
@@ -27,15 +31,20 @@ import click
 import msgspec
 
 from bench.held_memory import job_object
-from jobrelay.admission.planner import AdmissionPlan, AdmissionView, Candidate, plan
-from jobrelay.admission.queue_model import Fleet, QueueSpec
-from jobrelay.admission.workload_reads import Priorities, WorkloadRead, read_for_admission
+from jobrelay.admission.queue_model import QueueSpec
+from jobrelay.admission.workload_reads import fleet_of
 from jobrelay.controller.kind_resolution import managed_by
+from jobrelay.controller.relay.memory import QueueMemory
+from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.kinds.job.adapter import JobKind
 from jobrelay.kube.watching import object_key
-from jobrelay.placement.units import resources_of
-from jobrelay.placement.workload import Workload
+from jobrelay.placement.capacity import Node, WorkerCapacity
+from jobrelay.placement.held import Room
+from jobrelay.placement.model import Cluster
+from jobrelay.placement.units import PODS
+from jobrelay.placement.workload import Choice, Workload, read_workload
+from jobrelay.vocabulary.collection_pause import collection_paused
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, QUEUE_LABEL
 
 JOB = JobKind()
@@ -64,33 +73,60 @@ def _page(start: int, count: int, queues: int, templates: int) -> bytes:
     )  # fmt: skip
 
 
-class _Room:
-    """Placement's check at its cheapest: room for ``count`` more workloads in the fleet."""
-
-    def __init__(self, count: int) -> None:
-        self.left = count
-
-    def fits(self, key: WorkloadKey, workload: Workload) -> bool:
-        del key, workload
-        if self.left <= 0:
-            return False
-        self.left -= 1
-        return True
+WORKERS, NODES = 3, 8
 
 
-def _view(reads: dict[WorkloadKey, WorkloadRead], specs: dict[str, QueueSpec], room: int,
-          last: AdmissionPlan | None) -> AdmissionView:  # fmt: skip
-    workloads = [Candidate(key, read, False) for key, read in reads.items()]
-    return AdmissionView(
-        specs=specs,
-        namespace_labels={},
-        quotas={},
-        fleet=Fleet(resources_of({"cpu": "100000", "memory": "400000Gi"})),
-        workloads=workloads,
-        held=list(reads),
-        fits=_Room(room).fits,
-        built=last.entries if last is not None else {},
-    )
+class _Nothing:
+    """An empty cache (no PriorityClass, no ResourceQuota)."""
+
+    def values(self) -> list[dict[str, Any]]:
+        return []
+
+
+class _Specs:
+    """The RelayQueues as the controller's cache gives them (all valid)."""
+
+    def __init__(self, specs: dict[str, QueueSpec]) -> None:
+        self._specs = specs
+
+    def specs(self) -> dict[str, QueueSpec]:
+        return self._specs
+
+
+def _fleet(workload: Workload, room: int) -> list[WorkerCapacity]:
+    """Three workers of eight nodes with room for ``room`` workloads like ``workload``
+    in all (whole workloads' worth a node, so placement's fit is what ends the room)."""
+    one: dict[str, int] = {PODS: 0}
+    for group in workload.groups:
+        one[PODS] += group.count
+        for name, quantity in group.requests.items():
+            one[name] = one.get(name, 0) + quantity * group.count
+    nodes = WORKERS * NODES
+    takes = [room // nodes + (1 if n < room % nodes else 0) for n in range(nodes)]
+    return [
+        WorkerCapacity(
+            tuple(
+                Node(f"node-{n}", {name: q * takes[w * NODES + n] for name, q in one.items()})
+                for n in range(NODES)
+            )
+        )
+        for w in range(WORKERS)
+    ]
+
+
+def _pass(admission: QueueAdmission, cache: dict[str, dict[str, Any]],
+          capacities: list[WorkerCapacity]) -> list[WorkloadKey]:  # fmt: skip
+    """One pass as the controller's (``Reconciler.placeable_held``): every cached Job, all
+    held, each fitting only if placement would place it now, taking its room."""
+    room = Room([Cluster(f"worker-{w}", capacity=c) for w, c in enumerate(capacities)])
+    policy = Choice()
+
+    def fits(key: WorkloadKey, workload: Workload) -> bool:
+        return room.take(key, workload, policy)
+
+    keys = [WorkloadKey(JOB.name, key) for key in cache]
+    objects = ((key, JOB, cache[key.key]) for key in keys)
+    return admission.run_pass(objects, keys, fits, fleet_of(capacities), None, lambda _key: False)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -131,31 +167,35 @@ def main(workloads: int, queues: int, templates: int, room: int, repeats: int, c
     for start in range(0, workloads, PAGE):
         page = _page(start, min(PAGE, workloads - start), queues, templates)
         began = now()
-        for item in msgspec.json.decode(page)["items"]:
-            kept = transform(item)
-            if kept is not None:
-                cache[object_key(kept)] = kept
+        with collection_paused():  # as the controller's list (kube/requesting.py)
+            for item in msgspec.json.decode(page)["items"]:
+                kept = transform(item)
+                if kept is not None:
+                    cache[object_key(kept)] = kept
         listing += now() - began
         del page
+    admission = QueueAdmission(priority_classes=_Nothing(), quotas=_Nothing(),
+                               queues=_Specs(specs), mirrored=lambda _key: False,
+                               memory=QueueMemory())  # fmt: skip
+    some = next(iter(cache.values()))
+    workload = read_workload(JOB, some)
+    assert isinstance(workload, Workload)
+    capacities = _fleet(workload, room)
     began = now()
-    priorities = Priorities()
-    reads = {
-        key: read_for_admission(key, JOB, obj, priorities)
-        for key, obj in ((WorkloadKey(JOB.name, k), o) for k, o in cache.items())
-    }
-    first = plan(_view(reads, specs, room, None))
+    _pass(admission, cache, capacities)
     ready = listing + now() - began
     gc.collect()
     rss_after = _rss_mib()
-    times, last = [], first
+    times = []
     for _ in range(repeats):
-        view = _view(reads, specs, room, last)
         gc.collect()  # the setup's garbage is not the pass's cost
         began = now()
-        last = plan(view)
+        _pass(admission, cache, capacities)
         times.append(now() - began)
     median = statistics.median(times)
-    held = len(cache) - len(first.admitted)
+    last = admission.memory.last
+    assert last is not None
+    held = len(cache) - len(last.admitted)
     click.echo(
         f"{len(cache)} Jobs from {templates or workloads} pod templates in {queues} queues: "
         f"ready after {ready:.1f} s (list decoded and cached {listing:.1f} s, first "

@@ -38,6 +38,7 @@ from jobrelay.kube.streams import (
     watch_params,
     watch_timeout,
 )
+from jobrelay.vocabulary.collection_pause import collection_paused
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["ApiClient", "ListResult", "PatchType"]
@@ -252,12 +253,13 @@ class ApiClient(Requester):
                 )
                 items, continue_token, limit = [], "", 0
                 continue
-            for item in page.get("items") or ():
-                item.setdefault("apiVersion", resource.api_version)
-                item.setdefault("kind", resource.kind)
-                kept = transform(item) if transform else item
-                if kept is not None:
-                    items.append(kept)
+            with collection_paused():  # as the page's decoding (kube/requesting.py)
+                for item in page.get("items") or ():
+                    item.setdefault("apiVersion", resource.api_version)
+                    item.setdefault("kind", resource.kind)
+                    kept = transform(item) if transform else item
+                    if kept is not None:
+                        items.append(kept)
             metadata = page.get("metadata") or {}
             continue_token = metadata.get("continue") or ""
             if not continue_token:

@@ -32,6 +32,7 @@ from jobrelay.kube.errors import (
     unreachable_error,
 )
 from jobrelay.kube.transport import DirectSender, StreamedResponse, read_capped
+from jobrelay.vocabulary.collection_pause import collection_paused
 from jobrelay.vocabulary.resource import Resource
 
 __all__ = ["RequestRecord", "Requester", "WatchRestart"]
@@ -202,7 +203,11 @@ class Requester:
         if code >= 400:
             raise error_from_body(code, reply)
         try:
-            decoded = msgspec.json.decode(reply)
+            # A list page is tens of thousands of objects at once: collected after, not
+            # during (vocabulary/collection_pause.py), else a relist walks the cache anew
+            # with every page.
+            with collection_paused():
+                decoded = msgspec.json.decode(reply)
         except msgspec.DecodeError as exc:
             raise ApiError(code, "InvalidResponse", f"undecodable body: {exc}") from exc
         if not isinstance(decoded, dict):

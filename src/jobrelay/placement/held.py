@@ -27,11 +27,11 @@ class Room:
         # Room only shrinks during the pass: what did not fit a cluster will not.
         self._misfits: dict[tuple[str, str], Fit] = {}
         # Workloads (pods, choice and policy) no cluster took: one like them will not either.
-        self._hopeless: set[str] = set()
+        self._hopeless: set[tuple[str, Choice]] = set()
 
     def take(self, key: Hashable, workload: Workload, policy: Choice) -> bool:
         """Whether a placement would place ``workload`` now; if so, its room is taken."""
-        alike = repr((workload, policy))
+        alike = (workload.likeness, policy)
         if alike in self._hopeless:
             return False
         decision = place(

@@ -9,6 +9,7 @@ the caller shows its text to the user.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -314,6 +315,19 @@ class Workload:
     namespace: str = ""
     # The PersistentVolumeClaims its pods mount: only a worker holding them takes it.
     claims: tuple[str, ...] = ()
+    # Its ``likeness``, made on first use (neither compared nor shown).
+    _likeness: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def likeness(self) -> str:
+        """A text equal for equal workloads (its repr, which shows every field), made
+        once per object and interned: a pass over a held backlog asks it of thousands of
+        workloads made from a few templates, each kept from pass to pass."""
+        made = self._likeness
+        if made is None:
+            made = sys.intern(repr(self))
+            object.__setattr__(self, "_likeness", made)  # frozen: set once, as made
+        return made
 
     @property
     def demand(self) -> dict[str, int]:

@@ -4,13 +4,14 @@ the figures handed to the status writer, idleness without queues or quotas."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any
 
 from tests.unit.admission.support import figures, queue
 
 from jobrelay.admission.planner import AdmissionPlan
 from jobrelay.admission.priority_classes import PRIORITY_CLASS_NOT_ALLOWED
-from jobrelay.admission.queue_model import QueueSpec
+from jobrelay.admission.queue_model import Fleet, QueueSpec
 from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
@@ -120,3 +121,18 @@ def test_a_queue_listing_its_classes_refuses_any_other() -> None:
     assert "RelayQueue team-a does not allow PriorityClass 'urgent'" in hold.message
     allowed = made.verdict(at, kind, _job("batch", "team-a"))
     assert allowed is None or allowed.reason != PRIORITY_CLASS_NOT_ALLOWED
+
+
+def test_a_pass_runs_with_the_collector_paused_and_leaves_it_on() -> None:
+    kind, at = JobKind(), WorkloadKey("Job.v1.batch", "ns/j")
+    asked: list[bool] = []
+
+    def fits(_key: WorkloadKey, _workload: Any) -> bool:
+        asked.append(gc.isenabled())
+        return True
+
+    made = admission(queue("team-a"))
+    woken = made.run_pass([(at, kind, _job("", "team-a"))], [at], fits, Fleet({"cpu": 1000}),
+                          None, lambda _key: False)  # fmt: skip
+    assert woken == [at] and asked == [False]
+    assert gc.isenabled()

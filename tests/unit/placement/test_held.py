@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.placement.support import cluster, node, pods
 
+from jobrelay.placement import held
 from jobrelay.placement.held import placeable
-from jobrelay.placement.workload import Choice
+from jobrelay.placement.workload import Choice, Workload
 
 
 def test_freed_room_wakes_only_the_workloads_it_can_take_oldest_first() -> None:
@@ -34,3 +38,31 @@ def test_the_pass_never_wakes_more_than_fits(cpus: list[int]) -> None:
     woken = placeable(held, clusters)
     assert sum(cpus[int(k)] for k in woken) <= 16  # type: ignore[call-overload]
     assert woken == sorted(woken, key=int)  # type: ignore[arg-type]
+
+
+def test_a_workloads_likeness_is_its_repr_made_once_and_neither_compared_nor_shown() -> None:
+    one, same, other = pods(2, cpu="1"), pods(2, cpu="1"), pods(2, cpu="2")
+    assert one.likeness == repr(one) == same.likeness
+    assert one.likeness is same.likeness  # interned: a template's thousands share one
+    assert one.likeness is one.likeness
+    assert other.likeness != one.likeness
+    assert one == same and "_likeness" not in repr(one) and hash(Choice()) == hash(Choice())
+
+
+def test_a_workload_like_one_no_cluster_took_is_refused_without_placing_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    placed: list[Workload] = []
+    real_place = held.place
+
+    def counting(clusters: Any, workload: Workload, *args: Any, **kwargs: Any) -> Any:
+        placed.append(workload)
+        return real_place(clusters, workload, *args, **kwargs)
+
+    monkeypatch.setattr(held, "place", counting)
+    room = held.Room([cluster("w", node("n1", "4"))])
+    assert not room.take("a", pods(1, cpu="8"), Choice())
+    assert not room.take("b", pods(1, cpu="8"), Choice())  # alike: not placed again
+    assert not room.take("c", pods(1, cpu="8"), Choice(clusters=("w",)))  # another policy
+    assert room.take("d", pods(1, cpu="3"), Choice())
+    assert [w.groups[0].requests for w in placed] == [{"cpu": 8000}, {"cpu": 8000}, {"cpu": 3000}]

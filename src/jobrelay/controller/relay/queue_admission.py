@@ -42,6 +42,7 @@ from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import PRIORITY_CLASSES, RESOURCE_QUOTAS
 from jobrelay.kube.watching import Informer, InformerEvent
+from jobrelay.vocabulary.collection_pause import collection_paused
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import QUEUE_LABEL
@@ -242,6 +243,18 @@ class QueueAdmission:
         the plan kept. The keys to look at now: those to place, in order, and the
         victims to preempt. ``still_held(key)``: whether pods of a run of ``key`` are
         still counted on some worker (a requeued victim's room not free yet)."""
+        with collection_paused():  # its garbage is freed by reference counts as it ends
+            return self._run_pass(objects, held, fits, fleet, room, still_held)
+
+    def _run_pass(
+        self,
+        objects: Iterable[tuple[WorkloadKey, WorkloadKind, JsonObj]],
+        held: Iterable[WorkloadKey],
+        fits: Fits,
+        fleet: Fleet,
+        room: PreemptionRoom | None,
+        still_held: Callable[[WorkloadKey], bool],
+    ) -> list[WorkloadKey]:
         memory = self.memory
         workloads: list[Candidate] = []
         requeued: dict[WorkloadKey, str] = {}
