@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.unit.placement.support import cluster, node, pods
 
-from jobrelay.placement import held
+from jobrelay.placement import held as held_pass
 from jobrelay.placement.held import placeable
 from jobrelay.placement.workload import Choice, Workload
 
@@ -53,14 +53,14 @@ def test_a_workload_like_one_no_cluster_took_is_refused_without_placing_it_again
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     placed: list[Workload] = []
-    real_place = held.place
+    real_place = held_pass.place
 
     def counting(clusters: Any, workload: Workload, *args: Any, **kwargs: Any) -> Any:
         placed.append(workload)
         return real_place(clusters, workload, *args, **kwargs)
 
-    monkeypatch.setattr(held, "place", counting)
-    room = held.Room([cluster("w", node("n1", "4"))])
+    monkeypatch.setattr(held_pass, "place", counting)
+    room = held_pass.Room([cluster("w", node("n1", "4"))])
     assert not room.take("a", pods(1, cpu="8"), Choice())
     assert not room.take("b", pods(1, cpu="8"), Choice())  # alike: not placed again
     assert not room.take("c", pods(1, cpu="8"), Choice(clusters=("w",)))  # another policy
