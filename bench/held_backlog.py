@@ -31,6 +31,7 @@ import click
 import msgspec
 
 from bench.held_memory import job_object
+from bench.queue_gate_pass import EmptyCache, Queues
 from jobrelay.admission.queue_model import QueueSpec
 from jobrelay.admission.workload_reads import fleet_of
 from jobrelay.controller.kind_resolution import managed_by
@@ -74,23 +75,6 @@ def _page(start: int, count: int, queues: int, templates: int) -> bytes:
 
 
 WORKERS, NODES = 3, 8
-
-
-class _Nothing:
-    """An empty cache (no PriorityClass, no ResourceQuota)."""
-
-    def values(self) -> list[dict[str, Any]]:
-        return []
-
-
-class _Specs:
-    """The RelayQueues as the controller's cache gives them (all valid)."""
-
-    def __init__(self, specs: dict[str, QueueSpec]) -> None:
-        self._specs = specs
-
-    def specs(self) -> dict[str, QueueSpec]:
-        return self._specs
 
 
 def _fleet(workload: Workload, room: int) -> list[WorkerCapacity]:
@@ -174,8 +158,8 @@ def main(workloads: int, queues: int, templates: int, room: int, repeats: int, c
                     cache[object_key(kept)] = kept
         listing += now() - began
         del page
-    admission = QueueAdmission(priority_classes=_Nothing(), quotas=_Nothing(),
-                               queues=_Specs(specs), mirrored=lambda _key: False,
+    admission = QueueAdmission(priority_classes=EmptyCache(), quotas=EmptyCache(),
+                               queues=Queues(specs), mirrored=lambda _key: False,
                                memory=QueueMemory())  # fmt: skip
     some = next(iter(cache.values()))
     workload = read_workload(JOB, some)

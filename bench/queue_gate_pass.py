@@ -31,14 +31,16 @@ from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAM
 TARGET_S = 0.100
 
 
-class _Listed:
+class EmptyCache:
     """A cache that holds nothing (no PriorityClass, no ResourceQuota)."""
 
     def values(self) -> list[dict[str, Any]]:
         return []
 
 
-class _Queues:
+class Queues:
+    """The RelayQueues as the controller's cache gives them (all valid)."""
+
     def __init__(self, specs: dict[str, QueueSpec]) -> None:
         self._specs = specs
 
@@ -85,7 +87,7 @@ def main(queue_count: int, pending: int, placed: int, repeats: int) -> None:
     snapshot = objects(kind, queue_count, pending, placed)
     held = [key for key, _kind, obj in snapshot if CLUSTER_ANNOTATION not in
             (obj["metadata"].get("annotations") or {})]  # fmt: skip
-    gate = QueueAdmission(priority_classes=_Listed(), quotas=_Listed(), queues=_Queues(specs),
+    gate = QueueAdmission(priority_classes=EmptyCache(), quotas=EmptyCache(), queues=Queues(specs),
                           mirrored=lambda _key: False, memory=QueueMemory())  # fmt: skip
     fleet = Fleet({"cpu": 20 * 1_000_000})
     judged = [0]

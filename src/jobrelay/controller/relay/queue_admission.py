@@ -244,48 +244,37 @@ class QueueAdmission:
         victims to preempt. ``still_held(key)``: whether pods of a run of ``key`` are
         still counted on some worker (a requeued victim's room not free yet)."""
         with collection_paused():  # its garbage is freed by reference counts as it ends
-            return self._run_pass(objects, held, fits, fleet, room, still_held)
-
-    def _run_pass(
-        self,
-        objects: Iterable[tuple[WorkloadKey, WorkloadKind, JsonObj]],
-        held: Iterable[WorkloadKey],
-        fits: Fits,
-        fleet: Fleet,
-        room: PreemptionRoom | None,
-        still_held: Callable[[WorkloadKey], bool],
-    ) -> list[WorkloadKey]:
-        memory = self.memory
-        workloads: list[Candidate] = []
-        requeued: dict[WorkloadKey, str] = {}
-        for key, kind, obj in objects:
-            read = self._read(key, kind, obj)
-            if read.entry is None or read.workload is None:
-                continue
-            admitted = self._admitted(key, read)
-            if admitted is not None:
-                workloads.append(Candidate(key, read, admitted))
-                if not admitted and read.preempted_by:
-                    requeued[key] = read.preempted_by  # a victim back in its queue
-        memory.expire()
-        last = memory.last
-        view = AdmissionView(
-            specs=self.specs(),
-            namespace_labels=self._labels,
-            quotas=self._hard_by_namespace(),
-            fleet=fleet,
-            workloads=workloads,
-            held=list(held),
-            fits=fits,
-            room=room,
-            preempting={key: told for key, (_since, told) in memory.preempting.items()},
-            built=last.entries if last is not None else {},
-            settling=memory.settling(requeued, still_held),
-            nominated=last.nominated if last is not None else frozenset(),
-        )
-        made = memory.last = plan(view)
-        memory.chose(made.victims)
-        return list(made.wake)
+            memory = self.memory
+            workloads: list[Candidate] = []
+            requeued: dict[WorkloadKey, str] = {}
+            for key, kind, obj in objects:
+                read = self._read(key, kind, obj)
+                if read.entry is None or read.workload is None:
+                    continue
+                admitted = self._admitted(key, read)
+                if admitted is not None:
+                    workloads.append(Candidate(key, read, admitted))
+                    if not admitted and read.preempted_by:
+                        requeued[key] = read.preempted_by  # a victim back in its queue
+            memory.expire()
+            last = memory.last
+            view = AdmissionView(
+                specs=self.specs(),
+                namespace_labels=self._labels,
+                quotas=self._hard_by_namespace(),
+                fleet=fleet,
+                workloads=workloads,
+                held=list(held),
+                fits=fits,
+                room=room,
+                preempting={key: told for key, (_since, told) in memory.preempting.items()},
+                built=last.entries if last is not None else {},
+                settling=memory.settling(requeued, still_held),
+                nominated=last.nominated if last is not None else frozenset(),
+            )
+            made = memory.last = plan(view)
+            memory.chose(made.victims)
+            return list(made.wake)
 
     def _admitted(self, key: WorkloadKey, read: WorkloadRead) -> bool | None:
         """Admitted (placed, or a live mirror, and not finished, or being placed);
