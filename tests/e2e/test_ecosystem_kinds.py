@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from jobrelay.kinds.trainjob import SUSPENDED
 from jobrelay.kube.client import ApiClient
 from tests.e2e.support import (
     ControllerProcess,
@@ -263,7 +264,7 @@ def _as_is(status: Obj) -> Obj:
 
 
 def _without_suspended(status: Obj) -> Obj:
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "Suspended"]
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != SUSPENDED]
     rest = {key: value for key, value in status.items() if key != "conditions"}
     return {**rest, "conditions": conditions} if conditions else rest
 
