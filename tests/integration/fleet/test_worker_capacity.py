@@ -65,12 +65,18 @@ async def test_capacity_follows_the_workers_nodes_and_pods(
     name = fleet.workers[0]
     worker_api = clients[name]
 
-    async def capacity_known() -> Worker | None:
+    # Its Nodes and Pods may list before its Jobs do (and before the first probe
+    # answers): wait for both, not for one and then assert the other.
+    async def capacity_known_and_connected() -> Worker | None:
         worker = workers.get(name)
-        return worker if worker is not None and worker.capacity() is not None else None
+        if worker is None or worker.capacity() is None or not worker.connected:
+            return None
+        return worker
 
-    worker = await eventually(capacity_known, timeout=60, what="capacity listed")
-    assert worker.capacity_error is None and worker.connected
+    worker = await eventually(
+        capacity_known_and_connected, timeout=60, what="capacity listed, worker connected"
+    )
+    assert worker.capacity_error is None
     nodes = (await worker_api.list(NODES)).items
     capacity = worker.capacity()
     assert capacity is not None
