@@ -52,6 +52,16 @@ class LineSplitter:
         view = memoryview(chunk)
         start = 0
         while (newline := chunk.find(b"\n", start)) >= 0:
+            if len(self._pending) + newline - start > self.limit:
+                # A whole line longer than the limit within one chunk: cut as well.
+                self._pending += view[start:newline]
+                self._cut(out, ended=True)
+                out += self.prefix
+                out += self._pending
+                out += b"\n"
+                self._pending.clear()
+                start = newline + 1
+                continue
             out += self.prefix
             if self._pending:
                 out += self._pending
@@ -63,10 +73,12 @@ class LineSplitter:
             self._cut(out)
         return bytes(out)
 
-    def _cut(self, out: bytearray) -> None:
+    def _cut(self, out: bytearray, *, ended: bool = False) -> None:
+        """Passes on full pieces of the pending line; ``ended``: its newline has come, so
+        a last piece of exactly the limit stays for the caller to end."""
         limit, pending = self.limit, self._pending
         taken = 0
-        while len(pending) - taken >= limit:
+        while len(pending) - taken > limit or (not ended and len(pending) - taken == limit):
             out += self.prefix
             out += pending[taken : taken + limit]
             out += CONTINUED

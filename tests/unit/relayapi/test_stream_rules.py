@@ -6,7 +6,7 @@ import time
 import tracemalloc
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobrelay.relayapi.stream_rules import (
@@ -35,6 +35,9 @@ def split(chunks: list[bytes], limit: int = 8) -> bytes:
         ([b"0123456789"], P + b"01234567" + CONTINUED + P + b"89\n"),
         ([b"0123", b"4567", b"89\n"], P + b"01234567" + CONTINUED + P + b"89\n"),
         ([b"01234567\n"], P + b"01234567\n"),  # a whole line of the limit is not cut
+        # A whole longer line inside one chunk is cut too; its last piece may be the limit.
+        ([b"0123456789\n"], P + b"01234567" + CONTINUED + P + b"89\n"),
+        ([b"0123456789abcdef\nz\n"], P + b"01234567" + CONTINUED + P + b"89abcdef\n" + P + b"z\n"),
     ],
 )
 def test_lines_are_prefixed_and_long_ones_cut(chunks: list[bytes], expected: bytes) -> None:
@@ -55,6 +58,9 @@ def reassemble(output: bytes) -> bytes:
     st.lists(st.binary(max_size=40) | st.sampled_from([b"\n", b"abc\n", b"x" * 30])),
     st.integers(1, 20),
 )
+# A whole line longer than the limit inside one chunk (it was passed on uncut).
+@example([b"\x00" * 30 + b"\n"], 1)
+@example([b"ab", b"cdef\nxy\n"], 2)
 def test_output_lines_reassemble_the_input(chunks: list[bytes], limit: int) -> None:
     data = b"".join(chunks)
     if CONTINUED.rstrip(b"\n") in data:
