@@ -108,7 +108,8 @@ def _pass(admission: QueueAdmission, cache: dict[str, dict[str, Any]],
     def fits(key: WorkloadKey, workload: Workload) -> bool:
         return room.take(key, workload, policy)
 
-    keys = [WorkloadKey(JOB.name, key) for key in cache]
+    kind = JOB.name  # once, as the controller's pass names each kind once
+    keys = [WorkloadKey(kind, key) for key in cache]
     objects = ((key, JOB, cache[key.key]) for key in keys)
     return admission.run_pass(objects, keys, fits, fleet_of(capacities), None, lambda _key: False)
 
@@ -159,7 +160,7 @@ def main(workloads: int, queues: int, templates: int, room: int, repeats: int, c
         listing += now() - began
         del page
     admission = QueueAdmission(priority_classes=EmptyCache(), quotas=EmptyCache(),
-                               queues=Queues(specs), mirrored=lambda _key: False,
+                               queues=Queues(specs), mirror_keys=frozenset,
                                memory=QueueMemory())  # fmt: skip
     some = next(iter(cache.values()))
     workload = read_workload(JOB, some)

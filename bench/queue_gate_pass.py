@@ -88,7 +88,7 @@ def main(queue_count: int, pending: int, placed: int, repeats: int) -> None:
     held = [key for key, _kind, obj in snapshot if CLUSTER_ANNOTATION not in
             (obj["metadata"].get("annotations") or {})]  # fmt: skip
     gate = QueueAdmission(priority_classes=EmptyCache(), quotas=EmptyCache(), queues=Queues(specs),
-                          mirrored=lambda _key: False, memory=QueueMemory())  # fmt: skip
+                          mirror_keys=frozenset, memory=QueueMemory())  # fmt: skip
     fleet = Fleet({"cpu": 20 * 1_000_000})
     judged = [0]
 

@@ -48,6 +48,9 @@ __all__ = [
 ]
 
 # Placement's check: whether the workload fits somewhere now (taking that room if so).
+# Room only shrinks during a pass, so once one workload does not fit, another of its kind
+# and namespace read alike by placement (the same ``Workload.likeness``) does not either:
+# the pass holds such runs without asking again (placement.held.Room keeps the same rule).
 Fits = Callable[[WorkloadKey, Workload], bool]
 # For a waiting workload, the clusters it could go to at all; and the clusters' room after
 # the pass, by resource, with that: asked only when a queue may preempt and someone waits.
@@ -150,12 +153,14 @@ def _with(before: Entry | None, read: WorkloadRead, *, queue: str, admitted: boo
     entry = read.entry
     assert entry is not None
     preemptible = not read.at_most_once
-    if before is not None and (
-        before.priority, before.created, before.requests, before.limits,
-        before.queue, before.admitted, before.cluster, before.preemptible, before.leaving,
-    ) == (
-        entry.priority, entry.created, entry.requests, entry.limits,
-        queue, admitted, read.cluster, preemptible, leaving,
+    if (  # field by field, no tuples made: a hundred thousand a pass
+        before is not None
+        and before.admitted == admitted and before.leaving == leaving
+        and before.queue == queue and before.cluster == read.cluster
+        and before.preemptible == preemptible and before.priority == entry.priority
+        and before.created == entry.created
+        and (before.requests is entry.requests or before.requests == entry.requests)
+        and (before.limits is entry.limits or before.limits == entry.limits)
     ):  # fmt: skip
         return before
     return Entry(
@@ -204,7 +209,11 @@ def _sort(view: AdmissionView) -> _Sorted:
             choice = queue_for(read.named, namespace, labels, view.specs, own=own, index=index)
             choices[(read.named, namespace)] = choice
         queue = choice.queue if isinstance(choice, Queued) else ""
-        if not admitted and priority_class_refusal(read.priority_classes, view.specs.get(queue)):
+        if (
+            not admitted
+            and read.priority_classes
+            and priority_class_refusal(read.priority_classes, view.specs.get(queue))
+        ):
             continue  # refused (its reconcile says why): it neither waits nor preempts
         leaving = admitted and (bool(read.preempted_by) or key in preempting)
         entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
@@ -255,9 +264,19 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         # Winners whose victims are leaving or have left come first: the room is theirs.
         marks = {*found.leaving_for.values(), *found.requeued_by}
         nominated = {*_winners_by_mark(found.entries, marks).values(), *view.nominated}
+        quotas = view.quotas
+
+        def alike(held: Entry, then: Entry) -> bool:
+            held_at, then_at = pending[held.key], pending[then.key]
+            return (
+                held_at[1].likeness == then_at[1].likeness
+                and held_at[0].kind == then_at[0].kind
+                and held.namespace not in quotas  # a quota's hold is told per workload (admit)
+            )
+
         fair = admission_pass(view.specs, found.entries, view.fleet,
                               fits=lambda e: admit(e, *pending[e.key]),
-                              first=nominated)  # fmt: skip
+                              first=nominated, alike=alike)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = {e.key: e.queue for e in found.entries}
         if view.room is not None:

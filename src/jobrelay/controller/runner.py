@@ -190,7 +190,7 @@ class Controller:
         self.memory = memory = RelayMemory()
         # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
         self.queue_admission = QueueAdmission.watching(
-            manager, queues=self.queues, mirrored=self.pool.has_mirror, memory=memory.queues
+            manager, queues=self.queues, mirror_keys=self.pool.mirror_keys, memory=memory.queues
         )
         # A workload no admission pass has judged yet, a quota or priority changed: a pass.
         self.queue_admission.on_needed = self.capacity_changed.set

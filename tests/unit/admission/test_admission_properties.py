@@ -104,6 +104,33 @@ def test_a_pass_never_breaks_a_ceiling_and_leaves_no_fitting_work(
             assert not (within and held.requests["cpu"] <= pool.free), key
 
 
+@settings(max_examples=200, deadline=None)
+@given(queue_specs, st.lists(st.tuples(st.integers(0, 4), st.integers(1, 3), st.booleans(),
+                                       st.integers(0, 2)), max_size=60),
+       st.integers(0, FLEET_CPU), st.booleans())  # fmt: skip
+# One of another namespace, asking the same, right behind a held one: its quota decides.
+@example([(1.0, None, None, False)], [(0, 2, True, 0), (0, 2, False, 1), (0, 2, False, 0)], 0,
+         True)  # fmt: skip
+def test_holding_alike_runs_unjudged_decides_as_judging_each(
+    specs: list, raw: list, free_cpu: int, quotas: bool
+) -> None:
+    known = build(specs)
+    entries = [
+        entry(f"e{n:02d}", f"q{q % len(known)}", cpu=str(cpu), created=n, admitted=running,
+              namespace=f"ns{space}")
+        for n, (q, cpu, running, space) in enumerate(raw)
+    ]  # fmt: skip
+    limits = {"ns0": read_hard({"requests.cpu": "2"})} if quotas else None
+    judged, skipping = Pool(free_cpu * 1000), Pool(free_cpu * 1000)
+    each = admission_pass(known, entries, fleet(str(FLEET_CPU)), fits=judged.fits,
+                          namespace_quotas=limits)  # fmt: skip
+    # The pool's fit reads only the CPU asked: entries asking the same are alike.
+    runs = admission_pass(known, entries, fleet(str(FLEET_CPU)), fits=skipping.fits,
+                          namespace_quotas=limits,
+                          alike=lambda a, b: a.requests == b.requests)  # fmt: skip
+    assert runs == each
+
+
 def simulate(
     known: dict[str, QueueSpec],
     sizes: dict[str, list[int]],

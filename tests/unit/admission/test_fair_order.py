@@ -67,6 +67,25 @@ def test_the_share_already_used_counts() -> None:
     assert admitted_by_queue(result.admitted) == {"a": 2, "b": 8}
 
 
+def test_after_one_is_held_the_alike_ones_right_behind_it_are_held_unjudged() -> None:
+    known = queues(queue("a"))
+    entries = [entry(f"big{i}", "a", cpu="4", created=i) for i in range(4)]
+    entries += [entry("small", "a", created=5), entry("big9", "a", cpu="4", created=9)]
+    asked: list[str] = []
+    fits = room(2)
+
+    def counted(candidate: Entry) -> bool:
+        asked.append(candidate.key.split("/")[1])
+        return fits(candidate)
+
+    result = admission_pass(known, entries, fleet("32"), fits=counted,
+                            alike=lambda a, b: a.requests == b.requests)  # fmt: skip
+    assert asked == ["big0", "small", "big9"]  # big9 follows "small", not a held one
+    assert result.admitted == ("Job a/small",)
+    assert {result.holding[f"Job a/big{i}"].reason for i in (0, 1, 2, 3, 9)} == {WAITING_FOR_ROOM}
+    assert [result.positions[f"Job a/big{i}"] for i in (0, 1, 2, 3, 9)] == [1, 2, 3, 4, 5]
+
+
 def test_a_queue_within_its_nominal_goes_first() -> None:
     known = queues(queue("a", nominal={"cpu": "4"}), queue("b", weight=100))
     entries = [entry(f"{q}{i}", q, created=i) for q in "ab" for i in range(10)]

@@ -48,9 +48,10 @@ def candidate(
     admitted: bool | None = None,
     preempted_by: str = "",
     readable: bool = True,
+    group: str = "main",
 ) -> Candidate:
     """A workload as admission reads it: ``label`` names its queue; placed on ``placed``."""
-    workload = Workload((PodGroup("main", 1, resources_of({"cpu": str(cpu)})),))
+    workload = Workload((PodGroup(group, 1, resources_of({"cpu": str(cpu)})),))
     entry = Entry(
         key=f"Job {namespace}/{name}", queue="", namespace=namespace, priority=priority,
         created=f"2026-01-01T00:00:{created:02d}Z", requests=workload.demand,
@@ -62,8 +63,12 @@ def candidate(
     return Candidate(key(name, namespace), read, bool(placed) if admitted is None else admitted)
 
 
+PICKY = "picky"  # a pod group no cluster takes, whatever the room
+
+
 class Room:
-    """One pool of free CPUs (whole CPUs) each admission takes from."""
+    """One pool of free CPUs (whole CPUs) each admission takes from; a group named
+    ``PICKY`` fits nowhere."""
 
     def __init__(self, cpu: int) -> None:
         self.free = cpu * 1000
@@ -72,7 +77,7 @@ class Room:
     def fits(self, at: WorkloadKey, workload: Workload) -> bool:
         self.asked.append(at.name)
         asked = workload.demand.get("cpu", 0)
-        if asked > self.free:
+        if asked > self.free or workload.groups[0].name == PICKY:
             return False
         self.free -= asked
         return True
@@ -179,6 +184,39 @@ def test_entries_that_did_not_change_are_the_ones_built_before() -> None:
     assert moved.entries[key("a")] is first.entries[key("a")]
     assert moved.entries[key("b")] is not first.entries[key("b")]
     assert moved.entries[key("b")].cluster == "w2"
+
+
+def test_a_run_of_alike_workloads_that_fit_nowhere_is_asked_about_once() -> None:
+    room = Room(2)
+    workloads = [candidate(f"big{i}", "q", cpu=4, created=i) for i in range(3)]
+    workloads.append(candidate("small", "q", cpu=1, created=5))
+    made = plan(dataclasses.replace(view(*workloads, specs=queues(queue("q"))), fits=room.fits))
+    assert names(made.admitted) == ["small"]
+    assert room.asked == ["big0", "small"]
+    for i, position in ((0, 1), (1, 2), (2, 3)):
+        held = made.hold(f"Job ns/big{i}")
+        assert held.reason == WAITING_FOR_ROOM
+        assert held.message.endswith(f"(position {position} in queue q)")
+
+
+def test_a_workload_asking_the_same_but_read_otherwise_by_placement_is_asked_about() -> None:
+    # Same requests, another pod group: placement reads it otherwise (another likeness).
+    room = Room(8)
+    workloads = [candidate("picky", "q", group=PICKY), candidate("plain", "q", created=1),
+                 candidate("picky2", "q", group=PICKY, created=2)]  # fmt: skip
+    made = plan(dataclasses.replace(view(*workloads, specs=queues(queue("q"))), fits=room.fits))
+    assert names(made.admitted) == ["plain"]
+    assert room.asked == ["picky", "plain", "picky2"]
+
+
+def test_under_a_namespace_quota_each_alike_workload_is_judged_and_told() -> None:
+    room = Room(0)
+    workloads = [candidate(f"j{i}", "q", created=i) for i in range(3)]
+    made = plan(dataclasses.replace(
+        view(*workloads, specs=queues(queue("q")), quotas={"ns": {"requests.cpu": "8"}}),
+        fits=room.fits,
+    ))  # fmt: skip
+    assert made.admitted == () and room.asked == ["j0", "j1", "j2"]
 
 
 def _reclaiming() -> dict[str, QueueSpec]:

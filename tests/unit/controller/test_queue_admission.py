@@ -36,7 +36,7 @@ class Queues:
 
 def admission(*specs: QueueSpec, quotas: Listed | None = None) -> QueueAdmission:
     return QueueAdmission(priority_classes=Listed(), quotas=quotas or Listed(),
-                          queues=Queues(*specs), mirrored=lambda _key: False,
+                          queues=Queues(*specs), mirror_keys=frozenset,
                           memory=QueueMemory())  # fmt: skip
 
 
@@ -70,7 +70,7 @@ async def test_watching_starts_and_stops_informers_of_its_own() -> None:
         cluster = "manager"
 
     woken: list[int] = []
-    made = QueueAdmission.watching(Manager(), queues=None, mirrored=lambda _key: False,  # type: ignore[arg-type]
+    made = QueueAdmission.watching(Manager(), queues=None, mirror_keys=frozenset,  # type: ignore[arg-type]
                                    memory=QueueMemory())  # fmt: skip
     made.on_needed = lambda: woken.append(1)
     assert len(made.informers) == 2 and made.specs() == {}

@@ -109,7 +109,7 @@ async def qenv() -> AsyncIterator[QueueEnv]:
             queues=Queues(
                 team_a(), QueueSpec("team-b", namespace_selector=LabelSelector({"x": "y"}))
             ),
-            mirrored=lambda k, env=env: any(w.mirror(k) is not None for w in env.workers.values()),
+            mirror_keys=lambda env=env: {k for w in env.workers.values() for k in w.cache},
             memory=env.memory.queues,
         )
         admission.namespace_changed(NAMESPACE, {"team": "a"})
@@ -143,7 +143,7 @@ async def test_a_restarted_controller_counts_the_placed_ones(qenv: QueueEnv) -> 
     await qenv.reconcile(*names)
     assert qenv.placed() == names[:4]
     fresh = QueueAdmission(priority_classes=qenv.classes, quotas=qenv.quotas,
-                           queues=qenv.admission.queues, mirrored=lambda _k: False,
+                           queues=qenv.admission.queues, mirror_keys=frozenset,
                            memory=QueueMemory())  # fmt: skip
     qenv.env.reconciler.queue_admission = fresh
     assert qenv.passed() == []

@@ -19,7 +19,7 @@ mirror) and not finished, read from the caches at every pass: a restart loses no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, Protocol
 
 from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
@@ -71,13 +71,15 @@ class QueueAdmission:
         priority_classes: Cache,
         quotas: Cache,
         queues: QueueSource | None,
-        mirrored: Callable[[WorkloadKey], bool],
+        mirror_keys: Callable[[], Container[WorkloadKey]],
         memory: QueueMemory,
     ) -> None:
         self._priority_classes = priority_classes
         self._quotas = quotas
         self.queues = queues
-        self._mirrored = mirrored
+        # The key of every mirror some worker's cache holds: asked once a pass (a lookup
+        # per held workload per worker would grow with both).
+        self._mirror_keys = mirror_keys
         self.memory = memory
         self._labels: dict[str, Mapping[str, str]] = {}
         self._priorities = Priorities()
@@ -91,7 +93,7 @@ class QueueAdmission:
         manager: ApiClient,
         *,
         queues: QueueSource | None,
-        mirrored: Callable[[WorkloadKey], bool],
+        mirror_keys: Callable[[], Container[WorkloadKey]],
         memory: QueueMemory,
     ) -> QueueAdmission:
         """Fed by informers of the manager's PriorityClasses and ResourceQuotas (slim);
@@ -99,7 +101,7 @@ class QueueAdmission:
         priority_classes = Informer(manager, PRIORITY_CLASSES, transform=slim_priority_class)
         quotas = Informer(manager, RESOURCE_QUOTAS, transform=slim_resource_quota)
         made = cls(priority_classes=priority_classes, quotas=quotas, queues=queues,
-                   mirrored=mirrored, memory=memory)  # fmt: skip
+                   mirror_keys=mirror_keys, memory=memory)  # fmt: skip
         made.informers = (priority_classes, quotas)
 
         def classes_changed(_event: InformerEvent) -> None:
@@ -245,13 +247,14 @@ class QueueAdmission:
         still counted on some worker (a requeued victim's room not free yet)."""
         with collection_paused():  # its garbage is freed by reference counts as it ends
             memory = self.memory
+            mirrored = self._mirror_keys()
             workloads: list[Candidate] = []
             requeued: dict[WorkloadKey, str] = {}
             for key, kind, obj in objects:
                 read = self._read(key, kind, obj)
                 if read.entry is None or read.workload is None:
                     continue
-                admitted = self._admitted(key, read)
+                admitted = self._admitted(key, read, mirrored)
                 if admitted is not None:
                     workloads.append(Candidate(key, read, admitted))
                     if not admitted and read.preempted_by:
@@ -276,14 +279,16 @@ class QueueAdmission:
             memory.chose(made.victims)
             return list(made.wake)
 
-    def _admitted(self, key: WorkloadKey, read: WorkloadRead) -> bool | None:
+    def _admitted(
+        self, key: WorkloadKey, read: WorkloadRead, mirrored: Container[WorkloadKey]
+    ) -> bool | None:
         """Admitted (placed, or a live mirror, and not finished, or being placed);
         pending (False); or neither (None: finished, suspended before its first
         placement, being deleted). What the caches now show is no longer being placed."""
         if read.gone:
             self.memory.not_placed(key)  # it takes nothing any more
             return None
-        if self._mirrored(key) or (read.placed and not read.preset):
+        if key in mirrored or (read.placed and not read.preset):
             self.memory.not_placed(key)  # the cache shows it: counted as placed
             return True
         if read.suspended:
