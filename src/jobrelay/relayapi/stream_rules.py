@@ -52,21 +52,17 @@ class LineSplitter:
         view = memoryview(chunk)
         start = 0
         while (newline := chunk.find(b"\n", start)) >= 0:
+            rest: bytes | memoryview = view[start : newline + 1]
             if len(self._pending) + newline - start > self.limit:
-                # A whole line longer than the limit within one chunk: cut as well.
+                # Longer than the limit, if only with this chunk's part: cut as well.
                 self._pending += view[start:newline]
                 self._cut(out, ended=True)
-                out += self.prefix
-                out += self._pending
-                out += b"\n"
-                self._pending.clear()
-                start = newline + 1
-                continue
+                rest = b"\n"
             out += self.prefix
             if self._pending:
                 out += self._pending
                 self._pending.clear()
-            out += view[start : newline + 1]
+            out += rest
             start = newline + 1
         if start < len(chunk):
             self._pending += view[start:]
