@@ -231,8 +231,9 @@ def _lines(
     return {name: line for name, line in lines.items() if line.pending}
 
 
-# Whether the second entry would be judged as the first was (see admission_pass).
-Alike = Callable[[Entry, Entry], bool]
+# Whether the entries right behind a held one, of its likeness and asking the quotas the
+# same, may be held with it unjudged (see admission_pass).
+Alike = Callable[[Entry], bool]
 
 
 @dataclass(slots=True)
@@ -285,30 +286,28 @@ def _serve_one(line: _Line, done: _Pass) -> bool:
             for waiting in line.pending[line.next :]:
                 holding[waiting.key] = behind
             return False
-        if done.alike is not None:
-            _hold_alike(line, entry, why, done.alike, holding)
+        if entry.likeness and done.alike is not None and done.alike(entry):
+            _hold_alike(line, entry, why, holding)
     return line.next < len(line.pending)
 
 
-def _hold_alike(
-    line: _Line, held: Entry, why: QueueHold, alike: Alike, holding: dict[str, QueueHold]
-) -> None:
+def _hold_alike(line: _Line, held: Entry, why: QueueHold, holding: dict[str, QueueHold]) -> None:
     """Holds the entries right after ``held`` in its queue that would be judged as it was,
     for the same reason, without judging each: nothing was admitted in between, so its
     queue's usage and its namespace's are as they were, and room only shrinks during a
     pass. (Ninety-nine thousand held workloads are mostly long runs of one template.)"""
     pending, at = line.pending, line.next
     end = len(pending)
-    namespace, preemptible = held.namespace, held.preemptible
+    likeness, namespace, preemptible = held.likeness, held.namespace, held.preemptible
     requests, limits = held.requests, held.limits
     while at < end:
         then = pending[at]
-        if not (  # what the quotas read of it, then what fits reads (inline: a hot loop)
-            then.namespace == namespace
+        if not (  # what fits reads of it, then what the quotas read (inline: a hot loop)
+            then.likeness == likeness  # interned: one identity check for a template's
+            and then.namespace == namespace
             and then.preemptible == preemptible
             and (then.requests is requests or then.requests == requests)
             and (then.limits is limits or then.limits == limits)
-            and alike(held, then)
         ):
             break
         holding[then.key] = why
@@ -353,11 +352,12 @@ def admission_pass(
     keys served before the fair order, each if its quotas allow and it fits (winners
     whose victims are leaving or have left: the room they made is theirs).
 
-    ``alike(a, b)``: whether ``fits`` would say of ``b`` what it said of ``a`` when ``a``
-    did not fit (with no other effect), room having only shrunk since. When it says so of
-    the entries that follow a held one in a BestEffortFIFO queue, and they ask the same
-    of the quotas, they are held for the same reason unjudged: the same outcome, without
-    asking placement ninety-nine thousand times."""
+    ``alike(held)``: whether the entries right behind ``held`` (a held entry of a
+    BestEffortFIFO queue, of a likeness) in its queue, of its likeness and asking the same
+    of the quotas, may be held for the same reason unjudged. ``fits`` must say the same of
+    entries of one namespace and likeness, room having only shrunk (placement does: see
+    ``Entry.likeness``); ``alike`` says no where ``fits`` tells each entry something of
+    its own. The same outcome, without asking placement ninety-nine thousand times."""
     limits = namespace_quotas or {}
     done = _Pass(
         fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits}, alike=alike

@@ -43,14 +43,16 @@ __all__ = [
     "Candidate",
     "ClustersFor",
     "Fits",
+    "Judged",
     "PreemptionRoom",
     "plan",
 ]
 
 # Placement's check: whether the workload fits somewhere now (taking that room if so).
-# Room only shrinks during a pass, so once one workload does not fit, another of its kind
-# and namespace read alike by placement (the same ``Workload.likeness``) does not either:
-# the pass holds such runs without asking again (placement.held.Room keeps the same rule).
+# Room only shrinks during a pass, so once one workload does not fit, another of its
+# namespace and fit likeness (``Entry.likeness``: its kind and ``Workload.likeness``) does
+# not either: the pass holds such runs without asking again (placement.held.Room keeps
+# the same rule).
 Fits = Callable[[WorkloadKey, Workload], bool]
 # For a waiting workload, the clusters it could go to at all; and the clusters' room after
 # the pass, by resource, with that: asked only when a queue may preempt and someone waits.
@@ -60,11 +62,15 @@ PreemptionRoom = Callable[[], tuple[Mapping[str, Mapping[str, int]], ClustersFor
 
 class Candidate(NamedTuple):
     """One workload the pass judges: as read, and whether it is admitted (placed, a live
-    mirror, or being placed); pending otherwise. (A tuple: ten thousand per pass.)"""
+    mirror, or being placed); pending otherwise. The view takes any tuple of the three
+    (:data:`Judged`): the controller's pass makes plain ones, a hundred thousand a pass."""
 
     key: WorkloadKey
     read: WorkloadRead
     admitted: bool
+
+
+Judged = tuple[WorkloadKey, WorkloadRead, bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,7 @@ class AdmissionView:
     quotas: Mapping[str, NamespaceLimits]
     fleet: Fleet
     # Every workload not finished, not going, and not suspended before its first placement.
-    workloads: Sequence[Candidate]
+    workloads: Sequence[Judged]
     # The workloads held unplaced, the longest-waiting first: the unqueued ones among them
     # are admitted after the queues' (the queued ones wait in their queues' order).
     held: Sequence[WorkloadKey]
@@ -158,7 +164,7 @@ def _with(before: Entry | None, read: WorkloadRead, *, queue: str, admitted: boo
         and before.admitted == admitted and before.leaving == leaving
         and before.queue == queue and before.cluster == read.cluster
         and before.preemptible == preemptible and before.priority == entry.priority
-        and before.created == entry.created
+        and before.created == entry.created and before.likeness == entry.likeness
         and (before.requests is entry.requests or before.requests == entry.requests)
         and (before.limits is entry.limits or before.limits == entry.limits)
     ):  # fmt: skip
@@ -167,6 +173,7 @@ def _with(before: Entry | None, read: WorkloadRead, *, queue: str, admitted: boo
         key=entry.key, queue=queue, namespace=entry.namespace, priority=entry.priority,
         created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
         cluster=read.cluster, preemptible=preemptible, leaving=leaving,
+        likeness=entry.likeness,
     )  # fmt: skip
 
 
@@ -176,7 +183,6 @@ class _Sorted:
     unqueued pending ones, and what each namespace has admitted."""
 
     entries: list[Entry] = field(default_factory=list)
-    keys: dict[str, WorkloadKey] = field(default_factory=dict)
     pending: dict[str, tuple[WorkloadKey, Workload]] = field(default_factory=dict)
     unqueued: dict[WorkloadKey, tuple[Entry, Workload]] = field(default_factory=dict)
     by_namespace: dict[str, list[Entry]] = field(default_factory=dict)
@@ -222,7 +228,6 @@ def _sort(view: AdmissionView) -> _Sorted:
             found.by_namespace.setdefault(namespace, []).append(entry)
         if queue:
             found.entries.append(entry)
-            found.keys[entry.key] = key
             if not admitted:
                 found.pending[entry.key] = (key, read.workload)
                 if read.preempted_by:
@@ -265,18 +270,10 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         marks = {*found.leaving_for.values(), *found.requeued_by}
         nominated = {*_winners_by_mark(found.entries, marks).values(), *view.nominated}
         quotas = view.quotas
-
-        def alike(held: Entry, then: Entry) -> bool:
-            held_at, then_at = pending[held.key], pending[then.key]
-            return (
-                held_at[1].likeness == then_at[1].likeness
-                and held_at[0].kind == then_at[0].kind
-                and held.namespace not in quotas  # a quota's hold is told per workload (admit)
-            )
-
         fair = admission_pass(view.specs, found.entries, view.fleet,
-                              fits=lambda e: admit(e, *pending[e.key]),
-                              first=nominated, alike=alike)  # fmt: skip
+                              fits=lambda e: admit(e, *pending[e.key]), first=nominated,
+                              # a namespace quota's hold is told per workload (admit)
+                              alike=lambda held: held.namespace not in quotas)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = {e.key: e.queue for e in found.entries}
         if view.room is not None:
@@ -315,7 +312,7 @@ def _preempt(
 ) -> dict[WorkloadKey, Preempt]:
     """Whom to preempt now (told to the victims' reconciles); the winners, their own
     victims leaving, are held as ``Preempting``; ``roomed`` gets every winner given room."""
-    entries, keys = found.entries, found.keys
+    entries = found.entries
     # Victims' marks name their winners (or, across namespaces, only their queue and a
     # digest): each mark read back as its winner's key.
     winner_of = _winners_by_mark(entries, set(found.leaving_for.values()))
@@ -332,10 +329,13 @@ def _preempt(
             at, workload = found.pending[entry.key]
             return could_take(at, workload)
 
+        keys: dict[str, WorkloadKey] = {}  # entry key -> workload key, once a victim is chosen
         for chosen in plan_preemptions(waiting, view.specs, entries, view.fleet, free=free,
                                        clusters_for=clusters_for,
                                        admitted_now=frozenset(fair.admitted),
                                        took_room=roomed):  # fmt: skip
+            if chosen.victims and not keys:
+                keys = _workload_keys(view.workloads)
             for victim in chosen.victims:
                 notice = preempted_notice(victim, chosen.winner)
                 by = winner_mark(chosen.winner, victim)
@@ -348,6 +348,11 @@ def _preempt(
             notice = preempting_notice(named[winner], its_victims)
             told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
     return victims
+
+
+def _workload_keys(workloads: Sequence[Judged]) -> dict[str, WorkloadKey]:
+    """Each workload's key by its entry key."""
+    return {read.entry.key: key for key, read, _ in workloads if read.entry is not None}
 
 
 def _winners_by_mark(entries: Sequence[Entry], marks: set[str]) -> dict[str, str]:

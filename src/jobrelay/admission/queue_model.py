@@ -134,6 +134,10 @@ class Entry:
     # Admitted and being preempted: its mirror is going. It still counts as its queue's
     # usage until it is gone, but is never chosen again, and its room is as good as free.
     leaving: bool = False
+    # What placement reads of it, as one text (:func:`~jobrelay.admission.workload_reads.
+    # fit_likeness`; "" when not said): placement fits entries of one likeness alike.
+    # Interned, so entries of one template share it and compare it by identity.
+    likeness: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ __all__ = [
     "Priorities",
     "WorkloadRead",
     "entry_key",
+    "fit_likeness",
     "fleet_of",
     "limits_of",
     "preset_placement",
@@ -149,6 +150,14 @@ def entry_key(key: WorkloadKey, kind: WorkloadKind) -> str:
     return f"{kind.ref.kind} {key.key}"
 
 
+def fit_likeness(kind_name: str, workload: Workload) -> str:
+    """What placement reads of a workload of kind ``kind_name``, as one interned text (its
+    kind and ``Workload.likeness``). Placement fits workloads of one namespace (one
+    policy) and one fit likeness alike: each kind has its room, and the likeness shows
+    every field placement reads."""
+    return intern_text(f"{kind_name} {workload.likeness}")
+
+
 def limits_of(kind: WorkloadKind, obj: JsonObj) -> dict[str, int]:
     """What all a workload's pods at once limit (a ResourceQuota's ``limits.*`` counts
     them): per pod the containers' limits summed, or an init container's when larger,
@@ -204,6 +213,9 @@ class WorkloadRead:
     priority_classes: tuple[str, ...] = ()
     # Placed by whoever created it, not by jobrelay (:func:`preset_placement`).
     preset: bool = False
+    # The cached object it read: caches replace an object that changes, never change it
+    # in place, so the same object reads the same (a pass asks without reading it again).
+    source: JsonObj | None = field(default=None, compare=False, repr=False)
 
     @property
     def placed(self) -> bool:
@@ -224,7 +236,7 @@ def read_for_admission(
         named=meta.label(QUEUE_LABEL),
         preempted_by=(meta.annotation(PREEMPTED_BY_ANNOTATION) or "").strip(),
         at_most_once=(meta.annotation(REDISPATCH_ANNOTATION) or "").strip() == REDISPATCH_NEVER,
-        preset=preset_placement(obj),
+        preset=preset_placement(obj), source=obj,
     )  # fmt: skip
     workload = read_workload(kind, obj)
     if isinstance(workload, Invalid):
@@ -248,6 +260,7 @@ def read_for_admission(
         created=intern_text(str(meta.creation_timestamp or "")),
         requests=SHARED_TREES.share_encoded(workload.demand),
         limits=SHARED_TREES.share_encoded(limits),
+        likeness=fit_likeness(key.kind, workload),
     )
     return dataclasses.replace(said, workload=workload, entry=entry, priority_classes=classes)
 

@@ -51,6 +51,7 @@ def entry(
     namespace: str | None = None,
     limits: dict[str, str] | None = None,
     kind: str = "Job",
+    likeness: str = "",
 ) -> Entry:
     requests = {"cpu": cpu}
     if memory is not None:
@@ -67,6 +68,7 @@ def entry(
         requests=resources_of(requests),
         limits=resources_of(limits or {}),
         admitted=admitted,
+        likeness=likeness,
     )
 
 

@@ -69,8 +69,10 @@ def test_the_share_already_used_counts() -> None:
 
 def test_after_one_is_held_the_alike_ones_right_behind_it_are_held_unjudged() -> None:
     known = queues(queue("a"))
-    entries = [entry(f"big{i}", "a", cpu="4", created=i) for i in range(4)]
-    entries += [entry("small", "a", created=5), entry("big9", "a", cpu="4", created=9)]
+    # The room's fit reads only the CPU asked: that is their likeness.
+    entries = [entry(f"big{i}", "a", cpu="4", created=i, likeness="4") for i in range(4)]
+    entries += [entry("small", "a", created=5, likeness="1"),
+                entry("big9", "a", cpu="4", created=9, likeness="4")]  # fmt: skip
     asked: list[str] = []
     fits = room(2)
 
@@ -79,7 +81,7 @@ def test_after_one_is_held_the_alike_ones_right_behind_it_are_held_unjudged() ->
         return fits(candidate)
 
     result = admission_pass(known, entries, fleet("32"), fits=counted,
-                            alike=lambda a, b: a.requests == b.requests)  # fmt: skip
+                            alike=lambda _held: True)  # fmt: skip
     assert asked == ["big0", "small", "big9"]  # big9 follows "small", not a held one
     assert result.admitted == ("Job a/small",)
     assert {result.holding[f"Job a/big{i}"].reason for i in (0, 1, 2, 3, 9)} == {WAITING_FOR_ROOM}

@@ -24,7 +24,7 @@ from jobrelay.admission.queue_model import (
     QueueSpec,
     Reclaim,
 )
-from jobrelay.admission.workload_reads import WorkloadRead
+from jobrelay.admission.workload_reads import WorkloadRead, fit_likeness
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.placement.units import resources_of
 from jobrelay.placement.workload import PodGroup, Workload
@@ -55,6 +55,7 @@ def candidate(
     entry = Entry(
         key=f"Job {namespace}/{name}", queue="", namespace=namespace, priority=priority,
         created=f"2026-01-01T00:00:{created:02d}Z", requests=workload.demand,
+        likeness=fit_likeness("Job", workload),
     )  # fmt: skip
     read = WorkloadRead(
         ("1", 0), workload if readable else None, entry if readable else None,
@@ -184,6 +185,11 @@ def test_entries_that_did_not_change_are_the_ones_built_before() -> None:
     assert moved.entries[key("a")] is first.entries[key("a")]
     assert moved.entries[key("b")] is not first.entries[key("b")]
     assert moved.entries[key("b")].cluster == "w2"
+    # Read otherwise by placement (another pod group), its entry is made anew.
+    regrouped = plan(view(candidate("a", "q", group="other"), candidate("b", "q"),
+                          specs=queues(queue("q")), free=0, built=first.entries))  # fmt: skip
+    assert regrouped.entries[key("a")] is not first.entries[key("a")]
+    assert regrouped.entries[key("a")].likeness != first.entries[key("a")].likeness
 
 
 def test_a_run_of_alike_workloads_that_fit_nowhere_is_asked_about_once() -> None:

@@ -136,3 +136,24 @@ def test_a_pass_runs_with_the_collector_paused_and_leaves_it_on() -> None:
                           None, lambda _key: False)  # fmt: skip
     assert woken == [at] and asked == [False]
     assert gc.isenabled()
+
+
+def test_a_workload_is_read_anew_only_when_its_cached_object_changed() -> None:
+    kind, at = JobKind(), WorkloadKey("Job.v1.batch", "ns/j")
+    made = admission(queue("team-a"))
+    cached = _job("", "team-a")
+
+    def read_of(obj: dict[str, Any]) -> object:
+        made.run_pass([(at, kind, obj)], [at], lambda _k, _w: False, Fleet({"cpu": 1000}),
+                      None, lambda _key: False)  # fmt: skip
+        return made.memory.reads[at]
+
+    first = read_of(cached)
+    assert read_of(cached) is first  # the cache's very object: not read again
+    relisted = read_of(_job("", "team-a"))  # a relist's copy, the same resourceVersion
+    assert relisted == first and relisted is not first
+    assert read_of(made.memory.reads[at].source) is relisted  # kept with its new copy
+    changed = _job("", "team-a")
+    changed["metadata"]["resourceVersion"] = "2"
+    changed["metadata"]["labels"] = {}  # out of its queue
+    assert read_of(changed).named is None  # type: ignore[attr-defined]

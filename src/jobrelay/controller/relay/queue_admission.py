@@ -19,11 +19,12 @@ mirror) and not finished, read from the caches at every pass: a restart loses no
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any, Protocol
 
 from jobrelay.admission.namespace_quota import NamespaceLimits, read_hard
-from jobrelay.admission.planner import AdmissionView, Candidate, Fits, PreemptionRoom, plan
+from jobrelay.admission.planner import AdmissionView, Fits, Judged, PreemptionRoom, plan
 from jobrelay.admission.priority_classes import priority_class_refusal, stated_priority_classes
 from jobrelay.admission.queue_choice import Queued, queue_for, queue_name, refusal
 from jobrelay.admission.queue_model import Fleet, Preempt, QueueHold, QueueSpec
@@ -248,7 +249,7 @@ class QueueAdmission:
         with collection_paused():  # its garbage is freed by reference counts as it ends
             memory = self.memory
             mirrored = self._mirror_keys()
-            workloads: list[Candidate] = []
+            workloads: list[Judged] = []
             requeued: dict[WorkloadKey, str] = {}
             for key, kind, obj in objects:
                 read = self._read(key, kind, obj)
@@ -256,7 +257,7 @@ class QueueAdmission:
                     continue
                 admitted = self._admitted(key, read, mirrored)
                 if admitted is not None:
-                    workloads.append(Candidate(key, read, admitted))
+                    workloads.append((key, read, admitted))
                     if not admitted and read.preempted_by:
                         requeued[key] = read.preempted_by  # a victim back in its queue
             memory.expire()
@@ -302,10 +303,15 @@ class QueueAdmission:
               ) -> WorkloadRead:  # fmt: skip
         """``obj`` as admission reads it, once per resourceVersion (and priorities);
         ``keep``: remembered for the next (a snapshot's read is not)."""
-        version = (str(Meta(obj).resource_version), self._priorities_version)
         cached = self.memory.reads.get(key)
-        if cached is not None and cached.version == version:
-            return cached
+        if cached is not None and cached.version[1] == self._priorities_version:
+            if cached.source is obj:  # the cache's very object: nothing of it changed
+                return cached
+            if cached.version[0] == str(Meta(obj).resource_version):  # a relist's copy
+                cached = dataclasses.replace(cached, source=obj)
+                if keep:
+                    self.memory.reads[key] = cached
+                return cached
         read = read_for_admission(key, kind, obj, self._priorities, self._priorities_version)
         if keep:
             self.memory.reads[key] = read
