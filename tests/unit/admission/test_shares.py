@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -45,6 +46,32 @@ FAIR_CASES = [
 def test_fair_shares_water_fill(weights: dict, caps: dict, expected: dict) -> None:
     shares = fair_shares(weights, caps)
     assert shares == pytest.approx(expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abx"), st.integers(0, 3), st.booleans()), max_size=40))
+def test_queue_figures_sum_shared_requests_as_each_entry_on_its_own(raw: list) -> None:
+    # Entries of one template share one requests object; others ask the same anew.
+    shared = {cpu: entry("t", "a", cpu=str(cpu), memory="1Gi").requests for cpu in range(4)}
+    entries = [
+        dataclasses.replace(entry(f"e{n}", name, cpu=str(cpu), memory="1Gi", admitted=admitted),
+                            **({"requests": shared[cpu]} if n % 2 else {}))
+        for n, (name, cpu, admitted) in enumerate(raw)
+    ]  # fmt: skip
+    known = queues(queue("a"), queue("b", weight=2))
+    figures = queue_figures(known, entries, fleet("32", "128Gi"))
+    for name in known:
+        mine = [e for e in entries if e.queue == name]
+        demand: dict[str, int] = {}
+        usage: dict[str, int] = {}
+        for each in mine:
+            for resource, value in each.requests.items():
+                demand[resource] = demand.get(resource, 0) + value
+                if each.admitted:
+                    usage[resource] = usage.get(resource, 0) + value
+        assert figures[name].demand == demand and figures[name].usage == usage
+        assert figures[name].admitted == sum(e.admitted for e in mine)
+        assert figures[name].pending == sum(not e.admitted for e in mine)
 
 
 def test_queue_figures_count_usage_demand_and_shares() -> None:
