@@ -10,6 +10,7 @@ this only reads the objects.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,8 +155,9 @@ def fit_likeness(kind_name: str, workload: Workload) -> str:
     """What placement reads of a workload of kind ``kind_name``, as one interned text (its
     kind and ``Workload.likeness``). Placement fits workloads of one namespace (one
     policy) and one fit likeness alike: each kind has its room, and the likeness shows
-    every field placement reads."""
-    return intern_text(f"{kind_name} {workload.likeness}")
+    every field placement reads. Interned whatever its length, as ``Workload.likeness``
+    is: one text for a template's thousands of workloads, freed with the last."""
+    return sys.intern(f"{kind_name} {workload.likeness}")
 
 
 def limits_of(kind: WorkloadKind, obj: JsonObj) -> dict[str, int]:
