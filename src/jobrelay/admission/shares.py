@@ -145,14 +145,14 @@ def queue_figures(
             asked[group[2]] = requests
         else:
             counts[group] = count + 1
-    for (queue, is_admitted, requests_id), count in counts.items():
+    for (in_queue, is_admitted, requests_id), count in counts.items():
         requests = asked[requests_id]
-        add_into(demand[queue], requests, count)
+        add_into(demand[in_queue], requests, count)
         if is_admitted:
-            add_into(usage[queue], requests, count)
-            admitted[queue] += count
+            add_into(usage[in_queue], requests, count)
+            admitted[in_queue] += count
         else:
-            pending[queue] += count
+            pending[in_queue] += count
     weights = {name: queue.weight for name, queue in queues.items()}
     caps = {
         name: dominant_share(_capped(demand[name], queue), fleet) for name, queue in queues.items()
