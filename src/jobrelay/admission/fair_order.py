@@ -386,9 +386,6 @@ def admission_pass(
     chosen = set(admitted)
     places: dict[str, int] = {}
     for line in lines.values():  # each line's pending is in queue order already
-        place = 0
-        for entry in line.pending:
-            if entry.key not in chosen:
-                place += 1
-                places[entry.key] = place
+        waiting = [entry.key for entry in line.pending if entry.key not in chosen]
+        places.update(zip(waiting, range(1, len(waiting) + 1), strict=True))
     return AdmissionPass(tuple(admitted), holding, places)

@@ -152,7 +152,7 @@ class AdmissionPlan:
         return QueueHold(holding.reason, holding.message + where)
 
 
-def _with(before: Entry | None, read: WorkloadRead, *, queue: str, admitted: bool,
+def _with(before: Entry | None, read: WorkloadRead, queue: str, admitted: bool,
           leaving: bool) -> Entry:  # fmt: skip
     """``read``'s entry in ``queue``, as the pass sees it: the one the pass before built
     when nothing of it changed (no copy)."""
@@ -222,7 +222,7 @@ def _sort(view: AdmissionView) -> _Sorted:
         ):
             continue  # refused (its reconcile says why): it neither waits nor preempts
         leaving = admitted and (bool(read.preempted_by) or key in preempting)
-        entry = _with(built.get(key), read, queue=queue, admitted=admitted, leaving=leaving)
+        entry = _with(built.get(key), read, queue, admitted, leaving)  # positional: hot
         found.built[key] = entry
         if admitted:
             found.by_namespace.setdefault(namespace, []).append(entry)
