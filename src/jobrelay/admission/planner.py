@@ -70,6 +70,7 @@ class Candidate(NamedTuple):
     admitted: bool
 
 
+# What the view reads of each workload: a Candidate's three fields, in any tuple.
 Judged = tuple[WorkloadKey, WorkloadRead, bool]
 
 
