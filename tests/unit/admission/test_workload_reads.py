@@ -13,6 +13,7 @@ from jobrelay.admission.workload_reads import (
     MAX_NAMESPACE_LABELS,
     Priorities,
     entry_key,
+    fit_likeness,
     fleet_of,
     limits_of,
     priority_of,
@@ -238,4 +239,9 @@ def test_reads_of_workloads_from_one_template_share_what_they_repeat() -> None:
     assert two.entry.namespace is one.entry.namespace
     assert two.entry.key != one.entry.key
     assert other.workload != one.workload and other.entry is not None
+    # Placement's fit likeness: one shared text for a template, another for another
+    # template or another kind (each kind has its room).
+    assert two.entry.likeness is one.entry.likeness and one.entry.likeness
+    assert other.entry.likeness != one.entry.likeness
+    assert fit_likeness("JobSet.v1alpha2.jobset.x-k8s.io", one.workload) != one.entry.likeness
     assert other.entry.requests == {"cpu": 6000}
