@@ -171,12 +171,17 @@ def main(workloads: int, queues: int, templates: int, room: int, repeats: int, c
     ready = listing + now() - began
     gc.collect()
     rss_after = _rss_mib()
-    times = []
+    # Both clocks over the same passes: on a shared machine the wall clock also counts
+    # the time others' work took the core, and the two side by side show how much.
+    walls: list[float] = []
+    cpus: list[float] = []
     for _ in range(repeats):
         gc.collect()  # the setup's garbage is not the pass's cost
-        began = now()
+        wall_began, cpu_began = time.perf_counter(), time.process_time()
         _pass(admission, cache, capacities)
-        times.append(now() - began)
+        walls.append(time.perf_counter() - wall_began)
+        cpus.append(time.process_time() - cpu_began)
+    times, other = (walls, cpus) if clock == "wall" else (cpus, walls)
     median = statistics.median(times)
     last = admission.memory.last
     assert last is not None
@@ -188,7 +193,9 @@ def main(workloads: int, queues: int, templates: int, room: int, repeats: int, c
         f"(+{rss_after - rss_before:.0f} MiB for the backlog, "
         f"{(rss_after - rss_before) * 2**20 / len(cache) / 1024:.2f} KiB a workload); "
         f"admission pass median {median * 1000:.0f} ms, max {max(times) * 1000:.0f} ms "
-        f"({len(last.admitted)} admitted, {held} held)"
+        f"({len(last.admitted)} admitted, {held} held; the "
+        f"{'CPU' if clock == 'wall' else 'wall'} clock's median over the same passes "
+        f"{statistics.median(other) * 1000:.0f} ms)"
     )
     verdicts = [
         ("RSS", rss_after <= TARGET_RSS_MIB, f"{TARGET_RSS_MIB} MiB"),
