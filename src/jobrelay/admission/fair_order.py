@@ -303,7 +303,7 @@ def _hold_alike(line: _Line, held: Entry, why: QueueHold, holding: dict[str, Que
     while at < end:
         then = pending[at]
         if not (  # what fits reads of it, then what the quotas read (inline: a hot loop)
-            then.likeness == likeness  # interned: one identity check for a template's
+            then.likeness == likeness  # interned: a template's entries share one object
             and then.namespace == namespace
             and then.preemptible == preemptible
             and (then.requests is requests or then.requests == requests)
@@ -352,12 +352,13 @@ def admission_pass(
     keys served before the fair order, each if its quotas allow and it fits (winners
     whose victims are leaving or have left: the room they made is theirs).
 
-    ``alike(held)``: whether the entries right behind ``held`` (a held entry of a
-    BestEffortFIFO queue, of a likeness) in its queue, of its likeness and asking the same
-    of the quotas, may be held for the same reason unjudged. ``fits`` must say the same of
-    entries of one namespace and likeness, room having only shrunk (placement does: see
-    ``Entry.likeness``); ``alike`` says no where ``fits`` tells each entry something of
-    its own. The same outcome, without asking placement ninety-nine thousand times."""
+    ``alike(held)``: once ``held``, an entry of a BestEffortFIFO queue with a likeness,
+    waits, whether the entries right behind it that share its likeness and ask the quotas
+    the same may wait for the same reason without being judged. That holds when ``fits``
+    answers alike for entries of one namespace and likeness while room only shrinks
+    (placement does: see ``Entry.likeness``); ``alike`` says no where ``fits`` tells each
+    entry something of its own. The same outcome, without asking placement ninety-nine
+    thousand times."""
     limits = namespace_quotas or {}
     done = _Pass(
         fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits}, alike=alike

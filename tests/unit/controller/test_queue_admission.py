@@ -12,6 +12,7 @@ from tests.unit.admission.support import figures, queue
 from jobrelay.admission.planner import AdmissionPlan
 from jobrelay.admission.priority_classes import PRIORITY_CLASS_NOT_ALLOWED
 from jobrelay.admission.queue_model import Fleet, QueueSpec
+from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.controller.relay.memory import QueueMemory
 from jobrelay.controller.relay.queue_admission import QueueAdmission
 from jobrelay.kinds.base import WorkloadKey
@@ -143,17 +144,21 @@ def test_a_workload_is_read_anew_only_when_its_cached_object_changed() -> None:
     made = admission(queue("team-a"))
     cached = _job("", "team-a")
 
-    def read_of(obj: dict[str, Any]) -> object:
+    def read_of(obj: dict[str, Any]) -> WorkloadRead:
         made.run_pass([(at, kind, obj)], [at], lambda _k, _w: False, Fleet({"cpu": 1000}),
                       None, lambda _key: False)  # fmt: skip
         return made.memory.reads[at]
 
     first = read_of(cached)
-    assert read_of(cached) is first  # the cache's very object: not read again
+    assert read_of(cached) is first
+    # The cache's very object is not looked into again: changed in place (caches never
+    # do that), it still reads as it did.
+    cached["metadata"]["resourceVersion"] = "9"
+    assert read_of(cached) is first
     relisted = read_of(_job("", "team-a"))  # a relist's copy, the same resourceVersion
     assert relisted == first and relisted is not first
-    assert read_of(made.memory.reads[at].source) is relisted  # kept with its new copy
+    assert relisted.source is not None and read_of(relisted.source) is relisted  # kept
     changed = _job("", "team-a")
     changed["metadata"]["resourceVersion"] = "2"
     changed["metadata"]["labels"] = {}  # out of its queue
-    assert read_of(changed).named is None  # type: ignore[attr-defined]
+    assert read_of(changed).named is None
