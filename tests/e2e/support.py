@@ -620,7 +620,23 @@ class Relay:
                 raise
             return job if predicate(job) else None
 
-        return await eventually(check, timeout=timeout, what=f"{self.resource.kind} {name}: {what}")
+        job = await eventually(check, timeout=timeout, what=f"{self.resource.kind} {name}: {what}")
+        await self.recorded_through(job, timeout=timeout)
+        return job
+
+    async def recorded_through(self, obj: Obj, *, timeout: float = 30.0) -> None:
+        """Return once the Relay's recorder holds ``obj``'s version (or a later one), so
+        that what a test reads from ``self.jobs`` after a GET includes what the GET saw."""
+        uid = obj["metadata"]["uid"]
+        version = int(obj["metadata"]["resourceVersion"])
+
+        def caught_up() -> bool:
+            return any(
+                int(seen["metadata"]["resourceVersion"]) >= version
+                for seen in self.jobs.versions(uid)
+            )
+
+        await self._recorded(caught_up, timeout, f"{obj['metadata']['name']}@{version} recorded")
 
     async def wait_finished(self, name: str, *, timeout: float = 90.0) -> Obj:
         return await self.wait(name, self.is_finished, timeout=timeout, what="finished")
