@@ -366,6 +366,10 @@ class SandboxedPod(ControllerProcess):
                 env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
             )  # fmt: skip
 
+    def _sigterm_target(self) -> int | None:
+        assert self.process is not None
+        return _descendant_running(self.process.pid, self.entrypoint)
+
     def _signal(self, sig: int) -> None:
         """bwrap does not pass SIGTERM on: send it to the jobrelay process it runs."""
         assert self.process is not None

@@ -71,6 +71,18 @@ _ERROR_LEVELS = frozenset({"warning", "warn", "error", "critical", "fatal", "exc
 # -- the controller process ---------------------------------------------------
 
 
+def handles_signal(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` catches ``signum`` now (the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(
+        (line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0"
+    )
+    return bool(int(caught, 16) >> (signum - 1) & 1)
+
+
 class ControllerProcess:
     """``python -m jobrelay run`` against the management cluster, as a child process.
 
@@ -333,10 +345,27 @@ class ControllerProcess:
                 f"jobrelay had already exited (code {code}) before it was stopped; "
                 f"{self.log_path} ends:\n{self.log_tail()}"
             )
+        await self._until_sigterm_handled(timeout=10.0)
         code = await self.kill(signal.SIGTERM, timeout=timeout)
         assert code == 0, (
             f"jobrelay exited with code {code} on SIGTERM; {self.log_path} ends:\n{self.log_tail()}"
         )
+
+    def _sigterm_target(self) -> int | None:
+        """The process a SIGTERM is sent to (a wrapper's overrides say which), if any yet."""
+        return self.process.pid if self.process is not None else None
+
+    async def _until_sigterm_handled(self, *, timeout: float) -> None:
+        """Until the process handles SIGTERM (SigCgt in /proc): before the interpreter has run
+        jobrelay's first lines, the kernel's default ends it, which says nothing of jobrelay.
+        A test that stops a replica just restarted would otherwise depend on how fast it
+        started. Past ``timeout`` (or once it exits) the stop goes ahead as it is."""
+        deadline = time.monotonic() + timeout
+        while self.running and time.monotonic() < deadline:
+            pid = self._sigterm_target()
+            if pid is not None and handles_signal(pid, signal.SIGTERM):
+                return
+            await asyncio.sleep(0.05)
 
     def log_problems(self, since: int = 0) -> list[str]:
         """Lines showing an apiserver 422 or a Python traceback."""

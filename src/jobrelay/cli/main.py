@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,9 @@ class Subcommand:
     module: str  # the module that defines it
     attribute: str  # its click command there
     short_help: str  # shown by `jobrelay --help` and completion without importing it
+    # Runs until SIGTERM or SIGINT: one that comes while it is still being imported ends
+    # it as one later would (exit 0), rather than as the kernel's default (killed).
+    until_signalled: bool = False
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
@@ -74,7 +78,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "usage of nominal quota per resource, fair and actual share of the fleet.",
     ),
     "run": Subcommand(
-        "jobrelay.run_command", "run", "Run the controller in the foreground until SIGTERM or SIGINT."
+        "jobrelay.run_command", "run",
+        "Run the controller in the foreground until SIGTERM or SIGINT.", until_signalled=True,
     ),
     "simulate": Subcommand(
         "jobrelay.cli.simulate", "simulate",
@@ -105,6 +110,18 @@ def _short_help(text: str, limit: int = 45) -> str:
     return click.Command(None, short_help=text).get_short_help_str(limit)
 
 
+def _stop_before_starting() -> None:
+    """Until the command puts its own handlers in place (the controller's runner does, first
+    thing), SIGTERM or SIGINT exits 0: nothing was started, so there is nothing to stop. A
+    rollout may stop a pod a moment after it started, while its modules still load."""
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands (``SUBCOMMANDS``) are imported on demand."""
 
@@ -115,6 +132,8 @@ class LazyGroup(click.Group):
         found = SUBCOMMANDS.get(cmd_name)
         if found is None:
             return None
+        if found.until_signalled:
+            _stop_before_starting()
         try:
             module = importlib.import_module(found.module)
         except ModuleNotFoundError as missing:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +27,7 @@ HEAVY = (
     "asyncio",
 )
 SRC = Path(jobrelay.__file__).resolve().parents[1]
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def imported_after(*args: str) -> list[str]:
@@ -85,3 +89,32 @@ def test_an_unknown_verb_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli, ["nope"])
     assert result.exit_code == 2
     assert result.output == "error: no such command 'nope' (see 'cli --help')\n"
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: s.name)
+def test_run_stopped_while_its_modules_load_exits_0(
+    monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
+) -> None:
+    """A signal that arrives while `run` is still being imported ends it with code 0, as
+    the runner's own handlers would once in place; not killed, and no traceback."""
+    arrived: list[int] = []
+    saved = {s: signal.signal(s, lambda n, _f: arrived.append(n)) for s in SIGNALS}
+
+    def loading(name: str) -> object:
+        os.kill(os.getpid(), signum)  # handled before the next line runs
+        raise AssertionError(f"{name} went on loading after {signum.name}")
+
+    monkeypatch.setattr(importlib, "import_module", loading)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            cli.get_command(click.Context(cli), "run")
+        assert stopped.value.code == 0
+        assert arrived == []  # the earlier handler was replaced, not called
+        # Other verbs leave the handlers as they were.
+        monkeypatch.undo()
+        signal.signal(signum, saved[signum])
+        cli.get_command(click.Context(cli), "version")
+        assert signal.getsignal(signum) is saved[signum]
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
