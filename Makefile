@@ -49,8 +49,12 @@ lint: deps
 	mypy
 	lint-imports
 
+# Two test processes (pytest-xdist), a whole file at a time each: the e2e tests mostly wait
+# on real clusters, so two keep both cores busy. Each process runs fleets of its own, on
+# ports of its own (tests/conftest.py). TEST_WORKERS=0 runs the suite in one.
+TEST_WORKERS ?= 2
 test: build
-	$(PYTHON) -m pytest $(PYTEST_ARGS); code=$$?; [ $$code -eq 5 ] && echo "no tests selected" && code=0; exit $$code
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); code=$$?; [ $$code -eq 5 ] && echo "no tests selected" && code=0; exit $$code
 
 # The chaos test of tests/chaos/ (left out of `make test`): a fleet of its own under
 # faults for a few minutes; it prints its figures at the end of pytest's report.

@@ -12,6 +12,11 @@ every test asking for the same file, and stopped when another file is asked for 
 most one shaped fleet runs at a time) or at the end of the session.
 ``JOBRELAY_TEST_SHAPED_FLEET_DIR`` names a shaped fleet you keep running instead
 (``jobrelay fleet up --config FILE --state-dir DIR``).
+
+Run in parallel (pytest-xdist, ``make test`` does), each test process has fleets of its
+own, on ports of its own: ``JOBRELAY_FLEET_PORTS`` gives each process a disjoint slice
+of the ports below the kernel's ephemeral range, so that no fleet ever picks a port
+another process's fleet holds, or keeps for a cluster it restarts.
 """
 
 from __future__ import annotations
@@ -28,13 +33,30 @@ from jobrelay.fleet.workerclusters import default_origin
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import NAMESPACES
-from jobrelay.localfleet import shape
+from jobrelay.localfleet import ports, shape
 from jobrelay.localfleet.cluster_files import Credential
 from jobrelay.localfleet.fleet_state import NodeShape
 from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 TEST_WORKERS = 2
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and ports.PORT_RANGE_VARIABLE not in os.environ:
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        os.environ[ports.PORT_RANGE_VARIABLE] = port_slice(int(worker[2:]), count)
+
+
+def port_slice(index: int, count: int) -> str:
+    """The ``index``-th of ``count`` equal slices of the picked ports below the ephemeral
+    range, as ``JOBRELAY_FLEET_PORTS`` takes it."""
+    first, end = ports.LOWEST_PICKED_PORT, ports.ephemeral_range()[0]
+    width = (end - first) // count
+    return f"{first + index * width}-{first + (index + 1) * width - 1}"
+
+
 SHAPES = Path(__file__).parent / "e2e" / "shapes"
 # worker-small (onprem), worker-big (cloud, west) and worker-gpu (tainted, 4 GPUs).
 PLACEMENT_SHAPE = SHAPES / "placement.yaml"

@@ -44,7 +44,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -64,6 +64,8 @@ if TYPE_CHECKING:
 
 NamespaceFactory = Callable[[Iterable[str]], Awaitable[str]]
 _LEAK_WATCH = pytest.StashKey[LeakWatch]()
+_WORKER_LEAK_SUMMARIES = pytest.StashKey[list[str]]()
+_LEAK_SUMMARY = "secret_leak_summary"  # in a test process's xdist workeroutput
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -78,8 +80,26 @@ async def secret_leak_watch(
     assert not report.leaks, watch.describe_leaks()
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A parallel run's test process hands its scan's summary to the one that reports."""
+    watch = session.config.stash.get(_LEAK_WATCH, None)
+    output = getattr(session.config, "workeroutput", None)
+    if watch is not None and output is not None:
+        output[_LEAK_SUMMARY] = watch.summary()
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """(pytest-xdist) Each test process's scan summary, kept for the report."""
+    summary = getattr(node, "workeroutput", {}).get(_LEAK_SUMMARY)
+    if summary:
+        node.config.stash.setdefault(_WORKER_LEAK_SUMMARIES, []).append(summary)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    watch = terminalreporter.config.stash.get(_LEAK_WATCH, None)
+    config = terminalreporter.config
+    watch = config.stash.get(_LEAK_WATCH, None)
+    for summary in config.stash.get(_WORKER_LEAK_SUMMARIES, []):
+        terminalreporter.write_line(summary)
     if watch is not None:
         terminalreporter.write_line(watch.summary())
 

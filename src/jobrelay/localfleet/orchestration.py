@@ -372,7 +372,10 @@ class LocalFleet:
             fresh = list(range(base_port, base_port + needed))
         elif any(name not in previous for name in wanted) or any(missing.values()):
             kept = {port for state in previous.values() for port in state.ports.values()}
-            fresh = ports.pick(needed, exclude=kept)
+            try:
+                fresh = ports.pick(needed, exclude=kept)
+            except ValueError as error:  # JOBRELAY_FLEET_PORTS malformed or too narrow
+                raise FleetError(str(error)) from None
         assigned: dict[str, dict[str, int]] = {}
         for index, name in enumerate(wanted):
             block = fresh[index * per_cluster : (index + 1) * per_cluster]

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_RANGE_VARIABLE = "JOBRELAY_FLEET_PORTS"
 # Below this, well-known services (databases, web servers) are too likely to appear later.
 LOWEST_PICKED_PORT = 10000
 HIGHEST_PORT = 65535
@@ -61,20 +62,48 @@ def is_free(port: int) -> bool:
     return bind_error(port) is None
 
 
+def port_range_setting() -> tuple[int, int] | None:
+    """The ports ``JOBRELAY_FLEET_PORTS`` (``LOW-HIGH``, inclusive) confines picks to, if set.
+
+    Fleets given disjoint ranges never pick each other's ports, even one a stopped
+    cluster keeps for its restart (say, two CI jobs or test processes on one machine).
+    """
+    text = os.environ.get(PORT_RANGE_VARIABLE, "").strip()
+    if not text:
+        return None
+    low, _, high = text.partition("-")
+    try:
+        first, last = int(low), int(high)
+    except ValueError:
+        first, last = 0, -1
+    if not 1024 <= first <= last <= HIGHEST_PORT:
+        raise ValueError(
+            f"{PORT_RANGE_VARIABLE}={text!r}: give LOW-HIGH, two ports from 1024 to "
+            f"{HIGHEST_PORT}, LOW at most HIGH (e.g. 20000-24999), or unset it"
+        )
+    return first, last
+
+
 def pick(
     count: int, *, exclude: Collection[int] = (), rng: random.Random | None = None
 ) -> list[int]:
     """``count`` distinct free ports, none in ``exclude`` (say, a stopped cluster's),
-    outside the ephemeral range when there is room."""
+    outside the ephemeral range when there is room, and within ``JOBRELAY_FLEET_PORTS``
+    when set."""
     low, high = ephemeral_range()
+    confined = port_range_setting()
+    first, last = confined or (LOWEST_PICKED_PORT, HIGHEST_PORT)
     candidates = [
         port
         for port in (
-            *range(LOWEST_PICKED_PORT, max(LOWEST_PICKED_PORT, low)),
-            *range(max(LOWEST_PICKED_PORT, high + 1), HIGHEST_PORT + 1),
+            *range(first, max(first, min(low, last + 1))),
+            *range(max(first, high + 1), last + 1),
         )
         if port not in exclude
     ]
+    if confined is not None and len(candidates) < count:
+        # The range lies in the ephemeral one, or is too small: its ports, as asked.
+        candidates = [port for port in range(first, last + 1) if port not in exclude]
     chooser = rng or random.SystemRandom()
     chosen: list[int] = []
     # Free ports are the rule, so a handful of random draws per port is plenty;
@@ -84,7 +113,17 @@ def pick(
             chosen.append(port)
             if len(chosen) == count:
                 return chosen
-    return _kernel_picked(count, exclude)
+    if confined is None:
+        return _kernel_picked(count, exclude)
+    for port in candidates:  # every one, as the range is all there is
+        if port not in chosen and is_free(port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise ValueError(
+        f"{PORT_RANGE_VARIABLE}={first}-{last} has {len(chosen)} free ports, and {count} "
+        "are needed: widen the range, or unset it"
+    )
 
 
 def _kernel_picked(count: int, exclude: Collection[int]) -> list[int]:

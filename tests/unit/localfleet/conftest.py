@@ -17,6 +17,13 @@ from tests.unit.localfleet.fakes import (
 )
 
 
+@pytest.fixture(autouse=True)
+def no_port_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ports as a user without JOBRELAY_FLEET_PORTS has them (the e2e suite sets it per
+    test process); the tests of that setting set it themselves."""
+    monkeypatch.delenv("JOBRELAY_FLEET_PORTS", raising=False)
+
+
 @pytest.fixture
 def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake ``go`` first on PATH, reading the module information of fake Go binaries."""

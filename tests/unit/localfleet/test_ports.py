@@ -120,6 +120,59 @@ def test_picked_ports_are_distinct_free_and_outside_the_ephemeral_range(
     assert checked[-1] == picked[-1]  # it stops checking once it has enough
 
 
+@pytest.mark.parametrize(
+    ("setting", "expected", "ephemeral"),
+    [
+        ("20000-20999", range(20000, 21000), "32768 60999"),
+        # Across the ephemeral range: only its two sides.
+        ("32000-62000", [*range(32000, 32768), *range(61000, 62001)], "32768 60999"),
+        # Wholly inside it: its own ports all the same, as asked.
+        ("40000-40049", range(40000, 40050), "32768 60999"),
+    ],
+)
+def test_picks_stay_within_jobrelay_fleet_ports(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    setting: str,
+    expected: range | list[int],
+    ephemeral: str,
+) -> None:
+    set_ephemeral_range(monkeypatch, tmp_path, ephemeral)
+    monkeypatch.setenv(ports.PORT_RANGE_VARIABLE, setting)
+    monkeypatch.setattr(ports, "is_free", lambda port: port % 5 != 0)
+    picked = ports.pick(24, rng=random.Random(3))
+    assert len(set(picked)) == 24
+    assert set(picked) <= set(expected)
+    assert all(port % 5 for port in picked)
+
+
+def test_a_range_with_too_few_free_ports_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    set_ephemeral_range(monkeypatch, tmp_path, "32768 60999")
+    monkeypatch.setenv(ports.PORT_RANGE_VARIABLE, "20000-20009")
+    monkeypatch.setattr(ports, "is_free", lambda port: port != 20004)
+    assert sorted(ports.pick(9, rng=random.Random(1))) == [
+        port for port in range(20000, 20010) if port != 20004
+    ]
+    with pytest.raises(ValueError, match="20000-20009 has 9 free ports, and 10 are needed"):
+        ports.pick(10, rng=random.Random(1))
+
+
+@pytest.mark.parametrize("setting", ["20000", "b-c", "30000-20000", "80-90", "60000-70000"])
+def test_a_malformed_jobrelay_fleet_ports_is_refused(
+    monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    monkeypatch.setenv(ports.PORT_RANGE_VARIABLE, setting)
+    with pytest.raises(ValueError, match="give LOW-HIGH"):
+        ports.pick(1)
+
+
+def test_an_empty_jobrelay_fleet_ports_is_no_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ports.PORT_RANGE_VARIABLE, " ")
+    assert ports.port_range_setting() is None
+
+
 def test_a_taken_candidate_is_skipped(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
