@@ -22,6 +22,7 @@ import yaml
 from jobrelay.fleet import workerclusters
 from jobrelay.fleet.serviceaccount import ROLE_BINDINGS, account_name
 from jobrelay.kube.client import ApiClient
+from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import SECRETS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from tests.conftest import FleetHandle
@@ -59,9 +60,19 @@ async def test_logs_of_a_running_job_through_a_least_privilege_worker(
     )
     worker = await relay.wait_placed("plain")
     await running_pods(relay, worker, "plain", 1)
-    # The relay bound the account's namespaced ClusterRole there (nothing was copied).
+    # The relay bound the account's namespaced ClusterRole there (nothing was copied): once
+    # the mirror is created, so the worker may run its pod before the binding is made.
     name = account_name(await workerclusters.default_origin(manager))
-    binding = await relay.clients[worker].get(ROLE_BINDINGS, name, namespace=relay.namespace)
+
+    async def bound() -> dict[str, Any] | None:
+        try:
+            return await relay.clients[worker].get(ROLE_BINDINGS, name, namespace=relay.namespace)
+        except ApiError as error:
+            if error.is_not_found:
+                return None
+            raise
+
+    binding = await eventually(bound, timeout=30, what=f"RoleBinding {name} on {worker}")
     assert binding["roleRef"]["name"] == f"{name}-namespaced"
 
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
