@@ -40,6 +40,9 @@ from jobrelay.localfleet.orchestration import LocalFleet
 from jobrelay.vocabulary.names import ORIGIN_LABEL
 
 TEST_WORKERS = 2
+SHAPES = Path(__file__).parent / "e2e" / "shapes"
+# worker-small (onprem), worker-big (cloud, west) and worker-gpu (tainted, 4 GPUs).
+PLACEMENT_SHAPE = SHAPES / "placement.yaml"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,11 +58,6 @@ def port_slice(index: int, count: int) -> str:
     first, end = ports.LOWEST_PICKED_PORT, ports.ephemeral_range()[0]
     width = (end - first) // count
     return f"{first + index * width}-{first + (index + 1) * width - 1}"
-
-
-SHAPES = Path(__file__).parent / "e2e" / "shapes"
-# worker-small (onprem), worker-big (cloud, west) and worker-gpu (tainted, 4 GPUs).
-PLACEMENT_SHAPE = SHAPES / "placement.yaml"
 
 
 class FleetHandle:
