@@ -4,7 +4,7 @@ Every worker of the fleet is registered the way docs/add-a-worker.md tells opera
 (``WORKERS_ADDED``, tests/e2e/worker_identity.py): the controller holds only the token of
 the least-privilege ServiceAccount made there, whose pods/log right is granted per
 namespace opened to the origin (the RoleBinding of its namespaced ClusterRole, which the
-relay makes when it creates the first mirror there, charts/jobrelay-worker/files/
+relay makes before it creates the first mirror there, charts/jobrelay-worker/files/
 worker-access.yaml). A running plain Job (nothing copied for it) prints its lines. Where
 the worker refuses (the grant of that namespace revoked by the worker's admin, as in a
 namespace not opened to the origin), `jobrelay logs` says so on stderr and exits 5, and
@@ -14,15 +14,16 @@ the refusal is never a line of the output.
 from __future__ import annotations
 
 import base64
+import ssl
 from typing import Any
 
+import httpx2
 import pytest
 import yaml
 
 from jobrelay.fleet import workerclusters
 from jobrelay.fleet.serviceaccount import ROLE_BINDINGS, account_name
 from jobrelay.kube.client import ApiClient
-from jobrelay.kube.errors import ApiError
 from jobrelay.kube.resources import SECRETS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from tests.conftest import FleetHandle
@@ -49,6 +50,28 @@ async def stored_user(manager: ApiClient, worker: str) -> dict[str, Any]:
     return user
 
 
+async def jobs_as_of(
+    fleet: FleetHandle, worker: str, namespace: str, created: dict[str, Any]
+) -> list[str]:
+    """The Jobs of ``namespace`` on ``worker`` as the worker's store held them when
+    ``created`` (an object of that apiserver, never changed since) was made: a list at
+    exactly its resourceVersion."""
+    config = yaml.safe_load(fleet.kubeconfig(worker, Credential.TOKEN).read_text())
+    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    params = {
+        "resourceVersion": created["metadata"]["resourceVersion"],
+        "resourceVersionMatch": "Exact",
+    }
+    async with httpx2.AsyncClient(
+        base_url=cluster["server"], verify=context, timeout=30,
+        headers={"Authorization": f"Bearer {user['token']}"},
+    ) as http:  # fmt: skip
+        answer = await http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=params)
+    assert answer.status_code == 200, answer.text
+    return [item["metadata"]["name"] for item in answer.json()["items"]]
+
+
 async def test_logs_of_a_running_job_through_a_least_privilege_worker(
     relay: Relay, relay_fleet: FleetHandle, registered: dict[str, str]
 ) -> None:
@@ -60,20 +83,14 @@ async def test_logs_of_a_running_job_through_a_least_privilege_worker(
     )
     worker = await relay.wait_placed("plain")
     await running_pods(relay, worker, "plain", 1)
-    # The relay bound the account's namespaced ClusterRole there (nothing was copied): once
-    # the mirror is created, so the worker may run its pod before the binding is made.
+    # The relay bound the account's namespaced ClusterRole there (nothing was copied)
+    # before it created the mirror: the pod's log was readable from its start. The
+    # worker's store as of the binding's own revision holds no mirror yet.
     name = account_name(await workerclusters.default_origin(manager))
-
-    async def bound() -> dict[str, Any] | None:
-        try:
-            return await relay.clients[worker].get(ROLE_BINDINGS, name, namespace=relay.namespace)
-        except ApiError as error:
-            if error.is_not_found:
-                return None
-            raise
-
-    binding = await eventually(bound, timeout=30, what=f"RoleBinding {name} on {worker}")
+    binding = await relay.clients[worker].get(ROLE_BINDINGS, name, namespace=relay.namespace)
     assert binding["roleRef"]["name"] == f"{name}-namespaced"
+    then = await jobs_as_of(relay_fleet, worker, relay.namespace, binding)
+    assert then == [], f"the mirror existed before its namespace's binding: {then}"
 
     user = relay_fleet.kubeconfig("manager", Credential.TOKEN)
     code, out, err = await jobrelay_logs(user, "-n", relay.namespace, "plain")

@@ -99,6 +99,8 @@ class NamespaceGrants:
             await client.create(ROLE_BINDINGS, binding, namespace=namespace,
                                 field_manager=FIELD_MANAGER)  # fmt: skip
         except ApiError as error:
+            if error.is_not_found:
+                return  # the namespace went away: the mirror's create makes it, then binds
             if not error.is_already_exists:
                 if (client.cluster, namespace) not in self.refused:
                     self.refused.add((client.cluster, namespace))

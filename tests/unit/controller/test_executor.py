@@ -305,7 +305,8 @@ async def test_a_mirror_binds_the_namespaced_role_its_pod_logs_are_read_with(
     env: Env, username: str, everywhere: bool | None, bound: bool
 ) -> None:
     """A plain Job copies nothing; its pods' logs are still read with the namespace's
-    grant (pods/log is only in the namespaced ClusterRole): bound after the create, once."""
+    grant (pods/log is only in the namespaced ClusterRole): bound before the create, so
+    its pods' logs are readable from their start, and once."""
     env.worker.namespace_feed = FakeNamespaceFeed(
         judged=True, origins={NAMESPACE: "manager"}, username=username
     )
@@ -318,7 +319,7 @@ async def test_a_mirror_binds_the_namespaced_role_its_pod_logs_are_read_with(
     posts = [p for m, p, _ in env.worker.cluster.writes() if m == "POST"]
     binding = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings"
     job_create = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs"
-    expected = [job_create, binding, job_create] if bound else [job_create, job_create]
+    expected = [binding, job_create, job_create] if bound else [job_create, job_create]
     assert [p for p in posts if not p.endswith("selfsubjectaccessreviews")] == expected
     if bound:
         stored = env.worker.cluster.get("rolebindings", f"{NAMESPACE}/jobrelay-worker-m")

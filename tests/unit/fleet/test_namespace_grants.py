@@ -63,7 +63,7 @@ def _client(answers: list[int], sent: list[dict[str, object]]) -> ApiClient:
         code = answers.pop(0)
         if code == 201:
             return httpx2.Response(201, json=json.loads(request.content))
-        reason = {409: "AlreadyExists", 403: "Forbidden"}[code]
+        reason = {409: "AlreadyExists", 403: "Forbidden", 404: "NotFound"}[code]
         return httpx2.Response(code, json={"kind": "Status", "code": code, "reason": reason})
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w1")
@@ -104,4 +104,21 @@ async def test_no_binding_for_an_admin_a_credential_that_reads_everywhere_or_a_r
     await grants.ensure(client, "team-a", "system:serviceaccount:o:a", everywhere=False)
     await grants.ensure(client, "team-a", "system:serviceaccount:o:a", everywhere=False)
     assert len(sent) == 2 and grants.bound == set()
+    await client.aclose()
+
+
+async def test_a_namespace_gone_before_its_binding_is_neither_a_refusal_nor_bound(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Bound before the mirror's create, the namespace may have gone meanwhile: nothing
+    logged (the create makes it again, then binds), and bound on the next try."""
+    sent: list[dict[str, object]] = []
+    client = _client([404, 201], sent)
+    grants = NamespaceGrants("m")
+    user = "system:serviceaccount:ops:jobrelay-worker-m"
+    await grants.ensure(client, "team-a", user, everywhere=False)
+    assert grants.bound == set() and grants.refused == set()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    await grants.ensure(client, "team-a", user, everywhere=False)
+    assert len(grants.bound) == 1
     await client.aclose()

@@ -242,6 +242,13 @@ class Executor:
                 return closed
             namespace_ensured = True
         while True:
+            # Its pods are read one by one and their logs (`jobrelay logs`) through the
+            # same grant as the copies: a least-privilege credential has it only where
+            # bound, so it is bound before the mirror exists (logs readable from its start).
+            await self.grants.ensure(
+                worker.client, key.namespace, worker.namespace_feed.username,
+                everywhere=worker.dependency_feed.everywhere,
+            )  # fmt: skip
             self.memory.create_started(action.cluster, key)
             try:
                 created = await worker.client.create(kind.ref, action.body)
@@ -259,12 +266,6 @@ class Executor:
                 return closed
             namespace_ensured = True
         self.memory.created.expect((action.cluster, key, action.origin_uid))
-        # Its pods are read one by one and their logs (`jobrelay logs`) through the same
-        # grant as the copies: a least-privilege credential has it only where bound.
-        await self.grants.ensure(
-            worker.client, key.namespace, worker.namespace_feed.username,
-            everywhere=worker.dependency_feed.everywhere,
-        )  # fmt: skip
         if self.observer is not None:
             self.observer.mirror_created(key, action.cluster)
         _log.debug(
