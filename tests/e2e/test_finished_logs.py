@@ -73,7 +73,7 @@ async def test_a_failed_jobs_logs_are_read_until_the_ttl_then_told_removed(
     assert out == ""
     assert f"Job {relay.namespace}/flaky finished at " in err
     assert "its pods were removed at " in err
-    assert "(--finished-mirror-ttl 60s; set it longer to keep logs longer)" in err
+    assert "(--finished-mirror-ttl 1m; set it longer to keep logs longer)" in err
     assert "waits for a worker" not in err
     # The API (and the dashboard, which shows its message) says the same.
     panel = await manager_get(user, panel_log, follow="true", allPods="true", tailLines="500")
