@@ -242,9 +242,8 @@ class Executor:
                 return closed
             namespace_ensured = True
         while True:
-            # Its pods are read one by one and their logs (`jobrelay logs`) through the
-            # same grant as the copies: a least-privilege credential has it only where
-            # bound, so it is bound before the mirror exists (logs readable from its start).
+            # Its pods and their logs are read with the copies' grant, which a least-privilege
+            # credential has only where bound: bound first, readable from the pod's start.
             await self.grants.ensure(
                 worker.client, key.namespace, worker.namespace_feed.username,
                 everywhere=worker.dependency_feed.everywhere,
