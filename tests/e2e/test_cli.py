@@ -220,19 +220,23 @@ async def test_get_watch_prints_the_changes(relay: Relay, relay_fleet: FleetHand
     )  # fmt: skip
     assert process.stdout is not None
     seen: list[list[str]] = []
+
+    async def until(state: str) -> None:
+        assert process.stdout is not None
+        while not any(cells[1:2] == ["watched"] and cells[4] == state for cells in seen):
+            line = await process.stdout.readline()
+            assert line, "the watch ended"
+            seen.append(line.decode().split())
+
     try:
+        # Created suspended, and let run only once the watch has shown it: the run's
+        # states come after the watch began, however long the CLI took to start.
         await relay.submit(
-            job_manifest("watched", annotations={"fleet.jobrelay.dev/duration": "1s"})
+            job_manifest("watched", annotations={"fleet.jobrelay.dev/duration": "1s"}, suspend=True)
         )
-
-        async def until_complete() -> None:
-            assert process.stdout is not None
-            while not any(cells[1:2] == ["watched"] and cells[4] == "Complete" for cells in seen):
-                line = await process.stdout.readline()
-                assert line, "the watch ended"
-                seen.append(line.decode().split())
-
-        await asyncio.wait_for(until_complete(), 90)
+        await asyncio.wait_for(until("Suspended"), 90)
+        await relay.set_suspend("watched", False)
+        await asyncio.wait_for(until("Complete"), 90)
     finally:
         with contextlib.suppress(ProcessLookupError):
             process.terminate()
