@@ -53,38 +53,6 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ports.PORT_RANGE_VARIABLE] = port_slice(int(worker[2:]), count)
 
 
-# The files that took a minute or more in CI's e2e stage (two processes, 2026-11-30),
-# heaviest first. pytest-xdist hands whole files out in the order they are collected: these
-# go first, so the stage does not end on a long file while the other process sits idle.
-HEAVIEST_FILES = (
-    "tests/e2e/test_ecosystem_kinds.py",
-    "tests/integration/cli/test_one_line_errors.py",
-    "tests/e2e/test_redispatch.py",
-    "tests/e2e/test_dependencies.py",
-    "tests/e2e/test_preemption.py",
-    "tests/e2e/test_people_rbac.py",
-    "tests/e2e/test_placement_saturation.py",
-    "tests/e2e/test_restart_chaos.py",
-    "tests/e2e/test_alerts_recorded.py",
-    "tests/e2e/test_finished_logs.py",
-    "tests/e2e/test_simulate_and_estimate.py",
-    "tests/e2e/test_cli.py",
-    "tests/e2e/test_deploy_as_shipped.py",
-    "tests/e2e/test_autoscaled_workers.py",
-    "tests/e2e/test_jobset.py",
-    "tests/e2e/test_remote_logs.py",
-    "tests/e2e/test_job_outcomes.py",
-    "tests/e2e/test_queues.py",
-    "tests/integration/standin/test_standin_operators.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The heaviest files first (``HEAVIEST_FILES``), every file's tests in their order."""
-    rank = {path: at for at, path in enumerate(HEAVIEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
-
-
 def port_slice(index: int, count: int) -> str:
     """The ``index``-th of ``count`` equal slices of the picked ports below the ephemeral
     range, as ``JOBRELAY_FLEET_PORTS`` takes it."""
