@@ -24,7 +24,7 @@ import httpx2
 import pytest
 import yaml
 
-from jobrelay.kube.resources import JOBS, PODS, WORKER_CLUSTERS
+from jobrelay.kube.resources import CONFIGMAPS, JOBS, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from jobrelay.relayapi.route_rules import POD_HEADER
 from tests.conftest import FleetHandle
@@ -167,14 +167,22 @@ async def test_a_namesake_and_an_edited_cluster_annotation_are_never_read(
     namesake = job_manifest("dup", annotations={"fleet.jobrelay.dev/outcome": "run-forever"})
     await relay.clients[other].create(JOBS, namesake, namespace=relay.namespace)
     (foreign,) = await running_pods(relay, other, "dup", 1)
-    # ...and a pod on the mirror's own worker labelled like the mirror's pods.
+    # ...and a pod on the mirror's own worker labelled like the mirror's pods, controlled by
+    # something else (an orphan would be adopted by the worker's Job controller, and then
+    # be the mirror's pod by the worker's own word).
     mirror = (await relay.clients[home].get(JOBS, "dup", namespace=relay.namespace))["metadata"]
+    owner = await relay.clients[home].create(CONFIGMAPS, {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dup-owner"},
+    }, namespace=relay.namespace)  # fmt: skip
     await relay.clients[home].create(PODS, {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "dup-forged", "labels": {
             "batch.kubernetes.io/job-name": "dup",
             "batch.kubernetes.io/controller-uid": mirror["uid"],
-        }},
+        }, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "dup-owner",
+            "uid": owner["metadata"]["uid"], "controller": True,
+        }]},
         "spec": {"containers": [{"name": "main", "image": "busybox"}]},
     }, namespace=relay.namespace)  # fmt: skip
     # The Job's user points its jobrelay.dev/cluster at the namesake's worker.

@@ -14,10 +14,8 @@ the refusal is never a line of the output.
 from __future__ import annotations
 
 import base64
-import ssl
 from typing import Any
 
-import httpx2
 import pytest
 import yaml
 
@@ -27,7 +25,7 @@ from jobrelay.kube.client import ApiClient
 from jobrelay.kube.resources import SECRETS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from tests.conftest import FleetHandle
-from tests.e2e.aggregated import API_ARGS
+from tests.e2e.aggregated import API_ARGS, manager_client
 from tests.e2e.support import Relay
 from tests.e2e.test_remote_logs import jobrelay_logs, lines, registered, running_pods
 from tests.e2e.worker_identity import SERVICE_ACCOUNT
@@ -56,17 +54,12 @@ async def jobs_as_of(
     """The Jobs of ``namespace`` on ``worker`` as the worker's store held them when
     ``created`` (an object of that apiserver, never changed since) was made: a list at
     exactly its resourceVersion."""
-    config = yaml.safe_load(fleet.kubeconfig(worker, Credential.TOKEN).read_text())
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
     params = {
         "resourceVersion": created["metadata"]["resourceVersion"],
         "resourceVersionMatch": "Exact",
     }
-    async with httpx2.AsyncClient(
-        base_url=cluster["server"], verify=context, timeout=30,
-        headers={"Authorization": f"Bearer {user['token']}"},
-    ) as http:  # fmt: skip
+    # The worker's apiserver as its token admin (the helper takes any cluster's kubeconfig).
+    async with await manager_client(fleet.kubeconfig(worker, Credential.TOKEN)) as http:
         answer = await http.get(f"/apis/batch/v1/namespaces/{namespace}/jobs", params=params)
     assert answer.status_code == 200, answer.text
     return [item["metadata"]["name"] for item in answer.json()["items"]]
