@@ -55,7 +55,7 @@ lint: deps
 # of its own (tests/conftest.py). Two fleets and the 60-pod log follows of
 # tests/e2e/test_log_streams_bounded.py (an inotify instance each in KWOK) need more
 # inotify instances than the kernel's default 128 per user: raise
-# fs.inotify.max_user_instances to 512 or more first (.ci/run does, as root). One process
+# fs.inotify.max_user_instances to 512 or more first (sysctl, as root). One process
 # stays the default: each run of two so far showed one more test assuming a quiet machine.
 TEST_WORKERS ?= 0
 test: build
