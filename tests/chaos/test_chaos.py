@@ -63,7 +63,12 @@ of pytest's terminal summary, with or without ``-s``) and asserts:
   over all runs <= ``completions``, leaving out runs on the lost worker the Job
   moved away from, and successes of a hand-deleted mirror that its own Job
   controller had not counted when it was deleted (no status ever shows them,
-  so nothing can carry them over; printed apart).
+  so nothing can carry them over; printed apart). A deletion is judged by who
+  watched it: the replicas whose /readyz answered just before it. When a replica
+  that had not (started, or not yet synced, when it happened) led before the next
+  run was made, what the management Job showed at the deletion is what could
+  carry over (docs/failure-modes.md), and the successes beyond it are printed
+  apart too, with the deletion and its watchers.
 * Orphaned mirrors one GC interval after the end: 0 on every worker (finished
   mirrors are deleted, so any mirror left is one).
 * Jobs whose pods ran on two workers at once (pod lifetimes by the watches'
@@ -104,6 +109,7 @@ from jobrelay.vocabulary.leases import lease_name_for
 from jobrelay.vocabulary.names import DEFAULT_CONTROLLER_NAME, MIRROR_LABEL, ORIGIN_UID_LABEL
 from tests.chaos.verdicts import (
     Counts,
+    Deletion,
     Expected,
     Handover,
     Run,
@@ -120,6 +126,7 @@ from tests.chaos.verdicts import (
     regressions,
     rework,
     runs_of,
+    shown_when_unwatched,
     status,
 )
 from tests.e2e.support import Replica, apiserver_record, frozen
@@ -209,6 +216,7 @@ class Journal:
     kills: list[tuple[float, str]] = field(default_factory=list)  # (wall time, identity)
     exits: list[str] = field(default_factory=list)
     deleted: dict[str, str] = field(default_factory=dict)  # mirror uid -> "worker/name"
+    deletions: dict[str, Deletion] = field(default_factory=dict)  # mirror uid -> when, seen by
     identities: dict[str, str] = field(default_factory=dict)  # identity -> "a#2"
     lost_declared_at: float | None = None
     failures: list[str] = field(default_factory=list)
@@ -634,6 +642,11 @@ class Chaos:
             if not candidates:
                 return False
             worker, name, uid = self.rng.choice(candidates)
+            # Who watches it go: the replicas ready (caches synced) before the delete.
+            ready = [await self.readyz(replica) for replica in self.replicas]
+            watchers = frozenset(str(body["identity"]) for body in ready if body is not None)
+            at = time.monotonic()
+            killed = frozenset(identity for _, identity in self.journal.kills)
             try:
                 async with asyncio.timeout(10):
                     await self.clients[worker].delete(JOBS, name, namespace=NAMESPACE, uid=uid)
@@ -641,6 +654,7 @@ class Chaos:
                 self.journal.note(f"could not delete the mirror {worker}/{name}: {error!r}")
                 return False
         self.journal.deleted[uid] = f"{worker}/{name}"
+        self.journal.deletions[uid] = Deletion(at, watchers, killed)
         self.journal.note(f"deleted the running mirror {worker}/{name} by hand")
         return True
 
@@ -699,6 +713,12 @@ def judge(
     mirrors = {w: seen(r) for w, r in recorders.mirrors.items()}
     pods = {w: seen(r) for w, r in recorders.pods.items()}
     runs = _runs_by_origin(mirrors, pods)
+    lease = [
+        event for event in seen(recorders.lease) if event.obj["metadata"]["name"] == LEASE_NAME
+    ]
+    job_versions: dict[str, list[Seen]] = {}
+    for event in seen(recorders.jobs):
+        job_versions.setdefault(str(event.obj["metadata"].get("uid")), []).append(event)
     lost_jobs: list[str] = []
     outcomes: list[str] = []
     disagree: list[str] = []
@@ -707,6 +727,7 @@ def judge(
     at_once: list[str] = []
     allowed: list[str] = []
     uncountable = extra_pods = versions = redispatched = recreated = carrying = bounded = 0
+    unwatched: list[str] = []
     deleted_jobs: list[str] = []
     for job in planned:
         uid, obj = uids.get(job.name), final.get(job.name)
@@ -723,7 +744,16 @@ def judge(
         ):
             if problems:
                 label.append(f"{job.name}: {'; '.join(problems)}")
-        again = rework(job, ran, lost=lost, deleted=set(journal.deleted))
+        deleted: dict[str, int | None] = {}
+        for number, run in enumerate(ran):
+            if (deletion := journal.deletions.get(run.uid)) is not None:
+                later = ran[number + 1] if number + 1 < len(ran) else None
+                deleted[run.uid] = shown_when_unwatched(
+                    run, later, deletion, lease, job_versions.get(uid, [])
+                )
+                if deleted[run.uid] is not None:
+                    unwatched.append(f"{job.name}: {_deletion_text(deletion, journal)}")
+        again = rework(job, ran, lost=lost, deleted=deleted)
         uncountable, extra_pods = uncountable + again.uncountable, extra_pods + again.extra
         if again.extra:
             extra.append(f"{job.name}: {again.extra} pod(s) beyond {job.completions} completions")
@@ -747,9 +777,7 @@ def judge(
         wrongly_lost.append(f"{lost} was never declared lost")
     logs = [f"{name}: {line}" for name, r in replicas.items() for line in r.log_problems()]
     orphaned = [f"{worker}/{name}" for worker, names in orphans.items() for name in names]
-    changes = handovers(
-        [event for event in seen(recorders.lease) if event.obj["metadata"]["name"] == LEASE_NAME]
-    )
+    changes = handovers(lease)
     relists = {what: r.relists for what, r in recorders.named().items() if r.relists}
     figures: list[Figure] = [
         ("Jobs submitted / finished", f"{len(uids)}/{len(planned) - len(lost_jobs)}", f"{JOB_COUNT}/{JOB_COUNT}"),
@@ -758,7 +786,8 @@ def judge(
         ("Jobs whose final status disagrees with their runs", str(len(disagree)), "0"),
         (f"Jobs with a status version that went backwards ({versions} versions)", str(len(backwards)), "0"),
         ("pods that ran for work already done (NonIndexed)", str(extra_pods), "0"),
-        ("  successes no status counted, lost with hand-deleted mirrors", str(uncountable), "-"),
+        ("  successes jobrelay could not count, lost with hand-deleted mirrors", str(uncountable), "-"),
+        ("  hand deletions a later leader had not watched", str(len(unwatched)), "-"),
         (f"orphaned mirrors {GC_INTERVAL}s (one GC interval) after the end", str(len(orphaned)), "0"),
         ("Jobs whose pods ran on two workers at once", str(len(at_once)), "0"),
         (f"  of which with the frozen-and-lost {lost} (allowed)", str(len(allowed)), "-"),
@@ -787,7 +816,16 @@ def judge(
     ]
     journal.lines.extend(_handover_lines(changes, journal))
     journal.notes.extend(["Jobs whose mirror was deleted by hand (runs in order):", *deleted_jobs])
+    if unwatched:
+        journal.notes.extend(
+            ["Hand deletions a leader acted on without having watched them:", *unwatched]
+        )
     return figures, details
+
+
+def _deletion_text(deletion: Deletion, journal: Journal) -> str:
+    watchers = sorted(journal.identities.get(i, i) for i in deletion.watchers)
+    return f"deleted at {deletion.at - journal.t0:.1f}s, watched by {', '.join(watchers) or 'no replica'}"
 
 
 def _runs_text(runs: list[Run], job: Expected) -> str:

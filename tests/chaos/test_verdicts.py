@@ -17,18 +17,22 @@ from jobrelay.vocabulary.names import (
 )
 from tests.chaos.verdicts import (
     POD_JOB_UID_LABEL,
+    Deletion,
     Expected,
+    Rework,
     Run,
     Seen,
     disagreements,
     format_indexes,
     handovers,
+    holders_between,
     outcome_problems,
     parse_indexes,
     ran_at_once,
     regressions,
     rework,
     runs_of,
+    shown_when_unwatched,
 )
 
 Obj = dict[str, Any]
@@ -248,11 +252,53 @@ def test_rework_counts_successes_beyond_completions_but_not_those_no_status_coun
     deleted.pods = {f"p{i}": [Seen("MODIFIED", pod("m1", f"p{i}", "Succeeded"), 1)] for i in "ab"}
     last = run_of("w1", mirror("m2", carry={"succeeded": 1}, succeeded=3))
     last.pods = {f"q{i}": [Seen("MODIFIED", pod("m2", f"q{i}", "Succeeded"), 2)] for i in "abc"}
-    assert rework(PARALLEL, [deleted, last], lost="w9", deleted={"m1"}).extra == 0
-    assert rework(PARALLEL, [deleted, last], lost="w9", deleted={"m1"}).uncountable == 1
-    assert rework(PARALLEL, [deleted, last], lost="w9", deleted=set()).extra == 1
+    assert rework(PARALLEL, [deleted, last], lost="w9", deleted={"m1": None}).extra == 0
+    assert rework(PARALLEL, [deleted, last], lost="w9", deleted={"m1": None}).uncountable == 1
+    assert rework(PARALLEL, [deleted, last], lost="w9", deleted={}).extra == 1
     # A run on the lost worker the Job moved away from does not count.
-    assert rework(PARALLEL, [deleted, last], lost="w1", deleted=set()).extra == 0
+    assert rework(PARALLEL, [deleted, last], lost="w1", deleted={}).extra == 0
+
+
+def lease_held(holder: str, at: float) -> Seen:
+    return Seen("MODIFIED", {"spec": {"holderIdentity": holder}}, at)
+
+
+def test_holders_between_include_the_one_holding_at_the_start() -> None:
+    lease = [lease_held("a", 1), lease_held("", 4), lease_held("b", 6), lease_held("c", 9)]
+    assert holders_between(lease, 2, 8) == {"a", "b"}
+    assert holders_between(lease, 5, 8) == {"b"}  # released: nobody held it at 5
+    assert holders_between(lease, 0, 20) == {"a", "b", "c"}
+
+
+def test_a_deletion_only_watched_leaders_acted_on_must_count_its_last_status() -> None:
+    # The mirror counted 2 successes; the management Job showed 1 of them at the deletion.
+    gone = run_of("w1", mirror("m1", succeeded=2), at=1.0, deleted=True)
+    gone.pods = {f"p{i}": [Seen("MODIFIED", pod("m1", f"p{i}", "Succeeded"), 1)] for i in "ab"}
+    again = run_of("w1", mirror("m2", carry={"succeeded": 1}, succeeded=3), at=8.0)
+    again.pods = {f"q{i}": [Seen("MODIFIED", pod("m2", f"q{i}", "Succeeded"), 9)] for i in "abc"}
+    job_versions = [
+        Seen("MODIFIED", job(succeeded=1, active=1), 2.0),
+        Seen("MODIFIED", job(succeeded=3), 9),
+    ]
+    lease = [lease_held("a", 0.5), lease_held("b", 6.0)]
+    watched = Deletion(at=3.0, watchers=frozenset({"a", "b"}))
+    assert shown_when_unwatched(gone, again, watched, lease, job_versions) is None
+    assert rework(PARALLEL, [gone, again], lost="w9", deleted={"m1": None}).extra == 1
+    # b started after the deletion (or had not listed yet) and acted: what the Job showed.
+    unwatched = Deletion(at=3.0, watchers=frozenset({"a"}))
+    shown = shown_when_unwatched(gone, again, unwatched, lease, job_versions)
+    assert shown == 1
+    assert rework(PARALLEL, [gone, again], lost="w9", deleted={"m1": shown}) == Rework(0, 1)
+    # The Lease still named a killed holder at the deletion: it never acted again.
+    after_kill = [lease_held("k", 0.5), lease_held("b", 6.0)]
+    seen_by_b = Deletion(at=3.0, watchers=frozenset({"b"}), killed=frozenset({"k"}))
+    assert shown_when_unwatched(gone, again, seen_by_b, after_kill, job_versions) is None
+    # a acted (the Job shown with nothing running) before b took the Lease.
+    acted = [*job_versions[:1], Seen("MODIFIED", job(succeeded=1), 5.0), *job_versions[1:]]
+    assert shown_when_unwatched(gone, again, unwatched, lease, acted) is None
+    # b only led after the next run was made: a, who watched, made it.
+    late = [lease_held("a", 0.5), lease_held("b", 8.5)]
+    assert shown_when_unwatched(gone, again, unwatched, late, job_versions) is None
 
 
 def test_pods_on_two_workers_at_once_are_seen() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -427,20 +428,73 @@ def outcome_problems(job: Obj, expected: Expected) -> list[str]:
 
 @dataclass(frozen=True)
 class Rework:
-    """NonIndexed successes beyond ``completions``, and those no mirror status ever counted."""
+    """NonIndexed successes beyond ``completions``, and those jobrelay could not count."""
 
     extra: int  # pods that ran for work already done
-    uncountable: int  # successes lost with a mirror deleted by hand before its Job counted them
+    uncountable: int  # successes lost with a mirror deleted by hand before jobrelay counted them
 
 
-def rework(expected: Expected, runs: Sequence[Run], *, lost: str, deleted: set[str]) -> Rework:
+@dataclass(frozen=True)
+class Deletion:
+    """A mirror deleted by hand: when (the watches' monotonic clock), the replicas ready
+    just before (their caches synced, so their watches saw it go) and those SIGKILLed
+    before it (the Lease may still name one, but it never acts again)."""
+
+    at: float
+    watchers: frozenset[str]
+    killed: frozenset[str] = frozenset()
+
+
+def holders_between(lease: Sequence[Seen], start: float, end: float) -> set[str]:
+    """Every replica the Lease named as holder at some moment from ``start`` to ``end``."""
+    holders: set[str] = set()
+    current = ""
+    for seen in lease:
+        holder = str((seen.obj.get("spec") or {}).get("holderIdentity") or "")
+        if seen.at <= start:
+            current = holder
+        elif seen.at <= end and holder:
+            holders.add(holder)
+    return holders | ({current} if current else set())
+
+
+def shown_when_unwatched(
+    run: Run, later: Run | None, deletion: Deletion, lease: Sequence[Seen], job: Sequence[Seen]
+) -> int | None:
+    """What jobrelay could know of a run whose mirror was deleted by hand.
+
+    None when every live replica that held the Lease from the deletion until one acted
+    on it had watched the mirror go: its last status must count. A leader acts on it
+    with the first management status after it that shows nothing running, or with the
+    next run (its first sight). Otherwise a leader learnt of the deletion only from the
+    mirror's absence, and the management status as last copied is what carries over
+    (docs/failure-modes.md): the successes of this run the management Job (``job``:
+    its versions) showed at the deletion.
+    """
+    acted = (
+        seen.at for seen in job if seen.at > deletion.at and not status(seen.obj).get("active")
+    )
+    end = min(next(acted, math.inf), later.versions[0].at if later is not None else math.inf)
+    if holders_between(lease, deletion.at, end) - deletion.killed <= deletion.watchers:
+        return None
+    shown = [seen for seen in job if seen.at <= deletion.at]
+    succeeded = int(status(shown[-1].obj).get("succeeded") or 0) if shown else 0
+    return max(0, succeeded - run.carry.succeeded)
+
+
+def rework(
+    expected: Expected, runs: Sequence[Run], *, lost: str, deleted: Mapping[str, int | None]
+) -> Rework:
     """Succeeded pods of a NonIndexed Job beyond its completions, over every run but those
     on the lost worker that the Job moved away from (their pods ran on, unseen, by design).
 
-    Exact but for one allowance: a mirror deleted by hand (``deleted``: mirror uids)
-    takes with it successes its own Job controller had not counted yet; no status
-    ever shows them, so nothing can carry them over and they are done again. Those
-    are counted apart (``uncountable``), pod by pod against the mirror's last status.
+    Exact but for the allowance of a mirror deleted by hand (``deleted``: mirror uid ->
+    :func:`shown_when_unwatched`). It takes with it successes its own Job controller
+    had not counted yet: no status ever shows them, so nothing can carry them over
+    and they are done again. When no leader that acted on it had watched it go, the
+    successes its status counted but the management Job did not show yet go too.
+    Those are counted apart (``uncountable``), pod by pod against what jobrelay could
+    know: the mirror's last status, or the management Job's at the deletion.
     """
     if expected.indexed:
         return Rework(0, 0)
@@ -452,7 +506,9 @@ def rework(expected: Expected, runs: Sequence[Run], *, lost: str, deleted: set[s
         succeeded = run.succeeded_pods()
         pods += succeeded
         if run.uid in deleted:
-            uncountable += max(0, succeeded - run.final_counts(indexed=False).succeeded)
+            shown = deleted[run.uid]
+            known = run.final_counts(indexed=False).succeeded if shown is None else shown
+            uncountable += max(0, succeeded - known)
     return Rework(max(0, pods - uncountable - expected.completions), uncountable)
 
 
