@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from jobrelay.controller.relay.dependency_copier import DependencyCopier
 from jobrelay.controller.relay.memory import RelayMemory
+from jobrelay.controller.relay.mirror_namespaces import MirrorNamespaces
 from jobrelay.controller.relay.plan import (
     Action,
     Annotate,
@@ -42,21 +43,17 @@ from jobrelay.controller.relay.plan import (
 from jobrelay.controller.relay.provisioning_writes import PROVISIONING_ACTIONS, provisioning_write
 from jobrelay.controller.relay.refusal_wording import RefusalAnswer
 from jobrelay.fleet import refusals
-from jobrelay.fleet.namespace_grants import MANAGER_NAMESPACE_UID, NamespaceGrants, stale_namespace
-from jobrelay.fleet.workers import Worker, WorkerPool
+from jobrelay.fleet.namespace_grants import NamespaceGrants
+from jobrelay.fleet.workers import WorkerPool
 from jobrelay.kinds.base import WorkloadKey, WorkloadKind
 from jobrelay.kube.client import ApiClient
 from jobrelay.kube.errors import ApiError
 from jobrelay.kube.events import EventRecorder
-from jobrelay.kube.resources import NAMESPACES
-from jobrelay.placement.admission_probes import pod_security_labels
-from jobrelay.placement.namespaces import opt_in_hint
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import (
     CLUSTER_ANNOTATION,
     DEFAULT_CONTROLLER_NAME,
-    ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
 )
 
@@ -106,6 +103,8 @@ class Executor:
     copier: DependencyCopier = field(init=False)
     # The RoleBindings that let the worker credential copy into an opened namespace.
     grants: NamespaceGrants = field(init=False)
+    # The worker namespaces mirrors and copies go into (mirror_namespaces.py).
+    namespaces: MirrorNamespaces = field(init=False)
 
     def __post_init__(self) -> None:
         self.copier = DependencyCopier(
@@ -115,6 +114,11 @@ class Executor:
             copied=getattr(self.observer, "dependency_copied", None),
         )  # fmt: skip
         self.grants = NamespaceGrants(self.origin)
+        self.namespaces = MirrorNamespaces(
+            self.manager, self.create_namespaces, self.origin,
+            # Read through: a test (or a caller) may set the executor's after it is made.
+            lambda namespace: self.manager_namespace_uid(namespace),
+        )  # fmt: skip
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
         """Tell the user what only they can fix (a Warning Event on the object, when it is
@@ -153,7 +157,7 @@ class Executor:
         echo_skippable: bool,
     ) -> Stopped | None:
         if isinstance(action, PROVISIONING_ACTIONS):  # claims on capacity (provisioning_writes.py)
-            return await provisioning_write(action, self.pool, self.origin, self._open_namespace)
+            return await provisioning_write(action, self.pool, self.origin, self.namespaces.open)
         extra = {"job": key.key, "kind": kind.ref.kind}
         match action:
             case Place():
@@ -232,12 +236,14 @@ class Executor:
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
         namespace_ensured = not self.create_namespaces
-        if (stale := self._made_for_another(worker, action.cluster, key.namespace)) is not None:
+        if (
+            stale := self.namespaces.made_for_another(worker, action.cluster, key.namespace)
+        ) is not None:
             return stale
         if not worker.namespace_feed.open_to(self.origin, key.namespace):
             # The decision saw it open (or absent) in a cache; what the worker says now
             # decides: a namespace made meanwhile by someone else is not ours to use.
-            closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
+            closed = await self.namespaces.open(worker.client, action.cluster, key.namespace)
             if closed is not None:
                 return closed
             namespace_ensured = True
@@ -260,7 +266,7 @@ class Executor:
             finally:
                 self.memory.create_ended(action.cluster, key)
             # NotFound on a create means the namespace is missing there: create it, once.
-            closed = await self._open_namespace(worker.client, action.cluster, key.namespace)
+            closed = await self.namespaces.open(worker.client, action.cluster, key.namespace)
             if closed is not None:
                 return closed
             namespace_ensured = True
@@ -289,10 +295,12 @@ class Executor:
         worker = self.pool.get(action.cluster)
         if worker is None:
             return Retry(f"worker cluster {action.cluster} went away")
-        if (stale := self._made_for_another(worker, action.cluster, action.namespace)) is not None:
+        if (
+            stale := self.namespaces.made_for_another(worker, action.cluster, action.namespace)
+        ) is not None:
             return stale
         if not worker.namespace_feed.open_to(self.origin, action.namespace):
-            closed = await self._open_namespace(worker.client, action.cluster, action.namespace)
+            closed = await self.namespaces.open(worker.client, action.cluster, action.namespace)
             if closed is not None:
                 return closed
         await self.grants.ensure(
@@ -301,18 +309,6 @@ class Executor:
         )  # fmt: skip
         worker.dependency_feed.granted(action.namespace)
         return await self.copier.copy(worker.client, action)
-
-    def _made_for_another(self, worker: Worker, cluster: str, namespace: str) -> Retry | None:
-        """A Retry when the worker's namespace was made for an earlier manager namespace of
-        that name (a re-created one inherits nothing of it)."""
-        message = stale_namespace(
-            namespace, cluster, worker.namespace_feed.made_for(namespace),
-            self.manager_namespace_uid(namespace),
-        )  # fmt: skip
-        if message is None:
-            return None
-        _log.warning("%s", message, extra={"cluster": cluster})
-        return Retry(message)
 
     def _rejected(
         self, action: CreateMirror, key: WorkloadKey, kind: WorkloadKind, error: ApiError
@@ -441,60 +437,3 @@ class Executor:
         if echo_skippable:
             self.memory.own_writes.wrote(key, Meta(written).resource_version)
         return None
-
-    async def _open_namespace(
-        self, client: ApiClient, cluster: str, namespace: str
-    ) -> Retry | None:
-        """Make sure the workload's namespace on a worker is there and open to this manager:
-        created with its origin label (when allowed), or found carrying it. One that a
-        worker's admin or tenant made is theirs, with their ServiceAccounts and Secrets:
-        unless it carries our label, no mirror goes there, and the workload is decided
-        again (the namespace cache then shows why)."""
-        if self.create_namespaces and await self._ensure_namespace(client, namespace):
-            return None
-        try:
-            existing = await client.get(NAMESPACES, namespace)
-        except ApiError as error:
-            if error.is_not_found and not self.create_namespaces:
-                return None  # the mirror's create says so (namespace creation is off)
-            raise
-        if Meta(existing).labels.get(ORIGIN_LABEL) == self.origin:
-            recorded = Meta(existing).annotations.get(MANAGER_NAMESPACE_UID)
-            stale = stale_namespace(
-                namespace, cluster, recorded if isinstance(recorded, str) else None,
-                self.manager_namespace_uid(namespace),
-            )  # fmt: skip
-            return None if stale is None else Retry(stale)
-        message = (
-            f"namespace {namespace} on worker cluster {cluster} exists there and is not "
-            f"open to this manager ({opt_in_hint(self.origin)})"
-        )
-        _log.warning("%s: not creating the mirror there", message, extra={"cluster": cluster})
-        return Retry(message)
-
-    async def _ensure_namespace(self, client: ApiClient, namespace: str) -> bool:
-        """Create the workload's namespace on a worker, with the Pod Security labels of
-        the manager's namespace of that name: the worker then enforces the same level
-        (its default, with no label, is privileged). One that exists is left as it is:
-        it is the worker admin's. Labelled with this manager's origin: open to it alone.
-        True when it was created here."""
-        made_for = Meta(await self.manager.get(NAMESPACES, namespace))
-        labels = pod_security_labels(made_for.labels)
-        metadata: JsonObj = {"name": namespace, "labels": {**labels, ORIGIN_LABEL: self.origin}}
-        if made_for.uid:
-            metadata["annotations"] = {MANAGER_NAMESPACE_UID: made_for.uid}
-        try:
-            await client.create(
-                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
-            )
-        except ApiError as error:
-            if not error.is_already_exists:
-                raise
-            return False
-        _log.info(
-            "created namespace %s on %s",
-            namespace,
-            client.cluster,
-            extra={"cluster": client.cluster},
-        )
-        return True
