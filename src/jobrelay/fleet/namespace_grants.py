@@ -99,7 +99,7 @@ class NamespaceGrants:
             await client.create(ROLE_BINDINGS, binding, namespace=namespace,
                                 field_manager=FIELD_MANAGER)  # fmt: skip
         except ApiError as error:
-            if error.is_not_found:
+            if error.is_not_found and error.details.get("kind") == "namespaces":
                 return  # the namespace went away: the mirror's create makes it, then binds
             if not error.is_already_exists:
                 if (client.cluster, namespace) not in self.refused:

@@ -55,6 +55,9 @@ def test_only_a_different_recorded_uid_is_stale(recorded: str, current: str) -> 
     assert stale == (bool(recorded) and bool(current) and recorded != current)
 
 
+NO_RBAC_API = -404
+
+
 def _client(answers: list[int], sent: list[dict[str, object]]) -> ApiClient:
     def answer(request: httpx2.Request) -> httpx2.Response:
         sent.append({"path": request.url.path, "body": json.loads(request.content)})
@@ -63,8 +66,13 @@ def _client(answers: list[int], sent: list[dict[str, object]]) -> ApiClient:
         code = answers.pop(0)
         if code == 201:
             return httpx2.Response(201, json=json.loads(request.content))
+        if code == NO_RBAC_API:  # a path the worker does not serve: no details
+            return httpx2.Response(404, json={"kind": "Status", "code": 404, "reason": "NotFound"})
         reason = {409: "AlreadyExists", 403: "Forbidden", 404: "NotFound"}[code]
-        return httpx2.Response(code, json={"kind": "Status", "code": code, "reason": reason})
+        status = {"kind": "Status", "code": code, "reason": reason}
+        if code == 404:  # as the apiserver's namespace lifecycle answers
+            status["details"] = {"name": request.url.path.split("/")[-2], "kind": "namespaces"}
+        return httpx2.Response(code, json=status)
 
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer), base_url="https://w1")
     return ApiClient(http, cluster="w1")
@@ -121,4 +129,20 @@ async def test_a_namespace_gone_before_its_binding_is_neither_a_refusal_nor_boun
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
     await grants.ensure(client, "team-a", user, everywhere=False)
     assert len(grants.bound) == 1
+    await client.aclose()
+
+
+async def test_a_not_found_that_names_no_namespace_is_a_refusal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker that does not serve the RoleBinding API answers 404 too, naming no
+    namespace: said once, as any refusal, not taken for a namespace gone."""
+    sent: list[dict[str, object]] = []
+    client = _client([NO_RBAC_API, NO_RBAC_API], sent)
+    grants = NamespaceGrants("m")
+    user = "system:serviceaccount:ops:jobrelay-worker-m"
+    await grants.ensure(client, "team-a", user, everywhere=False)
+    await grants.ensure(client, "team-a", user, everywhere=False)
+    assert grants.bound == set() and grants.refused == {("w1", "team-a")}
+    assert len([r for r in caplog.records if r.levelname == "WARNING"]) == 1
     await client.aclose()
