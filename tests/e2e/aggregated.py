@@ -70,7 +70,9 @@ def user_kubeconfig(fleet: FleetHandle, directory: Path, user: str) -> Path:
     return path
 
 
-async def manager_client(kubeconfig: Path, *, http2: bool = False) -> httpx2.AsyncClient:
+async def manager_client(
+    kubeconfig: Path, *, http2: bool = False, timeout: float = 30
+) -> httpx2.AsyncClient:
     """An HTTP client of the manager's apiserver as the kubeconfig's user (a token or a
     client certificate); ``http2``: its requests share one connection."""
     config = yaml.safe_load(await asyncio.to_thread(kubeconfig.read_text))
@@ -81,7 +83,7 @@ async def manager_client(kubeconfig: Path, *, http2: bool = False) -> httpx2.Asy
         headers["Authorization"] = f"Bearer {user['token']}"
     else:
         context.load_cert_chain(user["client-certificate"], user["client-key"])
-    return httpx2.AsyncClient(base_url=cluster["server"], verify=context, timeout=30,
+    return httpx2.AsyncClient(base_url=cluster["server"], verify=context, timeout=timeout,
                               headers=headers, http2=http2)  # fmt: skip
 
 

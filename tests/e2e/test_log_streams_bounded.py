@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ssl
 from typing import Any
 
 import httpx2
 import pytest
-import yaml
 
 from jobrelay.kube.resources import CONFIGMAPS, JOBS, PODS, WORKER_CLUSTERS
 from jobrelay.localfleet.cluster import SIMULATED_LOG, Credential
 from jobrelay.relayapi.route_rules import POD_HEADER
 from tests.conftest import FleetHandle
+from tests.e2e.aggregated import manager_client
 from tests.e2e.support import ControllerProcess, Relay
 from tests.e2e.test_remote_logs import logs_path, registered, running_pods
 from tests.e2e.worker_identity import SERVICE_ACCOUNT
@@ -58,15 +57,10 @@ def pinned(manifest: dict[str, Any], worker: str) -> dict[str, Any]:
     return manifest
 
 
-def api_client(fleet: FleetHandle) -> httpx2.AsyncClient:
-    """The fleet's token admin on the manager's apiserver (the aggregated API behind it)."""
-    config = yaml.safe_load(fleet.kubeconfig("manager", Credential.TOKEN).read_text())
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
-    context = ssl.create_default_context(cafile=cluster["certificate-authority"])
-    return httpx2.AsyncClient(
-        base_url=cluster["server"], verify=context, timeout=60,
-        headers={"Authorization": f"Bearer {user['token']}"},
-    )  # fmt: skip
+async def api_client(fleet: FleetHandle) -> httpx2.AsyncClient:
+    """The fleet's token admin on the manager's apiserver (the aggregated API behind it);
+    60 s: a follow's stream stays open while its Job runs."""
+    return await manager_client(fleet.kubeconfig("manager", Credential.TOKEN), timeout=60)
 
 
 async def watch_connected(relay: Relay, worker: str, seen: list[str]) -> None:
@@ -99,7 +93,7 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
     watcher = asyncio.create_task(watch_connected(relay, worker, not_connected))
     since = controller.log_size()
     async with contextlib.AsyncExitStack() as stack:
-        http = await stack.enter_async_context(api_client(relay_fleet))
+        http = await stack.enter_async_context(await api_client(relay_fleet))
         responses = await asyncio.gather(*(
             stack.enter_async_context(http.stream("GET", path, params=params))
             for _ in range(FOLLOWS)
@@ -147,7 +141,7 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
     # The six went away: their streams are released, and a new follow is served.
     async def served_again() -> bool:
         async with (
-            api_client(relay_fleet) as http,
+            await api_client(relay_fleet) as http,
             http.stream("GET", path, params=params) as response,
         ):
             return response.status_code == 200
@@ -190,7 +184,7 @@ async def test_a_namesake_and_an_edited_cluster_annotation_are_never_read(
         JOBS, "dup", {"metadata": {"annotations": {"jobrelay.dev/cluster": other}}},
         namespace=relay.namespace,
     )  # fmt: skip
-    async with api_client(relay_fleet) as http:
+    async with await api_client(relay_fleet) as http:
         view = await http.get(logs_path(relay.namespace, "dup", "mirror"))
         logs = await http.get(logs_path(relay.namespace, "dup"), params={"allPods": "true"})
     assert view.status_code == 200, view.text

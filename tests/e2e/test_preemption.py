@@ -156,7 +156,10 @@ async def test_a_controller_killed_once_a_victim_is_marked_goes_on_from_the_mark
     priority_class: str,  # noqa: F811
 ) -> None:
     low = ["low-0", "low-1"]
-    await saturate_then_urgent(relay, make_queue, priority_class, low, "20s")
+    # The victim must still run when the restarted controller acts on the mark: that is
+    # once the SIGKILLed one's Lease expires (15 s) after its start-up, 18-21 s on a
+    # loaded machine, and low-1 may be marked as soon as it starts. 45 s leaves it 20 s.
+    await saturate_then_urgent(relay, make_queue, priority_class, low, "45s")
     marked = await relay.wait("low-1", lambda j: PREEMPTED_BY_ANNOTATION in
                               (j["metadata"].get("annotations") or {}),
                               timeout=30, what="marked preempted")  # fmt: skip
