@@ -65,10 +65,10 @@ of pytest's terminal summary, with or without ``-s``) and asserts:
   controller had not counted when it was deleted (no status ever shows them,
   so nothing can carry them over; printed apart). A deletion is judged by who
   watched it: the replicas whose /readyz answered just before it. When a replica
-  that had not (started, or not yet synced, when it happened) led before the next
-  run was made, what the management Job showed at the deletion is what could
-  carry over (docs/failure-modes.md), and the successes beyond it are printed
-  apart too, with the deletion and its watchers.
+  that had not (started, or not yet synced, when it happened) led before one acted
+  on it (the Job shown with nothing running, or its next run), what the management
+  Job showed at the deletion is what could carry over (docs/failure-modes.md), and
+  the successes beyond it are printed apart too, with the deletion and its watchers.
 * Orphaned mirrors one GC interval after the end: 0 on every worker (finished
   mirrors are deleted, so any mirror left is one).
 * Jobs whose pods ran on two workers at once (pod lifetimes by the watches'
