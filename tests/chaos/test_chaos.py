@@ -215,7 +215,6 @@ class Journal:
     lines: list[tuple[float, str]] = field(default_factory=list)
     kills: list[tuple[float, str]] = field(default_factory=list)  # (wall time, identity)
     exits: list[str] = field(default_factory=list)
-    deleted: dict[str, str] = field(default_factory=dict)  # mirror uid -> "worker/name"
     deletions: dict[str, Deletion] = field(default_factory=dict)  # mirror uid -> when, seen by
     identities: dict[str, str] = field(default_factory=dict)  # identity -> "a#2"
     lost_declared_at: float | None = None
@@ -653,7 +652,6 @@ class Chaos:
             except (ApiError, TimeoutError) as error:
                 self.journal.note(f"could not delete the mirror {worker}/{name}: {error!r}")
                 return False
-        self.journal.deleted[uid] = f"{worker}/{name}"
         self.journal.deletions[uid] = Deletion(at, watchers, killed)
         self.journal.note(f"deleted the running mirror {worker}/{name} by hand")
         return True
@@ -763,7 +761,7 @@ def judge(
         recreated += len(ran) > len({run.number for run in ran})
         carrying += sum(run.carry != Counts() for run in ran)
         bounded += bool(ran) and ran[-1].worker == lost and not is_finished(ran[-1].last)
-        if any(run.uid in journal.deleted for run in ran):
+        if any(run.uid in journal.deletions for run in ran):
             deleted_jobs.append(f"{job.name}: {_runs_text(ran, job)} => {_counts_text(obj, job)}")
     declared = sorted(
         {
@@ -797,7 +795,7 @@ def judge(
         ("mirrors created with earlier runs' counts carried over", str(carrying), "-"),
         ("  Jobs judged within bounds (last run on the lost worker)", str(bounded), "-"),
         ("Jobs whose mirror was made again after a hand deletion", str(recreated), "-"),
-        ("mirrors deleted by hand", str(len(journal.deleted)), str(HAND_DELETIONS)),
+        ("mirrors deleted by hand", str(len(journal.deletions)), str(HAND_DELETIONS)),
         ("leader SIGKILLs / replica exits by themselves", f"{len(journal.kills)}/{len(journal.exits)}", "-"),
         ("leader handovers (Lease holder changes)", str(len(changes)), "-"),
         ("watch relists (gaps)", ", ".join(f"{k} {v}" for k, v in relists.items()) or "none", "-"),

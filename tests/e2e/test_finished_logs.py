@@ -1,6 +1,7 @@
 """Logs that outlive the run: a finished workload's mirror and pods stay on its worker for
 ``--finished-mirror-ttl`` (here 60 s: room for three reads, two of them CLI processes, on
-a loaded machine), so `jobrelay logs` reads a failed Job's pods after it failed; once the ttl has passed and the relay deleted the mirror, it says when the Job
+a loaded machine), so `jobrelay logs` reads a failed Job's pods after it failed; once the
+ttl has passed and the relay deleted the mirror, it says when the Job
 finished and when its pods were removed, with the setting that keeps them longer, and
 exits 1. Neither answer says it waits for a worker (issue 34, "Logs").
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -226,10 +226,18 @@ async def test_a_namespace_created_on_a_worker_records_the_manager_namespace_it_
     }
 
 
+def new_uid(namespace: str) -> str:
+    return "new-uid"
+
+
+def old_uid(namespace: str) -> str:
+    return "old-uid"
+
+
 async def test_a_namespace_made_for_an_earlier_manager_namespace_gets_nothing(env: Env) -> None:
     """A manager namespace deleted and made again (another UID) inherits nothing of the
     worker namespace made for the old one: no mirror, no copy there."""
-    env.executor.manager_namespace_uid = lambda namespace: "new-uid"
+    env.executor.namespaces = replace(env.executor.namespaces, manager_namespace_uid=new_uid)
     env.worker.namespace_feed = FakeNamespaceFeed(made={NAMESPACE: "old-uid"})
     retry = await env.run(create_action(env))
     assert isinstance(retry, Retry) and "made for an earlier namespace" in retry.why
@@ -241,7 +249,7 @@ async def test_a_namespace_made_for_an_earlier_manager_namespace_gets_nothing(en
     assert isinstance(retry, Retry) and "kubectl delete namespace" in retry.why
     assert env.worker.cluster.get("jobs", KEY.key) is None
     # The same namespace (its UID recorded): fine.
-    env.executor.manager_namespace_uid = lambda namespace: "old-uid"
+    env.executor.namespaces = replace(env.executor.namespaces, manager_namespace_uid=old_uid)
     assert await env.run(create_action(env)) is None
 
 

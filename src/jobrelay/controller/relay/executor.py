@@ -115,10 +115,8 @@ class Executor:
         )  # fmt: skip
         self.grants = NamespaceGrants(self.origin)
         self.namespaces = MirrorNamespaces(
-            self.manager, self.create_namespaces, self.origin,
-            # Read through: a test (or a caller) may set the executor's after it is made.
-            lambda namespace: self.manager_namespace_uid(namespace),
-        )  # fmt: skip
+            self.manager, self.create_namespaces, self.origin, self.manager_namespace_uid
+        )
 
     def report(self, key: WorkloadKey, obj: JsonObj | None, terminal: Terminal) -> None:
         """Tell the user what only they can fix (a Warning Event on the object, when it is
