@@ -29,10 +29,9 @@ from jobrelay.admission.preemption_rules import (
     preempting_notice,
     winner_mark,
 )
-from jobrelay.admission.priority_classes import priority_class_refusal
-from jobrelay.admission.queue_choice import QueueChoice, Queued, QueueIndex, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Fleet, Preempt, QueueHold, QueueSpec
 from jobrelay.admission.shares import QueueFigures, fairness_error, queue_figures
+from jobrelay.admission.sorted_view import Judged, SortedView, Sorting, sort_view
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.placement.workload import Workload
@@ -70,10 +69,6 @@ class Candidate(NamedTuple):
     admitted: bool
 
 
-# What the view reads of each workload: a Candidate's three fields, in any tuple.
-Judged = tuple[WorkloadKey, WorkloadRead, bool]
-
-
 @dataclass(frozen=True, slots=True)
 class AdmissionView:
     """What one pass reads: see the module doc."""
@@ -102,6 +97,9 @@ class AdmissionView:
     settling: frozenset[str] = frozenset()
     # The winners the last plan made or found room for (its ``nominated``).
     nominated: frozenset[str] = frozenset()
+    # The last plan's sort of the workloads (its ``sorting``): only those judged
+    # otherwise since are sorted again.
+    sorted_before: Sorting | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +133,8 @@ class AdmissionPlan:
     # The winners (entry keys) it made room for, or found room for: served first by the
     # next pass, so that the room is theirs.
     nominated: frozenset[str] = frozenset()
+    # Its sort of the workloads, for the next pass (AdmissionView.sorted_before).
+    sorting: Sorting | None = None
 
     def waits(self, entry_key: str) -> bool:
         """Whether this pass judged the pending entry and held it."""
@@ -153,99 +153,14 @@ class AdmissionPlan:
         return QueueHold(holding.reason, holding.message + where)
 
 
-def _with(before: Entry | None, read: WorkloadRead, queue: str, admitted: bool,
-          leaving: bool) -> Entry:  # fmt: skip
-    """``read``'s entry in ``queue``, as the pass sees it: the one the pass before built
-    when nothing of it changed (no copy)."""
-    entry = read.entry
-    assert entry is not None
-    preemptible = not read.at_most_once
-    if (  # field by field, no tuples made: a hundred thousand a pass
-        before is not None
-        and before.admitted == admitted and before.leaving == leaving
-        and before.queue == queue and before.cluster == read.cluster
-        and before.preemptible == preemptible and before.priority == entry.priority
-        and before.created == entry.created and before.likeness == entry.likeness
-        and (before.requests is entry.requests or before.requests == entry.requests)
-        and (before.limits is entry.limits or before.limits == entry.limits)
-    ):  # fmt: skip
-        return before
-    return Entry(
-        key=entry.key, queue=queue, namespace=entry.namespace, priority=entry.priority,
-        created=entry.created, requests=entry.requests, limits=entry.limits, admitted=admitted,
-        cluster=read.cluster, preemptible=preemptible, leaving=leaving,
-        likeness=entry.likeness,
-    )  # fmt: skip
-
-
-@dataclass(slots=True)
-class _Sorted:
-    """The view's workloads sorted out: queued entries, the pending ones among them, the
-    unqueued pending ones, and what each namespace has admitted."""
-
-    entries: list[Entry] = field(default_factory=list)
-    pending: dict[str, tuple[WorkloadKey, Workload]] = field(default_factory=dict)
-    unqueued: dict[WorkloadKey, tuple[Entry, Workload]] = field(default_factory=dict)
-    by_namespace: dict[str, list[Entry]] = field(default_factory=dict)
-    built: dict[WorkloadKey, Entry] = field(default_factory=dict)
-    # The queued entries leaving (being preempted), by whom ("": not known any more).
-    leaving_for: dict[str, str] = field(default_factory=dict)
-    # The marks of the pending ones preempted (back in their queues): their winners.
-    requeued_by: set[str] = field(default_factory=set)
-
-
-def _sort(view: AdmissionView) -> _Sorted:
-    found = _Sorted()
-    # Namespaces' labels do not change during a pass: each (label, namespace) is judged
-    # once, and which queues select a namespace is found once per namespace.
-    choices: dict[tuple[str | None, str], QueueChoice] = {}
-    owns: dict[str, tuple[str, ...]] = {}
-    index = QueueIndex.of(view.specs)
-    built, preempting = view.built, view.preempting
-    for key, read, admitted in view.workloads:
-        entry = read.entry
-        if entry is None or read.workload is None:
-            continue  # templates placement cannot read: it says why
-        namespace = entry.namespace
-        choice = choices.get((read.named, namespace))
-        if choice is None:
-            labels = view.namespace_labels.get(namespace, {})
-            own = owns.get(namespace)
-            if own is None:
-                own = owns[namespace] = index.own(labels)
-            choice = queue_for(read.named, namespace, labels, view.specs, own=own, index=index)
-            choices[(read.named, namespace)] = choice
-        queue = choice.queue if isinstance(choice, Queued) else ""
-        if (
-            not admitted
-            and read.priority_classes
-            and priority_class_refusal(read.priority_classes, view.specs.get(queue))
-        ):
-            continue  # refused (its reconcile says why): it neither waits nor preempts
-        leaving = admitted and (bool(read.preempted_by) or key in preempting)
-        entry = _with(built.get(key), read, queue, admitted, leaving)  # positional: hot
-        found.built[key] = entry
-        if admitted:
-            found.by_namespace.setdefault(namespace, []).append(entry)
-        if queue:
-            found.entries.append(entry)
-            if not admitted:
-                found.pending[entry.key] = (key, read.workload)
-                if read.preempted_by:
-                    found.requeued_by.add(read.preempted_by)
-            elif leaving:
-                earlier = preempting.get(key)
-                found.leaving_for[entry.key] = read.preempted_by or (earlier.by if earlier else "")
-        elif not admitted and refusal(choice) is None:
-            found.unqueued[key] = (entry, read.workload)
-    return found
-
-
 def plan(view: AdmissionView) -> AdmissionPlan:
     """One admission pass over ``view`` (see the module doc)."""
-    found = _sort(view)
+    sorting = sort_view(view.workloads, view.specs, view.namespace_labels, view.preempting,
+                        built=view.built, before=view.sorted_before)  # fmt: skip
+    found = sorting.view
+    entries = list(found.entries.values())
     told: dict[str, QueueHold] = {}
-    by_namespace = found.by_namespace
+    by_namespace = {ns: list(admitted.values()) for ns, admitted in found.by_namespace.items()}
 
     def admit(entry: Entry, key: WorkloadKey, workload: Workload) -> bool:
         limits = view.quotas.get(entry.namespace)
@@ -268,24 +183,24 @@ def plan(view: AdmissionView) -> AdmissionPlan:
     if found.pending:
         pending = found.pending
         # Winners whose victims are leaving or have left come first: the room is theirs.
-        marks = {*found.leaving_for.values(), *found.requeued_by}
-        nominated = {*_winners_by_mark(found.entries, marks).values(), *view.nominated}
+        marks = {*found.leaving_for.values(), *found.requeued_by.values()}
+        nominated = {*_winners_by_mark(entries, marks).values(), *view.nominated}
         quotas = view.quotas
-        fair = admission_pass(view.specs, found.entries, view.fleet,
+        fair = admission_pass(view.specs, entries, view.fleet,
                               fits=lambda e: admit(e, *pending[e.key]), first=nominated,
                               # a namespace quota's hold is told per workload (admit)
                               alike=lambda held: held.namespace not in quotas)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
-        queue_of = {e.key: e.queue for e in found.entries}
+        queue_of = found.queue_of
         if view.room is not None:
-            victims = _preempt(view, found, fair, view.room, told, roomed)
+            victims = _preempt(view, found, entries, fair, view.room, told, roomed)
     unqueued = []
     for held_key in view.held:
         waiting = found.unqueued.get(held_key)
         if waiting is not None and admit(waiting[0], held_key, waiting[1]):
             unqueued.append(held_key)
     # Restart-safe figures: the entries as the caches show them (admitted: placed).
-    figures = queue_figures(view.specs, found.entries, view.fleet) if view.specs else {}
+    figures = queue_figures(view.specs, entries, view.fleet) if view.specs else {}
     return AdmissionPlan(
         wake=(*queued, *victims, *unqueued),
         admitted=(*queued, *unqueued),
@@ -300,12 +215,14 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         figures=figures,
         fairness_error=fairness_error(figures) if view.specs else None,
         nominated=frozenset(roomed),
+        sorting=sorting,
     )
 
 
 def _preempt(
     view: AdmissionView,
-    found: _Sorted,
+    found: SortedView,
+    entries: list[Entry],
     fair: AdmissionPass,
     room: PreemptionRoom,
     told: dict[str, QueueHold],
@@ -313,7 +230,6 @@ def _preempt(
 ) -> dict[WorkloadKey, Preempt]:
     """Whom to preempt now (told to the victims' reconciles); the winners, their own
     victims leaving, are held as ``Preempting``; ``roomed`` gets every winner given room."""
-    entries = found.entries
     # Victims' marks name their winners (or, across namespaces, only their queue and a
     # digest): each mark read back as its winner's key.
     winner_of = _winners_by_mark(entries, set(found.leaving_for.values()))

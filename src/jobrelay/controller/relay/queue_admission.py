@@ -251,11 +251,17 @@ class QueueAdmission:
             mirrored = self._mirror_keys()
             workloads: list[Judged] = []
             requeued: dict[WorkloadKey, str] = {}
+            reads, version = memory.reads, self._priorities_version
             for key, kind, obj in objects:
-                read = self._read(key, kind, obj)
+                read = reads.get(key)  # inline, the common case: nothing of it changed
+                if read is None or read.source is not obj or read.version[1] != version:
+                    read = self._read(key, kind, obj)
                 if read.entry is None or read.workload is None:
                     continue
-                admitted = self._admitted(key, read, mirrored)
+                if read.gone or read.cluster or read.suspended or key in mirrored:
+                    admitted = self._admitted(key, read, mirrored)
+                else:  # held, the common case (as _admitted judges it, inline)
+                    admitted = key in memory.admitting
                 if admitted is not None:
                     workloads.append((key, read, admitted))
                     if not admitted and read.preempted_by:
@@ -275,6 +281,7 @@ class QueueAdmission:
                 built=last.entries if last is not None else {},
                 settling=memory.settling(requeued, still_held),
                 nominated=last.nominated if last is not None else frozenset(),
+                sorted_before=last.sorting if last is not None else None,
             )
             made = memory.last = plan(view)
             memory.chose(made.victims)
