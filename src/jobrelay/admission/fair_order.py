@@ -15,7 +15,7 @@ at it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -209,23 +209,30 @@ def _lines(
     entries: Iterable[Entry],
     fleet: Fleet,
     namespaces: Mapping[str, NamespaceUsage],
+    ordered: Mapping[str, Sequence[Entry]] | None = None,
 ) -> dict[str, _Line]:
     """The queues that have pending entries, each with its usage, entries in order; the
     usage of the namespaces in ``namespaces`` counted in place (admitted entries of any
-    queue, known or not)."""
+    queue, known or not). ``ordered``: each queue's pending entries already in
+    :func:`queue_order` (those of ``entries`` are then not read again)."""
     lines = {name: _Line(queue, [], {}) for name, queue in queues.items()}
     for entry in entries:
-        if entry.admitted and entry.namespace in namespaces:
+        if not entry.admitted:
+            if ordered is None:
+                line = lines.get(entry.queue)
+                if line is not None:
+                    line.pending.append(entry)
+            continue
+        if entry.namespace in namespaces:
             namespaces[entry.namespace].add(entry)
         line = lines.get(entry.queue)
-        if line is None:
-            continue
-        if entry.admitted:
+        if line is not None:
             add_into(line.usage, entry.requests)
+    for name, line in lines.items():
+        if ordered is None:
+            line.pending.sort(key=queue_order)
         else:
-            line.pending.append(entry)
-    for line in lines.values():
-        line.pending.sort(key=queue_order)
+            line.pending = list(ordered.get(name, ()))  # a copy: the caller keeps its own
         if line.queue.weight > 0:
             line.reshare(fleet)
     return {name: line for name, line in lines.items() if line.pending}
@@ -340,6 +347,7 @@ def admission_pass(
     namespace_quotas: Mapping[str, NamespaceLimits] | None = None,
     first: Collection[str] = (),
     alike: Alike | None = None,
+    ordered: Mapping[str, Sequence[Entry]] | None = None,
 ) -> AdmissionPass:
     """Which of the pending ``entries`` to admit now, in order, and why the others wait.
 
@@ -358,12 +366,15 @@ def admission_pass(
     answers alike for entries of one namespace and likeness while room only shrinks
     (placement does: see ``Entry.likeness``); ``alike`` says no where ``fits`` tells each
     entry something of its own. The same outcome, without asking placement ninety-nine
-    thousand times."""
+    thousand times.
+
+    ``ordered``: each queue's pending entries among ``entries``, already in their queue's
+    order (:func:`queue_order`), as a caller that keeps them between passes has them."""
     limits = namespace_quotas or {}
     done = _Pass(
         fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits}, alike=alike
     )
-    lines = _lines(queues, entries, fleet, done.namespaces)
+    lines = _lines(queues, entries, fleet, done.namespaces, ordered)
     if first:
         lines = _serve_first(lines, first, done)
     admitted, holding = done.admitted, done.holding

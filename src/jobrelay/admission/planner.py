@@ -189,7 +189,8 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         fair = admission_pass(view.specs, entries, view.fleet,
                               fits=lambda e: admit(e, *pending[e.key]), first=nominated,
                               # a namespace quota's hold is told per workload (admit)
-                              alike=lambda held: held.namespace not in quotas)  # fmt: skip
+                              alike=lambda held: held.namespace not in quotas,
+                              ordered=sorting.ordered)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = found.queue_of
         if view.room is not None:
@@ -200,7 +201,11 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         if waiting is not None and admit(waiting[0], held_key, waiting[1]):
             unqueued.append(held_key)
     # Restart-safe figures: the entries as the caches show them (admitted: placed).
-    figures = queue_figures(view.specs, entries, view.fleet) if view.specs else {}
+    figures = (
+        queue_figures(view.specs, _admitted(found), view.fleet, sorting.pending_groups)
+        if view.specs
+        else {}
+    )
     return AdmissionPlan(
         wake=(*queued, *victims, *unqueued),
         admitted=(*queued, *unqueued),
@@ -265,6 +270,11 @@ def _preempt(
             notice = preempting_notice(named[winner], its_victims)
             told[winner] = QueueHold(notice.reason, notice.message, event_type="Normal")
     return victims
+
+
+def _admitted(found: SortedView) -> list[Entry]:
+    """The entries the caches show admitted (of any queue, or none)."""
+    return [entry for admitted in found.by_namespace.values() for entry in admitted.values()]
 
 
 def _workload_keys(workloads: Sequence[Judged]) -> dict[str, WorkloadKey]:

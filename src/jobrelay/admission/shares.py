@@ -122,9 +122,15 @@ def fair_shares(weights: Mapping[str, float], caps: Mapping[str, float]) -> dict
 
 
 def queue_figures(
-    queues: Mapping[str, QueueSpec], entries: Iterable[Entry], fleet: Fleet
+    queues: Mapping[str, QueueSpec],
+    entries: Iterable[Entry],
+    fleet: Fleet,
+    pending_groups: Mapping[str, Iterable[tuple[Resources, int]]] | None = None,
 ) -> dict[str, QueueFigures]:
-    """Every queue's figures (entries of a queue not in ``queues`` are left out)."""
+    """Every queue's figures (entries of a queue not in ``queues`` are left out).
+    ``pending_groups``: each queue's pending entries counted by requests, as a caller
+    that keeps them between passes has them (the pending ones among ``entries`` are then
+    not read)."""
     usage: dict[str, dict[str, int]] = {name: {} for name in queues}
     demand: dict[str, dict[str, int]] = {name: {} for name in queues}
     pending = dict.fromkeys(queues, 0)
@@ -135,7 +141,7 @@ def queue_figures(
     counts: dict[tuple[str, bool, int], int] = {}
     asked: dict[int, Resources] = {}
     for entry in entries:
-        if entry.queue not in queues:
+        if entry.queue not in queues or (pending_groups is not None and not entry.admitted):
             continue
         requests = entry.requests
         group = (entry.queue, entry.admitted, id(requests))
@@ -153,6 +159,11 @@ def queue_figures(
             admitted[in_queue] += count
         else:
             pending[in_queue] += count
+    for in_queue, groups in (pending_groups or {}).items():
+        if in_queue in queues:
+            for requests, count in groups:
+                add_into(demand[in_queue], requests, count)
+                pending[in_queue] += count
     weights = {name: queue.weight for name, queue in queues.items()}
     caps = {
         name: dominant_share(_capped(demand[name], queue), fleet) for name, queue in queues.items()

@@ -15,11 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from jobrelay.admission.fair_order import queue_order
 from jobrelay.admission.priority_classes import priority_class_refusal
 from jobrelay.admission.queue_choice import QueueChoice, Queued, QueueIndex, queue_for, refusal
 from jobrelay.admission.queue_model import Entry, Preempt, QueueSpec
 from jobrelay.admission.workload_reads import WorkloadRead
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.placement.units import Resources
 from jobrelay.placement.workload import Workload
 
 __all__ = ["Judged", "SortedView", "Sorting", "sort_view"]
@@ -49,15 +51,27 @@ class SortedView:
     requeued_by: dict[str, str] = field(default_factory=dict)
     # Each queued entry's queue, by entry key.
     queue_of: dict[str, str] = field(default_factory=dict)
+    # The pending queued entries by queue, then entry key; the queues whose entries were
+    # added or taken out since this view was made or copied (their order is redone).
+    pending_by_queue: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
 
     def copy(self) -> SortedView:
-        """One to change, this one left as it is (the last plan still reads it)."""
+        """One to change, this one left as it is (the last plan still reads it). A
+        queue's pending entries are copied when first changed (most queues are not)."""
         return SortedView(
             dict(self.entries), dict(self.pending), dict(self.unqueued),
             {namespace: dict(admitted) for namespace, admitted in self.by_namespace.items()},
             dict(self.built), dict(self.leaving_for), dict(self.requeued_by),
-            dict(self.queue_of),
+            dict(self.queue_of), dict(self.pending_by_queue),
         )  # fmt: skip
+
+    def queue_pending(self, queue: str) -> dict[str, Entry]:
+        """``queue``'s pending entries, this view's own to change."""
+        if queue not in self.touched:
+            self.touched.add(queue)
+            self.pending_by_queue[queue] = dict(self.pending_by_queue.get(queue, {}))
+        return self.pending_by_queue[queue]
 
     def take_out(self, key: WorkloadKey) -> None:
         """Forgets ``key``'s part of the sort."""
@@ -70,6 +84,8 @@ class SortedView:
         self.leaving_for.pop(entry.key, None)
         self.requeued_by.pop(entry.key, None)
         self.queue_of.pop(entry.key, None)
+        if entry.queue and not entry.admitted:
+            self.queue_pending(entry.queue).pop(entry.key, None)
         admitted = self.by_namespace.get(entry.namespace)
         if admitted is not None and admitted.pop(key, None) is not None and not admitted:
             del self.by_namespace[entry.namespace]
@@ -93,6 +109,10 @@ class Sorting:
     shared: _Shared
     judged: Mapping[WorkloadKey, Judged]
     view: SortedView
+    # Each queue's pending entries in its order (fair_order.queue_order), and counted
+    # by requests (one template's entries share one requests object).
+    ordered: Mapping[str, list[Entry]]
+    pending_groups: Mapping[str, tuple[tuple[Resources, int], ...]]
 
 
 def _with(before: Entry | None, read: WorkloadRead, queue: str, admitted: bool,
@@ -168,6 +188,7 @@ def _sort_into(
             found.queue_of[entry.key] = queue
             if not admitted:
                 found.pending[entry.key] = (key, read.workload)
+                found.queue_pending(queue)[entry.key] = entry
                 if read.preempted_by:
                     found.requeued_by[entry.key] = read.preempted_by
             elif leaving:
@@ -193,7 +214,8 @@ def sort_view(
     if before is None or before.shared != shared:
         found = SortedView()
         _sort_into(found, workloads, shared, built)
-        return Sorting(shared, {judged[0]: judged for judged in workloads}, found)
+        judged_now = {judged[0]: judged for judged in workloads}
+        return Sorting(shared, judged_now, found, *_ordered(found, {}, {}))
     earlier = before.judged
     changed: list[Judged] = []
     same = 0
@@ -218,4 +240,36 @@ def sort_view(
         found.take_out(judged[0])
         judged_now[judged[0]] = judged
     _sort_into(found, changed, shared, before.view.built)
-    return Sorting(shared, judged_now, found)
+    ordered, groups = _ordered(found, before.ordered, before.pending_groups)
+    return Sorting(shared, judged_now, found, ordered, groups)
+
+
+def _ordered(
+    found: SortedView,
+    before: Mapping[str, list[Entry]],
+    groups_before: Mapping[str, tuple[tuple[Resources, int], ...]],
+) -> tuple[dict[str, list[Entry]], dict[str, tuple[tuple[Resources, int], ...]]]:
+    """Each queue's pending entries in its order, and counted by requests: those of the
+    queues ``found`` left untouched as they were before, the others done again."""
+    ordered, groups = dict(before), dict(groups_before)
+    for queue in found.touched:
+        pending = found.pending_by_queue.get(queue)
+        if pending:
+            ordered[queue] = sorted(pending.values(), key=queue_order)
+            groups[queue] = _counted(pending.values())
+        else:
+            ordered.pop(queue, None)
+            groups.pop(queue, None)
+            found.pending_by_queue.pop(queue, None)
+    found.touched.clear()  # the next pass's copy starts untouched
+    return ordered, groups
+
+
+def _counted(entries: Iterable[Entry]) -> tuple[tuple[Resources, int], ...]:
+    """``entries`` counted by requests object (equal requests of other objects apart)."""
+    counts: dict[int, tuple[Resources, int]] = {}
+    for entry in entries:
+        requests = entry.requests
+        had = counts.get(id(requests))  # the entries live through the call: ids stay theirs
+        counts[id(requests)] = (requests, 1 if had is None else had[1] + 1)
+    return tuple(counts.values())

@@ -5,6 +5,7 @@ changed in between."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,9 +13,11 @@ from hypothesis import strategies as st
 from tests.unit.admission.support import queue, queues
 from tests.unit.admission.test_planner import Room, candidate, key
 
+from jobrelay.admission.fair_order import admission_pass, queue_order
 from jobrelay.admission.namespace_quota import read_hard
 from jobrelay.admission.planner import AdmissionPlan, AdmissionView, Candidate, plan
-from jobrelay.admission.queue_model import Fleet, Preempt, Reclaim
+from jobrelay.admission.queue_model import Entry, Fleet, Preempt, Reclaim
+from jobrelay.admission.shares import queue_figures
 from jobrelay.admission.sorted_view import sort_view
 
 SPECS = queues(
@@ -111,7 +114,48 @@ def test_a_plan_from_the_last_sort_is_the_plan_from_nothing(
         again = plan(_view(workloads, labels, preempting, free, hard, kept))
         afresh = plan(_view(workloads, labels, preempting, free, hard, kept, resort=True))
         assert _said(again) == _said(afresh)
+        assert again.sorting is not None
+        assert again.sorting.ordered == _in_queue_order(again), "each queue's order kept"
+        every = list(again.entries.values())  # the figures as counted from every entry
+        assert again.figures == queue_figures(SPECS, every, Fleet({"cpu": 16_000}))
         kept = again
+
+
+def _in_queue_order(made: AdmissionPlan) -> dict[str, list[Entry]]:
+    """Each queue's pending entries of a plan, sorted as the fair order sorts them."""
+    by_queue: dict[str, list[Entry]] = {}
+    for entry in made.entries.values():
+        if entry.queue and not entry.admitted:
+            by_queue.setdefault(entry.queue, []).append(entry)
+    return {name: sorted(pending, key=queue_order) for name, pending in by_queue.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 9), _one, max_size=10), st.integers(0, 6))
+def test_the_fair_order_from_ordered_queues_is_the_one_it_sorts_itself(
+    raw: dict[int, tuple[str | None, int, int, bool, str]], free: int
+) -> None:
+    workloads = {f"w{n}": _candidate(n, one) for n, one in sorted(raw.items())}
+    made = plan(_view(workloads, {"ns0": {"team": "a"}, "ns1": {}}, {}, free, None, None))
+    entries = list(made.entries.values())
+
+    def fits_from(room: int) -> Callable[[Entry], bool]:
+        left = [room]
+
+        def fits(entry: Entry) -> bool:
+            asked = entry.requests.get("cpu", 0)
+            if asked > left[0]:
+                return False
+            left[0] -= asked
+            return True
+
+        return fits
+
+    fleet = Fleet({"cpu": 16_000})
+    itself = admission_pass(SPECS, entries, fleet, fits=fits_from(free * 1000))
+    ordered = admission_pass(SPECS, entries, fleet, fits=fits_from(free * 1000),
+                             ordered=_in_queue_order(made))  # fmt: skip
+    assert ordered == itself
 
 
 def test_nothing_changed_is_the_same_sort_and_a_change_sorts_only_its_workload() -> None:
