@@ -5,12 +5,12 @@ changed in between."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.admission.support import queue, queues
+from tests.unit.admission.test_fair_order import room
 from tests.unit.admission.test_planner import Room, candidate, key
 
 from jobrelay.admission.fair_order import admission_pass, queue_order
@@ -138,22 +138,9 @@ def test_the_fair_order_from_ordered_queues_is_the_one_it_sorts_itself(
     workloads = {f"w{n}": _candidate(n, one) for n, one in sorted(raw.items())}
     made = plan(_view(workloads, {"ns0": {"team": "a"}, "ns1": {}}, {}, free, None, None))
     entries = list(made.entries.values())
-
-    def fits_from(room: int) -> Callable[[Entry], bool]:
-        left = [room]
-
-        def fits(entry: Entry) -> bool:
-            asked = entry.requests.get("cpu", 0)
-            if asked > left[0]:
-                return False
-            left[0] -= asked
-            return True
-
-        return fits
-
     fleet = Fleet({"cpu": 16_000})
-    itself = admission_pass(SPECS, entries, fleet, fits=fits_from(free * 1000))
-    ordered = admission_pass(SPECS, entries, fleet, fits=fits_from(free * 1000),
+    itself = admission_pass(SPECS, entries, fleet, fits=room(free))
+    ordered = admission_pass(SPECS, entries, fleet, fits=room(free),
                              ordered=_in_queue_order(made))  # fmt: skip
     assert ordered == itself
 
