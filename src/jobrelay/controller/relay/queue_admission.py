@@ -258,10 +258,7 @@ class QueueAdmission:
                     read = self._read(key, kind, obj)
                 if read.entry is None or read.workload is None:
                     continue
-                if read.gone or read.cluster or read.suspended or key in mirrored:
-                    admitted = self._admitted(key, read, mirrored)
-                else:  # held, the common case (as _admitted judges it, inline)
-                    admitted = key in memory.admitting
+                admitted = self._admitted(key, read, mirrored)
                 if admitted is not None:
                     workloads.append((key, read, admitted))
                     if not admitted and read.preempted_by:
