@@ -196,7 +196,7 @@ def plan(view: AdmissionView) -> AdmissionPlan:
         if view.room is not None:
             victims = _preempt(view, found, entries, fair, view.room, told, roomed)
     unqueued = []
-    for held_key in view.held:
+    for held_key in view.held if found.unqueued else ():  # a fleet of queues has none
         waiting = found.unqueued.get(held_key)
         if waiting is not None and admit(waiting[0], held_key, waiting[1]):
             unqueued.append(held_key)

@@ -196,6 +196,9 @@ def _limits(container: Any) -> dict[str, int]:
 class WorkloadRead:
     """A workload as admission reads it: made once per resourceVersion (and priorities)."""
 
+    # Its key, made once with the read: a pass over every cached workload finds the read
+    # by the cache's own ``namespace/name`` and takes the key from it.
+    key: WorkloadKey
     # (resourceVersion, the priorities' version) it was read at.
     version: tuple[str, int]
     # As placement reads it, and its queue entry (in no queue yet); None when placement
@@ -232,7 +235,7 @@ def read_for_admission(
     a request total, a namespace) is one shared object."""
     meta = Meta(obj)
     said = WorkloadRead(
-        (str(meta.resource_version), version), None, None,
+        key, (str(meta.resource_version), version), None, None,
         gone=bool(meta.deletion_timestamp) or kind.is_finished(obj),
         cluster=placement_of(obj), suspended=kind.is_suspended(obj),
         named=meta.label(QUEUE_LABEL),

@@ -58,7 +58,7 @@ def candidate(
         likeness=fit_likeness("Job", workload),
     )  # fmt: skip
     read = WorkloadRead(
-        ("1", 0), workload if readable else None, entry if readable else None,
+        key(name, namespace), ("1", 0), workload if readable else None, entry if readable else None,
         cluster=placed, named=label, preempted_by=preempted_by,
     )  # fmt: skip
     return Candidate(key(name, namespace), read, bool(placed) if admitted is None else admitted)

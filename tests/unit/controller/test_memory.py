@@ -296,7 +296,7 @@ def test_admissions_soft_state_expires_and_is_forgotten() -> None:
     placing, victim, gone = (WorkloadKey(JOB.name, f"{NAMESPACE}/{n}") for n in "pvg")
     queues.admit(placing, Entry(f"Job {placing.key}", "", NAMESPACE, 0, "", {}))
     queues.chose({victim: Preempt("Job x/w", "by w"), gone: Preempt("Job x/w", "by w")})
-    queues.reads[victim] = WorkloadRead(("1", 0), None, None, cluster="w1")
+    queues.keep(WorkloadRead(victim, ("1", 0), None, None, cluster="w1"))
     queues.expire()  # the victim is placed, not marked: told on; the other is not read
     assert queues.preemption(victim) is not None and queues.preemption(gone) is None
     assert list(queues.admitting) == [placing]
@@ -305,7 +305,7 @@ def test_admissions_soft_state_expires_and_is_forgotten() -> None:
     assert queues.admitting == {} and queues.preemption(victim) is None
     queues.admit(placing, Entry(f"Job {placing.key}", "", NAMESPACE, 0, "", {}))
     queues.forget(placing)
-    assert queues.admitting == {} and queues.admitting_since == {} and placing not in queues.reads
+    assert queues.admitting == {} and queues.admitting_since == {} and queues.read(placing) is None
 
 
 def test_victims_back_in_their_queue_settle_while_their_pods_are_counted() -> None:

@@ -133,8 +133,8 @@ def test_a_pass_runs_with_the_collector_paused_and_leaves_it_on() -> None:
         return True
 
     made = admission(queue("team-a"))
-    woken = made.run_pass([(at, kind, _job("", "team-a"))], [at], fits, Fleet({"cpu": 1000}),
-                          None, lambda _key: False)  # fmt: skip
+    woken = made.run_pass([(at.kind, kind, {at.key: _job("", "team-a")})], [at], fits,
+                          Fleet({"cpu": 1000}), None, lambda _key: False)  # fmt: skip
     assert woken == [at] and asked == [False]
     assert gc.isenabled()
 
@@ -145,9 +145,11 @@ def test_a_workload_is_read_anew_only_when_its_cached_object_changed() -> None:
     cached = _job("", "team-a")
 
     def read_of(obj: dict[str, Any]) -> WorkloadRead:
-        made.run_pass([(at, kind, obj)], [at], lambda _k, _w: False, Fleet({"cpu": 1000}),
-                      None, lambda _key: False)  # fmt: skip
-        return made.memory.reads[at]
+        made.run_pass([(at.kind, kind, {at.key: obj})], [at], lambda _k, _w: False,
+                      Fleet({"cpu": 1000}), None, lambda _key: False)  # fmt: skip
+        read = made.memory.read(at)
+        assert read is not None and read.key == at
+        return read
 
     first = read_of(cached)
     assert read_of(cached) is first

@@ -97,8 +97,10 @@ class QueueMemory:
     admitting_since: dict[WorkloadKey, float] = dataclasses.field(default_factory=dict)
     # Victims a plan chose whose reconcile has not marked them yet, since when.
     preempting: dict[WorkloadKey, tuple[float, Preempt]] = dataclasses.field(default_factory=dict)
-    # Each workload as admission read it, by key (its version says when to read again).
-    reads: dict[WorkloadKey, WorkloadRead] = dataclasses.field(default_factory=dict)
+    # Each workload as admission read it (its version says when to read again), by its
+    # kind's name and then ``namespace/name``, as the caches key it: a pass over every
+    # cached workload looks each up without making a WorkloadKey for it.
+    reads: dict[str, dict[str, WorkloadRead]] = dataclasses.field(default_factory=dict)
     # Victims seen back in their queues (unplaced, marked), since when, and their mark:
     # the room they freed may not show free while their pods are still counted.
     requeued: dict[WorkloadKey, tuple[float, str]] = dataclasses.field(default_factory=dict)
@@ -120,6 +122,19 @@ class QueueMemory:
             for key, (since, mark) in self.requeued.items()
             if now - since < SETTLE_AT_MOST and still_held(key)
         )
+
+    def read(self, key: WorkloadKey) -> WorkloadRead | None:
+        """``key`` as admission last read it (None: not read, or forgotten)."""
+        return self.reads.get(key.kind, {}).get(key.key)
+
+    def reads_of(self, kind: str) -> dict[str, WorkloadRead]:
+        """The reads of one kind's workloads by ``namespace/name``: the memo itself, kept
+        by :meth:`keep`."""
+        return self.reads.setdefault(kind, {})
+
+    def keep(self, read: WorkloadRead) -> None:
+        """Remembers ``read`` for the next pass."""
+        self.reads_of(read.key.kind)[read.key.key] = read
 
     def admit(self, key: WorkloadKey, entry: Entry) -> None:
         """A reconcile decided to place ``key``: it counts as admitted until it shows."""
@@ -150,13 +165,13 @@ class QueueMemory:
             if now - since > ADMITTING_FOR:
                 self.not_placed(key)
         for key, (since, _told) in list(self.preempting.items()):
-            read = self.reads.get(key)
+            read = self.read(key)
             if now - since > ADMITTING_FOR or read is None or read.preempted_by or not read.placed:
                 del self.preempting[key]
 
     def forget(self, key: WorkloadKey) -> None:
         """Its management object is gone."""
-        self.reads.pop(key, None)
+        self.reads.get(key.kind, {}).pop(key.key, None)
         self.not_placed(key)
 
 

@@ -57,6 +57,12 @@ class Cache(Protocol):
     def values(self) -> list[dict[str, Any]]: ...
 
 
+class KindCache(Protocol):
+    """One kind's cached objects as a pass reads them: each by ``namespace/name``."""
+
+    def items(self) -> Iterable[tuple[str, JsonObj]]: ...
+
+
 class QueueSource(Protocol):
     """The RelayQueues (fleet/relayqueues.py, ``RelayQueueCache``): the valid ones."""
 
@@ -235,15 +241,15 @@ class QueueAdmission:
 
     def run_pass(
         self,
-        objects: Iterable[tuple[WorkloadKey, WorkloadKind, JsonObj]],
+        caches: Iterable[tuple[str, WorkloadKind, KindCache]],
         held: Iterable[WorkloadKey],
         fits: Fits,
         fleet: Fleet,
         room: PreemptionRoom | None,
         still_held: Callable[[WorkloadKey], bool],
     ) -> list[WorkloadKey]:
-        """One admission pass (:func:`jobrelay.admission.planner.plan`) over the caches;
-        the plan kept. The keys to look at now: those to place, in order, and the
+        """One admission pass (:func:`jobrelay.admission.planner.plan`) over the caches
+        (each kind's name, adapter, and cached objects by ``namespace/name``); the plan kept. The keys to look at now: those to place, in order, and the
         victims to preempt. ``still_held(key)``: whether pods of a run of ``key`` are
         still counted on some worker (a requeued victim's room not free yet)."""
         with collection_paused():  # its garbage is freed by reference counts as it ends
@@ -251,18 +257,21 @@ class QueueAdmission:
             mirrored = self._mirror_keys()
             workloads: list[Judged] = []
             requeued: dict[WorkloadKey, str] = {}
-            reads, version = memory.reads, self._priorities_version
-            for key, kind, obj in objects:
-                read = reads.get(key)  # inline, the common case: nothing of it changed
-                if read is None or read.source is not obj or read.version[1] != version:
-                    read = self._read(key, kind, obj)
-                if read.entry is None or read.workload is None:
-                    continue
-                admitted = self._admitted(key, read, mirrored)
-                if admitted is not None:
-                    workloads.append((key, read, admitted))
-                    if not admitted and read.preempted_by:
-                        requeued[key] = read.preempted_by  # a victim back in its queue
+            version = self._priorities_version
+            for name, kind, cache in caches:
+                reads = memory.reads_of(name)
+                for at, obj in cache.items():
+                    read = reads.get(at)  # inline, the common case: nothing of it changed
+                    if read is None or read.source is not obj or read.version[1] != version:
+                        read = self._read(WorkloadKey(name, at), kind, obj)
+                    if read.entry is None or read.workload is None:
+                        continue
+                    key = read.key
+                    admitted = self._admitted(key, read, mirrored)
+                    if admitted is not None:
+                        workloads.append((key, read, admitted))
+                        if not admitted and read.preempted_by:
+                            requeued[key] = read.preempted_by  # a victim back in its queue
             memory.expire()
             last = memory.last
             view = AdmissionView(
@@ -307,18 +316,18 @@ class QueueAdmission:
               ) -> WorkloadRead:  # fmt: skip
         """``obj`` as admission reads it, once per resourceVersion (and priorities);
         ``keep``: remembered for the next (a snapshot's read is not)."""
-        cached = self.memory.reads.get(key)
+        cached = self.memory.read(key)
         if cached is not None and cached.version[1] == self._priorities_version:
             if cached.source is obj:  # the cache's very object: nothing of it changed
                 return cached
             if cached.version[0] == str(Meta(obj).resource_version):  # a relist's copy
                 cached = dataclasses.replace(cached, source=obj)
                 if keep:
-                    self.memory.reads[key] = cached
+                    self.memory.keep(cached)
                 return cached
         read = read_for_admission(key, kind, obj, self._priorities, self._priorities_version)
         if keep:
-            self.memory.reads[key] = read
+            self.memory.keep(read)
         return read
 
     def _hard_by_namespace(self) -> dict[str, NamespaceLimits]:

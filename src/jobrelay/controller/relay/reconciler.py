@@ -254,13 +254,9 @@ class Reconciler:
             for view, capacity in zip(views, capacities, strict=True)
             if view.connected and not view.cordoned and not view.lost and "capacity" in capacity
         )
-        objects = (
-            (WorkloadKey(name, key), runtime.kind, obj)
-            for name, runtime in self._kinds.items()
-            for key, obj in runtime.objects.items()
-        )
+        caches = ((name, runtime.kind, runtime.objects) for name, runtime in self._kinds.items())
         still_held = self._pool.pods_counted  # a requeued victim's room: not free yet
-        return self.queue_admission.run_pass(objects, held, fits, fleet, room, still_held)
+        return self.queue_admission.run_pass(caches, held, fits, fleet, room, still_held)
 
     def _held_workloads(self, held: list[WorkloadKey]) -> list[tuple[WorkloadKey, Workload]]:
         """The held workloads placement can read, as it reads them."""
