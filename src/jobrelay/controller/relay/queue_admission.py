@@ -249,9 +249,10 @@ class QueueAdmission:
         still_held: Callable[[WorkloadKey], bool],
     ) -> list[WorkloadKey]:
         """One admission pass (:func:`jobrelay.admission.planner.plan`) over the caches
-        (each kind's name, adapter, and cached objects by ``namespace/name``); the plan kept. The keys to look at now: those to place, in order, and the
-        victims to preempt. ``still_held(key)``: whether pods of a run of ``key`` are
-        still counted on some worker (a requeued victim's room not free yet)."""
+        (each kind's name, adapter, and cached objects by ``namespace/name``); the plan
+        kept. The keys to look at now: those to place, in order, and the victims to
+        preempt. ``still_held(key)``: whether pods of a run of ``key`` are still counted
+        on some worker (a requeued victim's room not free yet)."""
         with collection_paused():  # its garbage is freed by reference counts as it ends
             memory = self.memory
             mirrored = self._mirror_keys()
