@@ -15,10 +15,11 @@ at it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from jobrelay.admission.line_outcomes import Holds, LineOutcome, Positions
 from jobrelay.admission.namespace_quota import NamespaceLimits, NamespaceUsage, quota_check
 from jobrelay.admission.queue_model import Entry, Fleet, QueueHold, QueueingStrategy, QueueSpec
 from jobrelay.admission.shares import add_into, dominant_share_with
@@ -53,11 +54,19 @@ WAITING_FOR_ROOM: Final = "WaitingForRoom"  # no cluster fits it now
 class AdmissionPass:
     """What one pass decided. ``admitted``: keys in the order admitted; ``holding``:
     every other pending key of a known queue and why it waits; ``positions``: its place
-    in its queue's order after this pass (1 = next)."""
+    in its queue's order after this pass (1 = next). Both are found in ``lines`` when
+    asked (:mod:`jobrelay.admission.line_outcomes`)."""
 
     admitted: tuple[str, ...] = ()
     holding: Mapping[str, QueueHold] = field(default_factory=dict)
     positions: Mapping[str, int] = field(default_factory=dict)
+    # What holding and positions are read from (they compare and show what it says).
+    lines: Mapping[str, LineOutcome] = field(default_factory=dict, compare=False, repr=False)
+
+    def heads(self, count: int) -> Iterator[tuple[Entry, QueueHold | None, int]]:
+        """Each queue's first ``count`` entries not admitted, with their holds and places."""
+        for line in self.lines.values():
+            yield from line.heads(count)
 
 
 def queue_order(entry: Entry) -> tuple[int, str, str]:
@@ -166,6 +175,8 @@ class _Line:
     # and heads alike (one template's) follow one another (the pass asks after each).
     ordered_for: Resources | None = None
     ordered: tuple[int, float, float, str] = (0, 0.0, 0.0, "")
+    # What the pass decided of each pending entry (made once ``pending`` is final).
+    outcome: LineOutcome = field(init=False)
 
     def no_room(self) -> QueueHold:
         """Why its entries that no cluster fits wait (one value for them all)."""
@@ -233,6 +244,7 @@ def _lines(
             line.pending.sort(key=queue_order)
         else:
             line.pending = list(ordered.get(name, ()))  # a copy: the caller keeps its own
+        line.outcome = LineOutcome(line.pending)
         if line.queue.weight > 0:
             line.reshare(fleet)
     return {name: line for name, line in lines.items() if line.pending}
@@ -253,7 +265,6 @@ class _Pass:
     namespaces: dict[str, NamespaceUsage]
     alike: Alike | None = None
     admitted: list[str] = field(default_factory=list)
-    holding: dict[str, QueueHold] = field(default_factory=dict)
 
     def why_not(self, line: _Line, entry: Entry) -> QueueHold | None:
         """Why ``entry`` may not be admitted now: its queue's ceiling, then its
@@ -275,30 +286,30 @@ class _Pass:
 def _serve_one(line: _Line, done: _Pass) -> bool:
     """Judges the queue's next entry; whether the queue has more to judge in this pass."""
     name = line.queue.name
-    entry = line.pending[line.next]
+    at = line.next
+    entry = line.pending[at]
     line.next += 1
-    holding = done.holding
     why = done.why_not(line, entry)
     if why is None and done.fits(entry):
         done.admit(line, entry)
+        line.outcome.admit(at)
     else:
         if why is None:
             why = line.no_room()
-        holding[entry.key] = why
+        line.outcome.hold(at, at + 1, why)
         if line.queue.strategy is QueueingStrategy.STRICT_FIFO:
             behind = QueueHold(
                 QUEUED_BEHIND,
                 f"{name}: behind {entry.key} (the queue is StrictFIFO: its head goes first)",
             )
-            for waiting in line.pending[line.next :]:
-                holding[waiting.key] = behind
+            line.outcome.hold(line.next, len(line.pending), behind)
             return False
         if entry.likeness and done.alike is not None and done.alike(entry):
-            _hold_alike(line, entry, why, holding)
+            _hold_alike(line, entry, why)
     return line.next < len(line.pending)
 
 
-def _hold_alike(line: _Line, held: Entry, why: QueueHold, holding: dict[str, QueueHold]) -> None:
+def _hold_alike(line: _Line, held: Entry, why: QueueHold) -> None:
     """Holds the entries right after ``held`` in its queue that would be judged as it was,
     for the same reason, without judging each: nothing was admitted in between, so its
     queue's usage and its namespace's are as they were, and room only shrinks during a
@@ -317,8 +328,8 @@ def _hold_alike(line: _Line, held: Entry, why: QueueHold, holding: dict[str, Que
             and (then.limits is limits or then.limits == limits)
         ):
             break
-        holding[then.key] = why
         at += 1
+    line.outcome.hold(line.next, at, why)
     line.next = at
 
 
@@ -335,6 +346,7 @@ def _serve_first(lines: dict[str, _Line], first: Collection[str], done: _Pass) -
                 taken.append(entry)
         if taken:
             line.pending = [e for e in line.pending if e not in taken]
+            line.outcome = LineOutcome(line.pending)
     return {name: line for name, line in lines.items() if line.pending}
 
 
@@ -348,6 +360,7 @@ def admission_pass(
     first: Collection[str] = (),
     alike: Alike | None = None,
     ordered: Mapping[str, Sequence[Entry]] | None = None,
+    queue_of: Mapping[str, str] | None = None,
 ) -> AdmissionPass:
     """Which of the pending ``entries`` to admit now, in order, and why the others wait.
 
@@ -369,7 +382,9 @@ def admission_pass(
     thousand times.
 
     ``ordered``: each queue's pending entries among ``entries``, already in their queue's
-    order (:func:`queue_order`), as a caller that keeps them between passes has them."""
+    order (:func:`queue_order`), as a caller that keeps them between passes has them.
+    ``queue_of``: each pending entry's queue by entry key, where the caller has it (the
+    holds and positions are looked up through it; default: made from the queues' entries)."""
     limits = namespace_quotas or {}
     done = _Pass(
         fits, fleet, limits, {namespace: NamespaceUsage() for namespace in limits}, alike=alike
@@ -377,15 +392,14 @@ def admission_pass(
     lines = _lines(queues, entries, fleet, done.namespaces, ordered)
     if first:
         lines = _serve_first(lines, first, done)
-    admitted, holding = done.admitted, done.holding
     heap = [(line.order(fleet), name) for name, line in lines.items() if line.queue.weight > 0]
     heapq.heapify(heap)
     for name, line in lines.items():
         if line.queue.weight <= 0:
-            for entry in line.pending:
-                holding[entry.key] = QueueHold(
-                    QUEUE_QUOTA_EXCEEDED, f"{name}: the queue's weight is not above 0"
-                )
+            weightless = QueueHold(
+                QUEUE_QUOTA_EXCEEDED, f"{name}: the queue's weight is not above 0"
+            )
+            line.outcome.hold(0, len(line.pending), weightless)
     while heap:
         _, name = heapq.heappop(heap)
         line = lines[name]
@@ -395,9 +409,9 @@ def admission_pass(
             if heap and heap[0] < order:
                 heapq.heappush(heap, order)
                 break
-    chosen = set(admitted)
-    places: dict[str, int] = {}
-    for line in lines.values():  # each line's pending is in queue order already
-        waiting = [entry.key for entry in line.pending if entry.key not in chosen]
-        places.update(zip(waiting, range(1, len(waiting) + 1), strict=True))
-    return AdmissionPass(tuple(admitted), holding, places)
+    outcomes = {name: line.outcome for name, line in lines.items()}
+    if queue_of is None:
+        queue_of = {entry.key: name for name, line in lines.items() for entry in line.pending}
+    return AdmissionPass(
+        tuple(done.admitted), Holds(outcomes, queue_of), Positions(outcomes, queue_of), outcomes
+    )

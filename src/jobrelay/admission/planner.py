@@ -190,7 +190,7 @@ def plan(view: AdmissionView) -> AdmissionPlan:
                               fits=lambda e: admit(e, *pending[e.key]), first=nominated,
                               # a namespace quota's hold is told per workload (admit)
                               alike=lambda held: held.namespace not in quotas,
-                              ordered=sorting.ordered)  # fmt: skip
+                              ordered=sorting.ordered, queue_of=found.queue_of)  # fmt: skip
         queued = [pending[key][0] for key in fair.admitted]
         queue_of = found.queue_of
         if view.room is not None:
@@ -241,7 +241,7 @@ def _preempt(
     by_winner: dict[str, list[str]] = {}
     for leaving, mark in found.leaving_for.items():
         by_winner.setdefault(winner_of.get(mark, mark), []).append(leaving)
-    waiting = [] if view.settling else preempting_candidates(view.specs, entries, fair)
+    waiting = [] if view.settling else preempting_candidates(view.specs, fair)
     victims: dict[WorkloadKey, Preempt] = {}
     if waiting:
         # Planned for those that wait now, after those this pass admitted took room.

@@ -452,7 +452,7 @@ _SHORTFALLS = {WAITING_FOR_ROOM: Shortfall.ROOM, QUEUE_QUOTA_EXCEEDED: Shortfall
 
 
 def preempting_candidates(
-    specs: Mapping[str, QueueSpec], entries: list[Entry], result: AdmissionPass
+    specs: Mapping[str, QueueSpec], result: AdmissionPass
 ) -> list[tuple[Entry, Shortfall]]:
     """The waiting workloads of queues that may preempt, that lack room or quota (not
     those behind a StrictFIFO head, nor over their namespace's quota): each queue's first
@@ -464,10 +464,8 @@ def preempting_candidates(
     if not allowed:
         return []
     found = []
-    for entry in entries:
-        holding = result.holding.get(entry.key)
-        position = result.positions.get(entry.key, 0)
-        if entry.queue in allowed and holding is not None and position <= PREEMPTING_PER_QUEUE:
+    for entry, holding, position in result.heads(PREEMPTING_PER_QUEUE):
+        if entry.queue in allowed and holding is not None:
             shortfall = _SHORTFALLS.get(holding.reason)
             if shortfall is not None:
                 found.append((position, entry.queue, entry, shortfall))
