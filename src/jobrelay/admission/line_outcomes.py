@@ -118,11 +118,32 @@ class _ByEntryKey(Mapping[str, _V]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({dict(self.items())!r})"
 
-    def _find(self, key: str) -> tuple[LineOutcome, int] | None:
+    def __getitem__(self, key: str) -> _V:
         queue = self._queue_of.get(key)
         line = self._lines.get(queue) if queue is not None else None
         at = line.index_of(key) if line is not None else None
-        return None if line is None or at is None else (line, at)
+        value = self._at(line, at) if line is not None and at is not None else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines.values():
+            for key, _ in self._pairs(line):
+                yield key
+
+    def __len__(self) -> int:
+        return sum(self._count(line) for line in self._lines.values())
+
+    # What each mapping reads of one queue's outcome.
+    def _at(self, line: LineOutcome, at: int) -> _V | None:
+        raise NotImplementedError
+
+    def _pairs(self, line: LineOutcome) -> Iterator[tuple[str, _V]]:
+        raise NotImplementedError
+
+    def _count(self, line: LineOutcome) -> int:
+        raise NotImplementedError
 
 
 class Holds(_ByEntryKey[QueueHold]):
@@ -130,20 +151,14 @@ class Holds(_ByEntryKey[QueueHold]):
 
     __slots__ = ()
 
-    def __getitem__(self, key: str) -> QueueHold:
-        found = self._find(key)
-        hold = found[0].hold_at(found[1]) if found is not None else None
-        if hold is None:
-            raise KeyError(key)
-        return hold
+    def _at(self, line: LineOutcome, at: int) -> QueueHold | None:
+        return line.hold_at(at)
 
-    def __iter__(self) -> Iterator[str]:
-        for line in self._lines.values():
-            for key, _ in line.held():
-                yield key
+    def _pairs(self, line: LineOutcome) -> Iterator[tuple[str, QueueHold]]:
+        return line.held()
 
-    def __len__(self) -> int:
-        return sum(line.held_count() for line in self._lines.values())
+    def _count(self, line: LineOutcome) -> int:
+        return line.held_count()
 
 
 class Positions(_ByEntryKey[int]):
@@ -152,17 +167,11 @@ class Positions(_ByEntryKey[int]):
 
     __slots__ = ()
 
-    def __getitem__(self, key: str) -> int:
-        found = self._find(key)
-        place = found[0].position_at(found[1]) if found is not None else None
-        if place is None:
-            raise KeyError(key)
-        return place
+    def _at(self, line: LineOutcome, at: int) -> int | None:
+        return line.position_at(at)
 
-    def __iter__(self) -> Iterator[str]:
-        for line in self._lines.values():
-            for key, _ in line.places():
-                yield key
+    def _pairs(self, line: LineOutcome) -> Iterator[tuple[str, int]]:
+        return line.places()
 
-    def __len__(self) -> int:
-        return sum(line.waiting_count() for line in self._lines.values())
+    def _count(self, line: LineOutcome) -> int:
+        return line.waiting_count()
