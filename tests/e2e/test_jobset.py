@@ -559,7 +559,10 @@ async def test_restarted_jobset_counts_its_restarts_and_never_goes_backwards(
 async def test_sigkilled_controller_neither_loses_nor_doubles_a_jobset(
     jobsets: Relay, controller: ControllerProcess, child_jobs: dict[str, WatchRecorder]
 ) -> None:
-    created = await jobsets.submit(jobset_manifest("survivor", duration="5s"))
+    # It runs 40 s: the restarted controller acts only once the SIGKILLed leader's Lease
+    # expires (15 s, up to 21 s after the kill on a loaded machine), and a JobSet
+    # dispatched before the kill must still be running then for its run to be seen.
+    created = await jobsets.submit(jobset_manifest("survivor", duration="40s"))
     uid = created["metadata"]["uid"]
     # Right away (dispatch may be under way), then again while it runs.
     await controller.restart(jobsets.manager)
