@@ -154,9 +154,13 @@ def shaped_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShapedFle
         yield start
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def placement_fleet(shaped_fleet: ShapedFleet) -> FleetHandle:
-    """The fleet of ``PLACEMENT_SHAPE``: worker-small, worker-big and worker-gpu."""
+    """The fleet of ``PLACEMENT_SHAPE``: worker-small, worker-big and worker-gpu.
+
+    Asked again for each module: a module of another shape in between stops this one
+    (one shaped fleet at a time), and with two test processes the files come in any order.
+    """
     return shaped_fleet(PLACEMENT_SHAPE)
 
 
