@@ -49,16 +49,15 @@ lint: deps
 	mypy
 	lint-imports
 
-# TEST_WORKERS=2: two test processes (pytest-xdist, a whole file at a time each); the e2e
-# tests mostly wait on real clusters, so two keep both cores busy (1,288-1,822 s against
-# 2,927 s for the integration and e2e tests in CI, 2026-12-01). Each process runs fleets of
-# its own, on ports of its own (tests/conftest.py). Two fleets and the 60-pod log follows
-# of tests/e2e/test_log_streams_bounded.py (an inotify instance each in KWOK) need more
-# inotify instances than the kernel's default 128 per user: raise
-# fs.inotify.max_user_instances to 512 or more first (sysctl, as root). One process stays
-# the default: four CI runs of two on 2026-12-01 found four tests that assumed a quiet
-# machine or one order of files (docs/development.md).
-TEST_WORKERS ?= 0
+# Two test processes (pytest-xdist, a whole file at a time each) where the kernel allows
+# them: the e2e tests mostly wait on real clusters, so two keep both cores busy
+# (1,288-1,822 s against 2,927 s for the integration and e2e tests in CI, 2026-12-01).
+# Each process runs fleets of its own, on ports of its own (tests/conftest.py). Two fleets
+# and the 60-pod log follows of tests/e2e/test_log_streams_bounded.py (an inotify instance
+# each in KWOK) need more inotify instances than the kernel's default 128 per user, so one
+# process runs unless fs.inotify.max_user_instances is 512 or more (sysctl, as root;
+# .ci/run raises it). TEST_WORKERS=0 runs one process, TEST_WORKERS=2 two.
+TEST_WORKERS ?= $(shell [ "$$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)" -ge 512 ] && echo 2 || echo 0)
 test: build
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); code=$$?; [ $$code -eq 5 ] && echo "no tests selected" && code=0; exit $$code
 

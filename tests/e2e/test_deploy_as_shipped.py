@@ -81,6 +81,7 @@ from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, DEFAULT_CONTROLLER_NAM
 from jobrelay.vocabulary.resource import Resource
 from tests.chart_render import KUBE_VERSION
 from tests.conftest import FleetHandle
+from tests.e2e.aggregated import webhook_in_force
 from tests.e2e.podsandbox import PodFacts, PodFiles, SandboxedPod, host_tree, pod_command
 from tests.e2e.support import ControllerProcess, Relay, workers_connected
 from tests.e2e.test_admission_policy import (
@@ -605,6 +606,12 @@ async def test_the_controller_runs_as_its_pod_would(
         enabled = {"metadata": {"labels": {RELAY_LABEL: RELAY_ENABLED}}}
         await manager.patch(NAMESPACES, namespace, enabled)
         try:
+            # The apiserver sees the new label through its namespace informer: wait for it
+            # (CI under load once created the Job before, and it came back undefaulted).
+            await webhook_in_force(
+                manager, JOBS, namespace, job_manifest("probe"),
+                lambda job: job["spec"].get("managedBy") == DEFAULT_CONTROLLER_NAME,
+            )  # fmt: skip
             created = await relay.submit(job_manifest("plain"), managed=False)
             assert created["spec"]["managedBy"] == DEFAULT_CONTROLLER_NAME
             await relay.verify("plain", outcome="Complete")
