@@ -51,7 +51,8 @@ lint: deps
 
 # Two test processes (pytest-xdist, a whole file at a time each) where the kernel allows
 # them: the e2e tests mostly wait on real clusters, so two keep both cores busy
-# (1,288-1,822 s against 2,927 s for the integration and e2e tests in CI, 2026-12-01).
+# (1,288-1,822 s against 2,927 s for the integration and e2e tests in CI, 2026-12-01;
+# docs/development.md).
 # Each process runs fleets of its own, on ports of its own (tests/conftest.py). Two fleets
 # and the 60-pod log follows of tests/e2e/test_log_streams_bounded.py (an inotify instance
 # each in KWOK) need more inotify instances than the kernel's default 128 per user, so one
