@@ -13,7 +13,7 @@ most one shaped fleet runs at a time) or at the end of the session.
 ``JOBRELAY_TEST_SHAPED_FLEET_DIR`` names a shaped fleet you keep running instead
 (``jobrelay fleet up --config FILE --state-dir DIR``).
 
-Run in parallel (pytest-xdist: ``TEST_WORKERS=2 make test``, see the Makefile), each
+Run in parallel (pytest-xdist: ``make test`` where the kernel allows, see the Makefile), each
 test process has fleets of its own, on ports of its own: ``JOBRELAY_FLEET_PORTS`` gives
 each process a disjoint slice of the ports below the kernel's ephemeral range, so that no
 fleet ever picks a port another process's fleet holds, or keeps for a cluster it
