@@ -68,6 +68,10 @@ class ChangeRouting:
                 mirrored=self.pool.has_mirror(key),
                 placed_here=self.memory.reservations.cluster_of(key),
             )
+            if event.new is not None and self.memory.own_writes.defer(
+                key, Meta(event.new).resource_version, lane
+            ):
+                return  # it came before the answer of the write under way, which settles it
             self.queue.add(key, lane)
 
         return changed

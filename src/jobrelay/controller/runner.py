@@ -187,7 +187,7 @@ class Controller:
         )
         relay = options.relay
         # What one reconcile leaves for the next (expectations, reservations, held ...).
-        self.memory = memory = RelayMemory()
+        self.memory = memory = RelayMemory(requeue=self.queue.add)
         # Admission before placement: fleet-wide queues, the manager's ResourceQuotas.
         self.queue_admission = QueueAdmission.watching(
             manager, queues=self.queues, mirror_keys=self.pool.mirror_keys, memory=memory.queues

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,8 @@ class FakeCluster:
     namespace_annotations: dict[str, dict[str, str]] = field(default_factory=dict)
     # What its /version reports.
     git_version: str = "v1.35.4"
+    # Called with each request's method and path as it arrives (before it is answered).
+    on_request: Callable[[str, str], None] | None = None
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- test side -------------------------------------------------------------
@@ -122,6 +124,8 @@ class FakeCluster:
         path = request.url.path
         body = msgspec.json.decode(request.content) if request.content else None
         self.requests.append((request.method, path, body))
+        if self.on_request is not None:
+            self.on_request(request.method, path)
         for failure in self.failures:
             if (
                 failure.times > 0

@@ -1,5 +1,6 @@
 """The management informer's handler (controller/change_routing.py): the echo of this
-process's own write queues nothing; any other change is queued in its lane."""
+process's own write queues nothing, even when it comes before the write's answer; any
+other change is queued in its lane."""
 
 from __future__ import annotations
 
@@ -80,6 +81,25 @@ async def test_the_echo_of_our_own_write_queues_nothing_and_other_changes_do() -
     assert len(queue) == 0
     # The same version again (a relist) or any other version is an event as usual.
     handler(_modified(placed, job(placed="w1", rv="8", status={"active": 1})))
+    assert len(queue) == 1
+    queue.shutdown()
+
+
+async def test_events_during_a_write_wait_for_its_answer_and_only_its_echo_is_dropped() -> None:
+    queue: WorkQueue[WorkloadKey] = WorkQueue()
+    memory = RelayMemory(requeue=queue.add)
+    handler = _routing(memory, queue).workload_handler(KEY.kind)
+    placed = job(placed="w1", rv="7")
+    with memory.own_writes.writing(KEY) as write:
+        handler(_modified(placed, job(placed="w1", rv="8", status={"active": 1})))
+        assert len(queue) == 0
+        write.answered("8")
+    assert len(queue) == 0  # it was the write's echo
+    with memory.own_writes.writing(KEY) as write:
+        # A change someone else made, seen before this write's answer: queued after it.
+        handler(_modified(placed, job(placed="w1", rv="9", status={"active": 2})))
+        assert len(queue) == 0
+        write.answered("10")
     assert len(queue) == 1
     queue.shutdown()
 

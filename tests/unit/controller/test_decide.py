@@ -958,6 +958,9 @@ def test_the_placement_is_a_compare_and_swap_written_before_the_create() -> None
     plan = _plan(job(rv="77"), w("w1"))
     assert [type(a).__name__ for a in plan.actions] == ["Place", "CreateMirror", "RecordEvent"]
     assert plan.actions[0] == Place("w1", "77", ("w1",), plan.actions[0].demand)  # type: ignore[union-attr]
+    # The decision goes on from the placement it wrote: its echo needs no look (the
+    # mirror's next change brings the key back, or the record's time).
+    assert not plan.echo_needed
 
 
 def test_the_mirror_body_is_the_kinds_mirror_of_the_placed_object() -> None:

@@ -29,6 +29,7 @@ from tests.unit.controller.fakes import (
 )
 
 from jobrelay.controller.relay.executor import Collided, Executor
+from jobrelay.controller.relay.own_writes import OwnWrites
 from jobrelay.controller.relay.plan import (
     Action,
     CreateMirror,
@@ -53,6 +54,7 @@ from jobrelay.vocabulary.names import (
     ORIGIN_LABEL,
     PLACEMENTS_ANNOTATION,
 )
+from jobrelay.vocabulary.outcome import Lane
 
 KEY = key_of(JOB)
 JOB_PATH = f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{NAME}"
@@ -467,6 +469,20 @@ async def test_delete_is_preconditioned_on_the_uid_and_expected(env: Env) -> Non
     assert len(env.worker.cluster.writes()) == 1
 
 
+async def test_delete_is_expected_before_it_is_sent(env: Env) -> None:
+    """Its watch event may come before its answer: it is known as this delete's then."""
+    uid = env.worker.cluster.put("jobs", mirror(job()))["metadata"]["uid"]
+    pending_when_sent: list[bool] = []
+
+    def arrived(method: str, path: str) -> None:
+        if method == "DELETE":
+            pending_when_sent.append(env.executor.memory.deleted.pending(uid))
+
+    env.worker.cluster.on_request = arrived
+    assert await env.run(delete_action(uid)) is None
+    assert pending_when_sent == [True]
+
+
 async def test_delete_of_a_mirror_already_gone_is_fine_and_expected(env: Env) -> None:
     assert await env.run(delete_action("m-gone"), RecordEvent("Normal", "After", "x")) is None
     assert env.executor.memory.deleted.pending("m-gone")
@@ -689,3 +705,34 @@ async def test_writes_whose_echo_needs_no_look_tell_memory_the_version_they_made
     stale = write_action(placed)
     assert isinstance(await apply(Plan((stale,), Done(), echo_needed=False)), Retry)
     assert not own.is_echo(KEY, rv(env))
+
+
+async def test_events_during_a_write_whose_echo_needs_no_look_wait_for_its_answer(
+    env: Env,
+) -> None:
+    """An event of the object that comes while such a write is under way waits for its
+    answer (own_writes.py): dropped when it shows the written version, queued otherwise,
+    and queued when the write fails. A write whose echo is looked at holds nothing."""
+    queued: list[tuple[Any, Lane]] = []
+    env.executor.memory.own_writes = own = OwnWrites(
+        requeue=lambda k, lane: queued.append((k, lane))
+    )
+    waited: list[bool] = []
+
+    def arrived(method: str, path: str) -> None:
+        if method == "PATCH":
+            waited.append(own.defer(KEY, "someone-else", Lane.FRESH))
+
+    env.manager.on_request = arrived
+
+    async def apply(plan: Plan) -> Any:
+        return await env.executor.apply(KEY, JOB, env.stored_job(), plan)
+
+    assert await apply(Plan((Place("w1", rv(env)),), ReadFresh(obj=True))) is None
+    assert (waited, queued) == ([True], [(KEY, Lane.FRESH)])
+    assert own.is_echo(KEY, rv(env))  # its own echo is still to come
+    assert await apply(Plan((write_action(rv(env)),), Done())) is None  # echo looked at
+    assert (waited[-1], len(queued)) == (False, 1)
+    stale = write_action("0")
+    assert isinstance(await apply(Plan((stale,), Done(), echo_needed=False)), Retry)
+    assert (waited[-1], queued[-1]) == (True, (KEY, Lane.FRESH))

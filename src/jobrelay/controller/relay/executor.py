@@ -192,23 +192,27 @@ class Executor:
         # Reserve before the first await: concurrent placements must see this one.
         self.memory.reservations.reserve(action.cluster, key, action.demand)
         try:
-            placed = await self.manager.patch(
-                kind.ref,
-                key.name,
-                # The resourceVersion makes this a compare-and-swap: a workload is placed once.
-                {
-                    "metadata": {
-                        "resourceVersion": action.resource_version,
-                        "annotations": {
-                            CLUSTER_ANNOTATION: action.cluster,
-                            PLACEMENTS_ANNOTATION: ",".join(action.history or (action.cluster,)),
-                            **dict.fromkeys(action.clears),
-                            **dict(action.sets),
-                        },
-                    }
-                },
-                namespace=key.namespace,
-            )
+            with self.memory.own_writes.writing(key, echo_skippable=echo_skippable) as write:
+                placed = await self.manager.patch(
+                    kind.ref,
+                    key.name,
+                    # The resourceVersion makes this a compare-and-swap: placed once.
+                    {
+                        "metadata": {
+                            "resourceVersion": action.resource_version,
+                            "annotations": {
+                                CLUSTER_ANNOTATION: action.cluster,
+                                PLACEMENTS_ANNOTATION: ",".join(
+                                    action.history or (action.cluster,)
+                                ),
+                                **dict.fromkeys(action.clears),
+                                **dict(action.sets),
+                            },
+                        }
+                    },
+                    namespace=key.namespace,
+                )
+                write.answered(Meta(placed).resource_version)
         except ApiError as error:
             self.memory.reservations.release(key)
             if error.is_conflict or error.is_not_found:
@@ -217,8 +221,6 @@ class Executor:
         except BaseException:
             self.memory.reservations.release(key)
             raise
-        if echo_skippable:
-            self.memory.own_writes.wrote(key, Meta(placed).resource_version)
         _log.debug(  # one line per workload: at info they would flood a burst's log
             "placed %s on %s",
             key.key,
@@ -363,6 +365,9 @@ class Executor:
         worker = self.pool.get(action.cluster)
         if worker is None or self.memory.deleted.pending(action.uid):
             return  # gone with its worker, or deleted by an earlier pass the cache has not shown
+        # Expected before it is sent: its watch event may come before its answer, and is
+        # then still known as this delete's (change_routing.py's is_mirror_echo).
+        self.memory.deleted.expect(action.uid)
         try:
             await worker.client.delete(
                 kind.ref,
@@ -373,9 +378,12 @@ class Executor:
             )
         except ApiError as error:
             if not (error.is_not_found or error.is_conflict):
+                self.memory.deleted.observed(action.uid)  # not deleted: the next pass tries
                 raise
             # Already gone, or already replaced by another object.
-        self.memory.deleted.expect(action.uid)
+        except BaseException:
+            self.memory.deleted.observed(action.uid)
+            raise
         _log.debug(
             "deleted mirror %s/%s on %s: %s",
             action.namespace,
@@ -409,13 +417,15 @@ class Executor:
         # compare-and-swap against the status the decision computed from.
         patch = {"metadata": {"resourceVersion": action.resource_version}, "status": action.patch}
         try:
-            written = await self.manager.patch(
-                kind.ref,
-                key.name,
-                patch,
-                namespace=key.namespace,
-                subresource="status",
-            )
+            with self.memory.own_writes.writing(key, echo_skippable=echo_skippable) as write:
+                written = await self.manager.patch(
+                    kind.ref,
+                    key.name,
+                    patch,
+                    namespace=key.namespace,
+                    subresource="status",
+                )
+                write.answered(Meta(written).resource_version)
         except ApiError as error:
             if error.is_conflict or error.is_not_found:
                 return Retry("the object changed while its status was being written")
@@ -432,6 +442,4 @@ class Executor:
                     answered=error.message,
                 )
             raise
-        if echo_skippable:
-            self.memory.own_writes.wrote(key, Meta(written).resource_version)
         return None

@@ -61,6 +61,7 @@ from jobrelay.placement.workload import (
 from jobrelay.vocabulary.json_types import JsonObj
 from jobrelay.vocabulary.meta import Meta
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PREEMPTED_BY_ANNOTATION
+from jobrelay.vocabulary.outcome import Lane
 
 __all__ = ["ADMITTING_FOR", "NO_POLICY", "QueueMemory", "RelayMemory"]
 
@@ -178,13 +179,19 @@ class QueueMemory:
 class RelayMemory:
     """The soft state of the relay (see the module doc)."""
 
-    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        requeue: Callable[[WorkloadKey, Lane], None] | None = None,
+    ) -> None:
         self.created = Expectations()
         self.deleted = Expectations()
         self.reservations = Reservations(monotonic)
         self.queues = QueueMemory(monotonic)
-        # The versions this process's writes produced: their watch events are echoes.
-        self.own_writes = OwnWrites()
+        # The versions this process's writes produced: their watch events are echoes (those
+        # that come before a write's answer wait for it, then ``requeue`` the others).
+        self.own_writes = OwnWrites(requeue=requeue)
         self._monotonic = monotonic
         # Workloads waiting unplaced, oldest first, with the signature of why (told to
         # the user again only when it changes); retried as soon as capacity changes.

@@ -107,9 +107,10 @@ def create(
     actions.extend(copies(s, worker))
     actions.append(CreateMirror(cluster, body, uid(obj) or "", run, if_refused=MIRROR_REJECTED))
     actions.append(RecordEvent("Normal", "Dispatched", f"Dispatched to worker cluster {cluster}"))
-    # The create's echo is not looked at (change_routing.py): its mirror's next change
-    # is, or this look when its record is due.
-    return Plan(tuple(actions), RequeueAfter(RECORD_AFTER, Lane.BACKGROUND))
+    # The create's echo is not looked at (change_routing.py), nor the placement's this
+    # decision went on from: its mirror's next change is, or this look when its record
+    # is due.
+    return Plan(tuple(actions), RequeueAfter(RECORD_AFTER, Lane.BACKGROUND), echo_needed=False)
 
 
 def _placed_anew(s: Snapshot, obj: JsonObj, actions: list[Action]) -> Plan:
