@@ -10,7 +10,7 @@ other change (every change gets a new resourceVersion), so an event carrying exa
 is skipped.
 
 The echo often comes before the write's answer: the watch and the answer travel on two
-connections, and under a burst a third of status copies' echoes came first. So while a
+connections, and under a burst the event is often handled first. So while a
 write is under way its object's events wait here (:meth:`OwnWrites.defer`); the answer
 settles them: the one carrying the written version was the echo, any other is queued in
 its lane as it would have been, and a write that fails queues them all. Without a
