@@ -2,7 +2,7 @@
 
 Six `--all-pods -f` follows of a 60-pod Job (366 streams on one worker: a log
 stream per pod and one pod watch per request) go through the worker's own pool
-for users' streams: its health probe (every second here) never waits behind
+for users' streams: its health probe (every 2 s here) never waits behind
 them, so the worker stays Connected=True throughout and another Job placed on
 it completes; once the six go away their streams are released. (The 429 beyond
 the bounds is unit-tested: here KWOK may end a pod's follow early, when the
@@ -43,9 +43,11 @@ FOLLOWS = 6
 STREAMS = 400  # room for the six follows (6 x (60 pods + 1 watch))
 CONTROLLER_ARGS = [
     "--api-address", "127.0.0.1:0", "--api-register",
-    # Probed every second, each probe bounded by 2 s: a probe queued behind users'
-    # streams would show Connected=False at once.
-    "--worker-health-timeout", "6",
+    # Probed every 2 s, each probe bounded by 4 s: a probe queued behind users' streams
+    # (open for the whole test) would show Connected=False within seconds. Not tighter:
+    # with two test fleets on two slow cores a worker's /version once took over 2 s
+    # (ReadTimeout, answered late: not a wait for a connection).
+    "--worker-health-timeout", "12",
     "--api-max-streams-per-user", str(STREAMS),
     "--api-max-streams-per-worker", str(STREAMS),
     "--api-max-streams", str(STREAMS),
@@ -125,8 +127,8 @@ async def test_six_follows_of_a_60_pod_job_leave_the_worker_connected(
         assert await relay.wait_placed("meanwhile") == worker
         done = await relay.wait_finished("meanwhile", timeout=60)
         assert done["status"].get("succeeded") == 1
-        # Time itself: the probes run on a 1 s timer, so three more with every follow open.
-        await asyncio.sleep(3)
+        # Time itself: the probes run on a 2 s timer, so three more with every follow open.
+        await asyncio.sleep(6)
     watcher.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await watcher
