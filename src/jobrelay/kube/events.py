@@ -34,6 +34,8 @@ EventType = Literal["Normal", "Warning"]
 # The apiserver rejects longer messages from the events.k8s.io API; keep core
 # Events within the same bound so both views of an Event stay valid.
 _MAX_MESSAGE = 1024
+# Sends of one Event while its apiserver gives no answer (1 s, then 2 s apart by default).
+_UNANSWERED_TRIES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class EventRecorder:
         max_remembered: int = 4096,
         close_timeout: float = 5.0,
         writers: int = 4,
+        unanswered_retry_delay: float = 1.0,
     ) -> None:
         self._client = client
         self._component = component
@@ -87,6 +90,7 @@ class EventRecorder:
         self._max_pending = max_pending
         self._max_remembered = max_remembered
         self._close_timeout = close_timeout
+        self._unanswered_retry_delay = unanswered_retry_delay
         self._pending: OrderedDict[_Key, _Pending] = OrderedDict()
         # What we wrote recently, least recently used first, to patch instead of create.
         self._written: OrderedDict[_Key, _Written] = OrderedDict()
@@ -200,7 +204,7 @@ class EventRecorder:
             # remembered, to count it rather than create a second one.
             self._in_flight.add(key)
             try:
-                await self._write(key, pending)
+                await self._write_until_answered(key, pending)
             except ApiError as exc:
                 # A namespace being deleted takes its objects and their Events with it.
                 _log.log(
@@ -224,6 +228,20 @@ class EventRecorder:
                 self._in_flight.discard(key)
                 if key in self._pending:
                     self._wakeup.set()  # a repeat waited for this write
+
+    async def _write_until_answered(self, key: _Key, pending: _Pending) -> None:
+        """One Event's write, sent again after a moment while the apiserver gives no answer
+        (a busy apiserver's connect timeout would otherwise lose it): at most
+        :data:`_UNANSWERED_TRIES` times (closing waits at most its ``close_timeout``). An
+        answer, even a refusal, is final."""
+        for attempt in range(1, _UNANSWERED_TRIES + 1):
+            try:
+                await self._write(key, pending)
+                return
+            except ApiError as exc:
+                if not exc.is_unreachable or attempt == _UNANSWERED_TRIES:
+                    raise
+            await asyncio.sleep(self._unanswered_retry_delay * attempt)
 
     def _next_key(self) -> _Key | None:
         """The oldest pending key that no other writer is writing."""

@@ -27,11 +27,16 @@ class EventServer:
         self.fail_status: dict[str, Any] | None = None
         self.patch_status = 200
         self.received = asyncio.Event()
+        # The next requests get no answer (a connect timeout).
+        self.unanswered = 0
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         body = msgspec.json.decode(request.content)
         self.requests.append((request.method, request.url.path, body))
         self.received.set()
+        if self.unanswered > 0:
+            self.unanswered -= 1
+            raise httpx2.ConnectTimeout("connect timeout", request=request)
         if self.fail_with is not None:
             status = self.fail_status or {
                 "kind": "Status",
@@ -174,6 +179,28 @@ async def test_failures_are_logged_never_raised(
             recorder.record({"metadata": {"name": "no-kind"}}, "Normal", "Synced", "x")
     assert "cannot write event Synced" in caplog.text
     assert "lacks apiVersion" in caplog.text
+
+
+async def test_an_event_the_apiserver_did_not_answer_is_sent_again(
+    server: EventServer, client: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.unanswered = 2
+    async with EventRecorder(client, unanswered_retry_delay=0.01) as recorder:
+        recorder.record(JOB, "Warning", "Refused", "x")
+    assert server.methods() == ["POST", "POST", "POST"]
+    # No answer three times: dropped, and said so; an answer, even a refusal, is final.
+    server.requests.clear()
+    server.unanswered = 3
+    with caplog.at_level(logging.WARNING, logger="jobrelay.kube.events"):
+        async with EventRecorder(client, unanswered_retry_delay=0.01) as recorder:
+            recorder.record(JOB, "Warning", "Refused", "y")
+    assert server.methods() == ["POST", "POST", "POST"]
+    assert "cannot write event Refused" in caplog.text
+    server.requests.clear()
+    server.fail_with = 500
+    async with EventRecorder(client, unanswered_retry_delay=0.01) as recorder:
+        recorder.record(JOB, "Warning", "Refused", "z")
+    assert server.methods() == ["POST"]
 
 
 # What kube-apiserver's NamespaceLifecycle admission answers for a create there.
