@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrelay.controller.relay.own_writes import OwnWrites
+from jobrelay.controller.relay.own_writes import WAITING_AT_MOST, OwnWrites
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.vocabulary.outcome import Lane
 
@@ -130,8 +130,18 @@ def test_nothing_waits_without_a_queue_or_for_a_write_whose_echo_is_looked_at() 
     assert queued == []
 
 
+def test_events_waiting_for_one_write_are_bounded() -> None:
+    queued = _Queued()
+    writes = OwnWrites(requeue=queued)
+    with writes.writing(A) as write:
+        waited = [writes.defer(A, str(v), Lane.STATUS) for v in range(WAITING_AT_MOST + 2)]
+        write.answered("0")
+    assert waited == [True] * WAITING_AT_MOST + [False, False]  # the rest queued at once
+    assert queued == [(A, Lane.STATUS)]
+
+
 @given(
-    st.lists(st.tuples(st.integers(1, 6), st.sampled_from(list(Lane))), max_size=8),
+    st.lists(st.tuples(st.integers(1, 6), st.sampled_from(list(Lane))), max_size=WAITING_AT_MOST),
     st.one_of(st.none(), st.integers(1, 6)),
 )
 def test_every_event_during_a_write_is_its_echo_or_queued(

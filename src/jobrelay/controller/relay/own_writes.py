@@ -32,10 +32,12 @@ from dataclasses import dataclass
 from jobrelay.kinds.base import WorkloadKey
 from jobrelay.vocabulary.outcome import Lane
 
-__all__ = ["REMEMBERED", "OwnWrites", "WriteUnderWay"]
+__all__ = ["REMEMBERED", "WAITING_AT_MOST", "OwnWrites", "WriteUnderWay"]
 
 # Workloads whose last write's version is kept until its echo: a burst's worth.
 REMEMBERED = 20_000
+# Events of one object that wait for one write's answer; later ones are queued at once.
+WAITING_AT_MOST = 8
 
 
 @dataclass(slots=True)
@@ -89,8 +91,8 @@ class OwnWrites:
         """Whether an event showing ``key``'s object at ``resource_version`` waits for the
         answer of the write under way (settled by :meth:`writing`); False: none is."""
         came = self._under_way.get(key)
-        if came is None or not resource_version:
-            return False
+        if came is None or not resource_version or len(came) >= WAITING_AT_MOST:
+            return False  # past the bound (a tenant editing fast), queued at once as before
         came.append((resource_version, lane))
         return True
 
