@@ -26,6 +26,7 @@ from jobrelay.controller.relay.plan import (
 )
 from jobrelay.controller.relay.reservations import RESERVATION_MAX_AGE, Reservations
 from jobrelay.kinds.base import WorkloadKey
+from jobrelay.placement.capacity import Node, WorkerCapacity
 from jobrelay.placement.tracker import OwnedPods
 from jobrelay.placement.workload import Invalid, PodGroup
 from jobrelay.vocabulary.names import CLUSTER_ANNOTATION, PREEMPTED_BY_ANNOTATION
@@ -196,6 +197,31 @@ def test_pruning_keeps_the_look_the_snapshot_reads() -> None:
     memory.prune_reservations(worker)
     assert [k for k, _ in memory.reservations.on("w1")] == [KEY]
     assert memory.reserved_on(worker) is reserved  # not looked at again for the release
+
+
+def test_the_overlay_of_a_placement_more_is_laid_on_the_last_and_reads_as_laid_anew() -> None:
+    clock = Clock()
+    memory = RelayMemory(monotonic=clock)
+    worker = Worker("w1", unfinished={KEY})
+    capacity = WorkerCapacity((Node("n1", {"cpu": 8000, "pods": 110}, {}, {}, ()),))
+    memory.reservations.reserve("w1", KEY, DEMAND)
+    first = memory.with_reservations(worker, capacity)
+    assert first.fit(DEMAND).fits
+    second_key = WorkloadKey(JOB.name, f"{NAMESPACE}/second")
+    memory.reservations.reserve("w1", second_key, DEMAND)
+    laid_on = memory.with_reservations(worker, capacity)
+    anew = capacity.with_reservations(memory.reserved_on(worker))
+    # Laid on the last overlay: its room after reservations was carried over, not recomputed.
+    assert laid_on.__dict__["_after_reservations"] is not None
+    assert "_after_reservations" not in anew.__dict__
+    assert laid_on.reservations == anew.reservations
+    assert laid_on.fit(DEMAND) == anew.fit(DEMAND)
+    assert laid_on.summary == anew.summary
+    # Anything but one more (a release here) lays them all again.
+    memory.reservations.release(KEY)
+    again = memory.with_reservations(worker, capacity)
+    assert [r.key for r in again.reservations] == [second_key.key]
+    assert "_after_reservations" not in again.__dict__
 
 
 def test_a_reservation_older_than_a_worker_takes_to_make_pods_takes_no_room() -> None:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tests.unit.placement.support import node
 
 from jobrelay.placement.capacity import Reservation, WorkerCapacity
@@ -106,3 +108,35 @@ def test_reservations_take_their_room_first() -> None:
     assert capacity.summary.reserved == {"cpu": 6000, "pods": 1}
     # A workload that will never fit ignores what is on the nodes now.
     assert capacity.empty.fit((group(1, cpu="8"),)).fits
+
+
+_NODES = (
+    node("n1", "8"),
+    node("n2", "4", labels={"zone": "a"}),
+    node("n3", "16", gpu=2, taints=(GPU_TAINT,)),
+    node("n4", "2", used={"cpu": "1"}),
+)
+_groups = st.tuples(st.integers(1, 4), st.integers(1, 9), st.integers(0, 1)).map(
+    lambda g: group(g[0], cpu=str(g[1]), gpu=str(g[2])) if g[2] else group(g[0], cpu=str(g[1]))
+)
+_reservations = st.lists(
+    st.tuples(st.text("abc", min_size=1, max_size=3), st.lists(_groups, min_size=1, max_size=2)),
+    max_size=8,
+).map(lambda rs: tuple(Reservation(f"ns/{k}", tuple(g)) for k, g in rs))
+
+
+@given(_reservations, _reservations, st.lists(_groups, min_size=1, max_size=2))
+def test_one_reservation_more_is_the_same_as_all_laid_again(
+    before: tuple[Reservation, ...], more: tuple[Reservation, ...], asked: list[PodGroup]
+) -> None:
+    """What the relay's overlay lays on top of its last one, one placement at a time, reads
+    as the capacity with every reservation laid at once: fits, their reasons, the totals."""
+    capacity = WorkerCapacity(_NODES)
+    step_by_step = capacity.with_reservations(before)
+    for reservation in more:
+        step_by_step = step_by_step.with_reservation(reservation)
+    at_once = capacity.with_reservations((*before, *more))
+    assert step_by_step.reservations == at_once.reservations
+    assert step_by_step.fit(tuple(asked)) == at_once.fit(tuple(asked))
+    assert step_by_step.summary == at_once.summary
+    assert step_by_step.usable_totals == at_once.usable_totals

@@ -405,7 +405,18 @@ class RelayMemory:
         cached = self._overlays.get(worker.name)
         if cached is not None and cached[0] is capacity and cached[1] is reserved:
             return cached[2]
-        overlaid = capacity.with_reservations(reserved)
+        if (
+            cached is not None
+            and cached[0] is capacity
+            and len(reserved) == len(cached[1]) + 1
+            and reserved[:-1] == cached[1]
+        ):
+            # A placement more, nothing else changed (a burst's common case): laid on top
+            # of the last overlay rather than every reservation laid again, which cost a
+            # 500-Job burst about a twentieth of the controller's CPU.
+            overlaid = cached[2].with_reservation(reserved[-1])
+        else:
+            overlaid = capacity.with_reservations(reserved)
         self._overlays[worker.name] = (capacity, reserved, overlaid)
         return overlaid
 
