@@ -130,17 +130,12 @@ class WorkerCapacity:
         """The same nodes with other reservations; the node indices are shared, not rebuilt."""
         if reservations == self.reservations:
             return self
-        other = WorkerCapacity(self.nodes, reservations)
-        # Built here once (this object is the one the tracker keeps while nothing
-        # changes), then shared by every variant with other reservations.
-        other.__dict__.update(pool=self.pool, _node_totals=self._node_totals)
-        if "empty" in self.__dict__:
-            other.__dict__["empty"] = self.__dict__["empty"]
-        return other
+        return self._sharing_indices(WorkerCapacity(self.nodes, reservations))
 
     def with_reservation(self, reservation: Reservation) -> WorkerCapacity:
-        """One reservation more, placed on top of what this one has taken: a pass that
-        wakes held workloads one after another pays for each once, not for all again."""
+        """One reservation more, placed on top of what this one has taken: the held pass
+        waking workloads one after another, and the relay's overlay of a placement more,
+        pay for each once, not for all again."""
         other = WorkerCapacity(self.nodes, (*self.reservations, reservation))
         pool, before = self.pool, self._after_reservations
         taken = dict(before)
@@ -153,9 +148,18 @@ class WorkerCapacity:
         reserved = dict(self._reserved)
         _add_reservation(reserved, reservation)
         other.__dict__.update(
-            pool=pool, _after_reservations=taken, _largest_after_reservations=tuple(largest),
-            _node_totals=self._node_totals, _reserved=reserved,
+            _after_reservations=taken, _largest_after_reservations=tuple(largest),
+            _reserved=reserved,
         )  # fmt: skip
+        return self._sharing_indices(other)
+
+    def _sharing_indices(self, other: WorkerCapacity) -> WorkerCapacity:
+        """``other`` (the same nodes) with this one's node indices: built once on the object
+        the tracker keeps while nothing changes, then shared by every variant with other
+        reservations."""
+        other.__dict__.update(pool=self.pool, _node_totals=self._node_totals)
+        if "empty" in self.__dict__:
+            other.__dict__["empty"] = self.__dict__["empty"]
         return other
 
     def __repr__(self) -> str:

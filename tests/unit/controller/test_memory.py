@@ -212,7 +212,7 @@ def test_the_overlay_of_a_placement_more_is_laid_on_the_last_and_reads_as_laid_a
     laid_on = memory.with_reservations(worker, capacity)
     anew = capacity.with_reservations(memory.reserved_on(worker))
     # Laid on the last overlay: its room after reservations was carried over, not recomputed.
-    assert laid_on.__dict__["_after_reservations"] is not None
+    assert "_after_reservations" in laid_on.__dict__
     assert "_after_reservations" not in anew.__dict__
     assert laid_on.reservations == anew.reservations
     assert laid_on.fit(DEMAND) == anew.fit(DEMAND)
